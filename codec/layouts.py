@@ -1,0 +1,284 @@
+"""The mosquitto.db format, declared once: one field table per (db version, chunk type).
+
+Nothing else in mosqdb knows field order, widths, byte order or padding. The engine walks
+these tables to decode, encode, report byte spans and validate; the columnar decoder walks
+the same tables with vectors. Field kinds:
+
+==========  ===========================================================================
+``u8``      one byte
+``u16/u32`` big-endian unsigned (Mosquitto converts with htons/htonl)
+``u64h``    unsigned 64-bit in *host* order (never converted by the broker; LE by default)
+``i64h``    signed 64-bit, host order (absolute Unix times)
+``time_t``  signed, host order, 4 or 8 bytes: v3/v4 CLIENT ``disconnect_t`` (size from length)
+``len16``   big-endian u16 length of the variable field named by ``target``
+``len32``   big-endian u32 length of the variable field named by ``target``
+``str``     UTF-8 text whose length is its ``len`` field (kept byte-exact via surrogateescape)
+``bytes``   raw bytes whose length is its ``len`` field
+``nibbles`` one byte holding two values: high nibble ``names[0]``, low nibble ``names[1]``
+``pad``     C struct padding, written as zeros
+``props``   MQTT v5 property tail: whatever the chunk length leaves after everything else
+==========  ===========================================================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+
+class ChunkType(IntEnum):
+    CFG = 1
+    MSG_STORE = 2
+    CLIENT_MSG = 3
+    RETAIN = 4
+    SUB = 5
+    CLIENT = 6
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+TYPE_BY_LABEL = {t.label: t for t in ChunkType}
+SUPPORTED_VERSIONS = (2, 3, 4, 5, 6)
+MAGIC = b"\x00\xb5\x00mosquitto db"
+FILE_HEADER_SIZE = 23
+PAYLOAD_MAX = 268_435_455
+
+FIXED_SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64h": 8, "i64h": 8, "len16": 2, "len32": 4, "nibbles": 1}
+VARIABLE_KINDS = ("str", "bytes")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One element of a chunk body."""
+
+    name: str
+    kind: str
+    size: int = 0  # fixed width, for pad and numeric kinds
+    target: str | None = None  # for len16/len32: the variable field measured
+    nullable: bool = False  # for str: an empty value is "absent" (None)
+    names: tuple[str, ...] = ()  # for nibbles: the two values packed in one byte
+    must: int | None = None  # the only value a loader accepts (decoding anything else fails)
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        """The record keys this element fills (none for lengths and padding)."""
+        if self.kind == "nibbles":
+            return self.names
+        if self.kind in ("pad", "len16", "len32"):
+            return ()
+        return (self.name,)
+
+
+def U8(name: str, must: int | None = None) -> Field:
+    return Field(name, "u8", 1, must=must)
+
+
+def U16(name: str) -> Field:
+    return Field(name, "u16", 2)
+
+
+def U32(name: str) -> Field:
+    return Field(name, "u32", 4)
+
+
+def U64H(name: str) -> Field:
+    return Field(name, "u64h", 8)
+
+
+def I64H(name: str) -> Field:
+    return Field(name, "i64h", 8)
+
+
+def TimeT(name: str) -> Field:
+    return Field(name, "time_t", 8)
+
+
+def Len16(target: str) -> Field:
+    return Field(f"{target}_len", "len16", 2, target=target)
+
+
+def Len32(target: str) -> Field:
+    return Field(f"{target}_len", "len32", 4, target=target)
+
+
+def Str(name: str, nullable: bool = False) -> Field:
+    return Field(name, "str", nullable=nullable)
+
+
+def Bytes(name: str) -> Field:
+    return Field(name, "bytes")
+
+
+def Pad(size: int) -> Field:
+    return Field("padding", "pad", size)
+
+
+def Nibbles(high: str, low: str) -> Field:
+    return Field(f"{high}_{low}", "nibbles", 1, names=(high, low))
+
+
+def Props(name: str = "properties") -> Field:
+    return Field(name, "props")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The body of one chunk type in one db version (one ABI variant)."""
+
+    type: ChunkType
+    versions: tuple[int, ...]
+    fields: tuple[Field, ...]
+    abi: str = "lp64"
+    notes: str = ""
+    value_names: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        names = tuple(v for f in self.fields for v in f.values)
+        object.__setattr__(self, "value_names", names)
+
+    @property
+    def fixed_prefix_size(self) -> int:
+        """Bytes before the first variable-size field (the C struct in v5/v6)."""
+        total = 0
+        for f in self.fields:
+            if f.kind in VARIABLE_KINDS or f.kind in ("props", "time_t"):
+                break
+            total += FIXED_SIZES.get(f.kind, f.size)
+        return total
+
+    @property
+    def has_tail(self) -> bool:
+        return any(f.kind == "props" for f in self.fields)
+
+
+# ---------------------------------------------------------------- the tables
+
+# Every released broker refuses dbid_size != 8 ("Incompatible database configuration").
+_CFG_V2_4 = (U8("shutdown"), U8("dbid_size", must=8), U64H("last_db_id"))
+_CFG_V5_6 = (U64H("last_db_id"), U8("shutdown"), U8("dbid_size", must=8), Pad(6))
+
+_MSG_STORE_V2_3 = (
+    U64H("store_id"),
+    Len16("source_id"), Str("source_id", nullable=True),
+    U16("source_mid"),
+    U16("mid"),
+    Len16("topic"), Str("topic"),
+    U8("qos"), U8("retain"),
+    Len32("payload"), Bytes("payload"),
+)
+_MSG_STORE_V4 = (
+    U64H("store_id"),
+    Len16("source_id"), Str("source_id", nullable=True),
+    Len16("source_username"), Str("source_username", nullable=True),
+    U16("source_port"),
+    U16("source_mid"),
+    U16("mid"),
+    Len16("topic"), Str("topic"),
+    U8("qos"), U8("retain"),
+    Len32("payload"), Bytes("payload"),
+)
+_MSG_STORE_V5_6 = (
+    U64H("store_id"),
+    I64H("expiry_time"),
+    Len32("payload"),
+    U16("source_mid"),
+    Len16("source_id"),
+    Len16("source_username"),
+    Len16("topic"),
+    U16("source_port"),
+    U8("qos"), U8("retain"),
+    Str("source_id", nullable=True),
+    Str("source_username", nullable=True),
+    Str("topic"),
+    Bytes("payload"),
+    Props(),
+)
+
+_CLIENT_MSG_V2_4 = (
+    Len16("client_id"), Str("client_id"),
+    U64H("store_id"),
+    U16("mid"),
+    U8("qos"), U8("retain"), U8("direction"), U8("state"), U8("dup"),
+)
+_CLIENT_MSG_V5_6 = (
+    U64H("store_id"),
+    U16("mid"),
+    Len16("client_id"),
+    U8("qos"), U8("state"), Nibbles("retain", "dup"), U8("direction"),
+    Str("client_id"),
+    Props(),
+)
+
+_RETAIN = (U64H("store_id"),)
+
+_SUB_V2_4 = (Len16("client_id"), Str("client_id"), Len16("topic"), Str("topic"), U8("qos"))
+_SUB_V5_6 = (
+    U32("identifier"),
+    Len16("client_id"), Len16("topic"),
+    U8("qos"), U8("options"), Pad(2),
+    Str("client_id"), Str("topic"),
+)
+
+_CLIENT_V2 = (Len16("client_id"), Str("client_id"), U16("last_mid"))
+_CLIENT_V3_4 = _CLIENT_V2 + (TimeT("disconnect_t"),)
+_CLIENT_V5 = (
+    I64H("session_expiry_time"), U32("session_expiry_interval"), U16("last_mid"),
+    Len16("client_id"), Str("client_id"),
+)
+_CLIENT_V6_HEAD = (
+    I64H("session_expiry_time"), U32("session_expiry_interval"), U16("last_mid"),
+    Len16("client_id"), U16("listener_port"), Len16("username"),
+)
+_CLIENT_V6_TAIL = (Str("client_id"), Str("username", nullable=True))
+
+T = ChunkType
+ALL_LAYOUTS: tuple[Layout, ...] = (
+    Layout(T.CFG, (2, 3, 4), _CFG_V2_4),
+    Layout(T.CFG, (5, 6), _CFG_V5_6),
+    Layout(T.CFG, (5, 6), _CFG_V5_6[:3] + (Pad(2),), abi="i386", notes="PF_cfg is 12 bytes on 32-bit x86"),
+    Layout(T.MSG_STORE, (2, 3), _MSG_STORE_V2_3),
+    Layout(T.MSG_STORE, (4,), _MSG_STORE_V4),
+    Layout(T.MSG_STORE, (5, 6), _MSG_STORE_V5_6),
+    Layout(T.CLIENT_MSG, (2, 3, 4), _CLIENT_MSG_V2_4),
+    Layout(T.CLIENT_MSG, (5, 6), _CLIENT_MSG_V5_6),
+    Layout(T.RETAIN, (2, 3, 4, 5, 6), _RETAIN),
+    Layout(T.SUB, (2, 3, 4), _SUB_V2_4),
+    Layout(T.SUB, (5, 6), _SUB_V5_6),
+    Layout(T.CLIENT, (2,), _CLIENT_V2),
+    Layout(T.CLIENT, (3, 4), _CLIENT_V3_4),
+    Layout(T.CLIENT, (5,), _CLIENT_V5),
+    Layout(T.CLIENT, (6,), _CLIENT_V6_HEAD + (Pad(4),) + _CLIENT_V6_TAIL),
+    Layout(T.CLIENT, (6,), _CLIENT_V6_HEAD + _CLIENT_V6_TAIL, abi="i386", notes="PF_client is 20 bytes on 32-bit x86"),
+)
+
+# (version, type) -> [default layout, *ABI alternates]
+LAYOUTS: dict[tuple[int, ChunkType], list[Layout]] = {}
+for _layout in ALL_LAYOUTS:
+    for _v in _layout.versions:
+        LAYOUTS.setdefault((_v, _layout.type), []).append(_layout)
+
+# Every value name a chunk type can have in any version, in a stable order (for dump/export).
+FIELD_NAMES: dict[ChunkType, tuple[str, ...]] = {}
+for _layout in ALL_LAYOUTS:
+    known = list(FIELD_NAMES.get(_layout.type, ()))
+    known += [n for n in _layout.value_names if n not in known]
+    FIELD_NAMES[_layout.type] = tuple(known)
+
+
+def header_size(version: int) -> int:
+    """Chunk header: u16 type + u32 length in v2-v4, u32 + u32 in v5/v6."""
+    return 6 if version <= 4 else 8
+
+
+def layout_for(version: int, chunk_type: int, abi: str = "lp64") -> Layout | None:
+    """The table for a chunk type in a version (None for unknown chunk types)."""
+    try:
+        options = LAYOUTS[(version, ChunkType(chunk_type))]
+    except (KeyError, ValueError):
+        return None
+    for layout in options:
+        if layout.abi == abi:
+            return layout
+    return options[0]

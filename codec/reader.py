@@ -1,0 +1,296 @@
+"""Opening a db file: header, lazy index, random access and a sequential stream.
+
+Nothing is decoded until asked for. Random access reads one chunk with ``pread``; the
+stream reads the file once in large blocks and decodes chunk after chunk, holding only
+the current block. Neither maps the whole file, so memory stays flat on multi-GB files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from .engine import Record, Span, decode_chunk, walked_size
+from .errors import (
+    BadHeaderError,
+    CodecError,
+    FieldError,
+    NotADatabaseError,
+    TruncatedError,
+    UnsupportedVersionError,
+)
+from .index import BlockReader, ChunkIndex, scan
+from .layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """Enough to notice that a file changed on disk since we opened it."""
+
+    size: int
+    mtime_ns: int
+    inode: int
+    digest: str
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> Fingerprint:
+        st = os.stat(path)
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            h.update(f.read(65536))
+            if st.st_size > 65536:
+                f.seek(max(st.st_size - 65536, 65536))
+                h.update(f.read())
+        return cls(st.st_size, st.st_mtime_ns, st.st_ino, h.hexdigest())
+
+
+@dataclass
+class Chunk:
+    """A decoded chunk and where it lies in the file."""
+
+    index: int
+    offset: int
+    header_size: int
+    size: int
+    record: Record
+    spans: list[Span] | None = None
+
+    @property
+    def type(self) -> int:
+        return self.record.type
+
+    @property
+    def kind(self) -> str:
+        return self.record.kind
+
+    @property
+    def length(self) -> int | None:
+        return self.record.length
+
+    @property
+    def body_offset(self) -> int:
+        return self.offset + self.header_size
+
+    @property
+    def path(self) -> str:
+        return f"{self.kind}[{self.index}]"
+
+
+def kind_name(chunk_type: int) -> str:
+    try:
+        return ChunkType(chunk_type).label
+    except ValueError:
+        return "unknown"
+
+
+def read_header(path: str, head: bytes, size: int) -> int | None:
+    """Validate the 23-byte header; returns the db version (None for an empty file)."""
+    if size == 0:
+        return None
+    if size < len(MAGIC):
+        raise BadHeaderError(
+            f"file is only {size} bytes: shorter than the {FILE_HEADER_SIZE}-byte header", path=path, offset=0
+        )
+    if head[: len(MAGIC)] != MAGIC:
+        raise NotADatabaseError("not a mosquitto db: the magic bytes do not match", path=path, offset=0)
+    if len(head) < FILE_HEADER_SIZE:
+        raise BadHeaderError(
+            f"file header is cut short after {len(head)} of {FILE_HEADER_SIZE} bytes", path=path, offset=len(head)
+        )
+    (version,) = struct.unpack_from(">I", head, 19)
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersionError(
+            f"db version {version} (0x{version:08x}) is not one of 2-6", path=path, offset=19
+        )
+    return version
+
+
+class DbFile:
+    """A mosquitto.db opened for reading. Use as a context manager."""
+
+    def __init__(self, path: str | os.PathLike[str], *, endian: str = "little") -> None:
+        if endian not in ("little", "big"):
+            raise ValueError("endian must be 'little' or 'big'")
+        self.path = os.fspath(path)
+        self.endian = endian
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY)
+        except OSError as exc:
+            raise CodecError(f"cannot open: {exc.strerror}", path=self.path) from None
+        try:
+            st = os.fstat(self.fd)
+            self.size = st.st_size
+            self.fingerprint = Fingerprint.of(self.path)
+            self.header = os.pread(self.fd, FILE_HEADER_SIZE, 0)
+            self.version = read_header(self.path, self.header, self.size)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self._index: ChunkIndex | None = None
+        self._scan: Iterator[int] | None = None
+
+    # ------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> DbFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def empty(self) -> bool:
+        return self.version is None
+
+    @property
+    def crc(self) -> int:
+        return struct.unpack_from(">I", self.header, 15)[0] if len(self.header) >= 19 else 0
+
+    @property
+    def header_size(self) -> int:
+        return header_size(self.version or 6)
+
+    # ------------------------------------------------------------ index
+    def scan_steps(self, step: int = 200_000) -> Iterator[int]:
+        """Build the index incrementally, yielding the chunk count as it grows."""
+        if self._index is None:
+            self._index = ChunkIndex(self.version or 6)
+            if self.empty:
+                self._index.end = 0
+                self._index.complete = True
+                return
+            self._scan = scan(self.fd, self.size, self.version or 6, self._index, endian=self.endian, step=step)
+        if self._scan is not None:
+            yield from self._scan
+            self._scan = None
+
+    @property
+    def index(self) -> ChunkIndex:
+        """The complete index (scanning the headers on first use)."""
+        for _ in self.scan_steps():
+            pass
+        assert self._index is not None
+        return self._index
+
+    def partial_index(self) -> ChunkIndex | None:
+        """The index as far as it has been built (for a UI that shows rows while scanning)."""
+        return self._index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    # ------------------------------------------------------------ random access
+    def raw(self, i: int) -> bytes:
+        """Header and body bytes of chunk ``i``, as stored."""
+        idx = self._index_for(i)
+        off = idx.offsets[i]
+        return os.pread(self.fd, idx.chunk_end(i) - off, off)
+
+    def chunk(self, i: int, *, spans: bool = False) -> Chunk:
+        """Decode chunk ``i`` (errors name its offset, index, type and field)."""
+        idx = self._index_for(i)
+        off = idx.offsets[i]
+        data = os.pread(self.fd, idx.chunk_end(i) - off, off)
+        return self._decode(i, off, data, 0, len(data), spans)
+
+    def chunk_at(self, offset: int, *, spans: bool = False) -> Chunk:
+        i = self.index.find(offset)
+        if i is None:
+            raise CodecError("no chunk contains this offset", path=self.path, offset=offset)
+        return self.chunk(i, spans=spans)
+
+    def _index_for(self, i: int) -> ChunkIndex:
+        idx = self._index if self._index is not None and i < len(self._index) else self.index
+        if not 0 <= i < len(idx):
+            raise IndexError(f"chunk {i} out of range 0..{len(idx) - 1}")
+        return idx
+
+    def _decode(self, i: int, off: int, buf: bytes, rel: int, limit: int, spans: bool) -> Chunk:
+        assert self.version is not None
+        hsize = header_size(self.version)
+        if self.version >= 5:
+            t, length = struct.unpack_from(">II", buf, rel)
+        else:
+            t, length = struct.unpack_from(">HI", buf, rel)
+        try:
+            record, end, sp = decode_chunk(
+                self.version, t, buf, rel + hsize, limit, length, endian=self.endian, want_spans=spans
+            )
+        except CodecError as exc:
+            if exc.offset is not None:
+                exc.offset = off + (exc.offset - rel)
+            raise exc.located(path=self.path, offset=off, chunk_index=i, chunk_type=kind_name(t)) from None
+        return Chunk(i, off, hsize, end - rel, record, sp)
+
+    # ------------------------------------------------------------ sequential stream
+    def stream(
+        self,
+        *,
+        types: Iterable[int] | None = None,
+        start: int | None = None,
+        stop: int | None = None,
+        first_index: int = 0,
+        spans: bool = False,
+        block: int = 1 << 22,
+    ) -> Iterator[Chunk]:
+        """Decode chunks in file order from offset ``start`` up to ``stop``, one block at a time.
+
+        Needs no index. Yields every chunk before any damage, then raises the codec error.
+        ``types`` limits which chunks are decoded (others are skipped without decoding).
+        """
+        if self.empty:
+            return
+        assert self.version is not None
+        version = self.version
+        wanted = None if types is None else {int(t) for t in types}
+        hsize = header_size(version)
+        unpack = struct.Struct(">II" if version >= 5 else ">HI").unpack_from
+        reader = BlockReader(self.fd, self.size, block)
+        off = FILE_HEADER_SIZE if start is None else start
+        end = self.size if stop is None else min(stop, self.size)
+        i = first_index
+        while off + hsize <= end:
+            buf, rel = reader.window(off, hsize)
+            t, length = unpack(buf, rel)
+            skip = wanted is not None and t not in wanted
+            while True:
+                try:
+                    if skip:
+                        n = hsize + walked_size(version, t, buf, rel + hsize, len(buf), length, self.endian)
+                    else:
+                        chunk = self._decode(i, off, buf, rel, len(buf), spans)
+                        n = chunk.size
+                    break
+                except TruncatedError as exc:
+                    if reader.at_eof(len(buf)):
+                        if kind_name(t) == "unknown":
+                            return  # the broker stops here too: an unknown chunk cut short
+                        if skip:
+                            exc.offset = reader.base + (exc.offset or 0)
+                            raise exc.located(path=self.path, chunk_index=i, chunk_type=kind_name(t)) from None
+                        raise
+                    grow = max(2 * (len(buf) - rel), 1 << 17)
+                    if version >= 5:
+                        grow = max(grow, hsize + length)
+                    buf, rel = reader.window(off, grow)
+            if not skip:
+                yield chunk
+            off += n
+            i += 1
+
+    def records(self, **kw: object) -> Iterator[Record]:
+        for chunk in self.stream(**kw):  # type: ignore[arg-type]
+            yield chunk.record
+
+
+def open_db(path: str | os.PathLike[str], *, endian: str = "little") -> DbFile:
+    return DbFile(path, endian=endian)
+
+
+__all__ = ["Chunk", "DbFile", "FieldError", "Fingerprint", "open_db", "read_header"]
