@@ -1,0 +1,73 @@
+"""A decoded chunk as a JSON-ready dict: the names `mosqdb dump --json` promises.
+
+Every chunk kind has a fixed key set (fields a version lacks are ``None``), numbers stay
+integers, binary goes to base64 (payload) or hex (property values).
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from .engine import Record
+from .properties import BY_ID, Property
+from .reader import Chunk
+
+DUMP_FIELDS: dict[str, tuple[str, ...]] = {
+    "cfg": ("shutdown", "dbid_size", "last_db_id"),
+    "msg_store": (
+        "store_id", "expiry_time", "source_mid", "source_id", "source_username", "source_port",
+        "topic", "qos", "retain", "payload_b64", "properties",
+    ),
+    "client_msg": ("client_id", "store_id", "mid", "qos", "state", "direction", "retain", "dup", "properties"),
+    "retain": ("store_id",),
+    "sub": ("client_id", "topic", "qos", "options", "identifier"),
+    "client": (
+        "client_id", "username", "last_mid", "session_expiry_time", "session_expiry_interval",
+        "listener_port", "disconnect_t",
+    ),
+    "unknown": ("raw_b64",),
+}
+
+STATE_NAMES = {
+    0: "invalid", 1: "publish_qos0", 2: "publish_qos1", 3: "wait_for_puback", 4: "publish_qos2",
+    5: "wait_for_pubrec", 6: "resend_pubrel", 7: "wait_for_pubrel", 8: "resend_pubcomp",
+    9: "wait_for_pubcomp", 10: "send_pubrec", 11: "queued",
+}
+DIRECTION_NAMES = {0: "in", 1: "out"}
+
+
+def property_to_json(p: Property) -> dict[str, Any]:
+    kind = BY_ID[p.id].kind
+    value: Any = p.value
+    if kind == "bin":
+        value = bytes(value).hex()
+    elif kind == "pair":
+        value = list(value)
+    return {"id": p.id, "name": p.name, "type": kind, "value": value}
+
+
+def record_fields(rec: Record) -> dict[str, Any]:
+    """The record's values under the dump names (payload → payload_b64, raw → raw_b64)."""
+    vals = rec.values
+    out: dict[str, Any] = {}
+    for name in DUMP_FIELDS[rec.kind]:
+        if name == "payload_b64":
+            payload = vals.get("payload")
+            out[name] = None if payload is None else base64.b64encode(payload).decode("ascii")
+        elif name == "raw_b64":
+            out[name] = base64.b64encode(vals["raw"]).decode("ascii")
+        elif name == "properties":
+            props = vals.get("properties")
+            out[name] = None if props is None else [property_to_json(p) for p in props]
+        else:
+            out[name] = vals.get(name)
+    if rec.kind == "unknown":
+        out["chunk_type"] = rec.type
+    return out
+
+
+def chunk_to_json(chunk: Chunk) -> dict[str, Any]:
+    head = {"type": chunk.kind, "index": chunk.index, "offset": chunk.offset, "length": chunk.length}
+    head.update(record_fields(chunk.record))
+    return head
