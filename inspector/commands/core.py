@@ -1,0 +1,272 @@
+"""`mosqdb info`, `dump`, `check`, `rewrite`: the first commands, straight on the codec."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from codec import DbFile
+from codec.check import check_file
+from codec.errors import CodecError
+from codec.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
+from codec.layouts import TYPE_BY_LABEL, ChunkType
+from codec.query import Selection, parse_store_ids
+from codec.reader import Chunk
+from codec.writer import rewrite
+
+from . import UsageError, add_endian, open_input
+
+KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("info", help="header, chunk counts and cfg values")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    add_endian(p)
+    p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("dump", help="every chunk, decoded (text close to mosquitto_db_dump, or JSON Lines)")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="JSON Lines: one object per chunk, in file order")
+    p.add_argument("--type", help="chunk types to show, comma separated (" + ",".join(KIND_ORDER) + ")")
+    p.add_argument("--topic", action="append", default=[], help="MQTT topic filter (+, #): stores and their references")
+    p.add_argument("--client", action="append", default=[], help="client id: its session, subs and messages")
+    p.add_argument("--store-id", help="store id N or range A-B: stores and their references")
+    add_endian(p)
+    p.set_defaults(func=cmd_dump)
+
+    p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="JSON Lines: one finding per line")
+    p.add_argument("--at", help="reference time for expiry (Unix seconds or ISO 8601; default now)")
+    add_endian(p)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("rewrite", help="decode every chunk and encode it again (byte-identical for valid files)")
+    p.add_argument("file")
+    p.add_argument("-o", "--output", required=True, help="output file (written atomically)")
+    p.add_argument("--to-version", type=int, help="version conversion: see `mosqdb convert`")
+    add_endian(p)
+    p.set_defaults(func=cmd_rewrite)
+
+
+# ---------------------------------------------------------------- info
+def info_data(db: DbFile) -> dict[str, Any]:
+    idx = db.index
+    counts = dict.fromkeys(KIND_ORDER, 0)
+    for t, n in idx.counts().items():
+        try:
+            counts[ChunkType(t).label] += n
+        except ValueError:
+            counts["unknown"] += n
+    data: dict[str, Any] = {
+        "file": db.path,
+        "size": db.size,
+        "version": db.version,
+        "crc": db.crc if not db.empty else None,
+        "chunks": counts,
+        "total_chunks": len(idx),
+        "shutdown": None,
+        "dbid_size": None,
+        "last_db_id": None,
+        "damaged": str(idx.error) if idx.error else None,
+        "trailing_bytes": idx.trailing,
+    }
+    if len(idx) and not db.empty:
+        first = next((i for i in range(min(len(idx), 16)) if idx.types[i] == ChunkType.CFG), None)
+        if first is not None:
+            try:
+                cfg = db.chunk(first).record
+                data.update(shutdown=cfg["shutdown"], dbid_size=cfg["dbid_size"], last_db_id=cfg["last_db_id"])
+            except CodecError as exc:
+                data["damaged"] = data["damaged"] or str(exc)
+    return data
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    with open_input(args.file, endian=args.endian) as db:
+        data = info_data(db)
+    if args.json:
+        print(json.dumps(data, ensure_ascii=False))
+    else:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"{data['file']}", show_header=False, title_justify="left")
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_row("size", f"{data['size']:,} bytes")
+        table.add_row("db version", str(data["version"]) if data["version"] else "(empty file: no saved state)")
+        for key in ("shutdown", "dbid_size", "last_db_id"):
+            table.add_row(key, "-" if data[key] is None else str(data[key]))
+        for kind in KIND_ORDER:
+            if data["chunks"][kind] or kind != "unknown":
+                table.add_row(kind, f"{data['chunks'][kind]:,}")
+        table.add_row("chunks", f"{data['total_chunks']:,}")
+        if data["trailing_bytes"]:
+            table.add_row("trailing bytes", str(data["trailing_bytes"]))
+        if data["damaged"]:
+            table.add_row("damaged", f"[red]{data['damaged']}[/red]")
+        Console().print(table)
+    return 1 if data["damaged"] else 0
+
+
+# ---------------------------------------------------------------- dump
+def selection_from_args(args: argparse.Namespace) -> Selection:
+    kinds = None
+    if getattr(args, "type", None):
+        kinds = {k.strip() for k in args.type.split(",") if k.strip()}
+        bad = kinds - set(KIND_ORDER)
+        if bad:
+            raise UsageError(f"unknown chunk type {', '.join(sorted(bad))}; use {', '.join(KIND_ORDER)}")
+    try:
+        return Selection(
+            kinds=kinds,
+            topics=list(getattr(args, "topic", []) or []),
+            clients=set(getattr(args, "client", []) or []),
+            store_ids=parse_store_ids(args.store_id) if getattr(args, "store_id", None) else None,
+        )
+    except CodecError as exc:
+        raise UsageError(exc.reason) from None
+
+
+_TEXT_LABELS = {
+    "cfg": [("shutdown", "Shutdown"), ("dbid_size", "DB ID size"), ("last_db_id", "Last DB ID")],
+    "msg_store": [("store_id", "Store ID"), ("source_id", "Source ID"), ("source_username", "Source Username"),
+                  ("source_port", "Source Port"), ("source_mid", "Source MID"), ("topic", "Topic"), ("qos", "QoS"),
+                  ("retain", "Retain"), ("payload", "Payload Length"), ("expiry_time", "Expiry Time")],
+    "client_msg": [("client_id", "Client ID"), ("store_id", "Store ID"), ("mid", "MID"), ("qos", "QoS"),
+                   ("retain", "Retain"), ("direction", "Direction"), ("state", "State"), ("dup", "Dup")],
+    "retain": [("store_id", "Store ID")],
+    "sub": [("client_id", "Client ID"), ("topic", "Topic"), ("qos", "QoS"), ("options", "Subscription options"),
+            ("identifier", "Subscription identifier")],
+    "client": [("client_id", "Client ID"), ("username", "Username"), ("last_mid", "Last MID"),
+               ("disconnect_t", "Disconnect time"), ("session_expiry_time", "Session expiry time"),
+               ("session_expiry_interval", "Session expiry interval"), ("listener_port", "Listener port")],
+}
+
+
+def format_text(chunk: Chunk) -> str:
+    rec = chunk.record
+    kind = rec.kind
+    lines = [f"DB_CHUNK_{kind.upper()}:" if kind != "unknown" else f"UNKNOWN CHUNK {rec.type}:",
+             f"\tIndex: {chunk.index}", f"\tOffset: {chunk.offset}", f"\tLength: {chunk.length}"]
+    if kind == "unknown":
+        lines.append(f"\tRaw: {rec['raw'].hex()}")
+        return "\n".join(lines)
+    for key, label in _TEXT_LABELS[kind]:
+        if key not in rec.values:
+            continue
+        value = rec.values[key]
+        if key == "payload":
+            value = len(value)
+        elif key == "state":
+            value = f"{value} ({STATE_NAMES.get(value, '?')})"
+        elif key == "direction":
+            value = f"{value} ({DIRECTION_NAMES.get(value, '?')})"
+        elif value is None:
+            continue
+        lines.append(f"\t{label}: {value}")
+    if kind == "msg_store":
+        payload = rec["payload"]
+        try:
+            text = payload.decode("utf-8")
+            if len(payload) < 256 and text.isprintable():
+                lines.append(f"\tPayload: {text}")
+        except UnicodeDecodeError:
+            pass
+    props = rec.get("properties")
+    if props:
+        lines.append("\tProperties:")
+        for p in props:
+            value = p.value.hex() if isinstance(p.value, bytes) else (
+                f"{p.value[0]} , {p.value[1]}" if isinstance(p.value, tuple) else p.value)
+            lines.append(f"\t\t{p.name.replace('_', ' ').capitalize()}: {value}")
+    return "\n".join(lines)
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    selection = selection_from_args(args)
+    out = sys.stdout
+    with open_input(args.file, endian=args.endian) as db:
+        if not args.json:
+            out.write(f"Mosquitto DB dump\nFile: {db.path}\n")
+            if db.empty:
+                out.write("(empty file: the broker treats it as no saved state)\n")
+                return 0
+            out.write(f"CRC: {db.crc}\nDB version: {db.version}\n")
+        try:
+            for chunk in selection.filter(db.stream()):
+                if args.json:
+                    out.write(json.dumps(chunk_to_json(chunk), ensure_ascii=False) + "\n")
+                else:
+                    out.write(format_text(chunk) + "\n")
+        except CodecError as exc:
+            out.flush()
+            print(f"mosqdb dump: error: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+# ---------------------------------------------------------------- check
+def parse_time(text: str | None) -> float | None:
+    """Unix seconds, or an ISO 8601 date/time (UTC unless it says otherwise)."""
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    from datetime import datetime, timezone
+
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"not a time: {text!r} (use Unix seconds or ISO 8601)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.timestamp()
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    at = parse_time(args.at)
+    with open_input(args.file, endian=args.endian) as db:
+        findings = check_file(db, at=at)
+    errors = sum(1 for f in findings if f.severity == "error")
+    warnings = len(findings) - errors
+    if args.json:
+        for f in findings:
+            print(json.dumps(f.to_json(), ensure_ascii=False))
+    else:
+        for f in findings:
+            print(f"{f.severity}: {f.where()}: {f.message} [{f.rule}]")
+        verdict = "damaged or inconsistent" if errors else "OK"
+        print(f"{args.file}: {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
+    return 1 if errors else 0
+
+
+# ---------------------------------------------------------------- rewrite
+def same_file(a: str, b: str) -> bool:
+    return os.path.exists(b) and os.path.samefile(a, b)
+
+
+def cmd_rewrite(args: argparse.Namespace) -> int:
+    if args.to_version is not None:
+        try:
+            from . import surgery  # noqa: F401 - conversion lives with the surgery commands
+        except ImportError:
+            raise UsageError("--to-version is not supported yet; rewrite keeps the file's version") from None
+        raise UsageError("use `mosqdb convert FILE --to-version N -o OUT` for version conversion")
+    with open_input(args.file, endian=args.endian) as db:
+        if same_file(db.path, args.output):
+            raise UsageError("the output is the input file; write elsewhere")
+        result = rewrite(db, args.output)
+    print(f"wrote {result.path}: {result.size:,} bytes, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
+    return 0
+
+
+__all__ = ["TYPE_BY_LABEL", "register"]

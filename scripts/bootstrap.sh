@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Make sure the machine and the project venv have what mosqdb and its tests need.
+# Sourced by scripts/run and scripts/test; idempotent and quick when all is there.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+EXTRAS="${MOSQDB_EXTRAS:-}"
+
+need_apt=()
+if [ "${MOSQDB_SYSTEM_DEPS:-0}" = "1" ]; then
+  command -v mosquitto >/dev/null 2>&1 || [ -x /usr/sbin/mosquitto ] || need_apt+=(mosquitto)
+  command -v mosquitto_sub >/dev/null 2>&1 || need_apt+=(mosquitto-clients)
+  command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+  command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+  command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server)
+  command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+fi
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "installing system packages: ${need_apt[*]}" >&2
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  # the Debian package starts a system broker on 1883; our tests use their own brokers
+  $SUDO systemctl stop mosquitto >/dev/null 2>&1 || true
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+stamp="$VENV/.mosqdb-installed${EXTRAS:+-$EXTRAS}"
+if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -c "import codec, inspector" 
+  touch "$stamp"
+fi
