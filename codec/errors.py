@@ -19,6 +19,7 @@ class CodecError(Exception):
         chunk_index: int | None = None,
         chunk_type: str | None = None,
         field: str | None = None,
+        chunk_offset: int | None = None,
     ) -> None:
         self.reason = reason
         self.path = path
@@ -26,6 +27,7 @@ class CodecError(Exception):
         self.chunk_index = chunk_index
         self.chunk_type = chunk_type
         self.field = field
+        self.chunk_offset = chunk_offset
         super().__init__(reason)
 
     @property
@@ -53,6 +55,8 @@ class CodecError(Exception):
             parts.append(f"offset {self.offset} (0x{self.offset:x})")
         fp = self.field_path
         if fp:
+            if self.chunk_offset is not None and self.chunk_offset != self.offset:
+                fp = f"{fp} (chunk at offset {self.chunk_offset})"
             parts.append(fp)
         where = ": ".join(parts)
         return f"{where}: {self.reason}" if where else self.reason

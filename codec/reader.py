@@ -225,7 +225,7 @@ class DbFile:
         except CodecError as exc:
             if exc.offset is not None:
                 exc.offset = off + (exc.offset - rel)
-            raise exc.located(path=self.path, offset=off, chunk_index=i, chunk_type=kind_name(t)) from None
+            raise exc.located(path=self.path, offset=off, chunk_index=i, chunk_type=kind_name(t), chunk_offset=off) from None
         return Chunk(i, off, hsize, end - rel, record, sp)
 
     # ------------------------------------------------------------ sequential stream
