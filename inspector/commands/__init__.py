@@ -8,7 +8,6 @@ from importlib import resources
 from codec import DbFile
 
 
-
 class UsageError(Exception):
     """Wrong arguments or a missing input: exit code 2."""
 

@@ -169,7 +169,7 @@ def test_agrees_with_mosquitto_db_dump_field_by_field(path: Path) -> None:
     chunks = decode_all(path)
     assert len(dumped) == len(chunks)
     version = chunks[0].record.version
-    for d, c in zip(dumped, chunks):
+    for d, c in zip(dumped, chunks, strict=False):
         r = c.record
         assert d["chunk"] == f"DB_CHUNK_{c.kind.upper()}"
         assert int(d["Length"]) == c.length
@@ -191,7 +191,7 @@ def test_agrees_with_mosquitto_db_dump_field_by_field(path: Path) -> None:
             assert d.get("Username") == r.get("username")
         props = r.get("properties") or []
         assert len(d["props"]) == len(props)  # type: ignore[arg-type]
-        for (label, text), p in zip(d["props"], props):  # type: ignore[arg-type]
+        for (label, text), p in zip(d["props"], props, strict=False):  # type: ignore[arg-type]
             if p.name == "user_property":
                 assert text == f"{p.value[0]} , {p.value[1]}"
             elif p.name == "correlation_data":

@@ -117,7 +117,7 @@ def test_accepted_files_decode_with_asserted_values(name: str) -> None:
     if exp["db_dump"]["exit_code"] == 0:
         known = [c for c in chunks if c.kind != "unknown"]
         assert len(dumped) == len(known)
-        for d, c in zip(dumped, known):
+        for d, c in zip(dumped, known, strict=False):
             assert d["chunk"] == f"DB_CHUNK_{c.kind.upper()}"
             assert int(d["Length"]) == c.length
 
