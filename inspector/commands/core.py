@@ -9,7 +9,6 @@ import sys
 from typing import Any
 
 from codec import DbFile
-from codec.check import check_file
 from codec.errors import CodecError
 from codec.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
 from codec.layouts import TYPE_BY_LABEL, ChunkType
@@ -233,6 +232,8 @@ def parse_time(text: str | None) -> float | None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from codec.check import check_file  # numpy: only when checking
+
     at = parse_time(args.at)
     with open_input(args.file, endian=args.endian) as db:
         findings = check_file(db, at=at)
