@@ -1,0 +1,160 @@
+"""Arrow record batches of one chunk kind from a db file (or a byte range of one).
+
+The chunk index (offsets, types, lengths; built by the codec) says where every chunk of a
+kind lies. Batches of ``batch_size`` such chunks are read as one block (at most
+``max_block`` bytes) and decoded column-wise by :mod:`exporters.columnar`; a batch it cannot
+take is decoded by the codec's own stream instead, so values and errors are the codec's.
+Memory is bounded by the block and batch sizes (plus the index: 20 bytes per chunk).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from codec import DbFile
+from codec.errors import CodecError
+from codec.index import ChunkIndex, scan
+from codec.reader import Chunk
+
+from .columnar import assemble, decode_batch, property_rows, read_block
+from .schema import KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
+
+DEFAULT_BATCH = 131_072
+MAX_BLOCK = 64 << 20
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a kind's rows are: chunk positions (in the index) and their offsets/ends/lengths."""
+
+    first_index: int  # chunk index of index position 0 (non-zero for a byte range)
+    positions: np.ndarray
+    offsets: np.ndarray
+    ends: np.ndarray
+    lengths: np.ndarray
+    error: CodecError | None
+
+
+def _np(arr: Any, signed: bool = False) -> np.ndarray:
+    code = ("i" if signed else "u") + str(arr.itemsize)
+    return np.frombuffer(arr, dtype=code) if len(arr) else np.zeros(0, dtype=code)
+
+
+def range_index(db: DbFile, start: int, stop: int) -> ChunkIndex:
+    """Walk the chunk headers of ``[start, stop)`` only (a partition of a file)."""
+    assert db.version is not None
+    idx = ChunkIndex(db.version, end=start)
+    for _ in scan(db.fd, min(stop, db.size), db.version, idx, endian=db.endian, step=1 << 40):
+        pass
+    return idx
+
+
+def kind_span(db: DbFile, kind: str, *, start: int | None = None, stop: int | None = None,
+              first_index: int = 0) -> Span:
+    """Positions of a kind's chunks, from the full index or from a walk of a byte range."""
+    if db.empty:
+        z = np.zeros(0, dtype=np.int64)
+        return Span(0, z, z, z, z, None)
+    if start is None and stop is None:
+        idx, first_index = db.index, 0
+    else:
+        idx = range_index(db, start if start is not None else 23, stop if stop is not None else db.size)
+    offsets = _np(idx.offsets, signed=True)
+    types = _np(idx.types)
+    pos = np.flatnonzero(types == int(TYPE_OF[kind]))
+    ends_all = np.append(offsets[1:], np.int64(idx.end)) if len(offsets) else offsets
+    err = idx.error
+    if err is not None:
+        if err.chunk_index is not None and first_index:
+            err.chunk_index += first_index
+        err.located(path=db.path)
+    return Span(first_index, pos, offsets[pos], ends_all[pos], _np(idx.lengths)[pos].astype(np.int64), err)
+
+
+def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray) -> dict[str, pa.Array]:
+    n = len(offsets)
+    return {
+        "file": pa.repeat(pa.scalar(os.path.abspath(db.path), pa.string()), n),
+        "db_version": pa.repeat(pa.scalar(db.version or 0, pa.int16()), n),
+        "chunk_index": pa.array(chunk_index.astype(np.int64)),
+        "chunk_offset": pa.array(offsets.astype(np.int64)),
+    }
+
+
+def chunks_to_batch(db: DbFile, kind: str, chunks: list[Chunk]) -> pa.RecordBatch:
+    """The slow path: codec records to a batch (one Python value per field)."""
+    cols: dict[str, pa.Array] = {}
+    schema = SCHEMAS[kind]
+    for name in VALUE_NAMES[kind]:
+        values = [c.record.values.get(name) for c in chunks]
+        if name == "properties":
+            values = [property_rows(v) for v in values]
+        elif schema.field(name).type == pa.string():
+            values = [None if v is None else v.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+                      for v in values]
+        elif schema.field(name).type == pa.int64():
+            values = [None if v is None else (v - (1 << 64) if v >= 1 << 63 else v) for v in values]
+        cols[name] = pa.array(values, schema.field(name).type)
+    idx = np.array([c.index for c in chunks], dtype=np.int64)
+    offs = np.array([c.offset for c in chunks], dtype=np.int64)
+    return assemble(kind, cols, _meta(db, kind, idx, offs), len(chunks))
+
+
+def _slices(span: Span, batch_size: int, max_block: int) -> Iterator[tuple[int, int]]:
+    """Row ranges ``[a, b)`` of at most batch_size rows whose bytes span at most max_block."""
+    n = len(span.positions)
+    a = 0
+    while a < n:
+        b = min(a + batch_size, n)
+        limit = span.offsets[a] + max_block
+        cut = int(np.searchsorted(span.ends[a:b], limit, side="right")) + a
+        b = max(a + 1, min(b, cut))
+        yield a, b
+        a = b
+
+
+def iter_batches(
+    db: DbFile,
+    kind: str,
+    *,
+    batch_size: int = DEFAULT_BATCH,
+    start: int | None = None,
+    stop: int | None = None,
+    first_index: int = 0,
+    max_block: int = MAX_BLOCK,
+    vectorised: bool = True,
+) -> Iterator[pa.RecordBatch]:
+    """Batches of one kind's rows in file order; raises the codec error after the last good row."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    span = kind_span(db, kind, start=start, stop=stop, first_index=first_index)
+    assert db.version is not None or not len(span.positions)
+    ctype = TYPE_OF[kind]
+    block = None
+    for a, b in _slices(span, batch_size, max_block):
+        offs, ends = span.offsets[a:b], span.ends[a:b]
+        cols = None
+        if vectorised:
+            block = read_block(db.fd, int(offs[0]), int(ends[-1] - offs[0]), db.endian, block)
+            cols = decode_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b])
+        if cols is not None:
+            chunk_index = span.positions[a:b] + span.first_index
+            yield assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a)
+        else:
+            first = int(span.positions[a]) + span.first_index
+            chunks = list(db.stream(types=[ctype], start=int(offs[0]), stop=int(ends[-1]), first_index=first))
+            yield chunks_to_batch(db, kind, chunks)
+    if span.error is not None:
+        raise span.error
+
+
+def read_table(path: str, kind: str, **kw: Any) -> pa.Table:
+    """A whole kind of one file as a table (small files, tests)."""
+    with DbFile(path, endian=kw.pop("endian", "little")) as db:
+        return pa.Table.from_batches(list(iter_batches(db, kind, **kw)), schema=SCHEMAS[kind])

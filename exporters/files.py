@@ -1,0 +1,225 @@
+"""File sinks: a Parquet dataset (one file per kind) and JSON Lines, from many db files.
+
+Parquet files are written batch by batch (bounded memory) into a temporary name and
+renamed when complete, so a failed export never leaves a half file under the final name.
+JSON Lines carry exactly the objects of ``mosqdb dump --json`` plus a ``file`` key (and,
+for the ``messages`` view, its columns with the payload as ``payload_b64``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from codec import DbFile
+from codec.jsonview import chunk_to_json
+from codec.query import Selection
+
+from .arrow import DEFAULT_BATCH
+from .schema import KINDS, SCHEMAS, TYPE_OF
+from .select import FileView
+
+ALL_KINDS = (*KINDS, "messages")
+# string columns worth a dictionary (payloads and ids are not: mostly distinct)
+_DICT_COLUMNS = ["file", "topic", "source_id", "source_username", "client_id", "username"]
+# called as progress(path, done_bytes, total_bytes) after every batch
+Progress = Callable[[str, int, int], None]
+
+
+def _order(kinds: Iterable[str]) -> list[str]:
+    wanted = set(kinds)
+    bad = wanted - set(ALL_KINDS)
+    if bad:
+        raise ValueError(f"unknown kind {sorted(bad)[0]!r} (use {', '.join(ALL_KINDS)})")
+    return [k for k in ALL_KINDS if k in wanted]
+
+
+class _Writers:
+    """One ParquetWriter per kind, opened on first use, renamed into place on success."""
+
+    def __init__(self, targets: dict[str, str], compression: str) -> None:
+        self.targets, self.compression = targets, compression
+        self.open: dict[str, tuple[pq.ParquetWriter, str]] = {}
+        self.rows = dict.fromkeys(targets, 0)
+
+    def write(self, kind: str, batch: pa.RecordBatch) -> None:
+        if kind not in self.open:
+            final = self.targets[kind]
+            fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".parquet.tmp", dir=os.path.dirname(final) or ".")
+            os.close(fd)
+            schema = SCHEMAS[kind]
+            dict_cols = [c for c in _DICT_COLUMNS if c in schema.names]
+            writer = pq.ParquetWriter(tmp, schema, compression=self.compression, use_dictionary=dict_cols)
+            self.open[kind] = (writer, tmp)
+        if batch.num_rows:
+            self.open[kind][0].write_batch(batch)
+            self.rows[kind] += batch.num_rows
+
+    def finish(self) -> None:
+        for kind in self.targets:
+            if kind not in self.open:  # no rows: still an (empty) file with the schema
+                self.write(kind, _empty(kind))
+        for kind, (writer, tmp) in self.open.items():
+            writer.close()
+            os.replace(tmp, self.targets[kind])
+        self.open.clear()
+
+    def abort(self) -> None:
+        for writer, tmp in self.open.values():
+            try:
+                writer.close()
+            finally:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+        self.open.clear()
+
+
+def _empty(kind: str) -> pa.RecordBatch:
+    schema = SCHEMAS[kind]
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
+def export_parquet(
+    paths: Iterable[str],
+    out: str,
+    *,
+    kinds: Iterable[str] = ALL_KINDS,
+    single_file: bool = False,
+    selection: Selection | None = None,
+    batch_size: int = DEFAULT_BATCH,
+    compression: str = "snappy",
+    endian: str = "little",
+    progress: Progress | None = None,
+) -> dict[str, int]:
+    """Write the selected kinds of every input; returns rows written per kind.
+
+    ``single_file`` (one kind): ``out`` is that kind's Parquet file. Otherwise ``out`` is a
+    dataset directory holding ``<kind>.parquet`` for each kind.
+    """
+    order = _order(kinds)
+    if single_file:
+        if len(order) != 1:
+            raise ValueError("a single Parquet file holds one kind")
+        parent = os.path.dirname(os.path.abspath(out))
+        os.makedirs(parent, exist_ok=True)
+        targets = {order[0]: os.path.abspath(out)}
+    else:
+        os.makedirs(out, exist_ok=True)
+        targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
+    writers = _Writers(targets, compression)
+    try:
+        for path in paths:
+            with DbFile(path, endian=endian) as db:
+                _export_file(db, order, selection, batch_size, writers, progress)
+        writers.finish()
+    except BaseException:
+        writers.abort()
+        raise
+    return writers.rows
+
+
+def _export_file(db: DbFile, order: list[str], selection: Selection | None, batch_size: int,
+                 writers: _Writers, progress: Progress | None) -> None:
+    view = FileView(db, selection, batch_size=batch_size)
+    passes = [k for k in order if k != "messages"]
+    if "messages" in order and "msg_store" not in order:
+        passes.append("msg_store")
+    total = max(db.size, 1) * max(len(passes), 1)
+    for n, kind in enumerate(passes):
+        for batch in view.raw_batches(kind):
+            if kind in order:
+                writers.write(kind, view.filter(kind, batch))
+            if kind == "msg_store" and "messages" in order:
+                writers.write("messages", view.filter("messages", view.messages_of(batch)))
+            if progress is not None:
+                done = int(batch.column("chunk_offset")[-1].as_py()) if batch.num_rows else 0
+                progress(db.path, n * db.size + done, total)
+        if progress is not None:
+            progress(db.path, (n + 1) * db.size, total)
+
+
+# ---------------------------------------------------------------- JSON Lines
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode("ascii")
+    if isinstance(v, datetime):
+        return v.isoformat()
+    return v
+
+
+def export_jsonl(
+    paths: Iterable[str],
+    out: str,
+    *,
+    kinds: Iterable[str] = KINDS,
+    selection: Selection | None = None,
+    endian: str = "little",
+    progress: Progress | None = None,
+) -> dict[str, int]:
+    """One JSON object per selected chunk (file order, file after file); ``-`` writes to stdout."""
+    order = _order(kinds)
+    counts = dict.fromkeys(order, 0)
+    chunk_kinds = {k for k in order if k != "messages"}
+    if out == "-":
+        import sys
+
+        _jsonl_into(sys.stdout, paths, order, chunk_kinds, selection, endian, progress, counts)
+        return counts
+    final = os.path.abspath(out)
+    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".jsonl.tmp", dir=os.path.dirname(final))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
+            _jsonl_into(fh, paths, order, chunk_kinds, selection, endian, progress, counts)
+        os.replace(tmp, final)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return counts
+
+
+def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: set[str],
+                selection: Selection | None, endian: str, progress: Progress | None,
+                counts: dict[str, int]) -> None:
+    base = selection or Selection()
+    for path in paths:
+        full = os.path.abspath(path)
+        with DbFile(path, endian=endian) as db:
+            if chunk_kinds:
+                sel = Selection(base.kinds, list(base.topics), set(base.clients), base.store_ids)
+                types = [TYPE_OF[k] for k in chunk_kinds] if not sel.by_store else None
+                selected = (c for c in sel.filter(db.stream(types=types)) if c.kind in chunk_kinds)
+                for n, chunk in enumerate(selected):
+                    fh.write(json.dumps({"file": full, **chunk_to_json(chunk)}, ensure_ascii=False) + "\n")
+                    counts[chunk.kind] += 1
+                    if progress is not None and n % 50_000 == 0:
+                        progress(db.path, chunk.offset, db.size)
+            if "messages" in order:
+                view = FileView(db, Selection(None, list(base.topics), set(base.clients), base.store_ids))
+                for batch in view.batches("messages"):
+                    for row in batch.to_pylist():
+                        row = {"type": "messages", **{k: _json_value(v) for k, v in row.items()}}
+                        row["payload_b64"] = row.pop("payload")
+                        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    counts["messages"] += batch.num_rows
+            if progress is not None:
+                progress(db.path, db.size, db.size)
+
+
+def remove_output(path: str) -> None:
+    """Remove an export target (tests and --force)."""
+    if os.path.isdir(path):
+        shutil.rmtree(path)
+    elif os.path.exists(path):
+        os.unlink(path)

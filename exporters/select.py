@@ -1,0 +1,158 @@
+"""One file's rows per kind, with a codec Selection applied to whole Arrow batches.
+
+The rules are those of :meth:`codec.query.Selection.match`, evaluated with Arrow compute on
+a batch instead of a record at a time: a topic filter or store-id range selects stored
+messages and, through their store ids, the client messages and retains that reference
+them; a client id selects that client's session, subscriptions and queued messages.
+Topic filters are tested once per distinct topic, not once per row.
+
+The joined view ``messages`` (one row per MSG_STORE, with ``retained``, ``queued`` and
+``clients``) is built here too: it needs the file's RETAIN store ids and its CLIENT_MSG
+(store id, client id) pairs, gathered in one pass each before the stored messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from codec import DbFile
+from codec.query import Selection, topic_matches
+
+from .arrow import DEFAULT_BATCH, iter_batches
+from .schema import SCHEMAS
+
+_EMPTY = pa.array([], pa.int64())
+
+
+def _u64(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64).view(np.uint64)
+
+
+def _topic_mask(topics: pa.Array, filters: list[str], *, exact: bool = False) -> pa.Array:
+    uniq = pc.unique(topics)
+    hits = [
+        t for t in uniq.to_pylist()
+        if t is not None and any(topic_matches(f, t) or (exact and f == t) for f in filters)
+    ]
+    return pc.is_in(topics, value_set=pa.array(hits, pa.string()))
+
+
+class FileView:
+    """Batches of one db file, per kind, filtered by a selection."""
+
+    def __init__(self, db: DbFile, selection: Selection | None = None, *, batch_size: int = DEFAULT_BATCH) -> None:
+        self.db = db
+        self.sel = selection or Selection()
+        self.batch_size = batch_size
+        self._stores: pa.Array | None = None
+        self._retained: pa.Array | None = None
+        self._deliveries: pa.Table | None = None
+
+    # ---------------------------------------------------------- raw batches
+    def raw_batches(self, kind: str) -> Iterator[pa.RecordBatch]:
+        return iter_batches(self.db, kind, batch_size=self.batch_size)
+
+    def batches(self, kind: str) -> Iterator[pa.RecordBatch]:
+        """The selected rows of a kind (``messages`` included), in file order."""
+        source = "msg_store" if kind == "messages" else kind
+        for batch in self.raw_batches(source):
+            if kind == "messages":
+                batch = self.messages_of(batch)
+            out = self.filter(kind, batch)
+            if out.num_rows:
+                yield out
+
+    # ---------------------------------------------------------- selection
+    def _store_mask(self, batch: pa.RecordBatch) -> pa.Array:
+        mask = pa.array(np.ones(batch.num_rows, dtype=bool))
+        if self.sel.store_ids is not None:
+            lo, hi = self.sel.store_ids
+            ids = _u64(batch.column("store_id"))
+            mask = pa.array((ids >= lo) & (ids <= hi))
+        if self.sel.topics:
+            mask = pc.and_(mask, _topic_mask(batch.column("topic"), self.sel.topics))
+        return mask
+
+    def stores(self) -> pa.Array:
+        """Store ids of the selected stored messages (for their references)."""
+        if self._stores is None:
+            kept = [b.column("store_id").filter(self._store_mask(b)) for b in self.raw_batches("msg_store")]
+            self._stores = pa.concat_arrays(kept) if kept else _EMPTY
+        return self._stores
+
+    def filter(self, kind: str, batch: pa.RecordBatch) -> pa.RecordBatch:
+        mask = self.mask(kind, batch)
+        return batch if mask is None else batch.filter(mask)
+
+    def mask(self, kind: str, batch: pa.RecordBatch) -> pa.Array | None:
+        """Rows to keep (None: all)."""
+        sel = self.sel
+        masks: list[pa.Array] = []
+        if sel.clients:
+            wanted = pa.array(sorted(sel.clients), pa.string())
+            if kind in ("client", "client_msg", "sub"):
+                masks.append(pc.is_in(batch.column("client_id"), value_set=wanted))
+            elif kind == "messages":
+                clients = batch.column("clients")
+                parents = pc.list_parent_indices(clients)
+                hit = pc.is_in(pc.list_flatten(clients), value_set=wanted)
+                rows = np.unique(np.asarray(parents.filter(hit)))
+                keep = np.zeros(batch.num_rows, dtype=bool)
+                keep[rows] = True
+                masks.append(pa.array(keep))
+            elif kind != "cfg":
+                return pa.array(np.zeros(batch.num_rows, dtype=bool))
+        if sel.by_store:
+            if kind in ("msg_store", "messages"):
+                masks.append(self._store_mask(batch))
+            elif kind in ("client_msg", "retain"):
+                masks.append(pc.is_in(batch.column("store_id"), value_set=self.stores()))
+            elif kind == "sub" and sel.topics:
+                masks.append(_topic_mask(batch.column("topic"), sel.topics, exact=True))
+            elif not (kind == "cfg" and sel.kinds is not None):
+                return pa.array(np.zeros(batch.num_rows, dtype=bool))
+        if not masks:
+            return None
+        out = masks[0]
+        for m in masks[1:]:
+            out = pc.and_(out, m)
+        return out
+
+    # ---------------------------------------------------------- the joined view
+    def retained_ids(self) -> pa.Array:
+        if self._retained is None:
+            parts = [b.column("store_id") for b in self.raw_batches("retain")]
+            self._retained = pa.concat_arrays(parts) if parts else _EMPTY
+        return self._retained
+
+    def deliveries(self) -> pa.Table:
+        """Per store id: how many client messages reference it and for which clients."""
+        if self._deliveries is None:
+            parts = [b.select(["store_id", "client_id"]) for b in self.raw_batches("client_msg")]
+            table = pa.Table.from_batches(parts, schema=pa.schema([SCHEMAS["client_msg"].field("store_id"),
+                                                                   SCHEMAS["client_msg"].field("client_id")]))
+            self._deliveries = table.group_by("store_id", use_threads=False).aggregate(
+                [("client_id", "list"), ("client_id", "count")]
+            )
+        return self._deliveries
+
+    def messages_of(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """A msg_store batch with its retained flag, queued count and waiting clients."""
+        ids = batch.column("store_id")
+        agg = self.deliveries()
+        at = pc.index_in(ids, value_set=agg.column("store_id"))
+        queued = pc.take(agg.column("client_id_count"), at).fill_null(0)
+        clients = pc.take(agg.column("client_id_list"), at).combine_chunks() if agg.num_rows else None
+        if clients is None:
+            clients = pa.array([[]] * batch.num_rows, pa.list_(pa.string()))
+        elif clients.null_count:
+            clients = pc.if_else(pc.is_null(clients), pa.scalar([], pa.list_(pa.string())), clients)
+        retained = pc.is_in(ids, value_set=self.retained_ids())
+        arrays = list(batch.columns) + [retained, queued.cast(pa.int64()), clients]
+        if isinstance(arrays[-2], pa.ChunkedArray):
+            arrays[-2] = arrays[-2].combine_chunks()
+        return pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["messages"])

@@ -1,0 +1,221 @@
+"""`mosqdb export` (Parquet, JSON Lines; msgpack/forward via exporters.forward_cli) and `mosqdb sql`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from codec.errors import CodecError
+from codec.query import Selection, parse_store_ids, valid_filter
+
+from . import UsageError, add_endian
+
+try:  # the forward-packet sinks live with their engine
+    from exporters.forward_cli import add_forward_options, run_forward_export
+except ImportError:
+    add_forward_options = run_forward_export = None  # type: ignore[assignment]
+
+KIND_CHOICES = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages")
+SPARK_HINT = "PySpark is not installed: pip install mosqdb[spark]"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "export",
+        help="export db files to Parquet (one file per kind) or JSON Lines",
+        description="Export one or more mosquitto.db files. Parquet: OUT is a dataset directory with "
+        "<kind>.parquet per kind (or one Parquet file when one --kind is given); JSON Lines: one file "
+        "(`-` for stdout) with the objects of `mosqdb dump --json` plus `file`.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files")
+    p.add_argument("--to", required=True, metavar="FORMAT",
+                   help="parquet | jsonl" + (" | msgpack | forward://HOST:PORT" if add_forward_options else ""))
+    p.add_argument("-o", "--output", metavar="OUT", help="output directory or file (required for parquet/jsonl)")
+    p.add_argument("--kind", action="append", default=[], metavar="K",
+                   help="kinds to export, repeatable or comma separated: " + ", ".join(KIND_CHOICES))
+    p.add_argument("--topic", action="append", default=[], metavar="F",
+                   help="MQTT topic filter: stored messages and their references")
+    p.add_argument("--client", action="append", default=[], metavar="C",
+                   help="client id: its session, subscriptions and queued messages")
+    p.add_argument("--store-id", metavar="A-B", help="store id N or range A-B")
+    p.add_argument("--batch-size", type=int, default=131_072, help="rows per Arrow batch (memory bound)")
+    p.add_argument("--compression", default="snappy", help="Parquet compression (snappy, zstd, lz4, none)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    add_endian(p)
+    if add_forward_options is not None:
+        add_forward_options(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "sql",
+        help="run Spark SQL over db files (views cfg, msg_store, client_msg, retain, sub, client, messages)",
+        description="Every kind is registered as a temporary view with a `file` column; `messages` joins "
+        "stored messages with retains and queued deliveries. Needs PySpark (pip install mosqdb[spark]).",
+    )
+    p.add_argument("query", help='e.g. "SELECT topic, count(*) FROM msg_store GROUP BY topic"')
+    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
+    p.add_argument("--json", action="store_true", help="JSON Lines: one object per row")
+    p.add_argument("--limit", type=int, default=1000, help="rows to print at most (default 1000)")
+    p.add_argument("--on-error", choices=("fail", "skip"), default="fail", help="what to do with unreadable files")
+    p.set_defaults(func=cmd_sql)
+
+
+# ---------------------------------------------------------------- export
+
+
+def parse_kinds(values: list[str]) -> list[str]:
+    kinds = [k.strip() for v in values for k in v.split(",") if k.strip()]
+    for k in kinds:
+        if k not in KIND_CHOICES:
+            raise UsageError(f"unknown kind {k!r} (use {', '.join(KIND_CHOICES)})")
+    return kinds
+
+
+def selection_from(args: argparse.Namespace, kinds: list[str] | None) -> Selection:
+    for f in args.topic:
+        if not valid_filter(f):
+            raise UsageError(f"not a valid MQTT topic filter: {f!r}")
+    try:
+        ids = parse_store_ids(args.store_id) if getattr(args, "store_id", None) else None
+    except CodecError as exc:
+        raise UsageError(exc.reason) from None
+    chunk_kinds = {k for k in kinds if k != "messages"} if kinds else None
+    return Selection(kinds=chunk_kinds, topics=list(args.topic), clients=set(args.client), store_ids=ids)
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[Any]:
+    """A Rich progress bar on stderr (None when stderr is not a terminal or -q)."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        tasks: dict[str, Any] = {}
+
+        def update(path: str, done: int, total: int) -> None:
+            if path not in tasks:
+                tasks[path] = bar.add_task(os.path.basename(path), total=total)
+            bar.update(tasks[path], completed=done, total=total)
+
+        yield update
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    to = args.to
+    if to == "msgpack" or to.startswith("forward://"):
+        if run_forward_export is None:
+            raise UsageError(f"--to {to}: the forward-packet exporter is not available in this build")
+        return int(run_forward_export(args) or 0)
+    if to not in ("parquet", "jsonl"):
+        raise UsageError(f"--to {to}: use parquet, jsonl, msgpack or forward://HOST:PORT")
+    if not args.output:
+        raise UsageError(f"--to {to} needs -o OUT")
+    for path in args.files:
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
+    if args.batch_size < 1:
+        raise UsageError("--batch-size must be at least 1")
+    kinds = parse_kinds(args.kind)
+    selection = selection_from(args, kinds)
+    from exporters.files import ALL_KINDS, export_jsonl, export_parquet
+    from exporters.schema import KINDS
+
+    show = not args.quiet and sys.stderr.isatty()
+    with progress_bar(show) as progress:
+        if to == "parquet":
+            out = args.output
+            single = len(kinds) == 1
+            if not single and os.path.exists(out) and not os.path.isdir(out):
+                raise UsageError(f"{out}: exists and is not a directory (a dataset needs one)")
+            if single and os.path.isdir(out):
+                raise UsageError(f"{out}: is a directory; with one --kind OUT is a Parquet file")
+            compression = "none" if args.compression == "none" else args.compression
+            counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single,
+                                    selection=selection, batch_size=args.batch_size, compression=compression,
+                                    endian=args.endian, progress=progress)
+        else:
+            counts = export_jsonl(args.files, args.output, kinds=kinds or KINDS, selection=selection,
+                                  endian=args.endian, progress=progress)
+    if not args.quiet and args.output != "-":
+        summary = ", ".join(f"{k} {n}" for k, n in counts.items())
+        print(f"exported {len(args.files)} file(s) to {args.output}: {summary}", file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------- sql
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    for path in args.files:
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file or directory")
+    try:
+        import exporters.spark as xs
+
+        spark = xs.local_session()
+    except xs.SparkMissing:
+        raise UsageError(SPARK_HINT) from None
+    try:
+        xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail")
+        try:
+            df = spark.sql(args.query)
+        except Exception as exc:  # Spark's AnalysisException / ParseException: one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise UsageError(f"SQL error: {first}") from None
+        try:
+            rows = df.limit(args.limit).collect()
+        except Exception as exc:
+            raise CodecError(xs.error_line(exc)) from None
+        columns = df.columns
+        if args.json:
+            for row in rows:
+                print(json.dumps({c: _plain(row[i]) for i, c in enumerate(columns)}, ensure_ascii=False))
+        else:
+            from rich.console import Console
+            from rich.table import Table
+
+            table = Table(*columns, show_lines=False)
+            for row in rows:
+                table.add_row(*[_cell(v) for v in row])
+            Console().print(table)
+            if len(rows) == args.limit:
+                print(f"(first {args.limit} rows; use --limit)", file=sys.stderr)
+    finally:
+        xs.report_skipped(spark)
+    return 0
+
+
+def _plain(v: Any) -> Any:
+    import base64
+    from datetime import datetime
+
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, datetime):
+        return v.isoformat()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    if hasattr(v, "asDict"):
+        return {k: _plain(x) for k, x in v.asDict().items()}
+    return v
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, (bytes, bytearray)):
+        b = bytes(v)
+        return b[:32].hex() + ("…" if len(b) > 32 else "")
+    out = json.dumps(_plain(v), ensure_ascii=False) if isinstance(v, (list, dict)) or hasattr(v, "asDict") else str(v)
+    return out if len(out) <= 80 else out[:79] + "…"
