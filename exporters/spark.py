@@ -1,0 +1,373 @@
+"""The ``mosquitto`` PySpark data source, and a local offline session for ``mosqdb sql``.
+
+    import exporters.spark as xs
+    xs.register(spark)
+    df = spark.read.format("mosquitto").option("kind", "msg_store").load("/var/lib/mosquitto")
+
+PATH is a db file or a directory (every ``*.db`` in it). The driver builds each file's chunk
+index once and cuts it into partitions of at most ``partitionRows`` rows of the kind; a
+partition is (path, byte range, first chunk index), so an executor walks only its own range
+and never re-scans the file from the start. ``read()`` yields Arrow batches decoded column-
+wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows`` (200000),
+``batchSize`` (65536), ``topic`` (MQTT filter, msg_store/sub), ``client`` (client id,
+client/client_msg/sub), ``onError`` (``fail``: an unreadable file stops the query with a
+line naming it; ``skip``: it is left out and reported on stderr), ``endian``.
+PySpark is optional: ``pip install mosqdb[spark]``.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from codec import DbFile
+from codec.errors import CodecError
+from codec.query import valid_filter
+
+from .schema import KINDS, SCHEMAS, spark_ddl
+
+try:
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    HAVE_SPARK = True
+except ImportError:  # pragma: no cover - exercised without the extra
+    HAVE_SPARK = False
+    DataSource = DataSourceReader = object  # type: ignore[assignment,misc]
+
+    class InputPartition:  # type: ignore[no-redef]
+        def __init__(self, value: Any) -> None:
+            self.value = value
+
+
+NAME = "mosquitto"
+DEFAULT_PARTITION_ROWS = 200_000
+DEFAULT_BATCH = 65_536
+SPARK_HINT = "PySpark is not installed: pip install mosqdb[spark]"
+
+
+class SparkMissing(ImportError):
+    """PySpark (the optional extra) is not installed."""
+
+
+def _need_spark() -> None:
+    if not HAVE_SPARK:
+        raise SparkMissing(SPARK_HINT)
+
+
+# ---------------------------------------------------------------- planning (driver side)
+
+
+def db_files(path: str) -> list[str]:
+    """A file, or the ``*.db`` files of a directory (sorted), as absolute paths."""
+    full = os.path.abspath(path)
+    if os.path.isdir(full):
+        return sorted(glob.glob(os.path.join(full, "*.db")))
+    if not os.path.exists(full):
+        raise CodecError("no such file or directory", path=full)
+    return [full]
+
+
+@dataclass(frozen=True)
+class Part:
+    """A partition's work: one file, a byte range at chunk boundaries, its first chunk index."""
+
+    path: str
+    start: int
+    stop: int
+    first_index: int
+
+
+class MosquittoPartition(InputPartition):  # type: ignore[misc]
+    def __init__(self, part: Part) -> None:
+        super().__init__(part)
+        self.part = part
+
+
+def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION_ROWS,
+         on_error: str = "fail", endian: str = "little") -> tuple[list[Part], list[str]]:
+    """Partitions for every readable file, and one line per skipped file (``on_error="skip"``)."""
+    from codec.layouts import ChunkType
+
+    parts: list[Part] = []
+    skipped: list[str] = []
+    ctype = int(ChunkType[kind.upper()])
+    for path in paths:
+        try:
+            with DbFile(path, endian=endian) as db:
+                if db.empty:
+                    continue
+                idx = db.index
+                if idx.error is not None:
+                    raise idx.error.located(path=path)
+                types = np.frombuffer(idx.types, dtype=f"u{idx.types.itemsize}") if len(idx) else np.zeros(0)
+                offsets = np.frombuffer(idx.offsets, dtype="i8") if len(idx) else np.zeros(0, "i8")
+                pos = np.flatnonzero(types == ctype)
+                for a in range(0, len(pos), partition_rows):
+                    b = a + partition_rows
+                    stop = int(offsets[pos[b]]) if b < len(pos) else int(idx.end)
+                    parts.append(Part(path, int(offsets[pos[a]]), stop, int(pos[a])))
+        except CodecError as exc:
+            exc.located(path=path)
+            if on_error != "skip":
+                raise
+            skipped.append(f"skipped {path}: {exc}")
+        except OSError as exc:
+            if on_error != "skip":
+                raise CodecError(f"cannot read: {exc.strerror}", path=path) from None
+            skipped.append(f"skipped {path}: cannot read: {exc.strerror}")
+    return parts, skipped
+
+
+def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: str | None = None,
+              client: str | None = None, endian: str = "little") -> Any:
+    """Arrow batches of one partition (runs on an executor)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from .arrow import iter_batches
+    from .select import _topic_mask
+
+    with DbFile(part.path, endian=endian) as db:
+        for batch in iter_batches(db, kind, batch_size=batch_size, start=part.start, stop=part.stop,
+                                  first_index=part.first_index):
+            if topic is not None:
+                batch = batch.filter(_topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
+            if client is not None:
+                batch = batch.filter(pc.equal(batch.column("client_id"), pa.scalar(client, pa.string())))
+            if batch.num_rows:
+                yield batch
+
+
+def _options(options: dict[str, str]) -> dict[str, Any]:
+    kind = options.get("kind", "msg_store")
+    if kind not in KINDS:
+        raise ValueError(f"mosquitto: option kind={kind!r}: use one of {', '.join(KINDS)} "
+                         "(the messages view: exporters.spark.to_dataframe(spark, path, kind='messages'))")
+    on_error = options.get("onError", options.get("onerror", "fail"))
+    if on_error not in ("fail", "skip"):
+        raise ValueError(f"mosquitto: option onError={on_error!r}: use fail or skip")
+    topic = options.get("topic")
+    if topic is not None and (kind not in ("msg_store", "sub") or not valid_filter(topic)):
+        raise ValueError(f"mosquitto: option topic={topic!r} needs a valid MQTT filter and kind msg_store or sub "
+                         "(for references use to_dataframe(..., topic=...))")
+    client = options.get("client")
+    if client is not None and kind not in ("client", "client_msg", "sub"):
+        raise ValueError("mosquitto: option client needs kind client, client_msg or sub")
+    return {
+        "kind": kind,
+        "on_error": on_error,
+        "topic": topic,
+        "client": client,
+        "partition_rows": max(1, int(options.get("partitionRows", options.get("partitionrows",
+                                                                            DEFAULT_PARTITION_ROWS)))),
+        "batch_size": max(1, int(options.get("batchSize", options.get("batchsize", DEFAULT_BATCH)))),
+        "endian": options.get("endian", "little"),
+    }
+
+
+# ---------------------------------------------------------------- the data source
+
+
+class MosquittoDataSource(DataSource):  # type: ignore[misc]
+    """``spark.read.format("mosquitto")``: one chunk kind of db files as a DataFrame."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        return spark_ddl(SCHEMAS[_options(self.options)["kind"]])
+
+    def reader(self, schema: Any) -> MosquittoReader:
+        return MosquittoReader(self.options)
+
+
+class MosquittoReader(DataSourceReader):  # type: ignore[misc]
+    def __init__(self, options: dict[str, str]) -> None:
+        self.opts = _options(options)
+        path = options.get("path")
+        if not path:
+            raise ValueError("mosquitto: load(PATH) needs a db file or a directory of *.db files")
+        self.paths = [p for item in path.split(",") for p in db_files(item)]
+
+    def partitions(self) -> list[MosquittoPartition]:
+        o = self.opts
+        parts, skipped = plan(self.paths, o["kind"], partition_rows=o["partition_rows"], on_error=o["on_error"],
+                              endian=o["endian"])
+        for line in skipped:
+            print(f"mosquitto data source: {line}", file=sys.stderr)
+        return [MosquittoPartition(p) for p in parts] or [MosquittoPartition(None)]  # type: ignore[arg-type]
+
+    def read(self, partition: MosquittoPartition) -> Any:
+        if partition.part is None:
+            return iter(())
+        o = self.opts
+        return read_part(partition.part, o["kind"], batch_size=o["batch_size"], topic=o["topic"],
+                         client=o["client"], endian=o["endian"])
+
+
+def register(spark: Any) -> None:
+    """Register the ``mosquitto`` data source with a SparkSession."""
+    _need_spark()
+    spark.dataSource.register(MosquittoDataSource)
+
+
+# ---------------------------------------------------------------- conveniences
+
+
+def _reader(spark: Any, kind: str, options: dict[str, Any]) -> Any:
+    r = spark.read.format(NAME).option("kind", kind)
+    for k, v in options.items():
+        if v is not None:
+            r = r.option(k, str(v))
+    return r
+
+
+def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, topic: str | None = None,
+                 client: str | None = None, on_error: str = "fail", **options: Any) -> Any:
+    """A DataFrame of one kind (or the ``messages`` view) of a file, a directory or a list of them.
+
+    ``topic`` selects stored messages by MQTT filter and, by (file, store_id), the client
+    messages and retains that reference them; ``client`` selects a client's rows (for
+    ``messages``: those with a delivery waiting for it).
+    """
+    register(spark)
+    if topic is not None and not valid_filter(topic):
+        raise ValueError(f"not a valid MQTT topic filter: {topic!r}")
+    paths = ",".join(path) if isinstance(path, list) else path
+    opts = {"onError": on_error, **options}
+
+    def load(k: str, **extra: Any) -> Any:
+        return _reader(spark, k, {**opts, **extra}).load(paths)
+
+    if kind == "messages":
+        df = messages_dataframe(load("msg_store", topic=topic), load("client_msg"), load("retain"))
+        if client is not None:
+            from pyspark.sql import functions as F
+
+            df = df.where(F.array_contains("clients", client))
+        return df
+    if kind in ("client_msg", "retain") and topic is not None:
+        stores = load("msg_store", topic=topic).select("file", "store_id")
+        df = load(kind, client=client if kind == "client_msg" else None)
+        return df.join(stores, ["file", "store_id"], "left_semi")
+    return load(kind, topic=topic if kind in ("msg_store", "sub") else None,
+                client=client if kind in ("client", "client_msg", "sub") else None)
+
+
+def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:
+    """One row per stored message with ``retained``, ``queued`` and ``clients`` (the joined view)."""
+    from pyspark.sql import functions as F
+
+    deliveries = client_msg.groupBy("file", "store_id").agg(
+        F.count(F.lit(1)).alias("queued"), F.collect_list("client_id").alias("clients"))
+    retained = retain.select("file", "store_id").distinct().withColumn("retained", F.lit(True))
+    df = msg_store.join(retained, ["file", "store_id"], "left").join(deliveries, ["file", "store_id"], "left")
+    cols = [c for c in msg_store.columns]
+    return df.select(
+        *cols,
+        F.coalesce("retained", F.lit(False)).alias("retained"),
+        F.coalesce("queued", F.lit(0)).cast("bigint").alias("queued"),
+        F.coalesce("clients", F.array().cast("array<string>")).alias("clients"),
+    )
+
+
+def register_views(spark: Any, paths: list[str], *, on_error: str = "fail") -> list[str]:
+    """Temp views cfg, msg_store, client_msg, retain, sub, client and messages over the inputs.
+
+    Unreadable files fail with a line naming them, or (``skip``) are left out; returns the
+    skip lines (also kept for :func:`report_skipped`).
+    """
+    register(spark)
+    files = [f for p in paths for f in db_files(p)]
+    if not files:
+        raise CodecError("no *.db files found", path=",".join(paths))
+    good, skipped = [], []
+    for f in files:  # open each once here so a bad file is named before Spark starts working
+        try:
+            with DbFile(f) as db:
+                if not db.empty and db.index.error is not None:
+                    raise db.index.error.located(path=f)
+            good.append(f)
+        except CodecError as exc:
+            exc.located(path=f)
+            if on_error != "skip":
+                raise
+            skipped.append(f"skipped {f}: {exc}")
+    _SKIPPED.setdefault(id(spark), []).extend(skipped)
+    if not good:
+        raise CodecError("no readable *.db files", path=",".join(paths))
+    joined = ",".join(good)
+    frames = {k: _reader(spark, k, {}).load(joined) for k in KINDS}
+    for k, df in frames.items():
+        df.createOrReplaceTempView(k)
+    messages_dataframe(frames["msg_store"], frames["client_msg"], frames["retain"]).createOrReplaceTempView("messages")
+    return skipped
+
+
+_SKIPPED: dict[int, list[str]] = {}
+
+
+def report_skipped(spark: Any) -> None:
+    for line in _SKIPPED.pop(id(spark), []):
+        print(f"mosqdb: {line}", file=sys.stderr)
+
+
+def error_line(exc: BaseException) -> str:
+    """The useful line of a Spark/Python worker error (the codec's one-line message if there is one)."""
+    text = str(exc)
+    for marker in ("CodecError", "TruncatedError", "FieldError", "NotADatabaseError", "PropertyError"):
+        at = text.find(marker + ": ")
+        if at >= 0:
+            return text[at + len(marker) + 2:].splitlines()[0]
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+_LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def local_session(master: str = "local[*]", app: str = "mosqdb", **conf: str) -> Any:
+    """A local, offline, quiet SparkSession (UI off, loopback only, UTC) with the source registered."""
+    _need_spark()
+    import tempfile
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log4j = os.path.join(tempfile.gettempdir(), "mosqdb-spark-log4j2.properties")
+    if not os.path.exists(log4j):
+        with open(log4j, "w") as fh:
+            fh.write(_LOG4J)
+    java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
+    builder = (
+        SparkSession.builder.master(master).appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.extraJavaOptions", java_opts)
+        .config("spark.executor.extraJavaOptions", java_opts)
+    )
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
