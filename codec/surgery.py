@@ -1,0 +1,595 @@
+"""Removing things from a db: retained messages, sessions, and the stores left unreferenced.
+
+Every operation is two steps over the chunk index, never over Python objects per chunk:
+decide (a boolean "drop" mask over chunk numbers, computed from columns gathered with
+numpy straight from the file through the layout tables), then write (untouched runs of
+chunks copied as raw byte ranges, the same way :func:`codec.writer.save` does). Memory
+is the index plus a few bytes per chunk of the kinds a rule looks at, whatever the payloads.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import CodecError
+from .layouts import FIXED_SIZES, ChunkType, header_size, layout_for
+from .query import topic_matches, valid_filter
+from .reader import Chunk, DbFile
+from .writer import atomic_output, copy_range
+
+BATCH = 1 << 16
+NEVER = 0xFFFF_FFFF
+
+
+# ---------------------------------------------------------------- columns straight from the file
+
+
+def index_arrays(db: DbFile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, types, ends) of every chunk as numpy views/arrays (damage refused)."""
+    idx = db.index
+    if idx.error is not None:
+        raise CodecError(f"the file is damaged ({idx.error.reason}); run `mosqdb repair` first",
+                         path=db.path, offset=idx.error.offset)
+    offsets = np.frombuffer(idx.offsets, dtype=np.int64) if len(idx) else np.zeros(0, np.int64)
+    types = np.frombuffer(idx.types, dtype=np.dtype(f"u{idx.types.itemsize}")) if len(idx) else np.zeros(0, np.uint64)
+    ends = np.empty(len(offsets), np.int64)
+    if len(offsets):
+        ends[:-1] = offsets[1:]
+        ends[-1] = idx.end
+    return offsets, types, ends
+
+
+class Columns:
+    """Gather fields of many chunks of one type at once, walking the layout table with vectors.
+
+    Positions are arrays (one per chunk); a variable-length field moves each position by
+    that chunk's own length. Only what is asked for is read. Works for every version as
+    long as the fields asked for precede any ``time_t`` or property tail.
+    """
+
+    def __init__(self, db: DbFile) -> None:
+        assert db.version is not None
+        self.db = db
+        self.mm = np.memmap(db.path, mode="r", dtype=np.uint8) if db.size else np.zeros(0, np.uint8)
+        self.hsize = header_size(db.version)
+
+    def gather(self, offsets: np.ndarray, chunk_type: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        """Numbers come back as integer arrays; strings/bytes as (start, length) arrays ``name_pos``/``name_len``."""
+        assert self.db.version is not None
+        layout = layout_for(self.db.version, chunk_type)
+        if layout is None:
+            raise CodecError(f"no layout for chunk type {chunk_type}")
+        mm, endian = self.mm, self.db.endian
+        pos = offsets.astype(np.int64) + self.hsize
+        lens: dict[str, np.ndarray] = {}
+        out: dict[str, np.ndarray] = {}
+        want = set(names)
+        for f in layout.fields:
+            if not want:
+                break
+            kind = f.kind
+            if kind in ("len16", "len32"):
+                lens[f.target or ""] = _uint(mm, pos, FIXED_SIZES[kind], "big").astype(np.int64)
+                size: Any = FIXED_SIZES[kind]
+            elif kind in ("u8",):
+                if f.name in want:
+                    out[f.name] = mm[pos].astype(np.int64)
+                size = 1
+            elif kind == "nibbles":
+                if want & set(f.names):
+                    b = mm[pos].astype(np.int64)
+                    out[f.names[0]], out[f.names[1]] = b >> 4, b & 0x0F
+                size = 1
+            elif kind in ("u16", "u32"):
+                if f.name in want:
+                    out[f.name] = _uint(mm, pos, FIXED_SIZES[kind], "big").astype(np.int64)
+                size = FIXED_SIZES[kind]
+            elif kind in ("u64h", "i64h"):
+                if f.name in want:
+                    v = _uint(mm, pos, 8, endian)
+                    out[f.name] = v.view(np.int64) if kind == "i64h" else v
+                size = 8
+            elif kind == "pad":
+                size = f.size
+            elif kind in ("str", "bytes"):
+                if f.name in want:
+                    out[f.name + "_pos"], out[f.name + "_len"] = pos.copy(), lens[f.name]
+                size = lens[f.name]
+            else:
+                raise CodecError(f"cannot gather {', '.join(sorted(want))}: they follow a {kind} field")
+            want -= set(f.values)
+            pos = pos + size
+        if want:
+            raise CodecError(f"no field {', '.join(sorted(want))} in {layout.type.label}")
+        return out
+
+    def release(self) -> None:
+        """Hand the mapped pages back (they stay in the page cache): RSS stays flat on huge files."""
+        mmap_obj = getattr(self.mm, "_mmap", None)
+        if mmap_obj is not None and hasattr(mmap_obj, "madvise"):
+            import mmap
+
+            mmap_obj.madvise(mmap.MADV_DONTNEED)
+
+    def text(self, pos: int, length: int) -> str:
+        return bytes(self.mm[pos : pos + length]).decode("utf-8", "surrogateescape")
+
+    def texts(self, pos: np.ndarray, lens: np.ndarray) -> list[str]:
+        mm = self.mm
+        return [bytes(mm[p : p + n]).decode("utf-8", "surrogateescape") for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
+
+
+def _uint(mm: np.ndarray, pos: np.ndarray, size: int, endian: str) -> np.ndarray:
+    acc = np.zeros(len(pos), np.uint64)
+    for k in range(size):
+        shift = 8 * (size - 1 - k) if endian == "big" else 8 * k
+        acc |= mm[pos + k].astype(np.uint64) << np.uint64(shift)
+    return acc
+
+
+def batches(n: int, size: int = BATCH) -> Iterator[slice]:
+    for a in range(0, n, size):
+        yield slice(a, min(a + size, n))
+
+
+# ---------------------------------------------------------------- writing: runs of raw bytes plus re-encoded chunks
+
+
+@dataclass
+class WriteCounts:
+    copied: int = 0
+    encoded: int = 0
+    dropped: int = 0
+    size: int = 0
+
+
+class NullSink:
+    """Counts bytes instead of writing them (dry runs)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def write(self, data: bytes) -> int:
+        self.n += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.n
+
+
+def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None = None,
+               recode: np.ndarray | None = None, recode_fn: Callable[[Chunk], bytes | None] | None = None,
+               prepend: bytes = b"") -> WriteCounts:
+    """Write the file: header, then every chunk copied raw, dropped, or re-encoded by ``recode_fn``.
+
+    ``drop``/``recode`` are boolean masks over chunk numbers. Runs of plain chunks are one
+    ``copy_range`` each; runs of chunks to re-encode are decoded with one block stream.
+    ``recode_fn`` may return None to drop a chunk. Bytes after the last chunk are not kept.
+    """
+    offsets, _types, ends = index_arrays(db)
+    n = len(offsets)
+    counts = WriteCounts()
+    out.write(header)
+    out.write(prepend)
+    if n == 0:
+        counts.size = out.tell()
+        return counts
+    special = np.zeros(n, bool)
+    if drop is not None:
+        special |= drop
+    if recode is not None:
+        special |= recode
+    sidx = np.flatnonzero(special)
+    sink_copy = isinstance(out, NullSink)
+    cursor = 0  # first chunk not yet written
+
+    def copy(a: int, b: int) -> None:  # chunks a..b-1 raw
+        if b <= a:
+            return
+        start, stop = int(offsets[a]), int(ends[b - 1])
+        if sink_copy:
+            out.n += stop - start
+        else:
+            copy_range(db.fd, out, start, stop - start)
+        counts.copied += b - a
+
+    # group consecutive special chunks of the same action
+    k = 0
+    while k < len(sidx):
+        i = int(sidx[k])
+        copy(cursor, i)
+        is_drop = drop is not None and bool(drop[i])
+        j = k
+        while j + 1 < len(sidx) and int(sidx[j + 1]) == int(sidx[j]) + 1 and \
+                (drop is not None and bool(drop[int(sidx[j + 1])])) == is_drop:
+            j += 1
+        last = int(sidx[j])
+        if is_drop:
+            counts.dropped += last - i + 1
+        else:
+            assert recode_fn is not None
+            for chunk in _decode_run(db, i, last, offsets, ends):
+                data = recode_fn(chunk)
+                if data is None:
+                    counts.dropped += 1
+                else:
+                    out.write(data)
+                    counts.encoded += 1
+        cursor = last + 1
+        k = j + 1
+    copy(cursor, n)
+    counts.size = out.tell()
+    return counts
+
+
+def _decode_run(db: DbFile, a: int, b: int, offsets: np.ndarray, ends: np.ndarray) -> Iterator[Chunk]:
+    if a == b:
+        yield db.chunk(a)
+        return
+    span = int(ends[b]) - int(offsets[a])
+    yield from db.stream(start=int(offsets[a]), stop=int(ends[b]), first_index=a,
+                         block=min(1 << 22, max(span, 1 << 16)))
+
+
+def output_guard(db: DbFile, out_path: str | os.PathLike[str], in_place: bool) -> None:
+    """Refuse to write over the input unless asked to (``--in-place``)."""
+    if os.path.exists(out_path) and os.path.samefile(db.path, out_path) and not in_place:
+        raise CodecError("the output is the input file; give another -o or use --in-place", path=os.fspath(out_path))
+
+
+def save_masked(db: DbFile, out_path: str | os.PathLike[str] | None, drop: np.ndarray, *,
+                header: bytes | None = None, recode: np.ndarray | None = None,
+                recode_fn: Callable[[Chunk], bytes | None] | None = None, prepend: bytes = b"") -> WriteCounts:
+    """Atomically write ``db`` minus ``drop`` to ``out_path`` (None: dry run, nothing written)."""
+    head = db.header if header is None else header
+    if out_path is None:
+        return write_runs(db, NullSink(), header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
+    with atomic_output(out_path, guard=db) as out:
+        return write_runs(db, out, header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
+
+
+# ---------------------------------------------------------------- shared reference bookkeeping
+
+
+@dataclass
+class Refs:
+    """Store ids of every MSG_STORE and every reference (CLIENT_MSG, RETAIN), with chunk numbers."""
+
+    store_idx: np.ndarray
+    store_ids: np.ndarray
+    cm_idx: np.ndarray
+    cm_ids: np.ndarray
+    ret_idx: np.ndarray
+    ret_ids: np.ndarray
+
+
+def gather_refs(db: DbFile, cols: Columns, offsets: np.ndarray, types: np.ndarray) -> Refs:
+    def ids(t: ChunkType) -> tuple[np.ndarray, np.ndarray]:
+        where = np.flatnonzero(types == int(t))
+        vals = np.zeros(len(where), np.uint64)
+        for s in batches(len(where)):
+            vals[s] = cols.gather(offsets[where[s]], int(t), ("store_id",))["store_id"]
+            cols.release()
+        return where, vals
+
+    si, sv = ids(ChunkType.MSG_STORE)
+    ci, cv = ids(ChunkType.CLIENT_MSG)
+    ri, rv = ids(ChunkType.RETAIN)
+    return Refs(si, sv, ci, cv, ri, rv)
+
+
+def orphaned_stores(refs: Refs, drop: np.ndarray) -> np.ndarray:
+    """Chunk numbers of stores that lose their last reference when ``drop`` is applied.
+
+    A store nobody referenced before is left alone (the broker drops it on its next save).
+    """
+    cm_gone = drop[refs.cm_idx]
+    ret_gone = drop[refs.ret_idx]
+    lost = np.concatenate([refs.cm_ids[cm_gone], refs.ret_ids[ret_gone]])
+    if not len(lost):
+        return np.zeros(0, np.int64)
+    kept = np.concatenate([refs.cm_ids[~cm_gone], refs.ret_ids[~ret_gone]])
+    candidates = np.isin(refs.store_ids, lost) & ~np.isin(refs.store_ids, kept)
+    return refs.store_idx[candidates]
+
+
+# ---------------------------------------------------------------- rm-retained
+
+
+@dataclass
+class Removal:
+    """What an operation removed (or would remove, for a dry run)."""
+
+    action: str
+    retained: list[str] = field(default_factory=list)  # topics (first EXAMPLES)
+    retained_count: int = 0
+    clients: list[str] = field(default_factory=list)
+    client_reasons: dict[str, str] = field(default_factory=dict)
+    subs: int = 0
+    client_msgs: int = 0
+    stores: int = 0
+    chunks_before: int = 0
+    size_before: int = 0
+    size_after: int = 0
+    written: str | None = None
+    seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.retained_count or self.clients or self.subs or self.client_msgs or self.stores)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": self.action, "retained_removed": self.retained_count, "retained_topics": self.retained,
+            "clients_removed": self.clients, "client_reasons": self.client_reasons, "subs_removed": self.subs,
+            "client_msgs_removed": self.client_msgs, "stores_removed": self.stores,
+            "chunks_before": self.chunks_before, "size_before": self.size_before, "size_after": self.size_after,
+            "written": self.written, "seconds": round(self.seconds, 3), "notes": self.notes,
+        }
+
+    def lines(self) -> list[str]:
+        out = []
+        shown = self.retained[:20]
+        for t in shown:
+            out.append(f"removed retained message {t!r}")
+        if self.retained_count > len(shown):
+            out.append(f"... and {self.retained_count - len(shown):,} more retained messages")
+        for c in self.clients[:50]:
+            reason = self.client_reasons.get(c)
+            out.append(f"removed session {c!r}" + (f" ({reason})" if reason else ""))
+        if len(self.clients) > 50:
+            out.append(f"... and {len(self.clients) - 50:,} more sessions")
+        out.append(f"removed {self.retained_count:,} retained, {len(self.clients):,} sessions, {self.subs:,} "
+                   f"subscriptions, {self.client_msgs:,} queued messages, {self.stores:,} stored messages left "
+                   "unreferenced")
+        out.extend(self.notes)
+        return out
+
+
+EXAMPLES = 1000
+
+
+def literal_prefix(flt: str) -> bytes:
+    """Bytes every topic matched by ``flt`` starts with (for a vectorised pre-filter)."""
+    levels = flt.split("/")
+    lit: list[str] = []
+    for level in levels:
+        if level in ("+", "#"):
+            prefix = "/".join(lit)
+            if level == "+" and lit:
+                prefix += "/"
+            return prefix.encode("utf-8")
+        lit.append(level)
+    return flt.encode("utf-8")
+
+
+def matching_stores(db: DbFile, cols: Columns, offsets: np.ndarray, store_idx: np.ndarray,
+                    filters: list[str]) -> tuple[np.ndarray, dict[int, str]]:
+    """Positions (into ``store_idx``) of stores whose topic matches a filter, and their topics."""
+    prefixes = [literal_prefix(f) for f in filters]
+    hits: list[np.ndarray] = []
+    topics: dict[int, str] = {}
+    mm = cols.mm
+    for s in batches(len(store_idx)):
+        g = cols.gather(offsets[store_idx[s]], int(ChunkType.MSG_STORE), ("topic",))
+        tpos, tlen = g["topic_pos"], g["topic_len"].astype(np.int64)
+        cand = np.zeros(len(tpos), bool)
+        for p in prefixes:
+            m = tlen >= len(p)
+            for k, byte in enumerate(p):
+                sel = np.flatnonzero(m)
+                if not len(sel):
+                    break
+                m[sel] = mm[tpos[sel] + k] == byte
+            cand |= m
+        for j in np.flatnonzero(cand).tolist():
+            topic = cols.text(int(tpos[j]), int(tlen[j]))
+            if any(topic_matches(f, topic) for f in filters):
+                hits.append(np.int64(s.start + j))
+                topics[s.start + j] = topic
+        cols.release()
+    return np.array(hits, np.int64), topics
+
+
+def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str] | None) -> Removal:
+    """Remove RETAIN chunks whose stored topic matches a filter, and their stores if now unreferenced."""
+    t0 = time.perf_counter()
+    for f in filters:
+        if not valid_filter(f):
+            raise CodecError(f"not a valid MQTT topic filter: {f!r}")
+    rem = Removal("rm-retained", size_before=db.size)
+    if db.empty:
+        rem.notes.append("empty file: nothing to remove")
+        _finish_empty(db, out_path, rem)
+        return rem
+    offsets, types, _ends = index_arrays(db)
+    cols = Columns(db)
+    rem.chunks_before = len(offsets)
+    refs = gather_refs(db, cols, offsets, types)
+    hit_pos, topics = matching_stores(db, cols, offsets, refs.store_idx, filters)
+    matched_ids = refs.store_ids[hit_pos] if len(hit_pos) else np.zeros(0, np.uint64)
+    drop = np.zeros(len(offsets), bool)
+    ret_hit = np.isin(refs.ret_ids, matched_ids)
+    drop[refs.ret_idx[ret_hit]] = True
+    orphans = orphaned_stores(refs, drop)
+    drop[orphans] = True
+    rem.retained_count = int(ret_hit.sum())
+    id_to_topic = {int(refs.store_ids[p]): t for p, t in topics.items()}
+    rem.retained = [id_to_topic.get(int(i), "?") for i in refs.ret_ids[ret_hit][:EXAMPLES]]
+    rem.stores = len(orphans)
+    res = save_masked(db, out_path, drop)
+    rem.size_after = res.size
+    rem.written = None if out_path is None else os.fspath(out_path)
+    rem.seconds = time.perf_counter() - t0
+    return rem
+
+
+def _finish_empty(db: DbFile, out_path: str | os.PathLike[str] | None, rem: Removal) -> None:
+    if out_path is not None:
+        with atomic_output(out_path, guard=db):
+            pass
+        rem.written = os.fspath(out_path)
+
+
+# ---------------------------------------------------------------- sessions
+
+
+@dataclass
+class SessionInfo:
+    client_id: str
+    index: int | None = None  # CLIENT chunk (None: only subs/messages name it)
+    subs: int = 0
+    msgs: int = 0
+    disconnect_t: int | None = None
+    session_expiry_time: int | None = None
+    session_expiry_interval: int | None = None
+
+    def idle_since(self) -> int | None:
+        """When the client went offline, if the file tells (v3/v4 disconnect_t; v5/v6 expiry time - interval)."""
+        if self.disconnect_t:
+            return self.disconnect_t
+        exp, interval = self.session_expiry_time, self.session_expiry_interval
+        if exp and interval and interval != NEVER:
+            return exp - interval
+        return None
+
+
+def _client_ids(cols: Columns, offsets: np.ndarray, where: np.ndarray, t: ChunkType) -> list[str]:
+    out: list[str] = []
+    for s in batches(len(where)):
+        g = cols.gather(offsets[where[s]], int(t), ("client_id",))
+        out.extend(cols.texts(g["client_id_pos"], g["client_id_len"]))
+        cols.release()
+    return out
+
+
+def sessions(db: DbFile) -> tuple[dict[str, SessionInfo], dict[str, Any]]:
+    """Every session named in the file (CLIENT chunks, and ids only SUBs or CLIENT_MSGs name)."""
+    offsets, types, _ = index_arrays(db)
+    cols = Columns(db)
+    info: dict[str, SessionInfo] = {}
+    cl = np.flatnonzero(types == int(ChunkType.CLIENT))
+    for i in cl.tolist():
+        rec = db.chunk(i).record
+        cid = rec["client_id"]
+        if cid in info:
+            continue
+        info[cid] = SessionInfo(cid, i, disconnect_t=rec.get("disconnect_t"),
+                                session_expiry_time=rec.get("session_expiry_time"),
+                                session_expiry_interval=rec.get("session_expiry_interval"))
+    sub_idx = np.flatnonzero(types == int(ChunkType.SUB))
+    sub_ids = _client_ids(cols, offsets, sub_idx, ChunkType.SUB)
+    for cid in sub_ids:
+        info.setdefault(cid, SessionInfo(cid)).subs += 1
+    cm_idx = np.flatnonzero(types == int(ChunkType.CLIENT_MSG))
+    cm_ids = _client_ids(cols, offsets, cm_idx, ChunkType.CLIENT_MSG)
+    for cid in cm_ids:
+        info.setdefault(cid, SessionInfo(cid)).msgs += 1
+    aux = {"offsets": offsets, "types": types, "cols": cols, "cl_idx": cl, "sub_idx": sub_idx, "sub_ids": sub_ids,
+           "cm_idx": cm_idx, "cm_ids": cm_ids}
+    return info, aux
+
+
+def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLike[str] | None,
+                  action: str, *, info: dict[str, SessionInfo] | None = None,
+                  aux: dict[str, Any] | None = None) -> Removal:
+    """Remove the sessions ``victims`` (client id -> reason) with their subs, queues and orphaned stores."""
+    t0 = time.perf_counter()
+    rem = Removal(action, size_before=db.size)
+    if db.empty:
+        rem.notes.append("empty file: nothing to remove")
+        _finish_empty(db, out_path, rem)
+        return rem
+    if info is None or aux is None:
+        info, aux = sessions(db)
+    offsets, types, cols = aux["offsets"], aux["types"], aux["cols"]
+    rem.chunks_before = len(offsets)
+    drop = np.zeros(len(offsets), bool)
+    names = set(victims)
+    for i in aux["cl_idx"].tolist():
+        if _client_id_at(cols, offsets, i) in names:
+            drop[i] = True
+    sub_hit = np.array([c in names for c in aux["sub_ids"]], bool)
+    drop[aux["sub_idx"][sub_hit]] = True
+    cm_hit = np.array([c in names for c in aux["cm_ids"]], bool)
+    drop[aux["cm_idx"][cm_hit]] = True
+    refs = gather_refs(db, cols, offsets, types)
+    orphans = orphaned_stores(refs, drop)
+    drop[orphans] = True
+    rem.clients = sorted(c for c in victims if c in info)
+    rem.client_reasons = {c: victims[c] for c in rem.clients if victims[c]}
+    missing = sorted(c for c in victims if c not in info)
+    for c in missing:
+        rem.notes.append(f"no session {c!r} in the file")
+    rem.subs, rem.client_msgs, rem.stores = int(sub_hit.sum()), int(cm_hit.sum()), len(orphans)
+    res = save_masked(db, out_path, drop)
+    rem.size_after = res.size
+    rem.written = None if out_path is None else os.fspath(out_path)
+    rem.seconds = time.perf_counter() - t0
+    return rem
+
+
+def _client_id_at(cols: Columns, offsets: np.ndarray, i: int) -> str:
+    g = cols.gather(offsets[i : i + 1], int(ChunkType.CLIENT), ("client_id",))
+    return cols.text(int(g["client_id_pos"][0]), int(g["client_id_len"][0]))
+
+
+def drop_clients(db: DbFile, client_ids: list[str], out_path: str | os.PathLike[str] | None) -> Removal:
+    return drop_sessions(db, dict.fromkeys(client_ids, ""), out_path, "drop-client")
+
+
+def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_since: float | None = None,
+                   expired: bool = False, no_subscriptions: bool = False, at: float | None = None) -> Removal:
+    """Remove every session that meets all the given criteria.
+
+    ``expired``: a v5/v6 session whose ``session_expiry_time`` lies before ``at`` (default now).
+    ``idle_since``: offline since before this Unix time (sessions whose file does not say when
+    they went offline are kept and counted in the notes). ``no_subscriptions``: no SUB chunk.
+    """
+    if not (expired or no_subscriptions or idle_since is not None):
+        raise CodecError("give at least one of --idle-since, --expired, --no-subscriptions")
+    now = time.time() if at is None else at
+    if db.empty:
+        return drop_sessions(db, {}, out_path, "prune-sessions")
+    info, aux = sessions(db)
+    victims: dict[str, str] = {}
+    unknown_idle = 0
+    for cid, s in info.items():
+        reasons = []
+        if expired:
+            exp = s.session_expiry_time or 0
+            if not (exp and exp < now):
+                continue
+            reasons.append(f"expired {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(exp))} UTC")
+        if idle_since is not None:
+            idle = s.idle_since()
+            if idle is None:
+                unknown_idle += 1
+                continue
+            if idle >= idle_since:
+                continue
+            reasons.append(f"offline since {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(idle))} UTC")
+        if no_subscriptions:
+            if s.subs:
+                continue
+            reasons.append("no subscriptions")
+        victims[cid] = ", ".join(reasons)
+    rem = drop_sessions(db, victims, out_path, "prune-sessions", info=info, aux=aux)
+    if unknown_idle:
+        rem.notes.append(f"{unknown_idle} session(s) kept: the file does not say when they went offline "
+                         "(v5/v6 sessions that never expire carry no disconnect time)")
+    return rem
+
+
+__all__ = [
+    "Columns", "Removal", "SessionInfo", "WriteCounts", "drop_clients", "drop_sessions", "index_arrays",
+    "literal_prefix", "orphaned_stores", "output_guard", "prune_sessions", "rm_retained", "save_masked", "sessions",
+    "write_runs",
+]
