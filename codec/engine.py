@@ -11,6 +11,7 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .compiled import fast_decoder  # noqa: E402 - generated from the same tables
 from .errors import CodecError, FieldError, PropertyError, TruncatedError
 from .layouts import (
     FIXED_SIZES,
@@ -33,7 +34,7 @@ _INT_LIMITS = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Span:
     """Where one element of a chunk body lies, relative to the body start."""
 
@@ -43,7 +44,7 @@ class Span:
     kind: str
 
 
-@dataclass
+@dataclass(slots=True)
 class Record:
     """One decoded chunk: its values plus what is needed to write it back byte for byte.
 
@@ -215,11 +216,13 @@ def decode_body(
     return record, pos, spans
 
 
+_OPTIONS: dict[tuple[int, int], list[Layout]] = {(v, int(t)): opts for (v, t), opts in LAYOUTS.items()}
+
+
 def choose_layout(version: int, chunk_type: int, buf: Any, pos: int, length: int, endian: str) -> Layout | None:
     """Pick the ABI variant whose size matches the stored length (v5/v6 only, §5)."""
-    try:
-        options = LAYOUTS[(version, ChunkType(chunk_type))]
-    except (KeyError, ValueError):
+    options = _OPTIONS.get((version, chunk_type))
+    if options is None:
         return None
     if len(options) == 1:
         return options[0]
@@ -291,8 +294,19 @@ def decode_chunk(
     endian: str = "little",
     want_spans: bool = False,
 ) -> tuple[Record, int, list[Span] | None]:
-    """Decode the body of a chunk of any type; unknown types come back as raw bytes."""
+    """Decode the body of a chunk of any type; unknown types come back as raw bytes.
+
+    The generated decoder for the layout handles the common case; the interpreter below
+    handles the rest (spans wanted, damage, ``time_t``) and is the reference for both.
+    """
     layout = choose_layout(version, chunk_type, buf, pos, length, endian)
+    if layout is not None and not want_spans:
+        fast = fast_decoder(layout, endian)
+        hit = fast(buf, pos, limit, length) if fast is not None else None
+        if hit is not None:
+            values, end, pad = hit
+            padding = pad if pad and pad.strip(b"\0") else None
+            return Record(chunk_type, values, version, length, layout.abi, 8, padding), end, None
     if layout is None:
         end = pos + length
         if end > limit:

@@ -1,0 +1,178 @@
+"""Columnar decoding: one layout table walked with numpy vectors over a batch of chunks.
+
+The per-record decoders give a dict per chunk; exporters and benchmarks want columns.
+Here every field of every chunk of one type in a batch is decoded at once: fixed fields
+become integer arrays, variable fields become (start, size) pairs into the batch's byte
+buffer (so Arrow arrays can be built without a Python object per value). Bounds are
+checked for the whole batch; a batch with any damage is decoded chunk by chunk by the
+interpreter instead, which raises the precise error.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import CodecError
+from .layouts import FIXED_SIZES, ChunkType, header_size, layout_for
+from .reader import DbFile
+
+MAX_BATCH_BYTES = 64 << 20
+
+
+@dataclass
+class Columns:
+    """One batch of chunks of one type, decoded into columns."""
+
+    kind: str
+    version: int
+    data: np.ndarray  # uint8 view of the bytes the batch covers
+    base: int  # file offset of data[0]
+    index: np.ndarray  # chunk indexes
+    offset: np.ndarray  # chunk file offsets
+    length: np.ndarray  # stored lengths
+    ints: dict[str, np.ndarray] = field(default_factory=dict)
+    spans: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)  # name -> (starts, sizes)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def blob(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """Concatenated bytes of a variable field and Arrow-style int64 offsets (len n+1)."""
+        starts, sizes = self.spans[name]
+        offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+        np.cumsum(sizes, out=offsets[1:])
+        total = int(offsets[-1])
+        if total == 0:
+            return np.zeros(0, np.uint8), offsets
+        # index of every byte: start of its value + position inside it
+        idx = np.repeat(starts - offsets[:-1], sizes) + np.arange(total, dtype=np.int64)
+        return self.data[idx], offsets
+
+    def value(self, name: str, row: int) -> bytes:
+        starts, sizes = self.spans[name]
+        s = int(starts[row])
+        return self.data[s : s + int(sizes[row])].tobytes()
+
+
+def _gather_be(d: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
+    out = np.zeros(len(pos), dtype=np.uint64)
+    for k in range(size):
+        out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
+    return out
+
+
+def _gather_host(d: np.ndarray, pos: np.ndarray, size: int, endian: str, signed: bool) -> np.ndarray:
+    order = range(size) if endian == "big" else range(size - 1, -1, -1)
+    out = np.zeros(len(pos), dtype=np.uint64)
+    for k in order:
+        out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
+    if signed:
+        if size == 8:
+            return out.view(np.int64)
+        val = out.astype(np.int64)
+        return np.where(val >= 1 << (size * 8 - 1), val - (1 << (size * 8)), val)
+    return out
+
+
+def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray, lengths: np.ndarray,
+                 ends: np.ndarray, endian: str = "little") -> tuple[dict, dict] | None:
+    """Walk the layout over all bodies at once; None if any chunk breaks its bounds."""
+    layout = layout_for(version, chunk_type)
+    if layout is None:
+        return None
+    ints: dict[str, np.ndarray] = {}
+    spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    lens: dict[str, np.ndarray] = {}
+    pos = body.astype(np.int64).copy()
+    ok = np.ones(len(pos), dtype=bool)
+    for f in layout.fields:
+        k = f.kind
+        if k in ("u8", "nibbles", "u16", "u32", "len16", "len32"):
+            size = FIXED_SIZES[k]
+            ok &= pos + size <= ends
+            p = np.where(ok, pos, 0)
+            v = _gather_be(d, p, size)
+            if k == "nibbles":
+                ints[f.names[0]], ints[f.names[1]] = (v >> np.uint64(4)).astype(np.int64), (v & np.uint64(15)).astype(np.int64)
+            elif k in ("len16", "len32"):
+                lens[f.target or ""] = v.astype(np.int64)
+            else:
+                ints[f.name] = v.astype(np.int64)
+                if f.must is not None:
+                    ok &= ints[f.name] == f.must
+        elif k in ("u64h", "i64h"):
+            ok &= pos + 8 <= ends
+            v = _gather_host(d, np.where(ok, pos, 0), 8, endian, k == "i64h")
+            ints[f.name] = v
+            size = 8
+        elif k == "time_t":
+            declared = body + lengths - pos
+            size_arr = np.where((declared == 4) | (declared == 8), declared, 8)
+            ok &= pos + size_arr <= ends
+            p = np.where(ok, pos, 0)
+            v8 = _gather_host(d, p, 8, endian, True) if np.any(size_arr == 8) else np.zeros(len(p), np.int64)
+            v4 = _gather_host(d, p, 4, endian, True) if np.any(size_arr == 4) else np.zeros(len(p), np.int64)
+            ints[f.name] = np.where(size_arr == 4, v4, v8)
+            pos = pos + size_arr
+            continue
+        elif k == "pad":
+            size = f.size
+            ok &= pos + size <= ends
+        elif k in ("str", "bytes"):
+            n = lens[f.name]
+            ok &= pos + n <= ends
+            spans[f.name] = (pos.copy(), np.where(ok, n, 0))
+            pos = pos + n
+            continue
+        elif k == "props":
+            n = body + lengths - pos
+            ok &= (n >= 0) & (pos + n <= ends)
+            spans[f.name] = (pos.copy(), np.where(ok, n, 0))
+            pos = pos + np.maximum(n, 0)
+            continue
+        pos = pos + size
+    if not ok.all():
+        return None
+    return ints, spans
+
+
+def iter_columns(db: DbFile, chunk_type: int | ChunkType, *, batch: int = 65536,
+                 first: int = 0, stop: int | None = None) -> Iterator[Columns]:
+    """Batches of every chunk of one type between chunk indexes ``first`` and ``stop``."""
+    assert db.version is not None
+    version, hsize = db.version, header_size(db.version)
+    idx = db.index
+    n = len(idx) if stop is None else min(stop, len(idx))
+    types = np.frombuffer(idx.types, dtype=np.uint32)[first:n]
+    offsets_all = np.frombuffer(idx.offsets, dtype=np.int64)
+    lengths_all = np.frombuffer(idx.lengths, dtype=np.uint32)
+    which = np.nonzero(types == int(chunk_type))[0] + first
+    ends_all = np.append(offsets_all[1:], idx.end) if len(offsets_all) else offsets_all
+    kind = ChunkType(chunk_type).label
+    i = 0
+    while i < len(which):
+        j = min(i + batch, len(which))
+        lo = int(offsets_all[which[i]])
+        # keep the byte span of a batch bounded, whatever the payload sizes
+        while j - i > 1 and int(ends_all[which[j - 1]]) - lo > MAX_BATCH_BYTES:
+            j = i + max((j - i) // 2, 1)
+        sel = which[i:j]
+        hi = int(ends_all[sel[-1]])
+        raw = os.pread(db.fd, hi - lo, lo)
+        d = np.frombuffer(raw, dtype=np.uint8)
+        offs = offsets_all[sel]
+        body = offs - lo + hsize
+        lengths = lengths_all[sel].astype(np.int64)
+        ends = ends_all[sel] - lo
+        got = decode_batch(version, int(chunk_type), d, body, lengths, ends, db.endian)
+        if got is None:
+            for c in sel:  # find and raise the precise error
+                db.chunk(int(c))
+            raise CodecError("batch failed to decode but every chunk decodes alone", path=db.path, offset=lo)
+        ints, spans = got
+        yield Columns(kind, version, d, lo, sel, offs, lengths, ints, spans)
+        i = j
