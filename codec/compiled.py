@@ -52,7 +52,7 @@ def compile_layout(layout: Layout, endian: str) -> Decoder | None:
             fmt = struct.Struct(order + "".join(code for code, _ in items))
             env[f"S{n}"] = fmt
             names = []
-            for code, f in items:
+            for _code, f in items:
                 var = f"v_{f.name}" if f.kind not in ("len16", "len32") else f"n_{f.target}"
                 if f.kind == "pad":
                     var = f"p{n}_{len(names)}"
