@@ -1,9 +1,9 @@
-"""Vectorised decoding: a batch of same-type chunks into Arrow columns with numpy.
+"""Vectorised decoding: a batch of same-type chunks into Arrow columns.
 
-The codec's layout table is walked once per batch instead of once per chunk: every field
-becomes a vector of positions, numbers are gathered through unaligned strided views of the
-block, and strings/payloads become Arrow binary-view arrays pointing into the block, which
-Arrow then compacts in C++. No Python object is made per field (only per non-empty MQTT v5
+The codec walks the layout table once per batch (codec.columnar: integer vectors and
+(start, size) spans into the block). Strings and payloads then become Arrow binary-view
+arrays pointing into the block - built with numpy through unaligned strided views - which
+Arrow compacts in C++. No Python object is made per field (only per non-empty MQTT v5
 property tail, which is rare).
 
 Anything unusual - a length that runs past its chunk, a ``must`` value, an ABI variant, a
@@ -18,8 +18,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from codec import columnar
 from codec.errors import CodecError
-from codec.layouts import LAYOUTS, ChunkType, Layout, header_size
+from codec.layouts import FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size
 from codec.properties import BY_ID, decode_properties
 
 from .schema import PROPERTIES, SCHEMAS, TIME_COLUMNS, TIMESTAMP
@@ -34,6 +35,7 @@ class Block:
     def __init__(self, data: np.ndarray, base: int, endian: str) -> None:
         self.data, self.base = data, base
         self.full = data
+        self.endian = endian
         self.raw = memoryview(data)
         self._views: dict[str, np.ndarray] = {}
         self._host = "<" if endian == "little" else ">"
@@ -130,92 +132,73 @@ def decode_batch(
     ends: np.ndarray,
     lengths: np.ndarray,
 ) -> dict[str, pa.Array] | None:
-    """Columns of the chunks at absolute ``offsets`` (ending at ``ends``), or None if unusual."""
+    """Arrow columns of the chunks at absolute ``offsets`` (ending at ``ends``), or None if unusual.
+
+    The layout walk is the codec's (:func:`codec.columnar.decode_batch`); this turns its
+    integer vectors and (start, size) spans into Arrow arrays.
+    """
     options = LAYOUTS.get((version, ctype))
     if not options:
         return None
     layout = options[0]
     body = offsets - block.base + header_size(version)
-    limit = ends - block.base
     lengths = lengths.astype(np.int64)
-    pos = body.copy()
-    lens: dict[str, np.ndarray] = {}
-    cols: dict[str, pa.Array] = {}
-    try:
-        pos = _walk(block, layout, body, limit, lengths, pos, lens, cols)
-    except IndexError:  # a position past the block: damage, let the codec say where
+    got = columnar.decode_batch(version, int(ctype), block.data, body, lengths, ends - block.base, block.endian)
+    if got is None:
         return None
-    if pos is None or np.any(pos > limit):
-        return None
-    if len(options) > 1 and np.any(pos - body != lengths):
+    ints, spans = got
+    if len(options) > 1 and np.any(_walked(layout, body, spans) != lengths):
         return None  # an ABI variant (32-bit broker): let the codec choose per chunk
+    types = SCHEMAS[ctype.label]
+    cols: dict[str, pa.Array] = {}
+    for name, values in ints.items():
+        target = types.field(name).type.to_pandas_dtype()
+        cols[name] = pa.array(values.view(np.int64) if values.dtype == np.uint64 else values.astype(target, copy=False)
+                              ).cast(types.field(name).type)
+    for f in layout.fields:
+        if f.kind in ("str", "bytes"):
+            starts, sizes = spans[f.name]
+            valid = (sizes > 0) if f.nullable else None
+            views = _views_array(block, starts, sizes, valid)
+            cols[f.name] = views.cast(pa.binary()) if f.kind == "bytes" else _text(views, block, starts, sizes)
+        elif f.kind == "props":
+            props = _properties(block, *spans[f.name])
+            if props is None:
+                return None
+            cols[f.name] = props
     return cols
 
 
-def _walk(block: Block, layout: Layout, body: np.ndarray, limit: np.ndarray, lengths: np.ndarray,
-          pos: np.ndarray, lens: dict[str, np.ndarray], cols: dict[str, pa.Array]) -> np.ndarray | None:
-    """Walk the layout with position vectors; fixed fields are bounds-checked by the final position."""
-    n = len(pos)
-    types = SCHEMAS[layout.type.label]
+def _walked(layout: Layout, body: np.ndarray, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Body size each chunk has under ``layout`` (from its last variable field, or fixed)."""
+    fixed = 0
+    last = None
     for f in layout.fields:
-        kind = f.kind
-        if kind in ("u8", "nibbles"):
-            size = 1
-            b = block.data[pos]
-            if f.must is not None and np.any(b != f.must):
-                return None
-            if kind == "u8":
-                cols[f.name] = pa.array(b.astype(np.int16))
-            else:
-                cols[f.names[0]] = pa.array((b >> 4).astype(np.int16))
-                cols[f.names[1]] = pa.array((b & 0x0F).astype(np.int16))
-        elif kind in ("u16", "len16", "u32", "len32", "u64h", "i64h"):
-            size = {"u16": 2, "len16": 2, "u32": 4, "len32": 4}.get(kind, 8)
-            code = {2: ">u2", 4: ">u4"}.get(size, "Hi8")
-            v = block.view(code)[pos]
-            if kind.startswith("len"):
-                lens[f.target or ""] = v.astype(np.int64)
-            else:
-                cols[f.name] = pa.array(v.astype(types.field(f.name).type.to_pandas_dtype()))
-        elif kind == "pad":
-            size = f.size
-        elif kind in ("str", "bytes"):
-            size = lens[f.name]
-            if np.any(pos + size > limit):
-                return None
-            valid = (size > 0) if f.nullable else None
-            views = _views_array(block, pos, size, valid)
-            cols[f.name] = views.cast(pa.binary()) if kind == "bytes" else _text(views, block, pos, size)
-        elif kind == "time_t":
-            declared = lengths - (pos - body)
-            size = np.where((declared == 4) | (declared == 8), declared, 8)
-            if np.any(pos + size > limit):
-                return None
-            v8 = block.view("Hi8")[pos]
-            v4 = block.view("Hi4")[pos].astype(np.int64)
-            cols[f.name] = pa.array(np.where(size == 4, v4, v8))
-        elif kind == "props":
-            end = body + lengths
-            size = end - pos
-            if np.any(size < 0) or np.any(end > limit):
-                return None
-            have = np.flatnonzero(size)
-            if not len(have):
-                cols[f.name] = pa.nulls(n, PROPERTIES)
-                pos = pos + size
-                continue
-            rows: list[Any] = [None] * n
-            raw = block.raw
-            for i in have.tolist():
-                try:
-                    rows[i] = property_rows(decode_properties(raw, int(pos[i]), int(end[i])))
-                except CodecError:
-                    return None
-            cols[f.name] = pa.array(rows, PROPERTIES)
-        else:  # pragma: no cover - a new field kind in the tables
+        if f.kind in ("str", "bytes", "props"):
+            last, fixed = f.name, 0
+        else:
+            fixed += f.size if f.kind == "pad" else FIXED_SIZES.get(f.kind, 8)
+    if last is None:
+        return np.full(len(body), fixed, dtype=np.int64)
+    starts, sizes = spans[last]
+    return starts + sizes + fixed - body
+
+
+def _properties(block: Block, starts: np.ndarray, sizes: np.ndarray) -> pa.Array | None:
+    """The property tails (one Python list per non-empty tail; they are rare)."""
+    n = len(starts)
+    have = np.flatnonzero(sizes)
+    if not len(have):
+        return pa.nulls(n, PROPERTIES)
+    rows: list[Any] = [None] * n
+    raw = block.raw
+    for i in have.tolist():
+        s = int(starts[i])
+        try:
+            rows[i] = property_rows(decode_properties(raw, s, s + int(sizes[i])))
+        except CodecError:
             return None
-        pos = pos + size
-    return pos
+    return pa.array(rows, PROPERTIES)
 
 
 def assemble(kind: str, cols: dict[str, pa.Array], meta: dict[str, pa.Array], n: int) -> pa.RecordBatch:

@@ -329,6 +329,8 @@ def error_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+# root and org.apache.spark at the same level (then Spark's shell check prints no banner); the chatty
+# packages at ERROR
 _LOG4J = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
@@ -336,6 +338,14 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.sparkproject.name = org.sparkproject
+logger.sparkproject.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
 """
 
 
@@ -349,10 +359,14 @@ def local_session(master: str = "local[*]", app: str = "mosqdb", **conf: str) ->
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    log4j = os.path.join(tempfile.gettempdir(), "mosqdb-spark-log4j2.properties")
+    import hashlib
+
+    tag = hashlib.sha256(_LOG4J.encode()).hexdigest()[:12]
+    log4j = os.path.join(tempfile.gettempdir(), f"mosqdb-spark-log4j2-{tag}.properties")
     if not os.path.exists(log4j):
-        with open(log4j, "w") as fh:
+        with open(log4j + ".tmp", "w") as fh:
             fh.write(_LOG4J)
+        os.replace(log4j + ".tmp", log4j)
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
     builder = (
         SparkSession.builder.master(master).appName(app)
