@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .engine import Record, encode_chunk
+from .engine import Record
 from .errors import CodecError
 from .layouts import PAYLOAD_MAX
 from .properties import property_problems
@@ -55,10 +55,15 @@ class Finding:
 def _text_problem(value: str | None) -> str | None:
     if value is None:
         return None
-    if any("\udc80" <= ch <= "\udcff" for ch in value):
-        return "is not valid UTF-8"
-    if "\0" in value:
-        return "contains a NUL character"
+    nul = value.find("\0")
+    if nul >= 0:
+        return (f"contains a NUL at character {nul}: the {len(value) - nul} characters after it are probably "
+                "stray broker memory (a length written larger than the string)")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")  # undecodable bytes were kept as lone surrogates
+        except UnicodeEncodeError:
+            return "is not valid UTF-8"
     return None
 
 
@@ -113,7 +118,7 @@ class Checker:
 
     def _length(self, c: Chunk) -> None:
         rec = c.record
-        computed = len(encode_chunk(rec.with_values())) - c.header_size
+        computed = c.size - c.header_size  # the body as the broker walks it
         if rec.length == computed:
             return
         msg = f"stored length {rec.length} but the body is {computed} bytes"
