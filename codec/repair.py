@@ -1,0 +1,438 @@
+"""Salvage: make a valid db from a damaged one, keeping every chunk that can be trusted.
+
+Structural pass: walk the file chunk by chunk with the codec's decoder; a chunk is kept
+when it decodes and its values are plausible (types, ranges, UTF-8, v5/v6 lengths). At the
+first bad byte, look for the next plausible chunk header (confirmed by the chunk after it,
+or the end of the file) and go on from there; everything skipped is reported with its
+offset, size and reason (a NUL-filled tail after a crash, garbage, a truncated chunk).
+
+Semantic pass: one cfg first (inserted if missing), duplicate stores dropped, references
+to stores that are not in the file dropped, stores nobody references dropped, a retained
+topic or a subscription stored twice keeps its last copy (what the broker's loader ends
+up with), ``last_db_id`` raised to the highest store id, every length recomputed.
+
+The output is written next to its destination, checked with :func:`codec.check.check_file`,
+and only renamed into place when the check finds no error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import re
+import shutil
+import struct
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .check import check_file
+from .engine import Record, decode_chunk, encode_chunk
+from .errors import CodecError, NotADatabaseError, UnsupportedVersionError, WriteError
+from .layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
+from .query import valid_filter
+from .reader import DbFile
+from .writer import file_header, write_records
+
+KNOWN = {int(t) for t in ChunkType}
+STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),
+                                               int(ChunkType.RETAIN), int(ChunkType.SUB), int(ChunkType.CLIENT),
+                                               int(ChunkType.CFG))
+
+
+@dataclass
+class Dropped:
+    offset: int
+    size: int
+    kind: str
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "size": self.size, "kind": self.kind, "reason": self.reason}
+
+
+@dataclass
+class RepairReport:
+    path: str
+    version: int | None
+    size_before: int = 0
+    chunks_found: int = 0
+    kept: dict[str, int] = field(default_factory=dict)
+    dropped: list[Dropped] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+    valid: bool = False
+    remaining_errors: list[str] = field(default_factory=list)
+    warnings_after: int = 0
+    written: str | None = None
+    size_after: int = 0
+    seconds: float = 0.0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.dropped or self.fixes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.path, "version": self.version, "size_before": self.size_before,
+            "chunks_found": self.chunks_found, "kept": self.kept, "dropped": [d.to_json() for d in self.dropped],
+            "fixes": self.fixes, "valid": self.valid, "remaining_errors": self.remaining_errors,
+            "warnings_after": self.warnings_after, "written": self.written, "size_after": self.size_after,
+            "seconds": round(self.seconds, 3),
+        }
+
+    def lines(self) -> list[str]:
+        out = [f"dropped {d.kind} at offset {d.offset} ({d.size:,} bytes): {d.reason}" for d in self.dropped[:200]]
+        if len(self.dropped) > 200:
+            out.append(f"... and {len(self.dropped) - 200:,} more dropped")
+        out.extend(f"fixed: {f}" for f in self.fixes)
+        kept = ", ".join(f"{k} {n:,}" for k, n in self.kept.items() if n)
+        out.append(f"kept {sum(self.kept.values()):,} chunk(s) ({kept or 'none'}); dropped {len(self.dropped):,} "
+                   "chunk(s) or region(s)")
+        if not self.changed:
+            out.append("nothing to repair: the file was already valid")
+        return out
+
+
+class Salvager:
+    """The structural walk over a memory-mapped file."""
+
+    def __init__(self, buf: Any, size: int, version: int, endian: str) -> None:
+        self.buf, self.size, self.version, self.endian = buf, size, version, endian
+        self.hsize = header_size(version)
+        self.unpack = struct.Struct(">II" if version >= 5 else ">HI").unpack_from
+        pattern = rb"\x00\x00\x00[\x01-\x06]" if version >= 5 else rb"\x00[\x01-\x06]"
+        self.header_re = re.compile(pattern)
+
+    def header(self, pos: int) -> tuple[int, int]:
+        return self.unpack(self.buf, pos)
+
+    def try_chunk(self, pos: int, *, strict: bool) -> tuple[Record, int] | str:
+        """(record, end) when a plausible chunk starts at ``pos``, else why not."""
+        if self.size - pos < self.hsize:
+            return "incomplete chunk header at the end of the file"
+        t, length = self.header(pos)
+        if t not in KNOWN:
+            return f"unknown chunk type {t}"
+        body = pos + self.hsize
+        limit = self.size
+        if self.version >= 5:
+            if body + length > self.size:
+                return f"{ChunkType(t).label} of {length} bytes is cut short by the end of the file"
+            if t in (STORE, CLIENT_MSG):
+                limit = body + length
+        try:
+            rec, end, _ = decode_chunk(self.version, t, self.buf, body, limit, length, endian=self.endian)
+        except CodecError as exc:
+            return f"{ChunkType(t).label} does not decode: {exc.field + ': ' if exc.field else ''}{exc.reason}"
+        rec.version = self.version
+        if self.version >= 5 and end - body != length and (strict or t in (STORE, CLIENT_MSG)):
+            return f"stored length {length} does not match the {end - body}-byte body"
+        problem = implausible(rec)
+        if problem:
+            return f"{rec.kind}: {problem}"
+        return rec, end
+
+    def confirmed(self, pos: int) -> tuple[Record, int] | None:
+        """A plausible chunk at ``pos`` followed by another one, or by the end of the file."""
+        first = self.try_chunk(pos, strict=True)
+        if isinstance(first, str):
+            return None
+        end = first[1]
+        if self.size - end < self.hsize:
+            return first
+        second = self.try_chunk(end, strict=True)
+        return None if isinstance(second, str) else first
+
+    def resync(self, start: int) -> int | None:
+        for m in self.header_re.finditer(self.buf, start):
+            if self.confirmed(m.start()) is not None:
+                return m.start()
+        return None
+
+    def walk(self) -> Iterator[tuple[int, int, Record] | Dropped]:
+        pos = FILE_HEADER_SIZE
+        while pos < self.size:
+            got = self.try_chunk(pos, strict=False)
+            if not isinstance(got, str):
+                rec, end = got
+                yield pos, end, rec
+                pos = end
+                continue
+            reason = got
+            if self.size - pos < self.hsize:
+                yield Dropped(pos, self.size - pos, "bytes", reason)
+                return
+            t, length = self.header(pos)
+            nxt = self.resync(pos + 1)
+            stop = self.size if nxt is None else nxt
+            region = bytes(self.buf[pos:stop])
+            kind = ChunkType(t).label if t in KNOWN else "bytes"
+            if not region.strip(b"\0"):
+                kind, reason = "bytes", "NUL bytes (a crash before the data reached the disk)"
+            elif nxt is None and t in KNOWN:
+                reason = f"truncated: {reason}"
+            elif t not in KNOWN:
+                reason = f"garbage ({reason})"
+            yield Dropped(pos, stop - pos, kind, reason + ("" if nxt is None else f"; resynchronised at offset {nxt}"))
+            if nxt is None:
+                return
+            pos = nxt
+
+
+def implausible(rec: Record) -> str | None:
+    """Why a decoded record cannot be what a broker wrote (None when it can)."""
+    v = rec.values
+    kind = rec.kind
+
+    def bad_text(name: str, *, required: bool = True) -> str | None:
+        s = v.get(name)
+        if s is None or s == "":
+            return f"empty {name}" if required else None
+        if "\0" in s or any("\udc80" <= ch <= "\udcff" for ch in s):
+            return f"{name} is not valid UTF-8 text"
+        return None
+
+    if kind == "cfg":
+        return None if v["shutdown"] in (0, 1) else f"shutdown is {v['shutdown']}"
+    if kind == "msg_store":
+        if v["qos"] > 2 or v["retain"] > 1:
+            return f"qos {v['qos']} / retain {v['retain']} out of range"
+        if v["store_id"] == 0:
+            return "store id 0"
+        topic = v.get("topic") or ""
+        if "+" in topic or "#" in topic:
+            return "topic contains a wildcard"
+        return bad_text("topic") or bad_text("source_id", required=False) or bad_text("source_username", required=False)
+    if kind == "client_msg":
+        if v["qos"] > 2 or v["retain"] > 1 or v["dup"] > 1 or v["direction"] > 1 or not 1 <= v["state"] <= 11:
+            return "qos/retain/dup/direction/state out of range"
+        return "store id 0" if v["store_id"] == 0 else bad_text("client_id")
+    if kind == "retain":
+        return "store id 0" if v["store_id"] == 0 else None
+    if kind == "sub":
+        if v["qos"] > 2 or (v.get("options") or 0) & 0xC3:
+            return "qos/options out of range"
+        problem = bad_text("client_id") or bad_text("topic")
+        if problem is None and not valid_filter(v["topic"]):
+            return "topic is not a valid filter"
+        return problem
+    if kind == "client":
+        return bad_text("client_id") or bad_text("username", required=False)
+    return None
+
+
+def _read_version(path: str, buf: Any, size: int, version: int | None) -> int:
+    if size < len(MAGIC) or bytes(buf[: len(MAGIC)]) != MAGIC:
+        raise NotADatabaseError("not a mosquitto db: the magic bytes do not match; nothing to salvage",
+                                path=path, offset=0)
+    stored = struct.unpack_from(">I", buf, 19)[0] if size >= FILE_HEADER_SIZE else None
+    if version is not None:
+        return version
+    if stored is None:
+        raise UnsupportedVersionError(f"the header is cut short after {size} bytes; give --version to rebuild it",
+                                      path=path, offset=size)
+    if stored not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersionError(f"db version {stored} is not one of 2-6; give --version if you know it",
+                                      path=path, offset=19)
+    return stored
+
+
+def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None, *, version: int | None = None,
+           endian: str = "little", at: float | None = None) -> RepairReport:
+    """Salvage ``path`` into ``out_path`` (None: only report). Raises if the result is not valid."""
+    t0 = time.perf_counter()
+    path = os.fspath(path)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        raise CodecError(f"cannot open: {exc.strerror}", path=path) from None
+    try:
+        size = os.fstat(fd).st_size
+        report = RepairReport(path, None, size_before=size)
+        if size == 0:
+            report.valid = True
+            report.fixes.append("empty file: the broker treats it as no saved state; written empty")
+            if out_path is not None:
+                _write_verified(out_path, lambda o: None, report, path, at=at, empty=True)
+            return report
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        try:
+            ver = _read_version(path, mm, size, version)
+            report.version = ver
+            if size >= FILE_HEADER_SIZE and struct.unpack_from(">I", mm, 19)[0] != ver:
+                report.fixes.append(f"header version set to {ver}")
+            elif size < FILE_HEADER_SIZE:
+                report.fixes.append(f"file header rebuilt (only {size} bytes were there)")
+            records = _semantic(Salvager(mm, size, ver, endian), report)
+            header = file_header(ver)
+
+            def write(o: str) -> None:
+                write_records(o, ver, records, header=header, endian=endian)
+
+            if out_path is not None:
+                _write_verified(out_path, write, report, path, at=at, endian=endian)
+            else:  # dry run: build and check the result in a scratch dir
+                scratch = tempfile.mkdtemp(prefix="mosqdb-repair-")
+                try:
+                    _write_verified(os.path.join(scratch, "mosquitto.db"), write, report, path, at=at, endian=endian)
+                except CodecError:
+                    pass
+                finally:
+                    shutil.rmtree(scratch, ignore_errors=True)
+                report.written = None
+        finally:
+            mm.close()
+    finally:
+        os.close(fd)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _semantic(s: Salvager, report: RepairReport) -> list[Record]:
+    """Run the walk and the consistency rules; returns the records to write, cfg and stores first."""
+    cfg: Record | None = None
+    stores: list[Record] = []
+    rest: list[tuple[int, int, Record]] = []  # (offset, size, record) in file order
+    store_at: dict[int, int] = {}
+    store_size: dict[int, int] = {}
+    lengths_fixed = 0
+    reordered = False
+    for item in s.walk():
+        if isinstance(item, Dropped):
+            report.dropped.append(item)
+            continue
+        report.chunks_found += 1
+        off, end, rec = item
+        if rec.length != len(encode_chunk(rec.with_values())) - s.hsize:
+            lengths_fixed += 1
+        rec = rec.with_values()  # length recomputed on encode
+        kind = rec.kind
+        size = end - off
+        if kind == "cfg":
+            if cfg is not None:
+                report.dropped.append(Dropped(off, size, kind, "second cfg chunk"))
+                continue
+            cfg = rec
+            if rest or stores:
+                report.fixes.append("cfg chunk moved to the front")
+        elif kind == "msg_store":
+            sid = rec["store_id"]
+            if sid in store_at:
+                report.dropped.append(Dropped(off, size, kind, f"duplicate store id {sid} (first at offset {store_at[sid]})"))
+                continue
+            store_at[sid] = off
+            store_size[sid] = size
+            stores.append(rec)
+        else:
+            rest.append((off, size, rec))
+    # references: stores may appear anywhere (all stores are written first)
+    referenced: set[int] = set()
+    kept: list[tuple[int, Record]] = []  # (position in rest, record)
+    retained_last: dict[str, int] = {}
+    sub_last: dict[tuple[str, str], int] = {}
+    clients_seen: set[str] = set()
+    topic_of = {r["store_id"]: r["topic"] for r in stores}
+    for pos, (off, size, rec) in enumerate(rest):
+        kind = rec.kind
+        if kind in ("client_msg", "retain"):
+            sid = rec["store_id"]
+            if sid not in store_at:
+                report.dropped.append(Dropped(off, size, kind, f"dangling reference to store id {sid}, which is not in the file"))
+                continue
+            if store_at[sid] > off:
+                reordered = True
+            if kind == "retain":
+                retained_last[topic_of[sid]] = pos
+        elif kind == "sub":
+            sub_last[(rec["client_id"], rec["topic"])] = pos
+        elif kind == "client":
+            if rec["client_id"] in clients_seen:
+                report.dropped.append(Dropped(off, size, kind, f"second client chunk for {rec['client_id']!r}"))
+                continue
+            clients_seen.add(rec["client_id"])
+        kept.append((pos, rec))
+    final: list[Record] = []
+    for pos, rec in kept:
+        off, size = rest[pos][0], rest[pos][1]
+        if rec.kind == "retain":
+            topic = topic_of[rec["store_id"]]
+            if retained_last[topic] != pos:
+                report.dropped.append(Dropped(off, size, "retain", f"retained message for {topic!r} superseded by a later one"))
+                continue
+        elif rec.kind == "sub" and sub_last[(rec["client_id"], rec["topic"])] != pos:
+            report.dropped.append(Dropped(off, size, "sub", f"subscription {rec['topic']!r} of {rec['client_id']!r} "
+                                          "superseded by a later one"))
+            continue
+        if rec.kind in ("client_msg", "retain"):
+            referenced.add(rec["store_id"])
+        final.append(rec)
+    kept_stores = []
+    for rec in stores:
+        if rec["store_id"] not in referenced:
+            report.dropped.append(Dropped(store_at[rec["store_id"]], store_size[rec["store_id"]], "msg_store",
+                                          f"store id {rec['store_id']} is referenced by nothing (the broker drops it)"))
+            continue
+        kept_stores.append(rec)
+    top = max((r["store_id"] for r in kept_stores), default=0)
+    if cfg is None:
+        cfg = Record(CFG, {"shutdown": 1, "dbid_size": 8, "last_db_id": top}, s.version)
+        report.fixes.append(f"cfg chunk inserted (last_db_id {top})")
+    elif cfg["last_db_id"] < top:
+        report.fixes.append(f"last_db_id raised from {cfg['last_db_id']} to {top}, the highest store id")
+        cfg = cfg.with_values(last_db_id=top)
+    if lengths_fixed:
+        report.fixes.append(f"stored length recomputed on {lengths_fixed} chunk(s)")
+    if reordered:
+        report.fixes.append("stored messages moved before the chunks that reference them")
+    report.dropped.sort(key=lambda d: d.offset)
+    out = [cfg, *kept_stores, *final]
+    counts: dict[str, int] = {}
+    for r in out:
+        counts[r.kind] = counts.get(r.kind, 0) + 1
+    report.kept = counts
+    return out
+
+
+def _write_verified(out_path: str | os.PathLike[str], write: Any, report: RepairReport, src: str, *,
+                    at: float | None, endian: str = "little", empty: bool = False) -> None:
+    """Write to a temp file beside ``out_path``, check it, and rename only a valid result."""
+    out_path = os.fspath(out_path)
+    directory = os.path.dirname(os.path.abspath(out_path))
+    tmp = os.path.join(directory, f".{os.path.basename(out_path)}.repair-{os.getpid()}.tmp")
+    try:
+        if empty:
+            with open(tmp, "wb") as f:
+                os.fsync(f.fileno())
+        else:
+            write(tmp)
+        with DbFile(tmp, endian=endian) as db:
+            findings = list(check_file(db, at=at))
+        errors = [f for f in findings if f.severity == "error"]
+        report.remaining_errors = [f"{f.where()}: {f.message}" for f in errors]
+        report.warnings_after = len(findings) - len(errors)
+        report.valid = not errors
+        if errors:
+            raise CodecError(f"could not make a valid file: {len(errors)} error(s) remain, first: "
+                             f"{report.remaining_errors[0]}; nothing written", path=src)
+        if os.path.exists(out_path) and os.path.samefile(out_path, src):
+            with contextlib.suppress(OSError):
+                os.chmod(tmp, os.stat(src).st_mode & 0o7777)
+        os.replace(tmp, out_path)
+        dfd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        report.written = out_path
+        report.size_after = os.path.getsize(out_path)
+    except OSError as exc:
+        raise WriteError(f"writing failed: {exc.strerror or exc}; the original is untouched", path=out_path) from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+
+
+__all__ = ["Dropped", "RepairReport", "Salvager", "implausible", "repair"]
