@@ -1,0 +1,651 @@
+"""The Textual inspector: chunk list, field tree and hex view over one db, with edits.
+
+The app owns a :class:`~inspector.edits.Document`; the index is built in a worker thread
+that posts progress, so rows appear before the scan ends. Filters that need decoding,
+search, reference lookups and checks run in workers too, and never block keystrokes.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from textual import work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Input, Static
+from textual.worker import get_current_worker
+
+from codec import CodecError, FileChangedError
+from codec.check import check_file
+from codec.layouts import ChunkType
+from inspector.edits import ChunkView, Document, EditRefused
+from inspector.messages import FilterProgress, HexByteTyped, HexCursorMoved, RowHighlighted, ScanProgress, SpanSelected
+from inspector.screens.modals import CheckScreen, ConfirmQuit, HelpScreen, PromptScreen
+from inspector.widgets.chunklist import DAMAGE_ROW, ChunkList
+from inspector.widgets.data import StoreColumns, parse_filter, search_forward, stream_matches
+from inspector.widgets.fieldtree import FieldTree
+from inspector.widgets.hexview import HexSource, HexView
+from inspector.widgets.summary import SummaryBar
+
+ACTIONS = [
+    ("Go to", "goto", "Jump to a chunk index, file offset (0x.., @..) or store id (#..)"),
+    ("Search", "search", "Find text in topics, client ids and payloads"),
+    ("Search next", "search_next", "Repeat the last search"),
+    ("Filter", "filter", "Filter by type, topic filter, client id, store id"),
+    ("Clear filter", "clear_filter", "Show every chunk again"),
+    ("Follow reference", "follow", "client_msg/retain → msg_store; msg_store → everything referencing it"),
+    ("Check file", "check", "Run the integrity rules and list findings"),
+    ("Edit field", "edit_field", "Edit the selected field's value"),
+    ("Delete chunk", "delete", "Delete (or restore) the chunk; a client with its subs and queue"),
+    ("Undo", "undo", "Undo the last edit"),
+    ("Redo", "redo", "Redo the last undone edit"),
+    ("Save", "save", "Save atomically over the file"),
+    ("Save as", "save_as", "Save to another file"),
+    ("Help", "help", "List keys"),
+    ("Quit", "quit_app", "Quit (asks when edits are unsaved)"),
+]
+
+
+class InspectorApp(App[None]):
+    """mosqdb inspect."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "mosqdb inspect"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS = [
+        Binding("q", "quit_app", "Quit"),
+        Binding("question_mark", "help", "Help"),
+        Binding("g", "goto", "Goto"),
+        Binding("slash", "search", "Search"),
+        Binding("n", "search_next", "Next", show=False),
+        Binding("f", "filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear", show=False),
+        Binding("r", "follow", "Ref"),
+        Binding("c", "check", "Check"),
+        Binding("e", "edit_field", "Edit"),
+        Binding("d", "delete", "Del"),
+        Binding("u,ctrl+z", "undo", "Undo"),
+        Binding("U,ctrl+y", "redo", "Redo", show=False),
+        Binding("ctrl+s", "save", "Save"),
+        Binding("S", "save_as", "Save as", show=False),
+    ]
+
+    def __init__(self, doc: Document, *, scan_step: int = 200_000, check_at: float | None = None) -> None:
+        super().__init__()
+        self.doc = doc
+        self.scan_step = scan_step
+        self.check_at = check_at
+        self.item: int | None = None
+        self.columns: StoreColumns | None = None
+        self.filter_gen = 0
+        self.filter_rows: list[int] = []
+        self.filter_text = ""
+        self.filter_busy = False
+        self.last_search = ""
+        self.status_text = ""
+
+    # ------------------------------------------------------------ layout
+    def compose(self) -> ComposeResult:
+        yield SummaryBar(id="summary")
+        yield Input(placeholder="filter: type:msg topic:a/# client:ID store:1-9   (Enter applies, Esc clears)",
+                    id="filter")
+        with Horizontal(id="main"):
+            yield ChunkList(self.doc, id="chunks")
+            with Vertical(id="right"):
+                yield FieldTree(id="fields")
+                yield HexView(id="hex")
+        yield Static("", id="status")
+        yield Footer()
+
+    @property
+    def chunks(self) -> ChunkList:
+        return self.query_one(ChunkList)
+
+    @property
+    def fields(self) -> FieldTree:
+        return self.query_one(FieldTree)
+
+    @property
+    def hex(self) -> HexView:
+        return self.query_one(HexView)
+
+    def on_mount(self) -> None:
+        self.query_one("#filter").display = False
+        self.hex.editable = not self.doc.read_only
+        self.chunks.focus()
+        self.query_one(SummaryBar).refresh_summary(self.doc)
+        if self.doc.read_only:
+            why = "--read-only" if self.doc.forced_read_only else "no write permission"
+            self.say(f"opened read-only ({why}): editing is disabled", "warning")
+        if self.doc.db.empty:
+            self.fields.show_message("empty file", ["0 bytes: the broker treats this as no saved state"])
+            return
+        self.scan()
+
+    # ------------------------------------------------------------ status
+    def say(self, text: str, severity: str = "information") -> None:
+        """Show a message in the status line (and as a toast for warnings and errors)."""
+        self.status_text = text
+        self.update_status()
+        if severity != "information":
+            self.notify(text, severity=severity, timeout=6)  # type: ignore[arg-type]
+
+    def update_status(self) -> None:
+        parts = []
+        if self.filter_text:
+            n = len(self.chunks.rows) if self.chunks.rows is not None else 0
+            parts.append(f"[filter {self.filter_text!r}: {n:,} rows{' (scanning…)' if self.filter_busy else ''}]")
+        if self.status_text:
+            parts.append(self.status_text)
+        self.query_one("#status", Static).update(" ".join(parts))
+
+    # ------------------------------------------------------------ index worker
+    @work(thread=True, exclusive=True, group="scan")
+    def scan(self) -> None:
+        worker = get_current_worker()
+        for count in self.doc.db.scan_steps(self.scan_step):
+            if worker.is_cancelled:
+                return
+            self.post_message(ScanProgress(count, False))
+        self.post_message(ScanProgress(self.doc.count(), True))
+
+    def on_scan_progress(self, msg: ScanProgress) -> None:
+        idx = self.doc.index()
+        if msg.done and idx is not None:
+            self.chunks.show_damage = idx.error is not None or idx.trailing > 0
+            if idx.error is not None:
+                self.say(f"damaged file: {idx.error}", "error")
+        self.chunks.update_size()
+        self.query_one(SummaryBar).refresh_summary(self.doc)
+        if self.item is None or msg.done:
+            self.chunks.reselect()
+
+    # ------------------------------------------------------------ selection
+    def on_row_highlighted(self, msg: RowHighlighted) -> None:
+        self.item = msg.item
+        self.show_item()
+
+    def show_item(self, keep_cursor: bool = False) -> None:
+        item = self.item
+        if item is None:
+            self.fields.show_message("no chunk", [])
+            self.hex.set_source(None)
+            return
+        if item == DAMAGE_ROW:
+            self.show_damage()
+            return
+        v = self.doc.view(item)
+        self.fields.show(v, self.doc.version)
+        self.hex.set_source(self.hex_source(v), keep_cursor=keep_cursor)
+
+    def hex_source(self, v: ChunkView) -> HexSource:
+        hs = v.header_size
+        tlen = 4 if hs == 8 else 2
+        spans = [(0, tlen, "chunk_type", "hdr"), (tlen, hs - tlen, "length", "hdr")]
+        spans += [(hs + s.offset, s.size, s.name, s.kind) for s in v.spans]
+        return HexSource.of_bytes(v.offset, v.data, spans=spans, changed=v.changed_bytes(),
+                                  default_kind=None if v.record is not None else "unknown")
+
+    def show_damage(self) -> None:
+        idx = self.doc.index()
+        assert idx is not None
+        db = self.doc.db
+        start, size = idx.end, db.size - idx.end
+        err = idx.error
+        if err is not None:
+            lines = [str(err), f"bytes {start}..{db.size} ({size} bytes) are shown raw below",
+                     "chunks before this point are intact; `mosqdb check` lists details"]
+            title = f"⚠ damage at offset {start} (0x{start:x})"
+        else:
+            lines = [f"{size} bytes after the last chunk (a partial chunk header or an unknown chunk cut short)",
+                     "the broker ignores them"]
+            title = f"⚠ trailing bytes at offset {start} (0x{start:x})"
+        self.fields.show_message(title, lines)
+        spans = []
+        if err is not None and err.offset is not None and start <= err.offset < db.size:
+            spans.append((err.offset - start, 1, "error", "pad"))
+        fd = db.fd
+        src = HexSource(start, size, lambda s, n: os.pread(fd, n, start + s), spans=spans, default_kind="unknown")
+        self.hex.set_source(src)
+
+    def on_span_selected(self, msg: SpanSelected) -> None:
+        if getattr(msg, "from_hex", False):
+            self.hex.select = (msg.start, msg.size)
+            self.hex.refresh()
+        else:
+            self.hex.highlight(msg.start, msg.size)
+
+    def on_hex_cursor_moved(self, msg: HexCursorMoved) -> None:
+        if self.hex.has_focus and self.item is not None and self.item >= 0:
+            self.fields.select_byte(msg.pos)
+
+    # ------------------------------------------------------------ goto / search / refs
+    def need_index(self) -> bool:
+        if not self.doc.complete():
+            self.say("the index is still being built; try again in a moment", "warning")
+            return False
+        return True
+
+    def store_columns(self) -> StoreColumns:
+        if self.columns is None:
+            self.columns = StoreColumns(self.doc)
+        return self.columns
+
+    def jump(self, item: int) -> None:
+        if not self.chunks.goto_item(item):
+            self.clear_filter()
+            self.chunks.goto_item(item)
+
+    def action_goto(self) -> None:
+        self.push_screen(PromptScreen("Go to", placeholder="123 = chunk index, 0x1f or @31 = offset, #42 = store id"),
+                         self.do_goto)
+
+    def do_goto(self, text: str | None) -> None:
+        if not text or not self.need_index():
+            return
+        text = text.strip()
+        idx = self.doc.index()
+        assert idx is not None
+        try:
+            if text[0] in "#s":
+                sid = int(text.lstrip("#s").strip(), 0)
+                item = self.store_columns().find_store(sid)
+                if item is None:
+                    self.say(f"no msg_store with store id {sid}", "warning")
+                    return
+            elif text.startswith(("0x", "@")):
+                off = int(text.lstrip("@"), 0)
+                found = idx.find(off)
+                if found is None:
+                    if idx.end <= off < self.doc.db.size and self.chunks.show_damage:
+                        found = DAMAGE_ROW
+                    else:
+                        self.say(f"offset {off} is not inside a chunk (file header is 0..22, end {idx.end})", "warning")
+                        return
+                item = found
+            else:
+                item = int(text, 0)
+                if not 0 <= item < len(idx):
+                    self.say(f"chunk index {item} out of range 0..{len(idx) - 1}", "warning")
+                    return
+        except ValueError:
+            self.say(f"goto: cannot read {text!r}", "warning")
+            return
+        self.jump(item)
+        self.say(f"went to {'damage' if item == DAMAGE_ROW else f'chunk {item}'}")
+
+    def action_search(self) -> None:
+        self.push_screen(PromptScreen("Search", self.last_search, "text in topic, client id, source, payload"),
+                         self.do_search)
+
+    def do_search(self, text: str | None) -> None:
+        if not text or not self.need_index():
+            return
+        self.last_search = text
+        start = (self.item + 1) if self.item is not None and self.item >= 0 else 0
+        self.say(f"searching {text!r} from chunk {start}…")
+        self.search_worker(text, start)
+
+    def action_search_next(self) -> None:
+        if self.last_search:
+            self.do_search(self.last_search)
+
+    @work(thread=True, exclusive=True, group="search")
+    def search_worker(self, text: str, start: int) -> None:
+        worker = get_current_worker()
+        found = search_forward(self.doc, text, start, lambda: worker.is_cancelled)
+        if not worker.is_cancelled:
+            self.call_from_thread(self.search_done, text, found)
+
+    def search_done(self, text: str, found: int | None) -> None:
+        if found is None:
+            self.say(f"{text!r} not found after this chunk", "warning")
+        else:
+            self.jump(found)
+            self.say(f"{text!r} found in chunk {found} (n: next)")
+
+    def action_follow(self) -> None:
+        if self.item is None or self.item < 0 or not self.need_index():
+            return
+        rec = self.doc.record(self.item)
+        if rec is None:
+            return
+        if rec.kind in ("client_msg", "retain"):
+            sid = rec["store_id"]
+            target = self.store_columns().find_store(sid)
+            if target is None:
+                self.say(f"{rec.kind}[{self.item}] references store id {sid}, which no msg_store has (dangling)", "warning")
+                return
+            self.jump(target)
+            self.say(f"followed {rec.kind}[{self.item}] → msg_store[{target}] (#{sid}); r again lists its referrers")
+        elif rec.kind == "msg_store":
+            self.apply_filter(f"store:{rec['store_id']}")
+        elif rec.kind in ("client", "sub"):
+            self.apply_filter(f"client:{shlex.quote(rec['client_id'])}")
+        else:
+            self.say(f"{rec.kind} chunks reference nothing")
+
+    # ------------------------------------------------------------ filter
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.stop()
+            self.apply_filter(event.value)
+            self.chunks.focus()
+
+    def action_clear_filter(self) -> None:
+        if self.filter_text or self.query_one("#filter").display:
+            self.clear_filter()
+            self.chunks.focus()
+
+    def clear_filter(self) -> None:
+        self.filter_gen += 1
+        self.filter_text = ""
+        self.filter_busy = False
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        keep = self.item
+        self.chunks.set_rows(None, keep=keep)
+        self.update_status()
+
+    def apply_filter(self, text: str) -> None:
+        text = text.strip()
+        if not text:
+            self.clear_filter()
+            return
+        try:
+            spec = parse_filter(text)
+        except ValueError as exc:
+            self.say(str(exc), "error")
+            return
+        if not self.need_index():
+            return
+        box = self.query_one("#filter", Input)
+        box.value = text
+        box.display = True
+        self.filter_gen += 1
+        self.filter_text = text
+        keep = self.item
+        if not spec.needs_decode:
+            rows = self.store_columns().matching(spec)
+            self.filter_busy = False
+            self.chunks.set_rows(rows, keep=keep)
+        else:
+            self.filter_rows = []
+            self.filter_busy = True
+            self.chunks.set_rows([], keep=None)
+            self.filter_worker(spec, self.filter_gen)
+        self.say(f"filter applied: {text}")
+
+    @work(thread=True, exclusive=True, group="filter")
+    def filter_worker(self, spec: Any, gen: int) -> None:
+        worker = get_current_worker()
+
+        def cancelled() -> bool:
+            return worker.is_cancelled or gen != self.filter_gen
+
+        try:
+            for batch in stream_matches(self.doc, spec, cancelled):
+                self.post_message(FilterProgress(gen, batch, False))
+        except CodecError as exc:
+            self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
+        self.post_message(FilterProgress(gen, [], True))
+
+    def on_filter_progress(self, msg: FilterProgress) -> None:
+        if msg.generation != self.filter_gen:
+            return
+        self.filter_rows.extend(msg.rows)
+        first = self.chunks.rows is not None and len(self.chunks.rows) == 0
+        self.chunks.rows = self.filter_rows
+        self.chunks.update_size()
+        if msg.done:
+            self.filter_busy = False
+            self.chunks.rows = np.asarray(self.filter_rows, dtype=np.int64)
+        if first and self.filter_rows:
+            self.chunks.reselect()
+        self.update_status()
+
+    # ------------------------------------------------------------ editing
+    def refresh_after_edit(self) -> None:
+        self.chunks.refresh()
+        self.show_item(keep_cursor=True)
+        self.query_one(SummaryBar).refresh_summary(self.doc)
+
+    def editable(self) -> bool:
+        if self.doc.read_only:
+            self.say("read-only: editing is disabled (reopen without --read-only, or check permissions)", "warning")
+            return False
+        return True
+
+    def action_edit_field(self) -> None:
+        if self.item is None or self.item < 0 or not self.editable():
+            return
+        node = self.fields.cursor_node
+        info = node.data if node is not None else None
+        if info is None or not info.editable or info.name is None:
+            self.say("select a value field in the field tree (lengths and padding follow from values; "
+                     "other bytes: type hex digits in the hex view)", "warning")
+            self.fields.focus()
+            return
+        rec = self.doc.record(self.item)
+        assert rec is not None
+        value = rec.values.get(info.name)
+        if isinstance(value, bytes):
+            try:
+                current = value.decode("utf-8")
+                hint = "payload as UTF-8 text, or hex:0a0b…, or escapes like \\xff"
+            except UnicodeDecodeError:
+                current = "hex:" + value.hex()
+                hint = "binary payload: hex:0a0b… or text"
+        elif isinstance(value, str):
+            current = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            hint = "UTF-8 text; \\xNN escapes allowed (must stay valid UTF-8)"
+        else:
+            current = "" if value is None else str(value)
+            hint = "an integer (decimal or 0x..)"
+        item, name = self.item, info.name
+        self.push_screen(PromptScreen(f"{rec.kind}[{item}].{name}", current, hint=hint),
+                         lambda text: self.do_edit(item, name, text))
+
+    def do_edit(self, item: int, name: str, text: str | None) -> None:
+        if text is None:
+            return
+        try:
+            edit = self.doc.set_field(item, name, text)
+        except EditRefused as exc:
+            self.say(f"refused: {exc}", "error")
+            return
+        self.refresh_after_edit()
+        self.say(f"edited {edit.label} (u: undo)")
+
+    def on_tree_node_selected(self, event: Any) -> None:
+        if self.fields.has_focus:
+            self.action_edit_field()
+
+    def on_hex_byte_typed(self, msg: HexByteTyped) -> None:
+        if self.item is None or self.item < 0 or not self.editable():
+            return
+        try:
+            edit = self.doc.set_byte(self.item, msg.pos, msg.value)
+        except EditRefused as exc:
+            self.say(f"refused: {exc}", "error")
+            self.hex.refresh()
+            return
+        self.refresh_after_edit()
+        self.hex.cursor = min(msg.pos + 1, max((self.hex.source.size if self.hex.source else 1) - 1, 0))
+        self.say(f"{edit.label} (u: undo)")
+
+    def action_delete(self) -> None:
+        if self.item is None or self.item < 0 or not self.editable():
+            return
+        item = self.item
+        v = self.doc.view(item)
+        if v.deleted:
+            self.doc.restore(item)
+            self.refresh_after_edit()
+            self.say(f"restored chunk {item} (u: undo)")
+            return
+        rec = v.record
+        if rec is not None and rec.kind == "client":
+            if not self.need_index():
+                return
+            self.say(f"finding the subscriptions and queue of {rec['client_id']!r}…")
+            self.session_worker(item, rec["client_id"])
+            return
+        warning = None
+        if rec is not None and rec.kind == "msg_store" and self.doc.complete():
+            cols = self.store_columns()
+            refs = int(np.count_nonzero((cols.ids == np.uint64(rec["store_id"]))
+                                        & np.isin(cols.types, [3, 4])))
+            live = refs
+            if refs:
+                warning = (f"msg_store #{rec['store_id']} is still referenced by {live} client_msg/retain chunk(s); "
+                           "the broker drops those references on load")
+        label = f"delete {v.kind}[{item}]"
+        self.doc.delete([item], label, warning)
+        self.refresh_after_edit()
+        self.say(f"{label} (u: undo)" + (f" — warning: {warning}" if warning else ""),
+                 "warning" if warning else "information")
+
+    @work(thread=True, exclusive=True, group="session")
+    def session_worker(self, item: int, client_id: str) -> None:
+        from inspector.widgets.data import safe_stream
+
+        found = [item]
+        subs = queued = 0
+        for c in safe_stream(self.doc, 0, [int(ChunkType.CLIENT_MSG), int(ChunkType.SUB)]):
+            if c.record.get("client_id") == client_id:
+                found.append(c.index)
+                if c.kind == "sub":
+                    subs += 1
+                else:
+                    queued += 1
+        self.call_from_thread(self.session_done, sorted(found), client_id, subs, queued)
+
+    def session_done(self, items: list[int], client_id: str, subs: int, queued: int) -> None:
+        label = f"delete session {client_id!r} with {subs} sub(s) and {queued} queued message(s)"
+        try:
+            self.doc.delete(items, label)
+        except EditRefused as exc:
+            self.say(str(exc), "error")
+            return
+        self.refresh_after_edit()
+        self.say(f"{label} (u: undo)")
+
+    def action_undo(self) -> None:
+        edit = self.doc.undo()
+        self.refresh_after_edit()
+        self.say(f"undid: {edit.label}" if edit else "nothing to undo")
+
+    def action_redo(self) -> None:
+        edit = self.doc.redo()
+        self.refresh_after_edit()
+        self.say(f"redid: {edit.label}" if edit else "nothing to redo")
+
+    # ------------------------------------------------------------ save / quit
+    def action_save(self) -> None:
+        if not self.editable():
+            return
+        if not self.doc.is_dirty():
+            self.say("nothing to save")
+            return
+        self.do_save(None)
+
+    def action_save_as(self) -> None:
+        if self.doc.db.empty:
+            return
+        self.push_screen(PromptScreen("Save as", self.doc.path, "path of the new file"), self.do_save_as)
+
+    def do_save_as(self, path: str | None) -> None:
+        if path:
+            self.do_save(os.path.expanduser(path.strip()))
+
+    def do_save(self, path: str | None, then_exit: bool = False) -> bool:
+        try:
+            result = self.doc.save(path)
+        except FileChangedError as exc:
+            self.say(f"not saved: {exc}", "error")
+            return False
+        except CodecError as exc:
+            self.say(f"not saved: {exc}", "error")
+            return False
+        self.columns = None
+        self.chunks.set_rows(None, keep=self.item)
+        self.filter_text = ""
+        self.hex.editable = not self.doc.read_only
+        self.refresh_after_edit()
+        self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
+                 f"{result.chunks_deleted} deleted)")
+        if then_exit:
+            self.exit()
+        return True
+
+    def action_quit_app(self) -> None:
+        if self.doc.is_dirty():
+            self.push_screen(ConfirmQuit(len(self.doc.undo_stack)), self.quit_answer)
+        else:
+            self.exit()
+
+    def quit_answer(self, answer: str | None) -> None:
+        if answer == "save":
+            self.do_save(None, then_exit=True)
+        elif answer == "discard":
+            self.exit()
+
+    # ------------------------------------------------------------ check / help / palette
+    def action_check(self) -> None:
+        if self.doc.db.empty or not self.need_index():
+            return
+        self.say("checking…")
+        self.check_worker()
+
+    @work(thread=True, exclusive=True, group="check")
+    def check_worker(self) -> None:
+        findings = list(check_file(self.doc.db, at=self.check_at))
+        self.call_from_thread(self.show_findings, findings)
+
+    def show_findings(self, findings: list[Any]) -> None:
+        self.say(f"check: {len(findings)} finding(s)")
+        self.push_screen(CheckScreen(findings), self.finding_chosen)
+
+    def finding_chosen(self, finding: Any) -> None:
+        if finding is None:
+            return
+        idx = self.doc.index()
+        assert idx is not None
+        if finding.chunk_index is not None and finding.chunk_index < len(idx):
+            self.jump(finding.chunk_index)
+        elif finding.offset is not None:
+            found = idx.find(finding.offset)
+            self.jump(found if found is not None else DAMAGE_ROW)
+        self.say(f"{finding.rule}: {finding.message}")
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for title, action, helptext in ACTIONS:
+            yield SystemCommand(title, helptext, getattr(self, f"action_{action}"))
+
+
+def run(path: str, *, endian: str = "little", read_only: bool = False) -> None:
+    doc = Document(path, endian=endian, read_only=read_only)
+    try:
+        InspectorApp(doc).run()
+    finally:
+        doc.close()
+
+
+__all__ = ["InspectorApp", "run"]

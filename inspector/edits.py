@@ -1,0 +1,379 @@
+"""The inspector's document: one open db plus an overlay of reversible edits.
+
+Nothing is written until save. Every change (a field, a byte, a deletion) is an
+:class:`Edit` that remembers the previous overlay state of the chunks it touches, so undo
+and redo are exact. Chunks are decoded on demand and a few hundred are cached, which is
+what keeps a 2.4 M-chunk file cheap to browse.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import struct
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from codec import CodecError, DbFile, Record, Span
+from codec.engine import decode_chunk, encode_chunk
+from codec.index import ChunkIndex
+from codec.layouts import ChunkType, header_size, layout_for
+from codec.properties import encode_property, encode_vbi
+from codec.writer import Overlay, SaveResult, save
+
+# semantic ranges a field must respect beyond its byte width
+FIELD_LIMITS: dict[str, tuple[int, int]] = {
+    "qos": (0, 2), "retain": (0, 1), "dup": (0, 1), "direction": (0, 1), "state": (0, 11), "shutdown": (0, 1),
+}
+TEXT_FIELDS = ("topic", "client_id", "source_id", "source_username", "username")
+
+
+class EditRefused(Exception):
+    """An edit the format or the file does not allow; the message is shown to the user."""
+
+
+@dataclass
+class ChunkView:
+    """What the UI shows for one chunk: its current bytes, decoded record and byte spans."""
+
+    index: int
+    offset: int
+    header_size: int
+    data: bytes  # header + body, edits applied
+    original: bytes  # as stored in the file
+    record: Record | None
+    spans: list[Span]
+    error: CodecError | None = None
+    deleted: bool = False
+    edited: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.record.kind if self.record is not None else "damaged"
+
+    def changed_bytes(self) -> set[int]:
+        """Positions (relative to the chunk start) whose byte differs from the file."""
+        if not self.edited:
+            return set()
+        if len(self.data) != len(self.original):
+            return set(range(len(self.data)))
+        return {i for i, (a, b) in enumerate(zip(self.data, self.original, strict=True)) if a != b}
+
+
+State = tuple[Record | None, bool]  # (replacement record or None, deleted)
+
+
+@dataclass
+class Edit:
+    """One reversible change: the overlay state of each touched chunk before and after."""
+
+    label: str
+    before: dict[int, State] = field(default_factory=dict)
+    after: dict[int, State] = field(default_factory=dict)
+    warning: str | None = None
+
+
+def property_spans(props_span: Span, props: list[Any] | None) -> list[Span]:
+    """Byte spans of each MQTT v5 property inside a property tail (for nested highlighting)."""
+    if not props:
+        return []
+    total = sum(len(encode_property(p)) for p in props)
+    pos = props_span.offset + len(encode_vbi(total))
+    out = []
+    for k, p in enumerate(props):
+        n = len(encode_property(p))
+        out.append(Span(f"properties.{k}", pos, n, "prop"))
+        pos += n
+    return out
+
+
+class Document:
+    """An open db, its edit overlay, undo/redo history and a small decode cache."""
+
+    CACHE = 512
+
+    def __init__(self, path: str, *, endian: str = "little", read_only: bool = False) -> None:
+        self.path = path
+        self.endian = endian
+        self.db = DbFile(path, endian=endian)
+        self.read_only = read_only or not os.access(path, os.W_OK)
+        self.forced_read_only = read_only
+        self.overlay = Overlay()
+        self.undo_stack: list[Edit] = []
+        self.redo_stack: list[Edit] = []
+        self.saved_depth = 0
+        self._cache: OrderedDict[int, ChunkView] = OrderedDict()
+
+    # ------------------------------------------------------------ index
+    @property
+    def version(self) -> int | None:
+        return self.db.version
+
+    @property
+    def hsize(self) -> int:
+        return header_size(self.db.version or 6)
+
+    def index(self) -> ChunkIndex | None:
+        return self.db.partial_index()
+
+    def count(self) -> int:
+        """Chunks the UI may show: while scanning, the newest one may still be settling."""
+        idx = self.db.partial_index()
+        if idx is None:
+            return 0
+        return len(idx) if idx.complete else max(len(idx) - 1, 0)
+
+    def complete(self) -> bool:
+        idx = self.db.partial_index()
+        return bool(idx is not None and idx.complete)
+
+    # ------------------------------------------------------------ chunks
+    def view(self, i: int) -> ChunkView:
+        """The chunk as it currently is (overlay applied), decoded with spans."""
+        v = self._cache.get(i)
+        if v is not None:
+            self._cache.move_to_end(i)
+            return v
+        v = self._make_view(i)
+        self._cache[i] = v
+        if len(self._cache) > self.CACHE:
+            self._cache.popitem(last=False)
+        return v
+
+    def original(self, i: int) -> bytes:
+        idx = self.db.partial_index()
+        assert idx is not None
+        off = idx.offsets[i]
+        return os.pread(self.db.fd, idx.chunk_end(i) - off, off)
+
+    def _make_view(self, i: int) -> ChunkView:
+        idx = self.db.partial_index()
+        assert idx is not None
+        off = idx.offsets[i]
+        raw = self.original(i)
+        rec = self.overlay.replaced.get(i)
+        data = raw if rec is None else encode_chunk(rec, self.db.version, endian=self.endian)
+        record, spans, error = self.decode_bytes(data, i, off)
+        return ChunkView(i, off, self.hsize, data, raw, record, spans, error,
+                         deleted=i in self.overlay.deleted, edited=rec is not None)
+
+    def decode_bytes(self, data: bytes, i: int, off: int) -> tuple[Record | None, list[Span], CodecError | None]:
+        """Decode one chunk's bytes (header + body); errors come back located, not raised."""
+        version = self.db.version or 6
+        hs = self.hsize
+        fmt = ">II" if version >= 5 else ">HI"
+        try:
+            t, length = struct.unpack_from(fmt, data, 0)
+            rec, end, spans = decode_chunk(version, t, data, hs, len(data), length, endian=self.endian, want_spans=True)
+        except (CodecError, struct.error) as exc:
+            err = exc if isinstance(exc, CodecError) else CodecError(str(exc))
+            if isinstance(exc, CodecError) and exc.offset is not None and exc.offset < off:
+                err.offset = off + exc.offset
+            err.located(path=self.path, chunk_index=i, chunk_offset=off)
+            return None, [], err
+        rec.version = version
+        if end != len(data):
+            err = CodecError(f"chunk decodes to {end} bytes but occupies {len(data)}", path=self.path,
+                             offset=off, chunk_index=i, chunk_type=rec.kind)
+            return rec, list(spans or []), err
+        return rec, list(spans or []), None
+
+    def record(self, i: int) -> Record | None:
+        return self.view(i).record
+
+    # ------------------------------------------------------------ edits
+    def _state(self, i: int) -> State:
+        return self.overlay.replaced.get(i), i in self.overlay.deleted
+
+    def _set_state(self, i: int, state: State) -> None:
+        rec, deleted = state
+        if rec is None:
+            self.overlay.replaced.pop(i, None)
+        else:
+            self.overlay.replaced[i] = rec
+        if deleted:
+            self.overlay.deleted.add(i)
+        else:
+            self.overlay.deleted.discard(i)
+        self._cache.pop(i, None)
+
+    def apply(self, edit: Edit) -> Edit:
+        if self.read_only:
+            raise EditRefused("the file is open read-only; edits are disabled")
+        for i in edit.after:
+            edit.before.setdefault(i, self._state(i))
+        for i, st in edit.after.items():
+            self._set_state(i, st)
+        self.undo_stack.append(edit)
+        if self.saved_depth > len(self.undo_stack) - 1:
+            self.saved_depth = -1  # the saved state can no longer be reached by redo
+        self.redo_stack.clear()
+        return edit
+
+    def undo(self) -> Edit | None:
+        if not self.undo_stack:
+            return None
+        edit = self.undo_stack.pop()
+        for i, st in edit.before.items():
+            self._set_state(i, st)
+        self.redo_stack.append(edit)
+        return edit
+
+    def redo(self) -> Edit | None:
+        if not self.redo_stack:
+            return None
+        edit = self.redo_stack.pop()
+        for i, st in edit.after.items():
+            self._set_state(i, st)
+        self.undo_stack.append(edit)
+        return edit
+
+    def is_dirty(self) -> bool:
+        return len(self.undo_stack) != self.saved_depth
+
+    def set_field(self, i: int, name: str, text: str) -> Edit:
+        """Change one field from what the user typed, validated by the field's type and range."""
+        v = self.view(i)
+        if v.record is None:
+            raise EditRefused(f"chunk {i} cannot be decoded; edit its bytes in the hex view instead")
+        rec = v.record
+        if name not in rec.values:
+            raise EditRefused(f"{rec.kind} has no editable field {name!r}")
+        value = parse_value(rec, name, text)
+        new = rec.with_values(**{name: value})
+        try:
+            encode_chunk(new, self.db.version, endian=self.endian)
+        except CodecError as exc:
+            raise EditRefused(f"{rec.kind}[{i}].{name}: {exc.reason}") from None
+        edit = Edit(f"{rec.kind}[{i}].{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
+        return self.apply(edit)
+
+    def set_byte(self, i: int, pos: int, value: int) -> Edit:
+        """Overwrite one byte of a chunk; refused unless the bytes still decode to the same size."""
+        v = self.view(i)
+        data = bytearray(v.data)
+        if not 0 <= pos < len(data):
+            raise EditRefused("cursor outside the chunk")
+        old = data[pos]
+        data[pos] = value
+        rec, _spans, err = self.decode_bytes(bytes(data), i, v.offset)
+        if err is not None or rec is None:
+            reason = err.reason if err is not None else "does not decode"
+            field_name = f".{err.field}" if err is not None and err.field else ""
+            raise EditRefused(f"byte {pos} = {value:02x} refused: {rec.kind if rec else 'chunk'}[{i}]{field_name}: {reason}")
+        if encode_chunk(rec, self.db.version, endian=self.endian) != bytes(data):
+            raise EditRefused(f"byte {pos} = {value:02x} refused: the codec cannot write these bytes back exactly")
+        if bytes(data) == v.original:
+            new_state: State = (None, i in self.overlay.deleted)
+        else:
+            new_state = (rec, i in self.overlay.deleted)
+        return self.apply(Edit(f"chunk {i} byte {pos}: {old:02x} -> {value:02x}", after={i: new_state}))
+
+    def delete(self, indexes: list[int], label: str, warning: str | None = None) -> Edit:
+        after = {i: (self.overlay.replaced.get(i), True) for i in indexes}
+        return self.apply(Edit(label, after=after, warning=warning))
+
+    def restore(self, i: int) -> Edit:
+        """Undelete one chunk (keeping any replacement record)."""
+        return self.apply(Edit(f"restore chunk {i}", after={i: (self.overlay.replaced.get(i), False)}))
+
+    # ------------------------------------------------------------ save
+    def save(self, path: str | None = None) -> SaveResult:
+        """Write atomically with codec.writer.save, then reopen the written file."""
+        target = path or self.path
+        result = save(self.db, target, self.overlay)
+        self.reopen(target)
+        return result
+
+    def reopen(self, path: str) -> None:
+        old = self.db
+        self.db = DbFile(path, endian=self.endian)
+        for _ in self.db.scan_steps():
+            pass
+        old.close()
+        self.path = path
+        self.read_only = self.forced_read_only or not os.access(path, os.W_OK)
+        self.overlay = Overlay()
+        self.undo_stack.clear()
+        self.redo_stack.clear()
+        self.saved_depth = 0
+        self._cache.clear()
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def short(value: Any, n: int = 40) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _field_kind(rec: Record, name: str) -> str | None:
+    layout = layout_for(rec.version, rec.type, rec.abi)
+    if layout is None:
+        return None
+    for f in layout.fields:
+        if name in f.values:
+            return f.kind
+    return None
+
+
+def parse_value(rec: Record, name: str, text: str) -> Any:
+    """Turn typed text into a field value; raise EditRefused with a message saying why not."""
+    kind = _field_kind(rec, name)
+    where = f"{rec.kind}.{name}"
+    if kind in ("u8", "u16", "u32", "u64h", "i64h", "nibbles", "time_t"):
+        try:
+            value = int(text.strip(), 0)
+        except ValueError:
+            raise EditRefused(f"{where}: {text!r} is not an integer") from None
+        lo, hi = {"u8": (0, 0xFF), "u16": (0, 0xFFFF), "u32": (0, 0xFFFF_FFFF), "nibbles": (0, 15),
+                  "u64h": (0, (1 << 64) - 1), "i64h": (-(1 << 63), (1 << 63) - 1),
+                  "time_t": (-(1 << (rec.time_t_size * 8 - 1)), (1 << (rec.time_t_size * 8 - 1)) - 1)}[kind]
+        lo, hi = FIELD_LIMITS.get(name, (lo, hi))
+        if not lo <= value <= hi:
+            raise EditRefused(f"{where}: {value} is out of range {lo}..{hi}")
+        return value
+    if kind == "str":
+        raw = parse_bytes_text(text, where)
+        if rec.kind in ("msg_store", "sub") and name == "topic" and not raw:
+            raise EditRefused(f"{where}: a topic cannot be empty")
+        try:
+            decoded = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise EditRefused(f"{where}: not valid UTF-8 (byte {exc.start}: {exc.reason})") from None
+        if "\0" in decoded:
+            raise EditRefused(f"{where}: MQTT strings cannot contain NUL")
+        if name == "topic" and rec.kind == "msg_store" and ("+" in decoded or "#" in decoded):
+            raise EditRefused(f"{where}: a message topic cannot contain the wildcards + or #")
+        return None if (not decoded and name in ("source_id", "source_username", "username")) else decoded
+    if kind == "bytes":
+        t = text.strip()
+        if t.startswith("hex:"):
+            try:
+                return bytes.fromhex(t[4:])
+            except ValueError:
+                raise EditRefused(f"{where}: hex:... must be pairs of hex digits") from None
+        return parse_bytes_text(text, where)
+    raise EditRefused(f"{where}: this field is edited through the hex view")
+
+
+def parse_bytes_text(text: str, where: str) -> bytes:
+    r"""Text as UTF-8, with Python escapes (\xff, \n) understood so any byte can be typed."""
+    if "\\" not in text:
+        return text.encode("utf-8", "surrogateescape")
+    try:
+        value = ast.literal_eval("b'" + text.replace("'", "\\'") + "'") if text.isascii() else None
+    except (ValueError, SyntaxError):
+        raise EditRefused(f"{where}: bad escape sequence in {text!r}") from None
+    if value is None:
+        raise EditRefused(f"{where}: use either escapes or non-ASCII text, not both")
+    return value
+
+
+def chunk_kind_names() -> dict[str, int]:
+    """Names accepted in the filter bar for chunk types (with short aliases)."""
+    names = {t.label: int(t) for t in ChunkType}
+    names.update({"msg": 2, "store": 2, "cmsg": 3, "queue": 3, "ret": 4, "subs": 5, "session": 6})
+    return names

@@ -1,0 +1,129 @@
+"""Modal screens: a one-line prompt, the unsaved-changes question, help, and check results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+HELP = """\
+[b]Navigation[/b]
+  ↑ ↓ PgUp PgDn Home End   move in the focused pane
+  Tab / Shift+Tab          chunk list → fields → hex
+  g                        go to chunk index, offset (0x1f, @31) or store id (#12)
+  /   n                    search topic, client id, payload text; next match
+  f   Esc                  filter bar (type:msg topic:a/# client:x store:1-9); clear
+  r                        follow reference: client_msg/retain → msg_store → referrers
+  c                        check the file; Enter on a finding jumps to it
+[b]Editing[/b] (an overlay: nothing is written until you save)
+  e / Enter on a field     edit its value (text, 0x.. ints, hex:.. for payload bytes)
+  0-9 a-f in the hex view  overwrite bytes (the chunk must still decode)
+  d                        delete chunk (a client: with its subs and queued messages)
+  u / ctrl+z               undo          U / ctrl+y   redo
+  ctrl+s                   save (atomic) S   save as
+[b]Other[/b]
+  ctrl+p                   command palette with every action
+  ?                        this help     q   quit (asks when edits are unsaved)
+Marks in the list: * edited, D deleted, !! chunk does not decode, ⚠ damage.
+Hex colours: blue header, grey lengths, dim padding, magenta unknown/raw bytes,
+underlined yellow = edited bytes, gold = selected field."""
+
+
+class PromptScreen(ModalScreen[str | None]):
+    """Ask for one line of text (goto target, search text, a field value, a path)."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, value: str = "", placeholder: str = "", hint: str = "") -> None:
+        super().__init__()
+        self.title_text, self.value, self.placeholder, self.hint = title, value, placeholder, hint
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="prompt-box", classes="modal-box"):
+            yield Label(self.title_text, id="prompt-title")
+            yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
+            if self.hint:
+                yield Static(self.hint, id="prompt-hint")
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.dismiss(event.value)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ConfirmQuit(ModalScreen[str | None]):
+    """Unsaved edits: save, discard or go back."""
+
+    BINDINGS = [
+        Binding("s", "choose('save')", "Save"),
+        Binding("d", "choose('discard')", "Discard"),
+        Binding("escape,c", "choose(None)", "Cancel"),
+    ]
+
+    def __init__(self, edits: int) -> None:
+        super().__init__()
+        self.edits = edits
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="modal-box", id="quit-box"):
+            yield Label(f"{self.edits} unsaved edit(s). Save before quitting?")
+            with Horizontal(id="quit-buttons"):
+                yield Button("Save [s]", id="save", variant="primary")
+                yield Button("Discard [d]", id="discard", variant="error")
+                yield Button("Cancel [esc]", id="cancel")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+    def action_choose(self, what: str | None) -> None:
+        self.dismiss(what)
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="modal-box", id="help-box"):
+            yield Static(HELP, id="help-text")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class CheckScreen(ModalScreen[Any]):
+    """Findings of codec.check; Enter jumps to the chunk or offset of one."""
+
+    BINDINGS = [Binding("escape,q", "close", "Close")]
+
+    def __init__(self, findings: list[Any]) -> None:
+        super().__init__()
+        self.findings = findings
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="modal-box", id="check-box"):
+            errors = sum(1 for f in self.findings if f.severity == "error")
+            yield Label(f"check: {errors} error(s), {len(self.findings) - errors} warning(s) — Enter jumps, Esc closes")
+            options = []
+            for k, f in enumerate(self.findings):
+                style = "bold red" if f.severity == "error" else "yellow"
+                label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
+                options.append(Option(label, id=str(k)))
+            if not options:
+                options.append(Option("no findings: the file is consistent", id="none", disabled=True))
+            yield OptionList(*options, id="check-list")
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id and event.option.id.isdigit():
+            self.dismiss(self.findings[int(event.option.id)])
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,199 @@
+"""The virtual chunk list: one line per chunk, only visible lines are rendered.
+
+Rows come straight from the index arrays (or from a filter's array of chunk indexes), so
+2.4 M chunks cost no widgets and no objects; only the visible chunks are decoded.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual.binding import Binding
+from textual.events import Click
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from inspector.edits import Document
+from inspector.messages import RowHighlighted
+from inspector.widgets.data import clip, summary, type_label
+
+DAMAGE_ROW = -1
+STYLES = {
+    "index": Style(color="grey62"),
+    "offset": Style(color="grey50"),
+    "cfg": Style(color="magenta"),
+    "msg": Style(color="green"),
+    "cmsg": Style(color="cyan"),
+    "ret": Style(color="yellow"),
+    "sub": Style(color="blue"),
+    "clnt": Style(color="bright_magenta"),
+    "bad": Style(color="red", bold=True),
+    "deleted": Style(color="grey42", strike=True),
+    "edited": Style(color="yellow", bold=True),
+    "cursor": Style(bgcolor="grey30"),
+    "cursor_focus": Style(bgcolor="dark_blue", bold=True),
+}
+
+
+class ChunkList(ScrollView, can_focus=True):
+    """Rows of chunks; ``rows`` is None (all chunks) or an array of chunk indexes (filtered)."""
+
+    BINDINGS = [
+        Binding("up,k", "move(-1)", "Up", show=False),
+        Binding("down,j", "move(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "PgUp", show=False),
+        Binding("pagedown", "page(1)", "PgDn", show=False),
+        Binding("home", "jump(0)", "Top", show=False),
+        Binding("end", "jump(-1)", "End", show=False),
+    ]
+    cursor = reactive(0, always_update=True, repaint=False)
+
+    def __init__(self, doc: Document, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.doc = doc
+        self.rows: np.ndarray | list[int] | None = None
+        self.show_damage = False
+        self._last_item: int | None = None
+
+    # ------------------------------------------------------------ model
+    def total(self) -> int:
+        if self.rows is not None:
+            return len(self.rows)
+        return self.doc.count() + (1 if self.show_damage else 0)
+
+    def item(self, row: int) -> int | None:
+        """Chunk index at a row (DAMAGE_ROW for the damage/trailing row)."""
+        if row < 0 or row >= self.total():
+            return None
+        if self.rows is not None:
+            return int(self.rows[row])
+        n = self.doc.count()
+        return row if row < n else DAMAGE_ROW
+
+    def row_of(self, item: int) -> int | None:
+        if self.rows is None:
+            n = self.doc.count()
+            if item == DAMAGE_ROW:
+                return n if self.show_damage else None
+            return item if 0 <= item < n else None
+        arr = np.asarray(self.rows)
+        pos = int(np.searchsorted(arr, item))
+        return pos if pos < len(arr) and int(arr[pos]) == item else None
+
+    def set_rows(self, rows: np.ndarray | list[int] | None, keep: int | None = None) -> None:
+        self.rows = rows
+        self.update_size()
+        row = self.row_of(keep) if keep is not None else None
+        self.cursor = row if row is not None else 0
+
+    def update_size(self) -> None:
+        self.virtual_size = Size(self.size.width or 40, self.total())
+        self.refresh()
+
+    # ------------------------------------------------------------ cursor
+    def watch_cursor(self, value: int) -> None:
+        total = self.total()
+        if total == 0:
+            item = None
+        else:
+            if value >= total or value < 0:
+                self.cursor = max(0, min(value, total - 1))
+                return
+            item = self.item(value)
+            self.scroll_to_row(value)
+        self.refresh()
+        if item != self._last_item:
+            self._last_item = item
+            self.post_message(RowHighlighted(item))
+
+    def reselect(self) -> None:
+        """Tell the app again which chunk is under the cursor (after edits)."""
+        self._last_item = None
+        self.cursor = self.cursor
+
+    def scroll_to_row(self, row: int) -> None:
+        h = max(self.size.height, 1)
+        top = int(self.scroll_offset.y)
+        if row < top:
+            self.scroll_to(y=row, animate=False)
+        elif row >= top + h:
+            self.scroll_to(y=row - h + 1, animate=False)
+
+    def action_move(self, delta: int) -> None:
+        self.cursor = max(0, min(self.cursor + delta, self.total() - 1))
+
+    def action_page(self, direction: int) -> None:
+        h = max(self.size.height - 1, 1)
+        target = max(0, min(self.cursor + direction * h, self.total() - 1))
+        self.scroll_to(y=max(0, int(self.scroll_offset.y) + direction * h), animate=False)
+        self.cursor = target
+
+    def action_jump(self, where: int) -> None:
+        self.cursor = 0 if where == 0 else max(self.total() - 1, 0)
+
+    def goto_item(self, item: int) -> bool:
+        row = self.row_of(item)
+        if row is None:
+            return False
+        self.cursor = row
+        h = max(self.size.height, 1)
+        if not int(self.scroll_offset.y) <= row < int(self.scroll_offset.y) + h:
+            self.scroll_to(y=max(0, row - h // 3), animate=False)
+        return True
+
+    def on_click(self, event: Click) -> None:
+        row = int(self.scroll_offset.y) + event.y
+        if 0 <= row < self.total():
+            self.cursor = row
+
+    def on_resize(self) -> None:
+        self.update_size()
+
+    # ------------------------------------------------------------ rendering
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        row = int(self.scroll_offset.y) + y
+        item = self.item(row)
+        if item is None:
+            return Strip.blank(width)
+        segs = self._row_segments(item, width)
+        strip = Strip(segs).crop_extend(0, width, None)
+        if row == self.cursor:
+            strip = strip.apply_style(STYLES["cursor_focus" if self.has_focus else "cursor"])
+        return strip
+
+    def _row_segments(self, item: int, width: int) -> list[Segment]:
+        doc = self.doc
+        digits = max(len(str(max(doc.count() - 1, 0))), 2)
+        if item == DAMAGE_ROW:
+            idx = doc.index()
+            err = idx.error if idx is not None else None
+            if err is not None:
+                text = f"⚠ damage at 0x{idx.end:x}: {err.reason}"  # type: ignore[union-attr]
+            else:
+                text = f"⚠ {idx.trailing if idx else 0} trailing bytes at 0x{idx.end if idx else 0:x}"
+            return [Segment(clip(text, width), STYLES["bad"])]
+        v = doc.view(item)
+        label = "bad" if v.record is None else type_label(v.record.type)
+        if v.error is not None:
+            text = f"!! {v.error.reason}"
+            label_style = STYLES["bad"]
+        else:
+            text = summary(v.record) if v.record is not None else ""
+            label_style = STYLES.get(label, STYLES["bad"])
+        mark = "D" if v.deleted else ("*" if v.edited else " ")
+        mark_style = STYLES["deleted"] if v.deleted else STYLES["edited"]
+        body_style = STYLES["deleted"] if v.deleted else Style()
+        segs = [
+            Segment(mark, mark_style),
+            Segment(f"{item:>{digits}} ", STYLES["index"]),
+        ]
+        if width >= 40:
+            segs.append(Segment(f"{v.offset:08x} ", STYLES["offset"]))
+        segs.append(Segment(f"{label:<4} ", label_style))
+        used = sum(len(s.text) for s in segs)
+        segs.append(Segment(clip(text, max(width - used, 1)), body_style))
+        return segs

@@ -1,0 +1,191 @@
+"""Field tree: the decoded fields of one chunk, with types, raw values and byte spans.
+
+Every node knows the bytes it came from, so selecting a field highlights them in the hex
+view, and the hex cursor can select the field that owns a byte.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from codec.jsonview import DIRECTION_NAMES, STATE_NAMES
+from codec.properties import BY_ID
+from inspector.edits import ChunkView, property_spans
+from inspector.messages import SpanSelected
+
+TIME_FIELDS = ("expiry_time", "session_expiry_time", "disconnect_t")
+PAYLOAD_PREVIEW = 64
+
+
+@dataclass
+class NodeInfo:
+    name: str | None  # record value name, None for lengths/padding/header
+    start: int  # relative to the chunk start (header included)
+    size: int
+    editable: bool = False
+
+
+def fmt_time(v: int) -> str:
+    if v == 0:
+        return "0 (never)"
+    try:
+        return f"{v} ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(v))})"
+    except (OverflowError, OSError, ValueError):
+        return f"{v} (out of range)"
+
+
+def fmt_text(s: str | None) -> str:
+    if s is None:
+        return "(none)"
+    bad = any("\udc80" <= ch <= "\udcff" for ch in s)
+    shown = s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") if bad else s
+    return repr(shown) + (" (invalid UTF-8)" if bad else "")
+
+
+def fmt_bytes(b: bytes, limit: int = PAYLOAD_PREVIEW) -> str:
+    try:
+        text = b.decode("utf-8")
+        if all(ch.isprintable() or ch in "\n\r\t" for ch in text):
+            shown = text if len(text) <= limit else text[:limit] + "…"
+            return f"({len(b)} bytes, UTF-8) {shown!r}"
+    except UnicodeDecodeError:
+        pass
+    head = b[:limit // 2].hex(" ")
+    return f"({len(b)} bytes, binary) {head}{' …' if len(b) > limit // 2 else ''}"
+
+
+def fmt_value(name: str, value: Any) -> str:
+    if name == "state":
+        return f"{value} ({STATE_NAMES.get(value, 'unknown state')})"
+    if name == "direction":
+        return f"{value} ({DIRECTION_NAMES.get(value, '?')})"
+    if name in TIME_FIELDS:
+        return fmt_time(value)
+    if isinstance(value, bytes):
+        return fmt_bytes(value)
+    if isinstance(value, str) or value is None:
+        return fmt_text(value)
+    if isinstance(value, int) and name in ("store_id", "last_db_id") and value > 9:
+        return f"{value} (0x{value:x})"
+    return str(value)
+
+
+def fmt_prop(p: Any) -> str:
+    spec = BY_ID.get(p.id)
+    kind = spec.kind if spec else "?"
+    v = p.value
+    if kind == "bin":
+        shown = fmt_bytes(bytes(v))
+    elif kind == "pair":
+        shown = f"{fmt_text(v[0])} = {fmt_text(v[1])}"
+    elif kind == "str":
+        shown = fmt_text(v)
+    else:
+        shown = str(v)
+    return f"{p.name} [{p.id}, {kind}] = {shown}"
+
+
+class FieldTree(Tree[NodeInfo]):
+    """The decoded fields of the selected chunk."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__("no chunk", **kw)
+        self.show_root = True
+        self.guide_depth = 2
+        self.view: ChunkView | None = None
+        self.nodes_by_span: list[tuple[int, int, TreeNode[NodeInfo]]] = []
+        self._sync_node: TreeNode[NodeInfo] | None = None
+
+    def _add(self, parent: TreeNode[NodeInfo], label: str | Text, info: NodeInfo | None,
+             leaf: bool = True) -> TreeNode[NodeInfo]:
+        node = parent.add_leaf(label, info) if leaf else parent.add(label, info, expand=True)
+        if info is not None and info.size > 0:
+            self.nodes_by_span.append((info.start, info.size, node))
+        return node
+
+    def show_message(self, title: str, lines: list[str]) -> None:
+        self.clear()
+        self.view = None
+        self.nodes_by_span = []
+        self.root.set_label(Text(title, style="bold red"))
+        for line in lines:
+            self.root.add_leaf(line)
+        self.root.expand()
+
+    def show(self, v: ChunkView, version: int | None) -> None:
+        """Fill the tree from a chunk view (keeping the selected field if it still exists)."""
+        old = self.cursor_node.data.name if self.cursor_node and self.cursor_node.data else None
+        self.clear()
+        self.view = v
+        self.nodes_by_span = []
+        rec = v.record
+        hs = v.header_size
+        title = f"{v.kind}[{v.index}] at {v.offset} (0x{v.offset:x}), {len(v.data)} bytes"
+        flags = " DELETED" if v.deleted else (" EDITED" if v.edited else "")
+        self.root.set_label(Text(title + flags, style="bold red" if v.error else "bold"))
+        root = self.root
+        tlen = 4 if hs == 8 else 2
+        t = int.from_bytes(v.data[:tlen], "big") if len(v.data) >= tlen else 0
+        ln = int.from_bytes(v.data[tlen:hs], "big") if len(v.data) >= hs else 0
+        self._add(root, Text(f"chunk_type = {t} ({v.kind})", style="blue"), NodeInfo(None, 0, tlen))
+        self._add(root, Text(f"length = {ln}", style="blue"), NodeInfo(None, tlen, hs - tlen))
+        if v.error is not None:
+            root.add_leaf(Text(f"⚠ {v.error}", style="bold red"))
+        if rec is not None:
+            for sp in v.spans:
+                start = hs + sp.offset
+                if sp.kind in ("len16", "len32"):
+                    val = int.from_bytes(v.data[start:start + sp.size], "big")
+                    self._add(root, Text(f"{sp.name} = {val}", style="grey58"), NodeInfo(None, start, sp.size))
+                elif sp.kind == "pad":
+                    raw = v.data[start:start + sp.size].hex(" ")
+                    self._add(root, Text(f"padding ({sp.size} bytes) {raw}", style="grey50"), NodeInfo(None, start, sp.size))
+                elif sp.kind == "props":
+                    props = rec.values.get("properties")
+                    label = f"properties: {len(props)} ({sp.size} bytes)" if props else "properties: none"
+                    node = self._add(root, label, NodeInfo("properties", start, sp.size), leaf=not props)
+                    for psp, p in zip(property_spans(sp, props), props or [], strict=False):
+                        self._add(node, fmt_prop(p), NodeInfo(None, hs + psp.offset, psp.size))
+                else:
+                    value = rec.values.get(sp.name)
+                    label = Text.assemble((sp.name, "bold"), f" {sp.kind} = ", fmt_value(sp.name, value))
+                    self._add(root, label, NodeInfo(sp.name, start, sp.size, editable=True))
+            if rec.kind == "unknown":
+                root.add_leaf(Text("unknown chunk type: body kept as raw bytes", style="magenta"))
+        root.expand()
+        if old is not None:
+            for _s, _n, node in self.nodes_by_span:
+                if node.data and node.data.name == old:
+                    self.move_cursor(node)
+                    break
+
+    def node_at(self, pos: int) -> TreeNode[NodeInfo] | None:
+        """The innermost node whose bytes include ``pos``."""
+        best = None
+        for start, size, node in self.nodes_by_span:
+            if start <= pos < start + size and (best is None or size < best[1]):
+                best = (start, size, node)
+        return best[2] if best else None
+
+    def select_byte(self, pos: int) -> None:
+        node = self.node_at(pos)
+        if node is not None and node is not self.cursor_node:
+            self._sync_node = node
+            self.move_cursor(node)
+
+    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeInfo]) -> None:
+        event.stop()
+        info = event.node.data
+        from_hex = event.node is self._sync_node
+        self._sync_node = None
+        if info is None:
+            return
+        msg = SpanSelected(info.name, info.start, info.size)
+        msg.from_hex = from_hex  # type: ignore[attr-defined]
+        self.post_message(msg)

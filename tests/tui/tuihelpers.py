@@ -1,0 +1,45 @@
+"""Driving the app in tests: start it on a file and wait until the index is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from inspector.app import InspectorApp
+from inspector.edits import Document
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL = ROOT.parent / "shared" / "fixtures" / "real"  # the same place tests/conftest.py reads
+V6 = REAL / "2.0.20-a.db"
+V5 = REAL / "1.6.10-a.db"
+V4 = REAL / "1.5.6-a.db"
+V3 = REAL / "1.4.15-a.db"
+# a fixed "now" for check results: the real files were written on 2026-11-21 (fixtures/README.md)
+CHECK_AT = 1_795_300_000.0
+
+
+def make_app(path: Path | str, *, read_only: bool = False, check_at: float | None = None) -> InspectorApp:
+    return InspectorApp(Document(str(path), read_only=read_only), check_at=check_at)
+
+
+async def settle(pilot: Pilot) -> None:
+    """Wait for workers (index, filter, search) and the messages they posted."""
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def keys(pilot: Pilot, *names: str) -> None:
+    for name in names:
+        await pilot.press(name)
+        await settle(pilot)
+
+
+async def type_text(pilot: Pilot, text: str) -> None:
+    await pilot.press(*[c if c != " " else "space" for c in text])
+
+
+def status(app: InspectorApp) -> str:
+    return str(app.query_one("#status").render())
