@@ -81,26 +81,28 @@ class Selection:
         return not (self.topics and (topic is None or not any(topic_matches(f, topic) for f in self.topics)))
 
     def match(self, rec: Record) -> bool:
-        """Decide for one record, in file order (stores are remembered for their references)."""
+        """Decide for one record, in file order (stores are remembered for their references).
+
+        Criteria combine with AND. Once a client, topic or store criterion is given, the
+        cfg chunk is only shown if ``kinds`` asks for it by name.
+        """
         kind = rec.kind
         if kind == "msg_store" and self.by_store and self._store_ok(rec["store_id"], rec.get("topic")):
             self._stores.add(rec["store_id"])
         if self.kinds is not None and kind not in self.kinds:
             return False
-        if self.clients:
-            if kind in ("client", "client_msg", "sub"):
-                if rec.get("client_id") not in self.clients:
-                    return False
-            elif kind != "cfg":
-                return False
+        if not (self.clients or self.by_store):
+            return True
+        if kind == "cfg":
+            return self.kinds is not None
+        if self.clients and (kind not in ("client", "client_msg", "sub") or rec.get("client_id") not in self.clients):
+            return False
         if self.by_store:
-            if kind == "msg_store":
-                return rec["store_id"] in self._stores
-            if kind in ("client_msg", "retain"):
+            if kind in ("msg_store", "client_msg", "retain"):
                 return rec["store_id"] in self._stores
             if kind == "sub" and self.topics:
                 return any(topic_matches(f, rec["topic"]) or f == rec["topic"] for f in self.topics)
-            return kind == "cfg" and self.kinds is not None
+            return kind == "client" and bool(self.clients)
         return True
 
     def filter(self, chunks: Iterable[Chunk]) -> Iterator[Chunk]:
