@@ -89,23 +89,27 @@ class FileView:
         return batch if mask is None else batch.filter(mask)
 
     def mask(self, kind: str, batch: pa.RecordBatch) -> pa.Array | None:
-        """Rows to keep (None: all)."""
+        """Rows to keep (None: all). Criteria combine with AND; cfg only when kinds name it."""
         sel = self.sel
+        if not (sel.clients or sel.by_store):
+            return None
+        none = pa.array(np.zeros(batch.num_rows, dtype=bool))
+        if kind == "cfg":
+            return None if sel.kinds is not None else none
         masks: list[pa.Array] = []
         if sel.clients:
             wanted = pa.array(sorted(sel.clients), pa.string())
             if kind in ("client", "client_msg", "sub"):
                 masks.append(pc.is_in(batch.column("client_id"), value_set=wanted))
-            elif kind == "messages":
+            elif kind == "messages":  # the messages waiting for one of these clients
                 clients = batch.column("clients")
                 parents = pc.list_parent_indices(clients)
                 hit = pc.is_in(pc.list_flatten(clients), value_set=wanted)
-                rows = np.unique(np.asarray(parents.filter(hit)))
                 keep = np.zeros(batch.num_rows, dtype=bool)
-                keep[rows] = True
+                keep[np.asarray(parents.filter(hit))] = True
                 masks.append(pa.array(keep))
-            elif kind != "cfg":
-                return pa.array(np.zeros(batch.num_rows, dtype=bool))
+            else:
+                return none
         if sel.by_store:
             if kind in ("msg_store", "messages"):
                 masks.append(self._store_mask(batch))
@@ -113,10 +117,8 @@ class FileView:
                 masks.append(pc.is_in(batch.column("store_id"), value_set=self.stores()))
             elif kind == "sub" and sel.topics:
                 masks.append(_topic_mask(batch.column("topic"), sel.topics, exact=True))
-            elif not (kind == "cfg" and sel.kinds is not None):
-                return pa.array(np.zeros(batch.num_rows, dtype=bool))
-        if not masks:
-            return None
+            elif not (kind == "client" and sel.clients):
+                return none
         out = masks[0]
         for m in masks[1:]:
             out = pc.and_(out, m)

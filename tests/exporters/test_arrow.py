@@ -1,0 +1,175 @@
+"""Arrow batches: the manifests' counts, the codec's exact values, bounded batches, damage."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import REAL_FILES, UNIT_FILES, manifest
+
+from codec import DbFile, Record
+from codec.errors import CodecError
+from codec.jsonview import record_fields
+from codec.writer import write_records
+from exporters.arrow import iter_batches, kind_span, read_table
+from exporters.schema import KINDS, SCHEMAS, spark_ddl
+
+
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
+def test_counts_match_manifest(path: Path) -> None:
+    counts = manifest(path)["chunk_counts"]
+    for kind in KINDS:
+        table = read_table(str(path), kind)
+        assert table.schema == SCHEMAS[kind]
+        assert table.num_rows == counts[f"DB_CHUNK_{kind.upper()}"]
+        assert set(table.column("file").to_pylist()) == {str(path.resolve())}
+        assert set(table.column("db_version").to_pylist()) == {manifest(path)["db_version"]}
+
+
+def _expected(rec: Record) -> dict:
+    out = record_fields(rec)
+    if "payload_b64" in out:
+        out["payload"] = out.pop("payload_b64")
+    return out
+
+
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
+def test_values_equal_dump_json(path: Path) -> None:
+    """Every column value is the codec's (as `mosqdb dump --json` shows it)."""
+    with DbFile(path) as db:
+        chunks = {c.index: c for c in db.stream()}
+    for kind in KINDS:
+        for row in read_table(str(path), kind).to_pylist():
+            chunk = chunks[row["chunk_index"]]
+            assert chunk.kind == kind and chunk.offset == row["chunk_offset"]
+            for name, want in _expected(chunk.record).items():
+                got = row[name]
+                if name == "payload":
+                    got = base64.b64encode(got).decode()
+                elif name == "properties" and got is not None:
+                    got = [(p["id"], p["name"], p["value"] if p["key"] is None else [p["key"], p["value"]])
+                           for p in got]
+                    want = [(p["id"], p["name"], p["value"] if p["type"] not in ("byte", "u16", "u32", "vbi")
+                             else str(p["value"])) for p in want]
+                assert got == want, (kind, row["chunk_index"], name)
+
+
+@pytest.mark.parametrize("path", REAL_FILES + UNIT_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_vectorised_equals_codec_records(path: Path) -> None:
+    """The column-wise path and the record-by-record path agree on values and on errors."""
+    for kind in KINDS:
+        try:
+            fast = read_table(str(path), kind, batch_size=7)
+        except CodecError as exc:
+            fast = str(exc)
+        try:
+            slow = read_table(str(path), kind, vectorised=False)
+        except CodecError as exc:
+            slow = str(exc)
+        if isinstance(fast, str) or isinstance(slow, str):
+            assert fast == slow
+        else:
+            assert fast.equals(slow), kind
+
+
+def test_v5_properties_typed_rows() -> None:
+    path = next(p for p in REAL_FILES if p.name.startswith("2.0.20"))
+    rows = {r["topic"]: r for r in read_table(str(path), "msg_store").to_pylist()}
+    props = rows["corp/retained/v5props"]["properties"]
+    assert [(p["name"], p["type"], p["key"], p["value"]) for p in props] == [
+        ("payload_format_indicator", "byte", None, "1"),
+        ("content_type", "str", None, "application/json"),
+        ("response_topic", "str", None, "corp/reply/a"),
+        ("correlation_data", "bin", None, "000102ff61"),
+        ("user_property", "pair", "k1", "v1"),
+        ("user_property", "pair", "ключ", "значение"),
+        ("user_property", "pair", "k1", "dup"),
+    ]
+    assert rows["corp/plain/q1"]["properties"] is None
+    # message expiry is stored as an absolute time, with its timestamp column
+    v5a = rows["corp/v5/a"]
+    assert v5a["expiry_time"] > 0 and int(v5a["expiry_ts"].timestamp()) == v5a["expiry_time"]
+    assert rows["corp/plain/q1"]["expiry_time"] == 0 and rows["corp/plain/q1"]["expiry_ts"] is None
+
+
+def test_small_batches_and_blocks_lose_nothing() -> None:
+    path = next(p for p in REAL_FILES if p.name.startswith("2.0.20"))
+    with DbFile(path) as db:
+        whole = pa.Table.from_batches(list(iter_batches(db, "msg_store")))
+        parts = list(iter_batches(db, "msg_store", batch_size=4, max_block=4096))
+    assert max(b.num_rows for b in parts) <= 4
+    assert pa.Table.from_batches(parts).equals(whole)
+    # the 100 KiB payload is a batch of its own (a block never splits a chunk)
+    big = [b for b in parts if any(len(p) == 102400 for p in b.column("payload").to_pylist())]
+    assert len(big) == 1 and big[0].num_rows == 1
+
+
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
+def test_byte_ranges_at_chunk_boundaries_cover_the_file(path: Path) -> None:
+    """Partitions as Spark gets them: (start, stop, first chunk index), one per row."""
+    for kind in ("msg_store", "client_msg", "sub"):
+        with DbFile(path) as db:
+            whole = pa.Table.from_batches(list(iter_batches(db, kind)))
+            span = kind_span(db, kind)
+            end = db.index.end
+            pieces = []
+            for i in range(len(span.positions)):
+                stop = int(span.offsets[i + 1]) if i + 1 < len(span.positions) else end
+                pieces += iter_batches(db, kind, start=int(span.offsets[i]), stop=stop,
+                                       first_index=int(span.positions[i]))
+        assert pa.Table.from_batches(pieces, schema=SCHEMAS[kind]).equals(whole)
+
+
+def test_store_ids_above_2_63_come_out_negative(tmp_path: Path) -> None:
+    src = next(p for p in REAL_FILES if p.name.startswith("2.0.20"))
+    with DbFile(src) as db:
+        records = [c.record for c in db.stream()]
+    records = [r.with_values(store_id=(1 << 64) - 1) if r.kind in ("msg_store", "retain") and r["store_id"] == 56
+               else r for r in records]
+    out = tmp_path / "big-ids.db"
+    write_records(out, 6, records)
+    ids = read_table(str(out), "retain").column("store_id").to_pylist()
+    assert -1 in ids and all(i >= 0 or i == -1 for i in ids)
+    assert (-1) & ((1 << 64) - 1) == (1 << 64) - 1  # the documented way back
+    slow = read_table(str(out), "msg_store", vectorised=False)
+    assert slow.equals(read_table(str(out), "msg_store"))
+
+
+def test_invalid_utf8_topic_is_replaced(tmp_path: Path) -> None:
+    src = next(p for p in REAL_FILES if p.name.startswith("1.6.10"))
+    with DbFile(src) as db:
+        records = [c.record for c in db.stream()]
+    bad = "corp/\udcff\udcfe"  # bytes ff fe, kept by the codec via surrogateescape
+    records = [r.with_values(topic=bad) if r.kind == "msg_store" and r["topic"] == "corp/plain/q0" else r
+               for r in records]
+    out = tmp_path / "bad-utf8.db"
+    write_records(out, 5, records)
+    topics = read_table(str(out), "msg_store").column("topic").to_pylist()
+    assert "corp/\ufffd\ufffd" in topics and "corp/plain/q0" not in topics
+
+
+def test_damage_yields_good_rows_then_a_located_error(tmp_path: Path) -> None:
+    src = next(p for p in REAL_FILES if p.name.startswith("2.0.20"))
+    with DbFile(src) as db:
+        big = next(c for c in db.stream() if c.kind == "msg_store" and len(c.record["payload"]) == 102400)
+    cut = tmp_path / "cut.db"
+    shutil.copyfile(src, cut)
+    with open(cut, "r+b") as fh:
+        fh.truncate(big.offset + 5000)
+    rows = 0
+    with DbFile(cut) as db, pytest.raises(CodecError) as err:
+        for batch in iter_batches(db, "msg_store"):
+            rows += batch.num_rows
+    assert rows == big.index - 1  # every stored message before the cut one (chunk 0 is cfg)
+    msg = str(err.value)
+    assert str(cut) in msg and f"offset {big.offset}" in msg and f"msg_store[{big.index}]" in msg
+    assert "\n" not in msg
+
+
+def test_schema_ddl_for_spark() -> None:
+    ddl = spark_ddl(SCHEMAS["msg_store"])
+    assert "`store_id` BIGINT" in ddl and "`payload` BINARY" in ddl and "`expiry_ts` TIMESTAMP" in ddl
+    assert "`properties` ARRAY<STRUCT<`id`: INT, `name`: STRING" in ddl
