@@ -1,0 +1,124 @@
+"""Damaged files, read-only files, empty files, quitting with unsaved edits, the check panel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuihelpers import CHECK_AT, V6, keys, make_app, settle, status
+
+from codec import DbFile
+from inspector.screens.modals import CheckScreen, ConfirmQuit
+from inspector.widgets.chunklist import DAMAGE_ROW
+
+
+async def test_damaged_file_shows_chunks_up_to_damage_then_raw_bytes(damaged_copy: Path) -> None:
+    size = damaged_copy.stat().st_size
+    with DbFile(damaged_copy) as db:
+        idx = db.index
+        err, end, n = idx.error, idx.end, len(idx)
+    assert err is not None and n == 50
+    app = make_app(damaged_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert app.chunks.total() == 51  # 50 intact chunks + the damage row
+        assert "damaged at offset" in str(app.query_one("#summary").render())
+        await keys(pilot, "end")
+        assert app.item == DAMAGE_ROW
+        label = str(app.fields.root.label)
+        assert label.startswith(f"⚠ damage at offset {end}")
+        lines = [str(c.label) for c in app.fields.root.children]
+        assert lines[0] == str(err) and "[50]" in lines[0]
+        src = app.hex.source
+        assert (src.base, src.size) == (end, size - end)
+        assert src.read(0, size - end) == damaged_copy.read_bytes()[end:]
+        await keys(pilot, "up")
+        assert app.item == 49 and app.doc.view(49).error is None
+        # saving a damaged file is refused with the codec's message, nothing written
+        app.do_edit(0, "shutdown", "0")
+        await keys(pilot, "ctrl+s")
+        assert "cannot save a damaged file" in status(app)
+
+
+async def test_read_only_refuses_edits(v6_copy: Path) -> None:
+    app = make_app(v6_copy, read_only=True)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert "READ-ONLY" in str(app.query_one("#summary").render())
+        assert "read-only" in status(app)
+        await keys(pilot, "down", "d")
+        assert not app.doc.overlay and "read-only" in status(app)
+        app.hex.focus()
+        await keys(pilot, "f", "f")
+        assert not app.doc.overlay
+        await keys(pilot, "ctrl+s")
+    assert v6_copy.read_bytes() == V6.read_bytes()
+
+
+async def test_empty_file(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    app = make_app(empty)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "empty file" in str(app.query_one("#summary").render())
+        assert app.chunks.total() == 0
+        await keys(pilot, "down", "g", "escape", "q")
+    assert app.return_code == 0
+
+
+async def test_quit_with_unsaved_edits_asks(v6_copy: Path) -> None:
+    app = make_app(v6_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.do_edit(0, "shutdown", "0")
+        await keys(pilot, "q")
+        assert isinstance(app.screen, ConfirmQuit)
+        await keys(pilot, "escape")
+        assert not isinstance(app.screen, ConfirmQuit) and app.is_running
+        await keys(pilot, "q", "d")  # discard
+        assert not app.is_running
+    assert v6_copy.read_bytes() == V6.read_bytes()
+
+    app = make_app(v6_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.do_edit(0, "shutdown", "0")
+        await keys(pilot, "q", "s")  # save, then quit
+        assert not app.is_running
+    with DbFile(v6_copy) as db:
+        assert db.chunk(0).record["shutdown"] == 0
+
+
+async def test_quit_without_edits_does_not_ask() -> None:
+    app = make_app(V6)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await keys(pilot, "q")
+        assert not app.is_running
+
+
+async def test_check_panel_jumps_to_finding(v6_copy: Path) -> None:
+    # make a dangling reference: delete a stored message that a retain points at, save, reopen
+    app = make_app(v6_copy, check_at=CHECK_AT)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.apply_filter("store:63")
+        await settle(pilot)
+        store = next(int(i) for i in app.chunks.rows if app.doc.record(int(i)).kind == "msg_store")
+        retain = next(int(i) for i in app.chunks.rows if app.doc.record(int(i)).kind == "retain")
+        app.jump(store)
+        await keys(pilot, "d")
+        assert "still referenced by 1" in status(app)
+        await keys(pilot, "ctrl+s", "escape")
+        await keys(pilot, "c")
+        assert isinstance(app.screen, CheckScreen)
+        findings = app.screen.findings
+        dangling = [k for k, f in enumerate(findings) if f.chunk_type == "retain" and f.severity == "error"]
+        assert dangling, [f.rule for f in findings]
+        f = findings[dangling[0]]
+        assert f.chunk_index == retain - 1  # one chunk before it was deleted
+        option_list = app.screen.query_one("#check-list")
+        option_list.highlighted = dangling[0]
+        await keys(pilot, "enter")
+        assert not isinstance(app.screen, CheckScreen)
+        assert app.item == retain - 1 and app.doc.record(app.item)["store_id"] == 63
