@@ -63,6 +63,8 @@ class ChunkIndex:
     types: array = field(default_factory=lambda: array("I"))
     lengths: array = field(default_factory=lambda: array("I"))
     end: int = FILE_HEADER_SIZE
+    # absolute times seen by the scan (v5/v6), only where non-zero: field -> (chunk indexes, values)
+    times: dict[str, tuple[array, array]] = field(default_factory=dict)
     error: CodecError | None = None
     trailing: int = 0
     complete: bool = False
@@ -140,6 +142,11 @@ class _Walker:
         self.off = index.end
         self.done = False
         self.checks = _size_checks(version, self.layouts) if version >= 5 else {}
+        self.watch = _time_fields(self.layouts) if version >= 5 else []
+        for _t, name, _pos, _signed in self.watch:
+            index.times.setdefault(name, (array("q"), array("q")))
+        order = "<" if endian == "little" else ">"
+        self.time_struct = struct.Struct(order + "q")
         # v5/v6 sizes that need no field walk: tail chunks span their length (when it covers
         # the struct), structs without length fields are their fixed size (RETAIN: 8)
         self.tail_min = {t: (c[0], c[1]) for t, c in self.checks.items() if c[2]}
@@ -189,11 +196,22 @@ class _Walker:
                     index.error = exc
                     self.finish(off)
                     return
+            if self.watch:
+                self._python_times(t, buf, rel + hsize, len(offs))
             offs.append(off)
             types.append(t)
             lens.append(length)
             off += hsize + n
             self.off = index.end = off
+
+    def _python_times(self, t: int, buf: bytes, body: int, i: int) -> None:
+        for wt, name, pos, _signed in self.watch:
+            if wt == t and body + pos + 8 <= len(buf):
+                value = self.time_struct.unpack_from(buf, body + pos)[0]
+                if value:
+                    ids, values = self.index.times[name]
+                    ids.append(i)
+                    values.append(value)
 
     def native_block(self) -> None:
         """Walk one block with the C framing loop, then confirm the sizes with the layout tables."""
@@ -209,10 +227,32 @@ class _Walker:
             # tables disagree with: take this stretch field by field
             self.python_chunks(max(len(o) // 8, 1))
             return
+        if self.watch:
+            self._native_times(buf, base, o, t, len(index.offsets))
         index.offsets.frombytes(o)
         index.types.frombytes(t)
         index.lengths.frombytes(ln)
         self.off = index.end = base + end_rel
+
+    def _native_times(self, buf: bytes, base: int, o: bytes, t: bytes, first: int) -> None:
+        import numpy as np
+
+        types = np.frombuffer(t, dtype=np.uint32)
+        data = np.frombuffer(buf, dtype=np.uint8)
+        bodies = np.frombuffer(o, dtype=np.int64) - base + self.hsize
+        dtype = np.dtype("<i8" if self.endian == "little" else ">i8")
+        for wt, name, pos, _signed in self.watch:
+            rows = np.nonzero(types == wt)[0]
+            if not len(rows):
+                continue
+            at = bodies[rows] + pos
+            raw = data[(at[:, None] + np.arange(8)).ravel()]
+            values = raw.view(dtype).astype(np.int64)
+            keep = values != 0
+            if keep.any():
+                ids, vals = self.index.times[name]
+                ids.frombytes((rows[keep] + first).astype(np.int64).tobytes())
+                vals.frombytes(values[keep].tobytes())
 
     def _sizes_agree(self, buf: bytes, base: int, o: bytes, t: bytes, ln: bytes) -> bool:
         import numpy as np  # only the native path needs it; keeps `import codec` light
@@ -234,6 +274,22 @@ class _Walker:
             if not (np.all(got >= need) if tail else np.array_equal(got, need)):
                 return False
         return True
+
+
+def _time_fields(layouts: dict[int, Layout | None]) -> list[tuple[int, str, int, bool]]:
+    """(chunk type, field, offset in the body, signed) of the absolute times in fixed structs."""
+    out = []
+    for t, layout in layouts.items():
+        if layout is None:
+            continue
+        pos = 0
+        for f in layout.fields:
+            if f.kind in ("str", "bytes", "props", "time_t"):
+                break
+            if f.name in ("expiry_time", "session_expiry_time"):
+                out.append((t, f.name, pos, f.kind == "i64h"))
+            pos += f.size if f.kind == "pad" else FIXED_SIZES[f.kind]
+    return out
 
 
 def _size_checks(version: int, layouts: dict[int, Layout | None]) -> dict[int, tuple[int, list, bool]]:

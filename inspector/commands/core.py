@@ -14,6 +14,7 @@ from codec.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
 from codec.layouts import TYPE_BY_LABEL, ChunkType
 from codec.query import Selection, parse_store_ids
 from codec.reader import Chunk
+from codec.timeview import ExpiryState, expiry_counts, iso, parse_time
 from codec.writer import rewrite
 
 from . import UsageError, add_endian, open_input
@@ -22,9 +23,10 @@ KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unkn
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="header, chunk counts and cfg values")
+    p = sub.add_parser("info", help="header, chunk counts, cfg values, what has expired")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="one JSON object")
+    _add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_info)
 
@@ -35,13 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topic", action="append", default=[], help="MQTT topic filter (+, #): stores and their references")
     p.add_argument("--client", action="append", default=[], help="client id: its session, subs and messages")
     p.add_argument("--store-id", help="store id N or range A-B: stores and their references")
+    _add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="JSON Lines: one finding per line")
-    p.add_argument("--at", help="reference time for expiry (Unix seconds or ISO 8601; default now)")
+    _add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_check)
 
@@ -53,8 +56,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_rewrite)
 
 
+def _add_at(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--at", metavar="TIME", help="reference time for expiry: now (default), file-mtime "
+                   "(as the broker saw it when it wrote the file), Unix seconds or ISO 8601")
+
+
+def reference_time(args: argparse.Namespace) -> float:
+    try:
+        return parse_time(getattr(args, "at", None), path=args.file)
+    except CodecError as exc:
+        raise UsageError(exc.reason) from None
+
+
 # ---------------------------------------------------------------- info
-def info_data(db: DbFile) -> dict[str, Any]:
+def info_data(db: DbFile, at: float | None = None) -> dict[str, Any]:
     idx = db.index
     counts = dict.fromkeys(KIND_ORDER, 0)
     for t, n in idx.counts().items():
@@ -83,12 +98,19 @@ def info_data(db: DbFile) -> dict[str, Any]:
                 data.update(shutdown=cfg["shutdown"], dbid_size=cfg["dbid_size"], last_db_id=cfg["last_db_id"])
             except CodecError as exc:
                 data["damaged"] = data["damaged"] or str(exc)
+    if at is not None and not db.empty and not idx.error:
+        data["at"] = iso(at)
+        try:
+            data["expiry"] = expiry_counts(db, at)
+        except CodecError as exc:
+            data["damaged"] = data["damaged"] or str(exc)
     return data
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    at = reference_time(args)
     with open_input(args.file, endian=args.endian) as db:
-        data = info_data(db)
+        data = info_data(db, at)
     if args.json:
         print(json.dumps(data, ensure_ascii=False))
     else:
@@ -106,6 +128,14 @@ def cmd_info(args: argparse.Namespace) -> int:
             if data["chunks"][kind] or kind != "unknown":
                 table.add_row(kind, f"{data['chunks'][kind]:,}")
         table.add_row("chunks", f"{data['total_chunks']:,}")
+        for kind, label in (("client", "sessions"), ("msg_store", "stored messages")):
+            e = data.get("expiry", {}).get(kind)
+            if e:
+                style = "red" if e["expired"] else ""
+                table.add_row(f"{label} expired", f"[{style}]{e['expired']:,}[/{style}]" if style else "0")
+                table.add_row(f"{label} expiring < 1 day", f"{e['expiring_within_day']:,}")
+        if data.get("at"):
+            table.add_row("expiry as of", data["at"])
         if data["trailing_bytes"]:
             table.add_row("trailing bytes", str(data["trailing_bytes"]))
         if data["damaged"]:
@@ -190,6 +220,7 @@ def format_text(chunk: Chunk) -> str:
 
 def cmd_dump(args: argparse.Namespace) -> int:
     selection = selection_from_args(args)
+    expiry = ExpiryState(reference_time(args))
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:
         if not args.json:
@@ -199,9 +230,15 @@ def cmd_dump(args: argparse.Namespace) -> int:
                 return 0
             out.write(f"CRC: {db.crc}\nDB version: {db.version}\n")
         try:
-            for chunk in selection.filter(db.stream()):
+            for chunk in db.stream():
+                state = expiry.annotate(chunk.record)  # every store, so its client messages inherit
+                if not selection.match(chunk.record):
+                    continue
                 if args.json:
-                    out.write(json.dumps(chunk_to_json(chunk), ensure_ascii=False) + "\n")
+                    row = chunk_to_json(chunk)
+                    if state is not None:
+                        row.update(state)
+                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 else:
                     out.write(format_text(chunk) + "\n")
         except CodecError as exc:
@@ -212,29 +249,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- check
-def parse_time(text: str | None) -> float | None:
-    """Unix seconds, or an ISO 8601 date/time (UTC unless it says otherwise)."""
-    if text is None:
-        return None
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    from datetime import datetime, timezone
-
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise UsageError(f"not a time: {text!r} (use Unix seconds or ISO 8601)") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.timestamp()
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     from codec.check import check_file  # numpy: only when checking
 
-    at = parse_time(args.at)
+    at = reference_time(args)
     with open_input(args.file, endian=args.endian) as db:
         findings = check_file(db, at=at)
     errors = sum(1 for f in findings if f.severity == "error")
