@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--idle-since", metavar="DATE", help="offline since before DATE (ISO 8601 or Unix seconds)")
     p.add_argument("--expired", action="store_true", help="v5/v6 sessions whose expiry time has passed")
     p.add_argument("--no-subscriptions", action="store_true", help="sessions without any subscription")
-    p.add_argument("--at", help="reference time for --expired (default now)")
+    p.add_argument("--at", help="reference time for --expired: now (default), file-mtime, Unix seconds or ISO 8601")
     _writing(p)
     p.set_defaults(func=cmd_prune)
 
@@ -190,13 +190,23 @@ def cmd_drop_client(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_prune(args: argparse.Namespace) -> int:
-    from .core import parse_time
+def _time(text: str | None, path: str) -> float | None:
+    """A --at/--idle-since value (now, file-mtime, Unix seconds, ISO 8601); None when not given."""
+    from codec.timeview import parse_time
 
+    if text is None:
+        return None
+    try:
+        return parse_time(text, path=path)
+    except CodecError as exc:
+        raise UsageError(exc.reason) from None
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
     if not (args.expired or args.no_subscriptions or args.idle_since):
         raise UsageError("give at least one of --idle-since DATE, --expired, --no-subscriptions")
-    idle = parse_time(args.idle_since)
-    at = parse_time(args.at)
+    idle = _time(args.idle_since, args.file)
+    at = _time(args.at, args.file)
     with open_input(args.file, endian=args.endian) as db:
         rem = _run(args, lambda out: prune_sessions(db, out, idle_since=idle, expired=args.expired,
                                                     no_subscriptions=args.no_subscriptions, at=at))
@@ -205,13 +215,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from .core import parse_time
-
     if not os.path.exists(args.file):
         raise UsageError(f"{args.file}: no such file")
     if os.path.isdir(args.file):
         raise UsageError(f"{args.file}: is a directory, not a mosquitto.db file")
-    at = parse_time(args.at)
+    at = _time(args.at, args.file)
     report = _run(args, lambda out: repair(args.file, out, version=args.db_version, endian=args.endian, at=at))
     _emit(args, report.to_json(), report.lines(), report.written)
     if not report.valid:
