@@ -160,7 +160,7 @@ class InspectorApp(App[None]):
         if msg.done and idx is not None:
             self.chunks.show_damage = idx.error is not None or idx.trailing > 0
             if idx.error is not None:
-                self.say(f"damaged file: {idx.error}", "error")
+                self.say(f"damaged file: {pathless(idx.error)}", "error")
         self.chunks.update_size()
         self.query_one(SummaryBar).refresh_summary(self.doc)
         if self.item is None or msg.done:
@@ -199,7 +199,7 @@ class InspectorApp(App[None]):
         start, size = idx.end, db.size - idx.end
         err = idx.error
         if err is not None:
-            lines = [str(err), f"bytes {start}..{db.size} ({size} bytes) are shown raw below",
+            lines = [pathless(err), f"bytes {start}..{db.size} ({size} bytes) are shown raw below",
                      "chunks before this point are intact; `mosqdb check` lists details"]
             title = f"⚠ damage at offset {start} (0x{start:x})"
         else:
@@ -638,6 +638,15 @@ class InspectorApp(App[None]):
         yield from super().get_system_commands(screen)
         for title, action, helptext in ACTIONS:
             yield SystemCommand(title, helptext, getattr(self, f"action_{action}"))
+
+
+def pathless(err: CodecError) -> str:
+    """The error's one line without the file path (the header already names the file)."""
+    saved, err.path = err.path, None
+    try:
+        return str(err)
+    finally:
+        err.path = saved
 
 
 def run(path: str, *, endian: str = "little", read_only: bool = False) -> None:

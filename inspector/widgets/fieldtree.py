@@ -136,7 +136,8 @@ class FieldTree(Tree[NodeInfo]):
         self._add(root, Text(f"chunk_type = {t} ({v.kind})", style="blue"), NodeInfo(None, 0, tlen))
         self._add(root, Text(f"length = {ln}", style="blue"), NodeInfo(None, tlen, hs - tlen))
         if v.error is not None:
-            root.add_leaf(Text(f"⚠ {v.error}", style="bold red"))
+            root.add_leaf(Text(f"⚠ {v.error.reason} (field {v.error.field or '?'}, offset {v.error.offset})",
+                               style="bold red"))
         if rec is not None:
             for sp in v.spans:
                 start = hs + sp.offset
