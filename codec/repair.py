@@ -166,6 +166,12 @@ class Salvager:
                 yield Dropped(pos, self.size - pos, "bytes", reason)
                 return
             t, length = self.header(pos)
+            skip = pos + self.hsize + length
+            if t not in KNOWN and t != 0 and skip <= self.size and (
+                    self.size - skip < self.hsize or self.confirmed(skip) is not None):
+                yield Dropped(pos, skip - pos, "unknown", f"unknown chunk type {t} (the broker skips it)")
+                pos = skip
+                continue
             nxt = self.resync(pos + 1)
             stop = self.size if nxt is None else nxt
             region = bytes(self.buf[pos:stop])
