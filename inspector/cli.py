@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "inspector.commands.core",
     "inspector.commands.inspect",
     "inspector.commands.surgery",
+    "inspector.commands.renew",
     "inspector.commands.export",
     "inspector.commands.forward",
     "inspector.commands.migrate",

@@ -1,0 +1,102 @@
+"""`renew`: bring an aged db back to life by moving or resetting its absolute times.
+
+A restored backup carries session and message expiry times from when it was written;
+after downtime the broker drops messages whose time has passed (and, from Mosquitto
+2.0.15, whole sessions). Renewing changes only the time fields of the affected CLIENT
+and MSG_STORE chunks; every other byte of the file is copied as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import CodecError
+from .layouts import ChunkType
+from .reader import DbFile
+from .timeview import NEVER_INTERVAL, expires_at, iso
+from .writer import Overlay
+
+
+@dataclass
+class Policy:
+    """What to do: ``shift`` seconds added to every absolute time, then per kind
+    ``"keep"`` (default), ``"never"`` or a number of seconds from ``at``."""
+
+    at: float
+    shift: int = 0
+    sessions: str | int = "keep"
+    messages: str | int = "keep"
+    only_expired: bool = False
+
+
+@dataclass
+class Change:
+    chunk_index: int
+    kind: str
+    who: str  # client id, or "store N topic"
+    field: str
+    before: int
+    after: int
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if self.field.endswith("_time"):
+            d["before_iso"], d["after_iso"] = iso(self.before or None), iso(self.after or None)
+        return d
+
+
+@dataclass
+class RenewPlan:
+    overlay: Overlay = field(default_factory=Overlay)
+    changes: list[Change] = field(default_factory=list)
+    sessions: int = 0
+    messages: int = 0
+
+
+def plan_renew(db: DbFile, policy: Policy) -> RenewPlan:
+    """Work out the changed records (nothing is written)."""
+    if db.empty or (db.version or 0) < 5:
+        raise CodecError(f"db version {db.version} files carry no expiry times: nothing to renew", path=db.path)
+    plan = RenewPlan()
+    at = int(policy.at)
+    for chunk in db.stream(types=(ChunkType.MSG_STORE, ChunkType.CLIENT)):
+        rec = chunk.record
+        exp = expires_at(rec)
+        if policy.only_expired and not (exp is not None and exp <= policy.at):
+            continue
+        new: dict[str, int] = {}
+        if rec.kind == "msg_store":
+            who = f"store {rec['store_id']} {rec['topic']}"
+            value = rec["expiry_time"]
+            if value > 0 and policy.shift:
+                value += policy.shift
+            if policy.messages == "never":
+                value = 0
+            elif isinstance(policy.messages, int):
+                value = at + policy.messages
+            if value != rec["expiry_time"]:
+                new["expiry_time"] = value
+        else:
+            who = rec["client_id"]
+            t, interval = rec["session_expiry_time"], rec["session_expiry_interval"]
+            if t > 0 and policy.shift:
+                t += policy.shift
+            if policy.sessions == "never":
+                t, interval = 0, NEVER_INTERVAL
+            elif isinstance(policy.sessions, int):
+                t, interval = at + policy.sessions, policy.sessions
+            if t != rec["session_expiry_time"]:
+                new["session_expiry_time"] = t
+            if interval != rec["session_expiry_interval"]:
+                new["session_expiry_interval"] = interval
+        if not new:
+            continue
+        for name, value in new.items():
+            plan.changes.append(Change(chunk.index, rec.kind, who, name, rec[name], value))
+        plan.overlay.replace(chunk.index, rec.with_values(**new))
+        if rec.kind == "client":
+            plan.sessions += 1
+        else:
+            plan.messages += 1
+    return plan

@@ -1,0 +1,89 @@
+"""`mosqdb renew`: move or reset the absolute expiry times of an aged db (v5/v6)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+from codec.errors import CodecError
+from codec.renew import Policy, plan_renew
+from codec.timeview import iso, parse_duration, parse_time
+from codec.writer import save
+
+from . import UsageError, open_input
+from .surgery import _emit, _run, _writing
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("renew", help="bring an aged backup back to life: shift or reset session and message expiry")
+    p.add_argument("file")
+    p.add_argument("--shift", metavar="DURATION", help="add DURATION (e.g. 2d6h) to every absolute time; "
+                   "'auto' = now minus the file's mtime (the downtime since the broker wrote it)")
+    p.add_argument("--sessions", default="keep", metavar="never|DURATION|keep",
+                   help="session expiry: never expire, expire DURATION after --at, or keep (default)")
+    p.add_argument("--messages", default="keep", metavar="never|DURATION|keep",
+                   help="stored message expiry: never, DURATION after --at, or keep (default)")
+    p.add_argument("--only-expired", action="store_true", help="touch only what has already expired at --at")
+    p.add_argument("--at", metavar="TIME", help="reference time: now (default), file-mtime, Unix seconds or ISO 8601")
+    _writing(p)
+    p.set_defaults(func=cmd_renew)
+
+
+def _choice(text: str, what: str) -> str | int:
+    if text in ("keep", "never"):
+        return text
+    try:
+        return parse_duration(text)
+    except CodecError:
+        raise UsageError(f"--{what} takes never, keep or a duration like 7d, not {text!r}") from None
+
+
+def policy_from_args(args: argparse.Namespace) -> Policy:
+    try:
+        at = parse_time(args.at, path=args.file)
+        shift = 0
+        if args.shift == "auto":
+            shift = int(time.time() - os.stat(args.file).st_mtime)
+        elif args.shift:
+            shift = parse_duration(args.shift)
+    except CodecError as exc:
+        raise UsageError(exc.reason) from None
+    policy = Policy(at=at, shift=shift, sessions=_choice(args.sessions, "sessions"),
+                    messages=_choice(args.messages, "messages"), only_expired=args.only_expired)
+    if not policy.shift and policy.sessions == "keep" and policy.messages == "keep":
+        raise UsageError("say what to renew: --shift, --sessions or --messages")
+    return policy
+
+
+def cmd_renew(args: argparse.Namespace) -> int:
+    if not os.path.exists(args.file):
+        raise UsageError(f"{args.file}: no such file")
+    policy = policy_from_args(args)
+    with open_input(args.file, endian=args.endian) as db:
+        if db.empty or (db.version or 0) < 5:
+            msg = f"{args.file}: db version {db.version} files carry no expiry times; nothing to renew, nothing written"
+            if args.json:
+                print(json.dumps({"file": args.file, "version": db.version, "changes": [], "note": msg}))
+            else:
+                print(msg)
+            return 0
+        plan = plan_renew(db, policy)
+
+        def work(out: str | None) -> None:
+            if out is not None:
+                save(db, out, plan.overlay)
+
+        _run(args, work)
+        target = None if args.dry_run else (args.file if args.in_place else args.output)
+    lines = [f"reference time {iso(policy.at)}, shift {policy.shift} s: "
+             f"{plan.sessions} session(s) and {plan.messages} message(s) changed"]
+    for c in plan.changes:
+        before = iso(c.before or None) if c.field.endswith("_time") else c.before
+        after = iso(c.after or None) if c.field.endswith("_time") else c.after
+        lines.append(f"  {c.kind} {c.who}: {c.field} {before or 'never'} -> {after or 'never'}")
+    data = {"file": args.file, "at": iso(policy.at), "shift": policy.shift, "sessions_changed": plan.sessions,
+            "messages_changed": plan.messages, "changes": [c.to_json() for c in plan.changes]}
+    _emit(args, data, lines, target)
+    return 0
