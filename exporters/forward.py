@@ -154,6 +154,7 @@ class FrameDecoder:
         self.buf = bytearray()
         self.consumed = 0  # stream offset of buf[0]
         self.max_packet = max_packet
+        self.error: ForwardError | None = None
 
     @property
     def pending(self) -> int:
@@ -161,6 +162,10 @@ class FrameDecoder:
         return len(self.buf)
 
     def feed(self, data: bytes) -> list[Packet]:
+        """The whole packets now available. A bad frame raises ForwardError, but only after
+        the packets before it were returned (the error is raised by the next call)."""
+        if self.error is not None:
+            raise self.error
         self.buf += data
         out: list[Packet] = []
         pos = 0
@@ -171,6 +176,11 @@ class FrameDecoder:
                 packet = self._frame(buf, pos, end)
             except Incomplete:
                 break
+            except ForwardError as exc:
+                if not out:
+                    raise
+                self.error = exc
+                break
             out.append(packet)
             pos += packet.size
         if pos:
@@ -180,6 +190,8 @@ class FrameDecoder:
 
     def finish(self) -> None:
         """The stream ended: refuse a frame cut short."""
+        if self.error is not None:
+            raise self.error
         if self.buf:
             raise ForwardError(f"stream ends inside a frame ({len(self.buf)} bytes of an incomplete packet)",
                                offset=self.consumed)

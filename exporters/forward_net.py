@@ -341,6 +341,9 @@ class Listener:
                     # a second handshake on a running connection is answered like the first
                     elif p.type == T_HANDSHAKE:
                         conn.sendall(bytes((ACK_OK,)))
+                if dec.error is not None:
+                    self._error(conn, where, dec.error, ready)
+                    return
         except OSError as exc:
             self.report(f"{where}: {exc.strerror or exc}")
         finally:

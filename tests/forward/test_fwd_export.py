@@ -1,0 +1,185 @@
+"""Export of real fixtures to stream files: every message once, values as stored, selections."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+
+import pytest
+from conftest import REAL, REAL_FILES, manifest
+from fwd_helpers import db_stores, export_args, make_db, run_cli, stream_messages
+
+from codec import ChunkType, Record
+from exporters.forward import (
+    HANDSHAKE,
+    ForwardError,
+    MessageTooLarge,
+    batches,
+    iter_packets,
+    make_id,
+    message_map,
+)
+from exporters.forward_cli import run_forward_export
+
+
+def _export(tmp_path, files, **kw) -> bytes:
+    out = tmp_path / "out.fwd"
+    assert run_forward_export(export_args(files, "msgpack", output=str(out), **kw)) == 0
+    return out.read_bytes()
+
+
+def test_store_mode_round_trip(real_file, tmp_path) -> None:
+    data = _export(tmp_path, [real_file], batch=7)
+    packets = list(iter_packets([data]))
+    assert packets[0].type == 0 and all(p.type == 1 and not p.ack for p in packets[1:])
+    msgs = [m for p in packets for m in p.messages()]
+    stores = db_stores(real_file)
+    counts = manifest(real_file)["chunk_counts"]
+    assert len(msgs) == len(stores) == counts["DB_CHUNK_MSG_STORE"]
+    assert len(packets) - 1 == -(-len(msgs) // 7)
+    assert sorted(m.store_id for m in msgs) == sorted(stores)  # every stored message exactly once
+    for m in msgs:
+        rec = stores[m.store_id]
+        assert (m.topic, m.payload, m.qos, m.retain, m.dup) == (rec["topic"], rec["payload"], rec["qos"],
+                                                               rec["retain"] != 0, False)
+        assert m.from_ == (rec["source_id"] or "")
+    retained = {r["topic"]: r for r in manifest(real_file)["workload"]["retained"]}
+    flagged = {m.topic for m in msgs if m.retain}
+    assert set(retained) <= flagged
+
+
+def test_retained_only_matches_the_manifest(real_file, tmp_path) -> None:
+    msgs = stream_messages(_export(tmp_path, [real_file], kind=["retained"]))
+    retained = {r["topic"]: r for r in manifest(real_file)["workload"]["retained"]}
+    assert sorted(m.topic for m in msgs) == sorted(retained)
+    for m in msgs:
+        r = retained[m.topic]
+        assert m.retain and m.qos == r["qos"] and len(m.payload) == r["payload_len"]
+        assert hashlib.sha256(m.payload).hexdigest() == r["payload_sha256"]
+
+
+def _out_counts(real_file, client: str | None = None, incoming: bool = False) -> Counter:
+    want = Counter()
+    for cid, by in manifest(real_file)["client_messages_by_qos_direction_state"].items():
+        if client is not None and cid != client:
+            continue
+        for key, n in by.items():
+            qos, direction, _ = key.split("/")
+            if direction == "dir1" or incoming:
+                want[int(qos[3:])] += n
+    return want
+
+
+def test_delivery_mode_one_message_per_outgoing_queue_entry(real_file, tmp_path) -> None:
+    msgs = stream_messages(_export(tmp_path, [real_file], mode="delivery"))
+    assert Counter(m.qos for m in msgs) == _out_counts(real_file)
+    stores = db_stores(real_file)
+    for m in msgs:
+        rec = stores[m.store_id]
+        assert (m.topic, m.payload) == (rec["topic"], rec["payload"])
+    with_in = stream_messages(_export(tmp_path, [real_file], mode="delivery", incoming=True))
+    assert Counter(m.qos for m in with_in) == _out_counts(real_file, incoming=True)
+    assert len(with_in) == len(msgs) + 1  # the raw client's QoS 2 PUBLISH awaiting PUBREL
+    (extra,) = set(with_in) - set(msgs)
+    assert extra.topic == "corp/incoming/q2" and extra.qos == 2
+
+
+def test_delivery_mode_per_client_and_retain_flag(tmp_path) -> None:
+    f = REAL / "2.0.20-a.db"
+    q1 = stream_messages(_export(tmp_path, [f], mode="delivery", client=["a-sub-q1"]))
+    assert Counter(m.qos for m in q1) == _out_counts(f, "a-sub-q1") == Counter({1: 8})
+    v5 = stream_messages(_export(tmp_path, [f], mode="delivery", client=["a-sub-v5"]))
+    # corp/v5/retained was queued to a-sub-v5 with the retain flag kept (retain-as-published)
+    assert {m.topic: m.retain for m in v5}["corp/v5/retained"] is True
+    assert sum(m.retain for m in v5) == 1
+
+
+def test_store_mode_selections(tmp_path) -> None:
+    f = REAL / "2.0.20-a.db"
+    stores = db_stores(f)
+    msgs = stream_messages(_export(tmp_path, [f], topic=["corp/plain/+"]))
+    want = sorted(s for s, r in stores.items() if r["topic"].startswith("corp/plain/"))
+    assert sorted(m.store_id for m in msgs) == want and len(want) == 10  # 5xq1, 4xq2, 1xq0
+    queued = stream_messages(_export(tmp_path, [f], client=["a-sub-q2"]))
+    assert len(queued) == 6 and {m.topic for m in queued} >= {"corp/x/deep/y", "corp/ünïcødé/ß"}
+    both = stream_messages(_export(tmp_path, [f], client=["a-sub-q2"], topic=["corp/plain/#"]))
+    assert {m.topic for m in both} == {"corp/plain/q2"} and len(both) == 4
+
+
+def test_several_files_one_stream(tmp_path) -> None:
+    data = _export(tmp_path, REAL_FILES, batch=1000)
+    msgs = stream_messages(data)
+    assert len(msgs) == sum(manifest(f)["chunk_counts"]["DB_CHUNK_MSG_STORE"] for f in REAL_FILES)
+    assert data.count(HANDSHAKE) >= 1 and data[:3] == HANDSHAKE
+
+
+def test_cli_export_matches_the_library(tmp_path) -> None:
+    f = REAL / "1.6.10-a.db"
+    lib = _export(tmp_path, [f], mode="delivery", batch=4)
+    out = tmp_path / "cli.fwd"
+    r = run_cli("export", str(f), "--to", "msgpack", "-o", str(out), "--mode", "delivery", "--batch", "4")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes() == lib
+    assert b"exported 29 messages in 8 forward packets" in r.stderr
+    r = run_cli("export", str(f), "--to", "msgpack", "-o", str(out), "--kind", "client")
+    assert r.returncode == 2 and b"--kind retained" in r.stderr
+    r = run_cli("export", str(f), "--to", "msgpack")
+    assert r.returncode == 2 and b"needs -o" in r.stderr
+    r = run_cli("export", str(f), "--to", "forward://nohost")
+    assert r.returncode == 2 and b"forward://HOST:PORT" in r.stderr
+
+
+def _bad_topic_db(tmp_path):
+    recs = [Record(ChunkType.CFG, {"shutdown": 1, "dbid_size": 8, "last_db_id": 3}, 6)]
+    for sid, topic in ((1, "ok/1"), (2, "bad/\udcff"), (3, "ok/3")):
+        recs.append(Record(ChunkType.MSG_STORE, {"store_id": sid, "source_id": "c", "topic": topic, "qos": 1,
+                                                 "retain": 0, "payload": b"p"}, 6))
+    return make_db(tmp_path / "bad.db", recs, mtime=1_700_000_000)
+
+
+def test_invalid_utf8_topic_is_skipped_and_reported(tmp_path) -> None:
+    db = _bad_topic_db(tmp_path)
+    out = tmp_path / "o.fwd"
+    r = run_cli("export", str(db), "--to", "msgpack", "-o", str(out))
+    assert r.returncode == 0
+    assert [m.topic for m in stream_messages(out.read_bytes())] == ["ok/1", "ok/3"]
+    assert b"skipped msg_store[2] at offset" in r.stderr and b"(store 2): topic is not valid UTF-8" in r.stderr
+    assert b"exported 2 messages in 1 forward packets" in r.stderr and b"1 skipped" in r.stderr
+    r = run_cli("export", str(db), "--to", "msgpack", "-o", str(tmp_path / "s.fwd"), "--strict")
+    assert r.returncode == 1 and b"topic is not valid UTF-8 (--strict)" in r.stderr
+    assert not (tmp_path / "s.fwd").exists()  # nothing half-written
+
+
+def _maps(sizes: list[int]) -> list[dict]:
+    return [message_map(make_id(1_700_000_000_000, i + 1), 0, False, False, "", f"t/{i}", b"x" * n,
+                        1_700_000_000_000) for i, n in enumerate(sizes)]
+
+
+def test_batches_respect_count_and_byte_limits() -> None:
+    maps = _maps([10, 500, 10, 10, 900, 10, 10])
+    limit = 1200
+    out = list(batches(maps, 3, limit=limit))
+    assert [b.count for b in out] == [3, 2, 2]
+    assert all(len(b.content) <= limit for b in out)
+    out = list(batches(maps, 1000, limit=limit))
+    assert all(len(b.content) <= limit for b in out) and [b.count for b in out] == [4, 2, 1]
+    got = [m.to_map() for b in out for m in stream_messages(HANDSHAKE + _frame(b.content))]
+    assert got == maps
+
+
+def _frame(content: bytes) -> bytes:
+    from exporters.forward import encode_forward
+
+    return encode_forward(content)
+
+
+def test_too_large_message_is_skipped_or_fails_strict() -> None:
+    maps = _maps([10, 5000, 10])
+    reports: list[str] = []
+    out = list(batches(maps, 10, limit=1000, report=reports.append))
+    assert [b.count for b in out] == [2]
+    assert len(reports) == 1 and "store 2" in reports[0] and "too large" in reports[0]
+    with pytest.raises(MessageTooLarge, match="store 2"):
+        list(batches(maps, 10, limit=1000, strict=True))
+    with pytest.raises(ForwardError):
+        list(batches(maps, 0))
