@@ -35,6 +35,22 @@ def have_mosquitto() -> bool:
     return os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)
 
 
+def broker_version() -> tuple[int, ...]:
+    """(2, 0, 11) for Debian bookworm's package; parsed from ``mosquitto -h``."""
+    import re
+
+    out = subprocess.run([MOSQUITTO, "-h"], capture_output=True, text=True, timeout=10)
+    m = re.search(r"mosquitto version (\d+)\.(\d+)\.(\d+)", out.stdout + out.stderr)
+    if not m:
+        raise BrokerError(f"cannot tell the version of {MOSQUITTO}")
+    return tuple(int(x) for x in m.groups())
+
+
+def expires_restored_sessions() -> bool:
+    """Mosquitto >= 2.0.15 drops restored sessions whose expiry time passed (#2546); 2.0.0-2.0.14 keep them."""
+    return broker_version() >= (2, 0, 15)
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -60,6 +76,7 @@ class Broker:
         self.queue_qos0 = queue_qos0
         self._own_dir = workdir is None
         self.dir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="mosqdb-broker-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.returncode: int | None = None
@@ -284,6 +301,15 @@ def collect_queued(port: int, client_id: str, *, expected: int | None = None, ti
         return Session(bool(present and present[0]), list(msgs))
 
 
+def collect_many(port: int, expected: dict[str, int | None], **kw: object) -> dict[str, Session]:
+    """:func:`collect_queued` for several clients at once (one thread each): the grace periods overlap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(len(expected), 1)) as pool:
+        futures = {cid: pool.submit(collect_queued, port, cid, expected=n, **kw) for cid, n in expected.items()}
+        return {cid: f.result() for cid, f in futures.items()}
+
+
 # ---------------------------------------------------------------- state of a db, as the broker sees it
 
 
@@ -327,5 +353,6 @@ def db_state(path: str | os.PathLike[str], *, at: float | None = None) -> dict:
     }
 
 
-__all__ = ["Broker", "BrokerError", "Message", "Session", "collect_queued", "collect_retained", "db_state",
+__all__ = ["Broker", "BrokerError", "broker_version", "expires_restored_sessions", "Message", "Session", "collect_many",
+           "collect_queued", "collect_retained", "db_state",
            "free_port", "have_mosquitto"]
