@@ -236,7 +236,10 @@ def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], show
         except SendError as exc:
             print(f"mosqdb export: error: {exc}", file=sys.stderr)
             return 1
+    skipped = f", {run.skipped} skipped" if run.skipped else ""
+    if s.unconfirmed:  # sent on a connection that failed before an FF: not reported as delivered
+        print(f"mosqdb export: error: {args.to}: {s.line()}{skipped}", file=sys.stderr)
+        return 1
     if not quiet:
-        skipped = f", {run.skipped} skipped" if run.skipped else ""
         print(f"{args.to}: {s.line()}{skipped}", file=sys.stderr)
     return 0

@@ -166,10 +166,10 @@ class ForwardClient:
                 self.summary.reconnects += 1
             self._connected_before = True
             self._connect()
-        if self.heartbeat and time.monotonic() - self._last_ff >= self.heartbeat:
-            self._confirm()
         if batch is None:
             return
+        if self.heartbeat and time.monotonic() - self._last_ff >= self.heartbeat:
+            self._confirm()
         data = forward_prefix(len(batch.content), self.ack) + batch.content
         self._send(data, f"forward packet ({batch.count} messages)")
         if not self._batch_sent:
