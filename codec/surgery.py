@@ -155,6 +155,9 @@ class NullSink:
     def __init__(self) -> None:
         self.n = 0
 
+    def flush(self) -> None:
+        pass
+
     def write(self, data: bytes) -> int:
         self.n += len(data)
         return len(data)
@@ -196,7 +199,7 @@ def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None =
         if sink_copy:
             out.n += stop - start
         else:
-            copy_range(db.fd, out, start, stop - start)
+            fast_copy(db.fd, out, start, stop - start)
         counts.copied += b - a
 
     # group consecutive special chunks of the same action
@@ -224,8 +227,28 @@ def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None =
         cursor = last + 1
         k = j + 1
     copy(cursor, n)
-    counts.size = out.tell()
+    out.flush()
+    counts.size = out.tell() if sink_copy else os.fstat(out.fileno()).st_size
     return counts
+
+
+def fast_copy(src_fd: int, out: Any, offset: int, size: int) -> None:
+    """Copy a byte range of the source into ``out`` inside the kernel (copy_file_range), else by reads."""
+    if hasattr(os, "copy_file_range") and hasattr(out, "fileno"):
+        out.flush()
+        dst = out.fileno()
+        done = 0
+        try:
+            while done < size:
+                n = os.copy_file_range(src_fd, dst, size - done, offset + done)
+                if n == 0:
+                    raise CodecError("source file ended early while copying", offset=offset + done)
+                done += n
+            return
+        except OSError:
+            if done:
+                raise
+    copy_range(src_fd, out, offset, size)
 
 
 def _decode_run(db: DbFile, a: int, b: int, offsets: np.ndarray, ends: np.ndarray) -> Iterator[Chunk]:
@@ -356,46 +379,66 @@ class Removal:
 EXAMPLES = 1000
 
 
-def literal_prefix(flt: str) -> bytes:
-    """Bytes every topic matched by ``flt`` starts with (for a vectorised pre-filter)."""
+def filter_patterns(flt: str) -> tuple[list[tuple[bytes, bool]], bool]:
+    """Byte patterns that pre-select topics a filter can match: [(bytes, exact)], and whether they decide alone.
+
+    ``a/b`` -> exactly ``a/b``; ``a/b/#`` -> ``a/b`` exactly or anything starting ``a/b/``
+    (both decide alone); ``a/+/c`` -> starting ``a/`` (then checked level by level).
+    """
     levels = flt.split("/")
     lit: list[str] = []
-    for level in levels:
+    for i, level in enumerate(levels):
+        if level == "#" and i == len(levels) - 1 and lit:
+            base = "/".join(lit).encode("utf-8")
+            return [(base, True), (base + b"/", False)], True
         if level in ("+", "#"):
-            prefix = "/".join(lit)
-            if level == "+" and lit:
-                prefix += "/"
-            return prefix.encode("utf-8")
+            prefix = ("/".join(lit) + "/").encode("utf-8") if lit else b""
+            return [(prefix, False)], False
         lit.append(level)
-    return flt.encode("utf-8")
+    return [(flt.encode("utf-8"), True)], True
+
+
+def _match_bytes(mm: np.ndarray, tpos: np.ndarray, tlen: np.ndarray, pattern: bytes, exact: bool) -> np.ndarray:
+    m = (tlen == len(pattern)) if exact else (tlen >= len(pattern))
+    for k, byte in enumerate(pattern):
+        sel = np.flatnonzero(m)
+        if not len(sel):
+            break
+        m[sel] = mm[tpos[sel] + k] == byte
+    return m
 
 
 def matching_stores(db: DbFile, cols: Columns, offsets: np.ndarray, store_idx: np.ndarray,
                     filters: list[str]) -> tuple[np.ndarray, dict[int, str]]:
     """Positions (into ``store_idx``) of stores whose topic matches a filter, and their topics."""
-    prefixes = [literal_prefix(f) for f in filters]
+    plans = [(f, *filter_patterns(f)) for f in filters]
     hits: list[np.ndarray] = []
     topics: dict[int, str] = {}
     mm = cols.mm
     for s in batches(len(store_idx)):
         g = cols.gather(offsets[store_idx[s]], int(ChunkType.MSG_STORE), ("topic",))
         tpos, tlen = g["topic_pos"], g["topic_len"].astype(np.int64)
-        cand = np.zeros(len(tpos), bool)
-        for p in prefixes:
-            m = tlen >= len(p)
-            for k, byte in enumerate(p):
-                sel = np.flatnonzero(m)
-                if not len(sel):
-                    break
-                m[sel] = mm[tpos[sel] + k] == byte
-            cand |= m
-        for j in np.flatnonzero(cand).tolist():
+        sure = np.zeros(len(tpos), bool)
+        maybe = np.zeros(len(tpos), bool)
+        for _f, patterns, decisive in plans:
+            m = np.zeros(len(tpos), bool)
+            for pattern, exact in patterns:
+                m |= _match_bytes(mm, tpos, tlen, pattern, exact)
+            if decisive:
+                sure |= m
+            else:
+                maybe |= m
+        maybe &= ~sure
+        for j in np.flatnonzero(maybe).tolist():
             topic = cols.text(int(tpos[j]), int(tlen[j]))
             if any(topic_matches(f, topic) for f in filters):
-                hits.append(np.int64(s.start + j))
-                topics[s.start + j] = topic
+                sure[j] = True
+        found = np.flatnonzero(sure)
+        hits.append(found + s.start)
+        for j, topic in zip(found.tolist(), cols.texts(tpos[found], tlen[found]), strict=True):
+            topics[s.start + j] = topic
         cols.release()
-    return np.array(hits, np.int64), topics
+    return (np.concatenate(hits) if hits else np.zeros(0, np.int64)), topics
 
 
 def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str] | None) -> Removal:
@@ -590,6 +633,6 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
 
 __all__ = [
     "Columns", "Removal", "SessionInfo", "WriteCounts", "drop_clients", "drop_sessions", "index_arrays",
-    "literal_prefix", "orphaned_stores", "output_guard", "prune_sessions", "rm_retained", "save_masked", "sessions",
+    "filter_patterns", "orphaned_stores", "output_guard", "prune_sessions", "rm_retained", "save_masked", "sessions",
     "write_runs",
 ]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
 import subprocess
 import sys
@@ -19,10 +21,21 @@ BY_VERSION = {3: V3, 4: V4, 5: V5, 6: V6}
 WRITTEN_AT = 1795301000  # 2026-11-21 22:43:20 UTC, just after the v5/v6 files were written
 
 
-def run_cli(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_proc(*args: object) -> subprocess.CompletedProcess[str]:
+    """The program as a user runs it: ``python -m inspector.cli ...`` in a child process."""
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.run([sys.executable, "-m", "inspector.cli", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env=env, timeout=120)
+                          cwd=ROOT, env=env, timeout=120)
+
+
+def run_cli(*args: object) -> subprocess.CompletedProcess[str]:
+    """Same entry point (``inspector.cli.main``) in this process: the bulk of the tests, without start-up cost."""
+    from inspector.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main([str(a) for a in args])
+    return subprocess.CompletedProcess(["mosqdb", *map(str, args)], rc, out.getvalue(), err.getvalue())
 
 
 def sha(path: Path) -> str:

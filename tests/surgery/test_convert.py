@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from sutil import BY_VERSION, REAL, V3, V4, V5, V6, by_kind, errors, records, run_cli, sha
+from sutil import BY_VERSION, REAL, V3, V4, V5, V6, by_kind, errors, records, run_cli, run_proc, sha
 
 from codec import DbFile
 from codec.convert import NEVER, convert
@@ -89,7 +89,7 @@ def test_session_expiry_option_sets_interval_and_time(tmp_path: Path) -> None:
 def test_downgrade_refused_without_force_names_each_loss(tmp_path: Path) -> None:
     out = tmp_path / "out.db"
     before = sha(V6)
-    r = run_cli("convert", V6, "--to-version", "4", "-o", out)
+    r = run_proc("convert", V6, "--to-version", "4", "-o", out)
     assert r.returncode == 1
     assert not out.exists() and sha(V6) == before
     assert list(tmp_path.iterdir()) == []
@@ -157,7 +157,7 @@ def test_v4_to_v3_mid_written_zero(tmp_path: Path) -> None:
 def test_not_a_database(tmp_path: Path) -> None:
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not a mosquitto database file at all")
-    r = run_cli("convert", bad, "--to-version", "6", "-o", tmp_path / "o.db")
+    r = run_proc("convert", bad, "--to-version", "6", "-o", tmp_path / "o.db")
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "not a mosquitto db" in r.stderr
     assert not (tmp_path / "o.db").exists()
@@ -165,7 +165,7 @@ def test_not_a_database(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", ["2", "7", "0"])
 def test_unwritable_version(tmp_path: Path, version: str) -> None:
-    r = run_cli("convert", V6, "--to-version", version, "-o", tmp_path / "o.db")
+    r = run_proc("convert", V6, "--to-version", version, "-o", tmp_path / "o.db")
     assert r.returncode == 2 and "cannot write db version" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.db").exists()
 
@@ -173,7 +173,7 @@ def test_unwritable_version(tmp_path: Path, version: str) -> None:
 def test_output_equal_to_input_without_in_place(tmp_path: Path) -> None:
     copy = tmp_path / "m.db"
     copy.write_bytes(V3.read_bytes())
-    r = run_cli("convert", copy, "--to-version", "6", "-o", copy)
+    r = run_proc("convert", copy, "--to-version", "6", "-o", copy)
     assert r.returncode == 2 and "the output is the input" in r.stderr
     assert copy.read_bytes() == V3.read_bytes()
 
@@ -196,7 +196,7 @@ def test_read_only_directory(tmp_path: Path) -> None:
     if os.access(ro, os.W_OK):  # root ignores permissions: /proc takes no new files for anyone
         target = Path("/proc/mosqdb-cannot-write-here.db")
     try:
-        r = run_cli("convert", V3, "--to-version", "6", "-o", target)
+        r = run_proc("convert", V3, "--to-version", "6", "-o", target)
     finally:
         ro.chmod(0o755)
     assert r.returncode == 1
@@ -234,7 +234,7 @@ def test_disk_full_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.Mon
 def test_damaged_input_is_refused_with_a_pointer_to_repair(tmp_path: Path) -> None:
     cut = tmp_path / "cut.db"
     cut.write_bytes(V6.read_bytes()[:50_000])
-    r = run_cli("convert", cut, "--to-version", "4", "-o", tmp_path / "o.db", "--force")
+    r = run_proc("convert", cut, "--to-version", "4", "-o", tmp_path / "o.db", "--force")
     assert r.returncode == 1 and "mosqdb repair" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.db").exists()
 

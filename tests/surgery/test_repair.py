@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sutil import UNIT, V4, V6, errors, records, run_cli, sha
+from sutil import UNIT, V4, V6, errors, records, run_cli, run_proc, sha
 
 from codec import DbFile, Record
 from codec.writer import write_records
@@ -159,14 +159,14 @@ def test_unit_fixture_unknown_chunks(tmp_path: Path, name: str, reason: str) -> 
 def test_not_a_database_and_cut_header(tmp_path: Path) -> None:
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"GIF89a" + bytes(100))
-    r = run_cli("repair", bad, "-o", tmp_path / "o.db")
+    r = run_proc("repair", bad, "-o", tmp_path / "o.db")
     assert r.returncode == 2 and "not a mosquitto db" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     cut = tmp_path / "cut.db"
     cut.write_bytes(V6.read_bytes()[:20])
-    r = run_cli("repair", cut, "-o", tmp_path / "o.db")
+    r = run_proc("repair", cut, "-o", tmp_path / "o.db")
     assert r.returncode == 2 and "--version" in r.stderr
     assert not (tmp_path / "o.db").exists()
-    r = run_cli("repair", cut, "-o", tmp_path / "o.db", "--version", "6")
+    r = run_proc("repair", cut, "-o", tmp_path / "o.db", "--version", "6")
     assert r.returncode == 0, r.stderr
     assert [x.kind for x in records(tmp_path / "o.db")] == ["cfg"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import manifest
-from sutil import BY_VERSION, V6, records, run_cli
+from sutil import BY_VERSION, V6, records, run_cli, run_proc
 
 from codec import DbFile
 from codec.stats import compute
@@ -70,5 +70,5 @@ def test_text_tables(by: str) -> None:
 
 
 def test_bad_input(tmp_path: Path) -> None:
-    r = run_cli("stats", tmp_path / "missing.db")
+    r = run_proc("stats", tmp_path / "missing.db")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
