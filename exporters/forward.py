@@ -21,7 +21,16 @@ import msgpack
 
 from codec import ChunkType, DbFile
 from codec.errors import CodecError
-from codec.query import Selection
+from codec.query import Selection, topic_matches
+
+
+def _columnar_reader() -> Callable[..., Iterator[Any]] | None:
+    """Issue 5's Arrow decoder for whole batches of chunks, if installed (imported lazily: pyarrow)."""
+    try:
+        from exporters.arrow import iter_batches
+    except ImportError:  # pragma: no cover
+        return None
+    return iter_batches
 
 # ---------------------------------------------------------------- framing constants
 
@@ -435,14 +444,24 @@ class Stats:
     skipped: int = 0
 
 
-class MessageSource:
-    """Message maps of one db file in file order, with the doc's id and timestamp rules."""
+Row = tuple[int, int, int, int, int, "str | None", str, bytes, bool]
+# chunk index, offset, store_id, qos, retain, source_id, topic, payload, strings need a UTF-8 check
 
-    def __init__(self, db: DbFile, opts: Options, report: Report = _ignore) -> None:
+
+class MessageSource:
+    """Message maps of one db file in file order, with the doc's id and timestamp rules.
+
+    Stored messages are read column-wise by :mod:`exporters.arrow` when it is available
+    (several times faster than a record at a time); a string it had to repair (U+FFFD) is
+    read again through the codec, so invalid UTF-8 is still found and reported.
+    """
+
+    def __init__(self, db: DbFile, opts: Options, report: Report = _ignore, *, columnar: bool = True) -> None:
         self.db = db
         self.opts = opts
         self.report = report
         self.stats = Stats()
+        self.columnar = columnar
         mtime = file_time_ms(db.path)
         self.reference_ms = opts.reference_ms if opts.reference_ms is not None else mtime
         self.clock_until_ms = mtime + DAY_MS  # a decoded 2.1 time after this is not plausible
@@ -469,23 +488,50 @@ class MessageSource:
     def _wanted_directions(self) -> set[int]:
         return {0, 1} if self.opts.incoming else {1}
 
-    def _selection(self) -> Selection:
-        return Selection(kinds={"msg_store"}, topics=list(self.opts.topics), store_ids=self.opts.store_ids)
+    # ------------------------------------------------------------ stored messages
+    def _store_rows(self) -> Iterator[Row]:
+        reader = _columnar_reader() if self.columnar else None
+        if reader is not None:
+            yield from self._store_rows_columnar(reader)
+            return
+        for c in self.db.stream(types=[ChunkType.MSG_STORE]):
+            v = c.record.values
+            yield (c.index, c.offset, v["store_id"], v["qos"], v["retain"], v.get("source_id"), v["topic"],
+                   v["payload"], True)
 
-    def _store_fields(self, chunk: Any) -> tuple[str, str, bytes, int] | None:
-        """(from, topic, payload, timestamp) of a store, or None (reported) if unusable."""
-        rec = chunk.record
-        v = rec.values
-        topic = v["topic"]
-        frm = v.get("source_id") or ""
-        for name, text in (("topic", topic), ("source id", frm)):
+    def _store_rows_columnar(self, reader: Callable[..., Iterator[Any]]) -> Iterator[Row]:
+        for b in reader(self.db, "msg_store"):
+            ids = b.column("store_id").to_numpy(zero_copy_only=False).astype("int64").view("uint64").tolist()
+            cols = [b.column(n).to_pylist() for n in ("chunk_index", "chunk_offset", "qos", "retain", "source_id",
+                                                      "topic", "payload")]
+            for index, offset, sid, qos, retain, frm, topic, payload in zip(cols[0], cols[1], ids, *cols[2:]):
+                if "\ufffd" in topic or (frm and "\ufffd" in frm):  # maybe repaired: take the codec's strings
+                    v = self.db.chunk(index).record.values
+                    yield index, offset, sid, qos, retain, v.get("source_id"), v["topic"], v["payload"], True
+                else:
+                    yield index, offset, sid, qos, retain, frm, topic, payload, False
+
+    def _selected(self) -> Callable[[int, str], bool] | None:
+        """The topic / store-id part of the selection (codec.query rules), or None for all."""
+        sel = Selection(kinds={"msg_store"}, topics=list(self.opts.topics), store_ids=self.opts.store_ids)
+        if not sel.by_store:
+            return None
+        lo, hi = sel.store_ids if sel.store_ids is not None else (0, (1 << 64) - 1)
+        topics = sel.topics
+
+        def ok(sid: int, topic: str) -> bool:
+            return lo <= sid <= hi and (not topics or any(topic_matches(f, topic) for f in topics))
+
+        return ok
+
+    def _bad_text(self, index: int, offset: int, sid: int, frm: str | None, topic: str) -> bool:
+        for name, text in (("topic", topic), ("source id", frm or "")):
             try:
                 text.encode("utf-8")
             except UnicodeEncodeError:
-                self._skip(f"msg_store[{chunk.index}] at offset {chunk.offset} (store {v['store_id']}): "
-                           f"{name} is not valid UTF-8")
-                return None
-        return frm, topic, v["payload"], self.timestamp(v["store_id"])
+                self._skip(f"msg_store[{index}] at offset {offset} (store {sid}): {name} is not valid UTF-8")
+                return True
+        return False
 
     def _stores(self) -> Iterator[dict[str, Any]]:
         opts = self.opts
@@ -497,27 +543,24 @@ class MessageSource:
             queued = self._ids_of(ChunkType.CLIENT_MSG,
                                   lambda r: r["client_id"] in opts.clients and r.get("direction", 1) in dirs)
             only = queued if only is None else only & queued
-        sel = self._selection()
-        match = sel.match
+        selected = self._selected()
         salt = opts.salt
         stats = self.stats
-        for chunk in self.db.stream(types=[ChunkType.MSG_STORE]):
-            rec = chunk.record
-            sid = rec.values["store_id"]
-            if (only is not None and sid not in only) or not match(rec):
+        timestamp = self.timestamp
+        for index, offset, sid, qos, retain, frm, topic, payload, check in self._store_rows():
+            if (only is not None and sid not in only) or (selected is not None and not selected(sid, topic)):
                 continue
-            qos = rec.values["qos"]
             if not 0 <= qos <= 2:
-                self._skip(f"msg_store[{chunk.index}] at offset {chunk.offset} (store {sid}): qos {qos} is not 0-2")
+                self._skip(f"msg_store[{index}] at offset {offset} (store {sid}): qos {qos} is not 0-2")
                 continue
-            f = self._store_fields(chunk)
-            if f is None:
+            if check and self._bad_text(index, offset, sid, frm, topic):
                 continue
-            frm, topic, payload, ts = f
+            ts = timestamp(sid)
             stats.messages += 1
-            yield message_map(make_id(ts, sid, salt), qos, False, rec.values["retain"] != 0, frm, topic, payload,
-                              ts)
+            yield {"id": make_id(ts, sid, salt), "qos": qos, "flags": _FLAGS[False, retain != 0], "from": frm or "",
+                   "topic": topic, "payload": payload, "timestamp": ts}
 
+    # ------------------------------------------------------------ queued deliveries
     def _deliveries(self) -> Iterator[dict[str, Any]]:
         opts = self.opts
         dirs = self._wanted_directions()
@@ -531,26 +574,23 @@ class MessageSource:
                 continue
             queue.append((v["store_id"], v["qos"], v.get("dup", 0), v.get("retain", 0), c.index, c.offset))
         needed = {q[0] for q in queue}
-        sel = self._selection()
+        selected = self._selected()
         stores: dict[int, tuple[str, str, bytes, int]] = {}
         unusable: set[int] = set()
-        for chunk in self.db.stream(types=[ChunkType.MSG_STORE]):
-            sid = chunk.record.values["store_id"]
-            if sid in needed and sel.match(chunk.record):
-                f = self._store_fields(chunk)
-                if f is None:
-                    unusable.add(sid)
-                else:
-                    stores[sid] = f
+        for index, offset, sid, _qos, _retain, frm, topic, payload, check in self._store_rows():
+            if sid not in needed or (selected is not None and not selected(sid, topic)):
+                continue
+            if check and self._bad_text(index, offset, sid, frm, topic):
+                unusable.add(sid)
+            else:
+                stores[sid] = (frm or "", topic, payload, self.timestamp(sid))
         for sid, qos, dup, retain, index, offset in queue:
             f = stores.get(sid)
             if f is None:
                 if sid in unusable:
                     self.stats.skipped += 1  # its store was reported once
-                    continue
-                if opts.topics or opts.store_ids is not None:
-                    continue  # not selected (or reported above as unusable)
-                self._skip(f"client_msg[{index}] at offset {offset}: store {sid} is not in the file")
+                elif selected is None:
+                    self._skip(f"client_msg[{index}] at offset {offset}: store {sid} is not in the file")
                 continue
             if not 0 <= qos <= 2:
                 self._skip(f"client_msg[{index}] at offset {offset} (store {sid}): qos {qos} is not 0-2")

@@ -183,3 +183,25 @@ def test_too_large_message_is_skipped_or_fails_strict() -> None:
         list(batches(maps, 10, limit=1000, strict=True))
     with pytest.raises(ForwardError):
         list(batches(maps, 0))
+
+
+@pytest.mark.parametrize("mode", ["store", "delivery"])
+def test_columnar_and_codec_readers_agree(mode: str, tmp_path) -> None:
+    from codec import DbFile
+    from exporters.forward import MessageSource, Options
+
+    files = [*REAL_FILES, _bad_topic_db(tmp_path)]
+    for f in files:
+        with DbFile(f) as db:
+            fast = list(MessageSource(db, Options(mode=mode, incoming=True)))
+            slow = list(MessageSource(db, Options(mode=mode, incoming=True), columnar=False))
+        assert fast == slow and (fast or mode == "delivery")
+
+
+def test_a_real_replacement_character_is_exported(tmp_path) -> None:
+    recs = [Record(ChunkType.CFG, {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, 6),
+            Record(ChunkType.MSG_STORE, {"store_id": 1, "source_id": "c\ufffd", "topic": "a/\ufffd", "qos": 0,
+                                         "retain": 1, "payload": b""}, 6)]
+    db = make_db(tmp_path / "fffd.db", recs)
+    (m,) = stream_messages(_export(tmp_path, [db]))
+    assert (m.topic, m.from_, m.retain) == ("a/\ufffd", "c\ufffd", True)
