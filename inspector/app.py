@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,6 +19,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 from textual.worker import get_current_worker
 
@@ -76,10 +78,13 @@ class InspectorApp(App[None]):
         Binding("S", "save_as", "Save as", show=False),
     ]
 
-    def __init__(self, doc: Document, *, scan_step: int = 200_000, check_at: float | None = None) -> None:
+    def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
+                 detail_delay: float = 0.05) -> None:
         super().__init__()
         self.doc = doc
         self.scan_step = scan_step
+        self.detail_delay = detail_delay  # the field tree and hex follow the list once keys pause
+        self._detail_timer: Timer | None = None
         self.check_at = check_at
         self.item: int | None = None
         self.columns: StoreColumns | None = None
@@ -149,10 +154,14 @@ class InspectorApp(App[None]):
     @work(thread=True, exclusive=True, group="scan")
     def scan(self) -> None:
         worker = get_current_worker()
+        last = 0.0
         for count in self.doc.db.scan_steps(self.scan_step):
             if worker.is_cancelled:
                 return
-            self.post_message(ScanProgress(count, False))
+            now = time.monotonic()
+            if now - last > 0.25:  # the first rows at once, then a few updates a second
+                last = now
+                self.post_message(ScanProgress(count, False))
         self.post_message(ScanProgress(self.doc.count(), True))
 
     def on_scan_progress(self, msg: ScanProgress) -> None:
@@ -169,7 +178,20 @@ class InspectorApp(App[None]):
     # ------------------------------------------------------------ selection
     def on_row_highlighted(self, msg: RowHighlighted) -> None:
         self.item = msg.item
-        self.show_item()
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+            self._detail_timer = None
+        if self.detail_delay <= 0:
+            self.show_item()
+        else:  # while a key repeats only the list repaints; details follow when it stops
+            self._detail_timer = self.set_timer(self.detail_delay, self.flush_detail)
+
+    def flush_detail(self) -> None:
+        """Show the pending chunk's fields and bytes now (before acting on them)."""
+        if self._detail_timer is not None:
+            self._detail_timer.stop()
+            self._detail_timer = None
+            self.show_item()
 
     def show_item(self, keep_cursor: bool = False) -> None:
         item = self.item
@@ -209,7 +231,7 @@ class InspectorApp(App[None]):
         self.fields.show_message(title, lines)
         spans = []
         if err is not None and err.offset is not None and start <= err.offset < db.size:
-            spans.append((err.offset - start, 1, "error", "pad"))
+            spans.append((err.offset - start, 1, "error", "error"))
         fd = db.fd
         src = HexSource(start, size, lambda s, n: os.pread(fd, n, start + s), spans=spans, default_kind="unknown")
         self.hex.set_source(src)
@@ -429,6 +451,7 @@ class InspectorApp(App[None]):
         return True
 
     def action_edit_field(self) -> None:
+        self.flush_detail()
         if self.item is None or self.item < 0 or not self.editable():
             return
         node = self.fields.cursor_node
@@ -474,6 +497,8 @@ class InspectorApp(App[None]):
             self.action_edit_field()
 
     def on_hex_byte_typed(self, msg: HexByteTyped) -> None:
+        if self._detail_timer is not None:  # the hex view still shows the previous chunk
+            return
         if self.item is None or self.item < 0 or not self.editable():
             return
         try:

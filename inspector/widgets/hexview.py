@@ -32,6 +32,7 @@ KIND_STYLES = {
     "prop": Style(color="cyan"),
     "raw": Style(color="magenta"),
     "unknown": Style(color="magenta", bgcolor="grey11"),
+    "error": Style(color="bright_white", bgcolor="red3", bold=True),
 }
 DEFAULT_STYLE = Style(color="white")
 OFFSET_STYLE = Style(color="grey50")

@@ -54,7 +54,8 @@ class SummaryBar(Static):
             for t, n in sorted(counts.items()):
                 line2.append(f"{TYPE_SHORT.get(t, f'type{t}')} {n:,}  ")
             if idx.error is not None:
-                line2.append(f"⚠ damaged at offset {idx.error.offset}", style="bold red")
+                line2.append(f"⚠ damaged from offset {idx.end} (chunk {len(idx)}); {db.size - idx.end} bytes unread",
+                             style="bold red")
             elif idx.trailing:
                 line2.append(f"⚠ {idx.trailing} trailing bytes", style="yellow")
         self.update(Text("\n").join([line1, line2]))

@@ -21,7 +21,7 @@ async def test_damaged_file_shows_chunks_up_to_damage_then_raw_bytes(damaged_cop
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
         assert app.chunks.total() == 51  # 50 intact chunks + the damage row
-        assert "damaged at offset" in str(app.query_one("#summary").render())
+        assert f"damaged from offset {end} (chunk 50); {size - end} bytes unread" in str(app.query_one("#summary").render())
         await keys(pilot, "end")
         assert app.item == DAMAGE_ROW
         label = str(app.fields.root.label)

@@ -43,7 +43,7 @@ def test_inspect_in_tmux(tmp_path: Path) -> None:
         wait_for(lambda: "90 chunks" in screen(), "the summary line")
         text = screen()
         assert "2.0.20-a.db" in text and "db v6" in text and "cfg 1  msg 31" in text
-        assert "cfg[0] at 23" in text  # field tree of the first chunk
+        wait_for(lambda: "cfg[0] at 23" in screen(), "the first chunk's fields")  # they follow the list
         subprocess.run([*tmux, "send-keys", "-t", "t", "Down"], check=True)
         wait_for(lambda: "msg_store[1] at 47" in screen(), "the second chunk's fields")
         assert "#83 corp/shared/s1" in screen()

@@ -19,8 +19,10 @@ V3 = REAL / "1.4.15-a.db"
 CHECK_AT = 1_795_300_000.0
 
 
-def make_app(path: Path | str, *, read_only: bool = False, check_at: float | None = None) -> InspectorApp:
-    return InspectorApp(Document(str(path), read_only=read_only), check_at=check_at)
+def make_app(path: Path | str, *, read_only: bool = False, check_at: float | None = None,
+             detail_delay: float = 0.0) -> InspectorApp:
+    """The app on a file; details follow the cursor at once (no debounce) unless asked."""
+    return InspectorApp(Document(str(path), read_only=read_only), check_at=check_at, detail_delay=detail_delay)
 
 
 async def settle(pilot: Pilot) -> None:
