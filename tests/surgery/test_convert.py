@@ -244,3 +244,33 @@ def test_fixture_files_are_the_expected_versions() -> None:
         with DbFile(p) as db:
             assert db.version == v, p
     assert REAL.is_dir()
+
+
+def test_unknown_chunks_kept_where_the_header_width_allows(tmp_path: Path) -> None:
+    from sutil import UNIT
+
+    v3_bad = UNIT / "persist_read" / "v3-bad-chunk.test-db"
+    out = tmp_path / "v6.db"
+    r = run_cli("convert", v3_bad, "--to-version", "6", "-o", out)
+    assert r.returncode == 0, r.stderr
+    recs = records(out)
+    assert [(x.type, x.get("raw")) for x in recs] == [(65535, b"nochunk"), (1, None)]
+    assert recs[1]["last_db_id"] == 23
+    v5_bad = UNIT / "persist_read" / "v5-bad-chunk.test-db"
+    r = run_cli("convert", v5_bad, "--to-version", "4", "-o", tmp_path / "v4.db")
+    assert r.returncode == 1 and "unknown.chunk x1" in r.stderr and not (tmp_path / "v4.db").exists()
+    r = run_cli("convert", v5_bad, "--to-version", "4", "-o", tmp_path / "v4.db", "--force")
+    assert r.returncode == 0
+    assert "does not fit the 16-bit type of a v4 header" in r.stdout
+    assert [x.kind for x in records(tmp_path / "v4.db")] == ["cfg"]
+
+
+@pytest.mark.parametrize("command", [["rm-retained", "#"], ["drop-client", "x"], ["prune-sessions", "--expired"],
+                                     ["repair"]])
+def test_every_writer_refuses_to_overwrite_its_input(tmp_path: Path, command: list[str]) -> None:
+    copy = tmp_path / "m.db"
+    copy.write_bytes(V6.read_bytes())
+    r = run_proc(command[0], copy, *command[1:], "-o", copy)
+    assert r.returncode == 2 and "the output is the input" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert copy.read_bytes() == V6.read_bytes() and sorted(tmp_path.iterdir()) == [copy]
