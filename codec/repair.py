@@ -297,15 +297,18 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
     return report
 
 
-def _semantic(s: Salvager, report: RepairReport) -> list[Record]:
-    """Run the walk and the consistency rules; returns the records to write, cfg and stores first."""
+def _semantic(s: Salvager, report: RepairReport) -> Iterator[Record]:
+    """Run the walk and the consistency rules; returns the records to write (cfg, stores, the rest).
+
+    Only offsets and the few keys the rules need are kept per chunk; the records are decoded
+    again while writing, so memory does not grow with the payloads.
+    """
     cfg: Record | None = None
-    stores: list[Record] = []
-    rest: list[tuple[int, int, Record]] = []  # (offset, size, record) in file order
+    stores: list[tuple[int, int, int]] = []  # (offset, size, store id)
+    rest: list[tuple[int, int, str, Any]] = []  # (offset, size, kind, key) in file order
     store_at: dict[int, int] = {}
-    store_size: dict[int, int] = {}
+    topic_of: dict[int, str] = {}
     lengths_fixed = 0
-    reordered = False
     for item in s.walk():
         if isinstance(item, Dropped):
             report.dropped.append(item)
@@ -314,14 +317,12 @@ def _semantic(s: Salvager, report: RepairReport) -> list[Record]:
         off, end, rec = item
         if rec.length != len(encode_chunk(rec.with_values())) - s.hsize:
             lengths_fixed += 1
-        rec = rec.with_values()  # length recomputed on encode
-        kind = rec.kind
-        size = end - off
+        kind, size = rec.kind, end - off
         if kind == "cfg":
             if cfg is not None:
                 report.dropped.append(Dropped(off, size, kind, "second cfg chunk"))
                 continue
-            cfg = rec
+            cfg = rec.with_values()
             if rest or stores:
                 report.fixes.append("cfg chunk moved to the front")
         elif kind == "msg_store":
@@ -330,59 +331,56 @@ def _semantic(s: Salvager, report: RepairReport) -> list[Record]:
                 report.dropped.append(Dropped(off, size, kind, f"duplicate store id {sid} (first at offset {store_at[sid]})"))
                 continue
             store_at[sid] = off
-            store_size[sid] = size
-            stores.append(rec)
+            topic_of[sid] = rec["topic"]
+            stores.append((off, size, sid))
+        elif kind in ("client_msg", "retain"):
+            rest.append((off, size, kind, rec["store_id"]))
+        elif kind == "sub":
+            rest.append((off, size, kind, (rec["client_id"], rec["topic"])))
         else:
-            rest.append((off, size, rec))
-    # references: stores may appear anywhere (all stores are written first)
-    referenced: set[int] = set()
-    kept: list[tuple[int, Record]] = []  # (position in rest, record)
+            rest.append((off, size, kind, rec["client_id"]))
+    # references: stores may appear anywhere in the damaged file (all stores are written first)
+    reordered = False
+    kept: list[int] = []  # positions in rest
     retained_last: dict[str, int] = {}
     sub_last: dict[tuple[str, str], int] = {}
     clients_seen: set[str] = set()
-    topic_of = {r["store_id"]: r["topic"] for r in stores}
-    for pos, (off, size, rec) in enumerate(rest):
-        kind = rec.kind
+    for pos, (off, size, kind, key) in enumerate(rest):
         if kind in ("client_msg", "retain"):
-            sid = rec["store_id"]
-            if sid not in store_at:
-                report.dropped.append(Dropped(off, size, kind, f"dangling reference to store id {sid}, which is not in the file"))
+            if key not in store_at:
+                report.dropped.append(Dropped(off, size, kind, f"dangling reference to store id {key}, which is not in the file"))
                 continue
-            if store_at[sid] > off:
-                reordered = True
+            reordered = reordered or store_at[key] > off
             if kind == "retain":
-                retained_last[topic_of[sid]] = pos
+                retained_last[topic_of[key]] = pos
         elif kind == "sub":
-            sub_last[(rec["client_id"], rec["topic"])] = pos
+            sub_last[key] = pos
         elif kind == "client":
-            if rec["client_id"] in clients_seen:
-                report.dropped.append(Dropped(off, size, kind, f"second client chunk for {rec['client_id']!r}"))
+            if key in clients_seen:
+                report.dropped.append(Dropped(off, size, kind, f"second client chunk for {key!r}"))
                 continue
-            clients_seen.add(rec["client_id"])
-        kept.append((pos, rec))
-    final: list[Record] = []
-    for pos, rec in kept:
-        off, size = rest[pos][0], rest[pos][1]
-        if rec.kind == "retain":
-            topic = topic_of[rec["store_id"]]
-            if retained_last[topic] != pos:
-                report.dropped.append(Dropped(off, size, "retain", f"retained message for {topic!r} superseded by a later one"))
-                continue
-        elif rec.kind == "sub" and sub_last[(rec["client_id"], rec["topic"])] != pos:
-            report.dropped.append(Dropped(off, size, "sub", f"subscription {rec['topic']!r} of {rec['client_id']!r} "
-                                          "superseded by a later one"))
+            clients_seen.add(key)
+        kept.append(pos)
+    final: list[int] = []
+    referenced: set[int] = set()
+    for pos in kept:
+        off, size, kind, key = rest[pos]
+        if kind == "retain" and retained_last[topic_of[key]] != pos:
+            report.dropped.append(Dropped(off, size, kind, f"retained message for {topic_of[key]!r} superseded by a later one"))
             continue
-        if rec.kind in ("client_msg", "retain"):
-            referenced.add(rec["store_id"])
-        final.append(rec)
+        if kind == "sub" and sub_last[key] != pos:
+            report.dropped.append(Dropped(off, size, kind, f"subscription {key[1]!r} of {key[0]!r} superseded by a later one"))
+            continue
+        if kind in ("client_msg", "retain"):
+            referenced.add(key)
+        final.append(off)
     kept_stores = []
-    for rec in stores:
-        if rec["store_id"] not in referenced:
-            report.dropped.append(Dropped(store_at[rec["store_id"]], store_size[rec["store_id"]], "msg_store",
-                                          f"store id {rec['store_id']} is referenced by nothing (the broker drops it)"))
+    for off, size, sid in stores:
+        if sid not in referenced:
+            report.dropped.append(Dropped(off, size, "msg_store", f"store id {sid} is referenced by nothing (the broker drops it)"))
             continue
-        kept_stores.append(rec)
-    top = max((r["store_id"] for r in kept_stores), default=0)
+        kept_stores.append(off)
+    top = max((sid for _, _, sid in stores if sid in referenced), default=0)
     if cfg is None:
         cfg = Record(CFG, {"shutdown": 1, "dbid_size": 8, "last_db_id": top}, s.version)
         report.fixes.append(f"cfg chunk inserted (last_db_id {top})")
@@ -394,12 +392,21 @@ def _semantic(s: Salvager, report: RepairReport) -> list[Record]:
     if reordered:
         report.fixes.append("stored messages moved before the chunks that reference them")
     report.dropped.sort(key=lambda d: d.offset)
-    out = [cfg, *kept_stores, *final]
-    counts: dict[str, int] = {}
-    for r in out:
-        counts[r.kind] = counts.get(r.kind, 0) + 1
+    counts: dict[str, int] = {"cfg": 1, "msg_store": len(kept_stores)}
+    for off in final:
+        kind = ChunkType(s.header(off)[0]).label
+        counts[kind] = counts.get(kind, 0) + 1
     report.kept = counts
-    return out
+    return _records(s, cfg, kept_stores + final)
+
+
+def _records(s: Salvager, cfg: Record, offsets: list[int]) -> Iterator[Record]:
+    """Decode the kept chunks again, one at a time, for the writer (lengths recomputed)."""
+    yield cfg
+    for off in offsets:
+        got = s.try_chunk(off, strict=False)
+        assert not isinstance(got, str), got
+        yield got[0].with_values()
 
 
 def _write_verified(out_path: str | os.PathLike[str], write: Any, report: RepairReport, src: str, *,
