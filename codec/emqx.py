@@ -1,0 +1,653 @@
+"""Migrate a mosquitto.db into the EMQX offline-message plugin's MySQL or Redis store.
+
+The plugin looks messages up by the *exact* subscription filter string and deletes a
+message on the first ack from anyone, so a migration has to decide under which keys each
+queued message goes (``index_by``): ``filter`` (default) makes each queued message findable
+through the filters of the clients it was queued for; ``topic`` stores it under its
+concrete topic only. Ids follow the forward-packet doc's B.2 rule (``exporters.forward``),
+so re-running a migration writes the same ids and never duplicates rows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+from urllib.parse import unquote, urlparse
+
+from exporters.forward import MessageSource, Options, make_id
+
+from .errors import CodecError
+from .layouts import ChunkType
+from .query import topic_matches
+from .reader import DbFile
+from .sqlite import MigrationReport, column_rows, require_intact, small_records
+from .timeview import expires_at
+
+BLOB_MAX = 65_535
+MEDIUMBLOB_MAX = (1 << 24) - 1
+ID_MAX = 64  # clientid / msgid / sender: VARCHAR(64) characters
+TOPIC_MAX = 180  # VARCHAR(180) characters
+DEFAULT_TTL = 7200
+SQL_BATCH_BYTES = 1 << 20
+
+MYSQL_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS `mqtt_msg` (\n"
+    "  `id` bigint unsigned NOT NULL AUTO_INCREMENT,\n"
+    "  `msgid` varchar(64) DEFAULT NULL,\n"
+    "  `topic` varchar(180) NOT NULL,\n"
+    "  `sender` varchar(64) DEFAULT NULL,\n"
+    "  `qos` tinyint(1) NOT NULL DEFAULT '0',\n"
+    "  `retain` tinyint(1) DEFAULT NULL,\n"
+    "  `payload` blob,\n"
+    "  `arrived` datetime NOT NULL,\n"
+    "  PRIMARY KEY (`id`),\n"
+    "  INDEX topic_index(`topic`)\n"
+    ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+    "CREATE TABLE IF NOT EXISTS `mqtt_sub` (\n"
+    "  `clientid` varchar(64) NOT NULL,\n"
+    "  `topic` varchar(180) NOT NULL,\n"
+    "  `qos` tinyint(1) NOT NULL DEFAULT '0',\n"
+    "  PRIMARY KEY (`clientid`, `topic`)\n"
+    ") ENGINE=InnoDB DEFAULT CHARSET=utf8mb4",
+)
+
+
+def _if_sql(cond_select: str, then: str) -> list[str]:
+    """Run ``then`` only when ``cond_select`` (a count) is non-zero; works on MySQL and MariaDB."""
+    return [f"SET @mosqdb_stmt := (SELECT IF(({cond_select}) > 0, '{then}', 'DO 0'))",
+            "PREPARE mosqdb_s FROM @mosqdb_stmt", "EXECUTE mosqdb_s", "DEALLOCATE PREPARE mosqdb_s"]
+
+
+# an index on msgid makes the idempotency check (and the plugin's own delete by msgid) cheap
+MSGID_INDEX = _if_sql("SELECT 1 - COUNT(*) FROM information_schema.statistics WHERE table_schema = DATABASE() "
+                      "AND table_name = 'mqtt_msg' AND index_name = 'mqtt_msg_msgid'",
+                      "CREATE INDEX mqtt_msg_msgid ON mqtt_msg (msgid)")
+
+
+def widen_sql(kind: str) -> list[str]:
+    return _if_sql("SELECT COUNT(*) FROM information_schema.columns WHERE table_schema = DATABASE() AND "
+                   "table_name = 'mqtt_msg' AND column_name = 'payload' AND data_type IN ('tinyblob', 'blob'"
+                   + (", 'mediumblob'" if kind == "LONGBLOB" else "") + ")",
+                   f"ALTER TABLE mqtt_msg MODIFY payload {kind}")
+
+
+# ---------------------------------------------------------------- ids
+
+
+def _b62_char(v: int) -> str:
+    if v < 26:
+        return chr(65 + v)
+    if v < 52:
+        return chr(97 + v - 26)
+    if v < 61:
+        return chr(48 + v - 52)
+    return "9" + chr(65 + v - 61)
+
+
+def base62(data: bytes) -> str:
+    """``emqx_base62:encode``: 6-bit groups with a 9A/9B/9C escape, no padding."""
+    out = []
+    full = len(data) - len(data) % 3
+    for i in range(0, full, 3):
+        n = int.from_bytes(data[i:i + 3], "big")
+        out += [_b62_char(n >> 18 & 63), _b62_char(n >> 12 & 63), _b62_char(n >> 6 & 63), _b62_char(n & 63)]
+    rest = data[full:]
+    if len(rest) == 2:
+        n = int.from_bytes(rest, "big")
+        out += [_b62_char(n >> 10 & 63), _b62_char(n >> 4 & 63), _b62_char(n & 15)]
+    elif len(rest) == 1:
+        out += [_b62_char(rest[0] >> 2), _b62_char(rest[0] & 3)]
+    return "".join(out)
+
+
+def unbase62(text: str) -> bytes:
+    """``emqx_base62:decode`` (for checks): the inverse of :func:`base62`."""
+    vals: list[int] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "9":
+            if i + 1 >= len(text) or text[i + 1] not in "ABC":
+                raise ValueError(f"bad base62 escape at {i}")
+            vals.append(61 + "ABC".index(text[i + 1]))
+            i += 2
+            continue
+        if "A" <= ch <= "Z":
+            vals.append(ord(ch) - 65)
+        elif "a" <= ch <= "z":
+            vals.append(ord(ch) - 97 + 26)
+        elif "0" <= ch <= "8":
+            vals.append(ord(ch) - 48 + 52)
+        else:
+            raise ValueError(f"bad base62 character {ch!r} at {i}")
+        i += 1
+    out = bytearray()
+    full = len(vals) - len(vals) % 4
+    for j in range(0, full, 4):
+        n = vals[j] << 18 | vals[j + 1] << 12 | vals[j + 2] << 6 | vals[j + 3]
+        out += n.to_bytes(3, "big")
+    rest = vals[full:]
+    if len(rest) == 3:
+        out += (rest[0] << 10 | rest[1] << 4 | rest[2]).to_bytes(2, "big")
+    elif len(rest) == 2:
+        out.append(rest[0] << 2 | rest[1])
+    elif rest:
+        raise ValueError("base62 text has a dangling character")
+    return bytes(out)
+
+
+def redis_id(hex_id: str) -> str:
+    """The plugin's Redis id: the GUID as a decimal string, then base62 ("double encoding")."""
+    return base62(str(int(hex_id, 16)).encode("ascii"))
+
+
+def hex_from_redis_id(b62: str) -> str:
+    """``from_b62``: back to the 32 uppercase hex digits (raises ValueError if not an id)."""
+    digits = unbase62(b62).decode("ascii")
+    if not digits.isdigit():
+        raise ValueError("not a decimal GUID")
+    n = int(digits)
+    if n >= 1 << 128:
+        raise ValueError("GUID wider than 128 bits")
+    return f"{n:032X}"
+
+
+# ---------------------------------------------------------------- the plan
+
+
+@dataclass
+class Sub:
+    client_id: str
+    filter: str
+    qos: int
+
+
+@dataclass
+class Msg:
+    hex_id: str
+    store_id: int
+    sender: str | None
+    topic: str
+    qos: int
+    retain: bool
+    payload: bytes
+    ts_ms: int
+    keys: list[str] = field(default_factory=list)  # filters / topic it is indexed under (Redis zsets)
+    clients: list[str] = field(default_factory=list)
+
+
+@dataclass
+class EmqxOptions:
+    index_by: str = "filter"  # or "topic"
+    ttl: int = DEFAULT_TTL
+    widen_payload: bool = False
+    batch: int = 1000
+    now: float | None = None  # expiry reference (default: the clock)
+    import_ms: int | None = None  # Redis score base (default: the clock)
+    reference_ms: int | None = None  # B.2 timestamp of messages without a clock-based id
+
+
+@dataclass
+class Plan:
+    subs: list[Sub]
+    msgs: list[Msg]
+    clients: int
+    extra_subs: list[Sub]  # exact-topic subscriptions so MySQL's `WHERE topic = filter` finds queued messages
+
+
+def _strict(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def share_strip(filt: str) -> str:
+    """The filter a shared subscription matches with (``$share/group/filter`` -> ``filter``)."""
+    if filt.startswith("$share/"):
+        parts = filt.split("/", 2)
+        return parts[2] if len(parts) == 3 else ""
+    return filt
+
+
+def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable[[str, int, int], None]) -> Plan:
+    """Everything to write, decided once for every backend (so file and live outputs agree)."""
+    if opts.index_by not in ("filter", "topic"):
+        raise CodecError(f"index-by must be filter or topic, not {opts.index_by!r}")
+    if db.empty:
+        return Plan([], [], 0, [])
+    require_intact(db)
+    now = time.time() if opts.now is None else opts.now
+    expired: set[str] = set()
+    clients: list[str] = []
+    for i, rec in small_records(db, ChunkType.CLIENT):
+        cid = rec["client_id"]
+        exp = expires_at(rec)
+        if exp is not None and exp <= now:
+            expired.add(cid)
+            rep.skip("session expired: its subscriptions and queue are not migrated", cid)
+            continue
+        if not _strict(cid):
+            rep.skip("client id is not valid UTF-8", f"client[{i}]")
+            expired.add(cid)
+            continue
+        clients.append(cid)
+    subs: list[Sub] = []
+    by_client: dict[str, list[Sub]] = {}
+    for i, rec in small_records(db, ChunkType.SUB):
+        cid, filt = rec["client_id"], rec["topic"]
+        if cid in expired:
+            continue
+        if not (_strict(cid) and _strict(filt)):
+            rep.skip("subscription with a client id or filter that is not valid UTF-8", f"sub[{i}]")
+            continue
+        s = Sub(cid, filt, min(rec["qos"], 2))
+        subs.append(s)
+        by_client.setdefault(cid, []).append(s)
+
+    # queued deliveries, in file order: (client, store id, qos, retain)
+    queue: list[tuple[str, int, int, int]] = []
+    for _n, c in column_rows(db, ChunkType.CLIENT_MSG):
+        direction = c.get("direction")
+        for i in range(_n):
+            cid = c["client_id"][i].decode("utf-8", "surrogateescape")
+            if cid in expired:
+                continue
+            if direction is not None and direction[i] == 0:
+                rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)", f"{cid} mid {c['mid'][i]}")
+                continue
+            if c["qos"][i] == 0:
+                rep.skip("QoS 0 delivery (the plugin never deletes those: they would be re-sent on every subscribe)",
+                         f"{cid} store {c['store_id'][i]}")
+                continue
+            queue.append((cid, c["store_id"][i], min(c["qos"][i], 2), c["retain"][i]))
+    needed = {q[1] for q in queue}
+    source = MessageSource(db, Options(mode="delivery", reference_ms=opts.reference_ms))
+    stores: dict[int, tuple[str | None, str, bytes, int, int]] = {}
+    gone: set[int] = set()
+    n_store = db.index.counts().get(ChunkType.MSG_STORE, 0)
+    done = 0
+    for n, c in column_rows(db, ChunkType.MSG_STORE):
+        exp = c.get("expiry_time")
+        for i in range(n):
+            sid = c["store_id"][i]
+            if sid not in needed:
+                continue
+            if exp is not None and 0 < exp[i] <= now:
+                gone.add(sid)
+                rep.skip("stored message expired", f"store {sid}")
+                continue
+            try:
+                topic = c["topic"][i].decode("utf-8")
+                sender = c["source_id"][i].decode("utf-8") or None
+            except UnicodeDecodeError:
+                gone.add(sid)
+                rep.skip("topic or sender is not valid UTF-8", f"store {sid} at offset {c['offset'][i]}")
+                continue
+            stores[sid] = (sender, topic, c["payload"][i], source.timestamp(sid), c["qos"][i])
+        done += n
+        progress("reading", done, n_store)
+
+    msgs: dict[int, Msg] = {}
+    extra: dict[tuple[str, str], Sub] = {}
+    unmatched = 0
+    for cid, sid, qos, retain in queue:
+        st = stores.get(sid)
+        if st is None:
+            if sid not in gone:
+                rep.skip("queue entry refers to a store that is not in the file", f"{cid} store {sid}")
+            continue
+        sender, topic, payload, ts, _sq = st
+        m = msgs.get(sid)
+        if m is None:
+            m = msgs[sid] = Msg(make_id(ts, sid), sid, sender, topic, qos, bool(retain), payload, ts)
+        else:
+            m.qos = max(m.qos, qos)
+            m.retain = m.retain or bool(retain)
+        if cid not in m.clients:
+            m.clients.append(cid)
+        keys = [topic]
+        matched = [s for s in by_client.get(cid, []) if topic_matches(share_strip(s.filter), topic)]
+        if opts.index_by == "filter":
+            keys += [s.filter for s in matched]
+            for s in matched:
+                if s.filter != topic and (cid, topic) not in extra:
+                    extra[(cid, topic)] = Sub(cid, topic, s.qos)
+        if not matched:
+            unmatched += 1
+        for k in keys:
+            if k not in m.keys:
+                m.keys.append(k)
+    if unmatched:
+        rep.notes.append(f"{unmatched:,} queued deliveries match none of their client's saved subscriptions "
+                         "(e.g. a shared subscription, which Mosquitto does not save): stored under the topic only")
+    if opts.index_by == "topic":
+        exact = {(s.client_id, s.filter) for s in subs}
+        miss = sum(1 for m in msgs.values() for c in m.clients if (c, m.topic) not in exact)
+        if miss:
+            rep.notes.append(f"--index-by topic: {miss:,} queued deliveries go to clients with no subscription equal "
+                             "to the topic: the plugin delivers them only to a client subscribing to the exact topic")
+    return Plan(subs, list(msgs.values()), len(clients), list(extra.values()))
+
+
+# ---------------------------------------------------------------- limits
+
+
+def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tuple[list[Sub], list[Msg], str | None]:
+    """Drop (and report) rows MySQL would reject; say which payload type is needed."""
+    subs = []
+    for s in p.subs + p.extra_subs:
+        if len(s.client_id) > ID_MAX:
+            rep.skip(f"client id longer than {ID_MAX} characters (mqtt_sub.clientid)", s.client_id[:80])
+        elif len(s.filter) > TOPIC_MAX:
+            rep.skip(f"topic filter longer than {TOPIC_MAX} characters (mqtt_sub.topic)", s.filter[:80])
+        else:
+            subs.append(s)
+    msgs = []
+    widen: str | None = None
+    for m in p.msgs:
+        if len(m.topic) > TOPIC_MAX:
+            rep.skip(f"topic longer than {TOPIC_MAX} characters (mqtt_msg.topic)", m.topic[:80])
+        elif m.sender is not None and len(m.sender) > ID_MAX:
+            rep.skip(f"sender client id longer than {ID_MAX} characters (mqtt_msg.sender)", m.sender[:80])
+        elif len(m.payload) > BLOB_MAX and not opts.widen_payload:
+            rep.skip(f"payload over {BLOB_MAX:,} bytes (BLOB); use --widen-payload to ALTER it to MEDIUMBLOB",
+                     f"{m.topic} ({len(m.payload):,} bytes)")
+        else:
+            if len(m.payload) > MEDIUMBLOB_MAX:
+                widen = "LONGBLOB"
+            elif len(m.payload) > BLOB_MAX and widen is None:
+                widen = "MEDIUMBLOB"
+            msgs.append(m)
+    return subs, msgs, widen
+
+
+# ---------------------------------------------------------------- MySQL statements
+
+
+def sql_str(value: str | None) -> str:
+    if value is None:
+        return "NULL"
+    out = value.replace("\\", "\\\\").replace("'", "\\'").replace("\0", "\\0").replace("\n", "\\n")
+    return "'" + out.replace("\r", "\\r").replace("\x1a", "\\Z") + "'"
+
+
+def sql_bytes(value: bytes) -> str:
+    return "x'" + value.hex().upper() + "'" if value else "''"
+
+
+def _msg_select(m: Msg, first: bool) -> str:
+    vals = (sql_str(m.hex_id), sql_str(m.sender), sql_str(m.topic), str(m.qos), str(int(m.retain)),
+            sql_bytes(m.payload), f"FROM_UNIXTIME({m.ts_ms}/1000)")
+    if first:
+        names = ("msgid", "sender", "topic", "qos", "retain", "payload", "arrived")
+        return "SELECT " + ",".join(f"{v} AS `{n}`" for v, n in zip(vals, names))
+    return "SELECT " + ",".join(vals)
+
+
+def insert_messages_sql(batch: list[Msg]) -> str:
+    """One idempotent multi-row insert: rows whose msgid is already there are left alone."""
+    rows = "\n UNION ALL ".join(_msg_select(m, i == 0) for i, m in enumerate(batch))
+    return ("INSERT INTO mqtt_msg (msgid,sender,topic,qos,retain,payload,arrived)\n"
+            f"SELECT v.* FROM ({rows}) AS v\n"
+            "WHERE NOT EXISTS (SELECT 1 FROM mqtt_msg m WHERE m.msgid = v.msgid)")
+
+
+def insert_subs_sql(batch: list[Sub]) -> str:
+    rows = ",".join(f"({sql_str(s.client_id)},{sql_str(s.filter)},{s.qos})" for s in batch)
+    return f"INSERT INTO mqtt_sub (clientid,topic,qos) VALUES {rows} ON DUPLICATE KEY UPDATE qos=VALUES(qos)"
+
+
+def _batches(items: list[Any], size: int, weigh: Callable[[Any], int]) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    total = 0
+    for it in items:
+        w = weigh(it)
+        if batch and (len(batch) >= size or total + w > SQL_BATCH_BYTES):
+            yield batch
+            batch, total = [], 0
+        batch.append(it)
+        total += w
+    if batch:
+        yield batch
+
+
+def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: EmqxOptions
+                     ) -> Iterator[tuple[str, str, int]]:
+    """(kind, statement, rows) in execution order: schema, subscriptions, messages in delivery order."""
+    for s in MYSQL_SCHEMA:
+        yield "schema", s, 0
+    for s in MSGID_INDEX:
+        yield "schema", s, 0
+    if widen:
+        for s in widen_sql(widen):
+            yield "schema", s, 0
+    for b in _batches(subs, opts.batch, lambda s: 64):
+        yield "subs", insert_subs_sql(b), len(b)
+    for b in _batches(msgs, opts.batch, lambda m: 2 * len(m.payload) + 200):
+        yield "msgs", insert_messages_sql(b), len(b)
+
+
+# ---------------------------------------------------------------- Redis commands
+
+
+def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, list[bytes]]]:
+    """(kind, command) in order: subscriptions, then per message HSET, EXPIRE, ZADD per key."""
+    for s in p.subs:
+        yield "subs", [b"HSET", f"mqtt:sub:{s.client_id}".encode(), s.filter.encode(), str(s.qos).encode()]
+    base = int(time.time() * 1000) if opts.import_ms is None else opts.import_ms
+    ttl = str(opts.ttl).encode()
+    for i, m in enumerate(p.msgs):
+        b62 = redis_id(m.hex_id)
+        key = f"mqtt:msg:{b62}".encode()
+        yield "msgs", [b"HSET", key, b"id", b62.encode(), b"from", (m.sender or "").encode(), b"qos",
+                       str(m.qos).encode(), b"topic", m.topic.encode(), b"payload", m.payload, b"ts",
+                       str(m.ts_ms).encode(), b"retain", b"true" if m.retain else b"false"]
+        yield "expire", [b"EXPIRE", key, ttl]
+        score = str(base + i).encode()  # import time, increasing in delivery order
+        for k in m.keys:
+            yield "index", [b"ZADD", f"mqtt:msg:{k}".encode(), score, b62.encode()]
+
+
+def resp(cmd: list[bytes]) -> bytes:
+    parts = [b"*%d\r\n" % len(cmd)]
+    for a in cmd:
+        parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(parts)
+
+
+# ---------------------------------------------------------------- targets
+
+
+def parse_target(target: str) -> tuple[str, dict[str, Any]]:
+    """``mysql://U:P@H:P/DB``, ``redis://[:P@]H:P/N``, ``mysql-sql:FILE`` or ``redis-cmds:FILE``."""
+    if target.startswith("mysql-sql:"):
+        return "mysql-sql", {"path": target[len("mysql-sql:"):]}
+    if target.startswith("redis-cmds:"):
+        return "redis-cmds", {"path": target[len("redis-cmds:"):]}
+    u = urlparse(target)
+    if u.scheme == "mysql":
+        if not u.path.strip("/"):
+            raise CodecError(f"{target}: name the database (mysql://USER:PASS@HOST:PORT/DB)")
+        return "mysql", {"host": u.hostname or "127.0.0.1", "port": u.port or 3306,
+                         "user": unquote(u.username or "root"), "password": unquote(u.password or ""),
+                         "database": unquote(u.path.strip("/"))}
+    if u.scheme == "redis":
+        db = u.path.strip("/") or "0"
+        if not db.isdigit():
+            raise CodecError(f"{target}: the database must be a number (redis://HOST:PORT/N)")
+        return "redis", {"host": u.hostname or "127.0.0.1", "port": u.port or 6379, "db": int(db),
+                         "password": unquote(u.password) if u.password else None,
+                         "username": unquote(u.username) if u.username else None}
+    raise CodecError(f"unknown target {target!r}: use sqlite, mysql://…, redis://…, mysql-sql:FILE or redis-cmds:FILE")
+
+
+def migrate_emqx(db: DbFile, target: str, opts: EmqxOptions, *, dry_run: bool = False,
+                 progress: Callable[[str, int, int], None] | None = None) -> MigrationReport:
+    """Plan once, then write to a MySQL/Redis server or to a file for ``mysql`` / ``redis-cli --pipe``."""
+    t0 = time.perf_counter()
+    prog = progress or (lambda s, d, n: None)
+    kind, conf = parse_target(target)
+    shown = target.split("@")[-1] if kind in ("mysql", "redis") else target
+    rep = MigrationReport(db.path, f"{kind.split('-')[0]} ({shown})" if kind in ("mysql", "redis") else shown,
+                          dry_run=dry_run)
+    p = plan(db, opts, rep, prog)
+    rep.count("clients", len({s.client_id for s in p.subs}))
+    if kind.startswith("mysql"):
+        subs, msgs, widen = check_mysql_limits(p, opts, rep)
+        own = {id(s) for s in p.subs}
+        rep.count("subscriptions", sum(1 for s in subs if id(s) in own))
+        if p.extra_subs:
+            rep.count("extra exact-topic subscriptions", len(subs) - rep.written["subscriptions"])
+        if widen:
+            rep.notes.append(f"mqtt_msg.payload altered to {widen} (payloads over {BLOB_MAX:,} bytes)")
+        stmts = mysql_statements(subs, msgs, widen, opts)
+        if p.extra_subs and opts.index_by == "filter":
+            rep.notes.append("exact-topic subscriptions were added so MySQL's `WHERE topic = filter` finds messages "
+                             "queued through wildcard filters; they stay after delivery (remove them when drained)")
+        if dry_run:
+            rep.count("messages", len(msgs))
+        elif kind == "mysql":
+            _run_mysql(conf, stmts, rep, len(msgs), prog)
+        else:
+            _write_sql(conf["path"], stmts, rep, len(msgs), prog)
+    else:
+        rep.count("subscriptions", len(p.subs))
+        cmds = redis_commands(p, opts)
+        rep.notes.append(f"message hashes expire after {opts.ttl} s (--ttl) and zset scores are the import time: "
+                         "clients must reconnect within the plugin's message_ttl")
+        if dry_run:
+            rep.count("messages", len(p.msgs))
+        elif kind == "redis":
+            _run_redis(conf, cmds, rep, len(p.msgs), opts, prog)
+        else:
+            _write_resp(conf["path"], cmds, rep, len(p.msgs), prog)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _tally(rep: MigrationReport, kind: str, n: int) -> None:
+    if kind == "msgs":
+        rep.count("messages", n)
+    elif kind == "index":
+        rep.count("index entries", n)
+
+
+def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], rep: MigrationReport, total: int,
+               prog: Callable[[str, int, int], None]) -> None:
+    import pymysql
+
+    try:
+        con = pymysql.connect(host=conf["host"], port=conf["port"], user=conf["user"], password=conf["password"],
+                              database=conf["database"], charset="utf8mb4", autocommit=False,
+                              max_allowed_packet=64 << 20)
+    except pymysql.MySQLError as exc:
+        raise CodecError(f"cannot connect to MySQL at {conf['host']}:{conf['port']}: {exc.args[-1]}") from None
+    done = present = 0
+    try:
+        with con.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")
+            for kind, sql, n in stmts:
+                try:
+                    cur.execute(sql)
+                except pymysql.MySQLError as exc:
+                    con.rollback()
+                    raise CodecError(f"MySQL refused a {kind} statement: {exc.args[-1]}") from None
+                if kind == "msgs":
+                    done += n
+                    present += n - cur.rowcount
+                    rep.count("messages", cur.rowcount)
+                    prog("writing", done, total)
+                    con.commit()
+            con.commit()
+    finally:
+        con.close()
+    if present:
+        rep.skip("message already in mqtt_msg (same msgid: an earlier run)", n=present)
+
+
+def _write_sql(path: str, stmts: Iterable[tuple[str, str, int]], rep: MigrationReport, total: int,
+               prog: Callable[[str, int, int], None]) -> None:
+    from .writer import atomic_output
+
+    done = 0
+    with atomic_output(path) as f:
+        f.write(b"-- EMQX offline-message store, written by mosqdb migrate; load with: mysql DB < FILE\n"
+                b"SET NAMES utf8mb4;\n")
+        for kind, sql, n in stmts:
+            f.write(sql.encode("utf-8") + b";\n")
+            if kind == "msgs":
+                done += n
+                rep.count("messages", n)
+                prog("writing", done, total)
+
+
+def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, list[bytes]]], rep: MigrationReport, total: int,
+               opts: EmqxOptions, prog: Callable[[str, int, int], None]) -> None:
+    import redis
+
+    con = redis.Connection(host=conf["host"], port=conf["port"], db=conf["db"], password=conf["password"],
+                           username=conf["username"], socket_timeout=60)
+    try:
+        con.connect()
+    except redis.RedisError as exc:
+        raise CodecError(f"cannot connect to Redis at {conf['host']}:{conf['port']}: {exc}") from None
+    buf: list[bytes] = []
+    kinds: list[str] = []
+    done = 0
+    errors = 0
+
+    def flush() -> None:
+        nonlocal errors
+        con.send_packed_command(b"".join(buf))
+        for _k in kinds:
+            try:
+                con.read_response()
+            except redis.ResponseError as exc:
+                errors += 1
+                if errors == 1:
+                    rep.notes.append(f"Redis error: {exc}")
+        buf.clear()
+        kinds.clear()
+
+    try:
+        for kind, cmd in cmds:
+            buf.append(resp(cmd))
+            kinds.append(kind)
+            _tally(rep, kind, 1)
+            if kind == "msgs":
+                done += 1
+                if done % opts.batch == 0:
+                    flush()
+                    prog("writing", done, total)
+        if buf:
+            flush()
+        prog("writing", done, total)
+    except redis.RedisError as exc:
+        raise CodecError(f"Redis at {conf['host']}:{conf['port']}: {exc}") from None
+    finally:
+        con.disconnect()
+    if errors:
+        raise CodecError(f"Redis refused {errors} commands (first: {rep.notes[-1]})")
+
+
+def _write_resp(path: str, cmds: Iterable[tuple[str, list[bytes]]], rep: MigrationReport, total: int,
+                prog: Callable[[str, int, int], None]) -> None:
+    from .writer import atomic_output
+
+    done = 0
+    f: BinaryIO
+    with atomic_output(path) as f:
+        for kind, cmd in cmds:
+            f.write(resp(cmd))
+            _tally(rep, kind, 1)
+            if kind == "msgs":
+                done += 1
+                if done % 10_000 == 0:
+                    prog("writing", done, total)
+    prog("writing", done, total)
+    os.chmod(path, 0o644)

@@ -1,0 +1,596 @@
+"""Mosquitto 2.1 persist-sqlite stores: migrate a mosquitto.db into one, and back.
+
+The mapping is the format doc's §12. Big types (stores, queue entries, retains) are read
+with the columnar walk (``codec.columnar``), so a 2.4 M chunk file migrates in seconds;
+the output is built in a temp file inside one transaction and renamed into place, so a
+failed migration never leaves a half-written store behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .columnar import iter_columns
+from .engine import Record
+from .errors import CodecError, WriteError
+from .layouts import ChunkType
+from .properties import Property, decode_properties
+from .reader import DbFile
+from .writer import write_records
+
+NEVER = 0xFFFF_FFFF
+SIGN, WRAP = 1 << 63, 1 << 64
+SQLITE_MAGIC = b"SQLite format 3\0"
+SCHEMA_VERSION = ("database_schema", 1, 1, 0)
+# The exact statements a real Mosquitto 2.1.2 broker creates (persist-sqlite-schema.sql).
+SCHEMA = (
+    "CREATE TABLE base_msgs (store_id INT64 PRIMARY KEY,expiry_time INT64,topic STRING NOT NULL,payload BLOB,"
+    "source_id STRING,source_username STRING,payloadlen INTEGER,source_mid INTEGER,source_port INTEGER,"
+    "qos INTEGER,retain INTEGER,properties STRING)",
+    "CREATE TABLE retains (topic STRING PRIMARY KEY,store_id INT64)",
+    "CREATE TABLE clients (client_id TEXT PRIMARY KEY,username TEXT,connection_time INT64,will_delay_time INT64,"
+    "session_expiry_time INT64,listener_port INT,max_packet_size INT,max_qos INT,retain_available INT,"
+    "session_expiry_interval INT,will_delay_interval INT)",
+    "CREATE TABLE subscriptions (client_id TEXT NOT NULL,topic TEXT NOT NULL,subscription_options INTEGER,"
+    "subscription_identifier INTEGER,PRIMARY KEY (client_id, topic) )",
+    "CREATE TABLE client_msgs (client_id TEXT NOT NULL,cmsg_id INT64,store_id INT64,dup INTEGER,direction INTEGER,"
+    "mid INTEGER,qos INTEGER,retain INTEGER,state INTEGER,subscription_identifier INTEGER)",
+    "CREATE INDEX client_msgs_client_id ON client_msgs(client_id)",
+    "CREATE INDEX client_msgs_store_id ON client_msgs(store_id,client_id)",
+    "CREATE INDEX retains_storeid ON retains(store_id)",
+    "CREATE TABLE version_info (component TEXT NOT NULL,major INTEGER NOT NULL,minor INTEGER NOT NULL,"
+    "patch INTEGER NOT NULL)",
+    "CREATE TABLE wills (client_id TEXT PRIMARY KEY,payload BLOB,topic STRING NOT NULL,payloadlen INTEGER,"
+    "qos INTEGER,retain INTEGER,properties STRING)",
+)
+TABLES = ("base_msgs", "retains", "clients", "subscriptions", "client_msgs", "version_info", "wills")
+# The property kinds the plugin's restore code reads back (others are written without a value).
+JSON_NAMES = {1: "payload-format-indicator", 3: "content-type", 8: "response-topic", 9: "correlation-data",
+              38: "user-property"}
+BY_JSON_NAME = {v: k for k, v in JSON_NAMES.items()}
+SUB_ID = 11
+EXAMPLES = 5
+BATCH = 20_000
+
+Progress = Callable[[str, int, int], None]
+
+
+def _quiet(stage: str, done: int, total: int) -> None:
+    pass
+
+
+# ---------------------------------------------------------------- reports
+
+
+@dataclass
+class MigrationReport:
+    """What a migration wrote and what it left out, with the reasons (shared by all targets)."""
+
+    source: str
+    target: str
+    dry_run: bool = False
+    written: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.written[what] = self.written.get(what, 0) + n
+
+    def skip(self, reason: str, example: str | None = None, n: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + n
+        if example is not None:
+            ex = self.examples.setdefault(reason, [])
+            if len(ex) < EXAMPLES:
+                ex.append(example)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "target": self.target, "dry_run": self.dry_run, "written": self.written,
+                "skipped": [{"reason": r, "count": n, "examples": self.examples.get(r, [])}
+                            for r, n in self.skipped.items()],
+                "notes": self.notes, "seconds": round(self.seconds, 3)}
+
+    def lines(self) -> list[str]:
+        verb = "would write" if self.dry_run else "wrote"
+        out = [f"{self.source} -> {self.target}: {verb} "
+               + (", ".join(f"{n:,} {k}" for k, n in self.written.items()) or "nothing")
+               + f" in {self.seconds:.2f} s"]
+        for r, n in self.skipped.items():
+            ex = self.examples.get(r)
+            out.append(f"  skipped {n:,}: {r}" + (f" (e.g. {'; '.join(ex)})" if ex else ""))
+        out.extend(f"  note: {n}" for n in self.notes)
+        return out
+
+
+# ---------------------------------------------------------------- reading a db by columns
+
+
+def text(raw: bytes) -> str | bytes:
+    """A string for sqlite: UTF-8 text, or the raw bytes (bound as a BLOB) when not UTF-8."""
+    if raw.isascii():
+        return raw.decode("ascii")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
+def show(raw: bytes | str) -> str:
+    return raw if isinstance(raw, str) else raw.decode("utf-8", "backslashreplace")
+
+
+def column_rows(db: DbFile, chunk_type: ChunkType) -> Iterator[tuple[int, dict[str, list[Any]]]]:
+    """Per batch: its size and every field as a Python list (variable fields as bytes)."""
+    for cols in iter_columns(db, chunk_type):
+        raw = cols.data.tobytes()
+        out: dict[str, list[Any]] = {name: arr.astype(np.uint64 if name == "store_id" else np.int64).tolist()
+                                     for name, arr in cols.ints.items()}
+        for name, (starts, sizes) in cols.spans.items():
+            out[name] = [raw[s:s + n] for s, n in zip(starts.tolist(), sizes.tolist())]
+        out["index"] = cols.index.tolist()
+        out["offset"] = cols.offset.tolist()
+        yield len(cols), out
+
+
+def small_records(db: DbFile, chunk_type: ChunkType) -> Iterator[tuple[int, Record]]:
+    """Chunks of a type with few members (clients, subscriptions), decoded one by one."""
+    types = np.frombuffer(db.index.types, dtype=np.uint32)
+    for i in np.nonzero(types == int(chunk_type))[0].tolist():
+        yield i, db.chunk(i).record
+
+
+def props_of(raw: bytes, where: str) -> list[Property]:
+    if not raw:
+        return []
+    try:
+        return decode_properties(raw)
+    except CodecError as exc:
+        raise CodecError(f"{where}: {exc}") from None
+
+
+def require_intact(db: DbFile) -> None:
+    err = db.index.error
+    if err is not None:
+        raise CodecError(f"the file is damaged ({err}); run `mosqdb repair` first and migrate the repaired copy",
+                         path=db.path)
+
+
+def signed64(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def props_json(props: list[Property]) -> tuple[str | None, int]:
+    """The plugin's properties JSON with the five restorable kinds; and how many were left out."""
+    items: list[dict[str, Any]] = []
+    dropped = 0
+    for p in props:
+        name = JSON_NAMES.get(p.id)
+        if name is None:
+            dropped += 1
+        elif p.id == 38:
+            items.append({"identifier": name, "name": p.value[0], "value": p.value[1]})
+        elif p.id == 9:
+            items.append({"identifier": name, "value": bytes(p.value).hex().upper()})
+        else:
+            items.append({"identifier": name, "value": p.value})
+    return (json.dumps(items, ensure_ascii=False) if items else None), dropped
+
+
+# ---------------------------------------------------------------- db -> sqlite
+
+
+def is_sqlite(path: str | os.PathLike[str]) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def _has_content(path: str) -> bool:
+    """Does ``path`` hold anything we would overwrite (tables or non-sqlite bytes)?"""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return False
+    if not is_sqlite(path):
+        return True
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
+    except sqlite3.DatabaseError:
+        return True
+    finally:
+        con.close()
+
+
+@dataclass
+class _Queue:
+    client_id: list[bytes] = field(default_factory=list)
+    rows: list[tuple[int, int, int, int, int, int, int, int]] = field(default_factory=list)
+    # store_id, dup, direction, mid, qos, retain, state, subscription identifier
+
+
+def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session_expiry: int = NEVER,
+                 now: float | None = None, force: bool = False, progress: Progress = _quiet) -> MigrationReport:
+    """Write the 2.1 plugin's store for ``db`` (``out_path`` None: a dry run that only counts)."""
+    t0 = time.perf_counter()
+    now_s = int(time.time() if now is None else now)
+    out = os.fspath(out_path) if out_path is not None else None
+    rep = MigrationReport(db.path, out or "sqlite", dry_run=out is None)
+    if out is not None and _has_content(out) and not force:
+        raise CodecError("not empty (an existing database); use --force to replace it", path=out)
+    if not 0 <= session_expiry <= NEVER:
+        raise CodecError(f"session expiry {session_expiry} is not 0..4294967295")
+    if out is None:
+        con = sqlite3.connect(":memory:")
+        tmp = None
+    else:
+        directory = os.path.dirname(os.path.abspath(out))
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=directory)
+        except OSError as exc:
+            raise WriteError(f"cannot create a temp file in {directory}: {exc.strerror}", path=out) from None
+        os.close(fd)
+        con = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        con.execute("PRAGMA page_size=4096")
+        con.execute("PRAGMA journal_mode=OFF" if tmp else "PRAGMA journal_mode=MEMORY")
+        con.execute("PRAGMA synchronous=OFF")
+        con.execute("PRAGMA cache_size=-262144")
+        con.execute("BEGIN")
+        # tables first, secondary indexes after the rows (a sorted build is much faster)
+        for stmt in SCHEMA:
+            if not stmt.startswith("CREATE INDEX"):
+                con.execute(stmt)
+        con.execute("INSERT INTO version_info VALUES (?,?,?,?)", SCHEMA_VERSION)
+        if not db.empty:
+            require_intact(db)
+            _fill(db, con, rep, session_expiry, now_s, progress)
+        for stmt in SCHEMA:
+            if stmt.startswith("CREATE INDEX"):
+                con.execute(stmt)
+        con.execute("COMMIT")
+        con.close()
+        if tmp is not None and out is not None:
+            with open(tmp, "rb+") as f:
+                os.fsync(f.fileno())
+            os.chmod(tmp, os.stat(out).st_mode & 0o7777 if os.path.exists(out) else 0o644)
+            for suffix in ("-wal", "-shm", "-journal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(out + suffix)
+            os.replace(tmp, out)
+            tmp = None
+    except sqlite3.Error as exc:
+        raise WriteError(f"sqlite: {exc}; nothing written", path=out or db.path) from None
+    finally:
+        with contextlib.suppress(Exception):
+            con.close()
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_expiry: int, now: int,
+          progress: Progress) -> None:
+    assert db.version is not None
+    version = db.version
+    counts = db.index.counts()
+    n_cmsg = counts.get(ChunkType.CLIENT_MSG, 0)
+    n_store = counts.get(ChunkType.MSG_STORE, 0)
+    n_ret = counts.get(ChunkType.RETAIN, 0)
+    known = {int(t) for t in ChunkType}
+    for t, n in counts.items():
+        if t not in known:
+            rep.skip(f"chunk type {t} is unknown to Mosquitto (the broker skips it too)", n=n)
+
+    # queue entries and retains first: they say which stores are needed
+    q = _Queue()
+    done = 0
+    for n, c in column_rows(db, ChunkType.CLIENT_MSG):
+        props = c.get("properties")
+        direction = c.get("direction")
+        for i in range(n):
+            sub_id = 0
+            if props is not None and props[i]:
+                for p in props_of(props[i], f"client_msg[{c['index'][i]}] at offset {c['offset'][i]}"):
+                    if p.id == SUB_ID:
+                        sub_id = p.value
+                        break
+            q.client_id.append(c["client_id"][i])
+            q.rows.append((c["store_id"][i], c["dup"][i], direction[i] if direction is not None else 1,
+                           c["mid"][i], c["qos"][i], c["retain"][i], c["state"][i], sub_id))
+        done += n
+        progress("queues", done, n_cmsg)
+    retained: list[int] = []
+    for _n, c in column_rows(db, ChunkType.RETAIN):
+        retained.extend(c["store_id"])
+    needed = {r[0] for r in q.rows}
+    needed.update(retained)
+
+    written: set[int] = set()
+    expired = 0
+    done = 0
+    ins = ("INSERT OR REPLACE INTO base_msgs (store_id,expiry_time,topic,payload,source_id,source_username,payloadlen,"
+           "source_mid,source_port,qos,retain,properties) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
+    dropped_props = 0
+    for n, c in column_rows(db, ChunkType.MSG_STORE):
+        rows = []
+        exp = c.get("expiry_time")
+        props = c.get("properties")
+        user = c.get("source_username")
+        port = c.get("source_port")
+        for i in range(n):
+            sid = c["store_id"][i]
+            if sid not in needed:
+                continue
+            e = exp[i] if exp is not None else 0
+            if 0 < e <= now:
+                expired += 1
+                continue
+            pj = None
+            if props is not None and props[i]:
+                pj, d = props_json(props_of(props[i], f"msg_store[{c['index'][i]}] at offset {c['offset'][i]}"))
+                dropped_props += d
+            payload = c["payload"][i]
+            rows.append((sid if sid < SIGN else sid - WRAP, e, text(c["topic"][i]), payload or None,
+                         text(c["source_id"][i]) if c["source_id"][i] else None,
+                         text(user[i]) if user is not None and user[i] else None,
+                         len(payload), c["source_mid"][i], port[i] if port is not None else 0,
+                         c["qos"][i], c["retain"][i], pj))
+            written.add(sid)
+        con.executemany(ins, rows)
+        done += n
+        progress("messages", done, n_store)
+    rep.count("messages", len(written))
+    if n_store > len(written) + expired:
+        rep.notes.append(f"{n_store - len(written) - expired:,} stored messages nobody references were left out")
+    if expired:
+        rep.skip("stored message expired (and its queue entries and retain)", n=expired)
+    if dropped_props:
+        rep.skip("message property the plugin cannot restore (e.g. message-expiry-interval; "
+                 "expiry is kept in expiry_time)", n=dropped_props)
+
+    # retains: the topic comes from the referenced store; one row per topic, last wins
+    con.execute("CREATE TEMP TABLE r (store_id INT64)")
+    con.executemany("INSERT INTO temp.r VALUES (?)", ((signed64(s),) for s in retained if s in written))
+    con.execute("INSERT OR REPLACE INTO retains (topic, store_id) SELECT b.topic, r.store_id FROM temp.r r "
+                "JOIN base_msgs b ON b.store_id = r.store_id ORDER BY r.rowid")
+    n_retains = con.execute("SELECT count(*) FROM retains").fetchone()[0]
+    con.execute("DROP TABLE temp.r")
+    rep.count("retains", n_retains)
+    lost = [s for s in retained if s not in written]
+    gone = _missing_stores(db, lost, now)
+    if gone:
+        rep.skip("retain refers to a store that is not in the file", f"store {gone[0]}", n=len(gone))
+    if len(retained) - len(lost) > n_retains:
+        rep.notes.append(f"{len(retained) - len(lost) - n_retains:,} retains share a topic: the last one is kept")
+    progress("retains", n_ret, n_ret)
+
+    # clients
+    seen: set[str | bytes] = set()
+    crows = []
+    for i, rec in small_records(db, ChunkType.CLIENT):
+        v = rec.values
+        cid = text(v["client_id"].encode("utf-8", "surrogateescape"))
+        if cid in seen:
+            rep.skip("duplicate client id (the last one is kept)", f"client[{i}] {show(cid)}")
+        seen.add(cid)
+        if version >= 5:
+            interval = v.get("session_expiry_interval", 0)
+            exp_t = v.get("session_expiry_time", 0)
+        else:
+            interval = session_expiry
+            exp_t = 0 if interval in (0, NEVER) else now + interval
+        user = v.get("username")
+        crows.append((cid, text(user.encode("utf-8", "surrogateescape")) if user else None, now, 0, exp_t,
+                      v.get("listener_port", 0), 0, 2, 1, interval - (1 << 32) if interval >= 1 << 31 else interval,
+                      0))
+    con.executemany("INSERT OR REPLACE INTO clients VALUES (?,?,?,?,?,?,?,?,?,?,?)", crows)
+    rep.count("clients", len(seen))
+    if version <= 4 and crows:
+        shown = "never" if session_expiry == NEVER else f"{session_expiry} s"
+        rep.notes.append(f"v{version} sessions have no expiry in the file: session expiry interval set to {shown}")
+
+    # subscriptions
+    srows = {}
+    for i, rec in small_records(db, ChunkType.SUB):
+        v = rec.values
+        key = (text(v["client_id"].encode("utf-8", "surrogateescape")), text(v["topic"].encode("utf-8", "surrogateescape")))
+        if key in srows:
+            rep.skip("duplicate subscription (client, filter): the last one is kept", f"sub[{i}] {show(key[1])}")
+        srows[key] = (*key, (v["qos"] & 3) | (v.get("options", 0) & 0xFC), v.get("identifier", 0))
+    con.executemany("INSERT OR REPLACE INTO subscriptions VALUES (?,?,?,?)", list(srows.values()))
+    rep.count("subscriptions", len(srows))
+
+    # client_msgs in file order, cmsg_id 1, 2, 3... per client
+    seq: dict[bytes, int] = {}
+    mrows = []
+    lost_q = 0
+    example = None
+    for raw_cid, r in zip(q.client_id, q.rows):
+        sid = r[0]
+        if sid not in written:
+            lost_q += 1
+            example = example or f"{show(raw_cid)} store {sid}"
+            continue
+        k = seq.get(raw_cid, 0) + 1
+        seq[raw_cid] = k
+        mrows.append((text(raw_cid), k, signed64(sid), *r[1:]))
+    con.executemany("INSERT INTO client_msgs VALUES (?,?,?,?,?,?,?,?,?,?)", mrows)
+    rep.count("queued", len(mrows))
+    if lost_q:
+        rep.skip("queue entry whose stored message is expired or missing", example, n=lost_q)
+    progress("queues", n_cmsg, n_cmsg)
+
+
+def _missing_stores(db: DbFile, sids: list[int], now: int) -> list[int]:
+    """Of store ids not written, those absent from the file (the rest expired)."""
+    if not sids:
+        return []
+    want = set(sids)
+    present: set[int] = set()
+    for _n, c in column_rows(db, ChunkType.MSG_STORE):
+        present.update(s for s in c["store_id"] if s in want)
+    return [s for s in sids if s not in present]
+
+
+# ---------------------------------------------------------------- sqlite -> db
+
+
+def _s(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return str(value)
+
+
+def _b(value: Any) -> bytes:
+    if value is None:
+        return b""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    return bytes(value)
+
+
+def _u64(v: Any) -> int:
+    return int(v or 0) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def json_props(textv: Any, where: str) -> list[Property] | None:
+    if textv is None or textv == "":
+        return None
+    try:
+        items = json.loads(_s(textv) or "")
+    except ValueError as exc:
+        raise CodecError(f"{where}.properties: not JSON ({exc.msg})") from None
+    props: list[Property] = []
+    for it in items if isinstance(items, list) else []:
+        pid = BY_JSON_NAME.get(it.get("identifier")) if isinstance(it, dict) else None
+        if pid is None or "value" not in it:
+            continue  # the plugin's restore skips these too
+        val = it["value"]
+        if pid == 38:
+            props.append(Property.make(pid, (str(it.get("name", "")), str(val))))
+        elif pid == 9:
+            try:
+                props.append(Property.make(pid, bytes.fromhex(str(val))))
+            except ValueError:
+                raise CodecError(f"{where}.properties: correlation-data {val!r} is not hex") from None
+        elif pid == 1:
+            props.append(Property.make(pid, int(val)))
+        else:
+            props.append(Property.make(pid, str(val)))
+    return props or None
+
+
+def read_sqlite(src_path: str | os.PathLike[str]) -> sqlite3.Connection:
+    path = os.fspath(src_path)
+    if not is_sqlite(path):
+        raise CodecError("not a sqlite database", path=path)
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+    try:
+        names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise CodecError(f"not a readable sqlite database ({exc})", path=path) from None
+    lacking = [t for t in ("base_msgs", "retains", "clients", "subscriptions", "client_msgs") if t not in names]
+    if lacking:
+        con.close()
+        raise CodecError(f"not a Mosquitto 2.1 persistence store: no table {', '.join(lacking)}", path=path)
+    return con
+
+
+def sqlite_records(con: sqlite3.Connection, rep: MigrationReport | None = None) -> Iterator[Record]:
+    """v6 records for a 2.1 store, in the order Mosquitto 2.0 writes them."""
+    v6 = 6
+    cfg_id = con.execute("SELECT max(store_id), min(store_id) FROM base_msgs").fetchone()
+    last = max(_u64(cfg_id[0]) if cfg_id[0] is not None else 0, _u64(cfg_id[1]) if cfg_id[1] is not None else 0)
+    yield Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": last}, v6)
+    for row in con.execute("SELECT store_id,expiry_time,topic,payload,source_id,source_username,source_mid,"
+                           "source_port,qos,retain,properties,rowid FROM base_msgs ORDER BY rowid"):
+        where = f"base_msgs rowid {row[11]}"
+        yield Record(int(ChunkType.MSG_STORE), {
+            "store_id": _u64(row[0]), "expiry_time": int(row[1] or 0), "source_mid": int(row[6] or 0),
+            "source_id": _s(row[4]) or None, "source_username": _s(row[5]) or None, "source_port": int(row[7] or 0),
+            "topic": _s(row[2]) or "", "qos": int(row[8] or 0), "retain": int(row[9] or 0), "payload": _b(row[3]),
+            "properties": json_props(row[10], where)}, v6)
+        if rep is not None:
+            rep.count("messages")
+    queues: dict[str, list[tuple]] = {}
+    for row in con.execute("SELECT client_id,store_id,dup,direction,mid,qos,retain,state,subscription_identifier "
+                           "FROM client_msgs ORDER BY rowid"):
+        queues.setdefault(_s(row[0]) or "", []).append(row)
+    clients = list(con.execute("SELECT client_id,username,session_expiry_time,listener_port,session_expiry_interval "
+                               "FROM clients ORDER BY rowid"))
+
+    def cmsgs(cid: str) -> Iterator[Record]:
+        for r in queues.pop(cid, []):
+            sub_id = int(r[8] or 0)
+            yield Record(int(ChunkType.CLIENT_MSG), {
+                "client_id": cid, "store_id": _u64(r[1]), "mid": int(r[4] or 0), "qos": int(r[5] or 0),
+                "state": int(r[7] or 0), "direction": int(r[3] or 0), "retain": int(r[6] or 0), "dup": int(r[2] or 0),
+                "properties": [Property.make(SUB_ID, sub_id)] if sub_id else None}, v6)
+            if rep is not None:
+                rep.count("queued")
+
+    for cid_v, user, exp_t, port, interval in clients:
+        cid = _s(cid_v) or ""
+        mids = [int(r[4] or 0) for r in queues.get(cid, [])]
+        yield Record(int(ChunkType.CLIENT), {
+            "client_id": cid, "last_mid": max(mids, default=0) & 0xFFFF, "session_expiry_time": int(exp_t or 0),
+            "session_expiry_interval": int(interval or 0) & NEVER, "listener_port": int(port or 0) & 0xFFFF,
+            "username": _s(user) or None}, v6)
+        if rep is not None:
+            rep.count("clients")
+        yield from cmsgs(cid)
+    for cid in list(queues):
+        if rep is not None:
+            rep.skip("queue entries of a client without a session row (written without one)", cid, n=len(queues[cid]))
+        yield from cmsgs(cid)
+    for cid_v, topic, opts, ident in con.execute(
+            "SELECT client_id,topic,subscription_options,subscription_identifier FROM subscriptions ORDER BY rowid"):
+        o = int(opts or 0)
+        yield Record(int(ChunkType.SUB), {"client_id": _s(cid_v) or "", "topic": _s(topic) or "", "qos": o & 3,
+                                          "options": o & 0xFC, "identifier": int(ident or 0)}, v6)
+        if rep is not None:
+            rep.count("subscriptions")
+    for (sid,) in con.execute("SELECT store_id FROM retains ORDER BY rowid"):
+        yield Record(int(ChunkType.RETAIN), {"store_id": _u64(sid)}, v6)
+        if rep is not None:
+            rep.count("retains")
+
+
+def sqlite_to_db(src_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> MigrationReport:
+    """Write a v6 mosquitto.db holding everything a 2.1 sqlite store holds that a db can."""
+    t0 = time.perf_counter()
+    rep = MigrationReport(os.fspath(src_path), os.fspath(out_path))
+    con = read_sqlite(src_path)
+    try:
+        try:
+            n_wills = con.execute("SELECT count(*) FROM wills").fetchone()[0]
+        except sqlite3.DatabaseError:
+            n_wills = 0
+        if n_wills:
+            rep.skip("will message (a mosquitto.db has no place for wills)", n=n_wills)
+        try:
+            write_records(out_path, 6, sqlite_records(con, rep))
+        except sqlite3.DatabaseError as exc:
+            raise CodecError(f"reading the sqlite store failed: {exc}", path=os.fspath(src_path)) from None
+    finally:
+        con.close()
+    rep.seconds = time.perf_counter() - t0
+    return rep

@@ -1,0 +1,102 @@
+"""`mosqdb migrate FILE --to TARGET`: move a mosquitto.db to Mosquitto 2.1's sqlite store or EMQX.
+
+Targets: ``sqlite -o mosquitto.sqlite3``, ``mysql://USER:PASS@HOST:PORT/DB``,
+``redis://HOST:PORT/N``, ``mysql-sql:FILE.sql`` and ``redis-cmds:FILE.resp`` (the same
+writes as a file for ``mysql`` / ``redis-cli --pipe``). Every run prints a summary of what
+was written and what was skipped and why; ``--dry-run`` writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from codec.emqx import DEFAULT_TTL, EmqxOptions, migrate_emqx, parse_target
+from codec.errors import CodecError
+from codec.sqlite import NEVER, MigrationReport, db_to_sqlite
+from codec.timeview import parse_time
+
+from . import UsageError, add_endian, open_input
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("migrate", help="migrate to Mosquitto 2.1's sqlite store or EMQX's offline-message store",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file")
+    p.add_argument("--to", required=True, metavar="TARGET",
+                   help="sqlite | mysql://USER:PASS@HOST:PORT/DB | redis://HOST:PORT/N | mysql-sql:FILE | redis-cmds:FILE")
+    p.add_argument("-o", "--output", help="sqlite: the mosquitto.sqlite3 to write")
+    p.add_argument("--force", action="store_true", help="sqlite: replace an existing non-empty database")
+    p.add_argument("--session-expiry", type=int, default=NEVER, metavar="SECONDS",
+                   help="sqlite, v3/v4 files: session expiry interval of every session (default: never)")
+    p.add_argument("--index-by", choices=("filter", "topic"), default="filter",
+                   help="EMQX: index queued messages under their clients' matching filters (default) or the topic")
+    p.add_argument("--ttl", type=int, default=DEFAULT_TTL, metavar="SECONDS",
+                   help=f"Redis: message hash expiry; match the plugin's message_ttl (default {DEFAULT_TTL})")
+    p.add_argument("--widen-payload", action="store_true",
+                   help="MySQL: ALTER payload to MEDIUMBLOB when a payload exceeds 65,535 bytes (else skip those)")
+    p.add_argument("--batch", type=int, default=1000, metavar="N", help="EMQX: rows / messages per batch")
+    p.add_argument("--at", metavar="TIME", help="expiry reference: now (default), file-mtime, Unix seconds, ISO 8601")
+    p.add_argument("--reference-ms", type=int, metavar="MS",
+                   help="EMQX: message time for ids when the store id holds none (default: the file's mtime)")
+    p.add_argument("--dry-run", action="store_true", help="only report what would be written")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_endian(p)
+    p.set_defaults(func=cmd_migrate)
+
+
+@contextlib.contextmanager
+def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A Rich progress bar on stderr when it is a terminal; a no-op otherwise."""
+    if not enabled or not sys.stderr.isatty():
+        yield lambda stage, done, total: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    tasks: dict[str, Any] = {}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        def update(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=max(total, 1))
+            bar.update(tasks[stage], completed=done, total=max(total, 1))
+        yield update
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    if args.to == "sqlite":
+        if not args.output and not args.dry_run:
+            raise UsageError("--to sqlite needs -o mosquitto.sqlite3 (or --dry-run)")
+        if not 0 <= args.session_expiry <= NEVER:
+            raise UsageError("--session-expiry must be 0..4294967295 seconds")
+    else:
+        try:
+            parse_target(args.to)
+        except CodecError as exc:
+            raise UsageError(str(exc)) from None
+        if args.output:
+            raise UsageError("-o is for --to sqlite; file targets are mysql-sql:FILE or redis-cmds:FILE")
+        if args.ttl <= 0 or args.batch <= 0:
+            raise UsageError("--ttl and --batch must be positive")
+    now = parse_time(args.at, path=args.file)
+    with open_input(args.file, endian=args.endian) as db, progress_bar(not (args.quiet or args.json)) as prog:
+        rep: MigrationReport
+        if args.to == "sqlite":
+            rep = db_to_sqlite(db, None if args.dry_run else args.output, session_expiry=args.session_expiry,
+                               now=now, force=args.force, progress=prog)
+        else:
+            opts = EmqxOptions(index_by=args.index_by, ttl=args.ttl, widen_payload=args.widen_payload,
+                               batch=args.batch, now=now, reference_ms=args.reference_ms)
+            rep = migrate_emqx(db, args.to, opts, dry_run=args.dry_run, progress=prog)
+        rep.source = getattr(db, "source_path", args.file)
+    if args.json:
+        print(json.dumps(rep.to_json(), ensure_ascii=False))
+    else:
+        print("\n".join(rep.lines()))
+    return 0
