@@ -247,8 +247,12 @@ def _read_version(path: str, buf: Any, size: int, version: int | None) -> int:
 
 
 def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None, *, version: int | None = None,
-           endian: str = "little", at: float | None = None) -> RepairReport:
-    """Salvage ``path`` into ``out_path`` (None: only report). Raises if the result is not valid."""
+           endian: str = "little", at: float | None = None, recover_retained: bool = False) -> RepairReport:
+    """Salvage ``path`` into ``out_path`` (None: only report). Raises if the result is not valid.
+
+    ``recover_retained``: a store published with the retain flag whose topic has no RETAIN
+    chunk left (a file cut before its retained section) gets one again, newest store per topic.
+    """
     t0 = time.perf_counter()
     path = os.fspath(path)
     try:
@@ -272,7 +276,7 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
                 report.fixes.append(f"header version set to {ver}")
             elif size < FILE_HEADER_SIZE:
                 report.fixes.append(f"file header rebuilt (only {size} bytes were there)")
-            records = _semantic(Salvager(mm, size, ver, endian), report)
+            records = _semantic(Salvager(mm, size, ver, endian), report, recover_retained=recover_retained)
             header = file_header(ver)
 
             def write(o: str) -> None:
@@ -297,7 +301,7 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
     return report
 
 
-def _semantic(s: Salvager, report: RepairReport) -> Iterator[Record]:
+def _semantic(s: Salvager, report: RepairReport, *, recover_retained: bool = False) -> Iterator[Record]:
     """Run the walk and the consistency rules; returns the records to write (cfg, stores, the rest).
 
     Only offsets and the few keys the rules need are kept per chunk; the records are decoded
@@ -308,6 +312,7 @@ def _semantic(s: Salvager, report: RepairReport) -> Iterator[Record]:
     rest: list[tuple[int, int, str, Any]] = []  # (offset, size, kind, key) in file order
     store_at: dict[int, int] = {}
     topic_of: dict[int, str] = {}
+    flagged: list[int] = []  # stores published with the retain flag
     lengths_fixed = 0
     for item in s.walk():
         if isinstance(item, Dropped):
@@ -332,6 +337,8 @@ def _semantic(s: Salvager, report: RepairReport) -> Iterator[Record]:
                 continue
             store_at[sid] = off
             topic_of[sid] = rec["topic"]
+            if rec["retain"]:
+                flagged.append(sid)
             stores.append((off, size, sid))
         elif kind in ("client_msg", "retain"):
             rest.append((off, size, kind, rec["store_id"]))
@@ -374,6 +381,18 @@ def _semantic(s: Salvager, report: RepairReport) -> Iterator[Record]:
         if kind in ("client_msg", "retain"):
             referenced.add(key)
         final.append(off)
+    recreated: list[Record] = []
+    if recover_retained:
+        newest: dict[str, int] = {}
+        for sid in flagged:
+            topic = topic_of[sid]
+            if topic not in retained_last and not topic.startswith("$") and sid > newest.get(topic, -1):
+                newest[topic] = sid
+        for topic, sid in sorted(newest.items(), key=lambda kv: store_at[kv[1]]):
+            recreated.append(Record(RETAIN, {"store_id": sid}, s.version))
+            referenced.add(sid)
+            report.fixes.append(f"retained message for {topic!r} recreated from store {sid} "
+                                "(published with the retain flag; its RETAIN chunk was lost)")
     kept_stores = []
     for off, size, sid in stores:
         if sid not in referenced:
@@ -396,17 +415,20 @@ def _semantic(s: Salvager, report: RepairReport) -> Iterator[Record]:
     for off in final:
         kind = ChunkType(s.header(off)[0]).label
         counts[kind] = counts.get(kind, 0) + 1
+    if recreated:
+        counts["retain"] = counts.get("retain", 0) + len(recreated)
     report.kept = counts
-    return _records(s, cfg, kept_stores + final)
+    return _records(s, cfg, kept_stores + final, recreated)
 
 
-def _records(s: Salvager, cfg: Record, offsets: list[int]) -> Iterator[Record]:
+def _records(s: Salvager, cfg: Record, offsets: list[int], extra: list[Record]) -> Iterator[Record]:
     """Decode the kept chunks again, one at a time, for the writer (lengths recomputed)."""
     yield cfg
     for off in offsets:
         got = s.try_chunk(off, strict=False)
         assert not isinstance(got, str), got
         yield got[0].with_values()
+    yield from extra
 
 
 def _write_verified(out_path: str | os.PathLike[str], write: Any, report: RepairReport, src: str, *,

@@ -70,6 +70,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--version", type=int, choices=(2, 3, 4, 5, 6), dest="db_version",
                    help="db version to assume when the header is cut short or damaged")
     p.add_argument("--at", help="reference time for the final check (default now)")
+    p.add_argument("--recover-retained", action="store_true",
+                   help="give stores published with the retain flag their RETAIN chunk back when it was lost "
+                        "(a file cut before its retained section); newest store per topic")
     _writing(p)
     p.set_defaults(func=cmd_repair)
 
@@ -220,7 +223,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
     if os.path.isdir(args.file):
         raise UsageError(f"{args.file}: is a directory, not a mosquitto.db file")
     at = _time(args.at, args.file)
-    report = _run(args, lambda out: repair(args.file, out, version=args.db_version, endian=args.endian, at=at))
+    report = _run(args, lambda out: repair(args.file, out, version=args.db_version, endian=args.endian, at=at,
+                                                  recover_retained=args.recover_retained))
     _emit(args, report.to_json(), report.lines(), report.written)
     if not report.valid:
         print(f"mosqdb repair: error: {args.file}: the result would still have errors: "

@@ -223,3 +223,23 @@ def test_repair_of_truncated_file_lets_the_broker_start(tmp_path: Path) -> None:
     with Broker(out, workdir=tmp_path / "b") as b:
         exp.check_retained(b.port)
     assert db_state(b.saved_db) == db_state(out)
+
+
+def test_repair_recover_retained_broker_serves_them_again(tmp_path: Path) -> None:
+    with DbFile(V6) as db:
+        chunks = list(db.stream())
+    first_retain = next(c for c in chunks if c.kind == "retain")
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(V6.read_bytes()[: first_retain.offset + 9])
+    raw = Broker(cut, workdir=tmp_path / "raw").start(expect_fail=True)
+    running = raw.running
+    raw.stop()
+    assert not running and raw.returncode != 0
+    out = tmp_path / "mosquitto.db"
+    mosqdb("repair", cut, "-o", out, "--recover-retained")
+    full = Expect(V6)
+    exp = Expect(out)
+    assert exp.retained == full.retained and exp.queues == full.queues
+    with Broker(out, workdir=tmp_path / "b") as b:
+        exp.check_retained(b.port)
+        exp.check_clients(b.port, sorted(full.sessions))

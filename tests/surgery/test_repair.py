@@ -185,3 +185,20 @@ def test_never_claims_success_on_an_invalid_result(tmp_path: Path, monkeypatch: 
     assert len(err.strip().splitlines()) == 1
     assert not out.exists() and list(tmp_path.iterdir()) == []
     assert sha(V6) == sha(V6)
+
+
+def test_recover_retained_after_the_retained_section_was_cut(tmp_path: Path) -> None:
+    cs = chunks(V6)
+    first_retain = next(c for c in cs if c.kind == "retain")
+    data = V6.read_bytes()[: first_retain.offset + 9]  # header and a byte of the first RETAIN body
+    out, rep = repaired(tmp_path, data)
+    assert not [r for r in records(out) if r.kind == "retain"]
+    out2, rep2 = repaired(tmp_path, data, "again.db", "--recover-retained")
+    stores = {r["store_id"]: r for r in records(V6) if r.kind == "msg_store"}
+    want = {stores[r["store_id"]]["topic"]: stores[r["store_id"]]["payload"] for r in records(V6) if r.kind == "retain"}
+    got_stores = {r["store_id"]: r for r in records(out2) if r.kind == "msg_store"}
+    got = {got_stores[r["store_id"]]["topic"]: got_stores[r["store_id"]]["payload"]
+           for r in records(out2) if r.kind == "retain"}
+    assert got == want and len(got) == 10
+    assert sum("recreated from store" in f for f in rep2["fixes"]) == 10
+    assert errors(out2) == []
