@@ -184,3 +184,11 @@ def test_schema_is_the_same_for_every_version(dataset: Path) -> None:
     assert {r["client_id"]: r["username"] for r in v6} == users
     assert all(r["disconnect_t"] is None and r["disconnect_ts"] is None for r in v6)
     assert isinstance(table.schema.field("session_expiry_ts").type, pa.TimestampType)
+
+
+def test_sql_without_pyspark_says_how_to_install() -> None:
+    code = ("import sys; sys.modules['pyspark'] = None; from inspector.cli import main; "
+            f"sys.exit(main(['sql', 'SELECT 1', {str(REAL_FILES[0])!r}]))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.strip() == "mosqdb sql: PySpark is not installed: pip install mosqdb[spark]"
