@@ -63,6 +63,7 @@ class RepairReport:
     kept: dict[str, int] = field(default_factory=dict)
     dropped: list[Dropped] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     valid: bool = False
     remaining_errors: list[str] = field(default_factory=list)
     warnings_after: int = 0
@@ -78,7 +79,7 @@ class RepairReport:
         return {
             "file": self.path, "version": self.version, "size_before": self.size_before,
             "chunks_found": self.chunks_found, "kept": self.kept, "dropped": [d.to_json() for d in self.dropped],
-            "fixes": self.fixes, "valid": self.valid, "remaining_errors": self.remaining_errors,
+            "fixes": self.fixes, "notes": self.notes, "valid": self.valid, "remaining_errors": self.remaining_errors,
             "warnings_after": self.warnings_after, "written": self.written, "size_after": self.size_after,
             "seconds": round(self.seconds, 3),
         }
@@ -93,6 +94,7 @@ class RepairReport:
                    "chunk(s) or region(s)")
         if not self.changed:
             out.append("nothing to repair: the file was already valid")
+        out.extend(self.notes)
         return out
 
 
@@ -262,6 +264,13 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
     try:
         size = os.fstat(fd).st_size
         report = RepairReport(path, None, size_before=size)
+        leftover = f"{path}.new"
+        if os.path.isfile(leftover):
+            report.notes.append(f"note: {leftover} exists ({os.path.getsize(leftover):,} bytes): the broker stopped while "
+                                "saving; it may hold a newer state than this file - repair it too and compare")
+        if path.endswith(".db.new"):
+            report.notes.append("note: this is the broker's unfinished save file; its valid prefix is what reached "
+                                "the disk before the broker stopped")
         if size == 0:
             report.valid = True
             report.fixes.append("empty file: the broker treats it as no saved state; written empty")

@@ -110,6 +110,10 @@ def test_leftover_db_new_from_a_crashed_save(tmp_path: Path) -> None:
     out, rep = repaired(tmp_path, data[:cut], "mosquitto.db.new")
     assert Counter(key(r) for r in records(out)) == expected_after([c.record for c in cs[:-3]])
     assert rep["dropped"][-1]["offset"] == cs[-3].offset
+    assert any("unfinished save file" in n for n in rep["notes"])
+    (tmp_path / "mosquitto.db").write_bytes(data)
+    r = run_cli("repair", tmp_path / "mosquitto.db", "--dry-run")
+    assert r.returncode == 0 and "mosquitto.db.new exists" in r.stdout
 
 
 def test_inconsistent_chunks_dropped_with_reasons(tmp_path: Path) -> None:
