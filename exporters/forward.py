@@ -15,6 +15,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, NamedTuple
 
 import msgpack
@@ -317,6 +318,37 @@ def _check(cond: bool, where: str, what: str, offset: int) -> None:
 
 def decode_content(content: bytes, *, base: int = 0) -> list[Message]:
     """Validate and decode one content block; errors name the offset of the bad message."""
+    fast = _decode_fast(content)
+    return fast if fast is not None else _decode_checked(content, base)
+
+
+def _decode_fast(content: bytes) -> list[Message] | None:
+    """One C call and a quick check of every map; None sends the content to the exact path."""
+    try:
+        arr = msgpack.unpackb(content, raw=False, strict_map_key=True)
+    except Exception:
+        return None
+    if type(arr) is not list or not arr:
+        return None
+    out = []
+    hexdigits = _HEX
+    for m in arr:
+        if type(m) is not dict:
+            return None
+        try:
+            mid, qos, flags, frm, topic, payload, ts = (m[k] for k in KEYS)
+            dup, retain = flags["dup"], flags["retain"]
+        except (KeyError, TypeError):
+            return None
+        if not (type(mid) is str and len(mid) == 32 and type(qos) is int and 0 <= qos <= 2
+                and type(dup) is bool and type(retain) is bool and type(frm) is str and type(topic) is str
+                and type(payload) is bytes and type(ts) is int and ts >= 0 and hexdigits.issuperset(mid)):
+            return None
+        out.append(Message(mid, qos, dup, retain, frm, topic, payload, ts))
+    return out
+
+
+def _decode_checked(content: bytes, base: int) -> list[Message]:
     unpacker = msgpack.Unpacker(raw=False, strict_map_key=True, max_buffer_size=max(len(content), 1))
     unpacker.feed(content)
     try:
@@ -377,12 +409,31 @@ def batches(maps: Iterable[dict[str, Any]], size: int = 1000, *, limit: int = MA
             report: Report = _ignore) -> Iterator[Batch]:
     """Pack maps into contents of at most ``size`` messages and ``limit`` bytes.
 
-    Each map is packed once (the content is the array header plus the packed maps, which
-    is byte-identical to packing the list). A map too large for a packet on its own is
-    reported and skipped, or raises :class:`MessageTooLarge` when ``strict``.
+    The content is the array header plus the packed maps (byte-identical to packing the
+    list). Fast path: a group of ``size`` maps is packed into one buffer; only a group that
+    comes out over ``limit`` is packed again map by map and split. A map too large for a
+    packet on its own is reported and skipped, or raises :class:`MessageTooLarge` (``strict``).
     """
     if size < 1:
         raise ForwardError("batch size must be at least 1")
+    packer = msgpack.Packer(use_bin_type=True, autoreset=False)
+    pack = packer.pack
+    it = iter(maps)
+    while group := list(islice(it, size)):
+        for m in group:
+            pack(m)
+        body = packer.bytes()
+        packer.reset()
+        head = array_header(len(group))
+        if len(head) + len(body) <= limit:
+            yield Batch(head + body, len(group), group[0]["id"], group[-1]["id"])
+        else:
+            del body
+            yield from _split(group, size, limit, strict, report)
+
+
+def _split(maps: list[dict[str, Any]], size: int, limit: int, strict: bool, report: Report) -> Iterator[Batch]:
+    """The exact path: pack map by map, cut before the limit, skip what cannot fit alone."""
     pack = msgpack.Packer(use_bin_type=True).pack
     parts: list[bytes] = []
     total = 0
