@@ -206,3 +206,22 @@ def test_recover_retained_after_the_retained_section_was_cut(tmp_path: Path) -> 
     assert got == want and len(got) == 10
     assert sum("recreated from store" in f for f in rep2["fixes"]) == 10
     assert errors(out2) == []
+
+
+def test_in_place_repair_keeps_the_damaged_original(tmp_path: Path) -> None:
+    db = tmp_path / "mosquitto.db"
+    damaged = V6.read_bytes() + b"\0" * 100
+    db.write_bytes(damaged)
+    r = run_cli("repair", db, "--in-place")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "mosquitto.db.bak").read_bytes() == damaged
+    assert db.read_bytes() == V6.read_bytes()
+
+
+def test_empty_file_stays_empty(tmp_path: Path) -> None:
+    src = UNIT / "persist_read" / "empty.test-db"
+    for cmd in (["repair"], ["convert", "--to-version", "4"], ["rm-retained", "#"]):
+        out = tmp_path / f"{cmd[0]}.db"
+        r = run_cli(cmd[0], src, *cmd[1:], "-o", out)
+        assert r.returncode == 0, (cmd, r.stderr)
+        assert out.exists() and out.stat().st_size == 0
