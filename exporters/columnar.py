@@ -152,9 +152,10 @@ def decode_batch(
     types = SCHEMAS[ctype.label]
     cols: dict[str, pa.Array] = {}
     for name, values in ints.items():
-        target = types.field(name).type.to_pandas_dtype()
-        cols[name] = pa.array(values.view(np.int64) if values.dtype == np.uint64 else values.astype(target, copy=False)
-                              ).cast(types.field(name).type)
+        atype = types.field(name).type
+        if values.dtype == np.uint64:
+            values = values.view(np.int64)  # u64 ids: reinterpreted as signed (see schema.py)
+        cols[name] = pa.array(values.astype(atype.to_pandas_dtype(), copy=False))
     for f in layout.fields:
         if f.kind in ("str", "bytes"):
             starts, sizes = spans[f.name]

@@ -11,8 +11,10 @@ from __future__ import annotations
 import base64
 import json
 import os
+import queue
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
@@ -31,6 +33,7 @@ from .select import FileView
 ALL_KINDS = (*KINDS, "messages")
 # string columns worth a dictionary (payloads and ids are not: mostly distinct)
 _DICT_COLUMNS = ["file", "topic", "source_id", "source_username", "client_id", "username"]
+_NO_STATS = {"payload", "properties", "clients"}
 # called as progress(path, done_bytes, total_bytes) after every batch
 Progress = Callable[[str, int, int], None]
 
@@ -44,36 +47,76 @@ def _order(kinds: Iterable[str]) -> list[str]:
 
 
 class _Writers:
-    """One ParquetWriter per kind, opened on first use, renamed into place on success."""
+    """One ParquetWriter per kind, fed by a background thread, renamed into place on success.
+
+    Decoding (numpy/Arrow) and Parquet encoding both release the GIL, so the writer thread
+    overlaps them; the queue holds at most ``QUEUE`` batches, which keeps memory bounded.
+    """
+
+    QUEUE = 3
 
     def __init__(self, targets: dict[str, str], compression: str) -> None:
         self.targets, self.compression = targets, compression
         self.open: dict[str, tuple[pq.ParquetWriter, str]] = {}
         self.rows = dict.fromkeys(targets, 0)
+        self.queue: queue.Queue[tuple[str, pa.RecordBatch] | None] = queue.Queue(self.QUEUE)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="parquet-writer", daemon=True)
+        self.thread.start()
 
     def write(self, kind: str, batch: pa.RecordBatch) -> None:
+        if self.error is not None:
+            raise self.error
+        self.rows[kind] += batch.num_rows
+        self.queue.put((kind, batch))
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            if self.error is not None:
+                continue  # drain after a failure
+            try:
+                self._write_now(*item)
+            except BaseException as exc:
+                self.error = exc
+
+    def _write_now(self, kind: str, batch: pa.RecordBatch) -> None:
         if kind not in self.open:
             final = self.targets[kind]
             fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".parquet.tmp", dir=os.path.dirname(final) or ".")
             os.close(fd)
             schema = SCHEMAS[kind]
-            dict_cols = [c for c in _DICT_COLUMNS if c in schema.names]
-            writer = pq.ParquetWriter(tmp, schema, compression=self.compression, use_dictionary=dict_cols)
+            writer = pq.ParquetWriter(
+                tmp, schema, compression=self.compression,
+                use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names],
+                # min/max of payloads and property lists cost time and help no reader
+                write_statistics=[c for c in schema.names if c not in _NO_STATS],
+            )
             self.open[kind] = (writer, tmp)
         if batch.num_rows:
             self.open[kind][0].write_batch(batch)
-            self.rows[kind] += batch.num_rows
+
+    def _stop(self) -> None:
+        if self.thread.is_alive():
+            self.queue.put(None)
+            self.thread.join()
 
     def finish(self) -> None:
         for kind in self.targets:
             if kind not in self.open:  # no rows: still an (empty) file with the schema
-                self.write(kind, _empty(kind))
+                self.queue.put((kind, _empty(kind)))
+        self._stop()
+        if self.error is not None:
+            raise self.error
         for kind, (writer, tmp) in self.open.items():
             writer.close()
             os.replace(tmp, self.targets[kind])
         self.open.clear()
 
     def abort(self) -> None:
+        self._stop()
         for writer, tmp in self.open.values():
             try:
                 writer.close()
