@@ -492,10 +492,13 @@ def migrate_emqx(db: DbFile, target: str, opts: EmqxOptions, *, dry_run: bool = 
     t0 = time.perf_counter()
     prog = progress or (lambda s, d, n: None)
     kind, conf = parse_target(target)
-    shown = target.split("@")[-1] if kind in ("mysql", "redis") else target
-    rep = MigrationReport(db.path, f"{kind.split('-')[0]} ({shown})" if kind in ("mysql", "redis") else shown,
-                          dry_run=dry_run)
+    where = f"{kind}://{conf['host']}:{conf['port']}/{conf.get('database', conf.get('db'))}" if "host" in conf else target
+    rep = MigrationReport(db.path, where, dry_run=dry_run)
     p = plan(db, opts, rep, prog)
+    n_ret = 0 if db.empty else db.index.counts().get(ChunkType.RETAIN, 0)
+    if n_ret:
+        rep.notes.append(f"{n_ret:,} retained messages are not migrated: the plugin is no retained store "
+                         "(use EMQX's retainer, e.g. republish them with retain)")
     rep.count("clients", len({s.client_id for s in p.subs}))
     if kind.startswith("mysql"):
         subs, msgs, widen = check_mysql_limits(p, opts, rep)
@@ -603,7 +606,7 @@ def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, list[bytes]]], re
 
     def flush() -> None:
         nonlocal errors
-        con.send_packed_command(b"".join(buf))
+        con.send_packed_command([b"".join(buf)], check_health=False)
         for _k in kinds:
             try:
                 con.read_response()

@@ -1,0 +1,65 @@
+"""What a migration must produce, computed with the plain record decoder (not the columnar path)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codec import DbFile
+from codec.timeview import expires_at
+
+# 2.0.20-a / 1.6.10-a were written at 1795301007 (a-idle: 600 s session ending 1795301607)
+WRITTEN = 1_795_301_007
+LATER = 1_795_310_000  # corp/v5/a (3600 s) and a-sub-v5 expired; the 86400 s sessions and v5props not yet
+
+
+@dataclass
+class State:
+    version: int
+    stores: dict = field(default_factory=dict)  # store_id -> values
+    queues: dict = field(default_factory=dict)  # client -> [values]
+    subs: dict = field(default_factory=dict)  # client -> {filter: values}
+    clients: dict = field(default_factory=dict)  # client -> values
+    retains: list = field(default_factory=list)  # store ids in file order
+
+
+def state(path: Path | str) -> State:
+    with DbFile(str(path)) as db:
+        st = State(db.version or 0)
+        for rec in db.records():
+            v = rec.values
+            if rec.kind == "msg_store":
+                st.stores[v["store_id"]] = v
+            elif rec.kind == "client_msg":
+                st.queues.setdefault(v["client_id"], []).append(v)
+            elif rec.kind == "sub":
+                st.subs.setdefault(v["client_id"], {})[v["topic"]] = v
+            elif rec.kind == "client":
+                st.clients[v["client_id"]] = dict(v, _expires=expires_at(rec))
+            elif rec.kind == "retain":
+                st.retains.append(v["store_id"])
+    return st
+
+
+def store_expired(v: dict, now: float) -> bool:
+    return 0 < (v.get("expiry_time") or 0) <= now
+
+
+def session_expired(st: State, cid: str, now: float) -> bool:
+    exp = st.clients[cid]["_expires"]
+    return exp is not None and exp <= now
+
+
+def emqx_expectation(st: State, now: float) -> dict[str, set[tuple[str, bytes]]]:
+    """Per live persistent client: the (topic, payload) of its queued outgoing QoS 1/2 messages."""
+    out: dict[str, set[tuple[str, bytes]]] = {}
+    for cid in st.clients:
+        if session_expired(st, cid, now):
+            continue
+        want = set()
+        for q in st.queues.get(cid, []):
+            s = st.stores.get(q["store_id"])
+            if q["direction"] == 1 and q["qos"] > 0 and s is not None and not store_expired(s, now):
+                want.add((s["topic"], s["payload"]))
+        out[cid] = want
+    return out
