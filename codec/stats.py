@@ -121,9 +121,13 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
     for t, key in ((ChunkType.CLIENT, "session"), (ChunkType.SUB, "subscriptions"), (ChunkType.CLIENT_MSG, "queued")):
         idx = np.flatnonzero(types == int(t))
         for s in batches(len(idx)):
-            names = ("client_id", "store_id") if t == ChunkType.CLIENT_MSG else ("client_id",)
-            g = cols.gather(offsets[idx[s]], int(t), names)
-            cids = cols.texts(g["client_id_pos"], g["client_id_len"])
+            if t == ChunkType.CLIENT:  # decoded one by one: the v6 CLIENT layout depends on the writer's ABI
+                g = {}
+                cids = [db.chunk(i).record["client_id"] for i in idx[s].tolist()]
+            else:
+                names = ("client_id", "store_id") if t == ChunkType.CLIENT_MSG else ("client_id",)
+                g = cols.gather(offsets[idx[s]], int(t), names)
+                cids = cols.texts(g["client_id_pos"], g["client_id_len"])
             csz = sizes[idx[s]].tolist()
             plens = [0] * len(cids)
             if t == ChunkType.CLIENT_MSG:

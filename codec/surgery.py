@@ -260,12 +260,6 @@ def _decode_run(db: DbFile, a: int, b: int, offsets: np.ndarray, ends: np.ndarra
                          block=min(1 << 22, max(span, 1 << 16)))
 
 
-def output_guard(db: DbFile, out_path: str | os.PathLike[str], in_place: bool) -> None:
-    """Refuse to write over the input unless asked to (``--in-place``)."""
-    if os.path.exists(out_path) and os.path.samefile(db.path, out_path) and not in_place:
-        raise CodecError("the output is the input file; give another -o or use --in-place", path=os.fspath(out_path))
-
-
 def save_masked(db: DbFile, out_path: str | os.PathLike[str] | None, drop: np.ndarray, *,
                 header: bytes | None = None, recode: np.ndarray | None = None,
                 recode_fn: Callable[[Chunk], bytes | None] | None = None, prepend: bytes = b"") -> WriteCounts:
@@ -519,9 +513,11 @@ def sessions(db: DbFile) -> tuple[dict[str, SessionInfo], dict[str, Any]]:
     cols = Columns(db)
     info: dict[str, SessionInfo] = {}
     cl = np.flatnonzero(types == int(ChunkType.CLIENT))
-    for i in cl.tolist():
+    cl_ids: list[str] = []
+    for i in cl.tolist():  # decoded one by one: the v6 CLIENT layout depends on the writer's ABI
         rec = db.chunk(i).record
         cid = rec["client_id"]
+        cl_ids.append(cid)
         if cid in info:
             continue
         info[cid] = SessionInfo(cid, i, disconnect_t=rec.get("disconnect_t"),
@@ -535,7 +531,7 @@ def sessions(db: DbFile) -> tuple[dict[str, SessionInfo], dict[str, Any]]:
     cm_ids = _client_ids(cols, offsets, cm_idx, ChunkType.CLIENT_MSG)
     for cid in cm_ids:
         info.setdefault(cid, SessionInfo(cid)).msgs += 1
-    aux = {"offsets": offsets, "types": types, "cols": cols, "cl_idx": cl, "sub_idx": sub_idx, "sub_ids": sub_ids,
+    aux = {"offsets": offsets, "types": types, "cols": cols, "cl_idx": cl, "cl_ids": cl_ids, "sub_idx": sub_idx, "sub_ids": sub_ids,
            "cm_idx": cm_idx, "cm_ids": cm_ids}
     return info, aux
 
@@ -556,8 +552,8 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     rem.chunks_before = len(offsets)
     drop = np.zeros(len(offsets), bool)
     names = set(victims)
-    for i in aux["cl_idx"].tolist():
-        if _client_id_at(cols, offsets, i) in names:
+    for i, cid in zip(aux["cl_idx"].tolist(), aux["cl_ids"], strict=True):
+        if cid in names:
             drop[i] = True
     sub_hit = np.array([c in names for c in aux["sub_ids"]], bool)
     drop[aux["sub_idx"][sub_hit]] = True
@@ -577,11 +573,6 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     rem.written = None if out_path is None else os.fspath(out_path)
     rem.seconds = time.perf_counter() - t0
     return rem
-
-
-def _client_id_at(cols: Columns, offsets: np.ndarray, i: int) -> str:
-    g = cols.gather(offsets[i : i + 1], int(ChunkType.CLIENT), ("client_id",))
-    return cols.text(int(g["client_id_pos"][0]), int(g["client_id_len"][0]))
 
 
 def drop_clients(db: DbFile, client_ids: list[str], out_path: str | os.PathLike[str] | None) -> Removal:
@@ -633,6 +624,6 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
 
 __all__ = [
     "Columns", "Removal", "SessionInfo", "WriteCounts", "drop_clients", "drop_sessions", "index_arrays",
-    "filter_patterns", "orphaned_stores", "output_guard", "prune_sessions", "rm_retained", "save_masked", "sessions",
+    "filter_patterns", "orphaned_stores", "prune_sessions", "rm_retained", "save_masked", "sessions",
     "write_runs",
 ]
