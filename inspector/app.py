@@ -492,9 +492,8 @@ class InspectorApp(App[None]):
         self.refresh_after_edit()
         self.say(f"edited {edit.label} (u: undo)")
 
-    def on_tree_node_selected(self, event: Any) -> None:
-        if self.fields.has_focus:
-            self.action_edit_field()
+    def on_field_tree_selected(self, event: FieldTree.Selected) -> None:
+        self.action_edit_field()
 
     def on_hex_byte_typed(self, msg: HexByteTyped) -> None:
         if self._detail_timer is not None:  # the hex view still shows the previous chunk

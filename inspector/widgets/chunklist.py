@@ -1,7 +1,9 @@
 """The virtual chunk list: one line per chunk, only visible lines are rendered.
 
 Rows come straight from the index arrays (or from a filter's array of chunk indexes), so
-2.4 M chunks cost no widgets and no objects; only the visible chunks are decoded.
+2.4 M chunks cost no widgets and no objects; only the visible chunks are decoded. The
+widget keeps its own top row and draws its own scrollbar instead of using Textual's
+scrolling, so paging is a repaint, never a relayout of the screen.
 """
 
 from __future__ import annotations
@@ -10,11 +12,10 @@ import numpy as np
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
-from textual.events import Click
-from textual.geometry import Size
+from textual.events import Click, MouseScrollDown, MouseScrollUp
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 from inspector.edits import Document
 from inspector.messages import RowHighlighted
@@ -35,10 +36,12 @@ STYLES = {
     "edited": Style(color="yellow", bold=True),
     "cursor": Style(bgcolor="grey30"),
     "cursor_focus": Style(bgcolor="dark_blue", bold=True),
+    "track": Style(bgcolor="grey19"),
+    "thumb": Style(bgcolor="grey58"),
 }
 
 
-class ChunkList(ScrollView, can_focus=True):
+class ChunkList(Widget, can_focus=True):
     """Rows of chunks; ``rows`` is None (all chunks) or an array of chunk indexes (filtered)."""
 
     BINDINGS = [
@@ -56,6 +59,7 @@ class ChunkList(ScrollView, can_focus=True):
         self.doc = doc
         self.rows: np.ndarray | list[int] | None = None
         self.show_damage = False
+        self.top = 0
         self._last_item: int | None = None
 
     # ------------------------------------------------------------ model
@@ -90,8 +94,22 @@ class ChunkList(ScrollView, can_focus=True):
         self.cursor = row if row is not None else 0
 
     def update_size(self) -> None:
-        self.virtual_size = Size(self.size.width or 40, self.total())
+        self.top = max(0, min(self.top, self.total() - 1))
         self.refresh()
+
+    def scroll_to(self, *, y: int, animate: bool = False) -> None:  # noqa: ARG002 - mirrors Widget.scroll_to
+        top = max(0, min(int(y), max(self.total() - max(self.size.height, 1), 0)))
+        if top != self.top:
+            self.top = top
+            self.refresh()
+
+    def on_mouse_scroll_down(self, event: MouseScrollDown) -> None:
+        event.stop()
+        self.scroll_to(y=self.top + 3)
+
+    def on_mouse_scroll_up(self, event: MouseScrollUp) -> None:
+        event.stop()
+        self.scroll_to(y=self.top - 3)
 
     # ------------------------------------------------------------ cursor
     def watch_cursor(self, value: int) -> None:
@@ -116,7 +134,7 @@ class ChunkList(ScrollView, can_focus=True):
 
     def scroll_to_row(self, row: int) -> None:
         h = max(self.size.height, 1)
-        top = int(self.scroll_offset.y)
+        top = self.top
         if row < top:
             self.scroll_to(y=row, animate=False)
         elif row >= top + h:
@@ -128,7 +146,7 @@ class ChunkList(ScrollView, can_focus=True):
     def action_page(self, direction: int) -> None:
         h = max(self.size.height - 1, 1)
         target = max(0, min(self.cursor + direction * h, self.total() - 1))
-        self.scroll_to(y=max(0, int(self.scroll_offset.y) + direction * h), animate=False)
+        self.scroll_to(y=max(0, self.top + direction * h), animate=False)
         self.cursor = target
 
     def action_jump(self, where: int) -> None:
@@ -140,12 +158,12 @@ class ChunkList(ScrollView, can_focus=True):
             return False
         self.cursor = row
         h = max(self.size.height, 1)
-        if not int(self.scroll_offset.y) <= row < int(self.scroll_offset.y) + h:
+        if not self.top <= row < self.top + h:
             self.scroll_to(y=max(0, row - h // 3), animate=False)
         return True
 
     def on_click(self, event: Click) -> None:
-        row = int(self.scroll_offset.y) + event.y
+        row = self.top + event.y
         if 0 <= row < self.total():
             self.cursor = row
 
@@ -154,16 +172,24 @@ class ChunkList(ScrollView, can_focus=True):
 
     # ------------------------------------------------------------ rendering
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        row = int(self.scroll_offset.y) + y
+        width = max(self.size.width - 1, 1)
+        row = self.top + y
         item = self.item(row)
+        bar = Segment(" ", self._scrollbar(y))
         if item is None:
-            return Strip.blank(width)
-        segs = self._row_segments(item, width)
-        strip = Strip(segs).crop_extend(0, width, None)
+            return Strip([Segment(" " * width), bar])
+        strip = Strip(self._row_segments(item, width)).crop_extend(0, width, None)
         if row == self.cursor:
             strip = strip.apply_style(STYLES["cursor_focus" if self.has_focus else "cursor"])
-        return strip
+        return Strip([*strip, bar])
+
+    def _scrollbar(self, y: int) -> Style:
+        h, total = max(self.size.height, 1), self.total()
+        if total <= h:
+            return STYLES["track"]
+        size = max(1, h * h // total)
+        start = (h - size) * self.top // max(total - h, 1)
+        return STYLES["thumb"] if start <= y < start + size else STYLES["track"]
 
     def _row_segments(self, item: int, width: int) -> list[Segment]:
         doc = self.doc

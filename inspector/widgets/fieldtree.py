@@ -7,12 +7,18 @@ view, and the hex cursor can select the field that owns a byte.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import Tree
-from textual.widgets.tree import TreeNode
+from textual.binding import Binding
+from textual.events import Click
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from codec.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.properties import BY_ID
@@ -21,6 +27,9 @@ from inspector.messages import SpanSelected
 
 TIME_FIELDS = ("expiry_time", "session_expiry_time", "disconnect_t")
 PAYLOAD_PREVIEW = 64
+GUIDE_STYLE = Style(color="grey42")
+CURSOR_STYLE = Style(bgcolor="grey30")
+CURSOR_FOCUS = Style(bgcolor="dark_blue", bold=True)
 
 
 @dataclass
@@ -91,20 +100,79 @@ def fmt_prop(p: Any) -> str:
     return f"{p.name} [{p.id}, {kind}] = {shown}"
 
 
-class FieldTree(Tree[NodeInfo]):
-    """The decoded fields of the selected chunk."""
+@dataclass
+class Node:
+    """One line of the field tree (always expanded: a chunk has a few dozen fields)."""
+
+    label: Text
+    data: NodeInfo | None = None
+    depth: int = 0
+    children: list[Node] = field(default_factory=list)
+
+    def add_leaf(self, label: str | Text, data: NodeInfo | None = None) -> Node:
+        node = Node(label if isinstance(label, Text) else Text(label), data, self.depth + 1)
+        self.children.append(node)
+        return node
+
+    add = add_leaf
+
+    def set_label(self, label: str | Text) -> None:
+        self.label = label if isinstance(label, Text) else Text(label)
+
+
+class FieldTree(ScrollView, can_focus=True):
+    """The decoded fields of the selected chunk, drawn line by line (cheap to rebuild per chunk)."""
+
+    BINDINGS = [
+        Binding("up", "move(-1)", show=False),
+        Binding("down", "move(1)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("home", "edge(0)", show=False),
+        Binding("end", "edge(1)", show=False),
+        Binding("enter", "select", "Edit field", show=False),
+    ]
+
+    class Selected(Message):
+        """Enter on a field: the app opens the editor for it."""
+
+        def __init__(self, node: Node) -> None:
+            self.node = node
+            super().__init__()
 
     def __init__(self, **kw: Any) -> None:
-        super().__init__("no chunk", **kw)
-        self.show_root = True
-        self.guide_depth = 2
+        super().__init__(**kw)
+        self.root = Node(Text("no chunk"))
+        self.rows: list[Node] = [self.root]
+        self.cursor = 0
         self.view: ChunkView | None = None
-        self.nodes_by_span: list[tuple[int, int, TreeNode[NodeInfo]]] = []
-        self._sync_node: TreeNode[NodeInfo] | None = None
+        self.nodes_by_span: list[tuple[int, int, Node]] = []
+        self._sync_node: Node | None = None
 
-    def _add(self, parent: TreeNode[NodeInfo], label: str | Text, info: NodeInfo | None,
-             leaf: bool = True) -> TreeNode[NodeInfo]:
-        node = parent.add_leaf(label, info) if leaf else parent.add(label, info, expand=True)
+    # ------------------------------------------------------------ model
+    @property
+    def cursor_node(self) -> Node | None:
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    def clear(self) -> None:
+        self.root = Node(Text(""))
+        self.nodes_by_span = []
+
+    def _flatten(self) -> None:
+        rows: list[Node] = []
+
+        def walk(n: Node) -> None:
+            rows.append(n)
+            for c in n.children:
+                walk(c)
+
+        walk(self.root)
+        self.rows = rows
+        self.virtual_size = Size(self.size.width or 40, len(rows))
+        self.refresh()
+
+    def _add(self, parent: Node, label: str | Text, info: NodeInfo | None, leaf: bool = True) -> Node:
+        node = parent.add_leaf(label, info)
         if info is not None and info.size > 0:
             self.nodes_by_span.append((info.start, info.size, node))
         return node
@@ -112,18 +180,78 @@ class FieldTree(Tree[NodeInfo]):
     def show_message(self, title: str, lines: list[str]) -> None:
         self.clear()
         self.view = None
-        self.nodes_by_span = []
         self.root.set_label(Text(title, style="bold red"))
         for line in lines:
             self.root.add_leaf(line)
-        self.root.expand()
+        self._flatten()
+        self.cursor = 0
+
+    def move_cursor(self, node: Node | None, *, announce: bool = True) -> None:
+        if node is None or node not in self.rows:
+            return
+        self.cursor = self.rows.index(node)
+        self._scroll_to_cursor()
+        self.refresh()
+        if announce:
+            self._announce(node)
+
+    def _announce(self, node: Node) -> None:
+        from_hex = node is self._sync_node
+        self._sync_node = None
+        info = node.data
+        if info is None:
+            return
+        msg = SpanSelected(info.name, info.start, info.size)
+        msg.from_hex = from_hex  # type: ignore[attr-defined]
+        self.post_message(msg)
+
+    def _scroll_to_cursor(self) -> None:
+        top, h = int(self.scroll_offset.y), max(self.size.height, 1)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + h:
+            self.scroll_to(y=self.cursor - h + 1, animate=False)
+
+    def action_move(self, delta: int) -> None:
+        target = max(0, min(self.cursor + delta, len(self.rows) - 1))
+        self.move_cursor(self.rows[target])
+
+    def action_page(self, direction: int) -> None:
+        self.action_move(direction * max(self.size.height - 1, 1))
+
+    def action_edge(self, end: int) -> None:
+        self.move_cursor(self.rows[-1 if end else 0])
+
+    def action_select(self) -> None:
+        node = self.cursor_node
+        if node is not None:
+            self.post_message(self.Selected(node))
+
+    def on_click(self, event: Click) -> None:
+        row = int(self.scroll_offset.y) + event.y
+        if 0 <= row < len(self.rows):
+            self.move_cursor(self.rows[row])
+
+    # ------------------------------------------------------------ rendering
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        row = int(self.scroll_offset.y) + y
+        if row >= len(self.rows):
+            return Strip.blank(width)
+        node = self.rows[row]
+        guide = "" if node.depth == 0 else "  " * (node.depth - 1) + "├ "
+        segs = [Segment(guide, GUIDE_STYLE)] if guide else []
+        segs += list(node.label.render(self.app.console))
+        strip = Strip(segs).crop_extend(0, width, None)
+        if row == self.cursor:
+            strip = strip.apply_style(CURSOR_FOCUS if self.has_focus else CURSOR_STYLE)
+        return strip
 
     def show(self, v: ChunkView, version: int | None) -> None:
         """Fill the tree from a chunk view (keeping the selected field if it still exists)."""
         old = self.cursor_node.data.name if self.cursor_node and self.cursor_node.data else None
         self.clear()
         self.view = v
-        self.nodes_by_span = []
         rec = v.record
         hs = v.header_size
         title = f"{v.kind}[{v.index}] at {v.offset} (0x{v.offset:x}), {len(v.data)} bytes"
@@ -159,14 +287,15 @@ class FieldTree(Tree[NodeInfo]):
                     self._add(root, label, NodeInfo(sp.name, start, sp.size, editable=True))
             if rec.kind == "unknown":
                 root.add_leaf(Text("unknown chunk type: body kept as raw bytes", style="magenta"))
-        root.expand()
+        self._flatten()
+        self.cursor = 0
         if old is not None:
             for _s, _n, node in self.nodes_by_span:
                 if node.data and node.data.name == old:
-                    self.move_cursor(node)
+                    self.move_cursor(node, announce=False)
                     break
 
-    def node_at(self, pos: int) -> TreeNode[NodeInfo] | None:
+    def node_at(self, pos: int) -> Node | None:
         """The innermost node whose bytes include ``pos``."""
         best = None
         for start, size, node in self.nodes_by_span:
@@ -179,14 +308,3 @@ class FieldTree(Tree[NodeInfo]):
         if node is not None and node is not self.cursor_node:
             self._sync_node = node
             self.move_cursor(node)
-
-    def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[NodeInfo]) -> None:
-        event.stop()
-        info = event.node.data
-        from_hex = event.node is self._sync_node
-        self._sync_node = None
-        if info is None:
-            return
-        msg = SpanSelected(info.name, info.start, info.size)
-        msg.from_hex = from_hex  # type: ignore[attr-defined]
-        self.post_message(msg)
