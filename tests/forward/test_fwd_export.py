@@ -6,7 +6,7 @@ import hashlib
 from collections import Counter
 
 import pytest
-from conftest import REAL, REAL_FILES, manifest
+from conftest import REAL, REAL_FILES, UNIT_FILES, manifest
 from fwd_helpers import db_stores, export_args, make_db, run_cli, stream_messages
 
 from codec import ChunkType, Record
@@ -205,3 +205,38 @@ def test_a_real_replacement_character_is_exported(tmp_path) -> None:
     db = make_db(tmp_path / "fffd.db", recs)
     (m,) = stream_messages(_export(tmp_path, [db]))
     assert (m.topic, m.from_, m.retain) == ("a/\ufffd", "c\ufffd", True)
+
+
+@pytest.mark.parametrize("path", UNIT_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_unit_fixtures_export_or_fail_in_one_line(path, tmp_path, capsys) -> None:
+    from codec import DbFile
+    from codec.errors import CodecError
+    from inspector.cli import main
+
+    out = tmp_path / "u.fwd"
+    rc = main(["export", str(path), "--to", "msgpack", "-o", str(out), "--mode", "delivery", "--incoming"])
+    err = capsys.readouterr().err.strip().splitlines()
+    if rc == 0:
+        stores = 0
+        with DbFile(path) as db:
+            if not db.empty:
+                stores = db.index.counts().get(int(ChunkType.CLIENT_MSG), 0)
+        assert len(stream_messages(out.read_bytes())) <= stores
+        assert out.read_bytes()[:3] == HANDSHAKE
+    else:
+        assert rc in (1, 2) and len(err) == 1 and err[0].startswith(f"mosqdb export: error: {path}: offset ")
+        assert not out.exists()
+        with pytest.raises(CodecError), DbFile(path) as db:
+            list(db.stream())
+
+
+def test_damaged_db_exports_nothing_and_names_the_chunk(tmp_path) -> None:
+    src = (REAL / "2.0.20-a.db").read_bytes()
+    bad = tmp_path / "cut.db"
+    bad.write_bytes(src[:60000])
+    out = tmp_path / "cut.fwd"
+    r = run_cli("export", str(bad), "--to", "msgpack", "-o", str(out))
+    assert r.returncode == 1 and not out.exists()
+    line = r.stderr.decode().strip()
+    assert line.startswith(f"mosqdb export: error: {bad}: offset 1999 (0x7cf): msg_store[21].payload")
+    assert line.endswith("payload needs 102400 bytes but only 58001 remain") and "\n" not in line
