@@ -240,7 +240,7 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
     drop = np.zeros(len(types), bool)
 
     # losses first, without writing, so that a refused conversion leaves nothing behind
-    if target < source and out_path is not None:
+    if target < source and out_path is not None and not force:
         save_masked(db, None, drop, header=file_header(target), recode=recode, recode_fn=conv.encode)
         if report.lossy and not force:
             report.refused = True
@@ -250,7 +250,7 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
                              + "); see --dry-run, or pass --force", path=db.path)
             exc.report = report  # type: ignore[attr-defined]
             raise exc
-        # the dry pass counted everything once: count again while writing
+        # the dry pass found nothing to lose; count again while writing
         report.losses = {}
         report.sessions_set = 0
     counts = save_masked(db, out_path, drop, header=file_header(target), recode=recode, recode_fn=conv.encode)
