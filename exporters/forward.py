@@ -513,6 +513,7 @@ class MessageSource:
         self.report = report
         self.stats = Stats()
         self.columnar = columnar
+        self.position = 0  # file offset reached (progress)
         mtime = file_time_ms(db.path)
         self.reference_ms = opts.reference_ms if opts.reference_ms is not None else mtime
         self.clock_until_ms = mtime + DAY_MS  # a decoded 2.1 time after this is not plausible
@@ -547,6 +548,7 @@ class MessageSource:
             return
         for c in self.db.stream(types=[ChunkType.MSG_STORE]):
             v = c.record.values
+            self.position = c.offset
             yield (c.index, c.offset, v["store_id"], v["qos"], v["retain"], v.get("source_id"), v["topic"],
                    v["payload"], True)
 
@@ -555,6 +557,7 @@ class MessageSource:
             ids = b.column("store_id").to_numpy(zero_copy_only=False).astype("int64").view("uint64").tolist()
             cols = [b.column(n).to_pylist() for n in ("chunk_index", "chunk_offset", "qos", "retain", "source_id",
                                                       "topic", "payload")]
+            self.position = cols[1][-1] if cols[1] else self.position
             for index, offset, sid, qos, retain, frm, topic, payload in zip(cols[0], cols[1], ids, *cols[2:]):
                 if "\ufffd" in topic or (frm and "\ufffd" in frm):  # maybe repaired: take the codec's strings
                     v = self.db.chunk(index).record.values

@@ -137,17 +137,24 @@ class Run:
             self.dbs.append(stack.enter_context(DbFile(path, endian=getattr(args, "endian", "little"))))
         self.sources: list[MessageSource] = []
         self.too_large = 0
+        self.done_bytes = 0
+        self.current: MessageSource | None = None
 
-    def expected(self) -> int:
-        """Messages before selection (progress bar total)."""
-        t = 3 if self.opts.mode == "delivery" else 2
-        return sum(db.index.counts().get(t, 0) for db in self.dbs if not db.empty)
+    def total_bytes(self) -> int:
+        return sum(db.size for db in self.dbs)
 
     def _maps(self) -> Iterator[dict[str, Any]]:
         for db in self.dbs:
             src = MessageSource(db, self.opts, self._skip)
             self.sources.append(src)
+            self.current = src
             yield from src
+            self.current = None
+            self.done_bytes += db.size
+
+    def position(self) -> int:
+        """Bytes of the inputs read so far (progress)."""
+        return self.done_bytes + (self.current.position if self.current is not None else 0)
 
     def _skip(self, msg: str) -> None:
         if self.args.strict:
@@ -166,18 +173,33 @@ class Run:
         return sum(s.stats.skipped for s in self.sources) + self.too_large
 
 
+class _Bar:
+    """Rich progress on stderr: bytes of the db files read, messages written or acknowledged."""
+
+    def __init__(self, run: Run, label: str) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.run = run
+        self.count = 0
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                            TextColumn("{task.fields[count]} messages " + label), TimeRemainingColumn(),
+                            console=Console(stderr=True), transient=True)
+        self.task = self.bar.add_task("reading", total=run.total_bytes(), count=0)
+
+    def __call__(self, n: int) -> None:
+        self.count += n
+        self.bar.update(self.task, completed=self.run.position(), count=self.count)
+
+
 @contextmanager
-def _progress(enabled: bool, total: int | None, label: str) -> Iterator[Callable[[int], None]]:
+def _progress(enabled: bool, run: Run, label: str) -> Iterator[Callable[[int], None]]:
     if not enabled:
         yield lambda n: None
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(task, n)
+    bar = _Bar(run, label)
+    with bar.bar:
+        yield bar
 
 
 def run_forward_export(args: argparse.Namespace) -> int:
@@ -199,16 +221,15 @@ def run_forward_export(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         run = Run(args, opts, stack, _warn)
         show = not quiet and sys.stderr.isatty()
-        total = run.expected() if show else None
         if target is None:
-            return _to_file(args, run, show, total, quiet)
-        return _to_socket(args, run, target, show, total, quiet)
+            return _to_file(args, run, show, quiet)
+        return _to_socket(args, run, target, show, quiet)
     return 0  # pragma: no cover
 
 
-def _to_file(args: argparse.Namespace, run: Run, show: bool, total: int | None, quiet: bool) -> int:
+def _to_file(args: argparse.Namespace, run: Run, show: bool, quiet: bool) -> int:
     out_path = args.output
-    with _progress(show, total, "encoding") as progress:
+    with _progress(show, run, "written") as progress:
         if out_path == "-":
             out = sys.stdout.buffer
             s = write_stream(out, run.batches(), progress=progress)
@@ -223,12 +244,11 @@ def _to_file(args: argparse.Namespace, run: Run, show: bool, total: int | None, 
     return 0
 
 
-def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], show: bool, total: int | None,
-               quiet: bool) -> int:
+def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], show: bool, quiet: bool) -> int:
     from .forward_net import ForwardClient, SendError
 
     host, port = target
-    with _progress(show, total, "acknowledged" if args.ack else "confirmed") as progress:
+    with _progress(show, run, "acknowledged" if args.ack else "confirmed") as progress:
         client = ForwardClient(host, port, ack=args.ack, timeout=args.timeout, retries=args.retries,
                                heartbeat=args.heartbeat, report=_warn, progress=progress)
         try:

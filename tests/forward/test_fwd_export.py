@@ -240,3 +240,18 @@ def test_damaged_db_exports_nothing_and_names_the_chunk(tmp_path) -> None:
     line = r.stderr.decode().strip()
     assert line.startswith(f"mosqdb export: error: {bad}: offset 1999 (0x7cf): msg_store[21].payload")
     assert line.endswith("payload needs 102400 bytes but only 58001 remain") and "\n" not in line
+
+
+def test_progress_position_covers_every_input() -> None:
+    from contextlib import ExitStack
+
+    from exporters.forward_cli import Run, options_from
+
+    args = export_args(REAL_FILES[:2], "msgpack", output="-", batch=5)
+    seen: list[int] = []
+    with ExitStack() as stack:
+        run = Run(args, options_from(args), stack, print)
+        for _ in run.batches():
+            seen.append(run.position())
+        assert seen == sorted(seen) and 0 < seen[0] < run.total_bytes()
+        assert run.position() == run.total_bytes() == sum(f.stat().st_size for f in REAL_FILES[:2])
