@@ -22,7 +22,7 @@ from inspector.edits import Document, chunk_kind_names
 
 TYPE_SHORT = {1: "cfg", 2: "msg", 3: "cmsg", 4: "ret", 5: "sub", 6: "clnt"}
 STORE_TYPES = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG), int(ChunkType.RETAIN))
-BLOCK = 1 << 24
+BLOCK = 1 << 22
 
 
 def clip(text: str, n: int = 60) -> str:
@@ -135,7 +135,10 @@ class StoreColumns:
         dtype = np.dtype("<u8" if doc.endian == "little" else ">u8")
         for t in STORE_TYPES:
             rel = _store_id_offset(doc.version, t)
-            if rel is None:
+            if rel is None:  # e.g. a v2-v4 client_msg starts with its client id: decode those
+                for c in safe_stream(doc, 0, [t]):
+                    self.ids[c.index] = c.record["store_id"]
+                    self.has[c.index] = True
                 continue
             sel = np.nonzero(types == t)[0]
             if not len(sel):
@@ -186,18 +189,21 @@ def _store_id_offset(version: int, t: int) -> int | None:
 
 
 def _gather_u64(fd: int, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """8 bytes at each (sorted) file position, read block by block."""
+    """8 bytes at each (sorted) file position, read block by block with n-sized temporaries."""
     out = np.zeros(len(pos), dtype=np.uint64)
+    little = dtype.byteorder == "<" or (dtype.byteorder == "=" and np.little_endian)
     k = 0
     while k < len(pos):
         base = int(pos[k])
         block = os.pread(fd, BLOCK + 8, base)
         data = np.frombuffer(block, dtype=np.uint8)
-        end = int(np.searchsorted(pos, base + len(block) - 7, side="left"))
-        end = max(end, k + 1)
+        end = max(int(np.searchsorted(pos, base + len(block) - 7, side="left")), k + 1)
         rel = pos[k:end] - base
-        idx = rel[:, None] + np.arange(8)
-        out[k:end] = data[idx].copy().view(dtype).astype(np.uint64).ravel()
+        acc = np.zeros(len(rel), dtype=np.uint64)
+        for b in range(8):
+            shift = np.uint64(8 * (b if little else 7 - b))
+            acc |= data[rel + b].astype(np.uint64) << shift
+        out[k:end] = acc
         k = end
     return out
 

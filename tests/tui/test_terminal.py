@@ -27,11 +27,13 @@ def wait_for(check: Callable[[], bool], what: str, limit: float = 30.0) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_inspect_in_tmux(tmp_path: Path) -> None:
-    sock = f"mosqdb-test-{os.getpid()}"
+@pytest.mark.parametrize(("args", "name"), [([str(V6)], "2.0.20-a.db"), ([], "mosquitto-2.0.20.db")],
+                         ids=["file", "bundled-sample"])
+def test_inspect_in_tmux(tmp_path: Path, args: list[str], name: str) -> None:
+    sock = f"mosqdb-test-{os.getpid()}-{len(args)}"
     rc_file = tmp_path / "rc"
     cmd = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(sys.executable)} -m inspector.cli inspect "
-           f"{shlex.quote(str(V6))}; echo $? > {shlex.quote(str(rc_file))}; sleep 30")
+           f"{' '.join(shlex.quote(a) for a in args)}; echo $? > {shlex.quote(str(rc_file))}; sleep 30")
     tmux = ["tmux", "-L", sock, "-f", "/dev/null"]
     env = {**os.environ, "TERM": "xterm-256color"}
     subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", "100", "-y", "30", cmd], check=True, env=env)
@@ -42,7 +44,7 @@ def test_inspect_in_tmux(tmp_path: Path) -> None:
     try:
         wait_for(lambda: "90 chunks" in screen(), "the summary line")
         text = screen()
-        assert "2.0.20-a.db" in text and "db v6" in text and "cfg 1  msg 31" in text
+        assert name in text and "db v6" in text and "cfg 1  msg 31" in text
         wait_for(lambda: "cfg[0] at 23" in screen(), "the first chunk's fields")  # they follow the list
         subprocess.run([*tmux, "send-keys", "-t", "t", "Down"], check=True)
         wait_for(lambda: "msg_store[1] at 47" in screen(), "the second chunk's fields")
