@@ -161,3 +161,27 @@ def test_dry_run_writes_nothing_and_in_place_keeps_bak(tmp_path: Path) -> None:
 def test_missing_output_option(tmp_path: Path) -> None:
     r = run_cli("rm-retained", V6, "#")
     assert r.returncode == 2 and "-o OUT" in r.stderr
+
+
+def test_big_endian_host_file(tmp_path: Path) -> None:
+    """Store ids and times are in the writer's host order: the vectorised columns honour --endian."""
+    from codec import DbFile
+    from codec.writer import write_records
+
+    big = tmp_path / "be.db"
+    with DbFile(V6) as db:
+        write_records(big, 6, db.records(), endian="big")
+    out = tmp_path / "out.db"
+    r = run_cli("rm-retained", big, "corp/retained/+", "-o", out, "--endian", "big", "--json")
+    assert r.returncode == 0, r.stderr
+    expected = oracle_remove(V6, retain_filters=["corp/retained/+"])
+    assert json.loads(r.stdout)["retained_removed"] == \
+        sum(x.kind == "retain" for x in records(V6)) - sum(x.kind == "retain" for x in expected) == 6
+    with DbFile(out, endian="big") as db:
+        got = [(c.record.kind, c.record.values) for c in db.stream()]
+    assert got == [(x.kind, x.values) for x in expected]
+    r = run_cli("drop-client", big, "a-sub-q1", "-o", out, "--endian", "big", "--json")
+    assert json.loads(r.stdout)["client_msgs_removed"] == 8
+    r = run_cli("stats", big, "--endian", "big", "--json")
+    big_store = next(x for x in records(V6) if x.kind == "msg_store" and x["topic"] == "corp/retained/big")
+    assert json.loads(r.stdout)["biggest_payloads"][0]["store_id"] == big_store["store_id"]
