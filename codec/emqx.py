@@ -196,6 +196,7 @@ class Plan:
     msgs: list[Msg]
     clients: int
     extra_subs: list[Sub]  # exact-topic subscriptions so MySQL's `WHERE topic = filter` finds queued messages
+    orphan_subs: list[Sub] = field(default_factory=list)  # exact-topic ones for deliveries no saved filter matches
 
 
 def _strict(text: str) -> bool:
@@ -294,6 +295,7 @@ def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable
 
     msgs: dict[int, Msg] = {}
     extra: dict[tuple[str, str], Sub] = {}
+    orphans: dict[tuple[str, str], Sub] = {}
     unmatched = 0
     for cid, sid, qos, retain in queue:
         st = stores.get(sid)
@@ -319,19 +321,23 @@ def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable
                     extra[(cid, topic)] = Sub(cid, topic, s.qos)
         if not matched:
             unmatched += 1
+            if opts.index_by == "filter" and (cid, topic) not in orphans:
+                orphans[(cid, topic)] = Sub(cid, topic, qos)
         for k in keys:
             if k not in m.keys:
                 m.keys.append(k)
     if unmatched:
+        how = ("an exact-topic subscription was added for each so the plugin delivers them" if opts.index_by == "filter"
+               else "stored under the topic only")
         rep.notes.append(f"{unmatched:,} queued deliveries match none of their client's saved subscriptions "
-                         "(e.g. a shared subscription, which Mosquitto does not save): stored under the topic only")
+                         f"(e.g. through a shared subscription, which Mosquitto does not save): {how}")
     if opts.index_by == "topic":
         exact = {(s.client_id, s.filter) for s in subs}
         miss = sum(1 for m in msgs.values() for c in m.clients if (c, m.topic) not in exact)
         if miss:
             rep.notes.append(f"--index-by topic: {miss:,} queued deliveries go to clients with no subscription equal "
                              "to the topic: the plugin delivers them only to a client subscribing to the exact topic")
-    return Plan(subs, list(msgs.values()), len(clients), list(extra.values()))
+    return Plan(subs, list(msgs.values()), len(clients), list(extra.values()), list(orphans.values()))
 
 
 # ---------------------------------------------------------------- limits
@@ -340,7 +346,7 @@ def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable
 def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tuple[list[Sub], list[Msg], str | None]:
     """Drop (and report) rows MySQL would reject; say which payload type is needed."""
     subs = []
-    for s in p.subs + p.extra_subs:
+    for s in p.subs + p.extra_subs + p.orphan_subs:  # (client, topic) pairs never overlap
         if len(s.client_id) > ID_MAX:
             rep.skip(f"client id longer than {ID_MAX} characters (mqtt_sub.clientid)", s.client_id[:80])
         elif len(s.filter) > TOPIC_MAX:
@@ -350,7 +356,9 @@ def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tupl
     msgs = []
     widen: str | None = None
     for m in p.msgs:
-        if len(m.topic) > TOPIC_MAX:
+        if all(len(c) > ID_MAX for c in m.clients):
+            rep.skip(f"queued only for clients whose id is longer than {ID_MAX} characters", m.topic[:80])
+        elif len(m.topic) > TOPIC_MAX:
             rep.skip(f"topic longer than {TOPIC_MAX} characters (mqtt_msg.topic)", m.topic[:80])
         elif m.sender is not None and len(m.sender) > ID_MAX:
             rep.skip(f"sender client id longer than {ID_MAX} characters (mqtt_msg.sender)", m.sender[:80])
@@ -380,21 +388,25 @@ def sql_bytes(value: bytes) -> str:
     return "x'" + value.hex().upper() + "'" if value else "''"
 
 
-def _msg_select(m: Msg, first: bool) -> str:
-    vals = (sql_str(m.hex_id), sql_str(m.sender), sql_str(m.topic), str(m.qos), str(int(m.retain)),
-            sql_bytes(m.payload), f"FROM_UNIXTIME({m.ts_ms}/1000)")
-    if first:
-        names = ("msgid", "sender", "topic", "qos", "retain", "payload", "arrived")
-        return "SELECT " + ",".join(f"{v} AS `{n}`" for v, n in zip(vals, names))
-    return "SELECT " + ",".join(vals)
+# Rows go through a session-local staging table: MariaDB truncates long binary literals in a
+# UNION ALL derived table (modulo 64 KiB, without an error), and INSERT ... SELECT from a real
+# table keeps the idempotency check (NOT EXISTS on msgid) in one statement per batch.
+STAGE = ("CREATE TEMPORARY TABLE IF NOT EXISTS mosqdb_stage (seq BIGINT NOT NULL PRIMARY KEY, msgid VARCHAR(64), "
+         "sender VARCHAR(64), topic VARCHAR(180) NOT NULL, qos TINYINT NOT NULL, retain TINYINT NOT NULL, "
+         "payload LONGBLOB, arrived DATETIME NOT NULL) DEFAULT CHARSET=utf8mb4")
 
 
-def insert_messages_sql(batch: list[Msg]) -> str:
-    """One idempotent multi-row insert: rows whose msgid is already there are left alone."""
-    rows = "\n UNION ALL ".join(_msg_select(m, i == 0) for i, m in enumerate(batch))
-    return ("INSERT INTO mqtt_msg (msgid,sender,topic,qos,retain,payload,arrived)\n"
-            f"SELECT v.* FROM ({rows}) AS v\n"
-            "WHERE NOT EXISTS (SELECT 1 FROM mqtt_msg m WHERE m.msgid = v.msgid)")
+def stage_messages_sql(batch: list[Msg], first_seq: int) -> str:
+    rows = ",\n ".join(
+        f"({first_seq + i},{sql_str(m.hex_id)},{sql_str(m.sender)},{sql_str(m.topic)},{m.qos},{int(m.retain)},"
+        f"{sql_bytes(m.payload)},FROM_UNIXTIME({m.ts_ms}/1000))" for i, m in enumerate(batch))
+    return f"INSERT INTO mosqdb_stage (seq,msgid,sender,topic,qos,retain,payload,arrived) VALUES\n {rows}"
+
+
+# one idempotent insert per batch: rows whose msgid is already there are left alone
+INSERT_STAGED = ("INSERT INTO mqtt_msg (msgid,sender,topic,qos,retain,payload,arrived) "
+                 "SELECT s.msgid,s.sender,s.topic,s.qos,s.retain,s.payload,s.arrived FROM mosqdb_stage s "
+                 "WHERE NOT EXISTS (SELECT 1 FROM mqtt_msg m WHERE m.msgid = s.msgid) ORDER BY s.seq")
 
 
 def insert_subs_sql(batch: list[Sub]) -> str:
@@ -428,8 +440,13 @@ def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: 
             yield "schema", s, 0
     for b in _batches(subs, opts.batch, lambda s: 64):
         yield "subs", insert_subs_sql(b), len(b)
+    yield "schema", STAGE, 0
+    seq = 0
     for b in _batches(msgs, opts.batch, lambda m: 2 * len(m.payload) + 200):
-        yield "msgs", insert_messages_sql(b), len(b)
+        yield "stage", stage_messages_sql(b, seq), 0
+        yield "msgs", INSERT_STAGED, len(b)
+        yield "stage", "DELETE FROM mosqdb_stage", 0
+        seq += len(b)
 
 
 # ---------------------------------------------------------------- Redis commands
@@ -437,7 +454,7 @@ def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: 
 
 def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, list[bytes]]]:
     """(kind, command) in order: subscriptions, then per message HSET, EXPIRE, ZADD per key."""
-    for s in p.subs:
+    for s in p.subs + p.orphan_subs:
         yield "subs", [b"HSET", f"mqtt:sub:{s.client_id}".encode(), s.filter.encode(), str(s.qos).encode()]
     base = int(time.time() * 1000) if opts.import_ms is None else opts.import_ms
     ttl = str(opts.ttl).encode()
@@ -504,7 +521,7 @@ def migrate_emqx(db: DbFile, target: str, opts: EmqxOptions, *, dry_run: bool = 
         subs, msgs, widen = check_mysql_limits(p, opts, rep)
         own = {id(s) for s in p.subs}
         rep.count("subscriptions", sum(1 for s in subs if id(s) in own))
-        if p.extra_subs:
+        if p.extra_subs or p.orphan_subs:
             rep.count("extra exact-topic subscriptions", len(subs) - rep.written["subscriptions"])
         if widen:
             rep.notes.append(f"mqtt_msg.payload altered to {widen} (payloads over {BLOB_MAX:,} bytes)")
@@ -520,6 +537,8 @@ def migrate_emqx(db: DbFile, target: str, opts: EmqxOptions, *, dry_run: bool = 
             _write_sql(conf["path"], stmts, rep, len(msgs), prog)
     else:
         rep.count("subscriptions", len(p.subs))
+        if p.orphan_subs:
+            rep.count("extra exact-topic subscriptions", len(p.orphan_subs))
         cmds = redis_commands(p, opts)
         rep.notes.append(f"message hashes expire after {opts.ttl} s (--ttl) and zset scores are the import time: "
                          "clients must reconnect within the plugin's message_ttl")

@@ -1,0 +1,279 @@
+"""EMQX offline-message store on real MariaDB and Redis: what the plugin's own queries return per client."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pymysql
+import pytest
+import redis
+from conftest import REAL_FILES
+from hypothesis import given
+from hypothesis import strategies as st
+from oracle import LATER, WRITTEN, emqx_expectation, state
+from services import mariadb, redis_server  # noqa: F401  (module fixtures)
+
+from codec.emqx import base62, hex_from_redis_id, redis_id, unbase62
+from codec.engine import Record
+from codec.layouts import ChunkType
+from codec.writer import write_records
+
+pytestmark = pytest.mark.services
+MOSQDB = [sys.executable, "-m", "inspector.cli"]
+HEX32 = re.compile(r"[0-9A-F]{32}")
+TTL = 7200
+
+
+def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([*MOSQDB, *args], capture_output=True, text=True)
+    if ok:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+# ---------------------------------------------------------------- ids
+
+
+def test_worked_example_id() -> None:
+    b = "MzEzMTg2MzQwNzcwNTM1NDA3OTM0MzU3MDY4ODQwOTYwMDB"
+    assert redis_id("00060820BC882E680000000000000001") == b
+    assert hex_from_redis_id(b) == "00060820BC882E680000000000000001"
+    assert base62(b"01") == "MDB"  # base64 would give MDE=
+
+
+@given(st.binary(max_size=40))
+def test_base62_round_trip(data: bytes) -> None:
+    assert unbase62(base62(data)) == data
+
+
+# ---------------------------------------------------------------- MySQL
+
+
+def mysql_con(server: dict, db: str | None = None) -> pymysql.Connection:
+    return pymysql.connect(host=server["host"], port=server["port"], user="root", password="", database=db,
+                           charset="utf8mb4", autocommit=True)
+
+
+def fresh_db(server: dict, name: str) -> str:
+    con = mysql_con(server)
+    with con.cursor() as c:
+        c.execute(f"DROP DATABASE IF EXISTS `{name}`")
+        c.execute(f"CREATE DATABASE `{name}`")
+    con.close()
+    return f"mysql://root@{server['host']}:{server['port']}/{name}"
+
+
+def plugin_view_mysql(con: pymysql.Connection, clients: list[str]) -> dict[str, set[tuple[str, bytes]]]:
+    """The plugin on connect: `select topic, qos from mqtt_sub where clientid=`, then per filter its messages."""
+    out = {}
+    with con.cursor() as c:
+        for cid in clients:
+            c.execute("select topic, qos from mqtt_sub where clientid=%s", (cid,))
+            got = set()
+            for filt, _qos in c.fetchall():
+                c.execute("select * from mqtt_msg where topic = %s", (filt,))
+                for _id, msgid, topic, _sender, qos, retain, payload, arrived in c.fetchall():
+                    assert HEX32.fullmatch(msgid) and retain in (0, 1) and qos in (1, 2) and arrived is not None
+                    got.add((topic, payload))
+            out[cid] = got
+    return out
+
+
+def table(con: pymysql.Connection, sql: str) -> list[tuple]:
+    with con.cursor() as c:
+        c.execute(sql)
+        return list(c.fetchall())
+
+
+@pytest.mark.parametrize("src", REAL_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("now", [WRITTEN, LATER], ids=["written", "later"])
+def test_mysql_per_client(src: Path, now: int, mariadb: dict, tmp_path: Path) -> None:  # noqa: F811
+    name = re.sub(r"\W", "_", f"m_{src.stem}_{now}")
+    url = fresh_db(mariadb, name)
+    r = run("migrate", str(src), "--to", url, "--at", str(now), "--json")
+    rep = json.loads(r.stdout)
+    st_ = state(src)
+    want = emqx_expectation(st_, now)
+    con = mysql_con(mariadb, name)
+    assert plugin_view_mysql(con, list(want)) == want
+    n_msgs = len({x for v in want.values() for x in v})
+    assert rep["written"]["messages"] == n_msgs == table(con, "select count(*) from mqtt_msg")[0][0]
+    # one row per stored message with the B.2 id; every file subscription of a live session is there
+    ids = [r[0] for r in table(con, "select msgid from mqtt_msg order by id")]
+    assert len(set(ids)) == len(ids) and all(i.endswith(f"{sid:016X}") for i, sid in
+                                             zip(ids, [int(i[16:], 16) for i in ids]))
+    subs = set(table(con, "select clientid, topic, qos from mqtt_sub"))
+    for cid in want:
+        for filt, v in st_.subs.get(cid, {}).items():
+            assert (cid, filt, v["qos"]) in subs
+    reasons = {s["reason"]: s["count"] for s in rep["skipped"]}
+    assert any(r.startswith("QoS 0 delivery") for r in reasons)
+    # idempotent: the same rows after a second run
+    before = table(con, "select id, msgid, topic, sender, qos, retain, payload from mqtt_msg order by id")
+    subs_before = table(con, "select * from mqtt_sub order by clientid, topic")
+    r = run("migrate", str(src), "--to", url, "--at", str(now), "--json")
+    again = json.loads(r.stdout)
+    assert again["written"]["messages"] == 0
+    assert {s["reason"]: s["count"] for s in again["skipped"]}["message already in mqtt_msg (same msgid: an earlier "
+                                                                 "run)"] == n_msgs
+    assert table(con, "select id, msgid, topic, sender, qos, retain, payload from mqtt_msg order by id") == before
+    assert table(con, "select * from mqtt_sub order by clientid, topic") == subs_before
+    # the same as a file for `mysql`: identical rows
+    sql = tmp_path / "out.sql"
+    run("migrate", str(src), "--to", f"mysql-sql:{sql}", "--at", str(now))
+    url2 = fresh_db(mariadb, name + "_f")
+    p = subprocess.run(["mysql", "-h", mariadb["host"], "-P", str(mariadb["port"]), "-uroot", name + "_f"],
+                       stdin=sql.open("rb"), capture_output=True)
+    assert p.returncode == 0, p.stderr
+    con2 = mysql_con(mariadb, name + "_f")
+    assert table(con2, "select id, msgid, topic, sender, qos, retain, payload from mqtt_msg order by id") == before
+    assert table(con2, "select * from mqtt_sub order by clientid, topic") == subs_before
+    assert url2.endswith("_f")
+    con.close()
+    con2.close()
+
+
+def tiny_db(path: Path) -> None:
+    """A v6 file that breaks every MySQL column limit once (and a normal message)."""
+    long_cid, long_topic, long_sender = "c" * 70, "t/" + "x" * 198, "s" * 70
+    stores = [(1, "ok/1", b"fine", "pub"), (2, "big/1", bytes(range(256)) * 280, "pub"), (3, long_topic, b"x", "pub"),
+              (4, "ok/2", b"y", long_sender), (5, "ok/3", b"z", "pub")]
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 5}, 6)]
+    for sid, topic, payload, sender in stores:
+        recs.append(Record(int(ChunkType.MSG_STORE), {
+            "store_id": sid, "expiry_time": 0, "source_mid": sid, "source_id": sender, "source_username": None,
+            "source_port": 0, "topic": topic, "qos": 1, "retain": 0, "payload": payload, "properties": None}, 6))
+    for cid, sids in (("c1", [1, 2, 3, 4]), (long_cid, [5])):
+        recs.append(Record(int(ChunkType.CLIENT), {"client_id": cid, "last_mid": 0, "session_expiry_time": 0,
+                                                   "session_expiry_interval": 0xFFFFFFFF, "listener_port": 0,
+                                                   "username": None}, 6))
+        for mid, sid in enumerate(sids, 1):
+            recs.append(Record(int(ChunkType.CLIENT_MSG), {"client_id": cid, "store_id": sid, "mid": mid, "qos": 1,
+                                                           "state": 11, "direction": 1, "retain": 0, "dup": 0,
+                                                           "properties": None}, 6))
+    for cid, topic in (("c1", "#"), (long_cid, "ok/3")):
+        recs.append(Record(int(ChunkType.SUB), {"client_id": cid, "topic": topic, "qos": 1, "options": 0,
+                                                "identifier": 0}, 6))
+    write_records(path, 6, recs)
+
+
+def test_mysql_limits_reported_and_widen(mariadb: dict, tmp_path: Path) -> None:  # noqa: F811
+    src = tmp_path / "tiny.db"
+    tiny_db(src)
+    url = fresh_db(mariadb, "limits")
+    rep = json.loads(run("migrate", str(src), "--to", url, "--json").stdout)
+    reasons = {s["reason"].split(" (")[0]: s["count"] for s in rep["skipped"]}
+    assert reasons == {"client id longer than 64 characters": 1, "queued only for clients whose id is longer than 64 "
+                       "characters": 1, "topic longer than 180 characters": 1,
+                       "topic filter longer than 180 characters": 1,  # the exact-topic subscription for it
+                       "sender client id longer than 64 characters": 1, "payload over 65,535 bytes": 1}
+    con = mysql_con(mariadb, "limits")
+    assert table(con, "select topic, payload from mqtt_msg") == [("ok/1", b"fine")]
+    assert table(con, "select data_type from information_schema.columns where table_schema='limits' and "
+                      "table_name='mqtt_msg' and column_name='payload'") == [("blob",)]
+    rep = json.loads(run("migrate", str(src), "--to", url, "--json", "--widen-payload").stdout)
+    assert rep["written"]["messages"] == 1
+    assert table(con, "select topic, length(payload) from mqtt_msg order by id") == [("ok/1", 4), ("big/1", 71680)]
+    assert table(con, "select payload from mqtt_msg where topic='big/1'")[0][0] == bytes(range(256)) * 280
+    assert table(con, "select data_type from information_schema.columns where table_schema='limits' and "
+                      "table_name='mqtt_msg' and column_name='payload'") == [("mediumblob",)]
+    con.close()
+
+
+# ---------------------------------------------------------------- Redis
+
+
+def plugin_view_redis(r: redis.Redis, clients: list[str], now_ms: int) -> dict[str, set[tuple[str, bytes]]]:
+    """The plugin on connect: HGETALL mqtt:sub:{cid}; per filter ZRANGE ... WITHSCORES within the TTL; HGETALL."""
+    out = {}
+    for cid in clients:
+        got = set()
+        for filt in r.hgetall(f"mqtt:sub:{cid}"):
+            for member, score in r.zrange(b"mqtt:msg:" + filt, 0, -1, withscores=True):
+                if score <= now_ms - TTL * 1000:
+                    continue
+                h = r.hgetall(b"mqtt:msg:" + member)
+                if not h:
+                    continue
+                assert h[b"id"] == member and HEX32.fullmatch(hex_from_redis_id(member.decode()))
+                assert h[b"retain"] in (b"true", b"false") and h[b"qos"] in (b"1", b"2") and h[b"ts"].isdigit()
+                got.add((h[b"topic"].decode(), h[b"payload"]))
+        out[cid] = got
+    return out
+
+
+def dump_redis(r: redis.Redis) -> dict:
+    out = {}
+    for k in r.keys("*"):
+        t = r.type(k)
+        if t == b"hash":
+            out[k] = r.hgetall(k)
+        else:
+            out[k] = sorted(r.zrange(k, 0, -1))
+    return out
+
+
+@pytest.mark.parametrize("src", REAL_FILES, ids=lambda p: p.name)
+def test_redis_per_client(src: Path, redis_server: dict, tmp_path: Path) -> None:  # noqa: F811
+    n = REAL_FILES.index(src) * 4 + 1
+    url = f"redis://{redis_server['host']}:{redis_server['port']}/{n}"
+    r = redis.Redis(host=redis_server["host"], port=redis_server["port"], db=n)
+    r.flushdb()
+    rep = json.loads(run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--json").stdout)
+    now_ms = int(time.time() * 1000)
+    want = emqx_expectation(state(src), WRITTEN)
+    assert plugin_view_redis(r, list(want), now_ms) == want
+    msg_keys = [k for k in r.keys("mqtt:msg:*") if r.type(k) == b"hash"]
+    assert len(msg_keys) == rep["written"]["messages"] == len({x for v in want.values() for x in v})
+    assert all(0 < r.ttl(k) <= TTL for k in msg_keys)
+    # the wildcard filter's zset holds what was queued through it
+    if "a-sub-q1" in want:
+        topics = {r.hget(b"mqtt:msg:" + m, "topic") for m in r.zrange("mqtt:msg:corp/wild/#", 0, -1)}
+        assert topics == {b"corp/wild/x0/q0", b"corp/wild/x1/q0", b"corp/wild/x2/q0"}
+    before = dump_redis(r)
+    run("migrate", str(src), "--to", url, "--at", str(WRITTEN))
+    assert dump_redis(r) == before  # idempotent
+    # the same as a file for `redis-cli --pipe`
+    resp = tmp_path / "out.resp"
+    run("migrate", str(src), "--to", f"redis-cmds:{resp}", "--at", str(WRITTEN))
+    r2 = redis.Redis(host=redis_server["host"], port=redis_server["port"], db=n + 1)
+    r2.flushdb()
+    p = subprocess.run(["redis-cli", "-h", redis_server["host"], "-p", str(redis_server["port"]), "-n", str(n + 1),
+                        "--pipe"], stdin=resp.open("rb"), capture_output=True, text=True)
+    assert p.returncode == 0 and "errors: 0" in p.stdout, p.stdout + p.stderr
+    assert dump_redis(r2) == before
+    # --index-by topic: zsets only under concrete topics
+    r3 = redis.Redis(host=redis_server["host"], port=redis_server["port"], db=n + 2)
+    r3.flushdb()
+    run("migrate", str(src), "--to", url.rsplit("/", 1)[0] + f"/{n + 2}", "--at", str(WRITTEN), "--index-by", "topic")
+    zkeys = {k for k in r3.keys("mqtt:msg:*") if r3.type(k) == b"zset"}
+    assert zkeys and not any(b"#" in k or b"+" in k for k in zkeys)
+
+
+def test_dry_run_writes_nothing(redis_server: dict, mariadb: dict) -> None:  # noqa: F811
+    r = redis.Redis(host=redis_server["host"], port=redis_server["port"], db=40)
+    r.flushdb()
+    out = run("migrate", str(REAL_FILES[-1]), "--to", f"redis://127.0.0.1:{redis_server['port']}/40", "--dry-run",
+              "--at", str(WRITTEN)).stdout
+    assert "would write" in out and r.dbsize() == 0
+    url = fresh_db(mariadb, "dry")
+    run("migrate", str(REAL_FILES[-1]), "--to", url, "--dry-run")
+    con = mysql_con(mariadb, "dry")
+    assert table(con, "show tables") == []
+    con.close()
+
+
+def test_unreachable_servers_and_bad_targets() -> None:
+    r = run("migrate", str(REAL_FILES[-1]), "--to", "redis://127.0.0.1:1/0", ok=False)
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1 and "cannot connect" in r.stderr
+    r = run("migrate", str(REAL_FILES[-1]), "--to", "mysql://root@127.0.0.1:1/x", ok=False)
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1 and "cannot connect" in r.stderr
+    r = run("migrate", str(REAL_FILES[-1]), "--to", "postgres://x", ok=False)
+    assert r.returncode == 2
+    r = run("migrate", str(REAL_FILES[-1]), "--to", "redis://127.0.0.1:1/zz", ok=False)
+    assert r.returncode == 2
