@@ -43,6 +43,7 @@ ACTIONS = [
     ("Clear filter", "clear_filter", "Show every chunk again"),
     ("Follow reference", "follow", "client_msg/retain → msg_store; msg_store → everything referencing it"),
     ("Check file", "check", "Run the integrity rules and list findings"),
+    ("Export selection", "export", "Write the filtered chunks as JSON lines (.jsonl) or a Parquet dataset (directory)"),
     ("Edit field", "edit_field", "Edit the selected field's value"),
     ("Delete chunk", "delete", "Delete (or restore) the chunk; a client with its subs and queue"),
     ("Undo", "undo", "Undo the last edit"),
@@ -70,6 +71,7 @@ class InspectorApp(App[None]):
         Binding("escape", "clear_filter", "Clear", show=False),
         Binding("r", "follow", "Ref"),
         Binding("c", "check", "Check"),
+        Binding("x", "export", "Export", show=False),
         Binding("e", "edit_field", "Edit"),
         Binding("d", "delete", "Del"),
         Binding("u,ctrl+z", "undo", "Undo"),
@@ -626,6 +628,44 @@ class InspectorApp(App[None]):
             self.do_save(None, then_exit=True)
         elif answer == "discard":
             self.exit()
+
+    # ------------------------------------------------------------ export
+    def action_export(self) -> None:
+        if self.doc.db.empty or not self.need_index():
+            return
+        base = os.path.splitext(self.doc.path)[0]
+        self.push_screen(PromptScreen("Export the current selection (the file as saved, not unsaved edits)",
+                                      base + ".jsonl", hint="NAME.jsonl: JSON lines; any other name: a Parquet "
+                                      "dataset directory (one file per chunk kind)"), self.do_export)
+
+    def do_export(self, out: str | None) -> None:
+        if not out:
+            return
+        spec = parse_filter(self.filter_text) if self.filter_text else None
+        self.say(f"exporting to {out}…")
+        self.export_worker(out.strip(), spec)
+
+    @work(thread=True, exclusive=True, group="export")
+    def export_worker(self, out: str, spec: Any) -> None:
+        try:
+            from exporters import files
+        except ImportError:
+            self.call_from_thread(self.say, "export needs the exporters package (not installed)", "error")
+            return
+        selection = spec.selection() if spec is not None else None
+        kinds = sorted(spec.kinds) if spec is not None and spec.kinds else list(files.KINDS)
+        try:
+            if out.endswith(".jsonl"):
+                counts = files.export_jsonl([self.doc.path], out, kinds=kinds, selection=selection,
+                                            endian=self.doc.endian)
+            else:
+                counts = files.export_parquet([self.doc.path], out, kinds=kinds, selection=selection,
+                                              endian=self.doc.endian)
+        except (CodecError, OSError, ValueError) as exc:
+            self.call_from_thread(self.say, f"export failed: {exc}", "error")
+            return
+        rows = ", ".join(f"{k} {n}" for k, n in counts.items() if n)
+        self.call_from_thread(self.say, f"exported to {out}: {rows or 'nothing selected'}")
 
     # ------------------------------------------------------------ check / help / palette
     def action_check(self) -> None:

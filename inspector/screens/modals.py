@@ -21,6 +21,7 @@ HELP = """\
   f   Esc                  filter bar (type:msg topic:a/# client:x store:1-9); clear
   r                        follow reference: client_msg/retain → msg_store → referrers
   c                        check the file; Enter on a finding jumps to it
+  x                        export the filtered chunks (.jsonl file or Parquet directory)
 [b]Editing[/b] (an overlay: nothing is written until you save)
   e / Enter on a field     edit its value (text, 0x.. ints, hex:.. for payload bytes)
   0-9 a-f in the hex view  overwrite bytes (the chunk must still decode)

@@ -122,3 +122,26 @@ async def test_check_panel_jumps_to_finding(v6_copy: Path) -> None:
         await keys(pilot, "enter")
         assert not isinstance(app.screen, CheckScreen)
         assert app.item == retain - 1 and app.doc.record(app.item)["store_id"] == 63
+
+
+async def test_export_selection_and_palette_actions(tmp_path: Path) -> None:
+    import json
+
+    from inspector.app import ACTIONS
+
+    out = tmp_path / "retained.jsonl"
+    app = make_app(V6)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        titles = {c.title for c in app.get_system_commands(app.screen)}
+        assert {title for title, _a, _h in ACTIONS} <= titles
+        app.apply_filter("type:retain")
+        await settle(pilot)
+        app.do_export(str(out))
+        await settle(pilot)
+        assert "exported to" in status(app) and "retain 10" in status(app)
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 10 and {r["type"] for r in rows} == {"retain"}
+    with DbFile(V6) as db:
+        want = sorted(c.record["store_id"] for c in db.stream() if c.kind == "retain")
+    assert sorted(r["store_id"] for r in rows) == want
