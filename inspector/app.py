@@ -492,7 +492,27 @@ class InspectorApp(App[None]):
             self.say(f"refused: {exc}", "error")
             return
         self.refresh_after_edit()
-        self.say(f"edited {edit.label} (u: undo)")
+        warning = self.reference_warning(item, name)
+        self.say(f"edited {edit.label} (u: undo)" + (f" — warning: {warning}" if warning else ""),
+                 "warning" if warning else "information")
+
+    def reference_warning(self, item: int, name: str) -> str | None:
+        """Say so when an edited store id leaves references dangling (the edit is kept)."""
+        if name != "store_id" or not self.doc.complete():
+            return None
+        rec = self.doc.record(item)
+        if rec is None:
+            return None
+        cols = self.store_columns()
+        sid = rec["store_id"]
+        if rec.kind in ("client_msg", "retain") and cols.find_store(sid) is None:
+            return f"no msg_store has store id {sid}: the broker drops this {rec.kind} on load"
+        if rec.kind == "msg_store":
+            old = int(cols.ids[item])
+            refs = int(np.count_nonzero((cols.ids == np.uint64(old)) & np.isin(cols.types, [3, 4])))
+            if refs and old != sid:
+                return f"{refs} client_msg/retain chunk(s) still reference store id {old}"
+        return None
 
     def on_field_tree_selected(self, event: FieldTree.Selected) -> None:
         self.action_edit_field()

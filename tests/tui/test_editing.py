@@ -211,3 +211,19 @@ async def test_save_as_writes_a_new_file(v6_copy: Path, tmp_path: Path) -> None:
     assert len(data) == os.path.getsize(V6)
     with DbFile(out) as db:
         assert db.chunk(0).record["shutdown"] == 0
+
+
+async def test_breaking_a_reference_is_allowed_with_a_warning() -> None:
+    app = make_app(V6)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.apply_filter("type:retain")
+        await settle(pilot)
+        i = app.item
+        app.do_edit(i, "store_id", "999999")
+        assert app.doc.record(i)["store_id"] == 999999
+        assert "warning: no msg_store has store id 999999" in status(app)
+        await keys(pilot, "u")
+        store = app.store_columns().find_store(63)
+        app.do_edit(store, "store_id", "5000")
+        assert "warning: 1 client_msg/retain chunk(s) still reference store id 63" in status(app)

@@ -187,3 +187,24 @@ def test_store_columns_match_decoded_values() -> None:
                         assert cols.find_store(sid) == c.index
         assert cols.find_store(10**12) is None
         doc.close()
+
+
+async def test_mouse_selects_rows_and_bytes() -> None:
+    from inspector.widgets.chunklist import ChunkList
+    from inspector.widgets.hexview import HexView
+
+    app = make_app(V6)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.click(ChunkList, offset=(5, 3))
+        await settle(pilot)
+        assert app.item == 3
+        n = app.hex.per_row
+        await pilot.click(HexView, offset=(10 + 3 * 2, 1))  # second row, third byte
+        await settle(pilot)
+        assert app.hex.cursor == n + 2
+        await pilot.click(HexView, offset=(11 + 3 * n + 5, 0))  # the ASCII column, sixth byte
+        await settle(pilot)
+        assert app.hex.cursor == 5
+        # the cursor's byte selects its field: bytes 4..7 of a v6 chunk are the header length
+        assert app.fields.cursor_node.data.start == 4
