@@ -18,8 +18,10 @@ from exporters.forward import (
     iter_packets,
     make_id,
     message_map,
+    salt_of,
 )
 from exporters.forward_cli import run_forward_export
+from inspector.commands import UsageError
 
 
 def _export(tmp_path, files, **kw) -> bytes:
@@ -92,6 +94,12 @@ def test_delivery_mode_per_client_and_retain_flag(tmp_path) -> None:
     # corp/v5/retained was queued to a-sub-v5 with the retain flag kept (retain-as-published)
     assert {m.topic: m.retain for m in v5}["corp/v5/retained"] is True
     assert sum(m.retain for m in v5) == 1
+    # a topic filter selects deliveries through their stored message
+    plain = stream_messages(_export(tmp_path, [f], mode="delivery", topic=["corp/plain/q1"]))
+    assert len(plain) == 10 and {m.topic for m in plain} == {"corp/plain/q1"}  # a-sub-q1 and a-ünï-客户端, 5 each
+    assert len({m.id for m in plain}) == 5  # fan-out copies share the store's id
+    mine = stream_messages(_export(tmp_path, [f], mode="delivery", topic=["corp/plain/q1"], client=["a-sub-q1"]))
+    assert sorted(m.id for m in mine) == sorted({m.id for m in plain})
 
 
 def test_store_mode_selections(tmp_path) -> None:
@@ -255,3 +263,17 @@ def test_progress_position_covers_every_input() -> None:
             seen.append(run.position())
         assert seen == sorted(seen) and 0 < seen[0] < run.total_bytes()
         assert run.position() == run.total_bytes() == sum(f.stat().st_size for f in REAL_FILES[:2])
+
+
+def test_id_salt_and_usage_errors(tmp_path) -> None:
+    f = REAL / "1.5.6-a.db"
+    plain = stream_messages(_export(tmp_path, [f]))
+    salted = stream_messages(_export(tmp_path, [f], id_salt="broker-a"))
+    assert [m.id[:16] + m.id[20:] for m in plain] == [m.id[:16] + m.id[20:] for m in salted]
+    assert {m.id[16:20] for m in salted} == {f"{salt_of('broker-a'):04X}"}
+    for kw, text in ((dict(ack=True), "--ack and --heartbeat"), (dict(batch=0), "--batch must be at least 1"),
+                     (dict(incoming=True), "--incoming needs --mode delivery"),
+                     (dict(reference_time="yesterday"), "--reference-time 'yesterday'"),
+                     (dict(topic=["a/#/b"]), "not a valid MQTT topic filter")):
+        with pytest.raises(UsageError, match=text):
+            run_forward_export(export_args([f], "msgpack", output=str(tmp_path / "u.fwd"), **kw))
