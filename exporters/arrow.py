@@ -25,7 +25,7 @@ from codec.reader import Chunk
 from .columnar import assemble, decode_batch, property_rows, read_block
 from .schema import KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
 
-DEFAULT_BATCH = 131_072
+DEFAULT_BATCH = 32_768
 MAX_BLOCK = 64 << 20
 
 
