@@ -212,7 +212,8 @@ class InspectorApp(App[None]):
         hs = v.header_size
         tlen = 4 if hs == 8 else 2
         spans = [(0, tlen, "chunk_type", "hdr"), (tlen, hs - tlen, "length", "hdr")]
-        spans += [(hs + s.offset, s.size, s.name, s.kind) for s in v.spans]
+        unknown = v.record is not None and v.record.kind == "unknown"
+        spans += [(hs + s.offset, s.size, s.name, "unknown" if unknown else s.kind) for s in v.spans]
         return HexSource.of_bytes(v.offset, v.data, spans=spans, changed=v.changed_bytes(),
                                   default_kind=None if v.record is not None else "unknown")
 

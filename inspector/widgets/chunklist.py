@@ -167,6 +167,12 @@ class ChunkList(Widget, can_focus=True):
         if 0 <= row < self.total():
             self.cursor = row
 
+    def on_focus(self) -> None:
+        self.refresh()  # the cursor row is drawn differently with focus
+
+    def on_blur(self) -> None:
+        self.refresh()
+
     def on_resize(self) -> None:
         self.update_size()
 

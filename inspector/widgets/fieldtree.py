@@ -227,6 +227,12 @@ class FieldTree(ScrollView, can_focus=True):
         if node is not None:
             self.post_message(self.Selected(node))
 
+    def on_focus(self) -> None:
+        self.refresh()  # the cursor row is drawn differently with focus
+
+    def on_blur(self) -> None:
+        self.refresh()
+
     def on_click(self, event: Click) -> None:
         row = int(self.scroll_offset.y) + event.y
         if 0 <= row < len(self.rows):

@@ -118,6 +118,12 @@ class HexView(ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width or 40, rows)
         self.refresh()
 
+    def on_focus(self) -> None:
+        self.refresh()  # the cursor row is drawn differently with focus
+
+    def on_blur(self) -> None:
+        self.refresh()
+
     def on_resize(self) -> None:
         self.update_size()
 

@@ -145,3 +145,22 @@ async def test_export_selection_and_palette_actions(tmp_path: Path) -> None:
     with DbFile(V6) as db:
         want = sorted(c.record["store_id"] for c in db.stream() if c.kind == "retain")
     assert sorted(r["store_id"] for r in rows) == want
+
+
+async def test_unknown_chunk_type_is_shown_raw(tmp_path: Path) -> None:
+    import struct
+
+    path = tmp_path / "unknown.db"
+    path.write_bytes(V6.read_bytes() + struct.pack(">II", 99, 4) + b"\xde\xad\xbe\xef")
+    app = make_app(path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert app.chunks.total() == 91
+        await keys(pilot, "end")
+        v = app.doc.view(90)
+        assert v.record.kind == "unknown" and v.record["raw"] == b"\xde\xad\xbe\xef"
+        assert str(app.fields.root.label).startswith("unknown[90]")
+        assert app.hex.source.span_at(8)[3] == "unknown"
+        assert app.hex.source.read(8, 4) == b"\xde\xad\xbe\xef"
+        row = app.chunks.cursor - app.chunks.top
+        assert "?99" in "".join(seg.text for seg in app.chunks.render_line(row))
