@@ -8,7 +8,7 @@ PATH is a db file or a directory (every ``*.db`` in it). The driver builds each 
 index once and cuts it into partitions of at most ``partitionRows`` rows of the kind; a
 partition is (path, byte range, first chunk index), so an executor walks only its own range
 and never re-scans the file from the start. ``read()`` yields Arrow batches decoded column-
-wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows`` (200000),
+wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows`` (500000),
 ``batchSize`` (65536), ``topic`` (MQTT filter, msg_store/sub), ``client`` (client id,
 client/client_msg/sub), ``onError`` (``fail``: an unreadable file stops the query with a
 line naming it; ``skip``: it is left out and reported on stderr), ``endian``.
@@ -45,7 +45,7 @@ except ImportError:  # pragma: no cover - exercised without the extra
 
 
 NAME = "mosquitto"
-DEFAULT_PARTITION_ROWS = 200_000
+DEFAULT_PARTITION_ROWS = 500_000
 DEFAULT_BATCH = 65_536
 SPARK_HINT = "PySpark is not installed: pip install mosqdb[spark]"
 
@@ -124,23 +124,35 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
 
 
 def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: str | None = None,
-              client: str | None = None, endian: str = "little") -> Any:
-    """Arrow batches of one partition (runs on an executor)."""
+              client: str | None = None, endian: str = "little", on_error: str = "fail") -> Any:
+    """Arrow batches of one partition (runs on an executor).
+
+    A chunk that fails to decode (damage the header walk cannot see, e.g. a bad property
+    tail) raises the codec's one-line error naming file, offset and chunk; with
+    ``on_error="skip"`` the rest of the partition is dropped and the line goes to stderr.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from .arrow import iter_batches
     from .select import _topic_mask
 
-    with DbFile(part.path, endian=endian) as db:
-        for batch in iter_batches(db, kind, batch_size=batch_size, start=part.start, stop=part.stop,
-                                  first_index=part.first_index):
-            if topic is not None:
-                batch = batch.filter(_topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
-            if client is not None:
-                batch = batch.filter(pc.equal(batch.column("client_id"), pa.scalar(client, pa.string())))
-            if batch.num_rows:
-                yield batch
+    try:
+        with DbFile(part.path, endian=endian) as db:
+            for batch in iter_batches(db, kind, batch_size=batch_size, start=part.start, stop=part.stop,
+                                      first_index=part.first_index):
+                if topic is not None:
+                    batch = batch.filter(_topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
+                if client is not None:
+                    batch = batch.filter(pc.equal(batch.column("client_id"), pa.scalar(client, pa.string())))
+                if batch.num_rows:
+                    yield batch
+    except CodecError as exc:
+        exc.located(path=part.path)
+        if on_error != "skip":
+            raise
+        print(f"mosquitto data source: skipped the rest of {part.path} from offset {part.start}: {exc}",
+              file=sys.stderr)
 
 
 def _options(options: dict[str, str]) -> dict[str, Any]:
@@ -208,7 +220,7 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
             return iter(())
         o = self.opts
         return read_part(partition.part, o["kind"], batch_size=o["batch_size"], topic=o["topic"],
-                         client=o["client"], endian=o["endian"])
+                         client=o["client"], endian=o["endian"], on_error=o["on_error"])
 
 
 def register(spark: Any) -> None:

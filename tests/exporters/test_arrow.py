@@ -173,3 +173,25 @@ def test_schema_ddl_for_spark() -> None:
     ddl = spark_ddl(SCHEMAS["msg_store"])
     assert "`store_id` BIGINT" in ddl and "`payload` BINARY" in ddl and "`expiry_ts` TIMESTAMP" in ddl
     assert "`properties` ARRAY<STRUCT<`id`: INT, `name`: STRING" in ddl
+
+
+def test_bad_property_tail_in_a_partition(tmp_path: Path) -> None:
+    """Damage only decoding sees (the header walk is fine): a located error, or a skipped rest."""
+    from exporters.spark import Part, plan, read_part
+
+    src = next(p for p in REAL_FILES if p.name.startswith("2.0.20"))
+    with DbFile(src) as db:
+        target = next(c for c in db.stream(spans=True) if c.kind == "msg_store" and c.record["properties"])
+        props = next(s for s in target.spans if s.name == "properties")
+    bad = tmp_path / "bad-props.db"
+    data = bytearray(src.read_bytes())
+    data[target.body_offset + props.offset + 1] = 0x7F  # the first property id: unknown
+    bad.write_bytes(bytes(data))
+    parts, skipped = plan([str(bad)], "msg_store")
+    assert skipped == [] and len(parts) == 1
+    with pytest.raises(CodecError) as err:
+        list(read_part(parts[0], "msg_store"))
+    assert str(bad) in str(err.value) and f"msg_store[{target.index}].properties" in str(err.value)
+    rows = sum(b.num_rows for b in read_part(Part(str(bad), parts[0].start, parts[0].stop, parts[0].first_index),
+                                             "msg_store", batch_size=1, on_error="skip"))
+    assert rows == target.index - 1  # the stored messages before the damaged one
