@@ -328,3 +328,17 @@ def test_fwd_listen_counts(tmp_path) -> None:
                 assert s.recv(1) == FF
         lis.stop()
     assert Counter(m.qos for m in stream_messages((tmp_path / "x.fwd").read_bytes())) == Counter({0: 2, 1: 4, 2: 4})
+
+
+def test_fwd_listen_print_json(tmp_path) -> None:
+    import json
+
+    with FwdListen(tmp_path / "j.fwd", "--print", "--json") as lis:
+        r = run_cli("export", str(F20), "--to", f"forward://127.0.0.1:{lis.port}", "--ack", "--mode", "delivery",
+                    "--client", "a-sub-v5")
+        assert r.returncode == 0, r.stderr
+        lis.stop()
+    rows = [json.loads(line) for line in lis.stdout.decode().splitlines()]
+    assert len(rows) == 4 and {r["connection"] for r in rows} == {1}
+    assert Counter(r["qos"] for r in rows) == Counter({2: 2, 1: 2})  # the manifest's a-sub-v5 queue
+    assert sum(r["flags"]["retain"] for r in rows) == 1
