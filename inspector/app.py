@@ -176,6 +176,8 @@ class InspectorApp(App[None]):
         self.query_one(SummaryBar).refresh_summary(self.doc)
         if self.item is None or msg.done:
             self.chunks.reselect()
+        if msg.done and self.doc.count():
+            self.columns_worker()
 
     # ------------------------------------------------------------ selection
     def on_row_highlighted(self, msg: RowHighlighted) -> None:
@@ -261,6 +263,17 @@ class InspectorApp(App[None]):
         if self.columns is None:
             self.columns = StoreColumns(self.doc)
         return self.columns
+
+    @work(thread=True, exclusive=True, group="columns")
+    def columns_worker(self) -> None:
+        """Gather store ids in the background so goto/follow/filter by store id answer at once."""
+        doc = self.doc
+        cols = StoreColumns(doc)
+        self.call_from_thread(self._columns_ready, doc, cols)
+
+    def _columns_ready(self, doc: Document, cols: StoreColumns) -> None:
+        if self.columns is None and doc is self.doc and doc.db.partial_index() is cols.index:
+            self.columns = cols
 
     def jump(self, item: int) -> None:
         if not self.chunks.goto_item(item):
@@ -369,6 +382,10 @@ class InspectorApp(App[None]):
             self.chunks.focus()
 
     def action_clear_filter(self) -> None:
+        for worker in self.workers:
+            if worker.group == "search" and worker.is_running:
+                worker.cancel()
+                self.say("search cancelled")
         if self.filter_text or self.query_one("#filter").display:
             self.clear_filter()
             self.chunks.focus()
@@ -628,6 +645,7 @@ class InspectorApp(App[None]):
             self.say(f"not saved: {exc}", "error")
             return False
         self.columns = None
+        self.columns_worker()
         self.chunks.set_rows(None, keep=self.item)
         self.filter_text = ""
         self.hex.editable = not self.doc.read_only

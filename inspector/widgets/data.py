@@ -126,6 +126,7 @@ class StoreColumns:
     def __init__(self, doc: Document) -> None:
         idx = doc.index()
         assert idx is not None and doc.version is not None
+        self.index = idx
         n = len(idx)
         offsets = np.frombuffer(idx.offsets, dtype=np.int64)[:n]
         types = np.frombuffer(idx.types, dtype=np.uint32)[:n]
