@@ -11,12 +11,12 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from datetime import datetime, timezone
 from typing import Any
 
 from codec import DbFile
 from codec.errors import CodecError
 from codec.query import parse_store_ids, valid_filter
+from codec.timeview import parse_time
 from codec.writer import atomic_output
 
 from .forward import Batch, ForwardError, MessageSource, Options, batches, salt_of, write_stream
@@ -65,15 +65,13 @@ def add_forward_options(p: argparse.ArgumentParser) -> None:
 
 
 def parse_time_ms(text: str) -> int:
+    """Milliseconds since the epoch (all digits) or an ISO 8601 time (UTC unless it says otherwise)."""
     if text.isdigit():
         return int(text)
     try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        return int(parse_time(text) * 1000)
+    except CodecError:
         raise _usage(f"--reference-time {text!r}: use milliseconds since the epoch or ISO 8601") from None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return int(dt.timestamp() * 1000)
 
 
 def parse_target(to: str) -> tuple[str, int]:
