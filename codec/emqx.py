@@ -10,12 +10,16 @@ so re-running a migration writes the same ids and never duplicates rows.
 
 from __future__ import annotations
 
+import base64
 import os
+import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 from urllib.parse import unquote, urlparse
+
+import numpy as np
 
 from exporters.forward import MessageSource, Options, make_id
 
@@ -31,7 +35,7 @@ MEDIUMBLOB_MAX = (1 << 24) - 1
 ID_MAX = 64  # clientid / msgid / sender: VARCHAR(64) characters
 TOPIC_MAX = 180  # VARCHAR(180) characters
 DEFAULT_TTL = 7200
-SQL_BATCH_BYTES = 1 << 20
+SQL_BATCH_BYTES = 4 << 20  # statements stay well under max_allowed_packet (16 MiB default)
 
 MYSQL_SCHEMA = (
     "CREATE TABLE IF NOT EXISTS `mqtt_msg` (\n"
@@ -89,18 +93,24 @@ def _b62_char(v: int) -> str:
 
 def base62(data: bytes) -> str:
     """``emqx_base62:encode``: 6-bit groups with a 9A/9B/9C escape, no padding."""
-    out = []
     full = len(data) - len(data) % 3
+    head = base64.b64encode(data[:full]).decode("ascii")
+    if "9" not in head and "+" not in head and "/" not in head:  # values <= 60: base64 is the same
+        return head + _tail62(data[full:])
+    out = []
     for i in range(0, full, 3):
         n = int.from_bytes(data[i:i + 3], "big")
         out += [_b62_char(n >> 18 & 63), _b62_char(n >> 12 & 63), _b62_char(n >> 6 & 63), _b62_char(n & 63)]
-    rest = data[full:]
+    return "".join(out) + _tail62(data[full:])
+
+
+def _tail62(rest: bytes) -> str:
     if len(rest) == 2:
         n = int.from_bytes(rest, "big")
-        out += [_b62_char(n >> 10 & 63), _b62_char(n >> 4 & 63), _b62_char(n & 15)]
-    elif len(rest) == 1:
-        out += [_b62_char(rest[0] >> 2), _b62_char(rest[0] & 3)]
-    return "".join(out)
+        return _b62_char(n >> 10 & 63) + _b62_char(n >> 4 & 63) + _b62_char(n & 15)
+    if len(rest) == 1:
+        return _b62_char(rest[0] >> 2) + _b62_char(rest[0] & 3)
+    return ""
 
 
 def unbase62(text: str) -> bytes:
@@ -272,12 +282,12 @@ def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable
     gone: set[int] = set()
     n_store = db.index.counts().get(ChunkType.MSG_STORE, 0)
     done = 0
-    for n, c in column_rows(db, ChunkType.MSG_STORE):
+    wanted = np.fromiter(needed, dtype=np.uint64, count=len(needed))
+    for n, c in column_rows(db, ChunkType.MSG_STORE,
+                            lambda ints: np.isin(ints["store_id"].astype(np.uint64), wanted)):
         exp = c.get("expiry_time")
         for i in range(n):
             sid = c["store_id"][i]
-            if sid not in needed:
-                continue
             if exp is not None and 0 < exp[i] <= now:
                 gone.add(sid)
                 rep.skip("stored message expired", f"store {sid}")
@@ -290,9 +300,10 @@ def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable
                 rep.skip("topic or sender is not valid UTF-8", f"store {sid} at offset {c['offset'][i]}")
                 continue
             stores[sid] = (sender, topic, c["payload"][i], source.timestamp(sid), c["qos"][i])
-        done += n
+        done = min(done + 65536, n_store)
         progress("reading", done, n_store)
 
+    filters = {c: [(s, share_strip(s.filter)) for s in ss] for c, ss in by_client.items()}
     msgs: dict[int, Msg] = {}
     extra: dict[tuple[str, str], Sub] = {}
     orphans: dict[tuple[str, str], Sub] = {}
@@ -313,7 +324,7 @@ def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable
         if cid not in m.clients:
             m.clients.append(cid)
         keys = [topic]
-        matched = [s for s in by_client.get(cid, []) if topic_matches(share_strip(s.filter), topic)]
+        matched = [s for s, f in filters.get(cid, ()) if topic_matches(f, topic)]
         if opts.index_by == "filter":
             keys += [s.filter for s in matched]
             for s in matched:
@@ -452,29 +463,29 @@ def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: 
 # ---------------------------------------------------------------- Redis commands
 
 
-def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, list[bytes]]]:
-    """(kind, command) in order: subscriptions, then per message HSET, EXPIRE, ZADD per key."""
-    for s in p.subs + p.orphan_subs:
-        yield "subs", [b"HSET", f"mqtt:sub:{s.client_id}".encode(), s.filter.encode(), str(s.qos).encode()]
-    base = int(time.time() * 1000) if opts.import_ms is None else opts.import_ms
-    ttl = str(opts.ttl).encode()
-    for i, m in enumerate(p.msgs):
-        b62 = redis_id(m.hex_id)
-        key = f"mqtt:msg:{b62}".encode()
-        yield "msgs", [b"HSET", key, b"id", b62.encode(), b"from", (m.sender or "").encode(), b"qos",
-                       str(m.qos).encode(), b"topic", m.topic.encode(), b"payload", m.payload, b"ts",
-                       str(m.ts_ms).encode(), b"retain", b"true" if m.retain else b"false"]
-        yield "expire", [b"EXPIRE", key, ttl]
-        score = str(base + i).encode()  # import time, increasing in delivery order
-        for k in m.keys:
-            yield "index", [b"ZADD", f"mqtt:msg:{k}".encode(), score, b62.encode()]
-
-
 def resp(cmd: list[bytes]) -> bytes:
     parts = [b"*%d\r\n" % len(cmd)]
     for a in cmd:
         parts.append(b"$%d\r\n%s\r\n" % (len(a), a))
     return b"".join(parts)
+
+
+def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, int, bytes]]:
+    """(kind, replies, RESP bytes) in order: subscriptions, then per message HSET, EXPIRE and a ZADD per key."""
+    for s in p.subs + p.orphan_subs:
+        yield "subs", 1, resp([b"HSET", f"mqtt:sub:{s.client_id}".encode(), s.filter.encode(), str(s.qos).encode()])
+    base = int(time.time() * 1000) if opts.import_ms is None else opts.import_ms
+    expire_tail = b"$%d\r\n%d\r\n" % (len(str(opts.ttl)), opts.ttl)
+    for i, m in enumerate(p.msgs):
+        b62 = redis_id(m.hex_id).encode()
+        key = b"mqtt:msg:" + b62
+        hset = resp([b"HSET", key, b"id", b62, b"from", (m.sender or "").encode(), b"qos", b"%d" % m.qos,
+                     b"topic", m.topic.encode(), b"payload", m.payload, b"ts", b"%d" % m.ts_ms,
+                     b"retain", b"true" if m.retain else b"false"])
+        expire = b"*3\r\n$6\r\nEXPIRE\r\n$%d\r\n%s\r\n" % (len(key), key) + expire_tail
+        score = b"%d" % (base + i)  # import time, increasing in delivery order
+        zadds = [resp([b"ZADD", b"mqtt:msg:" + k.encode(), score, b62]) for k in m.keys]
+        yield "msgs", 2 + len(zadds), b"".join([hset, expire, *zadds])
 
 
 # ---------------------------------------------------------------- targets
@@ -552,11 +563,10 @@ def migrate_emqx(db: DbFile, target: str, opts: EmqxOptions, *, dry_run: bool = 
     return rep
 
 
-def _tally(rep: MigrationReport, kind: str, n: int) -> None:
+def _tally(rep: MigrationReport, kind: str, replies: int) -> None:
     if kind == "msgs":
-        rep.count("messages", n)
-    elif kind == "index":
-        rep.count("index entries", n)
+        rep.count("messages")
+        rep.count("index entries", replies - 2)
 
 
 def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], rep: MigrationReport, total: int,
@@ -569,7 +579,7 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], rep:
                               max_allowed_packet=64 << 20)
     except pymysql.MySQLError as exc:
         raise CodecError(f"cannot connect to MySQL at {conf['host']}:{conf['port']}: {exc.args[-1]}") from None
-    done = present = 0
+    done = present = batches = 0
     try:
         with con.cursor() as cur:
             cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")
@@ -584,7 +594,9 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], rep:
                     present += n - cur.rowcount
                     rep.count("messages", cur.rowcount)
                     prog("writing", done, total)
-                    con.commit()
+                    batches += 1
+                    if batches % 20 == 0:
+                        con.commit()
             con.commit()
     finally:
         con.close()
@@ -608,65 +620,81 @@ def _write_sql(path: str, stmts: Iterable[tuple[str, str, int]], rep: MigrationR
                 prog("writing", done, total)
 
 
-def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, list[bytes]]], rep: MigrationReport, total: int,
+class _RedisPipe:
+    """A bare RESP pipeline: every reply to HSET/EXPIRE/ZADD/SELECT/AUTH is one line, so replies are counted."""
+
+    def __init__(self, conf: dict[str, Any]) -> None:
+        self.where = f"Redis at {conf['host']}:{conf['port']}"
+        try:
+            self.sock = socket.create_connection((conf["host"], conf["port"]), timeout=60)
+        except OSError as exc:
+            raise CodecError(f"cannot connect to {self.where}: {exc.strerror or exc}") from None
+        self.errors: list[bytes] = []
+        self.pending = b""
+        hello = []
+        if conf["password"] is not None:
+            auth = [b"AUTH"] + ([conf["username"].encode()] if conf["username"] else []) + [conf["password"].encode()]
+            hello.append(resp(auth))
+        hello.append(resp([b"SELECT", str(conf["db"]).encode()]))
+        self.send(b"".join(hello), len(hello))
+        if self.errors:
+            raise CodecError(f"{self.where}: {self.errors[0].decode(errors='replace')}")
+
+    def send(self, data: bytes, replies: int) -> None:
+        try:
+            self.sock.sendall(data)
+            buf = self.pending
+            while buf.count(b"\r\n") < replies:
+                got = self.sock.recv(1 << 20)
+                if not got:
+                    raise CodecError(f"{self.where} closed the connection")
+                buf += got
+        except OSError as exc:
+            raise CodecError(f"{self.where}: {exc.strerror or exc}") from None
+        lines = buf.split(b"\r\n")
+        self.pending = b"\r\n".join(lines[replies:])
+        self.errors += [ln for ln in lines[:replies] if ln.startswith(b"-")]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, total: int,
                opts: EmqxOptions, prog: Callable[[str, int, int], None]) -> None:
-    import redis
-
-    con = redis.Connection(host=conf["host"], port=conf["port"], db=conf["db"], password=conf["password"],
-                           username=conf["username"], socket_timeout=60)
-    try:
-        con.connect()
-    except redis.RedisError as exc:
-        raise CodecError(f"cannot connect to Redis at {conf['host']}:{conf['port']}: {exc}") from None
+    pipe = _RedisPipe(conf)
     buf: list[bytes] = []
-    kinds: list[str] = []
-    done = 0
-    errors = 0
-
-    def flush() -> None:
-        nonlocal errors
-        con.send_packed_command([b"".join(buf)], check_health=False)
-        for _k in kinds:
-            try:
-                con.read_response()
-            except redis.ResponseError as exc:
-                errors += 1
-                if errors == 1:
-                    rep.notes.append(f"Redis error: {exc}")
-        buf.clear()
-        kinds.clear()
-
+    replies = done = 0
     try:
-        for kind, cmd in cmds:
-            buf.append(resp(cmd))
-            kinds.append(kind)
-            _tally(rep, kind, 1)
+        for kind, n, data in cmds:
+            buf.append(data)
+            replies += n
+            _tally(rep, kind, n)
             if kind == "msgs":
                 done += 1
                 if done % opts.batch == 0:
-                    flush()
+                    pipe.send(b"".join(buf), replies)
+                    buf, replies = [], 0
                     prog("writing", done, total)
         if buf:
-            flush()
+            pipe.send(b"".join(buf), replies)
         prog("writing", done, total)
-    except redis.RedisError as exc:
-        raise CodecError(f"Redis at {conf['host']}:{conf['port']}: {exc}") from None
     finally:
-        con.disconnect()
-    if errors:
-        raise CodecError(f"Redis refused {errors} commands (first: {rep.notes[-1]})")
+        pipe.close()
+    if pipe.errors:
+        raise CodecError(f"{pipe.where} refused {len(pipe.errors)} commands "
+                         f"(first: {pipe.errors[0].decode(errors='replace')})")
 
 
-def _write_resp(path: str, cmds: Iterable[tuple[str, list[bytes]]], rep: MigrationReport, total: int,
+def _write_resp(path: str, cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, total: int,
                 prog: Callable[[str, int, int], None]) -> None:
     from .writer import atomic_output
 
     done = 0
     f: BinaryIO
     with atomic_output(path) as f:
-        for kind, cmd in cmds:
-            f.write(resp(cmd))
-            _tally(rep, kind, 1)
+        for kind, n, data in cmds:
+            f.write(data)
+            _tally(rep, kind, n)
             if kind == "msgs":
                 done += 1
                 if done % 10_000 == 0:

@@ -130,17 +130,27 @@ def show(raw: bytes | str) -> str:
     return raw if isinstance(raw, str) else raw.decode("utf-8", "backslashreplace")
 
 
-def column_rows(db: DbFile, chunk_type: ChunkType) -> Iterator[tuple[int, dict[str, list[Any]]]]:
-    """Per batch: its size and every field as a Python list (variable fields as bytes)."""
+def column_rows(db: DbFile, chunk_type: ChunkType, keep: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None
+                ) -> Iterator[tuple[int, dict[str, list[Any]]]]:
+    """Per batch: its row count and every field as a Python list (variable fields as bytes).
+
+    ``keep`` gets the batch's integer columns and returns a mask of the rows wanted, so
+    unwanted rows never become Python objects.
+    """
     for cols in iter_columns(db, chunk_type):
         raw = cols.data.tobytes()
-        out: dict[str, list[Any]] = {name: arr.astype(np.uint64 if name == "store_id" else np.int64).tolist()
+        mask = keep(cols.ints) if keep is not None else None
+
+        def pick(arr: np.ndarray, mask: np.ndarray | None = mask) -> np.ndarray:
+            return arr if mask is None else arr[mask]
+
+        out: dict[str, list[Any]] = {name: pick(arr).astype(np.uint64 if name == "store_id" else np.int64).tolist()
                                      for name, arr in cols.ints.items()}
         for name, (starts, sizes) in cols.spans.items():
-            out[name] = [raw[s:s + n] for s, n in zip(starts.tolist(), sizes.tolist())]
-        out["index"] = cols.index.tolist()
-        out["offset"] = cols.offset.tolist()
-        yield len(cols), out
+            out[name] = [raw[s:s + n] for s, n in zip(pick(starts).tolist(), pick(sizes).tolist())]
+        out["index"] = pick(cols.index).tolist()
+        out["offset"] = pick(cols.offset).tolist()
+        yield len(out["index"]), out
 
 
 def small_records(db: DbFile, chunk_type: ChunkType) -> Iterator[tuple[int, Record]]:
@@ -325,7 +335,8 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
     ins = ("INSERT OR REPLACE INTO base_msgs (store_id,expiry_time,topic,payload,source_id,source_username,payloadlen,"
            "source_mid,source_port,qos,retain,properties) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
     dropped_props = 0
-    for n, c in column_rows(db, ChunkType.MSG_STORE):
+    wanted = np.fromiter(needed, dtype=np.uint64, count=len(needed))
+    for n, c in column_rows(db, ChunkType.MSG_STORE, lambda ints: np.isin(ints["store_id"].astype(np.uint64), wanted)):
         rows = []
         exp = c.get("expiry_time")
         props = c.get("properties")
@@ -333,8 +344,6 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
         port = c.get("source_port")
         for i in range(n):
             sid = c["store_id"][i]
-            if sid not in needed:
-                continue
             e = exp[i] if exp is not None else 0
             if 0 < e <= now:
                 expired += 1
@@ -351,7 +360,7 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
                          c["qos"][i], c["retain"][i], pj))
             written.add(sid)
         con.executemany(ins, rows)
-        done += n
+        done = min(done + max(n, 1), n_store)
         progress("messages", done, n_store)
     rep.count("messages", len(written))
     if n_store > len(written) + expired:

@@ -1,0 +1,88 @@
+"""Migration figures on the big real file (make it with ../shared/tools/make-big-db.sh).
+
+usage: python bench/bench_migrate.py [FILE]   (default: $MOSQDB_BIG or /tmp/big.db)
+
+Times db -> sqlite (goal <= 10 s), then the EMQX store on a throwaway local MariaDB and
+Redis (goal >= 50k messages/s each), started here on free ports and stopped by PID.
+Machines are noisy: compare within one run.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "migrate"))
+
+from codec import DbFile  # noqa: E402
+from codec.emqx import EmqxOptions, migrate_emqx, plan  # noqa: E402
+from codec.sqlite import MigrationReport, db_to_sqlite  # noqa: E402
+
+
+def services() -> tuple[object, object]:
+    import contextlib
+
+    import pytest
+    import services as sv
+
+    def start(fixture):  # the test fixtures are generators: reuse them here
+        gen = fixture.__wrapped__() if hasattr(fixture, "__wrapped__") else fixture.__pytest_wrapped__.obj()
+        try:
+            return gen, next(gen)
+        except pytest.skip.Exception as exc:
+            print(f"skipped: {exc}")
+            return None, None
+
+    del contextlib
+    return start(sv.mariadb), start(sv.redis_server)
+
+
+def main() -> None:
+    path = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOSQDB_BIG", "/tmp/big.db")
+    if not os.path.exists(path):
+        sys.exit(f"{path}: missing; run bash ../shared/tools/make-big-db.sh {path}")
+    print(f"file: {path} ({os.path.getsize(path) / 1e6:.0f} MB), load average {os.getloadavg()[0]:.1f}")
+    tmp = tempfile.mkdtemp(prefix="bench-migrate-")
+    out = os.path.join(tmp, "mosquitto.sqlite3")
+    with DbFile(path) as db:
+        t = time.perf_counter()
+        rep = db_to_sqlite(db, out)
+        dt = time.perf_counter() - t
+    print(f"sqlite: {dt:.1f} s ({rep.written}); {os.path.getsize(out) / 1e6:.0f} MB; goal <= 10 s")
+    os.unlink(out)
+    with DbFile(path) as db:
+        t = time.perf_counter()
+        p = plan(db, EmqxOptions(), MigrationReport(path, "plan"), lambda s, d, n: None)
+        dt = time.perf_counter() - t
+    n = len(p.msgs)
+    print(f"emqx plan (read + decide): {dt:.1f} s for {n:,} messages, {len(p.subs):,} subscriptions")
+    (mgen, mconf), (rgen, rconf) = services()
+    if mconf is not None:
+        import pymysql
+
+        con = pymysql.connect(host=mconf["host"], port=mconf["port"], user="root", autocommit=True)
+        con.cursor().execute("CREATE DATABASE IF NOT EXISTS bench")
+        con.close()
+        url = f"mysql://root@{mconf['host']}:{mconf['port']}/bench"
+        for label in ("first run", "re-run (idempotent)"):
+            with DbFile(path) as db:
+                t = time.perf_counter()
+                rep = migrate_emqx(db, url, EmqxOptions(widen_payload=True))
+                dt = time.perf_counter() - t
+            print(f"mysql {label}: {dt:.1f} s total, {n / dt:,.0f} messages/s ({rep.written}); goal >= 50k/s")
+        next(mgen, None)
+    if rconf is not None:
+        url = f"redis://{rconf['host']}:{rconf['port']}/0"
+        with DbFile(path) as db:
+            t = time.perf_counter()
+            rep = migrate_emqx(db, url, EmqxOptions())
+            dt = time.perf_counter() - t
+        print(f"redis: {dt:.1f} s total, {n / dt:,.0f} messages/s ({rep.written}); goal >= 50k/s")
+        next(rgen, None)
+
+
+if __name__ == "__main__":
+    main()
