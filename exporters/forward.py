@@ -22,6 +22,7 @@ import msgpack
 
 from codec import ChunkType, DbFile
 from codec.errors import CodecError
+from codec.properties import encode_vbi as _encode_vbi
 from codec.query import Selection, topic_matches
 
 
@@ -75,20 +76,10 @@ def vbi_len(n: int) -> int:
 
 
 def encode_vbi(n: int) -> bytes:
-    """Minimal MQTT variable byte integer, at most 4 bytes."""
+    """Minimal MQTT variable byte integer, at most 4 bytes (the codec's, with our error)."""
     if not 0 <= n <= MAX_VBI:
         raise ForwardError(f"length {n} does not fit a variable byte integer (max {MAX_VBI})")
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    return _encode_vbi(n)
 
 
 def decode_vbi(buf: bytes | bytearray | memoryview, pos: int, end: int, base: int = 0) -> tuple[int, int]:
