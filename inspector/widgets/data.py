@@ -141,12 +141,12 @@ class StoreColumns:
                     self.ids[c.index] = c.record["store_id"]
                     self.has[c.index] = True
                 continue
-            sel = np.nonzero(types == t)[0]
-            if not len(sel):
-                continue
-            pos = offsets[sel] + doc.hsize + rel
-            self.ids[sel] = _gather_u64(doc.db.fd, pos, dtype)
-            self.has[sel] = True
+            sel_all = np.flatnonzero(types == t)
+            for k in range(0, len(sel_all), 1 << 18):  # bounded temporaries on millions of chunks
+                sel = sel_all[k:k + (1 << 18)]
+                self.ids[sel] = _gather_u64(doc.db.fd, offsets[sel] + doc.hsize + rel, dtype)
+                self.has[sel] = True
+            del sel_all
         self.store_rows = np.nonzero(types == int(ChunkType.MSG_STORE))[0]
         order = np.argsort(self.ids[self.store_rows], kind="stable")
         self.store_rows = self.store_rows[order]
