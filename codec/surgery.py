@@ -286,18 +286,20 @@ class Refs:
     ret_ids: np.ndarray
 
 
-def gather_refs(db: DbFile, cols: Columns, offsets: np.ndarray, types: np.ndarray) -> Refs:
-    def ids(t: ChunkType) -> tuple[np.ndarray, np.ndarray]:
-        where = np.flatnonzero(types == int(t))
-        vals = np.zeros(len(where), np.uint64)
-        for s in batches(len(where)):
-            vals[s] = cols.gather(offsets[where[s]], int(t), ("store_id",))["store_id"]
-            cols.release()
-        return where, vals
+def store_ids_of(cols: Columns, offsets: np.ndarray, types: np.ndarray, t: ChunkType) -> tuple[np.ndarray, np.ndarray]:
+    """(chunk numbers, store ids) of every chunk of type ``t`` (MSG_STORE, CLIENT_MSG or RETAIN)."""
+    where = np.flatnonzero(types == int(t))
+    vals = np.zeros(len(where), np.uint64)
+    for s in batches(len(where)):
+        vals[s] = cols.gather(offsets[where[s]], int(t), ("store_id",))["store_id"]
+        cols.release()
+    return where, vals
 
-    si, sv = ids(ChunkType.MSG_STORE)
-    ci, cv = ids(ChunkType.CLIENT_MSG)
-    ri, rv = ids(ChunkType.RETAIN)
+
+def gather_refs(db: DbFile, cols: Columns, offsets: np.ndarray, types: np.ndarray) -> Refs:
+    si, sv = store_ids_of(cols, offsets, types, ChunkType.MSG_STORE)
+    ci, cv = store_ids_of(cols, offsets, types, ChunkType.CLIENT_MSG)
+    ri, rv = store_ids_of(cols, offsets, types, ChunkType.RETAIN)
     return Refs(si, sv, ci, cv, ri, rv)
 
 
@@ -402,15 +404,17 @@ def _match_bytes(mm: np.ndarray, tpos: np.ndarray, tlen: np.ndarray, pattern: by
     return m
 
 
-def matching_stores(db: DbFile, cols: Columns, offsets: np.ndarray, store_idx: np.ndarray,
-                    filters: list[str]) -> tuple[np.ndarray, dict[int, str]]:
-    """Positions (into ``store_idx``) of stores whose topic matches a filter, and their topics."""
+def matching_stores(cols: Columns, offsets: np.ndarray, types: np.ndarray,
+                    filters: list[str]) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+    """Stores whose topic matches a filter: (chunk numbers, store ids, {store id: topic})."""
     plans = [(f, *filter_patterns(f)) for f in filters]
+    store_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
     hits: list[np.ndarray] = []
+    ids: list[np.ndarray] = []
     topics: dict[int, str] = {}
     mm = cols.mm
     for s in batches(len(store_idx)):
-        g = cols.gather(offsets[store_idx[s]], int(ChunkType.MSG_STORE), ("topic",))
+        g = cols.gather(offsets[store_idx[s]], int(ChunkType.MSG_STORE), ("store_id", "topic"))
         tpos, tlen = g["topic_pos"], g["topic_len"].astype(np.int64)
         sure = np.zeros(len(tpos), bool)
         maybe = np.zeros(len(tpos), bool)
@@ -428,15 +432,22 @@ def matching_stores(db: DbFile, cols: Columns, offsets: np.ndarray, store_idx: n
             if any(topic_matches(f, topic) for f in filters):
                 sure[j] = True
         found = np.flatnonzero(sure)
-        hits.append(found + s.start)
-        for j, topic in zip(found.tolist(), cols.texts(tpos[found], tlen[found]), strict=True):
-            topics[s.start + j] = topic
+        hits.append(store_idx[s][found])
+        ids.append(g["store_id"][found])
+        for sid, topic in zip(g["store_id"][found].tolist(), cols.texts(tpos[found], tlen[found]), strict=True):
+            topics[sid] = topic
         cols.release()
-    return (np.concatenate(hits) if hits else np.zeros(0, np.int64)), topics
+    if not hits:
+        return np.zeros(0, np.int64), np.zeros(0, np.uint64), topics
+    return np.concatenate(hits), np.concatenate(ids), topics
 
 
 def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str] | None) -> Removal:
-    """Remove RETAIN chunks whose stored topic matches a filter, and their stores if now unreferenced."""
+    """Remove RETAIN chunks whose stored topic matches a filter, and their stores if now unreferenced.
+
+    Only the stores' topics and ids are read for the match; the references are read only
+    when something matched (a filter that matches nothing costs one scan and a copy).
+    """
     t0 = time.perf_counter()
     for f in filters:
         if not valid_filter(f):
@@ -449,18 +460,19 @@ def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str]
     offsets, types, _ends = index_arrays(db)
     cols = Columns(db)
     rem.chunks_before = len(offsets)
-    refs = gather_refs(db, cols, offsets, types)
-    hit_pos, topics = matching_stores(db, cols, offsets, refs.store_idx, filters)
-    matched_ids = refs.store_ids[hit_pos] if len(hit_pos) else np.zeros(0, np.uint64)
+    m_idx, m_ids, topics = matching_stores(cols, offsets, types, filters)
     drop = np.zeros(len(offsets), bool)
-    ret_hit = np.isin(refs.ret_ids, matched_ids)
-    drop[refs.ret_idx[ret_hit]] = True
-    orphans = orphaned_stores(refs, drop)
-    drop[orphans] = True
-    rem.retained_count = int(ret_hit.sum())
-    id_to_topic = {int(refs.store_ids[p]): t for p, t in topics.items()}
-    rem.retained = [id_to_topic.get(int(i), "?") for i in refs.ret_ids[ret_hit][:EXAMPLES]]
-    rem.stores = len(orphans)
+    if len(m_ids):
+        ret_idx, ret_ids = store_ids_of(cols, offsets, types, ChunkType.RETAIN)
+        ret_hit = np.isin(ret_ids, m_ids)
+        drop[ret_idx[ret_hit]] = True
+        _cm_idx, cm_ids = store_ids_of(cols, offsets, types, ChunkType.CLIENT_MSG)
+        kept = np.concatenate([cm_ids, ret_ids[~ret_hit]])
+        orphans = m_idx[np.isin(m_ids, ret_ids[ret_hit]) & ~np.isin(m_ids, kept)]
+        drop[orphans] = True
+        rem.retained_count = int(ret_hit.sum())
+        rem.retained = [topics.get(int(i), "?") for i in ret_ids[ret_hit][:EXAMPLES]]
+        rem.stores = len(orphans)
     res = save_masked(db, out_path, drop)
     rem.size_after = res.size
     rem.written = None if out_path is None else os.fspath(out_path)
