@@ -227,3 +227,47 @@ async def test_breaking_a_reference_is_allowed_with_a_warning() -> None:
         store = app.store_columns().find_store(63)
         app.do_edit(store, "store_id", "5000")
         assert "warning: 1 client_msg/retain chunk(s) still reference store id 63" in status(app)
+
+
+async def test_v4_edit_keeps_other_chunks_byte_exact(tmp_path: Path) -> None:
+    """1.5.6 (db v4) stores wrong chunk lengths; an edit recomputes only the edited chunk's."""
+    import shutil
+
+    from tuihelpers import V4
+
+    path = tmp_path / "v4.db"
+    shutil.copyfile(V4, path)
+    with DbFile(path) as db:
+        orig = [db.raw(k) for k in range(len(db))]
+        i = next(c.index for c in db.stream() if c.kind == "sub")
+        old = db.chunk(i).record
+    app = make_app(path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.do_edit(i, "qos", str((old["qos"] + 1) % 3))
+        await keys(pilot, "ctrl+s")
+        assert "saved" in status(app)
+    with DbFile(path) as db:
+        assert [db.raw(k) for k in range(len(db)) if k != i] == [r for k, r in enumerate(orig) if k != i]
+        new = db.chunk(i).record
+    assert new.values == {**old.values, "qos": (old["qos"] + 1) % 3}
+
+
+async def test_key_mashing_never_crashes(damaged_copy: Path) -> None:
+    """A fixed random walk over every key the app binds, on a v3 file and a damaged one."""
+    import random
+
+    from tuihelpers import V3
+
+    rng = random.Random(4)
+    pool = ["down", "up", "pagedown", "pageup", "home", "end", "tab", "shift+tab", "left", "right", "r", "d",
+            "u", "U", "e", "escape", "enter", "0", "1", "a", "f", "g", "slash", "question_mark", "n", "x"]
+    for path in (V3, damaged_copy):
+        app = make_app(path)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settle(pilot)
+            for _ in range(50):
+                await pilot.press(rng.choice(pool))
+            await settle(pilot)
+            assert app.is_running
+        assert app.return_code in (None, 0)
