@@ -24,7 +24,8 @@ HELP = """\
   x                        export the filtered chunks (.jsonl file or Parquet directory)
 [b]Editing[/b] (an overlay: nothing is written until you save)
   e / Enter on a field     edit its value (text, 0x.. ints, hex:.. for payload bytes)
-  0-9 a-f in the hex view  overwrite bytes (the chunk must still decode)
+  0-9 a-f in the hex view  overwrite bytes (the chunk must still decode); there
+                           a-f are digits, so Tab out of it for c, d, e, f
   d                        delete chunk (a client: with its subs and queued messages)
   u / ctrl+z               undo          U / ctrl+y   redo
   ctrl+s                   save (atomic) S   save as
