@@ -129,10 +129,20 @@ def iter_batches(
     first_index: int = 0,
     max_block: int = MAX_BLOCK,
     vectorised: bool = True,
+    columns: list[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Batches of one kind's rows in file order; raises the codec error after the last good row."""
+    """Batches of one kind's rows in file order; raises the codec error after the last good row.
+
+    ``columns`` (optional): only these columns, in this order (a projection done before the
+    strings and payloads are built, so leaving ``payload`` out saves most of the work).
+    """
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
+    if columns is not None:
+        unknown = [c for c in columns if c not in SCHEMAS[kind].names]
+        if unknown:
+            raise ValueError(f"{kind} has no column {unknown[0]!r}")
+    wanted = None if columns is None else frozenset(columns)
     span = kind_span(db, kind, start=start, stop=stop, first_index=first_index)
     assert db.version is not None or not len(span.positions)
     ctype = TYPE_OF[kind]
@@ -142,14 +152,15 @@ def iter_batches(
         cols = None
         if vectorised:
             block = read_block(db.fd, int(offs[0]), int(ends[-1] - offs[0]), db.endian, block)
-            cols = decode_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b])
+            cols = decode_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b], wanted)
         if cols is not None:
             chunk_index = span.positions[a:b] + span.first_index
-            yield assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a)
+            batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a)
         else:
             first = int(span.positions[a]) + span.first_index
             chunks = list(db.stream(types=[ctype], start=int(offs[0]), stop=int(ends[-1]), first_index=first))
-            yield chunks_to_batch(db, kind, chunks)
+            batch = chunks_to_batch(db, kind, chunks)
+        yield batch if columns is None else batch.select(columns)
     if span.error is not None:
         raise span.error
 

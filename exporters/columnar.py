@@ -131,8 +131,12 @@ def decode_batch(
     offsets: np.ndarray,
     ends: np.ndarray,
     lengths: np.ndarray,
+    columns: frozenset[str] | None = None,
 ) -> dict[str, pa.Array] | None:
     """Arrow columns of the chunks at absolute ``offsets`` (ending at ``ends``), or None if unusual.
+
+    ``columns`` limits which variable-size values are built (the others are left out and
+    come out null): strings and payloads are most of the work.
 
     The layout walk is the codec's (:func:`codec.columnar.decode_batch`); this turns its
     integer vectors and (start, size) spans into Arrow arrays.
@@ -157,6 +161,8 @@ def decode_batch(
             values = values.view(np.int64)  # u64 ids: reinterpreted as signed (see schema.py)
         cols[name] = pa.array(values.astype(atype.to_pandas_dtype(), copy=False))
     for f in layout.fields:
+        if columns is not None and f.kind in ("str", "bytes", "props") and f.name not in columns:
+            continue
         if f.kind in ("str", "bytes"):
             starts, sizes = spans[f.name]
             valid = (sizes > 0) if f.nullable else None

@@ -10,7 +10,9 @@ partition is (path, byte range, first chunk index), so an executor walks only it
 and never re-scans the file from the start. ``read()`` yields Arrow batches decoded column-
 wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows`` (500000),
 ``batchSize`` (65536), ``topic`` (MQTT filter, msg_store/sub), ``client`` (client id,
-client/client_msg/sub), ``onError`` (``fail``: an unreadable file stops the query with a
+client/client_msg/sub), ``columns`` (comma separated: a projection by hand - Spark 4.0 does
+not push column pruning into Python data sources - so leaving out ``payload`` skips building
+it), ``onError`` (``fail``: an unreadable file stops the query with a
 line naming it; ``skip``: it is left out and reported on stderr), ``endian``.
 PySpark is optional: ``pip install mosqdb[spark]``.
 """
@@ -124,7 +126,8 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
 
 
 def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: str | None = None,
-              client: str | None = None, endian: str = "little", on_error: str = "fail") -> Any:
+              client: str | None = None, endian: str = "little", on_error: str = "fail",
+              columns: list[str] | None = None) -> Any:
     """Arrow batches of one partition (runs on an executor).
 
     A chunk that fails to decode (damage the header walk cannot see, e.g. a bad property
@@ -137,14 +140,19 @@ def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: 
     from .arrow import iter_batches
     from .select import _topic_mask
 
+    need = None
+    if columns is not None:  # decode what the filters need too, then project
+        need = list(dict.fromkeys(columns + (["topic"] if topic else []) + (["client_id"] if client else [])))
     try:
         with DbFile(part.path, endian=endian) as db:
             for batch in iter_batches(db, kind, batch_size=batch_size, start=part.start, stop=part.stop,
-                                      first_index=part.first_index):
+                                      first_index=part.first_index, columns=need):
                 if topic is not None:
                     batch = batch.filter(_topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
                 if client is not None:
                     batch = batch.filter(pc.equal(batch.column("client_id"), pa.scalar(client, pa.string())))
+                if columns is not None and need != columns:
+                    batch = batch.select(columns)
                 if batch.num_rows:
                     yield batch
     except CodecError as exc:
@@ -170,7 +178,14 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
     client = options.get("client")
     if client is not None and kind not in ("client", "client_msg", "sub"):
         raise ValueError("mosquitto: option client needs kind client, client_msg or sub")
+    columns = None
+    if options.get("columns"):
+        columns = [c.strip() for c in options["columns"].split(",") if c.strip()]
+        unknown = [c for c in columns if c not in SCHEMAS[kind].names]
+        if unknown:
+            raise ValueError(f"mosquitto: option columns: {kind} has no column {unknown[0]!r}")
     return {
+        "columns": columns,
         "kind": kind,
         "on_error": on_error,
         "topic": topic,
@@ -193,7 +208,13 @@ class MosquittoDataSource(DataSource):  # type: ignore[misc]
         return NAME
 
     def schema(self) -> str:
-        return spark_ddl(SCHEMAS[_options(self.options)["kind"]])
+        o = _options(self.options)
+        schema = SCHEMAS[o["kind"]]
+        if o["columns"]:
+            import pyarrow as pa
+
+            schema = pa.schema([schema.field(c) for c in o["columns"]])
+        return spark_ddl(schema)
 
     def reader(self, schema: Any) -> MosquittoReader:
         return MosquittoReader(self.options)
@@ -220,7 +241,7 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
             return iter(())
         o = self.opts
         return read_part(partition.part, o["kind"], batch_size=o["batch_size"], topic=o["topic"],
-                         client=o["client"], endian=o["endian"], on_error=o["on_error"])
+                         client=o["client"], endian=o["endian"], on_error=o["on_error"], columns=o["columns"])
 
 
 def register(spark: Any) -> None:

@@ -195,3 +195,15 @@ def test_bad_property_tail_in_a_partition(tmp_path: Path) -> None:
     rows = sum(b.num_rows for b in read_part(Part(str(bad), parts[0].start, parts[0].stop, parts[0].first_index),
                                              "msg_store", batch_size=1, on_error="skip"))
     assert rows == target.index - 1  # the stored messages before the damaged one
+
+
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
+def test_column_projection_equals_selecting_from_all(path: Path) -> None:
+    cols = ["topic", "store_id", "file", "properties"]
+    with DbFile(path) as db:
+        whole = pa.Table.from_batches(list(iter_batches(db, "msg_store")))
+        some = pa.Table.from_batches(list(iter_batches(db, "msg_store", columns=cols)))
+        assert some.column_names == cols
+        assert some.equals(whole.select(cols))
+        with pytest.raises(ValueError, match="no column 'nope'"):
+            list(iter_batches(db, "msg_store", columns=["nope"]))

@@ -151,3 +151,6 @@ def test_schema_types_in_spark(spark) -> None:  # type: ignore[no-untyped-def]
     assert types["store_id"] == "bigint" and types["payload"] == "binary" and types["expiry_ts"] == "timestamp"
     assert types["properties"].startswith("array<struct<id:int,name:string")
     assert Counter(r["db_version"] for r in df.select("db_version").collect()) == {3: 26}
+    narrow = load(spark, "msg_store", REAL_FILES[0], columns="topic,qos")
+    assert narrow.columns == ["topic", "qos"]
+    assert sorted(tuple(r) for r in narrow.collect()) == sorted(tuple(r) for r in df.select("topic", "qos").collect())
