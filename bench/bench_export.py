@@ -78,13 +78,23 @@ def spark_part(path: str, rows: int) -> None:
     spark = xs.local_session()
     print(f"  Spark session ({spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores): "
           f"{time.perf_counter() - t:.1f} s")
-    df = spark.read.format("mosquitto").option("kind", "msg_store").load(path)
+    def source(**opts: str):  # type: ignore[no-untyped-def]
+        r = spark.read.format("mosquitto").option("kind", "msg_store")
+        for k, v in opts.items():
+            r = r.option(k, v)
+        return r.load(path)
+
+    df = source()
     print(f"  data source partitions: {df.rdd.getNumPartitions()}")
     n, ds_count = best_of(lambda: df.count())
     groups, ds_group = best_of(lambda: df.groupBy("qos", "retain").count().collect())
     assert n == rows, (n, rows)
-    print(f"  data source: count() {n:,} rows in {ds_count:.2f} s ({n / ds_count:,.0f} rows/s); "
-          f"groupBy(qos, retain) {len(groups)} groups in {ds_group:.2f} s ({n / ds_group:,.0f} rows/s)")
+    print(f"  data source, every column: count() {n:,} rows {ds_count:.2f} s ({n / ds_count:,.0f} rows/s); "
+          f"groupBy(qos, retain) {len(groups)} groups {ds_group:.2f} s ({n / ds_group:,.0f} rows/s)")
+    _, pr_count = best_of(lambda: source(columns="store_id").count())
+    _, pr_group = best_of(lambda: source(columns="qos,retain").groupBy("qos", "retain").count().collect())
+    print(f"  data source, option columns: count() {pr_count:.2f} s ({n / pr_count:,.0f} rows/s); "
+          f"groupBy {pr_group:.2f} s ({n / pr_group:,.0f} rows/s)")
 
     t = time.perf_counter()
     tuples = []
@@ -102,14 +112,19 @@ def spark_part(path: str, rows: int) -> None:
     m, nv_count = best_of(lambda: spark.createDataFrame(tuples, schema).count())
     naive_groups, nv_group = best_of(lambda: spark.createDataFrame(tuples, schema).groupBy("qos", "retain")
                                      .count().collect())
-    print(f"  naive ({m:,} rows: codec records -> tuples {t_tuples:.2f} s, then createDataFrame): "
-          f"count() {nv_count:.2f} s ({m / nv_count:,.0f} rows/s, {m / (nv_count + t_tuples):,.0f} with decoding); "
-          f"groupBy {len(naive_groups)} groups {nv_group:.2f} s ({m / nv_group:,.0f} rows/s)")
-    r_count = (n / ds_count) / (m / nv_count)
-    r_group = (n / ds_group) / (m / nv_group)
-    r_count_dec = (n / ds_count) / (m / (nv_count + t_tuples))
-    print(f"  speed-up (rows/s): count {r_count:.1f}x ({r_count_dec:.1f}x counting the naive decode), "
-          f"groupBy {r_group:.1f}x -> goal 10x {'met' if min(r_count, r_group) >= 10 else 'NOT met'}")
+    e2e_count, e2e_group = m / (t_tuples + nv_count), m / (t_tuples + nv_group)
+    print(f"  naive on the first {m:,} messages: codec records -> tuples {t_tuples:.2f} s; createDataFrame + "
+          f"count() {nv_count:.2f} s, + groupBy {nv_group:.2f} s; from the file: count {e2e_count:,.0f} rows/s, "
+          f"groupBy {e2e_group:,.0f} rows/s; tuples already in memory: {m / nv_count:,.0f} / {m / nv_group:,.0f}")
+    ratios = {
+        "count, from the file": (n / ds_count) / e2e_count,
+        "groupBy, from the file": (n / ds_group) / e2e_group,
+        "count, tuples in memory": (n / ds_count) / (m / nv_count),
+        "groupBy, tuples in memory": (n / ds_group) / (m / nv_group),
+        "groupBy with option columns, from the file": (n / pr_group) / e2e_group,
+    }
+    for what, r in ratios.items():
+        print(f"  speed-up {what}: {r:.1f}x ({'meets' if r >= 10 else 'below'} the 10x goal)")
     spark.stop()
 
 
