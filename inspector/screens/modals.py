@@ -7,34 +7,35 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 HELP = """\
 [b]Navigation[/b]
-  ↑ ↓ PgUp PgDn Home End   move in the focused pane
-  Tab / Shift+Tab          chunk list → fields → hex
-  g                        go to chunk index, offset (0x1f, @31) or store id (#12)
-  /   n                    search topic, client id, payload text; next match
-  f   Esc                  filter bar (type:msg topic:a/# client:x store:1-9); clear
-  r                        follow reference: client_msg/retain → msg_store → referrers
-  c                        check the file; Enter on a finding jumps to it
-  x                        export the filtered chunks (.jsonl file or Parquet directory)
+  ↑↓ PgUp PgDn  move in the focused pane (mouse: click, wheel)
+  Tab           chunk list → fields → hex
+  g             go to: 123 chunk, 0x1f / @31 offset, #12 store id
+  /  n          search topic, client id, payload; next match
+  f  Esc        filter: type:msg topic:a/# client:x store:1-9
+  r             follow: client_msg/retain → msg_store → referrers
+  c             check the file; Enter on a finding jumps to it
+  x             export the filtered chunks (.jsonl or Parquet dir)
 [b]Editing[/b] (an overlay: nothing is written until you save)
-  e / Enter on a field     edit its value (text, 0x.. ints, hex:.. for payload bytes)
-  0-9 a-f in the hex view  overwrite bytes (the chunk must still decode); there
-                           a-f are digits, so Tab out of it for c, d, e, f
-  d                        delete chunk (a client: with its subs and queued messages)
-  u / ctrl+z               undo          U / ctrl+y   redo
-  ctrl+s                   save (atomic) S   save as
+  e  Enter      edit the selected field (text, 0x.., hex:..)
+  0-9 a-f       in the hex view: overwrite bytes (must decode);
+                there a-f are digits: Tab out for c, d, e, f
+  d             delete chunk / restore (a client: with its subs
+                and queued messages)
+  u  ctrl+z     undo            U  ctrl+y   redo
+  ctrl+s        save atomically S  save as
 [b]Other[/b]
-  ctrl+p                   command palette with every action
-  ?                        this help     q   quit (asks when edits are unsaved)
-Marks in the list: * edited, D deleted, !! chunk does not decode, ⚠ damage.
-Hex colours: blue header, grey lengths, dim padding, magenta unknown/raw bytes,
-underlined yellow = edited bytes, gold = selected field."""
+  ctrl+p        command palette with every action
+  ?             this help       q  quit (asks if edits are unsaved)
+[b]Marks[/b]  * edited  D deleted  !! does not decode  ⚠ damage
+[b]Hex[/b]    blue header, grey lengths, dim padding, magenta
+         unknown bytes, underlined = edited, gold = selected field"""
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -93,7 +94,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
     def compose(self) -> ComposeResult:
-        with Vertical(classes="modal-box", id="help-box"):
+        with VerticalScroll(classes="modal-box", id="help-box"):
             yield Static(HELP, id="help-text")
 
     def action_close(self) -> None:
