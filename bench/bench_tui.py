@@ -134,6 +134,10 @@ async def keystrokes(path: str) -> dict[str, tuple[float, float, float]]:
         t = time.perf_counter()
         app.apply_filter("type:retain")
         results["filter type:retain"] = ((time.perf_counter() - t) * 1000,) * 3
+        t = time.perf_counter()
+        app.do_edit(app.item, "store_id", "600001")
+        app.action_undo()
+        results["edit a field + undo"] = ((time.perf_counter() - t) * 1000,) * 3
     Screen._compositor_refresh = original  # type: ignore[method-assign]
     doc.close()
     return results

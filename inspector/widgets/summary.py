@@ -24,6 +24,15 @@ def type_counts(doc: Document) -> dict[int, int]:
 class SummaryBar(Static):
     """Two lines at the top of the screen."""
 
+    _counts: tuple[object, dict[int, int]] | None = None
+
+    def counts(self, doc: Document) -> dict[int, int]:
+        """Counts per type, computed once per complete index (a sort of millions of types)."""
+        idx = doc.index()
+        if self._counts is None or self._counts[0] is not idx:
+            self._counts = (idx, type_counts(doc))
+        return self._counts[1]
+
     def refresh_summary(self, doc: Document) -> None:
         db = doc.db
         idx = doc.index()
@@ -49,7 +58,7 @@ class SummaryBar(Static):
             done = (idx.end if idx is not None else 0) / max(db.size, 1)
             line2.append(f"indexing… {doc.count():,} chunks ({done:.0%})", style="bold yellow")
         else:
-            counts = type_counts(doc)
+            counts = self.counts(doc)
             line2.append(f"{len(idx):,} chunks: ")
             for t, n in sorted(counts.items()):
                 line2.append(f"{TYPE_SHORT.get(t, f'type{t}')} {n:,}  ")
