@@ -12,7 +12,7 @@ from pathlib import Path
 import pymysql
 import pytest
 import redis
-from conftest import REAL_FILES
+from fixturepaths import REAL_FILES
 from hypothesis import given
 from hypothesis import strategies as st
 from oracle import LATER, WRITTEN, emqx_expectation, state
@@ -182,6 +182,17 @@ def test_mysql_limits_reported_and_widen(mariadb: dict, tmp_path: Path) -> None:
     assert table(con, "select payload from mqtt_msg where topic='big/1'")[0][0] == bytes(range(256)) * 280
     assert table(con, "select data_type from information_schema.columns where table_schema='limits' and "
                       "table_name='mqtt_msg' and column_name='payload'") == [("mediumblob",)]
+    # the file form, loaded with `mysql`, gives the same rows (the big payload unharmed)
+    sql = tmp_path / "limits.sql"
+    run("migrate", str(src), "--to", f"mysql-sql:{sql}", "--widen-payload")
+    fresh_db(mariadb, "limits_f")
+    p = subprocess.run(["mysql", "-h", mariadb["host"], "-P", str(mariadb["port"]), "-uroot", "limits_f"],
+                       stdin=sql.open("rb"), capture_output=True)
+    assert p.returncode == 0, p.stderr
+    con2 = mysql_con(mariadb, "limits_f")
+    q = "select msgid, topic, sender, qos, retain, payload from mqtt_msg order by id"
+    assert table(con2, q) == table(con, q)
+    con2.close()
     con.close()
 
 

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_FILES, SHARED, manifest
+from fixturepaths import REAL_FILES, SHARED, manifest
 from oracle import LATER, WRITTEN, state, store_expired
 
 from codec import DbFile
