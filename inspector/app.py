@@ -646,8 +646,7 @@ class InspectorApp(App[None]):
             return False
         self.columns = None
         self.columns_worker()
-        self.chunks.set_rows(None, keep=self.item)
-        self.filter_text = ""
+        self.clear_filter()
         self.hex.editable = not self.doc.read_only
         self.refresh_after_edit()
         self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
