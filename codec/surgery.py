@@ -232,23 +232,7 @@ def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None =
     return counts
 
 
-def fast_copy(src_fd: int, out: Any, offset: int, size: int) -> None:
-    """Copy a byte range of the source into ``out`` inside the kernel (copy_file_range), else by reads."""
-    if hasattr(os, "copy_file_range") and hasattr(out, "fileno"):
-        out.flush()
-        dst = out.fileno()
-        done = 0
-        try:
-            while done < size:
-                n = os.copy_file_range(src_fd, dst, size - done, offset + done)
-                if n == 0:
-                    raise CodecError("source file ended early while copying", offset=offset + done)
-                done += n
-            return
-        except OSError:
-            if done:
-                raise
-    copy_range(src_fd, out, offset, size)
+fast_copy = copy_range  # kept as a name for callers; the writer's copy uses copy_file_range
 
 
 def _decode_run(db: DbFile, a: int, b: int, offsets: np.ndarray, ends: np.ndarray) -> Iterator[Chunk]:

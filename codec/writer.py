@@ -13,7 +13,7 @@ import errno
 import os
 import struct
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -33,11 +33,14 @@ def file_header(version: int) -> bytes:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None) -> Iterator[BinaryIO]:
+def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
+                  verify: Callable[[str], None] | None = None) -> Iterator[BinaryIO]:
     """Yield a temp file; on success fsync it and rename it over ``path``.
 
     ``guard`` is the db we read from: if ``path`` is that file and it changed on disk
     since it was opened, the rename is refused with :class:`FileChangedError`.
+    ``verify`` is called with the finished temp file's path before the rename; if it
+    raises, nothing is renamed and the temp file is removed.
     """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
@@ -50,6 +53,8 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None) 
             yield out
             out.flush()
             os.fsync(out.fileno())
+        if verify is not None:
+            verify(tmp)
         if os.path.exists(path):
             with contextlib.suppress(OSError):
                 os.chmod(tmp, os.stat(path).st_mode & 0o7777)
@@ -79,7 +84,25 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None) 
 
 
 def copy_range(src_fd: int, out: BinaryIO, offset: int, size: int) -> None:
-    """Stream ``size`` bytes of the source file from ``offset`` into ``out``."""
+    """Stream ``size`` bytes of the source file from ``offset`` into ``out``.
+
+    Inside the kernel with ``copy_file_range`` where the platform and the output allow it,
+    else by blocks of reads and writes.
+    """
+    done = 0
+    if hasattr(os, "copy_file_range") and hasattr(out, "fileno"):
+        try:
+            dst = out.fileno()
+            out.flush()
+            while done < size:
+                n = os.copy_file_range(src_fd, dst, size - done, offset + done)
+                if n == 0:
+                    raise CodecError("source file ended early while copying", offset=offset + done)
+                done += n
+            return
+        except (OSError, ValueError, AttributeError):
+            if done:
+                raise
     end = offset + size
     while offset < end:
         data = os.pread(src_fd, min(COPY_BLOCK, end - offset), offset)
@@ -141,36 +164,34 @@ def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None =
         raise CodecError(f"cannot save a damaged file as it is ({idx.error.reason}); use repair",
                          path=db.path, offset=idx.error.offset)
     version = db.version or 6
-    copied = encoded = 0
+    n = len(idx)
+    special = sorted(i for i in overlay.touched() | set(overlay.inserted) if i <= n)
+    encoded = 0
     with atomic_output(out_path, guard=db) as out:
         if db.empty:
             return SaveResult(os.fspath(out_path), 0, 0, 0, 0)
         out.write(db.header)
-        run_start: int | None = None
-        n = len(idx)
-        for i in range(n + 1):
-            plain = i < n and i not in overlay.replaced and i not in overlay.deleted and i not in overlay.inserted
-            if plain:
-                if run_start is None:
-                    run_start = i
-                copied += 1
-                continue
-            if run_start is not None:
-                start = idx.offsets[run_start]
-                copy_range(db.fd, out, start, idx.offsets[i] - start if i < n else idx.end - start)
-                run_start = None
+        cursor = 0  # first chunk not yet written; untouched runs are one byte range each
+        for i in special:
+            if i > cursor:
+                copy_range(db.fd, out, idx.offsets[cursor], idx.offsets[i] - idx.offsets[cursor])
             for rec in overlay.inserted.get(i, ()):
                 out.write(encode_chunk(rec, version, endian=endian))
                 encoded += 1
-            if i < n and i in overlay.replaced and i not in overlay.deleted:
+            if i < n and i in overlay.deleted:
+                pass
+            elif i < n and i in overlay.replaced:
                 out.write(encode_chunk(overlay.replaced[i], version, endian=endian))
                 encoded += 1
-            elif i < n and i not in overlay.deleted:
+            elif i < n:
                 copy_range(db.fd, out, idx.offsets[i], idx.chunk_end(i) - idx.offsets[i])
-                copied += 1
+            cursor = i + 1
+        if cursor < n:
+            copy_range(db.fd, out, idx.offsets[cursor], idx.end - idx.offsets[cursor])
         if idx.trailing:
             copy_range(db.fd, out, idx.end, idx.trailing)
         size = out.tell()
+    copied = n - len(overlay.touched() & set(range(n)))
     return SaveResult(os.fspath(out_path), size, copied, encoded, len(overlay.deleted))
 
 

@@ -24,7 +24,7 @@ from brokerlib import (
     expires_restored_sessions,
     have_mosquitto,
 )
-from conftest import REAL, manifest
+from fixturepaths import REAL, manifest
 
 from codec import DbFile
 

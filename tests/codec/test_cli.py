@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL, REAL_FILES, ROOT, UNIT, manifest
+from fixturepaths import REAL, REAL_FILES, ROOT, UNIT, manifest
 
 from codec.jsonview import DUMP_FIELDS
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REAL_FILES, UNIT
+from fixturepaths import REAL_FILES, UNIT
 
 from codec import ChunkType, CodecError, DbFile
 from codec.columnar import iter_columns

@@ -7,7 +7,7 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from conftest import REAL, UNIT
+from fixturepaths import REAL, UNIT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import REAL_FILES, manifest
+from fixturepaths import REAL_FILES, manifest
 
 from codec import DbFile
 from codec.layouts import ChunkType

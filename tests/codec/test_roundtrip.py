@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_FILES, ROOT, UNIT, unit_expected
+from fixturepaths import REAL_FILES, ROOT, UNIT, unit_expected
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

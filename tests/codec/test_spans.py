@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import REAL_FILES, UNIT
+from fixturepaths import REAL_FILES, UNIT
 
 from codec import DbFile
 from codec.layouts import FIXED_SIZES

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import UNIT, unit_expected
+from fixturepaths import UNIT, unit_expected
 
 from codec import (
     BadHeaderError,

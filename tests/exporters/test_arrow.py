@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import REAL_FILES, UNIT_FILES, manifest
+from fixturepaths import REAL_FILES, UNIT_FILES, manifest
 
 from codec import DbFile, Record
 from codec.errors import CodecError

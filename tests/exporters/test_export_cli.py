@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import REAL_FILES, ROOT, manifest
+from fixturepaths import REAL_FILES, ROOT, manifest
 
 KINDS = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages")
 

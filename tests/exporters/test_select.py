@@ -6,7 +6,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REAL_FILES, manifest
+from fixturepaths import REAL_FILES, manifest
 
 from codec import DbFile
 from codec.query import Selection

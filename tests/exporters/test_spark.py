@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import REAL, REAL_FILES, manifest
+from fixturepaths import REAL, REAL_FILES, manifest
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark

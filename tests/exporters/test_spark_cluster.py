@@ -6,7 +6,7 @@ import os
 import sys
 
 import pytest
-from conftest import REAL, REAL_FILES, manifest
+from fixturepaths import REAL, REAL_FILES, manifest
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark

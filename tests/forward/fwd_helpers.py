@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import ROOT, SHARED
+from fixturepaths import ROOT, SHARED
 
 from codec import ChunkType, DbFile, Record
 from codec.writer import write_records

@@ -6,7 +6,7 @@ import os
 import socket
 
 import pytest
-from conftest import UNIT
+from fixturepaths import UNIT
 from fwd_helpers import EX2_MS, S1, S2, doc_example, example3_db, export_args, make_db, run_cli
 
 from codec import ChunkType, DbFile, Record

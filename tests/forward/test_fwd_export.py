@@ -6,7 +6,7 @@ import hashlib
 from collections import Counter
 
 import pytest
-from conftest import REAL, REAL_FILES, UNIT_FILES, manifest
+from fixturepaths import REAL, REAL_FILES, UNIT_FILES, manifest
 from fwd_helpers import db_stores, export_args, make_db, run_cli, stream_messages
 
 from codec import ChunkType, Record

@@ -7,7 +7,7 @@ import time
 from collections import Counter
 
 import pytest
-from conftest import REAL, REAL_FILES
+from fixturepaths import REAL, REAL_FILES
 from fwd_helpers import FakeReceiver, FwdListen, db_stores, export_args, run_cli, stream_messages
 
 from codec import DbFile

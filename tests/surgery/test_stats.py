@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import manifest
+from fixturepaths import manifest
 from sutil import BY_VERSION, V6, records, run_cli, run_proc
 
 from codec import DbFile

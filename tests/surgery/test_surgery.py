@@ -64,7 +64,7 @@ def test_rm_retained_keeps_a_store_still_queued(tmp_path: Path) -> None:
 
 
 def test_rm_retained_counts_from_manifest(tmp_path: Path) -> None:
-    from conftest import manifest
+    from fixturepaths import manifest
 
     out = tmp_path / "out.db"
     man = manifest(V3)
@@ -83,7 +83,7 @@ def test_invalid_filter_is_a_usage_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", [3, 4, 5, 6])
 def test_drop_client_matches_oracle_and_manifest(tmp_path: Path, version: int) -> None:
-    from conftest import manifest
+    from fixturepaths import manifest
 
     src, out = BY_VERSION[version], tmp_path / "out.db"
     victims = ["a-sub-q1", "a-ünï-客户端"]

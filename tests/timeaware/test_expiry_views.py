@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REAL, REAL_FILES, ROOT
+from fixturepaths import REAL, REAL_FILES, ROOT
 
 from codec import DbFile
 from codec.timeview import ExpiryState, expires_at, parse_duration, parse_time, relative

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from brokerlib import Broker, collect_queued, have_mosquitto
-from conftest import REAL, ROOT
+from fixturepaths import REAL, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
