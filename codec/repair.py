@@ -17,7 +17,6 @@ and only renamed into place when the check finds no error.
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import os
 import re
@@ -31,11 +30,11 @@ from typing import Any
 
 from .check import check_file
 from .engine import Record, decode_chunk, encode_chunk
-from .errors import CodecError, NotADatabaseError, UnsupportedVersionError, WriteError
+from .errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from .layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
 from .query import valid_filter
 from .reader import DbFile
-from .writer import file_header, write_records
+from .writer import atomic_output, file_header, write_records
 
 KNOWN = {int(t) for t in ChunkType}
 STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),
@@ -275,7 +274,7 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
             report.valid = True
             report.fixes.append("empty file: the broker treats it as no saved state; written empty")
             if out_path is not None:
-                _write_verified(out_path, lambda o: None, report, path, at=at, empty=True)
+                _write_verified(out_path, None, report, path, at=at, empty=True)
             return report
         mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
         try:
@@ -288,8 +287,8 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
             records = _semantic(Salvager(mm, size, ver, endian), report, recover_retained=recover_retained)
             header = file_header(ver)
 
-            def write(o: str) -> None:
-                write_records(o, ver, records, header=header, endian=endian)
+            def write(o: str, verify: Any) -> None:
+                write_records(o, ver, records, header=header, endian=endian, verify=verify)
 
             if out_path is not None:
                 _write_verified(out_path, write, report, path, at=at, endian=endian)
@@ -442,16 +441,10 @@ def _records(s: Salvager, cfg: Record, offsets: list[int], extra: list[Record]) 
 
 def _write_verified(out_path: str | os.PathLike[str], write: Any, report: RepairReport, src: str, *,
                     at: float | None, endian: str = "little", empty: bool = False) -> None:
-    """Write to a temp file beside ``out_path``, check it, and rename only a valid result."""
+    """Write through ``atomic_output`` and let only a result that passes ``check`` be renamed."""
     out_path = os.fspath(out_path)
-    directory = os.path.dirname(os.path.abspath(out_path))
-    tmp = os.path.join(directory, f".{os.path.basename(out_path)}.repair-{os.getpid()}.tmp")
-    try:
-        if empty:
-            with open(tmp, "wb") as f:
-                os.fsync(f.fileno())
-        else:
-            write(tmp)
+
+    def verify(tmp: str) -> None:
         with DbFile(tmp, endian=endian) as db:
             findings = list(check_file(db, at=at))
         errors = [f for f in findings if f.severity == "error"]
@@ -461,22 +454,14 @@ def _write_verified(out_path: str | os.PathLike[str], write: Any, report: Repair
         if errors:
             raise CodecError(f"could not make a valid file: {len(errors)} error(s) remain, first: "
                              f"{report.remaining_errors[0]}; nothing written", path=src)
-        if os.path.exists(out_path) and os.path.samefile(out_path, src):
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, os.stat(src).st_mode & 0o7777)
-        os.replace(tmp, out_path)
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-        report.written = out_path
-        report.size_after = os.path.getsize(out_path)
-    except OSError as exc:
-        raise WriteError(f"writing failed: {exc.strerror or exc}; the original is untouched", path=out_path) from None
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+
+    if empty:
+        with atomic_output(out_path, verify=verify):
+            pass
+    else:
+        write(out_path, verify)
+    report.written = out_path
+    report.size_after = os.path.getsize(out_path)
 
 
 __all__ = ["Dropped", "RepairReport", "Salvager", "implausible", "repair"]

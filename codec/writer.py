@@ -196,11 +196,12 @@ def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None =
 
 
 def write_records(out_path: str | os.PathLike[str], version: int, records: Iterable[Record], *,
-                  header: bytes | None = None, endian: str = "little", guard: DbFile | None = None) -> SaveResult:
-    """Encode a stream of records into a new file (used by rewrite and conversions)."""
+                  header: bytes | None = None, endian: str = "little", guard: DbFile | None = None,
+                  verify: Callable[[str], None] | None = None) -> SaveResult:
+    """Encode a stream of records into a new file (used by rewrite, conversions and repair)."""
     head = header if header is not None else file_header(version)
     n = 0
-    with atomic_output(out_path, guard=guard) as out:
+    with atomic_output(out_path, guard=guard, verify=verify) as out:
         out.write(head)
         for rec in records:
             out.write(encode_chunk(rec, version, endian=endian))
