@@ -329,39 +329,18 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
     needed = {r[0] for r in q.rows}
     needed.update(retained)
 
-    written: set[int] = set()
-    expired = 0
     done = 0
+    written: set[int] = set()
     ins = ("INSERT OR REPLACE INTO base_msgs (store_id,expiry_time,topic,payload,source_id,source_username,payloadlen,"
            "source_mid,source_port,qos,retain,properties) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
-    dropped_props = 0
-    wanted = np.fromiter(needed, dtype=np.uint64, count=len(needed))
-    for n, c in column_rows(db, ChunkType.MSG_STORE, lambda ints: np.isin(ints["store_id"].astype(np.uint64), wanted)):
-        rows = []
-        exp = c.get("expiry_time")
-        props = c.get("properties")
-        user = c.get("source_username")
-        port = c.get("source_port")
-        for i in range(n):
-            sid = c["store_id"][i]
-            e = exp[i] if exp is not None else 0
-            if 0 < e <= now:
-                expired += 1
-                continue
-            pj = None
-            if props is not None and props[i]:
-                pj, d = props_json(props_of(props[i], f"msg_store[{c['index'][i]}] at offset {c['offset'][i]}"))
-                dropped_props += d
-            payload = c["payload"][i]
-            rows.append((sid if sid < SIGN else sid - WRAP, e, text(c["topic"][i]), payload or None,
-                         text(c["source_id"][i]) if c["source_id"][i] else None,
-                         text(user[i]) if user is not None and user[i] else None,
-                         len(payload), c["source_mid"][i], port[i] if port is not None else 0,
-                         c["qos"][i], c["retain"][i], pj))
-            written.add(sid)
-        con.executemany(ins, rows)
-        done = min(done + max(n, 1), n_store)
+    stats = {"expired": 0, "dropped_props": 0}
+    # rows are built in a thread while sqlite inserts the previous batch (it releases the GIL)
+    for batch, n in _in_thread(_store_batches(db, needed, now, stats)):
+        con.executemany(ins, batch)
+        written.update(r[0] if r[0] >= 0 else r[0] + WRAP for r in batch)
+        done = min(done + n, n_store)
         progress("messages", done, n_store)
+    expired, dropped_props = stats["expired"], stats["dropped_props"]
     rep.count("messages", len(written))
     if n_store > len(written) + expired:
         rep.notes.append(f"{n_store - len(written) - expired:,} stored messages nobody references were left out")
@@ -442,6 +421,89 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
     if lost_q:
         rep.skip("queue entry whose stored message is expired or missing", example, n=lost_q)
     progress("queues", n_cmsg, n_cmsg)
+
+
+def texts(col: list[bytes], nullable: bool = False) -> list[Any]:
+    """A column of strings for sqlite (see :func:`text`); empty ones None when ``nullable``."""
+    try:
+        out: list[Any] = [b.decode("utf-8") for b in col]
+    except UnicodeDecodeError:
+        out = [text(b) for b in col]
+    if nullable:
+        out = [v if v else None for v in out]
+    return out
+
+
+def _store_batches(db: DbFile, needed: set[int], now: int, stats: dict[str, int]
+                   ) -> Iterator[tuple[list[tuple[Any, ...]], int]]:
+    """base_msgs rows of the needed, unexpired stores, batch by batch (and the batch's chunk count)."""
+    wanted = np.fromiter(needed, dtype=np.uint64, count=len(needed))
+
+    def keep(ints: dict[str, np.ndarray]) -> np.ndarray:
+        m = np.isin(ints["store_id"].astype(np.uint64), wanted)
+        exp = ints.get("expiry_time")
+        if exp is not None:
+            dead = m & (exp > 0) & (exp <= now)
+            stats["expired"] += int(dead.sum())
+            m &= ~dead
+        keep.total = len(m)  # type: ignore[attr-defined]
+        return m
+
+    for n, c in column_rows(db, ChunkType.MSG_STORE, keep):
+        sids = [v if v < SIGN else v - WRAP for v in c["store_id"]]
+        exp = c.get("expiry_time") or [0] * n
+        payload = c["payload"]
+        user = texts(c["source_username"], True) if "source_username" in c else [None] * n
+        port = c.get("source_port") or [0] * n
+        props: list[Any] = [None] * n
+        if "properties" in c:
+            for i, raw in enumerate(c["properties"]):
+                if raw:
+                    pj, d = props_json(props_of(raw, f"msg_store[{c['index'][i]}] at offset {c['offset'][i]}"))
+                    props[i] = pj
+                    stats["dropped_props"] += d
+        rows = list(zip(sids, exp, texts(c["topic"]), [p or None for p in payload], texts(c["source_id"], True),
+                        user, [len(p) for p in payload], c["source_mid"], port, c["qos"], c["retain"], props))
+        yield rows, keep.total  # type: ignore[attr-defined]
+
+
+def _in_thread(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """Run a generator in a worker thread, ``depth`` items ahead; its exceptions re-raise here."""
+    import queue
+    import threading
+
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    end = object()
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in it:
+                if stop.is_set():
+                    return
+                q.put((None, item))
+        except BaseException as exc:  # handed to the consumer
+            q.put((exc, None))
+            return
+        q.put((None, end))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        while True:
+            exc, item = q.get()
+            if exc is not None:
+                raise exc
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.05)
 
 
 def _missing_stores(db: DbFile, sids: list[int], now: int) -> list[int]:
