@@ -164,3 +164,27 @@ async def test_unknown_chunk_type_is_shown_raw(tmp_path: Path) -> None:
         assert app.hex.source.read(8, 4) == b"\xde\xad\xbe\xef"
         row = app.chunks.cursor - app.chunks.top
         assert "?99" in "".join(seg.text for seg in app.chunks.render_line(row))
+
+
+def test_rows_are_usable_while_the_index_is_built(tmp_path: Path) -> None:
+    """Between two scan steps the list already counts, decodes and shows the chunks found so far."""
+    import struct
+
+    from inspector.edits import Document
+    from inspector.widgets.chunklist import ChunkList
+
+    path = tmp_path / "many.db"
+    extra = 300_000
+    path.write_bytes(V6.read_bytes() + (struct.pack(">II", 4, 8) + struct.pack("<Q", 63)) * extra)
+    doc = Document(str(path))
+    steps = doc.db.scan_steps(50_000)
+    first = next(steps)
+    assert 50_000 <= first < 90 + extra and not doc.complete()
+    chunks = ChunkList(doc)
+    assert chunks.total() == doc.count() == first - 1  # the newest chunk may still be settling
+    assert doc.view(0).record.kind == "cfg" and doc.view(chunks.total() - 1).record.kind == "retain"
+    for _ in steps:
+        pass
+    assert doc.complete() and doc.count() == 90 + extra and chunks.total() == 90 + extra
+    assert doc.view(90 + extra - 1).record["store_id"] == 63
+    doc.close()
