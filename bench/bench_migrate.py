@@ -23,8 +23,6 @@ from codec.sqlite import MigrationReport, db_to_sqlite  # noqa: E402
 
 
 def services() -> tuple[object, object]:
-    import contextlib
-
     import pytest
     import services as sv
 
@@ -36,7 +34,6 @@ def services() -> tuple[object, object]:
             print(f"skipped: {exc}")
             return None, None
 
-    del contextlib
     return start(sv.mariadb), start(sv.redis_server)
 
 
@@ -56,8 +53,9 @@ def main() -> None:
     with DbFile(path) as db:
         t = time.perf_counter()
         p = plan(db, EmqxOptions(), MigrationReport(path, "plan"), lambda s, d, n: None)
-        dt = time.perf_counter() - t
+        plan_s = time.perf_counter() - t
     n = len(p.msgs)
+    dt = plan_s
     print(f"emqx plan (read + decide): {dt:.1f} s for {n:,} messages, {len(p.subs):,} subscriptions")
     (mgen, mconf), (rgen, rconf) = services()
     if mconf is not None:
@@ -72,7 +70,9 @@ def main() -> None:
                 t = time.perf_counter()
                 rep = migrate_emqx(db, url, EmqxOptions(widen_payload=True))
                 dt = time.perf_counter() - t
-            print(f"mysql {label}: {dt:.1f} s total, {n / dt:,.0f} messages/s ({rep.written}); goal >= 50k/s")
+            w = max(dt - plan_s, 1e-9)
+            print(f"mysql {label}: {dt:.1f} s total = {n / dt:,.0f} messages/s; writing alone ~{w:.1f} s = "
+                  f"{n / w:,.0f} messages/s ({rep.written}); goal >= 50k/s")
         next(mgen, None)
     if rconf is not None:
         url = f"redis://{rconf['host']}:{rconf['port']}/0"
@@ -80,7 +80,9 @@ def main() -> None:
             t = time.perf_counter()
             rep = migrate_emqx(db, url, EmqxOptions())
             dt = time.perf_counter() - t
-        print(f"redis: {dt:.1f} s total, {n / dt:,.0f} messages/s ({rep.written}); goal >= 50k/s")
+        w = max(dt - plan_s, 1e-9)
+        print(f"redis: {dt:.1f} s total = {n / dt:,.0f} messages/s; writing alone ~{w:.1f} s = {n / w:,.0f} "
+              f"messages/s ({rep.written}); goal >= 50k/s")
         next(rgen, None)
 
 

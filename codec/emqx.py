@@ -486,6 +486,12 @@ def resp(cmd: list[bytes]) -> bytes:
     return b"".join(parts)
 
 
+_HSET = (b"*16\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n$2\r\nid\r\n$%d\r\n%s\r\n$4\r\nfrom\r\n$%d\r\n%s\r\n"
+         b"$3\r\nqos\r\n$1\r\n%d\r\n$5\r\ntopic\r\n$%d\r\n%s\r\n$7\r\npayload\r\n$%d\r\n%s\r\n"
+         b"$2\r\nts\r\n$%d\r\n%s\r\n$6\r\nretain\r\n$%d\r\n%s\r\n")
+_ZADD = b"*4\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+
+
 def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, int, bytes]]:
     """(kind, replies, RESP bytes) in order: subscriptions, then per message HSET, EXPIRE and a ZADD per key."""
     for s in p.subs + p.orphan_subs:
@@ -495,13 +501,16 @@ def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, int, bytes
     for i, m in enumerate(p.msgs):
         b62 = redis_id(m.hex_id).encode()
         key = b"mqtt:msg:" + b62
-        hset = resp([b"HSET", key, b"id", b62, b"from", (m.sender or "").encode(), b"qos", b"%d" % m.qos,
-                     b"topic", m.topic.encode(), b"payload", m.payload, b"ts", b"%d" % m.ts_ms,
-                     b"retain", b"true" if m.retain else b"false"])
-        expire = b"*3\r\n$6\r\nEXPIRE\r\n$%d\r\n%s\r\n" % (len(key), key) + expire_tail
+        sender, topic, ts = (m.sender or "").encode(), m.topic.encode(), b"%d" % m.ts_ms
+        retain = b"true" if m.retain else b"false"
         score = b"%d" % (base + i)  # import time, increasing in delivery order
-        zadds = [resp([b"ZADD", b"mqtt:msg:" + k.encode(), score, b62]) for k in m.keys]
-        yield "msgs", 2 + len(zadds), b"".join([hset, expire, *zadds])
+        parts = [_HSET % (len(key), key, len(b62), b62, len(sender), sender, m.qos, len(topic), topic,
+                          len(m.payload), m.payload, len(ts), ts, len(retain), retain),
+                 b"*3\r\n$6\r\nEXPIRE\r\n$%d\r\n%s\r\n" % (len(key), key) + expire_tail]
+        for k in m.keys:
+            zkey = b"mqtt:msg:" + k.encode()
+            parts.append(_ZADD % (len(zkey), zkey, len(score), score, len(b62), b62))
+        yield "msgs", len(parts), b"".join(parts)
 
 
 # ---------------------------------------------------------------- targets
@@ -684,25 +693,36 @@ class _RedisPipe:
         self.sock.close()
 
 
+def _resp_batches(cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, batch: int
+                  ) -> Iterator[tuple[bytes, int, int]]:
+    """(RESP bytes, replies, messages) of ``batch`` messages at a time."""
+    buf: list[bytes] = []
+    replies = msgs = 0
+    for kind, n, data in cmds:
+        buf.append(data)
+        replies += n
+        _tally(rep, kind, n)
+        if kind == "msgs":
+            msgs += 1
+            if msgs == batch:
+                yield b"".join(buf), replies, msgs
+                buf, replies, msgs = [], 0, 0
+    if buf:
+        yield b"".join(buf), replies, msgs
+
+
 def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, total: int,
                opts: EmqxOptions, prog: Callable[[str, int, int], None]) -> None:
+    from .sqlite import background
+
     pipe = _RedisPipe(conf)
-    buf: list[bytes] = []
-    replies = done = 0
+    done = 0
     try:
-        for kind, n, data in cmds:
-            buf.append(data)
-            replies += n
-            _tally(rep, kind, n)
-            if kind == "msgs":
-                done += 1
-                if done % opts.batch == 0:
-                    pipe.send(b"".join(buf), replies)
-                    buf, replies = [], 0
-                    prog("writing", done, total)
-        if buf:
-            pipe.send(b"".join(buf), replies)
-        prog("writing", done, total)
+        # the next batch is encoded in a thread while the server works on this one
+        for data, replies, n in background(_resp_batches(cmds, rep, opts.batch)):
+            pipe.send(data, replies)
+            done += n
+            prog("writing", done, total)
     finally:
         pipe.close()
     if pipe.errors:

@@ -335,7 +335,7 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
            "source_mid,source_port,qos,retain,properties) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
     stats = {"expired": 0, "dropped_props": 0}
     # rows are built in a thread while sqlite inserts the previous batch (it releases the GIL)
-    for batch, n in _in_thread(_store_batches(db, needed, now, stats)):
+    for batch, n in background(_store_batches(db, needed, now, stats)):
         con.executemany(ins, batch)
         written.update(r[0] if r[0] >= 0 else r[0] + WRAP for r in batch)
         done = min(done + n, n_store)
@@ -467,7 +467,7 @@ def _store_batches(db: DbFile, needed: set[int], now: int, stats: dict[str, int]
         yield rows, keep.total  # type: ignore[attr-defined]
 
 
-def _in_thread(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+def background(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
     """Run a generator in a worker thread, ``depth`` items ahead; its exceptions re-raise here."""
     import queue
     import threading
