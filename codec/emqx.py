@@ -465,7 +465,7 @@ def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: 
         yield "subs", insert_subs_sql(b), len(b)
     if live:
         for b in _batches(msgs, opts.batch, lambda m: 2 * len(m.payload) + 200):
-            yield "msgs", "", len(b)  # the live writer checks and inserts these itself
+            yield "msgs", insert_values_sql(b), len(b)  # the live writer drops rows already there
         return
     yield "schema", STAGE, 0
     seq = 0
@@ -598,6 +598,8 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs
                prog: Callable[[str, int, int], None]) -> None:
     import pymysql
 
+    from .sqlite import background
+
     try:
         con = pymysql.connect(host=conf["host"], port=conf["port"], user=conf["user"], password=conf["password"],
                               database=conf["database"], charset="utf8mb4", autocommit=False,
@@ -608,7 +610,7 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs
     try:
         with con.cursor() as cur:
             cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")
-            for kind, sql, n in stmts:
+            for kind, sql, n in background(iter(stmts)):  # the next statement is built while this one runs
                 try:
                     if kind == "msgs":
                         batch = msgs[done:done + n]
@@ -617,7 +619,7 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs
                         there = {r[0] for r in cur.fetchall()}
                         todo = [m for m in batch if m.hex_id not in there]
                         if todo:
-                            cur.execute(insert_values_sql(todo))
+                            cur.execute(sql if len(todo) == len(batch) else insert_values_sql(todo))
                     else:
                         cur.execute(sql)
                 except pymysql.MySQLError as exc:
