@@ -46,6 +46,7 @@ ACTIONS = [
     ("Export selection", "export", "Write the filtered chunks as JSON lines (.jsonl) or a Parquet dataset (directory)"),
     ("Edit field", "edit_field", "Edit the selected field's value"),
     ("Delete chunk", "delete", "Delete (or restore) the chunk; a client with its subs and queue"),
+    ("Add a copy", "add_copy", "Insert a copy of the chunk after it, to edit into a new one"),
     ("Undo", "undo", "Undo the last edit"),
     ("Redo", "redo", "Redo the last undone edit"),
     ("Save", "save", "Save atomically over the file"),
@@ -74,6 +75,7 @@ class InspectorApp(App[None]):
         Binding("x", "export", "Export", show=False),
         Binding("e", "edit_field", "Edit"),
         Binding("d", "delete", "Del"),
+        Binding("a", "add_copy", "Add copy", show=False),
         Binding("u,ctrl+z", "undo", "Undo"),
         Binding("U,ctrl+y", "redo", "Redo", show=False),
         Binding("ctrl+s", "save", "Save"),
@@ -96,6 +98,7 @@ class InspectorApp(App[None]):
         self.filter_busy = False
         self.last_search = ""
         self.status_text = ""
+        self.rows_version = doc.rows_version
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -249,7 +252,7 @@ class InspectorApp(App[None]):
             self.hex.highlight(msg.start, msg.size)
 
     def on_hex_cursor_moved(self, msg: HexCursorMoved) -> None:
-        if self.hex.has_focus and self.item is not None and self.item >= 0:
+        if self.hex.has_focus and self.item is not None and self.item != DAMAGE_ROW:
             self.fields.select_byte(msg.pos)
 
     # ------------------------------------------------------------ goto / search / refs
@@ -349,7 +352,7 @@ class InspectorApp(App[None]):
             self.say(f"{text!r} found in chunk {found} (n: next)")
 
     def action_follow(self) -> None:
-        if self.item is None or self.item < 0 or not self.need_index():
+        if self.item is None or self.item == DAMAGE_ROW or not self.need_index():
             return
         rec = self.doc.record(self.item)
         if rec is None:
@@ -398,7 +401,8 @@ class InspectorApp(App[None]):
         box.value = ""
         box.display = False
         keep = self.item
-        self.chunks.set_rows(None, keep=keep)
+        rows = self.doc.row_array(self.doc.count())
+        self.chunks.set_rows(rows, keep=keep, sorted_rows=rows is None)
         self.update_status()
 
     def apply_filter(self, text: str) -> None:
@@ -459,7 +463,34 @@ class InspectorApp(App[None]):
         self.update_status()
 
     # ------------------------------------------------------------ editing
+    def action_add_copy(self) -> None:
+        if self.item is None or self.item == DAMAGE_ROW or not self.editable() or not self.need_index():
+            return
+        try:
+            new = self.doc.insert_copy(self.item)
+        except EditRefused as exc:
+            self.say(f"refused: {exc}", "error")
+            return
+        self.refresh_after_edit()
+        self.jump(new)
+        self.say(f"added a copy of chunk {self.doc.new_anchor[new]} after it: edit its fields (u: undo)")
+
+    def sync_rows(self) -> None:
+        """Put inserted chunks among the rows (the unfiltered list only) when they change."""
+        if self.rows_version == self.doc.rows_version:
+            return
+        self.rows_version = self.doc.rows_version
+        if self.filter_text:
+            return
+        keep = self.item
+        if keep is not None and keep <= -2 and keep not in self.doc.new_records:
+            keep = self.doc.new_anchor.get(keep)  # an undone insertion: back to its neighbour
+        rows = self.doc.row_array(self.doc.count())
+        self.chunks.set_rows(rows, keep=keep, sorted_rows=rows is None)
+        self.item = self.chunks.item(self.chunks.cursor)
+
     def refresh_after_edit(self) -> None:
+        self.sync_rows()
         self.chunks.refresh()
         self.show_item(keep_cursor=True)
         self.query_one(SummaryBar).refresh_summary(self.doc)
@@ -472,7 +503,7 @@ class InspectorApp(App[None]):
 
     def action_edit_field(self) -> None:
         self.flush_detail()
-        if self.item is None or self.item < 0 or not self.editable():
+        if self.item is None or self.item == DAMAGE_ROW or not self.editable():
             return
         node = self.fields.cursor_node
         info = node.data if node is not None else None
@@ -538,7 +569,7 @@ class InspectorApp(App[None]):
     def on_hex_byte_typed(self, msg: HexByteTyped) -> None:
         if self._detail_timer is not None:  # the hex view still shows the previous chunk
             return
-        if self.item is None or self.item < 0 or not self.editable():
+        if self.item is None or self.item == DAMAGE_ROW or not self.editable():
             return
         try:
             edit = self.doc.set_byte(self.item, msg.pos, msg.value)
@@ -551,17 +582,22 @@ class InspectorApp(App[None]):
         self.say(f"{edit.label} (u: undo)")
 
     def action_delete(self) -> None:
-        if self.item is None or self.item < 0 or not self.editable():
+        if self.item is None or self.item == DAMAGE_ROW or not self.editable():
             return
         item = self.item
         v = self.doc.view(item)
+        if v.inserted:
+            self.doc.delete([item], f"remove the new {v.kind}")
+            self.refresh_after_edit()
+            self.say(f"removed the new {v.kind} (u: undo)")
+            return
         if v.deleted:
             self.doc.restore(item)
             self.refresh_after_edit()
             self.say(f"restored chunk {item} (u: undo)")
             return
         rec = v.record
-        if rec is not None and rec.kind == "client":
+        if rec is not None and rec.kind == "client" and item >= 0:
             if not self.need_index():
                 return
             self.say(f"finding the subscriptions and queue of {rec['client_id']!r}…")

@@ -47,6 +47,11 @@ class ChunkView:
     error: CodecError | None = None
     deleted: bool = False
     edited: bool = False
+    inserted: bool = False  # a new chunk (not in the file) placed after ``offset``'s chunk
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}[new]" if self.inserted else f"{self.kind}[{self.index}]"
 
     @property
     def kind(self) -> str:
@@ -54,7 +59,7 @@ class ChunkView:
 
     def changed_bytes(self) -> set[int]:
         """Positions (relative to the chunk start) whose byte differs from the file."""
-        if not self.edited:
+        if not self.edited and not self.inserted:
             return set()
         if len(self.data) != len(self.original):
             return set(range(len(self.data)))
@@ -104,6 +109,11 @@ class Document:
         self.redo_stack: list[Edit] = []
         self.saved_depth = 0
         self._cache: OrderedDict[int, ChunkView] = OrderedDict()
+        # inserted chunks: virtual ids -2, -3, ... -> record, and the file chunk they follow
+        self.new_records: dict[int, Record] = {}
+        self.new_anchor: dict[int, int] = {}
+        self.rows_version = 0  # bumped when inserted chunks appear or disappear
+        self._next_virtual = -2
 
     # ------------------------------------------------------------ index
     @property
@@ -150,6 +160,13 @@ class Document:
     def _make_view(self, i: int) -> ChunkView:
         idx = self.db.partial_index()
         assert idx is not None
+        if i <= -2:
+            rec = self.new_records[i]
+            data = encode_chunk(rec, self.db.version, endian=self.endian)
+            anchor = self.new_anchor[i]
+            off = idx.chunk_end(anchor)
+            record, spans, error = self.decode_bytes(data, anchor + 1, off)
+            return ChunkView(i, off, self.hsize, data, b"", record, spans, error, edited=True, inserted=True)
         off = idx.offsets[i]
         raw = self.original(i)
         rec = self.overlay.replaced.get(i)
@@ -184,10 +201,22 @@ class Document:
 
     # ------------------------------------------------------------ edits
     def _state(self, i: int) -> State:
+        if i <= -2:
+            return self.new_records.get(i), False
         return self.overlay.replaced.get(i), i in self.overlay.deleted
 
     def _set_state(self, i: int, state: State) -> None:
         rec, deleted = state
+        if i <= -2:  # an inserted chunk: present with its record, or gone
+            if rec is None or deleted:
+                if self.new_records.pop(i, None) is not None:
+                    self.rows_version += 1
+            else:
+                if i not in self.new_records:
+                    self.rows_version += 1
+                self.new_records[i] = rec
+            self._cache.pop(i, None)
+            return
         if rec is None:
             self.overlay.replaced.pop(i, None)
         else:
@@ -246,7 +275,7 @@ class Document:
             encode_chunk(new, self.db.version, endian=self.endian)
         except CodecError as exc:
             raise EditRefused(f"{rec.kind}[{i}].{name}: {exc.reason}") from None
-        edit = Edit(f"{rec.kind}[{i}].{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
+        edit = Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
         return self.apply(edit)
 
     def set_byte(self, i: int, pos: int, value: int) -> Edit:
@@ -264,15 +293,46 @@ class Document:
             raise EditRefused(f"byte {pos} = {value:02x} refused: {rec.kind if rec else 'chunk'}[{i}]{field_name}: {reason}")
         if encode_chunk(rec, self.db.version, endian=self.endian) != bytes(data):
             raise EditRefused(f"byte {pos} = {value:02x} refused: the codec cannot write these bytes back exactly")
-        if bytes(data) == v.original:
+        if bytes(data) == v.original and not v.inserted:
             new_state: State = (None, i in self.overlay.deleted)
         else:
             new_state = (rec, i in self.overlay.deleted)
         return self.apply(Edit(f"chunk {i} byte {pos}: {old:02x} -> {value:02x}", after={i: new_state}))
 
     def delete(self, indexes: list[int], label: str, warning: str | None = None) -> Edit:
-        after = {i: (self.overlay.replaced.get(i), True) for i in indexes}
+        after: dict[int, State] = {i: (None, False) if i <= -2 else (self.overlay.replaced.get(i), True)
+                                   for i in indexes}
         return self.apply(Edit(label, after=after, warning=warning))
+
+    def insert_copy(self, i: int) -> int:
+        """Add a copy of chunk ``i`` right after it (then edit its fields); returns its virtual id."""
+        v = self.view(i)
+        if v.record is None:
+            raise EditRefused(f"chunk {i} does not decode; only decodable chunks can be copied")
+        anchor = self.new_anchor[i] if i <= -2 else i
+        new_id = self._next_virtual
+        self._next_virtual -= 1
+        self.new_anchor[new_id] = anchor
+        rec = v.record.with_values()
+        self.apply(Edit(f"add a copy of {v.label} after it", after={new_id: (rec, False)}))
+        return new_id
+
+    def row_array(self, n: int) -> Any:
+        """File chunks 0..n-1 with inserted chunks placed after their anchors (None: no inserts)."""
+        if not self.new_records:
+            return None
+        import numpy as np
+
+        order = sorted(self.new_records, key=lambda v: (self.new_anchor[v], -v))
+        at = [self.new_anchor[v] + 1 for v in order]
+        return np.insert(np.arange(n, dtype=np.int64), at, order)
+
+    def full_overlay(self) -> Overlay:
+        """The overlay to save: replacements, deletions and inserted chunks in order."""
+        inserted: dict[int, list[Record]] = {}
+        for v in sorted(self.new_records, key=lambda v: (self.new_anchor[v], -v)):
+            inserted.setdefault(self.new_anchor[v] + 1, []).append(self.new_records[v])
+        return Overlay(dict(self.overlay.replaced), set(self.overlay.deleted), inserted)
 
     def restore(self, i: int) -> Edit:
         """Undelete one chunk (keeping any replacement record)."""
@@ -282,7 +342,7 @@ class Document:
     def save(self, path: str | None = None) -> SaveResult:
         """Write atomically with codec.writer.save, then reopen the written file."""
         target = path or self.path
-        result = save(self.db, target, self.overlay)
+        result = save(self.db, target, self.full_overlay())
         self.reopen(target)
         return result
 
@@ -295,6 +355,9 @@ class Document:
         self.path = path
         self.read_only = self.forced_read_only or not os.access(path, os.W_OK)
         self.overlay = Overlay()
+        self.new_records.clear()
+        self.new_anchor.clear()
+        self.rows_version += 1
         self.undo_stack.clear()
         self.redo_stack.clear()
         self.saved_depth = 0

@@ -28,12 +28,13 @@ HELP = """\
                 there a-f are digits: Tab out for c, d, e, f
   d             delete chunk / restore (a client: with its subs
                 and queued messages)
+  a             add a copy of the chunk after it, then edit it
   u  ctrl+z     undo            U  ctrl+y   redo
   ctrl+s        save atomically S  save as
 [b]Other[/b]
   ctrl+p        command palette with every action
   ?             this help       q  quit (asks if edits are unsaved)
-[b]Marks[/b]  * edited  D deleted  !! does not decode  ⚠ damage
+[b]Marks[/b]  * edited  + new  D deleted  !! does not decode  ⚠ damage
 [b]Hex[/b]    blue header, grey lengths, dim padding, magenta
          unknown bytes, underlined = edited, gold = selected field"""
 

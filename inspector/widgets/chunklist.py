@@ -59,6 +59,7 @@ class ChunkList(Widget, can_focus=True):
         self.doc = doc
         self.rows: np.ndarray | list[int] | None = None
         self.show_damage = False
+        self.sorted_rows = True  # False when inserted chunks (negative ids) sit among the rows
         self.top = 0
         self._last_item: int | None = None
 
@@ -84,11 +85,16 @@ class ChunkList(Widget, can_focus=True):
                 return n if self.show_damage else None
             return item if 0 <= item < n else None
         arr = np.asarray(self.rows)
+        if not self.sorted_rows:
+            hits = np.flatnonzero(arr == item)
+            return int(hits[0]) if len(hits) else None
         pos = int(np.searchsorted(arr, item))
         return pos if pos < len(arr) and int(arr[pos]) == item else None
 
-    def set_rows(self, rows: np.ndarray | list[int] | None, keep: int | None = None) -> None:
+    def set_rows(self, rows: np.ndarray | list[int] | None, keep: int | None = None, *,
+                 sorted_rows: bool = True) -> None:
         self.rows = rows
+        self.sorted_rows = sorted_rows
         self.update_size()
         row = self.row_of(keep) if keep is not None else None
         self.cursor = row if row is not None else 0
@@ -216,12 +222,12 @@ class ChunkList(Widget, can_focus=True):
         else:
             text = summary(v.record) if v.record is not None else ""
             label_style = STYLES.get(label, STYLES["bad"])
-        mark = "D" if v.deleted else ("*" if v.edited else " ")
+        mark = "D" if v.deleted else ("+" if v.inserted else ("*" if v.edited else " "))
         mark_style = STYLES["deleted"] if v.deleted else STYLES["edited"]
         body_style = STYLES["deleted"] if v.deleted else Style()
         segs = [
             Segment(mark, mark_style),
-            Segment(f"{item:>{digits}} ", STYLES["index"]),
+            Segment(f"{'new' if v.inserted else item:>{digits}} ", STYLES["index"]),
         ]
         if width >= 40:
             segs.append(Segment(f"{v.offset:08x} ", STYLES["offset"]))

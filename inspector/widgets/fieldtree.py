@@ -260,8 +260,9 @@ class FieldTree(ScrollView, can_focus=True):
         self.view = v
         rec = v.record
         hs = v.header_size
-        title = f"{v.kind}[{v.index}] at {v.offset} (0x{v.offset:x}), {len(v.data)} bytes"
-        flags = " DELETED" if v.deleted else (" EDITED" if v.edited else "")
+        where = "to be written at" if v.inserted else "at"
+        title = f"{v.label} {where} {v.offset} (0x{v.offset:x}), {len(v.data)} bytes"
+        flags = " DELETED" if v.deleted else (" NEW" if v.inserted else (" EDITED" if v.edited else ""))
         self.root.set_label(Text(title + flags, style="bold red" if v.error else "bold"))
         root = self.root
         tlen = 4 if hs == 8 else 2

@@ -271,3 +271,33 @@ async def test_key_mashing_never_crashes(damaged_copy: Path) -> None:
             await settle(pilot)
             assert app.is_running
         assert app.return_code in (None, 0)
+
+
+async def test_add_a_copy_edit_it_undo_redo_and_save(v6_copy: Path) -> None:
+    with DbFile(v6_copy) as db:
+        orig = [db.raw(k) for k in range(len(db))]
+        sub = next(c.index for c in db.stream() if c.kind == "sub" and c.record["client_id"] == "a-sub-q1")
+        old = db.chunk(sub).record
+    app = make_app(v6_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.jump(sub)
+        await keys(pilot, "a")
+        new = app.item
+        assert new <= -2 and app.chunks.total() == 91 and app.chunks.cursor == sub + 1
+        assert str(app.fields.root.label).startswith("sub[new]")
+        app.do_edit(new, "topic", "corp/added/#")
+        assert app.doc.record(new)["topic"] == "corp/added/#"
+        row = "".join(seg.text for seg in app.chunks.render_line(app.chunks.cursor - app.chunks.top))
+        assert row.startswith("+") and "corp/added/#" in row
+        await keys(pilot, "u", "u")  # the edit, then the insertion
+        assert app.chunks.total() == 90 and not app.doc.new_records
+        await keys(pilot, "U", "U")
+        assert app.chunks.total() == 91 and app.doc.record(new)["topic"] == "corp/added/#"
+        await keys(pilot, "ctrl+s")
+        assert "saved" in status(app)
+    with DbFile(v6_copy) as db:
+        raws = [db.raw(k) for k in range(len(db))]
+        added = db.chunk(sub + 1).record
+    assert len(raws) == 91 and raws[:sub + 1] == orig[:sub + 1] and raws[sub + 2:] == orig[sub + 1:]
+    assert added.values == {**old.values, "topic": "corp/added/#"}
