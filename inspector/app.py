@@ -329,7 +329,10 @@ class InspectorApp(App[None]):
         if not text or not self.need_index():
             return
         self.last_search = text
-        start = (self.item + 1) if self.item is not None and self.item >= 0 else 0
+        item = self.item
+        if item is not None and item <= -2:
+            item = self.doc.new_anchor.get(item)  # an inserted chunk: go on after its neighbour
+        start = (item + 1) if item is not None and item >= 0 else 0
         self.say(f"searching {text!r} from chunk {start}…")
         self.search_worker(text, start)
 
