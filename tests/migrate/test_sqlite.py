@@ -266,3 +266,34 @@ def test_non_store_sqlite_is_refused(tmp_path: Path) -> None:
         sqlite_to_db(p, tmp_path / "x.db")
     r = subprocess.run([*MOSQDB, "info", str(p)], capture_output=True, text=True)
     assert r.returncode != 0 and len(r.stderr.splitlines()) == 1
+
+
+def test_store_ids_over_2_63_are_signed_in_sqlite_and_come_back(tmp_path: Path) -> None:
+    from codec.engine import Record
+    from codec.layouts import ChunkType
+    from codec.writer import write_records
+
+    big = 0xFEDCBA9876543210
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": big}, 6),
+            Record(int(ChunkType.MSG_STORE), {"store_id": big, "expiry_time": 0, "source_mid": 1, "source_id": None,
+                                              "source_username": None, "source_port": 0, "topic": "t/big",
+                                              "qos": 1, "retain": 1, "payload": b"", "properties": None}, 6),
+            Record(int(ChunkType.CLIENT), {"client_id": "c", "last_mid": 1, "session_expiry_time": 0,
+                                           "session_expiry_interval": NEVER, "listener_port": 1883,
+                                           "username": "u"}, 6),
+            Record(int(ChunkType.CLIENT_MSG), {"client_id": "c", "store_id": big, "mid": 1, "qos": 1, "state": 11,
+                                               "direction": 1, "retain": 0, "dup": 0, "properties": None}, 6),
+            Record(int(ChunkType.RETAIN), {"store_id": big}, 6)]
+    src = tmp_path / "big-id.db"
+    write_records(src, 6, recs)
+    out = tmp_path / "o.sqlite3"
+    migrate(src, out)
+    signed = big - (1 << 64)
+    assert rows(out, "SELECT store_id, payload, payloadlen, source_id FROM base_msgs") == [(signed, None, 0, None)]
+    assert rows(out, "SELECT store_id FROM client_msgs") == [(signed,)]
+    assert rows(out, "SELECT topic, store_id FROM retains") == [("t/big", signed)]
+    assert rows(out, "SELECT username, listener_port, session_expiry_interval FROM clients") == [("u", 1883, -1)]
+    sqlite_to_db(out, tmp_path / "back.db")
+    assert comparable(tmp_path / "back.db", WRITTEN) == comparable(src, WRITTEN)
+    with DbFile(str(tmp_path / "back.db")) as db:
+        assert db.chunk(0).record["last_db_id"] == big
