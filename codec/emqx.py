@@ -622,6 +622,7 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs
     except pymysql.MySQLError as exc:
         raise CodecError(f"cannot connect to MySQL at {conf['host']}:{conf['port']}: {exc.args[-1]}") from None
     done = present = batches = 0
+    was_empty: bool | None = None
     try:
         with con.cursor() as cur:
             cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")
@@ -629,9 +630,14 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs
                 try:
                     if kind == "msgs":
                         batch = msgs[done:done + n]
-                        cur.execute("SELECT msgid FROM mqtt_msg WHERE msgid IN ("
-                                    + ",".join(sql_str(m.hex_id) for m in batch) + ")")
-                        there = {r[0] for r in cur.fetchall()}
+                        if was_empty is None:  # an empty table at the start needs no id checks
+                            cur.execute("SELECT 1 FROM mqtt_msg LIMIT 1")
+                            was_empty = cur.fetchone() is None
+                        there: set[str] = set()
+                        if not was_empty:
+                            cur.execute("SELECT msgid FROM mqtt_msg WHERE msgid IN ("
+                                        + ",".join(sql_str(m.hex_id) for m in batch) + ")")
+                            there = {r[0] for r in cur.fetchall()}
                         todo = [m for m in batch if m.hex_id not in there]
                         if todo:
                             cur.execute(sql if len(todo) == len(batch) else insert_values_sql(todo))
