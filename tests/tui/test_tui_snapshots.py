@@ -1,6 +1,6 @@
 """SVG snapshots of the main screens on the real fixtures (fixed terminal sizes, no clock).
 
-Update after a deliberate UI change with: pytest tests/tui/test_snapshots.py --snapshot-update
+Update after a deliberate UI change with: pytest tests/tui/test_tui_snapshots.py --snapshot-update
 """
 
 from __future__ import annotations
