@@ -16,6 +16,7 @@ import os
 import re
 import socket
 import time
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, BinaryIO
@@ -369,10 +370,23 @@ def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable
 # ---------------------------------------------------------------- limits
 
 
+def ci_key(text: str) -> str:
+    """Roughly how utf8mb4_general_ci compares: case and accents ignored, trailing spaces too."""
+    return "".join(ch for ch in unicodedata.normalize("NFKD", text.casefold())
+                   if not unicodedata.combining(ch)).rstrip(" ")
+
+
 def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tuple[list[Sub], list[Msg], str | None]:
     """Drop (and report) rows MySQL would reject; say which payload type is needed."""
     subs = []
+    seen: dict[tuple[str, str], Sub] = {}
     for s in p.subs + p.extra_subs + p.orphan_subs:  # (client, topic) pairs never overlap
+        key = (ci_key(s.client_id), ci_key(s.filter))
+        if key in seen:
+            rep.skip("subscription equal to another under MySQL's case- and accent-insensitive collation "
+                     "(utf8mb4_general_ci): the primary key would merge them", f"{s.client_id} {s.filter}")
+            continue
+        seen[key] = s
         if len(s.client_id) > ID_MAX:
             rep.skip(f"client id longer than {ID_MAX} characters (mqtt_sub.clientid)", s.client_id[:80])
         elif len(s.filter) > TOPIC_MAX:

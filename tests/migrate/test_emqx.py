@@ -156,7 +156,7 @@ def tiny_db(path: Path) -> None:
             recs.append(Record(int(ChunkType.CLIENT_MSG), {"client_id": cid, "store_id": sid, "mid": mid, "qos": 1,
                                                            "state": 11, "direction": 1, "retain": 0, "dup": 0,
                                                            "properties": None}, 6))
-    for cid, topic in (("c1", "#"), (long_cid, "ok/3")):
+    for cid, topic in (("c1", "#"), ("c1", "OK/1"), (long_cid, "ok/3")):
         recs.append(Record(int(ChunkType.SUB), {"client_id": cid, "topic": topic, "qos": 1, "options": 0,
                                                 "identifier": 0}, 6))
     write_records(path, 6, recs)
@@ -171,9 +171,13 @@ def test_mysql_limits_reported_and_widen(mariadb: dict, tmp_path: Path) -> None:
     assert reasons == {"client id longer than 64 characters": 1, "queued only for clients whose id is longer than 64 "
                        "characters": 1, "topic longer than 180 characters": 1,
                        "topic filter longer than 180 characters": 1,  # the exact-topic subscription for it
-                       "sender client id longer than 64 characters": 1, "payload over 65,535 bytes": 1}
+                       "sender client id longer than 64 characters": 1, "payload over 65,535 bytes": 1,
+                       "subscription equal to another under MySQL's case- and accent-insensitive collation": 1}
     con = mysql_con(mariadb, "limits")
     assert table(con, "select topic, payload from mqtt_msg") == [("ok/1", b"fine")]
+    # the exact-topic subscription ok/1 would have merged into OK/1 (which finds ok/1 under this collation)
+    assert {t for (t,) in table(con, "select topic from mqtt_sub where clientid = 'c1'")} >= {"#", "OK/1"}
+    assert ("ok/1",) not in table(con, "select binary topic from mqtt_sub where clientid = 'c1'")
     assert table(con, "select data_type from information_schema.columns where table_schema='limits' and "
                       "table_name='mqtt_msg' and column_name='payload'") == [("blob",)]
     rep = json.loads(run("migrate", str(src), "--to", url, "--json", "--widen-payload").stdout)
