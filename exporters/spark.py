@@ -22,6 +22,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,36 @@ class MosquittoPartition(InputPartition):  # type: ignore[misc]
         self.part = part
 
 
+# The planner's Python worker is reused across queries: keep the last files' chunk tables
+# (offsets and types, 12 bytes a chunk), keyed by a fingerprint that changes with the file.
+_TABLES: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, int]] = OrderedDict()
+_TABLES_MAX = 4
+
+
+def _chunk_table(path: str, endian: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """Offsets, types and end of every chunk (from the codec index; cached per file version)."""
+    st = os.stat(path)
+    key = (path, endian, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    hit = _TABLES.get(key)
+    if hit is not None:
+        _TABLES.move_to_end(key)
+        return hit
+    with DbFile(path, endian=endian) as db:
+        if db.empty:
+            table = (np.zeros(0, "i8"), np.zeros(0, "u4"), 0)
+        else:
+            idx = db.index
+            if idx.error is not None:
+                raise idx.error.located(path=path)
+            types = np.frombuffer(idx.types, dtype=f"u{idx.types.itemsize}") if len(idx) else np.zeros(0, "u4")
+            offsets = np.frombuffer(idx.offsets, dtype="i8") if len(idx) else np.zeros(0, "i8")
+            table = (offsets.copy(), types.astype(np.uint32), int(idx.end))
+    _TABLES[key] = table
+    while len(_TABLES) > _TABLES_MAX:
+        _TABLES.popitem(last=False)
+    return table
+
+
 def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION_ROWS,
          on_error: str = "fail", endian: str = "little") -> tuple[list[Part], list[str]]:
     """Partitions for every readable file, and one line per skipped file (``on_error="skip"``)."""
@@ -100,19 +131,12 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
     ctype = int(ChunkType[kind.upper()])
     for path in paths:
         try:
-            with DbFile(path, endian=endian) as db:
-                if db.empty:
-                    continue
-                idx = db.index
-                if idx.error is not None:
-                    raise idx.error.located(path=path)
-                types = np.frombuffer(idx.types, dtype=f"u{idx.types.itemsize}") if len(idx) else np.zeros(0)
-                offsets = np.frombuffer(idx.offsets, dtype="i8") if len(idx) else np.zeros(0, "i8")
-                pos = np.flatnonzero(types == ctype)
-                for a in range(0, len(pos), partition_rows):
-                    b = a + partition_rows
-                    stop = int(offsets[pos[b]]) if b < len(pos) else int(idx.end)
-                    parts.append(Part(path, int(offsets[pos[a]]), stop, int(pos[a])))
+            offsets, types, end = _chunk_table(path, endian)
+            pos = np.flatnonzero(types == ctype)
+            for a in range(0, len(pos), partition_rows):
+                b = a + partition_rows
+                stop = int(offsets[pos[b]]) if b < len(pos) else end
+                parts.append(Part(path, int(offsets[pos[a]]), stop, int(pos[a])))
         except CodecError as exc:
             exc.located(path=path)
             if on_error != "skip":

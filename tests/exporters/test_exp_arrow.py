@@ -207,3 +207,22 @@ def test_column_projection_equals_selecting_from_all(path: Path) -> None:
         assert some.equals(whole.select(cols))
         with pytest.raises(ValueError, match="no column 'nope'"):
             list(iter_batches(db, "msg_store", columns=["nope"]))
+
+
+def test_plan_follows_a_changed_file(tmp_path: Path) -> None:
+    """The planner caches chunk tables per file version; a rewritten file is planned anew."""
+    from exporters.spark import plan
+
+    path = tmp_path / "m.db"
+    v6 = next(p for p in REAL_FILES if p.name.startswith("2.0.20"))
+    v3 = next(p for p in REAL_FILES if p.name.startswith("1.4.15"))
+    shutil.copyfile(v6, path)
+    first, _ = plan([str(path)], "retain", partition_rows=4)
+    assert plan([str(path)], "retain", partition_rows=4)[0] == first
+    shutil.copyfile(v3, tmp_path / "new.db")
+    (tmp_path / "new.db").replace(path)
+    second, _ = plan([str(path)], "retain", partition_rows=4)
+    assert len(first) == 3 and len(second) == 2  # 10 retains, then 8
+    with DbFile(path) as db:
+        span = kind_span(db, "retain")
+        assert [p.first_index for p in second] == [int(span.positions[0]), int(span.positions[4])]
