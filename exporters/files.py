@@ -12,7 +12,6 @@ import base64
 import json
 import os
 import queue
-import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -258,11 +257,3 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                     counts["messages"] += batch.num_rows
             if progress is not None:
                 progress(db.path, db.size, db.size)
-
-
-def remove_output(path: str) -> None:
-    """Remove an export target (tests and --force)."""
-    if os.path.isdir(path):
-        shutil.rmtree(path)
-    elif os.path.exists(path):
-        os.unlink(path)
