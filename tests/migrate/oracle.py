@@ -63,3 +63,16 @@ def emqx_expectation(st: State, now: float) -> dict[str, set[tuple[str, bytes]]]
                 want.add((s["topic"], s["payload"]))
         out[cid] = want
     return out
+
+
+def emqx_store_ids(st: State, now: float) -> set[int]:
+    """Store ids of the messages an EMQX migration writes (one row per stored message)."""
+    out = set()
+    for cid in st.clients:
+        if session_expired(st, cid, now):
+            continue
+        for q in st.queues.get(cid, []):
+            s = st.stores.get(q["store_id"])
+            if q["direction"] == 1 and q["qos"] > 0 and s is not None and not store_expired(s, now):
+                out.add(q["store_id"])
+    return out

@@ -15,7 +15,7 @@ import redis
 from fixturepaths import REAL_FILES
 from hypothesis import given
 from hypothesis import strategies as st
-from oracle import LATER, WRITTEN, emqx_expectation, state
+from oracle import LATER, WRITTEN, emqx_expectation, emqx_store_ids, state
 from services import mariadb, redis_server  # noqa: F401  (module fixtures)
 
 from codec.emqx import base62, hex_from_redis_id, redis_id, unbase62
@@ -105,8 +105,10 @@ def test_mysql_per_client(src: Path, now: int, mariadb: dict, tmp_path: Path) ->
     assert rep["written"]["messages"] == n_msgs == table(con, "select count(*) from mqtt_msg")[0][0]
     # one row per stored message with the B.2 id; every file subscription of a live session is there
     ids = [r[0] for r in table(con, "select msgid from mqtt_msg order by id")]
-    assert len(set(ids)) == len(ids) and all(i.endswith(f"{sid:016X}") for i, sid in
-                                             zip(ids, [int(i[16:], 16) for i in ids]))
+    assert len(set(ids)) == len(ids)
+    assert {int(i[16:], 16) for i in ids} == emqx_store_ids(st_, now)  # lower 64 bits: the store id
+    mtime_us = src.stat().st_mtime_ns // 1_000_000 * 1000  # 2.0 ids hold no time: the file's mtime (B.2)
+    assert {int(i[:16], 16) for i in ids} == {mtime_us}
     subs = set(table(con, "select clientid, topic, qos from mqtt_sub"))
     for cid in want:
         for filt, v in st_.subs.get(cid, {}).items():
