@@ -23,8 +23,8 @@ from codec.sqlite import MigrationReport, db_to_sqlite  # noqa: E402
 
 
 def services() -> tuple[object, object]:
+    import mig_services as sv
     import pytest
-    import services as sv
 
     def start(fixture):  # the test fixtures are generators: reuse them here
         gen = fixture.__wrapped__() if hasattr(fixture, "__wrapped__") else fixture.__pytest_wrapped__.obj()

@@ -15,8 +15,8 @@ import redis
 from fixturepaths import REAL_FILES
 from hypothesis import given
 from hypothesis import strategies as st
-from oracle import LATER, WRITTEN, emqx_expectation, emqx_store_ids, state
-from services import mariadb, redis_server  # noqa: F401  (module fixtures)
+from mig_oracle import LATER, WRITTEN, emqx_expectation, emqx_store_ids, state
+from mig_services import mariadb, redis_server  # noqa: F401  (module fixtures)
 
 from codec.emqx import base62, hex_from_redis_id, redis_id, unbase62
 from codec.engine import Record

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from fixturepaths import REAL_FILES, SHARED, manifest
-from oracle import LATER, WRITTEN, state, store_expired
+from mig_oracle import LATER, WRITTEN, state, store_expired
 
 from codec import DbFile
 from codec.errors import CodecError
