@@ -309,18 +309,16 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
     q = _Queue()
     done = 0
     for n, c in column_rows(db, ChunkType.CLIENT_MSG):
-        props = c.get("properties")
-        direction = c.get("direction")
-        for i in range(n):
-            sub_id = 0
-            if props is not None and props[i]:
-                for p in props_of(props[i], f"client_msg[{c['index'][i]}] at offset {c['offset'][i]}"):
+        sub_ids = [0] * n
+        for i, raw in enumerate(c.get("properties") or ()):
+            if raw:
+                for p in props_of(raw, f"client_msg[{c['index'][i]}] at offset {c['offset'][i]}"):
                     if p.id == SUB_ID:
-                        sub_id = p.value
+                        sub_ids[i] = p.value
                         break
-            q.client_id.append(c["client_id"][i])
-            q.rows.append((c["store_id"][i], c["dup"][i], direction[i] if direction is not None else 1,
-                           c["mid"][i], c["qos"][i], c["retain"][i], c["state"][i], sub_id))
+        q.client_id.extend(c["client_id"])
+        q.rows.extend(zip(c["store_id"], c["dup"], c.get("direction") or [1] * n, c["mid"], c["qos"], c["retain"],
+                          c["state"], sub_ids))
         done += n
         progress("queues", done, n_cmsg)
     retained: list[int] = []
