@@ -111,7 +111,7 @@ class _Writers:
             raise self.error
         for kind, (writer, tmp) in self.open.items():
             writer.close()
-            os.replace(tmp, self.targets[kind])
+            _publish(tmp, self.targets[kind])
         self.open.clear()
 
     def abort(self) -> None:
@@ -123,6 +123,14 @@ class _Writers:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
         self.open.clear()
+
+
+def _publish(tmp: str, final: str) -> None:
+    """Give a finished temporary file the usual permissions (mkstemp makes it 0600) and its name."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(tmp, 0o666 & ~mask)
+    os.replace(tmp, final)
 
 
 def _empty(kind: str) -> pa.RecordBatch:
@@ -223,7 +231,7 @@ def export_jsonl(
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             _jsonl_into(fh, paths, order, chunk_kinds, selection, endian, progress, counts)
-        os.replace(tmp, final)
+        _publish(tmp, final)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -140,9 +140,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise UsageError(f"{out}: exists and is not a directory (a dataset needs one)")
             if single and os.path.isdir(out):
                 raise UsageError(f"{out}: is a directory; with one --kind OUT is a Parquet file")
-            compression = "none" if args.compression == "none" else args.compression
             counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single,
-                                    selection=selection, batch_size=args.batch_size, compression=compression,
+                                    selection=selection, batch_size=args.batch_size, compression=args.compression,
                                     endian=args.endian, progress=progress)
         else:
             counts = export_jsonl(args.files, args.output, kinds=kinds or KINDS, selection=selection,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,9 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_dataset_has_a_file_per_kind_with_manifest_counts(dataset: Path) -> None:
     assert sorted(p.name for p in dataset.iterdir()) == sorted(f"{k}.parquet" for k in KINDS)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert {p.stat().st_mode & 0o777 for p in dataset.iterdir()} == {0o666 & ~mask}  # not mkstemp's 0600
     for kind in KINDS:
         table = pq.read_table(dataset / f"{kind}.parquet")
         per_file = Counter(table.column("file").to_pylist())
