@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -131,6 +132,7 @@ class DbFile:
             raise
         self._index: ChunkIndex | None = None
         self._scan: Iterator[int] | None = None
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -158,17 +160,30 @@ class DbFile:
 
     # ------------------------------------------------------------ index
     def scan_steps(self, step: int = 200_000) -> Iterator[int]:
-        """Build the index incrementally, yielding the chunk count as it grows."""
-        if self._index is None:
-            self._index = ChunkIndex(self.version or 6)
-            if self.empty:
-                self._index.end = 0
-                self._index.complete = True
-                return
-            self._scan = scan(self.fd, self.size, self.version or 6, self._index, endian=self.endian, step=step)
-        if self._scan is not None:
-            yield from self._scan
-            self._scan = None
+        """Build the index incrementally, yielding the chunk count as it grows.
+
+        Safe to drive from a worker thread while another thread asks for ``index``: each
+        step runs under a lock, and whoever comes second just finds the work done.
+        """
+        with self._lock:
+            if self._index is None:
+                self._index = ChunkIndex(self.version or 6)
+                if self.empty:
+                    self._index.end = 0
+                    self._index.complete = True
+                else:
+                    self._scan = scan(self.fd, self.size, self.version or 6, self._index,
+                                      endian=self.endian, step=step)
+        while True:
+            with self._lock:
+                if self._scan is None:
+                    return
+                try:
+                    count = next(self._scan)
+                except StopIteration:
+                    self._scan = None
+                    return
+            yield count
 
     @property
     def index(self) -> ChunkIndex:
