@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -27,6 +28,13 @@ pytestmark = pytest.mark.services
 MOSQDB = [sys.executable, "-m", "inspector.cli"]
 HEX32 = re.compile(r"[0-9A-F]{32}")
 TTL = 7200
+
+
+def client(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name} (the command-line client) is not installed")
+    return path
 
 
 def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
@@ -129,7 +137,7 @@ def test_mysql_per_client(src: Path, now: int, mariadb: dict, tmp_path: Path) ->
     sql = tmp_path / "out.sql"
     run("migrate", str(src), "--to", f"mysql-sql:{sql}", "--at", str(now))
     url2 = fresh_db(mariadb, name + "_f")
-    p = subprocess.run(["mysql", "-h", mariadb["host"], "-P", str(mariadb["port"]), "-uroot", name + "_f"],
+    p = subprocess.run([client("mysql"), "-h", mariadb["host"], "-P", str(mariadb["port"]), "-uroot", name + "_f"],
                        stdin=sql.open("rb"), capture_output=True)
     assert p.returncode == 0, p.stderr
     con2 = mysql_con(mariadb, name + "_f")
@@ -191,7 +199,7 @@ def test_mysql_limits_reported_and_widen(mariadb: dict, tmp_path: Path) -> None:
     sql = tmp_path / "limits.sql"
     run("migrate", str(src), "--to", f"mysql-sql:{sql}", "--widen-payload")
     fresh_db(mariadb, "limits_f")
-    p = subprocess.run(["mysql", "-h", mariadb["host"], "-P", str(mariadb["port"]), "-uroot", "limits_f"],
+    p = subprocess.run([client("mysql"), "-h", mariadb["host"], "-P", str(mariadb["port"]), "-uroot", "limits_f"],
                        stdin=sql.open("rb"), capture_output=True)
     assert p.returncode == 0, p.stderr
     con2 = mysql_con(mariadb, "limits_f")
@@ -259,7 +267,7 @@ def test_redis_per_client(src: Path, redis_server: dict, tmp_path: Path) -> None
     run("migrate", str(src), "--to", f"redis-cmds:{resp}", "--at", str(WRITTEN))
     r2 = redis.Redis(host=redis_server["host"], port=redis_server["port"], db=n + 1)
     r2.flushdb()
-    p = subprocess.run(["redis-cli", "-h", redis_server["host"], "-p", str(redis_server["port"]), "-n", str(n + 1),
+    p = subprocess.run([client("redis-cli"), "-h", redis_server["host"], "-p", str(redis_server["port"]), "-n", str(n + 1),
                         "--pipe"], stdin=resp.open("rb"), capture_output=True, text=True)
     assert p.returncode == 0 and "errors: 0" in p.stdout, p.stdout + p.stderr
     assert dump_redis(r2) == before
