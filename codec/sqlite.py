@@ -586,12 +586,14 @@ def read_sqlite(src_path: str | os.PathLike[str]) -> sqlite3.Connection:
 def sqlite_records(con: sqlite3.Connection, rep: MigrationReport | None = None) -> Iterator[Record]:
     """v6 records for a 2.1 store, in the order Mosquitto 2.0 writes them."""
     v6 = 6
+    stored: set[int] = set()
     cfg_id = con.execute("SELECT max(store_id), min(store_id) FROM base_msgs").fetchone()
     last = max(_u64(cfg_id[0]) if cfg_id[0] is not None else 0, _u64(cfg_id[1]) if cfg_id[1] is not None else 0)
     yield Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": last}, v6)
     for row in con.execute("SELECT store_id,expiry_time,topic,payload,source_id,source_username,source_mid,"
                            "source_port,qos,retain,properties,rowid FROM base_msgs ORDER BY rowid"):
         where = f"base_msgs rowid {row[11]}"
+        stored.add(_u64(row[0]))
         yield Record(int(ChunkType.MSG_STORE), {
             "store_id": _u64(row[0]), "expiry_time": int(row[1] or 0), "source_mid": int(row[6] or 0),
             "source_id": _s(row[4]) or None, "source_username": _s(row[5]) or None, "source_port": int(row[7] or 0),
@@ -608,6 +610,11 @@ def sqlite_records(con: sqlite3.Connection, rep: MigrationReport | None = None) 
 
     def cmsgs(cid: str) -> Iterator[Record]:
         for r in queues.pop(cid, []):
+            if _u64(r[1]) not in stored:
+                if rep is not None:
+                    rep.skip("queue entry whose base_msgs row is missing (Mosquitto would drop it)",
+                             f"{cid} store {_u64(r[1])}")
+                continue
             sub_id = int(r[8] or 0)
             yield Record(int(ChunkType.CLIENT_MSG), {
                 "client_id": cid, "store_id": _u64(r[1]), "mid": int(r[4] or 0), "qos": int(r[5] or 0),
@@ -638,6 +645,10 @@ def sqlite_records(con: sqlite3.Connection, rep: MigrationReport | None = None) 
         if rep is not None:
             rep.count("subscriptions")
     for (sid,) in con.execute("SELECT store_id FROM retains ORDER BY rowid"):
+        if _u64(sid) not in stored:
+            if rep is not None:
+                rep.skip("retain whose base_msgs row is missing (Mosquitto would drop it)", f"store {_u64(sid)}")
+            continue
         yield Record(int(ChunkType.RETAIN), {"store_id": _u64(sid)}, v6)
         if rep is not None:
             rep.count("retains")

@@ -297,3 +297,19 @@ def test_store_ids_over_2_63_are_signed_in_sqlite_and_come_back(tmp_path: Path) 
     assert comparable(tmp_path / "back.db", WRITTEN) == comparable(src, WRITTEN)
     with DbFile(str(tmp_path / "back.db")) as db:
         assert db.chunk(0).record["last_db_id"] == big
+
+
+def test_dangling_references_in_a_store_are_reported(migrated: dict[str, Path], tmp_path: Path) -> None:
+    p = tmp_path / "s.sqlite3"
+    p.write_bytes(migrated["2.0.20-a.db"].read_bytes())
+    con = sqlite3.connect(p)
+    con.execute("DELETE FROM base_msgs WHERE topic = 'corp/plain/q1'")  # 5 stores, queued 2x5, not retained
+    con.execute("INSERT INTO wills (client_id, topic, payloadlen, qos, retain) VALUES ('a-sub-q1', 'w', 0, 0, 0)")
+    con.commit()
+    con.close()
+    rep = sqlite_to_db(p, tmp_path / "back.db")
+    assert rep.skipped == {"queue entry whose base_msgs row is missing (Mosquitto would drop it)": 10,
+                           "will message (a mosquitto.db has no place for wills)": 1}
+    assert rep.written["queued"] == 30 - 10
+    st = state(tmp_path / "back.db")
+    assert len(st.queues["a-sub-q1"]) == 3 and "a-ünï-客户端" not in st.queues
