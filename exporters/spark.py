@@ -286,16 +286,20 @@ def _reader(spark: Any, kind: str, options: dict[str, Any]) -> Any:
 
 
 def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, topic: str | None = None,
-                 client: str | None = None, on_error: str = "fail", **options: Any) -> Any:
+                 client: str | None = None, store_ids: tuple[int, int] | None = None, on_error: str = "fail",
+                 **options: Any) -> Any:
     """A DataFrame of one kind (or the ``messages`` view) of a file, a directory or a list of them.
 
     ``topic`` selects stored messages by MQTT filter and, by (file, store_id), the client
     messages and retains that reference them; ``client`` selects a client's rows (for
-    ``messages``: those with a delivery waiting for it).
+    ``messages``: those with a delivery waiting for it); ``store_ids`` is an inclusive range
+    of unsigned store ids (kinds with a store_id).
     """
     register(spark)
     if topic is not None and not valid_filter(topic):
         raise ValueError(f"not a valid MQTT topic filter: {topic!r}")
+    if store_ids is not None and kind not in ("msg_store", "client_msg", "retain", "messages"):
+        raise ValueError(f"{kind} has no store_id to select by")
     paths = ",".join(path) if isinstance(path, list) else path
     opts = {"onError": on_error, **options}
 
@@ -308,13 +312,29 @@ def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, 
             from pyspark.sql import functions as F
 
             df = df.where(F.array_contains("clients", client))
-        return df
-    if kind in ("client_msg", "retain") and topic is not None:
+    elif kind in ("client_msg", "retain") and topic is not None:
         stores = load("msg_store", topic=topic).select("file", "store_id")
         df = load(kind, client=client if kind == "client_msg" else None)
-        return df.join(stores, ["file", "store_id"], "left_semi")
-    return load(kind, topic=topic if kind in ("msg_store", "sub") else None,
-                client=client if kind in ("client", "client_msg", "sub") else None)
+        df = df.join(stores, ["file", "store_id"], "left_semi")
+    else:
+        df = load(kind, topic=topic if kind in ("msg_store", "sub") else None,
+                  client=client if kind in ("client", "client_msg", "sub") else None)
+    return df if store_ids is None else df.where(store_id_condition(*store_ids))
+
+
+def store_id_condition(lo: int, hi: int) -> Any:
+    """``lo <= store_id <= hi`` for unsigned ids held as signed int64 (ids >= 2**63 are negative)."""
+    from pyspark.sql import functions as F
+
+    def signed(v: int) -> int:
+        return v - (1 << 64) if v >= 1 << 63 else v
+
+    col = F.col("store_id")
+    if hi < lo:
+        return F.lit(False)
+    if hi < 1 << 63 or lo >= 1 << 63:  # one side of 2**63: an ordinary range
+        return col.between(signed(lo), signed(hi))
+    return (col >= lo) | (col <= signed(hi))  # the range crosses 2**63
 
 
 def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:

@@ -124,6 +124,10 @@ def test_to_dataframe_selections_match_arrow(spark) -> None:  # type: ignore[no-
     msgs = xs.to_dataframe(spark, v6, "messages").collect()
     assert {r["store_id"]: (r["queued"], sorted(r["clients"]), r["retained"]) for r in msgs} == want_msgs
     assert xs.to_dataframe(spark, v6, "messages", client="a-sub-v5").count() == 4
+    with DbFile(v6) as db:
+        ids = sorted(c.record["store_id"] for c in db.stream(types=[2]))
+        in_range = sum(b.num_rows for b in FileView(db, Selection(store_ids=(ids[-8], ids[-2]))).batches("client_msg"))
+    assert xs.to_dataframe(spark, v6, "client_msg", store_ids=(ids[-8], ids[-2])).count() == in_range > 0
     with pytest.raises(ValueError):
         xs.to_dataframe(spark, v6, "msg_store", topic="a/#/b")
 
