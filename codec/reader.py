@@ -116,6 +116,7 @@ class DbFile:
         if endian not in ("little", "big"):
             raise ValueError("endian must be 'little' or 'big'")
         self.path = os.fspath(path)
+        self.source_path = self.path  # what the user named (differs for a converted sqlite store)
         self.endian = endian
         try:
             self.fd = os.open(self.path, os.O_RDONLY)

@@ -16,6 +16,7 @@ from typing import Any
 from codec import DbFile
 from codec.errors import CodecError
 from codec.query import parse_store_ids, valid_filter
+from codec.sources import open_any
 from codec.timeview import parse_time
 from codec.writer import atomic_output
 
@@ -132,7 +133,7 @@ class Run:
                 raise _usage(f"{path}: no such file")
             if os.path.isdir(path):
                 raise _usage(f"{path}: is a directory, not a mosquitto.db file")
-            self.dbs.append(stack.enter_context(DbFile(path, endian=getattr(args, "endian", "little"))))
+            self.dbs.append(stack.enter_context(open_any(path, endian=getattr(args, "endian", "little"))))
         self.sources: list[MessageSource] = []
         self.too_large = 0
         self.done_bytes = 0

@@ -78,7 +78,7 @@ def info_data(db: DbFile, at: float | None = None) -> dict[str, Any]:
         except ValueError:
             counts["unknown"] += n
     data: dict[str, Any] = {
-        "file": db.path,
+        "file": db.source_path,
         "size": db.size,
         "version": db.version,
         "crc": db.crc if not db.empty else None,
@@ -224,7 +224,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:
         if not args.json:
-            out.write(f"Mosquitto DB dump\nFile: {db.path}\n")
+            out.write(f"Mosquitto DB dump\nFile: {db.source_path}\n")
             if db.empty:
                 out.write("(empty file: the broker treats it as no saved state)\n")
                 return 0
