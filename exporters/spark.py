@@ -241,12 +241,13 @@ class MosquittoDataSource(DataSource):  # type: ignore[misc]
         return spark_ddl(schema)
 
     def reader(self, schema: Any) -> MosquittoReader:
-        return MosquittoReader(self.options)
+        return MosquittoReader(self.options, schema)
 
 
 class MosquittoReader(DataSourceReader):  # type: ignore[misc]
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], schema: Any = None) -> None:
         self.opts = _options(options)
+        self.spark_schema = schema
         path = options.get("path")
         if not path:
             raise ValueError("mosquitto: load(PATH) needs a db file or a directory of *.db files")
@@ -264,8 +265,32 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
         if partition.part is None:
             return iter(())
         o = self.opts
-        return read_part(partition.part, o["kind"], batch_size=o["batch_size"], topic=o["topic"],
-                         client=o["client"], endian=o["endian"], on_error=o["on_error"], columns=o["columns"])
+        batches = read_part(partition.part, o["kind"], batch_size=o["batch_size"], topic=o["topic"],
+                            client=o["client"], endian=o["endian"], on_error=o["on_error"], columns=o["columns"])
+        target = _arrow_target(self.spark_schema)
+        if target is None:
+            return batches
+        # Spark compares batches with its own Arrow rendering of the schema, whose list
+        # field names and nullability differ between PySpark versions: cast to exactly that
+        return (b if b.schema.equals(target) else b.cast(target) for b in batches)
+
+
+def _arrow_target(schema: Any) -> Any:
+    """The Arrow schema this PySpark expects back for a Spark schema (None if it cannot say)."""
+    if schema is None:
+        return None
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+    except ImportError:  # pragma: no cover - depends on the PySpark version
+        return None
+    for kwargs in ({"timezone": "UTC"}, {"timestamp_utc": True}, {}):  # the signature changed across 4.x
+        try:
+            return to_arrow_schema(schema, **kwargs)
+        except TypeError:
+            continue
+        except Exception:  # noqa: BLE001 - an unsupported type: let Spark report its own error
+            return None
+    return None
 
 
 def register(spark: Any) -> None:
