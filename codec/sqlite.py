@@ -26,11 +26,11 @@ from .errors import CodecError, WriteError
 from .layouts import ChunkType
 from .properties import Property, decode_properties
 from .reader import DbFile
+from .sources import SQLITE_MAGIC, is_sqlite_file  # noqa: F401 - re-exported
 from .writer import write_records
 
 NEVER = 0xFFFF_FFFF
 SIGN, WRAP = 1 << 63, 1 << 64
-SQLITE_MAGIC = b"SQLite format 3\0"
 SCHEMA_VERSION = ("database_schema", 1, 1, 0)
 # The exact statements a real Mosquitto 2.1.2 broker creates (persist-sqlite-schema.sql).
 SCHEMA = (
@@ -200,12 +200,7 @@ def props_json(props: list[Property]) -> tuple[str | None, int]:
 # ---------------------------------------------------------------- db -> sqlite
 
 
-def is_sqlite(path: str | os.PathLike[str]) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
+is_sqlite = is_sqlite_file  # one definition, in codec.sources
 
 
 def _has_content(path: str) -> bool:
