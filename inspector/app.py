@@ -90,6 +90,8 @@ class InspectorApp(App[None]):
         self.detail_delay = detail_delay  # the field tree and hex follow the list once keys pause
         self._detail_timer: Timer | None = None
         self.check_at = check_at
+        # the reference time for expiry in every view (fixed by --at or by tests; else now)
+        self.at = check_at if check_at is not None else time.time()
         self.item: int | None = None
         self.columns: StoreColumns | None = None
         self.filter_gen = 0

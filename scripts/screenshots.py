@@ -26,7 +26,7 @@ V6 = REAL / "2.0.20-a.db"
 
 
 async def shoot(path: Path, out: Path, size: tuple[int, int], steps: Callable[[InspectorApp, object], Awaitable[None]]) -> None:
-    app = InspectorApp(Document(str(path)), detail_delay=0)
+    app = InspectorApp(Document(str(path)), detail_delay=0, check_at=AT)
     async with app.run_test(size=size) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -74,6 +74,8 @@ async def filtered(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped
     await settle(app, pilot)
     await pilot.press("down", "down", "down")
 
+
+AT = 1_795_305_600  # 2026-11-22T00:00:00Z: a fixed reference time, so the pictures do not age
 
 def to_png(svg: Path) -> Path | None:
     tool = shutil.which("rsvg-convert")

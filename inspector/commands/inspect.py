@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from codec.errors import CodecError
+from codec.timeview import parse_time
 from inspector.commands import UsageError, add_endian, open_input, sample_path
 
 
@@ -13,6 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "edit as an undoable overlay and save atomically.")
     p.add_argument("file", nargs="?", help="the db file (default: the bundled sample)")
     p.add_argument("--read-only", action="store_true", help="open without editing")
+    p.add_argument("--at", metavar="TIME", help="reference time for expiry: now (default), file-mtime, "
+                   "Unix seconds or ISO 8601")
     add_endian(p)
     p.set_defaults(func=cmd_inspect)
 
@@ -24,11 +28,15 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     path = args.file or sample_path()
     open_input(path, endian=args.endian).close()  # missing file / not a db: one line, right exit code
     try:
+        at = parse_time(args.at, path=path)
+    except CodecError as exc:
+        raise UsageError(exc.reason) from None
+    try:
         doc = Document(path, endian=args.endian, read_only=args.read_only)
     except PermissionError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
     try:
-        InspectorApp(doc).run()
+        InspectorApp(doc, check_at=at).run()
     finally:
         doc.close()
     return 0

@@ -17,6 +17,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from codec.timeview import expires_at
 from inspector.edits import Document
 from inspector.messages import RowHighlighted
 from inspector.widgets.data import clip, summary, type_label
@@ -222,6 +223,9 @@ class ChunkList(Widget, can_focus=True):
         else:
             text = summary(v.record) if v.record is not None else ""
             label_style = STYLES.get(label, STYLES["bad"])
+            exp = expires_at(v.record) if v.record is not None else None
+            if exp is not None and exp <= getattr(self.app, "at", exp):
+                text = "⌛expired " + text
         mark = "D" if v.deleted else ("+" if v.inserted else ("*" if v.edited else " "))
         mark_style = STYLES["deleted"] if v.deleted else STYLES["edited"]
         body_style = STYLES["deleted"] if v.deleted else Style()

@@ -22,6 +22,7 @@ from textual.strip import Strip
 
 from codec.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.properties import BY_ID
+from codec.timeview import expires_at, relative
 from inspector.edits import ChunkView, property_spans
 from inspector.messages import SpanSelected
 
@@ -67,6 +68,15 @@ def fmt_bytes(b: bytes, limit: int = PAYLOAD_PREVIEW) -> str:
         pass
     head = b[:limit // 2].hex(" ")
     return f"({len(b)} bytes, binary) {head}{' …' if len(b) > limit // 2 else ''}"
+
+
+def fmt_expiry(rec: Any, name: str, value: int, at: float) -> str:
+    """Absolute and relative: ``1795304607 (2026-11-21 23:43:27 UTC, expired 4 h ago)``."""
+    exp = expires_at(rec)
+    if exp is None:
+        never = " - interval 0xFFFFFFFF" if value and name == "session_expiry_time" else ""
+        return f"{fmt_time(value)[:-1]}{never}, never expires)" if value else "0 (never expires)"
+    return f"{fmt_time(value)[:-1]}, {relative(exp, at)})"
 
 
 def fmt_value(name: str, value: Any) -> str:
@@ -290,7 +300,10 @@ class FieldTree(ScrollView, can_focus=True):
                         self._add(node, fmt_prop(p), NodeInfo(None, hs + psp.offset, psp.size))
                 else:
                     value = rec.values.get(sp.name)
-                    label = Text.assemble((sp.name, "bold"), f" {sp.kind} = ", fmt_value(sp.name, value))
+                    shown = (fmt_expiry(rec, sp.name, value, getattr(self.app, "at", time.time()))
+                             if sp.name in ("expiry_time", "session_expiry_time") else fmt_value(sp.name, value))
+                    expired = sp.name in ("expiry_time", "session_expiry_time") and "expired" in shown
+                    label = Text.assemble((sp.name, "bold"), f" {sp.kind} = ", (shown, "red" if expired else ""))
                     self._add(root, label, NodeInfo(sp.name, start, sp.size, editable=True))
             if rec.kind == "unknown":
                 root.add_leaf(Text("unknown chunk type: body kept as raw bytes", style="magenta"))

@@ -19,9 +19,12 @@ V3 = REAL / "1.4.15-a.db"
 CHECK_AT = 1_795_300_000.0
 
 
-def make_app(path: Path | str, *, read_only: bool = False, check_at: float | None = None,
+AT = 1_795_305_600  # 2026-11-22T00:00:00Z: a fixed "now" (the fixtures' 600 s and 3600 s expiries have passed)
+
+
+def make_app(path: Path | str, *, read_only: bool = False, check_at: float | None = AT,
              detail_delay: float = 0.0) -> InspectorApp:
-    """The app on a file; details follow the cursor at once (no debounce) unless asked."""
+    """The app on a file, at a fixed reference time; details follow the cursor at once unless asked."""
     return InspectorApp(Document(str(path), read_only=read_only), check_at=check_at, detail_delay=detail_delay)
 
 
