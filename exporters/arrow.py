@@ -23,7 +23,7 @@ from codec.index import ChunkIndex, scan
 from codec.reader import Chunk
 
 from .columnar import assemble, decode_batch, property_rows, read_block
-from .schema import KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
+from .schema import EXPIRY_SOURCES, KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
 
 DEFAULT_BATCH = 32_768
 MAX_BLOCK = 64 << 20
@@ -87,7 +87,7 @@ def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray) -
     }
 
 
-def chunks_to_batch(db: DbFile, kind: str, chunks: list[Chunk]) -> pa.RecordBatch:
+def chunks_to_batch(db: DbFile, kind: str, chunks: list[Chunk], at: float | None = None) -> pa.RecordBatch:
     """The slow path: codec records to a batch (one Python value per field)."""
     cols: dict[str, pa.Array] = {}
     schema = SCHEMAS[kind]
@@ -103,7 +103,7 @@ def chunks_to_batch(db: DbFile, kind: str, chunks: list[Chunk]) -> pa.RecordBatc
         cols[name] = pa.array(values, schema.field(name).type)
     idx = np.array([c.index for c in chunks], dtype=np.int64)
     offs = np.array([c.offset for c in chunks], dtype=np.int64)
-    return assemble(kind, cols, _meta(db, kind, idx, offs), len(chunks))
+    return assemble(kind, cols, _meta(db, kind, idx, offs), len(chunks), at)
 
 
 def _slices(span: Span, batch_size: int, max_block: int) -> Iterator[tuple[int, int]]:
@@ -130,11 +130,13 @@ def iter_batches(
     max_block: int = MAX_BLOCK,
     vectorised: bool = True,
     columns: list[str] | None = None,
+    at: float | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of one kind's rows in file order; raises the codec error after the last good row.
 
     ``columns`` (optional): only these columns, in this order (a projection done before the
     strings and payloads are built, so leaving ``payload`` out saves most of the work).
+    ``at``: reference time of the ``expires_at``/``expired`` columns (default: now).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
@@ -143,6 +145,8 @@ def iter_batches(
         if unknown:
             raise ValueError(f"{kind} has no column {unknown[0]!r}")
     wanted = None if columns is None else frozenset(columns)
+    if wanted is not None and wanted & {"expires_at", "expired"}:
+        wanted |= frozenset(EXPIRY_SOURCES.get(kind, ()))  # derived from these
     span = kind_span(db, kind, start=start, stop=stop, first_index=first_index)
     assert db.version is not None or not len(span.positions)
     ctype = TYPE_OF[kind]
@@ -155,11 +159,11 @@ def iter_batches(
             cols = decode_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b], wanted)
         if cols is not None:
             chunk_index = span.positions[a:b] + span.first_index
-            batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a)
+            batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a, at)
         else:
             first = int(span.positions[a]) + span.first_index
             chunks = list(db.stream(types=[ctype], start=int(offs[0]), stop=int(ends[-1]), first_index=first))
-            batch = chunks_to_batch(db, kind, chunks)
+            batch = chunks_to_batch(db, kind, chunks, at)
         yield batch if columns is None else batch.select(columns)
     if span.error is not None:
         raise span.error
@@ -167,5 +171,8 @@ def iter_batches(
 
 def read_table(path: str, kind: str, **kw: Any) -> pa.Table:
     """A whole kind of one file as a table (small files, tests)."""
+    schema = SCHEMAS[kind]
+    if kw.get("columns") is not None:
+        schema = pa.schema([schema.field(c) for c in kw["columns"]])
     with DbFile(path, endian=kw.pop("endian", "little")) as db:
-        return pa.Table.from_batches(list(iter_batches(db, kind, **kw)), schema=SCHEMAS[kind])
+        return pa.Table.from_batches(list(iter_batches(db, kind, **kw)), schema=schema)

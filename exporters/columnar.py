@@ -13,15 +13,18 @@ batch with the codec itself, which gives the exact, located error or the exact v
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from codec import columnar
 from codec.errors import CodecError
 from codec.layouts import FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size
 from codec.properties import BY_ID, decode_properties
+from codec.timeview import NEVER_INTERVAL
 
 from .schema import PROPERTIES, SCHEMAS, TIME_COLUMNS, TIMESTAMP
 
@@ -208,15 +211,35 @@ def _properties(block: Block, starts: np.ndarray, sizes: np.ndarray) -> pa.Array
     return pa.array(rows, PROPERTIES)
 
 
-def assemble(kind: str, cols: dict[str, pa.Array], meta: dict[str, pa.Array], n: int) -> pa.RecordBatch:
-    """A batch in the kind's fixed schema: absent fields null, timestamps derived."""
+def expiry_columns(kind: str, cols: dict[str, pa.Array], n: int, at: float | None) -> tuple[pa.Array, pa.Array]:
+    """``expires_at`` (null = never) and ``expired`` as of ``at`` (default now), as codec.timeview defines them."""
+    at = time.time() if at is None else at
+    t = cols.get("expiry_time" if kind == "msg_store" else "session_expiry_time")
+    if t is None:
+        return pa.nulls(n, TIMESTAMP), pa.array(np.zeros(n, bool))
+    secs = np.asarray(pc.fill_null(t, 0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    live = secs > 0
+    if kind == "client":
+        iv = cols.get("session_expiry_interval")
+        if iv is not None:
+            live &= np.asarray(pc.fill_null(iv, 0).to_numpy(zero_copy_only=False), dtype=np.int64) != NEVER_INTERVAL
+    expires = pa.array(np.where(live, secs, 0) * 1_000_000, type=pa.int64(), mask=~live).cast(TIMESTAMP)
+    return expires, pa.array(live & (secs <= at))
+
+
+def assemble(kind: str, cols: dict[str, pa.Array], meta: dict[str, pa.Array], n: int,
+             at: float | None = None) -> pa.RecordBatch:
+    """A batch in the kind's fixed schema: absent fields null, timestamps and expiry derived."""
     schema = SCHEMAS[kind]
     arrays = []
     ts_of = {v: k for k, v in TIME_COLUMNS.items()}
+    expiry = expiry_columns(kind, cols, n, at) if "expired" in schema.names else None
     for field in schema:
         name = field.name
         if name in meta:
             arr = meta[name]
+        elif expiry is not None and name in ("expires_at", "expired"):
+            arr = expiry[0] if name == "expires_at" else expiry[1]
         elif name in ts_of:
             src = cols.get(ts_of[name])
             arr = pa.nulls(n, TIMESTAMP) if src is None else timestamp_column(src)

@@ -149,8 +149,9 @@ def export_parquet(
     compression: str = "snappy",
     endian: str = "little",
     progress: Progress | None = None,
+    at: float | None = None,
 ) -> dict[str, int]:
-    """Write the selected kinds of every input; returns rows written per kind.
+    """Write the selected kinds of every input; returns rows written per kind (expiry as of ``at``).
 
     ``single_file`` (one kind): ``out`` is that kind's Parquet file. Otherwise ``out`` is a
     dataset directory holding ``<kind>.parquet`` for each kind.
@@ -169,7 +170,7 @@ def export_parquet(
     try:
         for path in paths:
             with DbFile(path, endian=endian) as db:
-                _export_file(db, order, selection, batch_size, writers, progress)
+                _export_file(db, order, selection, batch_size, writers, progress, at)
         writers.finish()
     except BaseException:
         writers.abort()
@@ -178,8 +179,8 @@ def export_parquet(
 
 
 def _export_file(db: DbFile, order: list[str], selection: Selection | None, batch_size: int,
-                 writers: _Writers, progress: Progress | None) -> None:
-    view = FileView(db, selection, batch_size=batch_size)
+                 writers: _Writers, progress: Progress | None, at: float | None = None) -> None:
+    view = FileView(db, selection, batch_size=batch_size, at=at)
     passes = [k for k in order if k != "messages"]
     if "messages" in order and "msg_store" not in order:
         passes.append("msg_store")

@@ -57,6 +57,9 @@ META = [
     pa.field("chunk_index", pa.int64(), nullable=False),
     pa.field("chunk_offset", pa.int64(), nullable=False),
 ]
+# expiry relative to the export's reference time (``at``): where an absolute time means "expires"
+EXPIRY = [pa.field("expires_at", TIMESTAMP), pa.field("expired", pa.bool_(), nullable=False)]
+EXPIRY_SOURCES = {"msg_store": ("expiry_time",), "client": ("session_expiry_time", "session_expiry_interval")}
 # the joined view: every msg_store column plus these
 MESSAGE_EXTRA = [
     pa.field("retained", pa.bool_(), nullable=False),
@@ -89,6 +92,8 @@ def _build(kind: str) -> pa.Schema:
         fields.append(pa.field(name, types[name]))
         if name in TIME_COLUMNS:
             fields.append(pa.field(TIME_COLUMNS[name], TIMESTAMP))
+    if kind in EXPIRY_SOURCES:
+        fields += EXPIRY
     return pa.schema(fields)
 
 

@@ -44,8 +44,10 @@ def _topic_mask(topics: pa.Array, filters: list[str], *, exact: bool = False) ->
 class FileView:
     """Batches of one db file, per kind, filtered by a selection."""
 
-    def __init__(self, db: DbFile, selection: Selection | None = None, *, batch_size: int = DEFAULT_BATCH) -> None:
+    def __init__(self, db: DbFile, selection: Selection | None = None, *, batch_size: int = DEFAULT_BATCH,
+                 at: float | None = None) -> None:
         self.db = db
+        self.at = at  # reference time of the expires_at / expired columns (None: now)
         self.sel = selection or Selection()
         self.batch_size = batch_size
         self._stores: pa.Array | None = None
@@ -54,7 +56,7 @@ class FileView:
 
     # ---------------------------------------------------------- raw batches
     def raw_batches(self, kind: str) -> Iterator[pa.RecordBatch]:
-        return iter_batches(self.db, kind, batch_size=self.batch_size)
+        return iter_batches(self.db, kind, batch_size=self.batch_size, at=self.at)
 
     def batches(self, kind: str) -> Iterator[pa.RecordBatch]:
         """The selected rows of a kind (``messages`` included), in file order."""

@@ -36,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", required=True, metavar="FORMAT",
                    help="parquet | jsonl" + (" | msgpack | forward://HOST:PORT" if add_forward_options else ""))
     p.add_argument("-o", "--output", metavar="OUT", help="output directory or file (required for parquet/jsonl)")
+    p.add_argument("--at", metavar="TIME", help="reference time of the expires_at/expired columns: now (default), "
+                   "Unix seconds or ISO 8601")
     p.add_argument("--kind", action="append", default=[], metavar="K",
                    help="kinds to export, repeatable or comma separated: " + ", ".join(KIND_CHOICES))
     p.add_argument("--topic", action="append", default=[], metavar="F",
@@ -140,7 +142,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise UsageError(f"{out}: exists and is not a directory (a dataset needs one)")
             if single and os.path.isdir(out):
                 raise UsageError(f"{out}: is a directory; with one --kind OUT is a Parquet file")
-            counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single,
+            counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single, at=_at(args),
                                     selection=selection, batch_size=args.batch_size, compression=args.compression,
                                     endian=args.endian, progress=progress)
         else:
@@ -218,3 +220,16 @@ def _cell(v: Any) -> str:
         return b[:32].hex() + ("…" if len(b) > 32 else "")
     out = json.dumps(_plain(v), ensure_ascii=False) if isinstance(v, (list, dict)) or hasattr(v, "asDict") else str(v)
     return out if len(out) <= 80 else out[:79] + "…"
+
+
+def _at(args: argparse.Namespace) -> float | None:
+    """--at as Unix seconds (None: now)."""
+    if not getattr(args, "at", None):
+        return None
+    from codec.errors import CodecError
+    from codec.timeview import parse_time
+
+    try:
+        return parse_time(args.at)
+    except CodecError as exc:
+        raise UsageError(exc.reason) from None
