@@ -265,12 +265,19 @@ class _Walker:
             sel = types == chunk_type
             if not sel.any():
                 continue
-            at = bodies[sel]
-            need = np.full(len(at), fixed, dtype=np.int64)
+            got = lengths[sel]
+            if not len_fields:
+                if not (np.all(got >= fixed) if tail else np.all(got == fixed)):
+                    return False
+                continue
+            # one gather of the bytes spanning every length field, then combine columns
+            lo = min(p for p, _w in len_fields)
+            hi = max(p + w for p, w in len_fields)
+            raw = data[bodies[sel][:, None] + np.arange(lo, hi)].astype(np.int64)
+            need = np.full(len(got), fixed, dtype=np.int64)
             for rel_off, width in len_fields:
                 for k in range(width):
-                    need += data[at + rel_off + k].astype(np.int64) << (8 * (width - 1 - k))
-            got = lengths[sel]
+                    need += raw[:, rel_off - lo + k] << (8 * (width - 1 - k))
             if not (np.all(got >= need) if tail else np.array_equal(got, need)):
                 return False
         return True

@@ -15,12 +15,14 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from codec.emqx import DEFAULT_TTL, EmqxOptions, migrate_emqx, parse_target
 from codec.errors import CodecError
-from codec.sqlite import NEVER, MigrationReport, db_to_sqlite
+from codec.timeview import NEVER_INTERVAL as NEVER
 from codec.timeview import parse_time
 
 from . import UsageError, add_endian, open_input
+
+# the engines (numpy, converters, salvager, database clients) load only for the command that runs
+DEFAULT_TTL = 7200  # codec.emqx.DEFAULT_TTL, the plugin's message_ttl; here so `mosqdb --help` stays light
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,6 +72,9 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    from codec.emqx import EmqxOptions, migrate_emqx, parse_target
+    from codec.sqlite import db_to_sqlite
+
     if args.to == "sqlite":
         if not args.output and not args.dry_run:
             raise UsageError("--to sqlite needs -o mosquitto.sqlite3 (or --dry-run)")
@@ -86,7 +91,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             raise UsageError("--ttl and --batch must be positive")
     now = parse_time(args.at, path=args.file)
     with open_input(args.file, endian=args.endian) as db, progress_bar(not (args.quiet or args.json)) as prog:
-        rep: MigrationReport
         if args.to == "sqlite":
             rep = db_to_sqlite(db, None if args.dry_run else args.output, session_expiry=args.session_expiry,
                                now=now, force=args.force, progress=prog)

@@ -16,13 +16,13 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from codec.convert import NEVER, WRITABLE, convert
 from codec.errors import CodecError
-from codec.repair import repair
-from codec.stats import BY, compute, lines
-from codec.surgery import drop_clients, prune_sessions, rm_retained
+from codec.timeview import NEVER_INTERVAL as NEVER
 
 from . import UsageError, add_endian, open_input
+
+# the engines (numpy, converters, salvager, database clients) load only for the command that runs
+BY = ("type", "client", "topic")  # codec.stats.BY; kept here so `mosqdb --help` stays light
 
 
 def _writing(p: argparse.ArgumentParser) -> None:
@@ -152,6 +152,8 @@ def _emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: 
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    from codec.convert import WRITABLE, convert
+
     if args.to_version not in WRITABLE:
         raise UsageError(f"cannot write db version {args.to_version}; choose 3, 4, 5 or 6")
     if not 0 <= args.session_expiry <= NEVER:
@@ -176,6 +178,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 def cmd_rm_retained(args: argparse.Namespace) -> int:
     from codec.query import valid_filter
+    from codec.surgery import rm_retained
 
     bad = [f for f in args.filters if not valid_filter(f)]
     if bad:
@@ -187,6 +190,8 @@ def cmd_rm_retained(args: argparse.Namespace) -> int:
 
 
 def cmd_drop_client(args: argparse.Namespace) -> int:
+    from codec.surgery import drop_clients
+
     with open_input(args.file, endian=args.endian) as db:
         rem = _run(args, lambda out: drop_clients(db, args.client_ids, out))
     _emit(args, rem.to_json(), rem.lines(), rem.written)
@@ -206,6 +211,8 @@ def _time(text: str | None, path: str) -> float | None:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    from codec.surgery import prune_sessions
+
     if not (args.expired or args.no_subscriptions or args.idle_since):
         raise UsageError("give at least one of --idle-since DATE, --expired, --no-subscriptions")
     idle = _time(args.idle_since, args.file)
@@ -218,6 +225,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
+    from codec.repair import repair
+
     if not os.path.exists(args.file):
         raise UsageError(f"{args.file}: no such file")
     if os.path.isdir(args.file):
@@ -234,6 +243,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from codec.stats import compute, lines
+
     if args.top < 1:
         raise UsageError("--top must be at least 1")
     with open_input(args.file, endian=args.endian) as db:
