@@ -30,3 +30,9 @@ def open_input(path: str, *, endian: str = "little") -> DbFile:
 def add_endian(parser) -> None:  # type: ignore[no-untyped-def]
     parser.add_argument("--endian", choices=("little", "big"), default="little",
                         help="byte order of the 64-bit fields (host order of the broker that wrote the file)")
+
+
+def add_at(parser, what: str = "expiry") -> None:  # type: ignore[no-untyped-def]
+    """The one ``--at TIME`` option: the reference time for everything that depends on "now"."""
+    parser.add_argument("--at", metavar="TIME", help=f"reference time for {what}: now (default), file-mtime "
+                        "(as the broker saw it when it wrote the file), Unix seconds or ISO 8601")

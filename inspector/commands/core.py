@@ -17,7 +17,7 @@ from codec.reader import Chunk
 from codec.timeview import ExpiryState, expiry_counts, iso, parse_time
 from codec.writer import rewrite
 
-from . import UsageError, add_endian, open_input
+from . import UsageError, add_at, add_endian, open_input
 
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("info", help="header, chunk counts, cfg values, what has expired")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="one JSON object")
-    _add_at(p)
+    add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_info)
 
@@ -37,14 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--topic", action="append", default=[], help="MQTT topic filter (+, #): stores and their references")
     p.add_argument("--client", action="append", default=[], help="client id: its session, subs and messages")
     p.add_argument("--store-id", help="store id N or range A-B: stores and their references")
-    _add_at(p)
+    add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="JSON Lines: one finding per line")
-    _add_at(p)
+    add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_check)
 
@@ -54,11 +54,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to-version", type=int, help="version conversion: see `mosqdb convert`")
     add_endian(p)
     p.set_defaults(func=cmd_rewrite)
-
-
-def _add_at(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--at", metavar="TIME", help="reference time for expiry: now (default), file-mtime "
-                   "(as the broker saw it when it wrote the file), Unix seconds or ISO 8601")
 
 
 def reference_time(args: argparse.Namespace) -> float:

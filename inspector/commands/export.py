@@ -13,7 +13,7 @@ from typing import Any
 from codec.errors import CodecError
 from codec.query import Selection, parse_store_ids, valid_filter
 
-from . import UsageError, add_endian
+from . import UsageError, add_at, add_endian
 
 try:  # the forward-packet sinks live with their engine
     from exporters.forward_cli import add_forward_options, run_forward_export
@@ -36,8 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--to", required=True, metavar="FORMAT",
                    help="parquet | jsonl" + (" | msgpack | forward://HOST:PORT" if add_forward_options else ""))
     p.add_argument("-o", "--output", metavar="OUT", help="output directory or file (required for parquet/jsonl)")
-    p.add_argument("--at", metavar="TIME", help="reference time of the expires_at/expired columns: now (default), "
-                   "Unix seconds or ISO 8601")
+    add_at(p, "the expires_at/expired columns")
     p.add_argument("--kind", action="append", default=[], metavar="K",
                    help="kinds to export, repeatable or comma separated: " + ", ".join(KIND_CHOICES))
     p.add_argument("--topic", action="append", default=[], metavar="F",

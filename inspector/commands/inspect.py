@@ -6,7 +6,7 @@ import argparse
 
 from codec.errors import CodecError
 from codec.timeview import parse_time
-from inspector.commands import UsageError, add_endian, open_input, sample_path
+from inspector.commands import UsageError, add_at, add_endian, open_input, sample_path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -15,8 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "edit as an undoable overlay and save atomically.")
     p.add_argument("file", nargs="?", help="the db file (default: the bundled sample)")
     p.add_argument("--read-only", action="store_true", help="open without editing")
-    p.add_argument("--at", metavar="TIME", help="reference time for expiry: now (default), file-mtime, "
-                   "Unix seconds or ISO 8601")
+    add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_inspect)
 

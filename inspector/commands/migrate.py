@@ -19,7 +19,7 @@ from codec.errors import CodecError
 from codec.timeview import NEVER_INTERVAL as NEVER
 from codec.timeview import parse_time
 
-from . import UsageError, add_endian, open_input
+from . import UsageError, add_at, add_endian, open_input
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
 DEFAULT_TTL = 7200  # codec.emqx.DEFAULT_TTL, the plugin's message_ttl; here so `mosqdb --help` stays light
@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--widen-payload", action="store_true",
                    help="MySQL: ALTER payload to MEDIUMBLOB when a payload exceeds 65,535 bytes (else skip those)")
     p.add_argument("--batch", type=int, default=1000, metavar="N", help="EMQX: rows / messages per batch")
-    p.add_argument("--at", metavar="TIME", help="expiry reference: now (default), file-mtime, Unix seconds, ISO 8601")
+    add_at(p)
     p.add_argument("--reference-ms", type=int, metavar="MS",
                    help="EMQX: message time for ids when the store id holds none (default: the file's mtime)")
     p.add_argument("--dry-run", action="store_true", help="only report what would be written")

@@ -12,7 +12,7 @@ from codec.renew import Policy, plan_renew
 from codec.timeview import iso, parse_duration, parse_time
 from codec.writer import save
 
-from . import UsageError, open_input
+from . import UsageError, add_at, open_input
 from .surgery import _emit, _run, _writing
 
 
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--messages", default="keep", metavar="never|DURATION|keep",
                    help="stored message expiry: never, DURATION after --at, or keep (default)")
     p.add_argument("--only-expired", action="store_true", help="touch only what has already expired at --at")
-    p.add_argument("--at", metavar="TIME", help="reference time: now (default), file-mtime, Unix seconds or ISO 8601")
+    add_at(p, "--only-expired and the new expiry times")
     _writing(p)
     p.set_defaults(func=cmd_renew)
 

@@ -19,7 +19,7 @@ from typing import Any
 from codec.errors import CodecError
 from codec.timeview import NEVER_INTERVAL as NEVER
 
-from . import UsageError, add_endian, open_input
+from . import UsageError, add_at, add_endian, open_input
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
 BY = ("type", "client", "topic")  # codec.stats.BY; kept here so `mosqdb --help` stays light
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--idle-since", metavar="DATE", help="offline since before DATE (ISO 8601 or Unix seconds)")
     p.add_argument("--expired", action="store_true", help="v5/v6 sessions whose expiry time has passed")
     p.add_argument("--no-subscriptions", action="store_true", help="sessions without any subscription")
-    p.add_argument("--at", help="reference time for --expired: now (default), file-mtime, Unix seconds or ISO 8601")
+    add_at(p, "--expired")
     _writing(p)
     p.set_defaults(func=cmd_prune)
 
@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file")
     p.add_argument("--version", type=int, choices=(2, 3, 4, 5, 6), dest="db_version",
                    help="db version to assume when the header is cut short or damaged")
-    p.add_argument("--at", help="reference time for the final check (default now)")
+    add_at(p, "the final check")
     p.add_argument("--recover-retained", action="store_true",
                    help="give stores published with the retain flag their RETAIN chunk back when it was lost "
                         "(a file cut before its retained section); newest store per topic")
