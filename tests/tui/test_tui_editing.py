@@ -253,11 +253,13 @@ async def test_v4_edit_keeps_other_chunks_byte_exact(tmp_path: Path) -> None:
     assert new.values == {**old.values, "qos": (old["qos"] + 1) % 3}
 
 
-async def test_key_mashing_never_crashes(damaged_copy: Path) -> None:
+async def test_key_mashing_never_crashes(damaged_copy: Path, tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A fixed random walk over every key the app binds, on a v3 file and a damaged one."""
     import random
 
     from tuihelpers import V3
+
+    monkeypatch.chdir(tmp_path)  # `x` then `n`, `enter` exports to ./n: keep such files out of the checkout
 
     rng = random.Random(4)
     pool = ["down", "up", "pagedown", "pageup", "home", "end", "tab", "shift+tab", "left", "right", "r", "d",
