@@ -79,11 +79,16 @@ def _gather_host(d: np.ndarray, pos: np.ndarray, size: int, endian: str, signed:
 
 
 def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray, lengths: np.ndarray,
-                 ends: np.ndarray, endian: str = "little") -> tuple[dict, dict] | None:
-    """Walk the layout over all bodies at once; None if any chunk breaks its bounds."""
+                 ends: np.ndarray, endian: str = "little", fields: set[str] | None = None) -> tuple[dict, dict] | None:
+    """Walk the layout over all bodies at once; None if any chunk breaks its bounds.
+
+    ``fields``: stop once these values are decoded (the fields before them are still walked
+    for their positions); None decodes every field.
+    """
     layout = layout_for(version, chunk_type)
     if layout is None:
         return None
+    want = None if fields is None else set(fields)
     ints: dict[str, np.ndarray] = {}
     spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     lens: dict[str, np.ndarray] = {}
@@ -91,6 +96,17 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
     ok = np.ones(len(pos), dtype=bool)
     for f in layout.fields:
         k = f.kind
+        if want is not None:
+            if not want:
+                break
+            want.difference_update(f.values)
+            if fields is not None and f.values and not fields.intersection(f.values) and f.must is None \
+                    and k not in ("time_t", "props"):
+                # not asked for: only move past it (lengths were read by their own fields)
+                n = lens[f.name] if k in ("str", "bytes") else FIXED_SIZES[k]
+                ok &= pos + n <= ends
+                pos = pos + n
+                continue
         if k in ("u8", "nibbles", "u16", "u32", "len16", "len32"):
             size = FIXED_SIZES[k]
             ok &= pos + size <= ends
@@ -147,11 +163,9 @@ def iter_columns(db: DbFile, chunk_type: int | ChunkType, *, batch: int = 65536,
     version, hsize = db.version, header_size(db.version)
     idx = db.index
     n = len(idx) if stop is None else min(stop, len(idx))
-    types = np.frombuffer(idx.types, dtype=np.uint32)[first:n]
-    offsets_all = np.frombuffer(idx.offsets, dtype=np.int64)
+    offsets_all, types_all, ends_all = idx.arrays()
     lengths_all = np.frombuffer(idx.lengths, dtype=np.uint32)
-    which = np.nonzero(types == int(chunk_type))[0] + first
-    ends_all = np.append(offsets_all[1:], idx.end) if len(offsets_all) else offsets_all
+    which = np.nonzero(types_all[first:n] == int(chunk_type))[0] + first
     kind = ChunkType(chunk_type).label
     i = 0
     while i < len(which):

@@ -13,6 +13,7 @@ import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from .engine import walked_size
 from .errors import CodecError, TruncatedError
@@ -74,6 +75,18 @@ class ChunkIndex:
 
     def chunk_end(self, i: int) -> int:
         return self.offsets[i + 1] if i + 1 < len(self.offsets) else self.end
+
+    def arrays(self) -> tuple[Any, Any, Any]:
+        """(offsets, types, ends) as numpy arrays: where each chunk starts, its type, where it ends."""
+        import numpy as np
+
+        offsets = np.frombuffer(self.offsets, dtype=np.int64) if len(self.offsets) else np.zeros(0, np.int64)
+        types = np.frombuffer(self.types, dtype=np.uint32) if len(self.types) else np.zeros(0, np.uint32)
+        ends = np.empty(len(offsets), np.int64)
+        if len(offsets):
+            ends[:-1] = offsets[1:]
+            ends[-1] = self.end
+        return offsets, types, ends
 
     def find(self, offset: int) -> int | None:
         """The chunk that contains a file offset (binary search), or None."""

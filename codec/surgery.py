@@ -17,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from . import columnar
 from .errors import CodecError
-from .layouts import FIXED_SIZES, ChunkType, header_size, layout_for
+from .layouts import ChunkType, header_size, layout_for
 from .query import topic_matches, valid_filter
 from .reader import Chunk, DbFile
 from .writer import atomic_output, copy_range
@@ -31,82 +32,59 @@ NEVER = 0xFFFF_FFFF
 
 
 def index_arrays(db: DbFile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets, types, ends) of every chunk as numpy views/arrays (damage refused)."""
+    """(offsets, types, ends) of every chunk as numpy arrays (damage refused)."""
     idx = db.index
     if idx.error is not None:
         raise CodecError(f"the file is damaged ({idx.error.reason}); run `mosqdb repair` first",
                          path=db.path, offset=idx.error.offset)
-    offsets = np.frombuffer(idx.offsets, dtype=np.int64) if len(idx) else np.zeros(0, np.int64)
-    types = np.frombuffer(idx.types, dtype=np.dtype(f"u{idx.types.itemsize}")) if len(idx) else np.zeros(0, np.uint64)
-    ends = np.empty(len(offsets), np.int64)
-    if len(offsets):
-        ends[:-1] = offsets[1:]
-        ends[-1] = idx.end
-    return offsets, types, ends
+    return idx.arrays()
 
 
 class Columns:
-    """Gather fields of many chunks of one type at once, walking the layout table with vectors.
+    """Fields of many chunks of one type at once: the codec's vector walk of the layout table.
 
-    Positions are arrays (one per chunk); a variable-length field moves each position by
-    that chunk's own length. Only what is asked for is read. Works for every version as
-    long as the fields asked for precede any ``time_t`` or property tail.
+    Only what is asked for is decoded (the walk stops after it), straight from a read-only
+    map of the file.
     """
 
     def __init__(self, db: DbFile) -> None:
         assert db.version is not None
+        index_arrays(db)  # refuses a damaged file: every chunk's walked size is then confirmed
         self.db = db
         self.mm = np.memmap(db.path, mode="r", dtype=np.uint8) if db.size else np.zeros(0, np.uint8)
         self.hsize = header_size(db.version)
 
     def gather(self, offsets: np.ndarray, chunk_type: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """Numbers come back as integer arrays; strings/bytes as (start, length) arrays ``name_pos``/``name_len``."""
+        """Numbers come back as integer arrays; strings/bytes as (start, length) arrays ``name_pos``/``name_len``.
+
+        Only fields before a ``time_t`` or property tail can be asked for: those are the
+        ones whose place needs no stored length, so the file end is bound enough.
+        """
         assert self.db.version is not None
         layout = layout_for(self.db.version, chunk_type)
         if layout is None:
             raise CodecError(f"no layout for chunk type {chunk_type}")
-        mm, endian = self.mm, self.db.endian
-        pos = offsets.astype(np.int64) + self.hsize
-        lens: dict[str, np.ndarray] = {}
-        out: dict[str, np.ndarray] = {}
-        want = set(names)
+        reachable: set[str] = set()
         for f in layout.fields:
-            if not want:
+            if f.kind in ("time_t", "props"):
                 break
-            kind = f.kind
-            if kind in ("len16", "len32"):
-                lens[f.target or ""] = _uint(mm, pos, FIXED_SIZES[kind], "big").astype(np.int64)
-                size: Any = FIXED_SIZES[kind]
-            elif kind in ("u8",):
-                if f.name in want:
-                    out[f.name] = mm[pos].astype(np.int64)
-                size = 1
-            elif kind == "nibbles":
-                if want & set(f.names):
-                    b = mm[pos].astype(np.int64)
-                    out[f.names[0]], out[f.names[1]] = b >> 4, b & 0x0F
-                size = 1
-            elif kind in ("u16", "u32"):
-                if f.name in want:
-                    out[f.name] = _uint(mm, pos, FIXED_SIZES[kind], "big").astype(np.int64)
-                size = FIXED_SIZES[kind]
-            elif kind in ("u64h", "i64h"):
-                if f.name in want:
-                    v = _uint(mm, pos, 8, endian)
-                    out[f.name] = v.view(np.int64) if kind == "i64h" else v
-                size = 8
-            elif kind == "pad":
-                size = f.size
-            elif kind in ("str", "bytes"):
-                if f.name in want:
-                    out[f.name + "_pos"], out[f.name + "_len"] = pos.copy(), lens[f.name]
-                size = lens[f.name]
+            reachable.update(f.values)
+        missing = set(names) - reachable
+        if missing:
+            raise CodecError(f"cannot gather {', '.join(sorted(missing))} from {layout.type.label}")
+        n = len(offsets)
+        got = columnar.decode_batch(self.db.version, chunk_type, self.mm, offsets.astype(np.int64) + self.hsize,
+                                    np.zeros(n, np.int64), np.full(n, len(self.mm), np.int64), self.db.endian,
+                                    fields=set(names))
+        if got is None:
+            raise CodecError(f"{layout.type.label} fields run past the end of the file", path=self.db.path)
+        ints, spans = got
+        out: dict[str, np.ndarray] = {}
+        for name in names:
+            if name in spans:
+                out[name + "_pos"], out[name + "_len"] = spans[name]
             else:
-                raise CodecError(f"cannot gather {', '.join(sorted(want))}: they follow a {kind} field")
-            want -= set(f.values)
-            pos = pos + size
-        if want:
-            raise CodecError(f"no field {', '.join(sorted(want))} in {layout.type.label}")
+                out[name] = ints[name]
         return out
 
     def release(self) -> None:
@@ -123,14 +101,6 @@ class Columns:
     def texts(self, pos: np.ndarray, lens: np.ndarray) -> list[str]:
         mm = self.mm
         return [bytes(mm[p : p + n]).decode("utf-8", "surrogateescape") for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
-
-
-def _uint(mm: np.ndarray, pos: np.ndarray, size: int, endian: str) -> np.ndarray:
-    acc = np.zeros(len(pos), np.uint64)
-    for k in range(size):
-        shift = 8 * (size - 1 - k) if endian == "big" else 8 * k
-        acc |= mm[pos + k].astype(np.uint64) << np.uint64(shift)
-    return acc
 
 
 def batches(n: int, size: int = BATCH) -> Iterator[slice]:
