@@ -131,39 +131,36 @@ class Converter:
 
     def record(self, chunk: Chunk) -> Record | None:
         rec = chunk.record
-        src, dst = self.source, self.target
+        dst = self.target
         values = dict(rec.values)
         kind = rec.kind
         if kind == "unknown":
             if dst <= 4 and rec.type > 0xFFFF:
                 self.lose(chunk, "chunk", rec.type, f"chunk type {rec.type} does not fit the 16-bit type of a v{dst} header")
                 return None
-        elif kind == "msg_store":
-            if dst <= 4:
-                if values.get("expiry_time"):
-                    self.lose(chunk, "expiry_time", values["expiry_time"], f"v{dst} messages never expire")
-                if values.get("properties"):
-                    self.lose(chunk, "properties", values["properties"], f"v{dst} has no MQTT v5 properties")
-                values["mid"] = 0
-            if dst <= 3 and src >= 4:
-                if values.get("source_username") is not None:
-                    self.lose(chunk, "source_username", values["source_username"], "v3 stores no publisher username")
-                if values.get("source_port"):
-                    self.lose(chunk, "source_port", values["source_port"], "v3 stores no publisher listener port")
-        elif kind == "client_msg":
-            if dst <= 4 and values.get("properties"):
-                self.lose(chunk, "properties", values["properties"], f"v{dst} has no MQTT v5 properties")
-        elif kind == "sub":
-            if dst <= 4:
-                if values.get("identifier"):
-                    self.lose(chunk, "identifier", values["identifier"], f"v{dst} has no subscription identifiers")
-                if values.get("options"):
-                    self.lose(chunk, "options", values["options"], f"v{dst} has no subscription options")
-        elif kind == "client":
-            self._client(chunk, values)
+        else:
+            self._lost_fields(chunk, rec)
+            if kind == "msg_store" and dst <= 4:
+                values["mid"] = 0  # the legacy field: write 0
+            elif kind == "client":
+                self._client(chunk, values)
         layout = layout_for(dst, rec.type, rec.abi)
         abi = rec.abi if layout is not None and layout.abi == rec.abi else "lp64"
         return Record(rec.type, values, dst, None, abi, rec.time_t_size if dst <= 4 else 8, None)
+
+    def _lost_fields(self, chunk: Chunk, rec: Record) -> None:
+        """What the source chunk holds and the target layout has no field for (from the tables)."""
+        source, target = rec.layout(), layout_for(self.target, rec.type, rec.abi)
+        if source is None or target is None:
+            return
+        kept = set(target.value_names)
+        dropped = {n for f in source.fields if f.discarded for n in f.values}
+        for name in source.value_names:
+            value = rec.values.get(name)
+            if name in kept or name in dropped or name in _SESSION_EXPIRY or value in (None, 0, "", b"", []):
+                continue
+            why = _WHY.get(name, f"has no {name.replace('_', ' ')}")
+            self.lose(chunk, name, value, f"a v{self.target} {rec.kind} chunk {why}")
 
     def _client(self, chunk: Chunk, values: dict[str, Any]) -> None:
         src, dst = self.source, self.target
@@ -182,14 +179,21 @@ class Converter:
                 values["disconnect_t"] = exp - interval
             else:
                 values["disconnect_t"] = self.now
-        if dst != 6 and src == 6:
-            if values.get("username") is not None:
-                self.lose(chunk, "username", values["username"], f"v{dst} sessions have no username")
-            if values.get("listener_port"):
-                self.lose(chunk, "listener_port", values["listener_port"], f"v{dst} sessions have no listener port")
         if dst == 6 and src != 6:
             values.setdefault("username", None)
             values.setdefault("listener_port", 0)
+
+
+# the session expiry policy is reported by _client, with what it means for the queues
+_SESSION_EXPIRY = ("session_expiry_interval", "session_expiry_time")
+_WHY = {
+    "expiry_time": "cannot expire: the message would never expire",
+    "properties": "has no MQTT v5 properties",
+    "identifier": "has no subscription identifier",
+    "options": "has no subscription options",
+    "source_username": "stores no publisher username",
+    "source_port": "stores no publisher listener port",
+}
 
 
 def same_layout(source: int, target: int, chunk_type: int) -> bool:

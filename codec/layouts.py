@@ -60,6 +60,7 @@ class Field:
     nullable: bool = False  # for str: an empty value is "absent" (None)
     names: tuple[str, ...] = ()  # for nibbles: the two values packed in one byte
     must: int | None = None  # the only value a loader accepts (decoding anything else fails)
+    discarded: bool = False  # every loader reads and drops it: not information a conversion can lose
 
     @property
     def values(self) -> tuple[str, ...]:
@@ -75,8 +76,8 @@ def U8(name: str, must: int | None = None) -> Field:
     return Field(name, "u8", 1, must=must)
 
 
-def U16(name: str) -> Field:
-    return Field(name, "u16", 2)
+def U16(name: str, discarded: bool = False) -> Field:
+    return Field(name, "u16", 2, discarded=discarded)
 
 
 def U32(name: str) -> Field:
@@ -92,7 +93,7 @@ def I64H(name: str) -> Field:
 
 
 def TimeT(name: str) -> Field:
-    return Field(name, "time_t", 8)
+    return Field(name, "time_t", 8, discarded=True)  # 2.0 reads and drops disconnect_t
 
 
 def Len16(target: str) -> Field:
@@ -163,7 +164,7 @@ _MSG_STORE_V2_3 = (
     U64H("store_id"),
     Len16("source_id"), Str("source_id", nullable=True),
     U16("source_mid"),
-    U16("mid"),
+    U16("mid", discarded=True),  # legacy: read and dropped by every loader
     Len16("topic"), Str("topic"),
     U8("qos"), U8("retain"),
     Len32("payload"), Bytes("payload"),
@@ -174,7 +175,7 @@ _MSG_STORE_V4 = (
     Len16("source_username"), Str("source_username", nullable=True),
     U16("source_port"),
     U16("source_mid"),
-    U16("mid"),
+    U16("mid", discarded=True),  # legacy: read and dropped by every loader
     Len16("topic"), Str("topic"),
     U8("qos"), U8("retain"),
     Len32("payload"), Bytes("payload"),
