@@ -9,6 +9,8 @@ index once and cuts it into partitions of at most ``partitionRows`` rows of the 
 partition is (path, byte range, first chunk index), so an executor walks only its own range
 and never re-scans the file from the start. ``read()`` yields Arrow batches decoded column-
 wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows`` (500000),
+``minPartitions`` (default: the planning machine's CPUs; the part count is rounded up to a
+multiple of it, parts shrinking down to 50,000 rows, so the cores share the work evenly),
 ``batchSize`` (65536), ``topic`` (MQTT filter, msg_store/sub), ``client`` (client id,
 client/client_msg/sub), ``columns`` (comma separated: a projection by hand - Spark 4.0 does
 not push column pruning into Python data sources - so leaving out ``payload`` skips building
@@ -49,6 +51,7 @@ except ImportError:  # pragma: no cover - exercised without the extra
 
 NAME = "mosquitto"
 DEFAULT_PARTITION_ROWS = 500_000
+MIN_AUTO_ROWS = 50_000  # never split finer than this just to feed more cores
 DEFAULT_BATCH = 65_536
 SPARK_HINT = "PySpark is not installed: pip install mosqdb[spark]"
 
@@ -122,21 +125,25 @@ def _chunk_table(path: str, endian: str) -> tuple[np.ndarray, np.ndarray, int]:
 
 
 def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION_ROWS,
-         on_error: str = "fail", endian: str = "little") -> tuple[list[Part], list[str]]:
-    """Partitions for every readable file, and one line per skipped file (``on_error="skip"``)."""
+         min_partitions: int = 1, min_rows: int = MIN_AUTO_ROWS, on_error: str = "fail",
+         endian: str = "little") -> tuple[list[Part], list[str]]:
+    """Partitions for every readable file, and one line per skipped file (``on_error="skip"``).
+
+    Each file is cut into equal parts of at most ``partition_rows`` rows, and the number of
+    parts is rounded up to a multiple of ``min_partitions`` (the cores), parts shrinking to
+    no fewer than ``min_rows`` rows, so every core gets an equal share instead of one core
+    reading the odd last part alone.
+    """
     from codec.layouts import ChunkType
 
     parts: list[Part] = []
     skipped: list[str] = []
     ctype = int(ChunkType[kind.upper()])
+    found: list[tuple[str, np.ndarray, np.ndarray, int]] = []
     for path in paths:
         try:
             offsets, types, end = _chunk_table(path, endian)
-            pos = np.flatnonzero(types == ctype)
-            for a in range(0, len(pos), partition_rows):
-                b = a + partition_rows
-                stop = int(offsets[pos[b]]) if b < len(pos) else end
-                parts.append(Part(path, int(offsets[pos[a]]), stop, int(pos[a])))
+            found.append((path, offsets, np.flatnonzero(types == ctype), end))
         except CodecError as exc:
             exc.located(path=path)
             if on_error != "skip":
@@ -146,6 +153,21 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
             if on_error != "skip":
                 raise CodecError(f"cannot read: {exc.strerror}", path=path) from None
             skipped.append(f"skipped {path}: cannot read: {exc.strerror}")
+    total = sum(len(pos) for _p, _o, pos, _e in found)
+    target = partition_rows
+    if min_partitions > 1 and total:
+        wanted = -(-total // partition_rows)
+        wanted = -(-wanted // min_partitions) * min_partitions  # whole waves: no core idles on the last one
+        target = min(partition_rows, max(-(-total // wanted), min_rows))
+    for path, offsets, pos, end in found:
+        if not len(pos):
+            continue
+        k = -(-len(pos) // target)
+        step = -(-len(pos) // k)
+        for a in range(0, len(pos), step):
+            b = a + step
+            stop = int(offsets[pos[b]]) if b < len(pos) else end
+            parts.append(Part(path, int(offsets[pos[a]]), stop, int(pos[a])))
     return parts, skipped
 
 
@@ -217,6 +239,8 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "partition_rows": max(1, int(options.get("partitionRows", options.get("partitionrows",
                                                                             DEFAULT_PARTITION_ROWS)))),
         "batch_size": max(1, int(options.get("batchSize", options.get("batchsize", DEFAULT_BATCH)))),
+        "min_partitions": max(1, int(options.get("minPartitions", options.get("minpartitions",
+                                                                            os.cpu_count() or 1)))),
         "endian": options.get("endian", "little"),
     }
 
@@ -255,8 +279,8 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
 
     def partitions(self) -> list[MosquittoPartition]:
         o = self.opts
-        parts, skipped = plan(self.paths, o["kind"], partition_rows=o["partition_rows"], on_error=o["on_error"],
-                              endian=o["endian"])
+        parts, skipped = plan(self.paths, o["kind"], partition_rows=o["partition_rows"],
+                              min_partitions=o["min_partitions"], on_error=o["on_error"], endian=o["endian"])
         for line in skipped:
             print(f"mosquitto data source: {line}", file=sys.stderr)
         return [MosquittoPartition(p) for p in parts] or [MosquittoPartition(None)]  # type: ignore[arg-type]

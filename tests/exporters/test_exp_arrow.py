@@ -227,3 +227,21 @@ def test_plan_follows_a_changed_file(tmp_path: Path) -> None:
     with DbFile(path) as db:
         span = kind_span(db, "retain")
         assert [p.first_index for p in second] == [int(span.positions[0]), int(span.positions[4])]
+
+
+def test_plan_shares_rows_evenly_between_cores() -> None:
+    """With fewer parts than cores, parts shrink to equal shares; every row is in exactly one part."""
+    from exporters.spark import plan, read_part
+
+    path = next(p for p in REAL_FILES if p.name.startswith("2.0.20"))
+    with DbFile(path) as db:
+        n = len(kind_span(db, "client_msg").positions)
+    one, _ = plan([str(path)], "client_msg", partition_rows=1000)
+    assert len(one) == 1
+    parts, _ = plan([str(path)], "client_msg", partition_rows=1000, min_partitions=3, min_rows=1)
+    sizes = [sum(b.num_rows for b in read_part(p, "client_msg")) for p in parts]
+    assert len(parts) == 3 and sum(sizes) == n and max(sizes) - min(sizes) <= 1, sizes
+    floor, _ = plan([str(path)], "client_msg", partition_rows=1000, min_partitions=3, min_rows=n)
+    assert len(floor) == 1  # never finer than min_rows
+    every = pa.concat_tables(pa.Table.from_batches(list(read_part(p, "client_msg"))) for p in parts)
+    assert every.equals(pa.Table.from_batches(list(read_part(one[0], "client_msg"))))
