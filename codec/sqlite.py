@@ -1,9 +1,10 @@
 """Mosquitto 2.1 persist-sqlite stores: migrate a mosquitto.db into one, and back.
 
 The mapping is the format doc's §12. Big types (stores, queue entries, retains) are read
-with the columnar walk (``codec.columnar``), so a 2.4 M chunk file migrates in seconds;
-the output is built in a temp file inside one transaction and renamed into place, so a
-failed migration never leaves a half-written store behind.
+with the columnar walk (``codec.columnar``), and the stores are bound from Arrow in C
+(``codec.sqlite_bulk``), so a 2.4 M chunk file migrates in seconds. The output is built in
+a temp file (the stores' transaction, then one for the rest) and renamed into place only
+when complete, so a failed migration never leaves a half-written store behind.
 """
 
 from __future__ import annotations
@@ -225,17 +226,44 @@ class _Queue:
     # store_id, dup, direction, mid, qos, retain, state, subscription identifier
 
 
+class _NeedExact(Exception):
+    """The bulk path met something only the exact path handles (duplicate store ids)."""
+
+
 def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session_expiry: int = NEVER,
-                 now: float | None = None, force: bool = False, progress: Progress = _quiet) -> MigrationReport:
-    """Write the 2.1 plugin's store for ``db`` (``out_path`` None: a dry run that only counts)."""
+                 now: float | None = None, force: bool = False, progress: Progress = _quiet,
+                 bulk: bool | None = None) -> MigrationReport:
+    """Write the 2.1 plugin's store for ``db`` (``out_path`` None: a dry run that only counts).
+
+    ``bulk`` (default: when ``adbc-driver-sqlite`` is installed) binds the stores from Arrow
+    in C (:mod:`codec.sqlite_bulk`); the rows are the same as on the exact path.
+    """
     t0 = time.perf_counter()
-    now_s = int(time.time() if now is None else now)
     out = os.fspath(out_path) if out_path is not None else None
-    rep = MigrationReport(db.path, out or "sqlite", dry_run=out is None)
     if out is not None and _has_content(out) and not force:
         raise CodecError("not empty (an existing database); use --force to replace it", path=out)
     if not 0 <= session_expiry <= NEVER:
         raise CodecError(f"session expiry {session_expiry} is not 0..4294967295")
+    from . import sqlite_bulk
+
+    use_bulk = (sqlite_bulk.available() if bulk is None else bulk) and out is not None and not db.empty
+    try:
+        rep = _migrate(db, out, session_expiry, now, progress, use_bulk)
+    except _NeedExact:
+        rep = _migrate(db, out, session_expiry, now, progress, False)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None, progress: Progress,
+             use_bulk: bool) -> MigrationReport:
+    """One attempt: a temp file (or memory), filled, indexed, committed and renamed into place.
+
+    On the bulk path the stores go in first, in their own transaction on an ADBC connection;
+    the rest follows on a ``sqlite3`` one. Nothing is visible at ``out`` before the rename.
+    """
+    now_s = int(time.time() if now is None else now)
+    rep = MigrationReport(db.path, out or "sqlite", dry_run=out is None)
     if out is None:
         con = sqlite3.connect(":memory:")
         tmp = None
@@ -246,21 +274,22 @@ def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session
         except OSError as exc:
             raise WriteError(f"cannot create a temp file in {directory}: {exc.strerror}", path=out) from None
         os.close(fd)
-        con = sqlite3.connect(tmp, isolation_level=None)
     try:
-        con.execute("PRAGMA page_size=4096")
-        con.execute("PRAGMA journal_mode=OFF" if tmp else "PRAGMA journal_mode=MEMORY")
-        con.execute("PRAGMA synchronous=OFF")
-        con.execute("PRAGMA cache_size=-262144")
-        con.execute("BEGIN")
-        # tables first, secondary indexes after the rows (a sorted build is much faster)
-        for stmt in SCHEMA:
-            if not stmt.startswith("CREATE INDEX"):
-                con.execute(stmt)
-        con.execute("INSERT INTO version_info VALUES (?,?,?,?)", SCHEMA_VERSION)
+        refs = None
         if not db.empty:
             require_intact(db)
-            _fill(db, con, rep, session_expiry, now_s, progress)
+            refs = _references(db, rep, progress)
+        stored = _bulk_stores(db, tmp, refs, now_s, progress) if use_bulk and tmp and refs else None
+        if tmp is not None:
+            con = sqlite3.connect(tmp, isolation_level=None)
+        for pragma in PRAGMAS:
+            con.execute(pragma if tmp else pragma.replace("journal_mode=OFF", "journal_mode=MEMORY"))
+        con.execute("BEGIN")
+        if stored is None:
+            _create_tables(con.execute)
+        if refs is not None:
+            _fill(db, con, rep, refs, stored, session_expiry, now_s, progress)
+        # secondary indexes after the rows (a sorted build is much faster)
         for stmt in SCHEMA:
             if stmt.startswith("CREATE INDEX"):
                 con.execute(stmt)
@@ -283,25 +312,92 @@ def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
-    rep.seconds = time.perf_counter() - t0
     return rep
 
 
-def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_expiry: int, now: int,
-          progress: Progress) -> None:
-    assert db.version is not None
-    version = db.version
+PRAGMAS = ("PRAGMA page_size=4096", "PRAGMA journal_mode=OFF", "PRAGMA synchronous=OFF", "PRAGMA cache_size=-262144")
+
+
+def _create_tables(execute: Callable[..., Any]) -> None:
+    """The plugin's tables (its indexes come after the rows) and its version row."""
+    for stmt in SCHEMA:
+        if not stmt.startswith("CREATE INDEX"):
+            execute(stmt)
+    execute("INSERT INTO version_info VALUES (?,?,?,?)", SCHEMA_VERSION)
+
+
+@dataclass
+class _Refs:
+    """What the queues and retains need from the stores (read before any store)."""
+
+    queue: _Queue
+    retained: list[int]
+    needed: set[int]
+    n_store: int
+    n_cmsg: int
+    n_ret: int
+
+
+@dataclass
+class _Stored:
+    """Stores already written by the bulk path, and the chunks left to the exact path."""
+
+    written: set[int]
+    slow: list[int]
+    expired: int
+
+
+def _bulk_stores(db: DbFile, tmp: str, refs: _Refs, now: int, progress: Progress) -> _Stored:
+    """Tables, version row and the Arrow-ready stores, committed on an ADBC connection."""
+    from . import sqlite_bulk
+
+    wanted = np.sort(np.fromiter(refs.needed, dtype=np.uint64, count=len(refs.needed)))
+    stats = {"expired": 0, "dropped_props": 0}
+    kept: list[np.ndarray] = []
+    slow: list[int] = []
+    done = 0
+
+    def batches() -> Iterator[Any]:
+        nonlocal done
+        for rows, slow_rows, n in sqlite_bulk.store_batches(db, wanted, now, stats):
+            kept.append(rows.column("store_id").to_numpy())
+            slow.extend(slow_rows)
+            done = min(done + n, refs.n_store)
+            progress("messages", done, refs.n_store)
+            if rows.num_rows:
+                yield rows
+
+    con = sqlite_bulk.connect(tmp)
+    try:
+        cur = con.cursor()
+        for pragma in PRAGMAS:
+            cur.execute(pragma)
+            cur.fetchall()
+        cur.execute("BEGIN")
+        _create_tables(cur.execute)
+        try:
+            sqlite_bulk.ingest(con, background(batches()))
+        except Exception as exc:  # a duplicate store id: only the exact path keeps "last one wins"
+            if "UNIQUE" in str(exc) or "constraint" in str(exc).lower():
+                raise _NeedExact() from None
+            raise
+        cur.execute("COMMIT")
+    finally:
+        con.close()
+    ids = np.concatenate(kept).view(np.uint64) if kept else np.zeros(0, np.uint64)
+    return _Stored(set(ids.tolist()), slow, stats["expired"])
+
+
+def _references(db: DbFile, rep: MigrationReport, progress: Progress) -> _Refs:
+    """Queue entries and retains, read first: they say which stores are needed."""
     counts = db.index.counts()
-    n_cmsg = counts.get(ChunkType.CLIENT_MSG, 0)
-    n_store = counts.get(ChunkType.MSG_STORE, 0)
-    n_ret = counts.get(ChunkType.RETAIN, 0)
     known = {int(t) for t in ChunkType}
     for t, n in counts.items():
         if t not in known:
             rep.skip(f"chunk type {t} is unknown to Mosquitto (the broker skips it too)", n=n)
-
-    # queue entries and retains first: they say which stores are needed
-    q = _Queue()
+    refs = _Refs(_Queue(), [], set(), counts.get(ChunkType.MSG_STORE, 0), counts.get(ChunkType.CLIENT_MSG, 0),
+                 counts.get(ChunkType.RETAIN, 0))
+    q = refs.queue
     done = 0
     for n, c in column_rows(db, ChunkType.CLIENT_MSG):
         sub_ids = [0] * n
@@ -315,24 +411,71 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
         q.rows.extend(zip(c["store_id"], c["dup"], c.get("direction") or [1] * n, c["mid"], c["qos"], c["retain"],
                           c["state"], sub_ids))
         done += n
-        progress("queues", done, n_cmsg)
-    retained: list[int] = []
+        progress("queues", done, refs.n_cmsg)
     for _n, c in column_rows(db, ChunkType.RETAIN):
-        retained.extend(c["store_id"])
-    needed = {r[0] for r in q.rows}
-    needed.update(retained)
+        refs.retained.extend(c["store_id"])
+    refs.needed = {r[0] for r in q.rows}
+    refs.needed.update(refs.retained)
+    return refs
+
+
+INSERT_STORE = ("INSERT OR REPLACE INTO base_msgs (store_id,expiry_time,topic,payload,source_id,source_username,"
+                "payloadlen,source_mid,source_port,qos,retain,properties) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
+
+
+def _insert_ints(con: sqlite3.Connection, table: str, values: list[int]) -> None:
+    """Append integers to a one-column table in order: as one JSON array unpacked by sqlite
+    (a million Python parameter bindings cost more than the rest of the step)."""
+    try:
+        con.execute(f"INSERT INTO {table} SELECT value FROM json_each(?) ORDER BY key", (json.dumps(values),))
+    except sqlite3.OperationalError:  # a sqlite built without JSON
+        con.executemany(f"INSERT INTO {table} VALUES (?)", ((v,) for v in values))
+
+
+def _record_store_row(db: DbFile, i: int, stats: dict[str, int]) -> tuple[Any, ...]:
+    """The base_msgs row of MSG_STORE chunk ``i``, from its decoded record (the exact path)."""
+    chunk = db.chunk(i)
+    v = chunk.record.values
+
+    def raw(name: str) -> bytes:
+        val = v.get(name)
+        return b"" if val is None else val.encode("utf-8", "surrogateescape")
+
+    props, dropped = props_json(v.get("properties") or [])
+    stats["dropped_props"] += dropped
+    payload = bytes(v["payload"])
+    return (signed64(v["store_id"]), v.get("expiry_time", 0), text(raw("topic")), payload or None,
+            text(raw("source_id")) or None, text(raw("source_username")) or None, len(payload),
+            v.get("source_mid", 0), v.get("source_port", 0), v["qos"], v["retain"], props)
+
+
+def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs, stored: _Stored | None,
+          session_expiry: int, now: int, progress: Progress) -> None:
+    assert db.version is not None
+    version = db.version
+    n_store, n_cmsg, n_ret = refs.n_store, refs.n_cmsg, refs.n_ret
+    q, retained = refs.queue, refs.retained
 
     done = 0
-    written: set[int] = set()
-    ins = ("INSERT OR REPLACE INTO base_msgs (store_id,expiry_time,topic,payload,source_id,source_username,payloadlen,"
-           "source_mid,source_port,qos,retain,properties) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
     stats = {"expired": 0, "dropped_props": 0}
-    # rows are built in a thread while sqlite inserts the previous batch (it releases the GIL)
-    for batch, n in background(_store_batches(db, needed, now, stats)):
-        con.executemany(ins, batch)
-        written.update(r[0] if r[0] >= 0 else r[0] + WRAP for r in batch)
-        done = min(done + n, n_store)
-        progress("messages", done, n_store)
+    if stored is not None:  # the bulk path wrote the rest; these need Python
+        written = stored.written
+        stats["expired"] = stored.expired
+        for i in stored.slow:
+            row = _record_store_row(db, i, stats)
+            sid = row[0] if row[0] >= 0 else row[0] + WRAP
+            if sid in written:
+                raise _NeedExact()
+            con.execute(INSERT_STORE, row)
+            written.add(sid)
+    else:
+        written = set()
+        # rows are built in a thread while sqlite inserts the previous batch (it releases the GIL)
+        for batch, n in background(_store_batches(db, refs.needed, now, stats)):
+            con.executemany(INSERT_STORE, batch)
+            written.update(r[0] if r[0] >= 0 else r[0] + WRAP for r in batch)
+            done = min(done + n, n_store)
+            progress("messages", done, n_store)
     expired, dropped_props = stats["expired"], stats["dropped_props"]
     rep.count("messages", len(written))
     if n_store > len(written) + expired:
@@ -345,7 +488,7 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_exp
 
     # retains: the topic comes from the referenced store; one row per topic, last wins
     con.execute("CREATE TEMP TABLE r (store_id INT64)")
-    con.executemany("INSERT INTO temp.r VALUES (?)", ((signed64(s),) for s in retained if s in written))
+    _insert_ints(con, "temp.r", [signed64(s) for s in retained if s in written])
     con.execute("INSERT OR REPLACE INTO retains (topic, store_id) SELECT b.topic, r.store_id FROM temp.r r "
                 "JOIN base_msgs b ON b.store_id = r.store_id ORDER BY r.rowid")
     n_retains = con.execute("SELECT count(*) FROM retains").fetchone()[0]
