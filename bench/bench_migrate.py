@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from codec import DbFile  # noqa: E402
 from codec.emqx import EmqxOptions, migrate_emqx, plan  # noqa: E402
+from codec.pipeline import paused_gc  # noqa: E402
 from codec.sqlite import MigrationReport, db_to_sqlite  # noqa: E402
 
 
@@ -52,7 +53,8 @@ def main() -> None:
     os.unlink(out)
     with DbFile(path) as db:
         t = time.perf_counter()
-        p = plan(db, EmqxOptions(), MigrationReport(path, "plan"), lambda s, d, n: None)
+        with paused_gc():  # as migrate_emqx runs it
+            p = plan(db, EmqxOptions(), MigrationReport(path, "plan"), lambda s, d, n: None)
         plan_s = time.perf_counter() - t
     n = len(p.msgs)
     dt = plan_s

@@ -11,9 +11,9 @@ so re-running a migration writes the same ids and never duplicates rows.
 from __future__ import annotations
 
 import base64
+import collections
 import functools
 import os
-import re
 import socket
 import time
 import unicodedata
@@ -28,6 +28,8 @@ from exporters.forward import MessageSource, Options, make_id
 
 from .errors import CodecError
 from .layouts import ChunkType
+from .pipeline import paused_gc
+from .query import topic_matches
 from .reader import DbFile
 from .sqlite import MigrationReport, column_rows, require_intact, small_records
 from .timeview import expires_at
@@ -227,15 +229,62 @@ def share_strip(filt: str) -> str:
     return filt
 
 
-@functools.lru_cache(maxsize=65536)
-def filter_regex(flt: str) -> re.Pattern[str]:
-    """A regex equal to ``topic_matches(flt, ·)`` apart from the ``$`` rule (checked by the caller)."""
-    out: list[str] = []
-    for level in flt.split("/"):
-        if level == "#":
-            return re.compile("/".join(out) + "(?:/.*)?" if out else ".*", re.S)
-        out.append("[^/]*" if level == "+" else re.escape(level))
-    return re.compile("/".join(out), re.S)
+def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[int], int], rep: MigrationReport,
+                 progress: Callable[[str, int, int], None]
+                 ) -> tuple[dict[int, tuple[str | None, str, bytes, int]], set[int]]:
+    """(sender, topic, payload, B.2 timestamp) of the needed, unexpired stores; and the ids left out.
+
+    Stores come as Arrow columns (one layout walk per batch); only rows whose text may have
+    been replaced (U+FFFD) are looked at one by one, to tell real invalid UTF-8 apart.
+    """
+    import pyarrow.compute as pc
+
+    from exporters.arrow import iter_batches
+
+    stores: dict[int, tuple[str | None, str, bytes, int]] = {}
+    gone: set[int] = set()
+    n_store = db.index.counts().get(ChunkType.MSG_STORE, 0)
+    wanted = np.sort(np.fromiter(needed, dtype=np.uint64, count=len(needed)))
+    if not len(wanted):
+        return stores, gone
+    done = 0
+    cols = ["chunk_index", "chunk_offset", "store_id", "expiry_time", "topic", "source_id", "payload"]
+    for batch in iter_batches(db, "msg_store", columns=cols):
+        done = min(done + batch.num_rows, n_store)
+        progress("reading", done, n_store)
+        sid = batch.column("store_id").to_numpy().view(np.uint64)
+        keep = wanted[np.minimum(np.searchsorted(wanted, sid), len(wanted) - 1)] == sid
+        if not keep.any():
+            continue
+        b = batch.filter(keep)
+        exp = b.column("expiry_time").fill_null(0).to_numpy()
+        bad = (exp > 0) & (exp <= now)
+        suspect = pc.or_(pc.fill_null(pc.match_substring(b.column("topic"), "\ufffd"), False),
+                         pc.fill_null(pc.match_substring(b.column("source_id"), "\ufffd"), False))
+        for i in np.flatnonzero(suspect.to_numpy(zero_copy_only=False) & ~bad).tolist():
+            rec = db.chunk(b.column("chunk_index")[i].as_py()).record
+            try:
+                rec["topic"].encode("utf-8")
+                (rec["source_id"] or "").encode("utf-8")
+            except UnicodeEncodeError:
+                bad[i] = True
+                gone.add(int(rec["store_id"]))
+                rep.skip("topic or sender is not valid UTF-8", f"store {rec['store_id']} at offset {rec_offset(b, i)}")
+        kept_ids = sid[keep]
+        for i in np.flatnonzero((exp > 0) & (exp <= now)).tolist():
+            gone.add(int(kept_ids[i]))
+            rep.skip("stored message expired", f"store {int(kept_ids[i])}")
+        if bad.any():
+            b = b.filter(~bad)
+        ids = b.column("store_id").to_numpy().view(np.uint64).tolist()
+        senders = [s or None for s in b.column("source_id").to_pylist()]
+        stores.update(zip(ids, zip(senders, b.column("topic").to_pylist(), b.column("payload").to_pylist(),
+                                   map(timestamp, ids))))
+    return stores, gone
+
+
+def rec_offset(batch: Any, i: int) -> int:
+    return int(batch.column("chunk_offset")[i].as_py())
 
 
 def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable[[str, int, int], None]) -> Plan:
@@ -275,84 +324,67 @@ def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable
 
     # queued deliveries, in file order: (client, store id, qos, retain)
     queue: list[tuple[str, int, int, int]] = []
+    names: dict[bytes, str] = {}  # client ids repeat: decode each once
     for _n, c in column_rows(db, ChunkType.CLIENT_MSG):
-        direction = c.get("direction")
-        for i in range(_n):
-            cid = c["client_id"][i].decode("utf-8", "surrogateescape")
+        direction = c.get("direction") or [1] * _n
+        for raw, sid, qos, retain, mid, way in zip(c["client_id"], c["store_id"], c["qos"], c["retain"], c["mid"],
+                                                   direction):
+            cid = names.get(raw)
+            if cid is None:
+                cid = names[raw] = raw.decode("utf-8", "surrogateescape")
             if cid in expired:
                 continue
-            if direction is not None and direction[i] == 0:
-                rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)", f"{cid} mid {c['mid'][i]}")
-                continue
-            if c["qos"][i] == 0:
+            if way == 0:
+                rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)", f"{cid} mid {mid}")
+            elif qos == 0:
                 rep.skip("QoS 0 delivery (the plugin never deletes those: they would be re-sent on every subscribe)",
-                         f"{cid} store {c['store_id'][i]}")
-                continue
-            queue.append((cid, c["store_id"][i], min(c["qos"][i], 2), c["retain"][i]))
+                         f"{cid} store {sid}")
+            else:
+                queue.append((cid, sid, min(qos, 2), retain))
     needed = {q[1] for q in queue}
     source = MessageSource(db, Options(mode="delivery", reference_ms=opts.reference_ms))
-    stores: dict[int, tuple[str | None, str, bytes, int, int]] = {}
-    gone: set[int] = set()
-    n_store = db.index.counts().get(ChunkType.MSG_STORE, 0)
-    done = 0
-    wanted = np.fromiter(needed, dtype=np.uint64, count=len(needed))
-    for n, c in column_rows(db, ChunkType.MSG_STORE,
-                            lambda ints: np.isin(ints["store_id"].astype(np.uint64), wanted)):
-        exp = c.get("expiry_time")
-        for i in range(n):
-            sid = c["store_id"][i]
-            if exp is not None and 0 < exp[i] <= now:
-                gone.add(sid)
-                rep.skip("stored message expired", f"store {sid}")
-                continue
-            try:
-                topic = c["topic"][i].decode("utf-8")
-                sender = c["source_id"][i].decode("utf-8") or None
-            except UnicodeDecodeError:
-                gone.add(sid)
-                rep.skip("topic or sender is not valid UTF-8", f"store {sid} at offset {c['offset'][i]}")
-                continue
-            stores[sid] = (sender, topic, c["payload"][i], source.timestamp(sid), c["qos"][i])
-        done = min(done + 65536, n_store)
-        progress("reading", done, n_store)
+    stores, gone = _read_stores(db, needed, now, source.timestamp, rep, progress)
 
-    filters = {c: [(s, f, filter_regex(f) if "+" in f or "#" in f else None) for s in ss
-                   for f in (share_strip(s.filter),)] for c, ss in by_client.items()}
+    @functools.cache
+    def matching(cid: str, topic: str) -> tuple[Sub, ...]:
+        """The client's subscriptions matching ``topic`` (a client gets many messages on one topic)."""
+        return tuple(s for s in by_client.get(cid, ()) if topic_matches(share_strip(s.filter), topic))
+
     msgs: dict[int, Msg] = {}
     extra: dict[tuple[str, str], Sub] = {}
     orphans: dict[tuple[str, str], Sub] = {}
+    pairs: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {}  # (client, topic) -> (index keys, matched)
     unmatched = 0
+    by_filter = opts.index_by == "filter"
     for cid, sid, qos, retain in queue:
         st = stores.get(sid)
         if st is None:
             if sid not in gone:
                 rep.skip("queue entry refers to a store that is not in the file", f"{cid} store {sid}")
             continue
-        sender, topic, payload, ts, _sq = st
+        sender, topic, payload, ts = st
+        known = pairs.get((cid, topic))
+        if known is None:  # once per (client, topic): a client gets many messages on one topic
+            matched = [s for s in by_client.get(cid, ()) if topic_matches(share_strip(s.filter), topic)]
+            filters = [s.filter for s in matched] if by_filter else []
+            known = pairs[(cid, topic)] = (tuple(dict.fromkeys([topic, *filters])), bool(matched))
+            for sub in matched if by_filter else ():
+                if sub.filter != topic and (cid, topic) not in extra:
+                    extra[(cid, topic)] = Sub(cid, topic, sub.qos)
+            if not matched and by_filter:
+                orphans[(cid, topic)] = Sub(cid, topic, qos)
+        keys, any_match = known
+        if not any_match:
+            unmatched += 1
         m = msgs.get(sid)
         if m is None:
-            m = msgs[sid] = Msg(make_id(ts, sid), sid, sender, topic, qos, bool(retain), payload, ts)
-        else:
-            m.qos = max(m.qos, qos)
-            m.retain = m.retain or bool(retain)
+            msgs[sid] = Msg(make_id(ts, sid), sid, sender, topic, qos, bool(retain), payload, ts, list(keys), [cid])
+            continue
+        m.qos = max(m.qos, qos)
+        m.retain = m.retain or bool(retain)
         if cid not in m.clients:
             m.clients.append(cid)
-        keys = [topic]
-        dollar = topic.startswith("$")
-        matched = [s for s, f, rx in filters.get(cid, ())
-                   if (f == topic if rx is None else rx.fullmatch(topic) is not None and not (dollar and f[:1] in "+#"))]
-        if opts.index_by == "filter":
-            keys += [s.filter for s in matched]
-            for s in matched:
-                if s.filter != topic and (cid, topic) not in extra:
-                    extra[(cid, topic)] = Sub(cid, topic, s.qos)
-        if not matched:
-            unmatched += 1
-            if opts.index_by == "filter" and (cid, topic) not in orphans:
-                orphans[(cid, topic)] = Sub(cid, topic, qos)
-        for k in keys:
-            if k not in m.keys:
-                m.keys.append(k)
+        m.keys.extend(k for k in keys if k not in m.keys)
     if unmatched:
         how = ("an exact-topic subscription was added for each so the plugin delivers them" if opts.index_by == "filter"
                else "stored under the topic only")
@@ -576,6 +608,14 @@ def migrate_emqx(db: DbFile, target: str, opts: EmqxOptions, *, dry_run: bool = 
     kind, conf = parse_target(target)
     where = f"{kind}://{conf['host']}:{conf['port']}/{conf.get('database', conf.get('db'))}" if "host" in conf else target
     rep = MigrationReport(db.path, where, dry_run=dry_run)
+    with paused_gc():
+        _migrate_emqx(db, kind, conf, opts, rep, dry_run, prog)
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def _migrate_emqx(db: DbFile, kind: str, conf: dict[str, Any], opts: EmqxOptions, rep: MigrationReport,
+                  dry_run: bool, prog: Callable[[str, int, int], None]) -> None:
     p = plan(db, opts, rep, prog)
     n_ret = 0 if db.empty else db.index.counts().get(ChunkType.RETAIN, 0)
     if n_ret:
@@ -613,8 +653,6 @@ def migrate_emqx(db: DbFile, target: str, opts: EmqxOptions, *, dry_run: bool = 
             _run_redis(conf, cmds, rep, len(p.msgs), opts, prog)
         else:
             _write_resp(conf["path"], cmds, rep, len(p.msgs), prog)
-    rep.seconds = time.perf_counter() - t0
-    return rep
 
 
 def _tally(rep: MigrationReport, kind: str, replies: int) -> None:
@@ -627,7 +665,7 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs
                prog: Callable[[str, int, int], None]) -> None:
     import pymysql
 
-    from .sqlite import background
+    from .pipeline import background
 
     try:
         con = pymysql.connect(host=conf["host"], port=conf["port"], user=conf["user"], password=conf["password"],
@@ -701,7 +739,8 @@ class _RedisPipe:
         except OSError as exc:
             raise CodecError(f"cannot connect to {self.where}: {exc.strerror or exc}") from None
         self.errors: list[bytes] = []
-        self.pending = b""
+        self.pending = bytearray()
+        self.inflight: collections.deque[int] = collections.deque()
         hello = []
         if conf["password"] is not None:
             auth = [b"AUTH"] + ([conf["username"].encode()] if conf["username"] else []) + [conf["password"].encode()]
@@ -711,19 +750,36 @@ class _RedisPipe:
         if self.errors:
             raise CodecError(f"{self.where}: {self.errors[0].decode(errors='replace')}")
 
-    def send(self, data: bytes, replies: int) -> None:
+    def send(self, data: bytes, replies: int, window: int = 0) -> None:
+        """Send commands; read replies of all but the last ``window`` sends (the server works on
+        those while the next batch is encoded and sent)."""
         try:
             self.sock.sendall(data)
-            buf = self.pending
-            while buf.count(b"\r\n") < replies:
+        except OSError as exc:
+            raise CodecError(f"{self.where}: {exc.strerror or exc}") from None
+        self.inflight.append(replies)
+        while len(self.inflight) > window:
+            self._collect(self.inflight.popleft())
+
+    def flush(self) -> None:
+        while self.inflight:
+            self._collect(self.inflight.popleft())
+
+    def _collect(self, replies: int) -> None:
+        buf = self.pending
+        seen = buf.count(b"\r\n")
+        try:
+            while seen < replies:
                 got = self.sock.recv(1 << 20)
                 if not got:
                     raise CodecError(f"{self.where} closed the connection")
+                start = max(len(buf) - 1, 0)  # a CRLF may straddle two reads
                 buf += got
+                seen += buf.count(b"\r\n", start)
         except OSError as exc:
             raise CodecError(f"{self.where}: {exc.strerror or exc}") from None
-        lines = buf.split(b"\r\n")
-        self.pending = b"\r\n".join(lines[replies:])
+        lines = bytes(buf).split(b"\r\n", replies)
+        self.pending = bytearray(lines[replies]) if len(lines) > replies else bytearray()
         self.errors += [ln for ln in lines[:replies] if ln.startswith(b"-")]
 
     def close(self) -> None:
@@ -750,16 +806,17 @@ def _resp_batches(cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, 
 
 def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, total: int,
                opts: EmqxOptions, prog: Callable[[str, int, int], None]) -> None:
-    from .sqlite import background
+    from .pipeline import background
 
     pipe = _RedisPipe(conf)
     done = 0
     try:
         # the next batch is encoded in a thread while the server works on this one
         for data, replies, n in background(_resp_batches(cmds, rep, opts.batch)):
-            pipe.send(data, replies)
+            pipe.send(data, replies, window=2)
             done += n
             prog("writing", done, total)
+        pipe.flush()
     finally:
         pipe.close()
     if pipe.errors:

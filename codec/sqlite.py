@@ -25,6 +25,7 @@ from .columnar import iter_columns
 from .engine import Record
 from .errors import CodecError, WriteError
 from .layouts import ChunkType
+from .pipeline import background, paused_gc
 from .properties import Property, decode_properties
 from .reader import DbFile
 from .sources import SQLITE_MAGIC, is_sqlite_file  # noqa: F401 - re-exported
@@ -247,10 +248,11 @@ def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session
     from . import sqlite_bulk
 
     use_bulk = (sqlite_bulk.available() if bulk is None else bulk) and out is not None and not db.empty
-    try:
-        rep = _migrate(db, out, session_expiry, now, progress, use_bulk)
-    except _NeedExact:
-        rep = _migrate(db, out, session_expiry, now, progress, False)
+    with paused_gc():
+        try:
+            rep = _migrate(db, out, session_expiry, now, progress, use_bulk)
+        except _NeedExact:
+            rep = _migrate(db, out, session_expiry, now, progress, False)
     rep.seconds = time.perf_counter() - t0
     return rep
 
@@ -601,45 +603,6 @@ def _store_batches(db: DbFile, needed: set[int], now: int, stats: dict[str, int]
         rows = list(zip(sids, exp, texts(c["topic"]), [p or None for p in payload], texts(c["source_id"], True),
                         user, [len(p) for p in payload], c["source_mid"], port, c["qos"], c["retain"], props))
         yield rows, keep.total  # type: ignore[attr-defined]
-
-
-def background(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
-    """Run a generator in a worker thread, ``depth`` items ahead; its exceptions re-raise here."""
-    import queue
-    import threading
-
-    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
-    end = object()
-    stop = threading.Event()
-
-    def work() -> None:
-        try:
-            for item in it:
-                if stop.is_set():
-                    return
-                q.put((None, item))
-        except BaseException as exc:  # handed to the consumer
-            q.put((exc, None))
-            return
-        q.put((None, end))
-
-    t = threading.Thread(target=work, daemon=True)
-    t.start()
-    try:
-        while True:
-            exc, item = q.get()
-            if exc is not None:
-                raise exc
-            if item is end:
-                return
-            yield item
-    finally:
-        stop.set()
-        while t.is_alive():
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                t.join(0.05)
 
 
 def _missing_stores(db: DbFile, sids: list[int], now: int) -> list[int]:

@@ -301,20 +301,3 @@ def test_unreachable_servers_and_bad_targets() -> None:
     assert r.returncode == 2
     r = run("migrate", str(REAL_FILES[-1]), "--to", "redis://127.0.0.1:1/zz", ok=False)
     assert r.returncode == 2
-
-
-_level = st.sampled_from(["a", "b", "", "$x", "ü"])
-
-
-@given(st.lists(st.sampled_from(["a", "b", "", "+", "$x", "ü"]), min_size=1, max_size=4),
-       st.booleans(), st.lists(_level, min_size=1, max_size=5))
-def test_filter_regex_agrees_with_topic_matches(levels: list[str], hash_tail: bool, topic_levels: list[str]) -> None:
-    from codec.emqx import filter_regex
-    from codec.query import topic_matches
-
-    flt = "/".join(levels + (["#"] if hash_tail else []))
-    topic = "/".join(topic_levels)
-    if "+" not in flt and "#" not in flt:
-        return
-    got = filter_regex(flt).fullmatch(topic) is not None and not (topic.startswith("$") and flt[:1] in "+#")
-    assert got == topic_matches(flt, topic)

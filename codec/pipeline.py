@@ -1,0 +1,65 @@
+"""Helpers for bulk runs that build millions of small Python objects.
+
+``background`` runs a producer a few items ahead in a thread, so encoding overlaps I/O or a
+server's work (sqlite, sockets and zlib release the GIL). ``paused_gc`` holds the cyclic
+garbage collector off while a migration builds rows, tuples and messages that never form
+cycles: every few hundred allocations it would otherwise walk the growing heap, which cost
+a third of a 200 k message EMQX plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import queue
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def paused_gc() -> Iterator[None]:
+    """Disable the cyclic GC for the block (reference counting still frees everything acyclic)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def background(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:
+    """Run a generator in a worker thread, ``depth`` items ahead; its exceptions re-raise here."""
+    q: queue.Queue[Any] = queue.Queue(maxsize=depth)
+    end = object()
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            for item in it:
+                if stop.is_set():
+                    return
+                q.put((None, item))
+        except BaseException as exc:  # handed to the consumer
+            q.put((exc, None))
+            return
+        q.put((None, end))
+
+    t = threading.Thread(target=work, daemon=True)
+    t.start()
+    try:
+        while True:
+            exc, item = q.get()
+            if exc is not None:
+                raise exc
+            if item is end:
+                return
+            yield item
+    finally:
+        stop.set()
+        while t.is_alive():
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                t.join(0.05)
