@@ -234,29 +234,31 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
                  ) -> tuple[dict[int, tuple[str | None, str, bytes, int]], set[int]]:
     """(sender, topic, payload, B.2 timestamp) of the needed, unexpired stores; and the ids left out.
 
-    Stores come as Arrow columns (one layout walk per batch); only rows whose text may have
-    been replaced (U+FFFD) are looked at one by one, to tell real invalid UTF-8 apart.
+    Every store's id is read from its fixed place at the start of the body (no walk); only
+    the needed stores are then decoded, as Arrow columns. Rows whose text may have been
+    replaced (U+FFFD) are looked at one by one, to tell real invalid UTF-8 apart.
     """
     import pyarrow.compute as pc
 
-    from exporters.arrow import iter_batches
+    from exporters.arrow import iter_batches, kind_span
+
+    from .surgery import Columns
 
     stores: dict[int, tuple[str | None, str, bytes, int]] = {}
     gone: set[int] = set()
-    n_store = db.index.counts().get(ChunkType.MSG_STORE, 0)
     wanted = np.sort(np.fromiter(needed, dtype=np.uint64, count=len(needed)))
     if not len(wanted):
         return stores, gone
     done = 0
+    # every store's id from its fixed place (no walk), then only the needed stores are decoded
+    span = kind_span(db, "msg_store")
+    all_ids = Columns(db).gather(span.offsets, ChunkType.MSG_STORE, ("store_id",))["store_id"].astype(np.uint64)
+    rows = np.flatnonzero(wanted[np.minimum(np.searchsorted(wanted, all_ids), len(wanted) - 1)] == all_ids)
     cols = ["chunk_index", "chunk_offset", "store_id", "expiry_time", "topic", "source_id", "payload"]
-    for batch in iter_batches(db, "msg_store", columns=cols):
-        done = min(done + batch.num_rows, n_store)
-        progress("reading", done, n_store)
-        sid = batch.column("store_id").to_numpy().view(np.uint64)
-        keep = wanted[np.minimum(np.searchsorted(wanted, sid), len(wanted) - 1)] == sid
-        if not keep.any():
-            continue
-        b = batch.filter(keep)
+    for b in iter_batches(db, "msg_store", columns=cols, rows=rows):
+        done = min(done + b.num_rows, len(rows))
+        progress("reading", done, len(rows))
+        sid = b.column("store_id").to_numpy().view(np.uint64)
         exp = b.column("expiry_time").fill_null(0).to_numpy()
         bad = (exp > 0) & (exp <= now)
         suspect = pc.or_(pc.fill_null(pc.match_substring(b.column("topic"), "\ufffd"), False),
@@ -269,11 +271,11 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
             except UnicodeEncodeError:
                 bad[i] = True
                 gone.add(int(rec["store_id"]))
-                rep.skip("topic or sender is not valid UTF-8", f"store {rec['store_id']} at offset {rec_offset(b, i)}")
-        kept_ids = sid[keep]
+                offset = b.column("chunk_offset")[i].as_py()
+                rep.skip("topic or sender is not valid UTF-8", f"store {rec['store_id']} at offset {offset}")
         for i in np.flatnonzero((exp > 0) & (exp <= now)).tolist():
-            gone.add(int(kept_ids[i]))
-            rep.skip("stored message expired", f"store {int(kept_ids[i])}")
+            gone.add(int(sid[i]))
+            rep.skip("stored message expired", f"store {int(sid[i])}")
         if bad.any():
             b = b.filter(~bad)
         ids = b.column("store_id").to_numpy().view(np.uint64).tolist()
@@ -281,10 +283,6 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
         stores.update(zip(ids, zip(senders, b.column("topic").to_pylist(), b.column("payload").to_pylist(),
                                    map(timestamp, ids))))
     return stores, gone
-
-
-def rec_offset(batch: Any, i: int) -> int:
-    return int(batch.column("chunk_offset")[i].as_py())
 
 
 def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable[[str, int, int], None]) -> Plan:
@@ -427,7 +425,12 @@ def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tupl
             subs.append(s)
     msgs = []
     widen: str | None = None
+    long_ids = any(len(c) > ID_MAX for m in p.msgs for c in m.clients)
     for m in p.msgs:
+        if (len(m.topic) <= TOPIC_MAX and len(m.payload) <= BLOB_MAX and (m.sender is None or len(m.sender) <= ID_MAX)
+                and not long_ids):
+            msgs.append(m)  # the usual case, decided in one test
+            continue
         if all(len(c) > ID_MAX for c in m.clients):
             rep.skip(f"queued only for clients whose id is longer than {ID_MAX} characters", m.topic[:80])
         elif len(m.topic) > TOPIC_MAX:
@@ -685,12 +688,17 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs
                         if was_empty is None:  # an empty table at the start needs no id checks
                             cur.execute("SELECT 1 FROM mqtt_msg LIMIT 1")
                             was_empty = cur.fetchone() is None
-                        there: set[str] = set()
-                        if not was_empty:
-                            cur.execute("SELECT msgid FROM mqtt_msg WHERE msgid IN ("
-                                        + ",".join(sql_str(m.hex_id) for m in batch) + ")")
-                            there = {r[0] for r in cur.fetchall()}
-                        todo = [m for m in batch if m.hex_id not in there]
+                        todo = batch
+                        if not was_empty:  # count first: a re-run finds all or none, without fetching ids
+                            ids = ",".join(sql_str(m.hex_id) for m in batch)
+                            cur.execute(f"SELECT COUNT(DISTINCT msgid) FROM mqtt_msg WHERE msgid IN ({ids})")
+                            found = cur.fetchone()[0]
+                            if found == len({m.hex_id for m in batch}):
+                                todo = []
+                            elif found:
+                                cur.execute(f"SELECT msgid FROM mqtt_msg WHERE msgid IN ({ids})")
+                                there = {r[0] for r in cur.fetchall()}
+                                todo = [m for m in batch if m.hex_id not in there]
                         if todo:
                             cur.execute(sql if len(todo) == len(batch) else insert_values_sql(todo))
                     else:

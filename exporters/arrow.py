@@ -131,12 +131,15 @@ def iter_batches(
     vectorised: bool = True,
     columns: list[str] | None = None,
     at: float | None = None,
+    rows: np.ndarray | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of one kind's rows in file order; raises the codec error after the last good row.
 
     ``columns`` (optional): only these columns, in this order (a projection done before the
     strings and payloads are built, so leaving ``payload`` out saves most of the work).
     ``at``: reference time of the ``expires_at``/``expired`` columns (default: now).
+    ``rows`` (optional): ascending positions among the kind's chunks; only those are decoded
+    (a block still covers the bytes between them, but nothing else is walked or built).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
@@ -148,6 +151,9 @@ def iter_batches(
     if wanted is not None and wanted & {"expires_at", "expired"}:
         wanted |= frozenset(EXPIRY_SOURCES.get(kind, ()))  # derived from these
     span = kind_span(db, kind, start=start, stop=stop, first_index=first_index)
+    if rows is not None:
+        span = Span(span.first_index, span.positions[rows], span.offsets[rows], span.ends[rows], span.lengths[rows],
+                    span.error)
     assert db.version is not None or not len(span.positions)
     ctype = TYPE_OF[kind]
     block = None
@@ -162,7 +168,10 @@ def iter_batches(
             batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a, at)
         else:
             first = int(span.positions[a]) + span.first_index
-            chunks = list(db.stream(types=[ctype], start=int(offs[0]), stop=int(ends[-1]), first_index=first))
+            if rows is None:
+                chunks = list(db.stream(types=[ctype], start=int(offs[0]), stop=int(ends[-1]), first_index=first))
+            else:  # a subset: only the chunks asked for
+                chunks = [db.chunk(int(i) + span.first_index) for i in span.positions[a:b]]
             batch = chunks_to_batch(db, kind, chunks, at)
         yield batch if columns is None else batch.select(columns)
     if span.error is not None:

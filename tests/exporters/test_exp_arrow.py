@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from fixturepaths import REAL_FILES, UNIT_FILES, manifest
@@ -245,3 +246,15 @@ def test_plan_shares_rows_evenly_between_cores() -> None:
     assert len(floor) == 1  # never finer than min_rows
     every = pa.concat_tables(pa.Table.from_batches(list(read_part(p, "client_msg"))) for p in parts)
     assert every.equals(pa.Table.from_batches(list(read_part(one[0], "client_msg"))))
+
+
+@pytest.mark.parametrize("vectorised", [True, False], ids=["columnar", "per-chunk"])
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
+def test_a_subset_of_rows_equals_taking_them_from_all(path: Path, vectorised: bool) -> None:
+    """``rows=`` decodes only the chosen chunks, and gives exactly those rows of the whole table."""
+    with DbFile(path) as db:
+        whole = pa.Table.from_batches(list(iter_batches(db, "msg_store", at=0)))
+        pick = np.arange(whole.num_rows)[1::3]
+        some = pa.Table.from_batches(list(iter_batches(db, "msg_store", rows=pick, batch_size=2, at=0,
+                                                       vectorised=vectorised)), schema=whole.schema)
+        assert some.equals(whole.take(pa.array(pick)))
