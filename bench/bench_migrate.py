@@ -73,8 +73,8 @@ def main() -> None:
                 rep = migrate_emqx(db, url, EmqxOptions(widen_payload=True))
                 dt = time.perf_counter() - t
             w = max(dt - plan_s, 1e-9)
-            print(f"mysql {label}: {dt:.1f} s total = {n / dt:,.0f} messages/s; writing alone ~{w:.1f} s = "
-                  f"{n / w:,.0f} messages/s ({rep.written}); goal >= 50k/s")
+            print(f"mysql {label}: {dt:.1f} s total (scan, plan and writing; the writes overlap the plan) = "
+                  f"{n / dt:,.0f} messages/s; total minus a separate plan ~{w:.1f} s ({rep.written}); goal >= 50k/s")
         next(mgen, None)
     if rconf is not None:
         url = f"redis://{rconf['host']}:{rconf['port']}/0"
@@ -83,8 +83,8 @@ def main() -> None:
             rep = migrate_emqx(db, url, EmqxOptions())
             dt = time.perf_counter() - t
         w = max(dt - plan_s, 1e-9)
-        print(f"redis: {dt:.1f} s total = {n / dt:,.0f} messages/s; writing alone ~{w:.1f} s = {n / w:,.0f} "
-              f"messages/s ({rep.written}); goal >= 50k/s")
+        print(f"redis: {dt:.1f} s total (scan, plan and writing) = {n / dt:,.0f} messages/s; writing after the "
+              f"plan ~{w:.1f} s = {n / w:,.0f} messages/s ({rep.written}); goal >= 50k/s")
         next(rgen, None)
 
 

@@ -96,25 +96,28 @@ def _b62_char(v: int) -> str:
 
 
 def base62(data: bytes) -> str:
-    """``emqx_base62:encode``: 6-bit groups with a 9A/9B/9C escape, no padding."""
+    """``emqx_base62:encode``: 6-bit groups with a 9A/9B/9C escape, no padding.
+
+    Values 0..60 have base64's characters, so whole groups are base64 with three escapes;
+    the 1- or 2-byte tail (2+6 or 6+6+4 bits, not base64's padding) comes from a table.
+    """
     full = len(data) - len(data) % 3
     head = base64.b64encode(data[:full]).decode("ascii")
-    if "9" not in head and "+" not in head and "/" not in head:  # values <= 60: base64 is the same
-        return head + _tail62(data[full:])
-    out = []
-    for i in range(0, full, 3):
-        n = int.from_bytes(data[i:i + 3], "big")
-        out += [_b62_char(n >> 18 & 63), _b62_char(n >> 12 & 63), _b62_char(n >> 6 & 63), _b62_char(n & 63)]
-    return "".join(out) + _tail62(data[full:])
+    head = head.replace("9", "9A").replace("+", "9B").replace("/", "9C")  # values 61, 62, 63 ("9" first)
+    if full == len(data):
+        return head
+    rest = data[full:]
+    return head + (_tails2()[int.from_bytes(rest, "big")] if len(rest) == 2 else _tails1()[rest[0]])
 
 
-def _tail62(rest: bytes) -> str:
-    if len(rest) == 2:
-        n = int.from_bytes(rest, "big")
-        return _b62_char(n >> 10 & 63) + _b62_char(n >> 4 & 63) + _b62_char(n & 15)
-    if len(rest) == 1:
-        return _b62_char(rest[0] >> 2) + _b62_char(rest[0] & 3)
-    return ""
+@functools.cache
+def _tails1() -> list[str]:
+    return [_b62_char(b >> 2) + _b62_char(b & 3) for b in range(256)]
+
+
+@functools.cache
+def _tails2() -> list[str]:
+    return [_b62_char(n >> 10 & 63) + _b62_char(n >> 4 & 63) + _b62_char(n & 15) for n in range(65536)]
 
 
 def unbase62(text: str) -> bytes:
@@ -287,114 +290,171 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
 
 def plan(db: DbFile, opts: EmqxOptions, rep: MigrationReport, progress: Callable[[str, int, int], None]) -> Plan:
     """Everything to write, decided once for every backend (so file and live outputs agree)."""
-    if opts.index_by not in ("filter", "topic"):
-        raise CodecError(f"index-by must be filter or topic, not {opts.index_by!r}")
-    if db.empty:
-        return Plan([], [], 0, [])
-    require_intact(db)
-    now = time.time() if opts.now is None else opts.now
-    expired: set[str] = set()
-    clients: list[str] = []
-    for i, rec in small_records(db, ChunkType.CLIENT):
-        cid = rec["client_id"]
-        exp = expires_at(rec)
-        if exp is not None and exp <= now:
-            expired.add(cid)
-            rep.skip("session expired: its subscriptions and queue are not migrated", cid)
-            continue
-        if not _strict(cid):
-            rep.skip("client id is not valid UTF-8", f"client[{i}]")
-            expired.add(cid)
-            continue
-        clients.append(cid)
-    subs: list[Sub] = []
-    by_client: dict[str, list[Sub]] = {}
-    for i, rec in small_records(db, ChunkType.SUB):
-        cid, filt = rec["client_id"], rec["topic"]
-        if cid in expired:
-            continue
-        if not (_strict(cid) and _strict(filt)):
-            rep.skip("subscription with a client id or filter that is not valid UTF-8", f"sub[{i}]")
-            continue
-        s = Sub(cid, filt, min(rec["qos"], 2))
-        subs.append(s)
-        by_client.setdefault(cid, []).append(s)
+    planner = Planner(db, opts, rep, progress)
+    return planner.finish(list(planner.messages()))
 
-    # queued deliveries, in file order: (client, store id, qos, retain)
-    queue: list[tuple[str, int, int, int]] = []
-    names: dict[bytes, str] = {}  # client ids repeat: decode each once
-    for _n, c in column_rows(db, ChunkType.CLIENT_MSG):
-        direction = c.get("direction") or [1] * _n
-        for raw, sid, qos, retain, mid, way in zip(c["client_id"], c["store_id"], c["qos"], c["retain"], c["mid"],
-                                                   direction):
-            cid = names.get(raw)
-            if cid is None:
-                cid = names[raw] = raw.decode("utf-8", "surrogateescape")
+
+class Planner:
+    """Reads clients, subscriptions, queues and the needed stores up front; :meth:`messages`
+    then gives the messages one by one in delivery order, each complete when it comes out
+    (a message queued for several clients is aggregated first), so a live writer can send
+    the first ones while the rest are still being built. :meth:`finish` gives the plan."""
+
+    def __init__(self, db: DbFile, opts: EmqxOptions, rep: MigrationReport,
+                 progress: Callable[[str, int, int], None]) -> None:
+        if opts.index_by not in ("filter", "topic"):
+            raise CodecError(f"index-by must be filter or topic, not {opts.index_by!r}")
+        self.opts, self.rep = opts, rep
+        self.clients: list[str] = []
+        self.subs: list[Sub] = []
+        self.by_client: dict[str, list[Sub]] = {}
+        self.queue: list[tuple[str, int, int, int]] = []  # (client, store id, qos, retain) in file order
+        self.stores: dict[int, tuple[str | None, str, bytes, int]] = {}
+        self.gone: set[int] = set()
+        self.extra: dict[tuple[str, str], Sub] = {}
+        self.orphans: dict[tuple[str, str], Sub] = {}
+        self.unmatched = self.topic_miss = 0
+        self._pairs: dict[tuple[str, str], tuple[tuple[str, ...], list[Sub]]] = {}
+        if db.empty:
+            return
+        require_intact(db)
+        now = time.time() if opts.now is None else opts.now
+        expired = self._read_sessions(db, now)
+        self._read_queue(db, expired)
+        source = MessageSource(db, Options(mode="delivery", reference_ms=opts.reference_ms))
+        self.stores, self.gone = _read_stores(db, {q[1] for q in self.queue}, now, source.timestamp, rep, progress)
+
+    def _read_sessions(self, db: DbFile, now: float) -> set[str]:
+        """Live clients and their subscriptions; the ids of the clients left out."""
+        rep = self.rep
+        expired: set[str] = set()
+        for i, rec in small_records(db, ChunkType.CLIENT):
+            cid = rec["client_id"]
+            exp = expires_at(rec)
+            if exp is not None and exp <= now:
+                expired.add(cid)
+                rep.skip("session expired: its subscriptions and queue are not migrated", cid)
+                continue
+            if not _strict(cid):
+                rep.skip("client id is not valid UTF-8", f"client[{i}]")
+                expired.add(cid)
+                continue
+            self.clients.append(cid)
+        for i, rec in small_records(db, ChunkType.SUB):
+            cid, filt = rec["client_id"], rec["topic"]
             if cid in expired:
                 continue
-            if way == 0:
-                rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)", f"{cid} mid {mid}")
-            elif qos == 0:
-                rep.skip("QoS 0 delivery (the plugin never deletes those: they would be re-sent on every subscribe)",
-                         f"{cid} store {sid}")
+            if not (_strict(cid) and _strict(filt)):
+                rep.skip("subscription with a client id or filter that is not valid UTF-8", f"sub[{i}]")
+                continue
+            s = Sub(cid, filt, min(rec["qos"], 2))
+            self.subs.append(s)
+            self.by_client.setdefault(cid, []).append(s)
+        return expired
+
+    def _read_queue(self, db: DbFile, expired: set[str]) -> None:
+        rep, queue = self.rep, self.queue
+        names: dict[bytes, str] = {}  # client ids repeat: decode each once
+        for _n, c in column_rows(db, ChunkType.CLIENT_MSG):
+            direction = c.get("direction") or [1] * _n
+            for raw, sid, qos, retain, mid, way in zip(c["client_id"], c["store_id"], c["qos"], c["retain"],
+                                                       c["mid"], direction):
+                cid = names.get(raw)
+                if cid is None:
+                    cid = names[raw] = raw.decode("utf-8", "surrogateescape")
+                if cid in expired:
+                    continue
+                if way == 0:
+                    rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)", f"{cid} mid {mid}")
+                elif qos == 0:
+                    rep.skip("QoS 0 delivery (the plugin never deletes those: they would be re-sent on every "
+                             "subscribe)", f"{cid} store {sid}")
+                else:
+                    queue.append((cid, sid, min(qos, 2), retain))
+
+    def _pair(self, cid: str, topic: str) -> tuple[tuple[str, ...], list[Sub]]:
+        """(index keys, matching subscriptions) of a client's message on ``topic`` (cached: a client
+        gets many messages on one topic)."""
+        known = self._pairs.get((cid, topic))
+        if known is None:
+            matched = [s for s in self.by_client.get(cid, ()) if topic_matches(share_strip(s.filter), topic)]
+            filters = [s.filter for s in matched] if self.opts.index_by == "filter" else []
+            known = self._pairs[(cid, topic)] = (tuple(dict.fromkeys([topic, *filters])), matched)
+        return known
+
+    def messages(self) -> Iterator[Msg]:
+        """The messages in delivery order (first appearance in the queues), each one final."""
+        by_filter = self.opts.index_by == "filter"
+        exact = {(s.client_id, s.filter) for s in self.subs}
+        counts = collections.Counter(sid for _c, sid, _q, _r in self.queue)
+        multi = {sid for sid, n in counts.items() if n > 1}  # queued for several clients (or twice)
+        group: dict[int, list[tuple[str, int, int]]] = {}
+        for cid, sid, qos, retain in self.queue if multi else ():
+            if sid in multi:
+                group.setdefault(sid, []).append((cid, qos, retain))
+        seen: set[tuple[str, str]] = set()
+        stores, gone, extra, orphans = self.stores, self.gone, self.extra, self.orphans
+        for cid, sid, qos, retain in self.queue:
+            st = stores.get(sid)
+            if st is None:
+                if sid not in gone:
+                    self.rep.skip("queue entry refers to a store that is not in the file", f"{cid} store {sid}")
+                continue
+            sender, topic, payload, ts = st
+            keys, matched = self._pair(cid, topic)
+            if (cid, topic) not in seen:  # extra subscriptions, in the order their pairs first appear
+                seen.add((cid, topic))
+                for sub in matched if by_filter else ():
+                    if sub.filter != topic and (cid, topic) not in extra:
+                        extra[(cid, topic)] = Sub(cid, topic, sub.qos)
+                if not matched and by_filter:
+                    orphans[(cid, topic)] = Sub(cid, topic, qos)
+            if not matched:
+                self.unmatched += 1
+            if sid in multi:
+                entries = group.pop(sid, None)
+                if entries is None:
+                    continue  # already out
+                clients = list(dict.fromkeys(c for c, _q, _r in entries))
+                m = Msg(make_id(ts, sid), sid, sender, topic, max(q for _c, q, _r in entries),
+                        any(r for _c, _q, r in entries), payload, ts,
+                        list(dict.fromkeys(k for c in clients for k in self._pair(c, topic)[0])), clients)
             else:
-                queue.append((cid, sid, min(qos, 2), retain))
-    needed = {q[1] for q in queue}
-    source = MessageSource(db, Options(mode="delivery", reference_ms=opts.reference_ms))
-    stores, gone = _read_stores(db, needed, now, source.timestamp, rep, progress)
+                m = Msg(make_id(ts, sid), sid, sender, topic, qos, bool(retain), payload, ts, list(keys), [cid])
+            if not by_filter:
+                self.topic_miss += sum(1 for c in m.clients if (c, topic) not in exact)
+            yield m
 
-    @functools.cache
-    def matching(cid: str, topic: str) -> tuple[Sub, ...]:
-        """The client's subscriptions matching ``topic`` (a client gets many messages on one topic)."""
-        return tuple(s for s in by_client.get(cid, ()) if topic_matches(share_strip(s.filter), topic))
+    def mysql_payload_type(self) -> str | None:
+        """The payload type MySQL needs for the messages it will take, known before they are built
+        (a live writer must widen the column before the first insert)."""
+        big = {sid for sid, st in self.stores.items() if len(st[2]) > BLOB_MAX}
+        if not big:
+            return None
+        clients: dict[int, list[str]] = {}
+        for cid, sid, _q, _r in self.queue:
+            if sid in big:
+                clients.setdefault(sid, []).append(cid)
+        sizes = []
+        for sid, cids in clients.items():
+            sender, topic, payload, _ts = self.stores[sid]
+            if mysql_refusal(topic, sender, len(payload), cids, self.opts) is None:
+                sizes.append(len(payload))
+        return payload_type(sizes)
 
-    msgs: dict[int, Msg] = {}
-    extra: dict[tuple[str, str], Sub] = {}
-    orphans: dict[tuple[str, str], Sub] = {}
-    pairs: dict[tuple[str, str], tuple[tuple[str, ...], bool]] = {}  # (client, topic) -> (index keys, matched)
-    unmatched = 0
-    by_filter = opts.index_by == "filter"
-    for cid, sid, qos, retain in queue:
-        st = stores.get(sid)
-        if st is None:
-            if sid not in gone:
-                rep.skip("queue entry refers to a store that is not in the file", f"{cid} store {sid}")
-            continue
-        sender, topic, payload, ts = st
-        known = pairs.get((cid, topic))
-        if known is None:  # once per (client, topic): a client gets many messages on one topic
-            matched = [s for s in by_client.get(cid, ()) if topic_matches(share_strip(s.filter), topic)]
-            filters = [s.filter for s in matched] if by_filter else []
-            known = pairs[(cid, topic)] = (tuple(dict.fromkeys([topic, *filters])), bool(matched))
-            for sub in matched if by_filter else ():
-                if sub.filter != topic and (cid, topic) not in extra:
-                    extra[(cid, topic)] = Sub(cid, topic, sub.qos)
-            if not matched and by_filter:
-                orphans[(cid, topic)] = Sub(cid, topic, qos)
-        keys, any_match = known
-        if not any_match:
-            unmatched += 1
-        m = msgs.get(sid)
-        if m is None:
-            msgs[sid] = Msg(make_id(ts, sid), sid, sender, topic, qos, bool(retain), payload, ts, list(keys), [cid])
-            continue
-        m.qos = max(m.qos, qos)
-        m.retain = m.retain or bool(retain)
-        if cid not in m.clients:
-            m.clients.append(cid)
-        m.keys.extend(k for k in keys if k not in m.keys)
-    if unmatched:
-        how = ("an exact-topic subscription was added for each so the plugin delivers them" if opts.index_by == "filter"
-               else "stored under the topic only")
-        rep.notes.append(f"{unmatched:,} queued deliveries match none of their client's saved subscriptions "
-                         f"(e.g. through a shared subscription, which Mosquitto does not save): {how}")
-    if opts.index_by == "topic":
-        exact = {(s.client_id, s.filter) for s in subs}
-        miss = sum(1 for m in msgs.values() for c in m.clients if (c, m.topic) not in exact)
-        if miss:
-            rep.notes.append(f"--index-by topic: {miss:,} queued deliveries go to clients with no subscription equal "
-                             "to the topic: the plugin delivers them only to a client subscribing to the exact topic")
-    return Plan(subs, list(msgs.values()), len(clients), list(extra.values()), list(orphans.values()))
+    def finish(self, msgs: list[Msg]) -> Plan:
+        """The plan, once :meth:`messages` has run out (notes go to the report)."""
+        opts, rep = self.opts, self.rep
+        if self.unmatched:
+            how = ("an exact-topic subscription was added for each so the plugin delivers them"
+                   if opts.index_by == "filter" else "stored under the topic only")
+            rep.notes.append(f"{self.unmatched:,} queued deliveries match none of their client's saved subscriptions "
+                             f"(e.g. through a shared subscription, which Mosquitto does not save): {how}")
+        if self.topic_miss:
+            rep.notes.append(f"--index-by topic: {self.topic_miss:,} queued deliveries go to clients with no "
+                             "subscription equal to the topic: the plugin delivers them only to a client "
+                             "subscribing to the exact topic")
+        return Plan(self.subs, msgs, len(self.clients), list(self.extra.values()), list(self.orphans.values()))
 
 
 # ---------------------------------------------------------------- limits
@@ -406,11 +466,11 @@ def ci_key(text: str) -> str:
                    if not unicodedata.combining(ch)).rstrip(" ")
 
 
-def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tuple[list[Sub], list[Msg], str | None]:
-    """Drop (and report) rows MySQL would reject; say which payload type is needed."""
-    subs = []
+def mysql_sub_limits(subs: list[Sub], rep: MigrationReport) -> list[Sub]:
+    """The subscriptions MySQL takes; the others are reported."""
+    out = []
     seen: dict[tuple[str, str], Sub] = {}
-    for s in p.subs + p.extra_subs + p.orphan_subs:  # (client, topic) pairs never overlap
+    for s in subs:  # (client, topic) pairs never overlap
         key = (ci_key(s.client_id), ci_key(s.filter))
         if key in seen:
             rep.skip("subscription equal to another under MySQL's case- and accent-insensitive collation "
@@ -422,31 +482,47 @@ def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tupl
         elif len(s.filter) > TOPIC_MAX:
             rep.skip(f"topic filter longer than {TOPIC_MAX} characters (mqtt_sub.topic)", s.filter[:80])
         else:
-            subs.append(s)
-    msgs = []
-    widen: str | None = None
-    long_ids = any(len(c) > ID_MAX for m in p.msgs for c in m.clients)
-    for m in p.msgs:
-        if (len(m.topic) <= TOPIC_MAX and len(m.payload) <= BLOB_MAX and (m.sender is None or len(m.sender) <= ID_MAX)
-                and not long_ids):
-            msgs.append(m)  # the usual case, decided in one test
-            continue
-        if all(len(c) > ID_MAX for c in m.clients):
-            rep.skip(f"queued only for clients whose id is longer than {ID_MAX} characters", m.topic[:80])
-        elif len(m.topic) > TOPIC_MAX:
-            rep.skip(f"topic longer than {TOPIC_MAX} characters (mqtt_msg.topic)", m.topic[:80])
-        elif m.sender is not None and len(m.sender) > ID_MAX:
-            rep.skip(f"sender client id longer than {ID_MAX} characters (mqtt_msg.sender)", m.sender[:80])
-        elif len(m.payload) > BLOB_MAX and not opts.widen_payload:
-            rep.skip(f"payload over {BLOB_MAX:,} bytes (BLOB); use --widen-payload to ALTER it to MEDIUMBLOB",
-                     f"{m.topic} ({len(m.payload):,} bytes)")
-        else:
-            if len(m.payload) > MEDIUMBLOB_MAX:
-                widen = "LONGBLOB"
-            elif len(m.payload) > BLOB_MAX and widen is None:
-                widen = "MEDIUMBLOB"
-            msgs.append(m)
-    return subs, msgs, widen
+            out.append(s)
+    return out
+
+
+def mysql_refusal(topic: str, sender: str | None, payload_size: int, clients: list[str], opts: EmqxOptions
+                  ) -> tuple[str, str] | None:
+    """Why MySQL would refuse a message (reason, example), or None when it fits."""
+    if all(len(c) > ID_MAX for c in clients):
+        return f"queued only for clients whose id is longer than {ID_MAX} characters", topic[:80]
+    if len(topic) > TOPIC_MAX:
+        return f"topic longer than {TOPIC_MAX} characters (mqtt_msg.topic)", topic[:80]
+    if sender is not None and len(sender) > ID_MAX:
+        return f"sender client id longer than {ID_MAX} characters (mqtt_msg.sender)", sender[:80]
+    if payload_size > BLOB_MAX and not opts.widen_payload:
+        return (f"payload over {BLOB_MAX:,} bytes (BLOB); use --widen-payload to ALTER it to MEDIUMBLOB",
+                f"{topic} ({payload_size:,} bytes)")
+    return None
+
+
+def mysql_keeps(m: Msg, opts: EmqxOptions, rep: MigrationReport) -> bool:
+    """Does MySQL take the message? (A refusal is reported.)"""
+    if (len(m.topic) <= TOPIC_MAX and len(m.payload) <= BLOB_MAX and (m.sender is None or len(m.sender) <= ID_MAX)
+            and len(m.clients[0]) <= ID_MAX):
+        return True  # the usual case, decided in one test
+    why = mysql_refusal(m.topic, m.sender, len(m.payload), m.clients, opts)
+    if why is not None:
+        rep.skip(*why)
+    return why is None
+
+
+def payload_type(sizes: Iterable[int]) -> str | None:
+    """The BLOB type ``payload`` must be widened to for these payload sizes (None: BLOB will do)."""
+    big = max(sizes, default=0)
+    return "LONGBLOB" if big > MEDIUMBLOB_MAX else "MEDIUMBLOB" if big > BLOB_MAX else None
+
+
+def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tuple[list[Sub], list[Msg], str | None]:
+    """Drop (and report) rows MySQL would reject; say which payload type is needed."""
+    subs = mysql_sub_limits(p.subs + p.extra_subs + p.orphan_subs, rep)
+    msgs = [m for m in p.msgs if mysql_keeps(m, opts, rep)]
+    return subs, msgs, payload_type(len(m.payload) for m in msgs if len(m.payload) > BLOB_MAX)
 
 
 # ---------------------------------------------------------------- MySQL statements
@@ -496,7 +572,7 @@ def insert_subs_sql(batch: list[Sub]) -> str:
     return f"INSERT INTO mqtt_sub (clientid,topic,qos) VALUES {rows} ON DUPLICATE KEY UPDATE qos=VALUES(qos)"
 
 
-def _batches(items: list[Any], size: int, weigh: Callable[[Any], int]) -> Iterator[list[Any]]:
+def _batches(items: Iterable[Any], size: int, weigh: Callable[[Any], int]) -> Iterator[list[Any]]:
     batch: list[Any] = []
     total = 0
     for it in items:
@@ -510,13 +586,12 @@ def _batches(items: list[Any], size: int, weigh: Callable[[Any], int]) -> Iterat
         yield batch
 
 
-def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: EmqxOptions, *, live: bool = False
+def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: EmqxOptions
                      ) -> Iterator[tuple[str, str, int]]:
-    """(kind, statement, rows) in execution order: schema, subscriptions, messages in delivery order.
+    """(kind, statement, rows) of a file for ``mysql``: schema, subscriptions, messages in delivery order.
 
-    A file stages each batch in a temp table and inserts what is not there yet (idempotent
-    in one statement); a live run (``live``) gets empty message statements and asks the
-    server which ids exist before a plain multi-row insert, which is faster.
+    Each batch is staged in a temp table and inserted where its msgid is not there yet, so
+    loading the file twice is idempotent in one statement per batch.
     """
     for s in MYSQL_SCHEMA:
         yield "schema", s, 0
@@ -527,17 +602,17 @@ def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: 
             yield "schema", s, 0
     for b in _batches(subs, opts.batch, lambda s: 64):
         yield "subs", insert_subs_sql(b), len(b)
-    if live:
-        for b in _batches(msgs, opts.batch, lambda m: 2 * len(m.payload) + 200):
-            yield "msgs", insert_values_sql(b), len(b)  # the live writer drops rows already there
-        return
     yield "schema", STAGE, 0
     seq = 0
-    for b in _batches(msgs, opts.batch, lambda m: 2 * len(m.payload) + 200):
+    for b in _batches(msgs, opts.batch, _weight):
         yield "stage", stage_messages_sql(b, seq), 0
         yield "msgs", f"{INSERT_STAGED} AND s.seq >= {seq} ORDER BY s.seq", len(b)
         seq += len(b)
     yield "stage", "DROP TEMPORARY TABLE mosqdb_stage", 0
+
+
+def _weight(m: Msg) -> int:
+    return 2 * len(m.payload) + 200
 
 
 # ---------------------------------------------------------------- Redis commands
@@ -553,7 +628,7 @@ def resp(cmd: list[bytes]) -> bytes:
 _HSET = (b"*16\r\n$4\r\nHSET\r\n$%d\r\n%s\r\n$2\r\nid\r\n$%d\r\n%s\r\n$4\r\nfrom\r\n$%d\r\n%s\r\n"
          b"$3\r\nqos\r\n$1\r\n%d\r\n$5\r\ntopic\r\n$%d\r\n%s\r\n$7\r\npayload\r\n$%d\r\n%s\r\n"
          b"$2\r\nts\r\n$%d\r\n%s\r\n$6\r\nretain\r\n$%d\r\n%s\r\n")
-_ZADD = b"*4\r\n$4\r\nZADD\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n"
+_ZADD = b"*4\r\n$4\r\nZADD\r\n%s$%d\r\n%s\r\n$%d\r\n%s\r\n"  # the key comes as a whole bulk string
 
 
 def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, int, bytes]]:
@@ -562,18 +637,29 @@ def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, int, bytes
         yield "subs", 1, resp([b"HSET", f"mqtt:sub:{s.client_id}".encode(), s.filter.encode(), str(s.qos).encode()])
     base = int(time.time() * 1000) if opts.import_ms is None else opts.import_ms
     expire_tail = b"$%d\r\n%d\r\n" % (len(str(opts.ttl)), opts.ttl)
+    texts: dict[str | None, bytes] = {None: b""}  # topics, senders and index keys repeat: encode each once
+    zkeys: dict[str, bytes] = {}
     for i, m in enumerate(p.msgs):
         b62 = redis_id(m.hex_id).encode()
         key = b"mqtt:msg:" + b62
-        sender, topic, ts = (m.sender or "").encode(), m.topic.encode(), b"%d" % m.ts_ms
+        sender = texts.get(m.sender)
+        if sender is None:
+            sender = texts[m.sender] = m.sender.encode()  # type: ignore[union-attr]
+        topic = texts.get(m.topic)
+        if topic is None:
+            topic = texts[m.topic] = m.topic.encode()
+        ts = b"%d" % m.ts_ms
         retain = b"true" if m.retain else b"false"
         score = b"%d" % (base + i)  # import time, increasing in delivery order
         parts = [_HSET % (len(key), key, len(b62), b62, len(sender), sender, m.qos, len(topic), topic,
                           len(m.payload), m.payload, len(ts), ts, len(retain), retain),
                  b"*3\r\n$6\r\nEXPIRE\r\n$%d\r\n%s\r\n" % (len(key), key) + expire_tail]
         for k in m.keys:
-            zkey = b"mqtt:msg:" + k.encode()
-            parts.append(_ZADD % (len(zkey), zkey, len(score), score, len(b62), b62))
+            zkey = zkeys.get(k)
+            if zkey is None:
+                z = b"mqtt:msg:" + k.encode()
+                zkey = zkeys[k] = b"$%d\r\n%s\r\n" % (len(z), z)
+            parts.append(_ZADD % (zkey, len(score), score, len(b62), b62))
         yield "msgs", len(parts), b"".join(parts)
 
 
@@ -619,30 +705,23 @@ def migrate_emqx(db: DbFile, target: str, opts: EmqxOptions, *, dry_run: bool = 
 
 def _migrate_emqx(db: DbFile, kind: str, conf: dict[str, Any], opts: EmqxOptions, rep: MigrationReport,
                   dry_run: bool, prog: Callable[[str, int, int], None]) -> None:
-    p = plan(db, opts, rep, prog)
+    planner = Planner(db, opts, rep, prog)
     n_ret = 0 if db.empty else db.index.counts().get(ChunkType.RETAIN, 0)
     if n_ret:
         rep.notes.append(f"{n_ret:,} retained messages are not migrated: the plugin is no retained store "
                          "(use EMQX's retainer, e.g. republish them with retain)")
-    rep.count("clients", len({s.client_id for s in p.subs}))
+    rep.count("clients", len({s.client_id for s in planner.subs}))
+    if kind == "mysql" and not dry_run:
+        _stream_mysql(conf, planner, opts, rep, prog)
+        return
+    p = planner.finish(list(planner.messages()))
     if kind.startswith("mysql"):
         subs, msgs, widen = check_mysql_limits(p, opts, rep)
-        own = {id(s) for s in p.subs}
-        rep.count("subscriptions", sum(1 for s in subs if id(s) in own))
-        if p.extra_subs or p.orphan_subs:
-            rep.count("extra exact-topic subscriptions", len(subs) - rep.written["subscriptions"])
-        if widen:
-            rep.notes.append(f"mqtt_msg.payload altered to {widen} (payloads over {BLOB_MAX:,} bytes)")
-        stmts = mysql_statements(subs, msgs, widen, opts, live=kind == "mysql")
-        if p.extra_subs and opts.index_by == "filter":
-            rep.notes.append("exact-topic subscriptions were added so MySQL's `WHERE topic = filter` finds messages "
-                             "queued through wildcard filters; they stay after delivery (remove them when drained)")
+        _count_subs(rep, p, subs, widen, opts)
         if dry_run:
             rep.count("messages", len(msgs))
-        elif kind == "mysql":
-            _run_mysql(conf, stmts, msgs, rep, prog)
         else:
-            _write_sql(conf["path"], stmts, rep, len(msgs), prog)
+            _write_sql(conf["path"], mysql_statements(subs, msgs, widen, opts), rep, len(msgs), prog)
     else:
         rep.count("subscriptions", len(p.subs))
         if p.orphan_subs:
@@ -658,17 +737,28 @@ def _migrate_emqx(db: DbFile, kind: str, conf: dict[str, Any], opts: EmqxOptions
             _write_resp(conf["path"], cmds, rep, len(p.msgs), prog)
 
 
-def _tally(rep: MigrationReport, kind: str, replies: int) -> None:
-    if kind == "msgs":
-        rep.count("messages")
-        rep.count("index entries", replies - 2)
+def _count_subs(rep: MigrationReport, p: Plan, subs: list[Sub], widen: str | None, opts: EmqxOptions) -> None:
+    """Subscription counts and the MySQL notes (the same for a live run and a file)."""
+    own = {id(s) for s in p.subs}
+    rep.count("subscriptions", sum(1 for s in subs if id(s) in own))
+    if p.extra_subs or p.orphan_subs:
+        rep.count("extra exact-topic subscriptions", len(subs) - rep.written["subscriptions"])
+    if widen:
+        rep.notes.append(f"mqtt_msg.payload altered to {widen} (payloads over {BLOB_MAX:,} bytes)")
+    if p.extra_subs and opts.index_by == "filter":
+        rep.notes.append("exact-topic subscriptions were added so MySQL's `WHERE topic = filter` finds messages "
+                         "queued through wildcard filters; they stay after delivery (remove them when drained)")
 
 
-def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs: list[Msg], rep: MigrationReport,
-               prog: Callable[[str, int, int], None]) -> None:
+def _tally(rep: MigrationReport, msgs: int, replies: int) -> None:
+    """Count ``msgs`` messages whose commands get ``replies`` replies (HSET, EXPIRE, a ZADD per key)."""
+    if msgs:
+        rep.count("messages", msgs)
+        rep.count("index entries", replies - 2 * msgs)
+
+
+def _mysql_connect(conf: dict[str, Any]) -> Any:
     import pymysql
-
-    from .pipeline import background
 
     try:
         con = pymysql.connect(host=conf["host"], port=conf["port"], user=conf["user"], password=conf["password"],
@@ -676,49 +766,78 @@ def _run_mysql(conf: dict[str, Any], stmts: Iterable[tuple[str, str, int]], msgs
                               max_allowed_packet=64 << 20)
     except pymysql.MySQLError as exc:
         raise CodecError(f"cannot connect to MySQL at {conf['host']}:{conf['port']}: {exc.args[-1]}") from None
-    done = present = batches = 0
-    was_empty: bool | None = None
+    with con.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")
+    return con
+
+
+def _stream_mysql(conf: dict[str, Any], planner: Planner, opts: EmqxOptions, rep: MigrationReport,
+                  prog: Callable[[str, int, int], None]) -> None:
+    """Write to a live server while the messages are still being built.
+
+    Schema first (widened before any insert if a payload needs it), then the messages in
+    delivery order - a thread builds each batch and its statement while the server runs the
+    previous one - then the subscriptions, which are known once every message is out.
+    """
+    import pymysql
+
+    from .pipeline import background
+
+    widen = planner.mysql_payload_type() if opts.widen_payload else None
+    total = len(planner.stores)
+    con = _mysql_connect(conf)
     try:
         with con.cursor() as cur:
-            cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")
-            for kind, sql, n in background(iter(stmts)):  # the next statement is built while this one runs
+
+            def run(kind: str, sql: str) -> None:
                 try:
-                    if kind == "msgs":
-                        batch = msgs[done:done + n]
-                        if was_empty is None:  # an empty table at the start needs no id checks
-                            cur.execute("SELECT 1 FROM mqtt_msg LIMIT 1")
-                            was_empty = cur.fetchone() is None
-                        todo = batch
-                        if not was_empty:  # count first: a re-run finds all or none, without fetching ids
-                            ids = ",".join(sql_str(m.hex_id) for m in batch)
-                            cur.execute(f"SELECT COUNT(DISTINCT msgid) FROM mqtt_msg WHERE msgid IN ({ids})")
-                            found = cur.fetchone()[0]
-                            if found == len({m.hex_id for m in batch}):
-                                todo = []
-                            elif found:
-                                cur.execute(f"SELECT msgid FROM mqtt_msg WHERE msgid IN ({ids})")
-                                there = {r[0] for r in cur.fetchall()}
-                                todo = [m for m in batch if m.hex_id not in there]
-                        if todo:
-                            cur.execute(sql if len(todo) == len(batch) else insert_values_sql(todo))
-                    else:
-                        cur.execute(sql)
+                    cur.execute(sql)
                 except pymysql.MySQLError as exc:
                     con.rollback()
                     raise CodecError(f"MySQL refused a {kind} statement: {exc.args[-1]}") from None
-                if kind == "msgs":
-                    done += n
-                    present += n - len(todo)
-                    rep.count("messages", len(todo))
-                    prog("writing", done, len(msgs))
-                    batches += 1
-                    if batches % 20 == 0:
-                        con.commit()
+
+            for sql in (*MYSQL_SCHEMA, *MSGID_INDEX, *(widen_sql(widen) if widen else ())):
+                run("schema", sql)
+            cur.execute("SELECT 1 FROM mqtt_msg LIMIT 1")  # an empty table at the start needs no id checks
+            was_empty = cur.fetchone() is None
+            kept = (m for m in planner.messages() if mysql_keeps(m, opts, rep))
+            done = present = 0
+            for i, (batch, sql) in enumerate(background((b, insert_values_sql(b))
+                                                        for b in _batches(kept, opts.batch, _weight))):
+                todo = batch if was_empty else _not_there(cur, batch)
+                if todo:
+                    run("msgs", sql if len(todo) == len(batch) else insert_values_sql(todo))
+                done += len(batch)
+                present += len(batch) - len(todo)
+                rep.count("messages", len(todo))
+                prog("writing", min(done, total), total)
+                if i % 20 == 19:
+                    con.commit()
+            p = planner.finish([])
+            subs = mysql_sub_limits(p.subs + p.extra_subs + p.orphan_subs, rep)
+            _count_subs(rep, p, subs, widen, opts)
+            for b in _batches(subs, opts.batch, lambda s: 64):
+                run("subs", insert_subs_sql(b))
             con.commit()
     finally:
         con.close()
     if present:
         rep.skip("message already in mqtt_msg (same msgid: an earlier run)", n=present)
+
+
+def _not_there(cur: Any, batch: list[Msg]) -> list[Msg]:
+    """The messages of a batch whose msgid is not in mqtt_msg yet (count first: a re-run finds
+    all or none, without fetching ids)."""
+    ids = ",".join(sql_str(m.hex_id) for m in batch)
+    cur.execute(f"SELECT COUNT(DISTINCT msgid) FROM mqtt_msg WHERE msgid IN ({ids})")
+    found = cur.fetchone()[0]
+    if not found:
+        return batch
+    if found == len({m.hex_id for m in batch}):
+        return []
+    cur.execute(f"SELECT msgid FROM mqtt_msg WHERE msgid IN ({ids})")
+    there = {r[0] for r in cur.fetchall()}
+    return [m for m in batch if m.hex_id not in there]
 
 
 def _write_sql(path: str, stmts: Iterable[tuple[str, str, int]], rep: MigrationReport, total: int,
@@ -747,7 +866,8 @@ class _RedisPipe:
         except OSError as exc:
             raise CodecError(f"cannot connect to {self.where}: {exc.strerror or exc}") from None
         self.errors: list[bytes] = []
-        self.pending = bytearray()
+        self.pending = b""  # the start of a reply line not complete yet
+        self.ready = 0  # complete replies read but not yet claimed by a batch
         self.inflight: collections.deque[int] = collections.deque()
         hello = []
         if conf["password"] is not None:
@@ -774,21 +894,24 @@ class _RedisPipe:
             self._collect(self.inflight.popleft())
 
     def _collect(self, replies: int) -> None:
-        buf = self.pending
-        seen = buf.count(b"\r\n")
+        """Wait for ``replies`` more one-line replies; keep the error lines (the rest are counted only)."""
         try:
-            while seen < replies:
+            while self.ready < replies:
                 got = self.sock.recv(1 << 20)
                 if not got:
                     raise CodecError(f"{self.where} closed the connection")
-                start = max(len(buf) - 1, 0)  # a CRLF may straddle two reads
-                buf += got
-                seen += buf.count(b"\r\n", start)
+                data = self.pending + got
+                last = data.rfind(b"\r\n") + 2
+                if last < 2:
+                    self.pending = data
+                    continue
+                done, self.pending = data[:last], data[last:]
+                self.ready += done.count(b"\r\n")
+                if done.startswith(b"-") or b"\r\n-" in done:
+                    self.errors += [ln for ln in done.split(b"\r\n") if ln.startswith(b"-")]
         except OSError as exc:
             raise CodecError(f"{self.where}: {exc.strerror or exc}") from None
-        lines = bytes(buf).split(b"\r\n", replies)
-        self.pending = bytearray(lines[replies]) if len(lines) > replies else bytearray()
-        self.errors += [ln for ln in lines[:replies] if ln.startswith(b"-")]
+        self.ready -= replies
 
     def close(self) -> None:
         self.sock.close()
@@ -798,17 +921,19 @@ def _resp_batches(cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, 
                   ) -> Iterator[tuple[bytes, int, int]]:
     """(RESP bytes, replies, messages) of ``batch`` messages at a time."""
     buf: list[bytes] = []
-    replies = msgs = 0
+    replies = msgs = msg_replies = 0
     for kind, n, data in cmds:
         buf.append(data)
         replies += n
-        _tally(rep, kind, n)
         if kind == "msgs":
             msgs += 1
+            msg_replies += n
             if msgs == batch:
+                _tally(rep, msgs, msg_replies)
                 yield b"".join(buf), replies, msgs
-                buf, replies, msgs = [], 0, 0
+                buf, replies, msgs, msg_replies = [], 0, 0, 0
     if buf:
+        _tally(rep, msgs, msg_replies)
         yield b"".join(buf), replies, msgs
 
 
@@ -841,7 +966,8 @@ def _write_resp(path: str, cmds: Iterable[tuple[str, int, bytes]], rep: Migratio
     with atomic_output(path) as f:
         for kind, n, data in cmds:
             f.write(data)
-            _tally(rep, kind, n)
+            if kind == "msgs":
+                _tally(rep, 1, n)
             if kind == "msgs":
                 done += 1
                 if done % 10_000 == 0:
