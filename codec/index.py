@@ -251,16 +251,13 @@ class _Walker:
         import numpy as np
 
         types = np.frombuffer(t, dtype=np.uint32)
-        data = np.frombuffer(buf, dtype=np.uint8)
         bodies = np.frombuffer(o, dtype=np.int64) - base + self.hsize
-        dtype = np.dtype("<i8" if self.endian == "little" else ">i8")
+        at_every_byte = _strided(buf, "<i8" if self.endian == "little" else ">i8")
         for wt, name, pos, _signed in self.watch:
             rows = np.nonzero(types == wt)[0]
             if not len(rows):
                 continue
-            at = bodies[rows] + pos
-            raw = data[(at[:, None] + np.arange(8)).ravel()]
-            values = raw.view(dtype).astype(np.int64)
+            values = at_every_byte[bodies[rows] + pos].astype(np.int64)
             keep = values != 0
             if keep.any():
                 ids, vals = self.index.times[name]
@@ -273,7 +270,7 @@ class _Walker:
         types = np.frombuffer(t, dtype=np.uint32)
         lengths = np.frombuffer(ln, dtype=np.uint32).astype(np.int64)
         bodies = np.frombuffer(o, dtype=np.int64) - base + self.hsize
-        data = np.frombuffer(buf, dtype=np.uint8)
+        views: dict[int, np.ndarray] = {}
         for chunk_type, (fixed, len_fields, tail) in self.checks.items():
             sel = types == chunk_type
             if not sel.any():
@@ -283,17 +280,24 @@ class _Walker:
                 if not (np.all(got >= fixed) if tail else np.all(got == fixed)):
                     return False
                 continue
-            # one gather of the bytes spanning every length field, then combine columns
-            lo = min(p for p, _w in len_fields)
-            hi = max(p + w for p, w in len_fields)
-            raw = data[bodies[sel][:, None] + np.arange(lo, hi)].astype(np.int64)
+            at = bodies[sel]
             need = np.full(len(got), fixed, dtype=np.int64)
-            for rel_off, width in len_fields:
-                for k in range(width):
-                    need += raw[:, rel_off - lo + k] << (8 * (width - 1 - k))
+            for rel_off, width in len_fields:  # big-endian lengths, read in place (unaligned views)
+                view = views.get(width)
+                if view is None:
+                    view = views[width] = _strided(buf, f">u{width}")
+                need += view[at + rel_off]
             if not (np.all(got >= need) if tail else np.array_equal(got, need)):
                 return False
         return True
+
+
+def _strided(buf: bytes, code: str) -> Any:
+    """Numbers of dtype ``code`` starting at every byte of ``buf`` (unaligned, no copy)."""
+    import numpy as np
+
+    dt = np.dtype(code)
+    return np.ndarray((max(len(buf) - dt.itemsize + 1, 0),), dtype=dt, buffer=buf, strides=(1,))
 
 
 def _time_fields(layouts: dict[int, Layout | None]) -> list[tuple[int, str, int, bool]]:
