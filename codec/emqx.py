@@ -633,13 +633,22 @@ _ZADD = b"*4\r\n$4\r\nZADD\r\n%s$%d\r\n%s\r\n$%d\r\n%s\r\n"  # the key comes as 
 
 def redis_commands(p: Plan, opts: EmqxOptions) -> Iterator[tuple[str, int, bytes]]:
     """(kind, replies, RESP bytes) in order: subscriptions, then per message HSET, EXPIRE and a ZADD per key."""
-    for s in p.subs + p.orphan_subs:
+    yield from redis_sub_commands(p.subs + p.orphan_subs)
+    yield from redis_msg_commands(p.msgs, opts)
+
+
+def redis_sub_commands(subs: Iterable[Sub]) -> Iterator[tuple[str, int, bytes]]:
+    for s in subs:
         yield "subs", 1, resp([b"HSET", f"mqtt:sub:{s.client_id}".encode(), s.filter.encode(), str(s.qos).encode()])
+
+
+def redis_msg_commands(msgs: Iterable[Msg], opts: EmqxOptions) -> Iterator[tuple[str, int, bytes]]:
+    """Per message, in delivery order: HSET, EXPIRE and a ZADD per index key."""
     base = int(time.time() * 1000) if opts.import_ms is None else opts.import_ms
     expire_tail = b"$%d\r\n%d\r\n" % (len(str(opts.ttl)), opts.ttl)
     texts: dict[str | None, bytes] = {None: b""}  # topics, senders and index keys repeat: encode each once
     zkeys: dict[str, bytes] = {}
-    for i, m in enumerate(p.msgs):
+    for i, m in enumerate(msgs):
         b62 = redis_id(m.hex_id).encode()
         key = b"mqtt:msg:" + b62
         sender = texts.get(m.sender)
@@ -714,6 +723,9 @@ def _migrate_emqx(db: DbFile, kind: str, conf: dict[str, Any], opts: EmqxOptions
     if kind == "mysql" and not dry_run:
         _stream_mysql(conf, planner, opts, rep, prog)
         return
+    if kind == "redis" and not dry_run:
+        _stream_redis(conf, planner, opts, rep, prog)
+        return
     p = planner.finish(list(planner.messages()))
     if kind.startswith("mysql"):
         subs, msgs, widen = check_mysql_limits(p, opts, rep)
@@ -723,18 +735,19 @@ def _migrate_emqx(db: DbFile, kind: str, conf: dict[str, Any], opts: EmqxOptions
         else:
             _write_sql(conf["path"], mysql_statements(subs, msgs, widen, opts), rep, len(msgs), prog)
     else:
-        rep.count("subscriptions", len(p.subs))
-        if p.orphan_subs:
-            rep.count("extra exact-topic subscriptions", len(p.orphan_subs))
-        cmds = redis_commands(p, opts)
-        rep.notes.append(f"message hashes expire after {opts.ttl} s (--ttl) and zset scores are the import time: "
-                         "clients must reconnect within the plugin's message_ttl")
+        _count_redis_subs(rep, p, opts)
         if dry_run:
             rep.count("messages", len(p.msgs))
-        elif kind == "redis":
-            _run_redis(conf, cmds, rep, len(p.msgs), opts, prog)
         else:
-            _write_resp(conf["path"], cmds, rep, len(p.msgs), prog)
+            _write_resp(conf["path"], redis_commands(p, opts), rep, len(p.msgs), prog)
+
+
+def _count_redis_subs(rep: MigrationReport, p: Plan, opts: EmqxOptions) -> None:
+    rep.count("subscriptions", len(p.subs))
+    if p.orphan_subs:
+        rep.count("extra exact-topic subscriptions", len(p.orphan_subs))
+    rep.notes.append(f"message hashes expire after {opts.ttl} s (--ttl) and zset scores are the import time: "
+                     "clients must reconnect within the plugin's message_ttl")
 
 
 def _count_subs(rep: MigrationReport, p: Plan, subs: list[Sub], widen: str | None, opts: EmqxOptions) -> None:
@@ -935,6 +948,19 @@ def _resp_batches(cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, 
     if buf:
         _tally(rep, msgs, msg_replies)
         yield b"".join(buf), replies, msgs
+
+
+def _stream_redis(conf: dict[str, Any], planner: Planner, opts: EmqxOptions, rep: MigrationReport,
+                  prog: Callable[[str, int, int], None]) -> None:
+    """Messages go out while the rest are still being built; subscriptions (known at the end) last."""
+
+    def cmds() -> Iterator[tuple[str, int, bytes]]:
+        yield from redis_msg_commands(planner.messages(), opts)
+        p = planner.finish([])
+        _count_redis_subs(rep, p, opts)
+        yield from redis_sub_commands(p.subs + p.orphan_subs)
+
+    _run_redis(conf, cmds(), rep, len(planner.stores), opts, prog)
 
 
 def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, total: int,
