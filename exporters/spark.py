@@ -295,8 +295,20 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
         if target is None:
             return batches
         # Spark compares batches with its own Arrow rendering of the schema, whose list
-        # field names and nullability differ between PySpark versions: cast to exactly that
-        return (b if b.schema.equals(target) else b.cast(target) for b in batches)
+        # field names and nullability differ between PySpark versions: relabel to exactly that
+        return (b if b.schema.equals(target) else conform(b, target) for b in batches)
+
+
+def conform(batch: Any, target: Any) -> Any:
+    """``batch`` under the schema ``target``: types that differ only in names are relabelled in
+    place (``Array.view``, no copy); anything else is cast."""
+    import pyarrow as pa
+
+    try:
+        arrays = [c if c.type == f.type else c.view(f.type) for c, f in zip(batch.columns, target, strict=True)]
+        return pa.RecordBatch.from_arrays(arrays, schema=target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
+        return batch.cast(target)
 
 
 def _arrow_target(schema: Any) -> Any:

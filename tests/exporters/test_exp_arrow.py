@@ -258,3 +258,20 @@ def test_a_subset_of_rows_equals_taking_them_from_all(path: Path, vectorised: bo
         some = pa.Table.from_batches(list(iter_batches(db, "msg_store", rows=pick, batch_size=2, at=0,
                                                        vectorised=vectorised)), schema=whole.schema)
         assert some.equals(whole.take(pa.array(pick)))
+
+
+@pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
+def test_conform_relabels_like_a_cast(path: Path) -> None:
+    """The Spark reader's relabelling equals Arrow's cast to the schema PySpark expects (list field
+    named ``element``, columns nullable), without copying."""
+    from exporters.spark import conform
+
+    with DbFile(path) as db:
+        batch = next(iter_batches(db, "msg_store", at=0))
+    target = pa.schema([pa.field(f.name, pa.list_(pa.field("element", f.type.value_type)) if f.name == "properties"
+                                 else f.type, nullable=True) for f in batch.schema])
+    got = conform(batch, target)
+    assert got.schema.equals(target) and got.equals(batch.cast(target))
+    assert got.column("payload").buffers()[2].address == batch.column("payload").buffers()[2].address
+    odd = pa.schema([pa.field("file", pa.large_string()), *list(target)[1:]])  # a real type change: cast
+    assert conform(batch, odd).equals(batch.cast(odd))
