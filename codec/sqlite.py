@@ -281,7 +281,7 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
         if not db.empty:
             require_intact(db)
             refs = _references(db, rep, progress)
-        stored = _bulk_stores(db, tmp, refs, now_s, progress) if use_bulk and tmp and refs else None
+        stored = _bulk_stores(db, tmp, out or tmp, refs, now_s, progress) if use_bulk and tmp and refs else None
         if tmp is not None:
             con = sqlite3.connect(tmp, isolation_level=None)
         for pragma in PRAGMAS:
@@ -349,7 +349,7 @@ class _Stored:
     expired: int
 
 
-def _bulk_stores(db: DbFile, tmp: str, refs: _Refs, now: int, progress: Progress) -> _Stored:
+def _bulk_stores(db: DbFile, tmp: str, out: str, refs: _Refs, now: int, progress: Progress) -> _Stored:
     """Tables, version row and the Arrow-ready stores, committed on an ADBC connection."""
     from . import sqlite_bulk
 
@@ -369,23 +369,25 @@ def _bulk_stores(db: DbFile, tmp: str, refs: _Refs, now: int, progress: Progress
             if rows.num_rows:
                 yield rows
 
-    con = sqlite_bulk.connect(tmp)
+    failures = sqlite_bulk.error_types()
     try:
-        cur = con.cursor()
-        for pragma in PRAGMAS:
-            cur.execute(pragma)
-            cur.fetchall()
-        cur.execute("BEGIN")
-        _create_tables(cur.execute)
+        con = sqlite_bulk.connect(tmp)
         try:
+            cur = con.cursor()
+            for pragma in PRAGMAS:
+                cur.execute(pragma)
+                cur.fetchall()
+            cur.execute("BEGIN")
+            _create_tables(cur.execute)
             sqlite_bulk.ingest(con, background(batches()))
-        except Exception as exc:  # a duplicate store id: only the exact path keeps "last one wins"
-            if "UNIQUE" in str(exc) or "constraint" in str(exc).lower():
-                raise _NeedExact() from None
-            raise
-        cur.execute("COMMIT")
-    finally:
-        con.close()
+            cur.execute("COMMIT")
+        finally:
+            con.close()
+    except failures as exc:
+        text = " ".join(str(exc).split())
+        if "UNIQUE" in text or "constraint" in text.lower():  # a duplicate store id: only the exact path
+            raise _NeedExact() from None  # keeps "the last one wins"
+        raise WriteError(f"sqlite: {text}; nothing written", path=out) from None
     ids = np.concatenate(kept).view(np.uint64) if kept else np.zeros(0, np.uint64)
     return _Stored(set(ids.tolist()), slow, stats["expired"])
 

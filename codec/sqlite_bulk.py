@@ -37,6 +37,13 @@ def available() -> bool:
     return True
 
 
+def error_types() -> tuple[type[BaseException], ...]:
+    """The exceptions the ADBC driver raises (all of them derive from one ``Error``)."""
+    import adbc_driver_sqlite.dbapi as adbc
+
+    return (adbc.Error,)
+
+
 def connect(path: str) -> Any:
     """An ADBC connection to ``path`` in autocommit mode (transactions are explicit)."""
     import adbc_driver_sqlite.dbapi as adbc

@@ -386,3 +386,23 @@ def test_bulk_and_exact_paths_write_the_same_rows(src: Path | str, tmp_path: Pat
                    "FROM base_msgs ORDER BY store_id")
         assert got == [(1, "text", "text", 1), (2, "blob", "blob", 1), (3, "text", "text", 1), (4, "text", "text", 0),
                        (5, "text", "null", 1)]
+
+
+def test_a_failing_bulk_write_is_one_line_and_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An error from the C binding (disk full, I/O) becomes the usual WriteError naming the output;
+    no temp file or half-written store is left behind."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite.dbapi as adbc
+
+    from codec import sqlite_bulk
+    from codec.errors import WriteError
+
+    def broken(con: object, batches: object) -> int:
+        raise adbc.OperationalError("IO: [SQLite] database or disk is full", status_code=adbc_driver_manager.AdbcStatusCode.IO)
+
+    monkeypatch.setattr(sqlite_bulk, "ingest", broken)
+    out = tmp_path / "o.sqlite3"
+    with pytest.raises(WriteError, match="disk is full; nothing written") as err:
+        migrate(REAL_FILES[-1], out, bulk=True)
+    assert str(out) in str(err.value)
+    assert list(tmp_path.iterdir()) == []
