@@ -153,6 +153,22 @@ class Layout:
     def has_tail(self) -> bool:
         return any(f.kind == "props" for f in self.fields)
 
+    def blank(self) -> dict[str, object]:
+        """Values of a new chunk of this type: numbers 0 (or the one value a loader accepts),
+        empty text and payloads, absent optional text and properties (to be edited)."""
+        values: dict[str, object] = {}
+        for f in self.fields:
+            for name in f.values:
+                if f.kind == "str":
+                    values[name] = None if f.nullable else ""
+                elif f.kind == "bytes":
+                    values[name] = b""
+                elif f.kind == "props":
+                    values[name] = None
+                else:
+                    values[name] = 0 if f.must is None else f.must
+        return values
+
 
 # ---------------------------------------------------------------- the tables
 

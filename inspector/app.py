@@ -47,6 +47,7 @@ ACTIONS = [
     ("Edit field", "edit_field", "Edit the selected field's value"),
     ("Delete chunk", "delete", "Delete (or restore) the chunk; a client with its subs and queue"),
     ("Add a copy", "add_copy", "Insert a copy of the chunk after it, to edit into a new one"),
+    ("Add a new chunk", "add_new", "Insert a blank msg_store, client_msg, retain, sub or client after the chunk"),
     ("Undo", "undo", "Undo the last edit"),
     ("Redo", "redo", "Redo the last undone edit"),
     ("Save", "save", "Save atomically over the file"),
@@ -76,6 +77,7 @@ class InspectorApp(App[None]):
         Binding("e", "edit_field", "Edit"),
         Binding("d", "delete", "Del"),
         Binding("a", "add_copy", "Add copy", show=False),
+        Binding("A", "add_new", "Add new", show=False),
         Binding("u,ctrl+z", "undo", "Undo"),
         Binding("U,ctrl+y", "redo", "Redo", show=False),
         Binding("ctrl+s", "save", "Save"),
@@ -479,6 +481,26 @@ class InspectorApp(App[None]):
         self.refresh_after_edit()
         self.jump(new)
         self.say(f"added a copy of chunk {self.doc.new_anchor[new]} after it: edit its fields (u: undo)")
+
+    def action_add_new(self) -> None:
+        if self.item is None or self.item == DAMAGE_ROW or not self.editable() or not self.need_index():
+            return
+        self.push_screen(PromptScreen("Add a new chunk after this one: which kind?",
+                                      placeholder="msg_store, client_msg, retain, sub or client",
+                                      hint="numbers start at 0 and text empty: edit the fields next (u: undo)"),
+                         self.do_add_new)
+
+    def do_add_new(self, kind: str | None) -> None:
+        if not kind or self.item is None:
+            return
+        try:
+            new = self.doc.insert_new(self.item, kind)
+        except EditRefused as exc:
+            self.say(f"refused: {exc}", "error")
+            return
+        self.refresh_after_edit()
+        self.jump(new)
+        self.say(f"added a new {kind.strip()} after chunk {self.doc.new_anchor[new]}: edit its fields (u: undo)")
 
     def sync_rows(self) -> None:
         """Put inserted chunks among the rows (the unfiltered list only) when they change."""

@@ -317,6 +317,29 @@ class Document:
         self.apply(Edit(f"add a copy of {v.label} after it", after={new_id: (rec, False)}))
         return new_id
 
+    def insert_new(self, i: int, kind: str) -> int:
+        """Add a blank chunk of ``kind`` right after chunk ``i`` (then edit its fields); returns its virtual id.
+
+        The values come from the layout table of the file's version (``Layout.blank``): numbers
+        0, empty text and payload, no properties.
+        """
+        kinds = {k: t for k, t in chunk_kind_names().items() if t != ChunkType.CFG}
+        chunk_type = kinds.get(kind.strip().lower().replace("-", "_"))
+        if chunk_type is None:
+            labels = ", ".join(t.label for t in ChunkType if t != ChunkType.CFG)
+            raise EditRefused(f"{kind!r} is not a chunk kind to add: use one of {labels} (a file has one cfg chunk)")
+        version = self.version
+        layout = layout_for(version, chunk_type) if version is not None else None
+        if layout is None:
+            raise EditRefused("this file has no db version (an empty file): there is nothing to add to")
+        anchor = self.new_anchor[i] if i <= -2 else i
+        new_id = self._next_virtual
+        self._next_virtual -= 1
+        self.new_anchor[new_id] = anchor
+        rec = Record(int(chunk_type), layout.blank(), version)
+        self.apply(Edit(f"add a new {ChunkType(chunk_type).label} after chunk {anchor}", after={new_id: (rec, False)}))
+        return new_id
+
     def row_array(self, n: int) -> Any:
         """File chunks 0..n-1 with inserted chunks placed after their anchors (None: no inserts)."""
         if not self.new_records:

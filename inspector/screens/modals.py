@@ -28,7 +28,7 @@ HELP = """\
                 there a-f are digits: Tab out for c, d, e, f
   d             delete chunk / restore (a client: with its subs
                 and queued messages)
-  a             add a copy of the chunk after it, then edit it
+  a  A          add a copy / a blank chunk after it, then edit
   u  ctrl+z     undo            U  ctrl+y   redo
   ctrl+s        save atomically S  save as
 [b]Other[/b]

@@ -157,3 +157,15 @@ def test_big_endian_host_files_round_trip(layout: Layout, version: int, data: st
     if any(f.kind in ("u64h", "i64h", "time_t") for f in layout.fields) and raw != encode_chunk(rec):
         little = decode_chunk(version, rec.type, raw, hsize, len(raw), length)[0]
         assert little.values != rec.values
+
+
+@pytest.mark.parametrize("layout,version", CASES, ids=[f"v{v}-{lay.type.label}-{lay.abi}" for lay, v in CASES])
+def test_a_blank_chunk_encodes_and_decodes_back(layout: Layout, version: int) -> None:
+    """``Layout.blank()`` (a new chunk in the TUI) gives values every table encodes, and they decode back."""
+    values = layout.blank()
+    assert set(values) == set(layout.value_names)
+    raw = encode_chunk(Record(int(layout.type), values, version, abi=layout.abi))
+    hsize = header_size(version)
+    back, end, _ = decode_chunk(version, int(layout.type), raw, hsize, len(raw), len(raw) - hsize)
+    assert end == len(raw)
+    assert back.values == values

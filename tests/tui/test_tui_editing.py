@@ -303,3 +303,36 @@ async def test_add_a_copy_edit_it_undo_redo_and_save(v6_copy: Path) -> None:
         added = db.chunk(sub + 1).record
     assert len(raws) == 91 and raws[:sub + 1] == orig[:sub + 1] and raws[sub + 2:] == orig[sub + 1:]
     assert added.values == {**old.values, "topic": "corp/added/#"}
+
+
+async def test_add_a_new_blank_chunk_fill_it_and_save(v6_copy: Path) -> None:
+    """`A` adds a blank chunk of a chosen kind (values from the layout table); filled in, it saves as a valid chunk."""
+    from codec.check import check_file
+
+    with DbFile(v6_copy) as db:
+        retained = {c.record["store_id"] for c in db.stream() if c.kind == "retain"}
+        store = next(c for c in db.stream() if c.kind == "msg_store" and c.record["store_id"] not in retained)
+        sid, at = store.record["store_id"], store.index
+        before = [f.rule for f in check_file(db, at=0) if f.severity == "error"]
+    app = make_app(v6_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.jump(at)
+        await keys(pilot, "A")
+        assert isinstance(app.screen, PromptScreen)
+        await type_text(pilot, "cfg")
+        await keys(pilot, "enter")
+        assert "a file has one cfg chunk" in status(app) and not app.doc.new_records
+        await keys(pilot, "A")
+        await type_text(pilot, "retain")
+        await keys(pilot, "enter")
+        new = app.item
+        assert new <= -2 and app.chunks.cursor == at + 1 and app.doc.record(new).values == {"store_id": 0}
+        assert str(app.fields.root.label).startswith("retain[new]")
+        app.do_edit(new, "store_id", str(sid))
+        await keys(pilot, "ctrl+s")
+        assert "saved" in status(app)
+    with DbFile(v6_copy) as db:
+        added = db.chunk(at + 1)
+        assert added.kind == "retain" and added.record.values == {"store_id": sid}
+        assert [f.rule for f in check_file(db, at=0) if f.severity == "error"] == before
