@@ -30,7 +30,7 @@ from inspector.edits import ChunkView, Document, EditRefused
 from inspector.messages import FilterProgress, HexByteTyped, HexCursorMoved, RowHighlighted, ScanProgress, SpanSelected
 from inspector.screens.modals import CheckScreen, ConfirmQuit, HelpScreen, PromptScreen
 from inspector.widgets.chunklist import DAMAGE_ROW, ChunkList
-from inspector.widgets.data import StoreColumns, parse_filter, search_forward, stream_matches
+from inspector.widgets.data import StoreColumns, parse_filter, search_forward, stream_matches, with_edits
 from inspector.widgets.fieldtree import FieldTree
 from inspector.widgets.hexview import HexSource, HexView
 from inspector.widgets.summary import SummaryBar
@@ -99,6 +99,7 @@ class InspectorApp(App[None]):
         self.filter_gen = 0
         self.filter_rows: list[int] = []
         self.filter_text = ""
+        self.filter_spec: Any = None
         self.filter_busy = False
         self.last_search = ""
         self.status_text = ""
@@ -430,8 +431,9 @@ class InspectorApp(App[None]):
         self.filter_gen += 1
         self.filter_text = text
         keep = self.item
+        self.filter_spec = spec
         if not spec.needs_decode:
-            rows = self.store_columns().matching(spec)
+            rows = with_edits(self.store_columns().matching(spec), self.doc, spec)
             self.filter_busy = False
             self.chunks.set_rows(rows, keep=keep)
         else:
@@ -464,7 +466,8 @@ class InspectorApp(App[None]):
         self.chunks.update_size()
         if msg.done:
             self.filter_busy = False
-            self.chunks.rows = np.asarray(self.filter_rows, dtype=np.int64)
+            self.chunks.rows = with_edits(self.filter_rows, self.doc, self.filter_spec)  # inserted chunks too
+            self.chunks.update_size()
         if first and self.filter_rows:
             self.chunks.reselect()
         self.update_status()

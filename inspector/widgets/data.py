@@ -11,6 +11,7 @@ import os
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -224,6 +225,37 @@ def safe_stream(doc: Document, start: int = 0, types: list[int] | None = None) -
             i = max(i, (exc.chunk_index if exc.chunk_index is not None else i) + 1)
 
 
+def edit_matches(doc: Document, spec: FilterSpec) -> tuple[dict[int, bool], dict[int, list[int]]]:
+    """How unsaved edits change a filter's rows: for each edited file chunk whether it matches
+    now, and per anchor the inserted chunks (virtual ids, in list order) that match."""
+    sel = spec.selection()
+    edited = {i: sel.match(rec) for i, rec in doc.overlay.replaced.items() if i >= 0}
+    added: dict[int, list[int]] = {}
+    for v in sorted(doc.new_records, key=lambda v: (doc.new_anchor[v], -v)):
+        if sel.match(doc.new_records[v]):
+            added.setdefault(doc.new_anchor[v], []).append(v)
+    return edited, added
+
+
+def with_edits(rows: Any, doc: Document, spec: FilterSpec) -> np.ndarray:
+    """Filter rows read from the file, corrected for unsaved edits (edited chunks re-tested,
+    inserted chunks placed after their neighbour). Rows are file indexes in file order."""
+    rows = np.asarray(rows, dtype=np.int64)
+    if not doc.overlay.replaced and not doc.new_records:
+        return rows
+    edited, added = edit_matches(doc, spec)
+    drop = [i for i, ok in edited.items() if not ok]
+    if drop:
+        rows = rows[~np.isin(rows, np.array(drop, dtype=np.int64))]
+    now = [i for i, ok in edited.items() if ok]
+    if now:
+        rows = np.union1d(rows, np.array(now, dtype=np.int64))
+    if added:
+        order = sorted((a, -v, v) for a, vs in added.items() for v in vs)
+        rows = np.insert(rows, np.searchsorted(rows, [a for a, _, _ in order], side="right"), [v for *_, v in order])
+    return rows
+
+
 def stream_matches(doc: Document, spec: FilterSpec, cancelled: Callable[[], bool],
                    batch: int = 2000) -> Iterator[list[int]]:
     """Chunk indexes that match a text filter, in batches, streaming the file once."""
@@ -233,8 +265,9 @@ def stream_matches(doc: Document, spec: FilterSpec, cancelled: Callable[[], bool
     if kinds is not None and not sel.by_store:
         types = [int(ChunkType[k.upper()]) for k in kinds]
     found: list[int] = []
+    edited = doc.overlay.replaced
     for c in safe_stream(doc, 0, types):
-        if sel.match(c.record):
+        if sel.match(edited.get(c.index, c.record)):
             found.append(c.index)
         if len(found) >= batch or (c.index & 0x3FFF) == 0:
             if cancelled():
@@ -247,20 +280,34 @@ def stream_matches(doc: Document, spec: FilterSpec, cancelled: Callable[[], bool
 
 
 def search_forward(doc: Document, text: str, start: int, cancelled: Callable[[], bool]) -> int | None:
-    """First chunk at or after ``start`` whose summary or text fields contain ``text`` (case-insensitive)."""
+    """First chunk at or after ``start`` whose summary or text fields contain ``text`` (case-insensitive).
+
+    Unsaved edits count: an edited chunk is searched as edited, and chunks inserted after a
+    chunk (virtual ids) are searched right after it.
+    """
     needle = text.lower()
     raw_needle = text.encode("utf-8", "surrogateescape")
-    for c in safe_stream(doc, start):
-        if (c.index & 0x3FFF) == 0 and cancelled():
-            return None
-        rec = c.record
+    edited = doc.overlay.replaced
+    after: dict[int, list[int]] = {}
+    for v in sorted(doc.new_records, key=lambda v: (doc.new_anchor[v], -v)):
+        after.setdefault(doc.new_anchor[v], []).append(v)
+
+    def hit(rec: Record) -> bool:
         if needle in summary(rec).lower():
-            return c.index
+            return True
         for name in ("source_id", "source_username", "username"):
             val = rec.get(name)
             if val and needle in val.lower():
-                return c.index
+                return True
         payload = rec.get("payload")
-        if payload and raw_needle in payload:
+        return bool(payload and raw_needle in payload)
+
+    for c in safe_stream(doc, start):
+        if (c.index & 0x3FFF) == 0 and cancelled():
+            return None
+        if hit(edited.get(c.index, c.record)):
             return c.index
+        for v in after.get(c.index, ()):
+            if hit(doc.new_records[v]):
+                return v
     return None

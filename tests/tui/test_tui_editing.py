@@ -336,3 +336,51 @@ async def test_add_a_new_blank_chunk_fill_it_and_save(v6_copy: Path) -> None:
         added = db.chunk(at + 1)
         assert added.kind == "retain" and added.record.values == {"store_id": sid}
         assert [f.rule for f in check_file(db, at=0) if f.severity == "error"] == before
+
+
+async def test_filters_and_search_see_unsaved_edits(v6_copy: Path) -> None:
+    """Before saving, a filter or search finds chunks as edited, and inserted chunks too."""
+    i = find_topic(v6_copy, TOPIC)
+    app = make_app(v6_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.jump(i)
+        await settle(pilot)
+        app.do_edit(i, "topic", "corp/edited/one")
+        await keys(pilot, "a")  # a copy of the edited chunk, then a new blank retain after it
+        copy = app.item
+        app.do_edit(copy, "topic", "corp/edited/two")
+        app.jump(i)
+        await keys(pilot, "A")
+        await type_text(pilot, "retain")
+        await keys(pilot, "enter")
+        blank = app.item
+        assert app.doc.is_dirty() and not app.doc.overlay.deleted
+
+        app.apply_filter("topic:corp/edited/#")  # text filter: the file is streamed
+        await settle(pilot)
+        rows = [int(r) for r in app.chunks.rows]
+        sid = app.doc.record(i)["store_id"]
+        assert rows[:2] == [i, copy] and rows[2:]  # and what references the edited store (its retain)
+        assert all(app.doc.record(r).kind in ("retain", "client_msg") and app.doc.record(r)["store_id"] == sid
+                   for r in rows[2:])
+        app.apply_filter(f"topic:{TOPIC}")
+        await settle(pilot)
+        assert i not in [int(r) for r in app.chunks.rows]
+        app.apply_filter("type:retain")  # no text: answered from the store-id columns
+        await settle(pilot)
+        rows = [int(r) for r in app.chunks.rows]
+        assert blank in rows and rows.index(blank) == sum(1 for r in rows if 0 <= r <= i)
+        app.clear_filter()
+        await settle(pilot)
+
+        app.jump(0)
+        await settle(pilot)
+        app.do_search("corp/edited/two")
+        await settle(pilot)
+        assert app.item == copy, status(app)
+        app.jump(0)
+        await settle(pilot)
+        app.do_search(TOPIC)
+        await settle(pilot)
+        assert app.item != i
