@@ -1,7 +1,9 @@
 """A decoded chunk as a JSON-ready dict: the names `mosqdb dump --json` promises.
 
 Every chunk kind has a fixed key set (fields a version lacks are ``None``), numbers stay
-integers, binary goes to base64 (payload) or hex (property values).
+integers, binary goes to base64 (payload) or hex (property values). Text that is not valid
+UTF-8 (only a damaged or hand-made file has it: brokers check) is shown with U+FFFD for each
+bad byte, and an extra ``<field>_b64`` key carries its exact bytes, so nothing is lost.
 """
 
 from __future__ import annotations
@@ -40,11 +42,26 @@ DIRECTION_NAMES = {0: "in", 1: "out"}
 def property_to_json(p: Property) -> dict[str, Any]:
     kind = BY_ID[p.id].kind
     value: Any = p.value
+    exact: Any = None
     if kind == "bin":
         value = bytes(value).hex()
     elif kind == "pair":
         value = list(value)
-    return {"id": p.id, "name": p.name, "type": kind, "value": value}
+        if not all(_is_utf8(v) for v in value):
+            shown = [_shown(v) for v in value]
+            value, exact = [t for t, _b in shown], [b for _t, b in shown]
+    elif isinstance(value, str) and not _is_utf8(value):
+        value, exact = _shown(value)
+    out = {"id": p.id, "name": p.name, "type": kind, "value": value}
+    if exact is not None:
+        out["value_b64"] = exact
+    return out
+
+
+def _shown(text: str) -> tuple[str, str]:
+    """Text with U+FFFD for each byte that is not UTF-8, and the exact bytes as base64."""
+    raw = text.encode("utf-8", "surrogateescape")
+    return raw.decode("utf-8", "replace"), base64.b64encode(raw).decode("ascii")
 
 
 def record_fields(rec: Record) -> dict[str, Any]:
@@ -61,10 +78,24 @@ def record_fields(rec: Record) -> dict[str, Any]:
             props = vals.get("properties")
             out[name] = None if props is None else [property_to_json(p) for p in props]
         else:
-            out[name] = vals.get(name)
+            value = vals.get(name)
+            out[name] = value
+            if isinstance(value, str) and not _is_utf8(value):
+                out[name], out[f"{name}_b64"] = _shown(value)
     if rec.kind == "unknown":
         out["chunk_type"] = rec.type
     return out
+
+
+def _is_utf8(text: str) -> bool:
+    """False for text decoded with surrogateescape from bytes that are not UTF-8."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def chunk_to_json(chunk: Chunk) -> dict[str, Any]:

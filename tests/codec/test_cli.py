@@ -156,3 +156,27 @@ def test_rewrite_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     copy.write_bytes((REAL / "1.4.15-a.db").read_bytes())
     p = mosqdb("rewrite", str(copy), "-o", str(copy))
     assert p.returncode == 2 and copy.read_bytes() == (REAL / "1.4.15-a.db").read_bytes()
+
+
+def test_dump_json_keeps_the_exact_bytes_of_text_that_is_not_utf8(tmp_path: Path) -> None:
+    """Text a broker would refuse (not UTF-8) shows U+FFFD per bad byte plus `<field>_b64` with its bytes."""
+    from codec.engine import Record
+    from codec.layouts import ChunkType
+    from codec.properties import Property
+    from codec.writer import write_records
+
+    bad = b"t/\xff\xfeok".decode("utf-8", "surrogateescape")
+    pair = (b"k\xc3".decode("utf-8", "surrogateescape"), "v")
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 1}, 6),
+            Record(int(ChunkType.MSG_STORE), {"store_id": 1, "expiry_time": 0, "source_mid": 0, "source_id": "ok",
+                                              "source_username": None, "source_port": 0, "topic": bad, "qos": 0,
+                                              "retain": 0, "payload": b"x",
+                                              "properties": [Property.make(38, pair), Property.make(3, bad)]}, 6)]
+    path = tmp_path / "bad.db"
+    write_records(path, 6, recs)
+    store = next(r for r in dump(str(path)) if r["type"] == "msg_store")
+    assert store["topic"] == "t/\ufffd\ufffdok" and base64.b64decode(store["topic_b64"]) == b"t/\xff\xfeok"
+    assert "source_id_b64" not in store and store["source_id"] == "ok"
+    user, ctype = store["properties"]
+    assert user["value"] == ["k\ufffd", "v"] and [base64.b64decode(v) for v in user["value_b64"]] == [b"k\xc3", b"v"]
+    assert base64.b64decode(ctype["value_b64"]) == b"t/\xff\xfeok"
