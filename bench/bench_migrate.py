@@ -27,15 +27,18 @@ def services() -> tuple[object, object]:
     import mig_services as sv
     import pytest
 
-    def start(fixture):  # the test fixtures are generators: reuse them here
-        gen = fixture.__wrapped__() if hasattr(fixture, "__wrapped__") else fixture.__pytest_wrapped__.obj()
+    def start(gen):  # the test services are generators: reuse them here
         try:
             return gen, next(gen)
         except pytest.skip.Exception as exc:
             print(f"skipped: {exc}")
             return None, None
 
-    return start(sv.mariadb), start(sv.redis_server)
+    redis = sv.redis_server.__wrapped__ if hasattr(sv.redis_server, "__wrapped__") else \
+        sv.redis_server.__pytest_wrapped__.obj
+    # MariaDB with its own defaults (the tests shrink its buffer pool to 64 MB; a server holding an
+    # offline-message store would not run below the default 128 MB)
+    return start(sv.mariadb_server()), start(redis())
 
 
 def main() -> None:

@@ -245,7 +245,8 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
 
     from exporters.arrow import iter_batches, kind_span
 
-    from .surgery import Columns
+    from .columnar import gather_u64
+    from .layouts import header_size
 
     stores: dict[int, tuple[str | None, str, bytes, int]] = {}
     gone: set[int] = set()
@@ -255,7 +256,7 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
     done = 0
     # every store's id from its fixed place (no walk), then only the needed stores are decoded
     span = kind_span(db, "msg_store")
-    all_ids = Columns(db).gather(span.offsets, ChunkType.MSG_STORE, ("store_id",))["store_id"].astype(np.uint64)
+    all_ids = gather_u64(db.fd, span.offsets + header_size(db.version or 0), db.endian)
     rows = np.flatnonzero(wanted[np.minimum(np.searchsorted(wanted, all_ids), len(wanted) - 1)] == all_ids)
     cols = ["chunk_index", "chunk_offset", "store_id", "expiry_time", "topic", "source_id", "payload"]
     for b in iter_batches(db, "msg_store", columns=cols, rows=rows):

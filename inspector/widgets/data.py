@@ -7,7 +7,6 @@ that need text (topics, client ids) stream the file through codec.query.Selectio
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from codec import CodecError, Record
+from codec.columnar import gather_u64
 from codec.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.layouts import ChunkType, layout_for
 from codec.query import Selection, parse_store_ids, valid_filter
@@ -23,7 +23,6 @@ from inspector.edits import Document, chunk_kind_names
 
 TYPE_SHORT = {1: "cfg", 2: "msg", 3: "cmsg", 4: "ret", 5: "sub", 6: "clnt"}
 STORE_TYPES = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG), int(ChunkType.RETAIN))
-BLOCK = 1 << 22
 
 
 def clip(text: str, n: int = 60) -> str:
@@ -134,7 +133,6 @@ class StoreColumns:
         self.types = types
         self.ids = np.zeros(n, dtype=np.uint64)
         self.has = np.zeros(n, dtype=bool)
-        dtype = np.dtype("<u8" if doc.endian == "little" else ">u8")
         for t in STORE_TYPES:
             rel = _store_id_offset(doc.version, t)
             if rel is None:  # e.g. a v2-v4 client_msg starts with its client id: decode those
@@ -145,7 +143,7 @@ class StoreColumns:
             sel_all = np.flatnonzero(types == t)
             for k in range(0, len(sel_all), 1 << 18):  # bounded temporaries on millions of chunks
                 sel = sel_all[k:k + (1 << 18)]
-                self.ids[sel] = _gather_u64(doc.db.fd, offsets[sel] + doc.hsize + rel, dtype)
+                self.ids[sel] = gather_u64(doc.db.fd, offsets[sel] + doc.hsize + rel, doc.endian)
                 self.has[sel] = True
             del sel_all
         self.store_rows = np.nonzero(types == int(ChunkType.MSG_STORE))[0]
@@ -188,26 +186,6 @@ def _store_id_offset(version: int, t: int) -> int | None:
         pos += f.size if f.kind == "pad" else {"u8": 1, "u16": 2, "u32": 4, "u64h": 8, "i64h": 8,
                                                  "len16": 2, "len32": 4, "nibbles": 1}[f.kind]
     return None
-
-
-def _gather_u64(fd: int, pos: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """8 bytes at each (sorted) file position, read block by block with n-sized temporaries."""
-    out = np.zeros(len(pos), dtype=np.uint64)
-    little = dtype.byteorder == "<" or (dtype.byteorder == "=" and np.little_endian)
-    k = 0
-    while k < len(pos):
-        base = int(pos[k])
-        block = os.pread(fd, BLOCK + 8, base)
-        data = np.frombuffer(block, dtype=np.uint8)
-        end = max(int(np.searchsorted(pos, base + len(block) - 7, side="left")), k + 1)
-        rel = pos[k:end] - base
-        acc = np.zeros(len(rel), dtype=np.uint64)
-        for b in range(8):
-            shift = np.uint64(8 * (b if little else 7 - b))
-            acc |= data[rel + b].astype(np.uint64) << shift
-        out[k:end] = acc
-        k = end
-    return out
 
 
 def safe_stream(doc: Document, start: int = 0, types: list[int] | None = None) -> Iterator:

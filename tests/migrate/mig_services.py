@@ -48,9 +48,17 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait()
 
 
+TEST_TUNING = ("--innodb-buffer-pool-size=64M", "--innodb-flush-log-at-trx-commit=2")  # light for tests
+
+
 @pytest.fixture(scope="module")
 def mariadb() -> Iterator[dict]:
     """A throwaway MariaDB; yields connection settings (root, no password, grant tables off)."""
+    yield from mariadb_server(TEST_TUNING)
+
+
+def mariadb_server(tuning: tuple[str, ...] = ()) -> Iterator[dict]:
+    """Start MariaDB (``tuning``: extra server options; none = the server's defaults), yield, stop."""
     if not (MARIADBD and INSTALL_DB):
         pytest.skip("MariaDB is not installed (apt-get install mariadb-server; scripts/bootstrap.sh does it)")
     tmp = Path(tempfile.mkdtemp(prefix="mosqdb-mariadb-"))
@@ -66,8 +74,7 @@ def mariadb() -> Iterator[dict]:
     with open(log, "w") as lf:
         proc = subprocess.Popen([MARIADBD, "--no-defaults", "--user=root", f"--datadir={data}",
                                  f"--socket={tmp}/sock", "--bind-address=127.0.0.1", f"--port={port}",
-                                 "--skip-grant-tables", "--skip-log-bin", "--innodb-buffer-pool-size=64M",
-                                 "--innodb-flush-log-at-trx-commit=2", f"--pid-file={tmp}/pid"],
+                                 "--skip-grant-tables", "--skip-log-bin", *tuning, f"--pid-file={tmp}/pid"],
                                 stdout=lf, stderr=subprocess.STDOUT)
     try:
         _wait_port(port, proc, 60, log)
