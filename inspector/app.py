@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -476,14 +476,7 @@ class InspectorApp(App[None]):
     def action_add_copy(self) -> None:
         if self.item is None or self.item == DAMAGE_ROW or not self.editable() or not self.need_index():
             return
-        try:
-            new = self.doc.insert_copy(self.item)
-        except EditRefused as exc:
-            self.say(f"refused: {exc}", "error")
-            return
-        self.refresh_after_edit()
-        self.jump(new)
-        self.say(f"added a copy of chunk {self.doc.new_anchor[new]} after it: edit its fields (u: undo)")
+        self.insert_chunk(lambda: self.doc.insert_copy(self.item), "a copy of chunk {anchor} after it")
 
     def action_add_new(self) -> None:
         if self.item is None or self.item == DAMAGE_ROW or not self.editable() or not self.need_index():
@@ -496,14 +489,19 @@ class InspectorApp(App[None]):
     def do_add_new(self, kind: str | None) -> None:
         if not kind or self.item is None:
             return
+        item = self.item
+        self.insert_chunk(lambda: self.doc.insert_new(item, kind), "a new " + kind.strip() + " after chunk {anchor}")
+
+    def insert_chunk(self, insert: Callable[[], int], what: str) -> None:
+        """Run an insertion, show the new chunk and say what was added (``what`` names ``{anchor}``)."""
         try:
-            new = self.doc.insert_new(self.item, kind)
+            new = insert()
         except EditRefused as exc:
             self.say(f"refused: {exc}", "error")
             return
         self.refresh_after_edit()
         self.jump(new)
-        self.say(f"added a new {kind.strip()} after chunk {self.doc.new_anchor[new]}: edit its fields (u: undo)")
+        self.say(f"added {what.replace('{anchor}', str(self.doc.new_anchor[new]))}: edit its fields (u: undo)")
 
     def sync_rows(self) -> None:
         """Put inserted chunks among the rows (the unfiltered list only) when they change."""
