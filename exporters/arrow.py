@@ -22,7 +22,7 @@ from codec.errors import CodecError
 from codec.index import ChunkIndex, scan
 from codec.reader import Chunk
 
-from .columnar import assemble, decode_batch, property_rows, read_block
+from .columnar import assemble, decode_batch, invalid_column, property_rows, read_block, shown_text
 from .schema import EXPIRY_SOURCES, KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
 
 DEFAULT_BATCH = 32_768
@@ -91,16 +91,18 @@ def chunks_to_batch(db: DbFile, kind: str, chunks: list[Chunk], at: float | None
     """The slow path: codec records to a batch (one Python value per field)."""
     cols: dict[str, pa.Array] = {}
     schema = SCHEMAS[kind]
+    issues: list[list[dict[str, Any]]] = [[] for _ in chunks]
     for name in VALUE_NAMES[kind]:
         values = [c.record.values.get(name) for c in chunks]
         if name == "properties":
-            values = [property_rows(v) for v in values]
+            values = [property_rows(v, bad) for v, bad in zip(values, issues, strict=True)]
         elif schema.field(name).type == pa.string():
-            values = [None if v is None else v.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-                      for v in values]
+            values = [shown_text(v, name, bad) for v, bad in zip(values, issues, strict=True)]
         elif schema.field(name).type == pa.int64():
             values = [None if v is None else (v - (1 << 64) if v >= 1 << 63 else v) for v in values]
         cols[name] = pa.array(values, schema.field(name).type)
+    if "invalid_utf8" in schema.names:
+        cols["invalid_utf8"] = invalid_column({i: bad for i, bad in enumerate(issues) if bad}, len(chunks))
     idx = np.array([c.index for c in chunks], dtype=np.int64)
     offs = np.array([c.offset for c in chunks], dtype=np.int64)
     return assemble(kind, cols, _meta(db, kind, idx, offs), len(chunks), at)

@@ -26,7 +26,7 @@ from codec.layouts import FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size
 from codec.properties import BY_ID, decode_properties
 from codec.timeview import NEVER_INTERVAL
 
-from .schema import PROPERTIES, SCHEMAS, TIME_COLUMNS, TIMESTAMP
+from .schema import INVALID_UTF8, PROPERTIES, SCHEMAS, TIME_COLUMNS, TIMESTAMP
 
 PAD = 16  # zero bytes after a block so 16-byte gathers never leave it
 _MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
@@ -87,32 +87,66 @@ def _views_array(block: Block, starts: np.ndarray, lens: np.ndarray, valid: np.n
     return pa.Array.from_buffers(pa.binary_view(), n, [bitmap, pa.py_buffer(v), pa.py_buffer(block.data)])
 
 
-def _text(views: pa.Array, block: Block, starts: np.ndarray, lens: np.ndarray) -> pa.Array:
+Issues = dict[int, list[dict[str, Any]]]  # row -> [{field, bytes}] of its text that is not UTF-8
+
+
+def _text(views: pa.Array, block: Block, starts: np.ndarray, lens: np.ndarray, name: str, issues: Issues
+          ) -> pa.Array:
     try:
         return views.cast(pa.string())
-    except pa.ArrowInvalid:  # invalid UTF-8 somewhere: replace it, value by value
+    except pa.ArrowInvalid:  # invalid UTF-8 somewhere: replace it value by value, keep the bytes aside
         raw = block.raw
-        out = [
-            None if not views[i].is_valid else bytes(raw[s : s + n]).decode("utf-8", "replace")
-            for i, (s, n) in enumerate(zip(starts.tolist(), lens.tolist(), strict=True))
-        ]
+        out: list[str | None] = []
+        for i, (s, n) in enumerate(zip(starts.tolist(), lens.tolist(), strict=True)):
+            if not views[i].is_valid:
+                out.append(None)
+                continue
+            value = bytes(raw[s : s + n])
+            try:
+                out.append(value.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.append(value.decode("utf-8", "replace"))
+                issues.setdefault(i, []).append({"field": name, "bytes": value})
         return pa.array(out, pa.string())
 
 
-def property_rows(props: list[Any] | None) -> list[dict[str, Any]] | None:
-    """Codec properties as the Arrow struct rows (see schema.py)."""
+def shown_text(value: str | None, field: str, issues: list[dict[str, Any]]) -> str | None:
+    """A codec string (surrogate-escaped where its bytes are not UTF-8) as valid text; the exact
+    bytes of one that is not go to ``issues``."""
+    if value is None or value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        raw = value.encode("utf-8", "surrogateescape")
+        issues.append({"field": field, "bytes": raw})
+        return raw.decode("utf-8", "replace")
+
+
+def invalid_column(issues: Issues, n: int) -> pa.Array:
+    return pa.array([issues.get(i) for i in range(n)], INVALID_UTF8) if issues else pa.nulls(n, INVALID_UTF8)
+
+
+def property_rows(props: list[Any] | None, issues: list[dict[str, Any]] | None = None
+                  ) -> list[dict[str, Any]] | None:
+    """Codec properties as the Arrow struct rows (see schema.py); text that is not UTF-8 is shown
+    with U+FFFD and its bytes go to ``issues`` as ``properties[k].key`` / ``.value``."""
     if props is None:
         return None
+    bad: list[dict[str, Any]] = [] if issues is None else issues
     rows = []
-    for p in props:
+    for k, p in enumerate(props):
         kind = BY_ID[p.id].kind
         key = None
         if kind == "pair":
             key, value = p.value
+            key = shown_text(key, f"properties[{k}].key", bad)
+            value = shown_text(value, f"properties[{k}].value", bad)
         elif kind == "bin":
             value = bytes(p.value).hex()
         else:
-            value = str(p.value)
+            value = shown_text(str(p.value), f"properties[{k}].value", bad)
         rows.append({"id": p.id, "name": p.name, "type": kind, "value": value, "key": key})
     return rows
 
@@ -158,6 +192,7 @@ def decode_batch(
         return None  # an ABI variant (32-bit broker): let the codec choose per chunk
     types = SCHEMAS[ctype.label]
     cols: dict[str, pa.Array] = {}
+    issues: Issues = {}
     for name, values in ints.items():
         atype = types.field(name).type
         if values.dtype == np.uint64:
@@ -170,12 +205,15 @@ def decode_batch(
             starts, sizes = spans[f.name]
             valid = (sizes > 0) if f.nullable else None
             views = _views_array(block, starts, sizes, valid)
-            cols[f.name] = views.cast(pa.binary()) if f.kind == "bytes" else _text(views, block, starts, sizes)
+            cols[f.name] = (views.cast(pa.binary()) if f.kind == "bytes"
+                            else _text(views, block, starts, sizes, f.name, issues))
         elif f.kind == "props":
-            props = _properties(block, *spans[f.name])
+            props = _properties(block, *spans[f.name], issues)
             if props is None:
                 return None
             cols[f.name] = props
+    if "invalid_utf8" in types.names:
+        cols["invalid_utf8"] = invalid_column(issues, len(offsets))
     return cols
 
 
@@ -194,7 +232,7 @@ def _walked(layout: Layout, body: np.ndarray, spans: dict[str, tuple[np.ndarray,
     return starts + sizes + fixed - body
 
 
-def _properties(block: Block, starts: np.ndarray, sizes: np.ndarray) -> pa.Array | None:
+def _properties(block: Block, starts: np.ndarray, sizes: np.ndarray, issues: Issues) -> pa.Array | None:
     """The property tails (one Python list per non-empty tail; they are rare)."""
     n = len(starts)
     have = np.flatnonzero(sizes)
@@ -205,7 +243,10 @@ def _properties(block: Block, starts: np.ndarray, sizes: np.ndarray) -> pa.Array
     for i in have.tolist():
         s = int(starts[i])
         try:
-            rows[i] = property_rows(decode_properties(raw, s, s + int(sizes[i])))
+            bad: list[dict[str, Any]] = []
+            rows[i] = property_rows(decode_properties(raw, s, s + int(sizes[i])), bad)
+            if bad:
+                issues.setdefault(i, []).extend(bad)
         except CodecError:
             return None
     return pa.array(rows, PROPERTIES)

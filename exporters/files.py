@@ -206,6 +206,10 @@ def _json_value(v: Any) -> Any:
         return base64.b64encode(v).decode("ascii")
     if isinstance(v, datetime):
         return v.isoformat()
+    if isinstance(v, list):
+        return [_json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json_value(x) for k, x in v.items()}
     return v
 
 

@@ -14,13 +14,16 @@ u64h       int64          store ids / last_db_id: the 64 bits reinterpreted as s
                           >= 2**63 come out negative (``id & (2**64 - 1)`` gives them back)
 i64h       int64          absolute Unix seconds; a ``*_ts`` timestamp column follows (null for 0)
 time_t     int64          v3/v4 ``disconnect_t`` (4 or 8 bytes on disk)
-str        string         invalid UTF-8 is replaced by U+FFFD (the codec keeps bytes exact)
+str        string         invalid UTF-8 is replaced by U+FFFD; the exact bytes go to ``invalid_utf8``
 bytes      binary         ``payload``
 props      list<struct>   id:int32, name, type, value (string: ints in decimal, binary as hex,
                           a user property's value) and key (a user property's key, else null)
 =========  =============  =====================================================================
 
 Each row also has ``file`` (full path), ``db_version``, ``chunk_index`` and ``chunk_offset``.
+Kinds with text end with ``invalid_utf8``: null, unless some text of the row is not UTF-8
+(only a damaged or hand-made file has such text: brokers refuse it); then a list of
+``{field, bytes}`` - ``topic``, ``properties[2].value``... - with the exact bytes.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ PROPERTY = pa.struct(
     [("id", pa.int32()), ("name", pa.string()), ("type", pa.string()), ("value", pa.string()), ("key", pa.string())]
 )
 PROPERTIES = pa.list_(PROPERTY)
+INVALID_UTF8 = pa.list_(pa.struct([("field", pa.string()), ("bytes", pa.binary())]))
 ARROW_OF_KIND = {
     "u8": pa.int16(),
     "nibbles": pa.int16(),
@@ -94,6 +98,8 @@ def _build(kind: str) -> pa.Schema:
             fields.append(pa.field(TIME_COLUMNS[name], TIMESTAMP))
     if kind in EXPIRY_SOURCES:
         fields += EXPIRY
+    if any(t in (pa.string(), PROPERTIES) for t in types.values()):
+        fields.append(pa.field("invalid_utf8", INVALID_UTF8))
     return pa.schema(fields)
 
 

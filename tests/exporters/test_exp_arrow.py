@@ -275,3 +275,53 @@ def test_conform_relabels_like_a_cast(path: Path) -> None:
     assert got.column("payload").buffers()[2].address == batch.column("payload").buffers()[2].address
     odd = pa.schema([pa.field("file", pa.large_string()), *list(target)[1:]])  # a real type change: cast
     assert conform(batch, odd).equals(batch.cast(odd))
+
+
+def not_utf8_db(path: Path) -> Path:
+    """A store whose topic, a user-property key and a content type are not UTF-8 (brokers refuse such text)."""
+    from codec.engine import Record
+    from codec.layouts import ChunkType
+    from codec.properties import Property
+    from codec.writer import write_records
+
+    bad = b"t/\xff\xfeok".decode("utf-8", "surrogateescape")
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, 6),
+            Record(int(ChunkType.MSG_STORE), {"store_id": 1, "expiry_time": 0, "source_mid": 0, "source_id": "ok",
+                                              "source_username": None, "source_port": 0, "topic": "fine", "qos": 0,
+                                              "retain": 0, "payload": b"a", "properties": None}, 6),
+            Record(int(ChunkType.MSG_STORE), {"store_id": 2, "expiry_time": 0, "source_mid": 0, "source_id": "ok",
+                                              "source_username": None, "source_port": 0, "topic": bad, "qos": 0,
+                                              "retain": 0, "payload": b"x", "properties": [
+                                                  Property.make(38, (b"k\xc3".decode("utf-8", "surrogateescape"), "v")),
+                                                  Property.make(3, bad)]}, 6),
+            Record(int(ChunkType.RETAIN), {"store_id": 2}, 6)]
+    write_records(path, 6, recs)
+    return path
+
+
+@pytest.mark.parametrize("vectorised", [True, False], ids=["columnar", "per-chunk"])
+def test_text_that_is_not_utf8_keeps_its_bytes(tmp_path: Path, vectorised: bool) -> None:
+    """Arrow strings must be UTF-8: they show U+FFFD, and `invalid_utf8` holds the exact bytes."""
+    path = not_utf8_db(tmp_path / "bad.db")
+    with DbFile(path) as db:
+        t = pa.Table.from_batches(list(iter_batches(db, "msg_store", vectorised=vectorised, at=0)))
+    assert t.column("topic").to_pylist() == ["fine", "t/\ufffd\ufffdok"]
+    assert t.column("invalid_utf8").to_pylist() == [None, [
+        {"field": "topic", "bytes": b"t/\xff\xfeok"},
+        {"field": "properties[0].key", "bytes": b"k\xc3"},
+        {"field": "properties[1].value", "bytes": b"t/\xff\xfeok"}]]
+    assert t.column("properties")[1].as_py()[0]["key"] == "k\ufffd"
+
+
+def test_messages_jsonl_carries_the_bytes_in_base64(tmp_path: Path) -> None:
+    import base64
+    import json
+
+    from exporters.files import export_jsonl
+
+    path = not_utf8_db(tmp_path / "bad.db")
+    out = tmp_path / "m.jsonl"
+    export_jsonl([str(path)], str(out), kinds=["messages"])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    bad = next(r for r in rows if r["store_id"] == 2)
+    assert bad["retained"] and base64.b64decode(bad["invalid_utf8"][0]["bytes"]) == b"t/\xff\xfeok"

@@ -159,3 +159,14 @@ def test_schema_types_in_spark(spark) -> None:  # type: ignore[no-untyped-def]
     narrow = load(spark, "msg_store", REAL_FILES[0], columns="topic,qos")
     assert narrow.columns == ["topic", "qos"]
     assert sorted(tuple(r) for r in narrow.collect()) == sorted(tuple(r) for r in df.select("topic", "qos").collect())
+
+
+def test_text_that_is_not_utf8_reaches_spark_with_its_bytes(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from test_exp_arrow import not_utf8_db
+
+    path = not_utf8_db(tmp_path / "bad.db")
+    rows = {r["store_id"]: r for r in load(spark, "msg_store", path).collect()}
+    assert rows[1]["invalid_utf8"] is None
+    assert rows[2]["topic"] == "t/\ufffd\ufffdok"
+    assert [(i["field"], bytes(i["bytes"])) for i in rows[2]["invalid_utf8"]] == [
+        ("topic", b"t/\xff\xfeok"), ("properties[0].key", b"k\xc3"), ("properties[1].value", b"t/\xff\xfeok")]
