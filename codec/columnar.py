@@ -156,6 +156,13 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
     return ints, spans
 
 
+def in_sorted(wanted: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Which ``values`` are in ``wanted`` (sorted, same dtype): one binary search each."""
+    if not len(wanted):
+        return np.zeros(len(values), dtype=bool)
+    return wanted[np.minimum(np.searchsorted(wanted, values), len(wanted) - 1)] == values
+
+
 def gather_u64(fd: int, positions: np.ndarray, endian: str = "little", block: int = 1 << 22) -> np.ndarray:
     """The 8-byte host-order numbers at ascending file ``positions`` (e.g. every store's id, the
     first field of its body in every version), read block by block with pread: no walk, no mmap

@@ -237,49 +237,31 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
                  ) -> tuple[dict[int, tuple[str | None, str, bytes, int]], set[int]]:
     """(sender, topic, payload, B.2 timestamp) of the needed, unexpired stores; and the ids left out.
 
-    Every store's id is read from its fixed place at the start of the body (no walk); only
-    the needed stores are then decoded, as Arrow columns. Rows whose text may have been
-    replaced (U+FFFD) are looked at one by one, to tell real invalid UTF-8 apart.
+    Only the needed stores are decoded (their ids are read in place first), as Arrow columns;
+    the ``invalid_utf8`` column says which topics and senders are not UTF-8.
     """
-    import pyarrow.compute as pc
-
-    from exporters.arrow import iter_batches, kind_span
-
-    from .columnar import gather_u64
-    from .layouts import header_size
+    from exporters.arrow import iter_batches, store_rows
 
     stores: dict[int, tuple[str | None, str, bytes, int]] = {}
     gone: set[int] = set()
-    wanted = np.sort(np.fromiter(needed, dtype=np.uint64, count=len(needed)))
-    if not len(wanted):
-        return stores, gone
+    rows = store_rows(db, np.sort(np.fromiter(needed, dtype=np.uint64, count=len(needed))))
     done = 0
-    # every store's id from its fixed place (no walk), then only the needed stores are decoded
-    span = kind_span(db, "msg_store")
-    all_ids = gather_u64(db.fd, span.offsets + header_size(db.version or 0), db.endian)
-    rows = np.flatnonzero(wanted[np.minimum(np.searchsorted(wanted, all_ids), len(wanted) - 1)] == all_ids)
-    cols = ["chunk_index", "chunk_offset", "store_id", "expiry_time", "topic", "source_id", "payload"]
+    cols = ["chunk_offset", "store_id", "expiry_time", "topic", "source_id", "payload", "invalid_utf8"]
     for b in iter_batches(db, "msg_store", columns=cols, rows=rows):
-        done = min(done + b.num_rows, len(rows))
+        done += b.num_rows
         progress("reading", done, len(rows))
         sid = b.column("store_id").to_numpy().view(np.uint64)
         exp = b.column("expiry_time").fill_null(0).to_numpy()
         bad = (exp > 0) & (exp <= now)
-        suspect = pc.or_(pc.fill_null(pc.match_substring(b.column("topic"), "\ufffd"), False),
-                         pc.fill_null(pc.match_substring(b.column("source_id"), "\ufffd"), False))
-        for i in np.flatnonzero(suspect.to_numpy(zero_copy_only=False) & ~bad).tolist():
-            rec = db.chunk(b.column("chunk_index")[i].as_py()).record
-            try:
-                rec["topic"].encode("utf-8")
-                (rec["source_id"] or "").encode("utf-8")
-            except UnicodeEncodeError:
-                bad[i] = True
-                gone.add(int(rec["store_id"]))
-                offset = b.column("chunk_offset")[i].as_py()
-                rep.skip("topic or sender is not valid UTF-8", f"store {rec['store_id']} at offset {offset}")
-        for i in np.flatnonzero((exp > 0) & (exp <= now)).tolist():
+        for i in np.flatnonzero(bad).tolist():
             gone.add(int(sid[i]))
             rep.skip("stored message expired", f"store {int(sid[i])}")
+        invalid = b.column("invalid_utf8")
+        for i in np.flatnonzero(invalid.is_valid().to_numpy(zero_copy_only=False) & ~bad).tolist():
+            bad[i] = True
+            gone.add(int(sid[i]))
+            rep.skip("topic or sender is not valid UTF-8",
+                     f"store {int(sid[i])} at offset {b.column('chunk_offset')[i].as_py()}")
         if bad.any():
             b = b.filter(~bad)
         ids = b.column("store_id").to_numpy().view(np.uint64).tolist()

@@ -345,7 +345,7 @@ class _Stored:
     """Stores already written by the bulk path, and the chunks left to the exact path."""
 
     written: set[int]
-    slow: list[int]
+    slow: set[int]  # store ids
     expired: int
 
 
@@ -356,14 +356,14 @@ def _bulk_stores(db: DbFile, tmp: str, out: str, refs: _Refs, now: int, progress
     wanted = np.sort(np.fromiter(refs.needed, dtype=np.uint64, count=len(refs.needed)))
     stats = {"expired": 0, "dropped_props": 0}
     kept: list[np.ndarray] = []
-    slow: list[int] = []
+    slow: set[int] = set()
     done = 0
 
     def batches() -> Iterator[Any]:
         nonlocal done
-        for rows, slow_rows, n in sqlite_bulk.store_batches(db, wanted, now, stats):
+        for rows, slow_ids, n in sqlite_bulk.store_batches(db, wanted, now, stats):
             kept.append(rows.column("store_id").to_numpy())
-            slow.extend(slow_rows)
+            slow.update(slow_ids)
             done = min(done + n, refs.n_store)
             progress("messages", done, refs.n_store)
             if rows.num_rows:
@@ -436,23 +436,6 @@ def _insert_ints(con: sqlite3.Connection, table: str, values: list[int]) -> None
         con.executemany(f"INSERT INTO {table} VALUES (?)", ((v,) for v in values))
 
 
-def _record_store_row(db: DbFile, i: int, stats: dict[str, int]) -> tuple[Any, ...]:
-    """The base_msgs row of MSG_STORE chunk ``i``, from its decoded record (the exact path)."""
-    chunk = db.chunk(i)
-    v = chunk.record.values
-
-    def raw(name: str) -> bytes:
-        val = v.get(name)
-        return b"" if val is None else val.encode("utf-8", "surrogateescape")
-
-    props, dropped = props_json(v.get("properties") or [])
-    stats["dropped_props"] += dropped
-    payload = bytes(v["payload"])
-    return (signed64(v["store_id"]), v.get("expiry_time", 0), text(raw("topic")), payload or None,
-            text(raw("source_id")) or None, text(raw("source_username")) or None, len(payload),
-            v.get("source_mid", 0), v.get("source_port", 0), v["qos"], v["retain"], props)
-
-
 def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs, stored: _Stored | None,
           session_expiry: int, now: int, progress: Progress) -> None:
     assert db.version is not None
@@ -462,16 +445,16 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs
 
     done = 0
     stats = {"expired": 0, "dropped_props": 0}
-    if stored is not None:  # the bulk path wrote the rest; these need Python
+    if stored is not None:  # the bulk path wrote the rest; the stores that need Python go the exact way
         written = stored.written
         stats["expired"] = stored.expired
-        for i in stored.slow:
-            row = _record_store_row(db, i, stats)
-            sid = row[0] if row[0] >= 0 else row[0] + WRAP
-            if sid in written:
-                raise _NeedExact()
-            con.execute(INSERT_STORE, row)
-            written.add(sid)
+        if stored.slow & written:
+            raise _NeedExact()  # a duplicate store id across the two paths: "the last one wins" needs one
+        exact = {"expired": 0, "dropped_props": 0}  # expiry was counted by the bulk path
+        for batch, _n in _store_batches(db, stored.slow, now, exact) if stored.slow else ():
+            con.executemany(INSERT_STORE, batch)
+            written.update(r[0] if r[0] >= 0 else r[0] + WRAP for r in batch)
+        stats["dropped_props"] += exact["dropped_props"]
     else:
         written = set()
         # rows are built in a thread while sqlite inserts the previous batch (it releases the GIL)

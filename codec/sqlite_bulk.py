@@ -6,9 +6,9 @@ the columnar exporter (``exporters.arrow.iter_batches``: one layout walk, Arrow 
 the file bytes), are filtered and shaped with Arrow compute, and ADBC's sqlite driver binds
 them from the Arrow buffers.
 
-Rows that need Python stay on the exact path (:func:`codec.sqlite.store_row`): MQTT v5
-property tails (turned into the plugin's JSON) and strings that are not valid UTF-8 (bound
-as BLOBs, byte for byte - Arrow strings would replace them). Without ``adbc-driver-sqlite``
+Rows that need Python stay on the exact path (``codec.sqlite``): MQTT v5 property tails
+(turned into the plugin's JSON) and text that is not UTF-8 (the exporters' ``invalid_utf8``
+column; bound as BLOBs, byte for byte - Arrow strings would replace them). Without ``adbc-driver-sqlite``
 everything takes the exact path; the rows are the same either way (tested).
 """
 
@@ -21,11 +21,8 @@ import numpy as np
 
 from .reader import DbFile
 
-COLUMNS = ("store_id", "expiry_time", "topic", "payload", "source_id", "source_username", "payloadlen",
-           "source_mid", "source_port", "qos", "retain", "properties")
-READ = ["chunk_index", "store_id", "expiry_time", "topic", "payload", "source_id", "source_username", "source_mid",
-        "source_port", "qos", "retain", "properties"]
-TEXT = ("topic", "source_id", "source_username")
+READ = ["store_id", "expiry_time", "topic", "payload", "source_id", "source_username", "source_mid", "source_port",
+        "qos", "retain", "properties", "invalid_utf8"]
 
 
 def available() -> bool:
@@ -53,8 +50,8 @@ def connect(path: str) -> Any:
 
 def store_batches(db: DbFile, wanted: np.ndarray, now: int, stats: dict[str, int]
                   ) -> Iterator[tuple[Any, list[int], int]]:
-    """Per batch of MSG_STOREs: the ``base_msgs`` rows Arrow can carry, the chunk indexes of the
-    wanted rows that need the exact path, and how many chunks the batch covered.
+    """Per batch of MSG_STOREs: the ``base_msgs`` rows Arrow can carry, the ids of the wanted stores
+    that need the exact path, and how many chunks the batch covered.
 
     ``wanted``: sorted uint64 store ids. Expired stores are counted in ``stats["expired"]``.
     """
@@ -63,31 +60,29 @@ def store_batches(db: DbFile, wanted: np.ndarray, now: int, stats: dict[str, int
 
     from exporters.arrow import iter_batches
 
+    from .columnar import in_sorted
+
     schema = pa.schema([("store_id", pa.int64()), ("expiry_time", pa.int64()), ("topic", pa.string()),
                         ("payload", pa.binary()), ("source_id", pa.string()), ("source_username", pa.string()),
                         ("payloadlen", pa.int64()), ("source_mid", pa.int64()), ("source_port", pa.int64()),
                         ("qos", pa.int64()), ("retain", pa.int64()), ("properties", pa.string())])
+
+    def empty_null(arr: Any) -> Any:
+        return pc.if_else(pc.equal(pc.binary_length(arr), 0), pa.scalar(None, arr.type), arr)
+
+    # the migration wants nearly every store: decode them all and drop the rest (cheaper than
+    # reading the ids first to pick, as exporters.arrow.store_rows does for a few)
     for batch in iter_batches(db, "msg_store", columns=READ):
         n = batch.num_rows
-        sid = batch.column("store_id").to_numpy().view(np.uint64)
-        pos = np.searchsorted(wanted, sid)
-        keep = wanted[np.minimum(pos, len(wanted) - 1)] == sid if len(wanted) else np.zeros(n, bool)
+        keep = in_sorted(wanted, batch.column("store_id").to_numpy().view(np.uint64))
         exp = batch.column("expiry_time").fill_null(0).to_numpy()
         dead = keep & (exp > 0) & (exp <= now)
         stats["expired"] += int(dead.sum())
-        keep &= ~dead
-        b = batch.filter(pa.array(keep))
-        # rows Arrow cannot carry exactly: property tails, and text that may have been replaced
-        slow = b.column("properties").is_valid()
-        for name in TEXT:
-            slow = pc.or_(slow, pc.fill_null(pc.match_substring(b.column(name), "\ufffd"), False))
-        slow_np = slow.to_numpy(zero_copy_only=False)
-        slow_rows = b.column("chunk_index").to_numpy()[slow_np].tolist()
+        b = batch.filter(pa.array(keep & ~dead))
+        # rows Arrow cannot carry exactly: property tails (the plugin's JSON) and text that is not UTF-8
+        slow = pc.or_(b.column("properties").is_valid(), b.column("invalid_utf8").is_valid())
+        slow_ids = b.column("store_id").to_numpy().view(np.uint64)[slow.to_numpy(zero_copy_only=False)].tolist()
         b = b.filter(pc.invert(slow))
-
-        def empty_null(arr: Any) -> Any:
-            return pc.if_else(pc.equal(pc.binary_length(arr), 0), pa.scalar(None, arr.type), arr)
-
         payload = b.column("payload")
         rows = pa.RecordBatch.from_arrays([
             b.column("store_id"),
@@ -100,7 +95,7 @@ def store_batches(db: DbFile, wanted: np.ndarray, now: int, stats: dict[str, int
             *(b.column(c).fill_null(0).cast(pa.int64()) for c in ("source_mid", "source_port", "qos", "retain")),
             pa.nulls(b.num_rows, pa.string()),
         ], schema=schema)
-        yield rows, slow_rows, n
+        yield rows, slow_ids, n
 
 
 def ingest(con: Any, batches: Iterator[Any]) -> int:

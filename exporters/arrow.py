@@ -18,8 +18,10 @@ import numpy as np
 import pyarrow as pa
 
 from codec import DbFile
+from codec.columnar import gather_u64, in_sorted
 from codec.errors import CodecError
 from codec.index import ChunkIndex, scan
+from codec.layouts import header_size
 from codec.reader import Chunk
 
 from .columnar import assemble, decode_batch, invalid_column, property_rows, read_block, shown_text
@@ -85,6 +87,17 @@ def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray) -
         "chunk_index": pa.array(chunk_index.astype(np.int64)),
         "chunk_offset": pa.array(offsets.astype(np.int64)),
     }
+
+
+def store_rows(db: DbFile, wanted: np.ndarray) -> np.ndarray:
+    """Positions among the msg_store chunks (for ``iter_batches(rows=...)``) of the stores whose id
+    is in ``wanted`` (sorted uint64). Ids are read in place, the first field of every version's
+    store body: nothing is walked or decoded."""
+    span = kind_span(db, "msg_store")
+    if not len(span.offsets):
+        return np.zeros(0, dtype=np.int64)
+    ids = gather_u64(db.fd, span.offsets + header_size(db.version or 0), db.endian)
+    return np.flatnonzero(in_sorted(wanted, ids))
 
 
 def chunks_to_batch(db: DbFile, kind: str, chunks: list[Chunk], at: float | None = None) -> pa.RecordBatch:
