@@ -21,6 +21,7 @@ from codec.timeview import expires_at
 from inspector.edits import Document
 from inspector.messages import RowHighlighted
 from inspector.widgets.data import clip, summary, type_label
+from inspector.widgets.focus import RepaintOnFocus
 
 DAMAGE_ROW = -1
 STYLES = {
@@ -42,7 +43,7 @@ STYLES = {
 }
 
 
-class ChunkList(Widget, can_focus=True):
+class ChunkList(RepaintOnFocus, Widget, can_focus=True):
     """Rows of chunks; ``rows`` is None (all chunks) or an array of chunk indexes (filtered)."""
 
     BINDINGS = [
@@ -173,12 +174,6 @@ class ChunkList(Widget, can_focus=True):
         row = self.top + event.y
         if 0 <= row < self.total():
             self.cursor = row
-
-    def on_focus(self) -> None:
-        self.refresh()  # the cursor row is drawn differently with focus
-
-    def on_blur(self) -> None:
-        self.refresh()
 
     def on_resize(self) -> None:
         self.update_size()

@@ -25,6 +25,7 @@ from codec.properties import BY_ID
 from codec.timeview import expires_at, relative
 from inspector.edits import ChunkView, property_spans
 from inspector.messages import SpanSelected
+from inspector.widgets.focus import RepaintOnFocus
 
 TIME_FIELDS = ("expiry_time", "session_expiry_time", "disconnect_t")
 PAYLOAD_PREVIEW = 64
@@ -130,7 +131,7 @@ class Node:
         self.label = label if isinstance(label, Text) else Text(label)
 
 
-class FieldTree(ScrollView, can_focus=True):
+class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
     """The decoded fields of the selected chunk, drawn line by line (cheap to rebuild per chunk)."""
 
     BINDINGS = [
@@ -236,12 +237,6 @@ class FieldTree(ScrollView, can_focus=True):
         node = self.cursor_node
         if node is not None:
             self.post_message(self.Selected(node))
-
-    def on_focus(self) -> None:
-        self.refresh()  # the cursor row is drawn differently with focus
-
-    def on_blur(self) -> None:
-        self.refresh()
 
     def on_click(self, event: Click) -> None:
         row = int(self.scroll_offset.y) + event.y

@@ -20,6 +20,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from inspector.messages import HexByteTyped, HexCursorMoved
+from inspector.widgets.focus import RepaintOnFocus
 
 KIND_STYLES = {
     "hdr": Style(color="bright_blue"),
@@ -70,7 +71,7 @@ class HexSource:
         return cls(base, len(data), lambda start, n: data[start : start + n], **kw)  # type: ignore[arg-type]
 
 
-class HexView(ScrollView, can_focus=True):
+class HexView(RepaintOnFocus, ScrollView, can_focus=True):
     """A virtual hex dump with a byte cursor; typing hex digits overwrites bytes when editable."""
 
     BINDINGS = [
@@ -116,12 +117,6 @@ class HexView(ScrollView, can_focus=True):
     def update_size(self) -> None:
         rows = 0 if self.source is None else (self.source.size + self.per_row - 1) // self.per_row
         self.virtual_size = Size(self.size.width or 40, rows)
-        self.refresh()
-
-    def on_focus(self) -> None:
-        self.refresh()  # the cursor row is drawn differently with focus
-
-    def on_blur(self) -> None:
         self.refresh()
 
     def on_resize(self) -> None:
