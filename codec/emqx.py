@@ -14,7 +14,9 @@ import base64
 import collections
 import functools
 import os
+import re
 import socket
+import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator
@@ -26,12 +28,13 @@ import numpy as np
 
 from exporters.forward import MessageSource, Options, make_id
 
+from .columnar import iter_columns
 from .errors import CodecError
 from .layouts import ChunkType
 from .pipeline import paused_gc
 from .query import topic_matches
 from .reader import DbFile
-from .sqlite import MigrationReport, column_rows, require_intact, small_records
+from .sqlite import MigrationReport, require_intact, small_records
 from .timeview import expires_at
 
 BLOB_MAX = 65_535
@@ -202,6 +205,7 @@ class EmqxOptions:
     ttl: int = DEFAULT_TTL
     widen_payload: bool = False
     batch: int = 1000
+    connections: int = 3  # MySQL: statements run side by side on this many connections
     now: float | None = None  # expiry reference (default: the clock)
     import_ms: int | None = None  # Redis score base (default: the clock)
     reference_ms: int | None = None  # B.2 timestamp of messages without a clock-based id
@@ -222,6 +226,14 @@ def _strict(text: str) -> bool:
         return True
     except UnicodeEncodeError:
         return False
+
+
+class _Names(dict):
+    """Client ids by their bytes, each decoded once (an id repeats over its whole queue)."""
+
+    def __missing__(self, raw: bytes) -> str:
+        name = self[raw] = raw.decode("utf-8", "surrogateescape")
+        return name
 
 
 def share_strip(filt: str) -> str:
@@ -336,24 +348,33 @@ class Planner:
         return expired
 
     def _read_queue(self, db: DbFile, expired: set[str]) -> None:
+        """The outgoing QoS 1/2 deliveries of live clients, in file order; the rest is reported.
+
+        Decided on the columns: only the reported rows are looked at one by one, and client
+        ids (a few per batch, each repeated) are decoded once."""
         rep, queue = self.rep, self.queue
-        names: dict[bytes, str] = {}  # client ids repeat: decode each once
-        for _n, c in column_rows(db, ChunkType.CLIENT_MSG):
-            direction = c.get("direction") or [1] * _n
-            for raw, sid, qos, retain, mid, way in zip(c["client_id"], c["store_id"], c["qos"], c["retain"],
-                                                       c["mid"], direction):
-                cid = names.get(raw)
-                if cid is None:
-                    cid = names[raw] = raw.decode("utf-8", "surrogateescape")
-                if cid in expired:
-                    continue
-                if way == 0:
-                    rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)", f"{cid} mid {mid}")
-                elif qos == 0:
-                    rep.skip("QoS 0 delivery (the plugin never deletes those: they would be re-sent on every "
-                             "subscribe)", f"{cid} store {sid}")
+        names = _Names()
+        for cols in iter_columns(db, ChunkType.CLIENT_MSG):
+            raw = cols.data.tobytes()
+            starts, sizes = cols.spans["client_id"]
+            cids = list(map(names.__getitem__, [raw[a:a + n] for a, n in zip(starts.tolist(), sizes.tolist())]))
+            qos, ints = cols.ints["qos"], cols.ints
+            live = np.ones(len(cids), dtype=bool)
+            if expired and not expired.isdisjoint(cids):
+                live = np.fromiter((c not in expired for c in cids), dtype=bool, count=len(cids))
+            incoming = ints["direction"] == 0 if "direction" in ints else np.zeros(len(cids), dtype=bool)
+            ok = live & ~incoming & (qos > 0)
+            for i in np.flatnonzero(live & ~ok).tolist():
+                if incoming[i]:
+                    rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)", f"{cids[i]} mid {int(ints['mid'][i])}")
                 else:
-                    queue.append((cid, sid, min(qos, 2), retain))
+                    rep.skip("QoS 0 delivery (the plugin never deletes those: they would be re-sent on every "
+                             "subscribe)", f"{cids[i]} store {int(ints['store_id'].astype(np.uint64)[i])}")
+            keep = np.flatnonzero(ok)
+            if len(keep) < len(cids):
+                cids = [cids[i] for i in keep.tolist()]
+            queue.extend(zip(cids, ints["store_id"].astype(np.uint64)[keep].tolist(),
+                             np.minimum(qos[keep], 2).tolist(), ints["retain"][keep].tolist()))
 
     def _pair(self, cid: str, topic: str) -> tuple[tuple[str, ...], list[Sub]]:
         """(index keys, matching subscriptions) of a client's message on ``topic`` (cached: a client
@@ -511,15 +532,38 @@ def check_mysql_limits(p: Plan, opts: EmqxOptions, rep: MigrationReport) -> tupl
 # ---------------------------------------------------------------- MySQL statements
 
 
+_SQL_SPECIAL = re.compile("[\\\\'\0\n\r\x1a]")
+
+
 def sql_str(value: str | None) -> str:
     if value is None:
         return "NULL"
+    if _SQL_SPECIAL.search(value) is None:
+        return "'" + value + "'"  # the usual case: nothing to escape
     out = value.replace("\\", "\\\\").replace("'", "\\'").replace("\0", "\\0").replace("\n", "\\n")
     return "'" + out.replace("\r", "\\r").replace("\x1a", "\\Z") + "'"
 
 
 def sql_bytes(value: bytes) -> str:
-    return "x'" + value.hex().upper() + "'" if value else "''"
+    return "x'" + value.hex() + "'" if value else "''"
+
+
+class Quoted(dict):
+    """SQL literals of texts, each quoted once: topics and senders repeat across a run's rows."""
+
+    def __missing__(self, text: str | None) -> str:
+        lit = self[text] = sql_str(text)
+        return lit
+
+
+def message_rows(batch: list[Msg], quoted: Quoted, lead: Iterable[int] | None = None) -> str:
+    """``(msgid,sender,topic,qos,retain,payload,arrived)`` tuples, each after a number from ``lead``
+    when given (a staging seq or an explicit id). A msgid is hex digits: it never needs escaping."""
+    rows = [f"'{m.hex_id}',{quoted[m.sender]},{quoted[m.topic]},{m.qos},{int(m.retain)},{sql_bytes(m.payload)},"
+            f"FROM_UNIXTIME({m.ts_ms}/1000)" for m in batch]
+    if lead is not None:
+        rows = [f"{n},{r}" for n, r in zip(lead, rows, strict=True)]
+    return "(" + "),\n (".join(rows) + ")"
 
 
 # Rows go through a session-local staging table: MariaDB truncates long binary literals in a
@@ -530,10 +574,8 @@ STAGE = ("CREATE TEMPORARY TABLE IF NOT EXISTS mosqdb_stage (seq BIGINT NOT NULL
          "payload LONGBLOB, arrived DATETIME NOT NULL) DEFAULT CHARSET=utf8mb4")
 
 
-def stage_messages_sql(batch: list[Msg], first_seq: int) -> str:
-    rows = ",\n ".join(
-        f"({first_seq + i},{sql_str(m.hex_id)},{sql_str(m.sender)},{sql_str(m.topic)},{m.qos},{int(m.retain)},"
-        f"{sql_bytes(m.payload)},FROM_UNIXTIME({m.ts_ms}/1000))" for i, m in enumerate(batch))
+def stage_messages_sql(batch: list[Msg], first_seq: int, quoted: Quoted) -> str:
+    rows = message_rows(batch, quoted, range(first_seq, first_seq + len(batch)))
     return f"INSERT INTO mosqdb_stage (seq,msgid,sender,topic,qos,retain,payload,arrived) VALUES\n {rows}"
 
 
@@ -543,11 +585,10 @@ INSERT_STAGED = ("INSERT INTO mqtt_msg (msgid,sender,topic,qos,retain,payload,ar
                  "WHERE NOT EXISTS (SELECT 1 FROM mqtt_msg m WHERE m.msgid = s.msgid)")
 
 
-def insert_values_sql(batch: list[Msg]) -> str:
-    rows = ",\n ".join(
-        f"({sql_str(m.hex_id)},{sql_str(m.sender)},{sql_str(m.topic)},{m.qos},{int(m.retain)},"
-        f"{sql_bytes(m.payload)},FROM_UNIXTIME({m.ts_ms}/1000))" for m in batch)
-    return f"INSERT INTO mqtt_msg (msgid,sender,topic,qos,retain,payload,arrived) VALUES\n {rows}"
+def insert_values_sql(batch: list[Msg], quoted: Quoted, ids: list[int] | None = None) -> str:
+    """The batch's INSERT; with ``ids``, each row's explicit id (else AUTO_INCREMENT gives them)."""
+    cols = "msgid,sender,topic,qos,retain,payload,arrived" if ids is None else "id,msgid,sender,topic,qos,retain,payload,arrived"
+    return f"INSERT INTO mqtt_msg ({cols}) VALUES\n {message_rows(batch, quoted, ids)}"
 
 
 def insert_subs_sql(batch: list[Sub]) -> str:
@@ -587,8 +628,9 @@ def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: 
         yield "subs", insert_subs_sql(b), len(b)
     yield "schema", STAGE, 0
     seq = 0
+    quoted = Quoted()
     for b in _batches(msgs, opts.batch, _weight):
-        yield "stage", stage_messages_sql(b, seq), 0
+        yield "stage", stage_messages_sql(b, seq, quoted), 0
         yield "msgs", f"{INSERT_STAGED} AND s.seq >= {seq} ORDER BY s.seq", len(b)
         seq += len(b)
     yield "stage", "DROP TEMPORARY TABLE mosqdb_stage", 0
@@ -772,68 +814,100 @@ def _stream_mysql(conf: dict[str, Any], planner: Planner, opts: EmqxOptions, rep
     """Write to a live server while the messages are still being built.
 
     Schema first (widened before any insert if a payload needs it), then the messages in
-    delivery order - a thread builds each batch and its statement while the server runs the
-    previous one - then the subscriptions, which are known once every message is out.
+    delivery order: this thread builds each batch and its statement while ``opts.connections``
+    connections run the previous ones side by side. Each row then gets an explicit id from a
+    reserved range, so id order is delivery order whichever batch lands first (the plugin
+    reads a topic's rows in id order). Then the subscriptions, known once every message is out.
     """
     import pymysql
 
-    from .pipeline import background
+    from .mysql_writer import Inserter, reserve_ids
 
     widen = planner.mysql_payload_type() if opts.widen_payload else None
     total = len(planner.stores)
-    con = _mysql_connect(conf)
+    cons = [_mysql_connect(conf)]
     try:
+        con = cons[0]
         with con.cursor() as cur:
-
-            def run(kind: str, sql: str) -> None:
-                try:
-                    cur.execute(sql)
-                except pymysql.MySQLError as exc:
-                    con.rollback()
-                    raise CodecError(f"MySQL refused a {kind} statement: {exc.args[-1]}") from None
-
             for sql in (*MYSQL_SCHEMA, *MSGID_INDEX, *(widen_sql(widen) if widen else ())):
-                run("schema", sql)
+                _run(con, cur, "schema", sql)
             cur.execute("SELECT 1 FROM mqtt_msg LIMIT 1")  # an empty table at the start needs no id checks
             was_empty = cur.fetchone() is None
+            base = None
+            if opts.connections > 1 and planner.queue:
+                try:
+                    base = reserve_ids(cur, "mqtt_msg", len(planner.queue))
+                except pymysql.MySQLError as exc:
+                    rep.notes.append(f"one MySQL connection: no id range could be reserved ({exc.args[-1]})")
+                else:
+                    cons += [_mysql_connect(conf) for _ in range(opts.connections - 1)]
+            quoted = Quoted()
+            lock = threading.Lock()
+            present = [0]
+
+            def write(wcur: Any, job: tuple[list[Msg], int | None, str]) -> None:
+                batch, first, sql = job
+                pos = range(len(batch)) if was_empty else _not_there(wcur, batch)
+                if len(pos) < len(batch):
+                    with lock:
+                        present[0] += len(batch) - len(pos)
+                    sql = insert_values_sql([batch[i] for i in pos], quoted,
+                                            None if first is None else [first + i for i in pos]) if pos else ""
+                if sql:
+                    _run(wcur.connection, wcur, "msgs", sql)
+
             kept = (m for m in planner.messages() if mysql_keeps(m, opts, rep))
-            done = present = 0
-            for i, (batch, sql) in enumerate(background((b, insert_values_sql(b))
-                                                        for b in _batches(kept, opts.batch, _weight))):
-                todo = batch if was_empty else _not_there(cur, batch)
-                if todo:
-                    run("msgs", sql if len(todo) == len(batch) else insert_values_sql(todo))
-                done += len(batch)
-                present += len(batch) - len(todo)
-                rep.count("messages", len(todo))
-                prog("writing", min(done, total), total)
-                if i % 20 == 19:
-                    con.commit()
+            done = 0
+            inserter = Inserter(cons, write)
+            try:
+                for batch in _batches(kept, opts.batch, _weight):
+                    first = None if base is None else base + done
+                    ids = None if first is None else list(range(first, first + len(batch)))
+                    inserter.put((batch, first, insert_values_sql(batch, quoted, ids)))
+                    done += len(batch)
+                    prog("writing", min(done, total), total)
+            except BaseException:
+                inserter.close(ok=False)
+                raise
+            inserter.close()
+            rep.count("messages", done - present[0])
             p = planner.finish([])
             subs = mysql_sub_limits(p.subs + p.extra_subs + p.orphan_subs, rep)
             _count_subs(rep, p, subs, widen, opts)
             for b in _batches(subs, opts.batch, lambda s: 64):
-                run("subs", insert_subs_sql(b))
+                _run(con, cur, "subs", insert_subs_sql(b))
             con.commit()
     finally:
-        con.close()
-    if present:
-        rep.skip("message already in mqtt_msg (same msgid: an earlier run)", n=present)
+        for c in cons:
+            c.close()
+    if present[0]:
+        rep.skip("message already in mqtt_msg (same msgid: an earlier run)", n=present[0])
 
 
-def _not_there(cur: Any, batch: list[Msg]) -> list[Msg]:
-    """The messages of a batch whose msgid is not in mqtt_msg yet (count first: a re-run finds
-    all or none, without fetching ids)."""
+def _run(con: Any, cur: Any, kind: str, sql: str) -> None:
+    """Execute; a refusal rolls back and becomes a one-line error."""
+    import pymysql
+
+    try:
+        cur.execute(sql)
+    except pymysql.MySQLError as exc:
+        con.rollback()
+        raise CodecError(f"MySQL refused a {kind} statement: {exc.args[-1]}") from None
+
+
+def _not_there(cur: Any, batch: list[Msg]) -> list[int]:
+    """Positions in a batch of the messages whose msgid is not in mqtt_msg yet (count first: a
+    re-run finds all or none, without fetching ids)."""
     ids = ",".join(sql_str(m.hex_id) for m in batch)
     cur.execute(f"SELECT COUNT(DISTINCT msgid) FROM mqtt_msg WHERE msgid IN ({ids})")
     found = cur.fetchone()[0]
     if not found:
-        return batch
+        return list(range(len(batch)))
     if found == len({m.hex_id for m in batch}):
         return []
     cur.execute(f"SELECT msgid FROM mqtt_msg WHERE msgid IN ({ids})")
     there = {r[0] for r in cur.fetchall()}
-    return [m for m in batch if m.hex_id not in there]
+    return [i for i, m in enumerate(batch) if m.hex_id not in there]
 
 
 def _write_sql(path: str, stmts: Iterable[tuple[str, str, int]], rep: MigrationReport, total: int,

@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--widen-payload", action="store_true",
                    help="MySQL: ALTER payload to MEDIUMBLOB when a payload exceeds 65,535 bytes (else skip those)")
     p.add_argument("--batch", type=int, default=1000, metavar="N", help="EMQX: rows / messages per batch")
+    p.add_argument("--connections", type=int, default=3, metavar="N",
+                   help="MySQL: batches run side by side on N connections (rows keep delivery order by id)")
     add_at(p)
     p.add_argument("--reference-ms", type=int, metavar="MS",
                    help="EMQX: message time for ids when the store id holds none (default: the file's mtime)")
@@ -87,8 +89,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         if args.output:
             raise UsageError("-o is for --to sqlite; file targets are mysql-sql:FILE or redis-cmds:FILE")
-        if args.ttl <= 0 or args.batch <= 0:
-            raise UsageError("--ttl and --batch must be positive")
+        if args.ttl <= 0 or args.batch <= 0 or args.connections <= 0:
+            raise UsageError("--ttl, --batch and --connections must be positive")
     now = parse_time(args.at, path=args.file)
     with open_input(args.file, endian=args.endian) as db, progress_bar(not (args.quiet or args.json)) as prog:
         if args.to == "sqlite":
@@ -96,7 +98,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
                                now=now, force=args.force, progress=prog)
         else:
             opts = EmqxOptions(index_by=args.index_by, ttl=args.ttl, widen_payload=args.widen_payload,
-                               batch=args.batch, now=now, reference_ms=args.reference_ms)
+                               batch=args.batch, connections=args.connections, now=now,
+                               reference_ms=args.reference_ms)
             rep = migrate_emqx(db, args.to, opts, dry_run=args.dry_run, progress=prog)
         rep.source = getattr(db, "source_path", args.file)
     if args.json:

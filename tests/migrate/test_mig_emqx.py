@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 from mig_oracle import LATER, WRITTEN, emqx_expectation, emqx_store_ids, state
 from mig_services import mariadb, redis_server  # noqa: F401  (module fixtures)
 
-from codec.emqx import base62, hex_from_redis_id, redis_id, unbase62
+from codec.emqx import MYSQL_SCHEMA, base62, hex_from_redis_id, redis_id, unbase62
 from codec.engine import Record
 from codec.layouts import ChunkType
+from codec.mysql_writer import reserve_ids
 from codec.writer import write_records
 
 pytestmark = pytest.mark.services
@@ -206,6 +207,80 @@ def test_mysql_limits_reported_and_widen(mariadb: dict, tmp_path: Path) -> None:
     q = "select msgid, topic, sender, qos, retain, payload from mqtt_msg order by id"
     assert table(con2, q) == table(con, q)
     con2.close()
+    con.close()
+
+
+def test_mysql_connections_keep_delivery_order(mariadb: dict, tmp_path: Path) -> None:  # noqa: F811
+    """Batches landing side by side on several connections give the rows of one connection and of
+    the file form, in the same id order (each row's explicit id comes from a reserved range; the
+    AUTO_INCREMENT of a multi-row insert may leave gaps, so the id values themselves may differ)."""
+    src = REAL_FILES[-1]
+    q = "select msgid, topic, sender, qos, retain, payload, arrived from mqtt_msg order by id"
+    got = {}
+    for n in (1, 3):
+        url = fresh_db(mariadb, f"conns{n}")
+        run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", "--connections", str(n))
+        got[n] = table(mysql_con(mariadb, f"conns{n}"), q)
+    sql = tmp_path / "out.sql"
+    run("migrate", str(src), "--to", f"mysql-sql:{sql}", "--at", str(WRITTEN), "--batch", "2")
+    fresh_db(mariadb, "conns_f")
+    p = subprocess.run([client("mysql"), "-h", mariadb["host"], "-P", str(mariadb["port"]), "-uroot", "conns_f"],
+                       stdin=sql.open("rb"), capture_output=True)
+    assert p.returncode == 0, p.stderr
+    assert len(got[3]) > 2 * 3 * 2  # batches of 2 on 3 connections, more than once round
+    assert got[3] == got[1] == table(mysql_con(mariadb, "conns_f"), q)
+
+
+def test_mysql_ids_after_a_live_plugins_rows(mariadb: dict) -> None:  # noqa: F811
+    """Into a store a plugin already uses: the migrated rows come after its rows, and the plugin's
+    next insert (AUTO_INCREMENT) comes after the migrated ones, even when acks left the counter
+    above the highest id."""
+    src = REAL_FILES[-1]
+    url = fresh_db(mariadb, "live")
+    con = mysql_con(mariadb, "live")
+    with con.cursor() as c:
+        c.execute(MYSQL_SCHEMA[0])
+        for i in range(5):
+            c.execute("insert into mqtt_msg (msgid, topic, qos, payload, arrived) values (%s, 'p/t', 1, 'x', now())",
+                      (f"{i:032X}",))
+        c.execute("delete from mqtt_msg where id > 3")  # two acks: the counter stays at 6
+    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "3", "--connections", "3", "--json")
+    ids = [i for (i,) in table(con, "select id from mqtt_msg where topic <> 'p/t' order by id")]
+    assert len(ids) == json.loads(r.stdout)["written"]["messages"] > 9 and min(ids) > 3
+    with con.cursor() as c:
+        c.execute("insert into mqtt_msg (msgid, topic, qos, payload, arrived) values ('F' , 'p/t', 1, 'y', now())")
+        assert c.lastrowid > max(ids)
+        # the range is reserved before the first row lands: a writer in between gets an id after it
+        top = c.lastrowid
+        assert reserve_ids(c, "mqtt_msg", 10) == top + 1
+        c.execute("insert into mqtt_msg (msgid, topic, qos, payload, arrived) values ('G' , 'p/t', 1, 'z', now())")
+        assert c.lastrowid == top + 10 + 1
+    con.close()
+
+
+def test_mysql_refusal_on_one_connection_is_one_line(mariadb: dict) -> None:  # noqa: F811
+    """A statement the server refuses part way (here a trigger) stops every connection with one line."""
+    src = REAL_FILES[-1]
+    url = fresh_db(mariadb, "refuse")
+    con = mysql_con(mariadb, "refuse")
+    with con.cursor() as c:
+        c.execute(MYSQL_SCHEMA[0])
+        c.execute("create trigger no_more before insert on mqtt_msg for each row "
+                  "if new.id > 7 then signal sqlstate '45000' set message_text = 'mqtt_msg is full'; end if")
+    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", "--connections", "3", ok=False)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert "MySQL refused a msgs statement: mqtt_msg is full" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert table(con, "select count(*) from mqtt_msg where id > 7") == [(0,)]
+    # once the server takes them again, a re-run completes the store
+    with con.cursor() as c:
+        c.execute("drop trigger no_more")
+    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", "--connections", "3", "--json")
+    n = table(con, "select count(*) from mqtt_msg")[0][0]
+    assert n == len(set(table(con, "select msgid from mqtt_msg"))) > 12
+    assert json.loads(r.stdout)["written"]["messages"] + sum(
+        s["count"] for s in json.loads(r.stdout)["skipped"] if s["reason"].startswith("message already")) == n
     con.close()
 
 
