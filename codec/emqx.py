@@ -1051,7 +1051,6 @@ def _write_resp(path: str, cmds: Iterable[tuple[str, int, bytes]], rep: Migratio
             f.write(data)
             if kind == "msgs":
                 _tally(rep, 1, n)
-            if kind == "msgs":
                 done += 1
                 if done % 10_000 == 0:
                     prog("writing", done, total)
