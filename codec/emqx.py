@@ -358,7 +358,8 @@ class Planner:
             raw = cols.data.tobytes()
             starts, sizes = cols.spans["client_id"]
             cids = list(map(names.__getitem__, [raw[a:a + n] for a, n in zip(starts.tolist(), sizes.tolist())]))
-            qos, ints = cols.ints["qos"], cols.ints
+            ints = cols.ints
+            qos, sids = ints["qos"], ints["store_id"].astype(np.uint64)
             live = np.ones(len(cids), dtype=bool)
             if expired and not expired.isdisjoint(cids):
                 live = np.fromiter((c not in expired for c in cids), dtype=bool, count=len(cids))
@@ -366,15 +367,16 @@ class Planner:
             ok = live & ~incoming & (qos > 0)
             for i in np.flatnonzero(live & ~ok).tolist():
                 if incoming[i]:
-                    rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)", f"{cids[i]} mid {int(ints['mid'][i])}")
+                    rep.skip("incoming QoS 2 message awaiting PUBREL (not a delivery)",
+                             f"{cids[i]} mid {int(ints['mid'][i])}")
                 else:
                     rep.skip("QoS 0 delivery (the plugin never deletes those: they would be re-sent on every "
-                             "subscribe)", f"{cids[i]} store {int(ints['store_id'].astype(np.uint64)[i])}")
+                             "subscribe)", f"{cids[i]} store {int(sids[i])}")
             keep = np.flatnonzero(ok)
             if len(keep) < len(cids):
                 cids = [cids[i] for i in keep.tolist()]
-            queue.extend(zip(cids, ints["store_id"].astype(np.uint64)[keep].tolist(),
-                             np.minimum(qos[keep], 2).tolist(), ints["retain"][keep].tolist()))
+            queue.extend(zip(cids, sids[keep].tolist(), np.minimum(qos[keep], 2).tolist(),
+                             ints["retain"][keep].tolist()))
 
     def _pair(self, cid: str, topic: str) -> tuple[tuple[str, ...], list[Sub]]:
         """(index keys, matching subscriptions) of a client's message on ``topic`` (cached: a client
