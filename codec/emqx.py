@@ -842,7 +842,12 @@ def _stream_mysql(conf: dict[str, Any], planner: Planner, opts: EmqxOptions, rep
                 except pymysql.MySQLError as exc:
                     rep.notes.append(f"one MySQL connection: no id range could be reserved ({exc.args[-1]})")
                 else:
-                    cons += [_mysql_connect(conf) for _ in range(opts.connections - 1)]
+                    for _ in range(opts.connections - 1):
+                        try:
+                            cons.append(_mysql_connect(conf))
+                        except CodecError as exc:  # e.g. max_connections: go on with those open
+                            rep.notes.append(f"{len(cons)} MySQL connection(s) instead of {opts.connections}: {exc}")
+                            break
             quoted = Quoted()
             lock = threading.Lock()
             present = [0]

@@ -258,6 +258,39 @@ def test_mysql_ids_after_a_live_plugins_rows(mariadb: dict) -> None:  # noqa: F8
     con.close()
 
 
+def test_mysql_fewer_connections_when_the_server_has_no_more(mariadb: dict) -> None:  # noqa: F811
+    """The server's max_connections reached: the run goes on with the connections it got, and says so."""
+    src = REAL_FILES[-1]
+    url = fresh_db(mariadb, "few")
+    con = mysql_con(mariadb, "few")
+    fillers: list[pymysql.Connection] = []
+    with con.cursor() as c:
+        c.execute("select @@max_connections")
+        before = c.fetchone()[0]
+        c.execute("set global max_connections = 10")  # the server's minimum
+        try:
+            while True:  # take every connection left, then give two back
+                try:
+                    fillers.append(mysql_con(mariadb))
+                except pymysql.MySQLError:
+                    break
+            assert len(fillers) >= 2
+            for f in fillers[-2:]:
+                f.close()
+            time.sleep(0.2)  # the server notices the closes
+            r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", "--connections", "4",
+                    "--json")
+        finally:
+            for f in fillers[:-2]:
+                f.close()
+            c.execute(f"set global max_connections = {before}")
+    rep = json.loads(r.stdout)
+    assert any(n.startswith("2 MySQL connection(s) instead of 4: cannot connect") and "Too many connections" in n
+               for n in rep["notes"]), rep["notes"]
+    assert rep["written"]["messages"] == table(con, "select count(*) from mqtt_msg")[0][0] > 12
+    con.close()
+
+
 def test_mysql_refusal_on_one_connection_is_one_line(mariadb: dict) -> None:  # noqa: F811
     """A statement the server refuses part way (here a trigger) stops every connection with one line."""
     src = REAL_FILES[-1]
