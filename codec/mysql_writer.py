@@ -20,14 +20,15 @@ def reserve_ids(cur: Any, table: str, n: int) -> int:
     """The first of ``n`` free AUTO_INCREMENT ids after every row of ``table``; the table's
     counter is moved past them, so a concurrent writer (a live plugin) cannot take one.
 
-    If a row lands between reading the top id and moving the counter, read again.
+    A row that landed inside the range between reading the top id and moving the counter
+    makes it try again above that row.
     """
     while True:
         cur.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
         top = int(cur.fetchone()[0])
         cur.execute(f"ALTER TABLE {table} AUTO_INCREMENT = {top + n + 1}")
-        cur.execute(f"SELECT COALESCE(MAX(id), 0) FROM {table}")
-        if int(cur.fetchone()[0]) == top:
+        cur.execute(f"SELECT COUNT(*) FROM {table} WHERE id > {top} AND id <= {top + n}")
+        if int(cur.fetchone()[0]) == 0:
             return top + 1
 
 

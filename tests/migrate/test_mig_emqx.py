@@ -291,6 +291,38 @@ def test_mysql_fewer_connections_when_the_server_has_no_more(mariadb: dict) -> N
     con.close()
 
 
+def test_mysql_reserve_ids_steps_over_a_row_that_lands_meanwhile(mariadb: dict) -> None:  # noqa: F811
+    """A plugin insert between reading the top id and moving the counter takes the range's first id:
+    the reservation starts again above it."""
+    fresh_db(mariadb, "race")
+    con, plugin = mysql_con(mariadb, "race"), mysql_con(mariadb, "race")
+    insert = "insert into mqtt_msg (msgid, topic, qos, payload, arrived) values ('P', 'p/t', 1, 'x', now())"
+
+    class Meanwhile:  # a cursor whose first ALTER comes right after the plugin's insert
+        def __init__(self, cur: pymysql.cursors.Cursor) -> None:
+            self.cur, self.raced = cur, False
+
+        def execute(self, sql: str) -> int:
+            if sql.startswith("ALTER") and not self.raced:
+                self.raced = True
+                with plugin.cursor() as p:
+                    p.execute(insert)
+            return self.cur.execute(sql)
+
+        def fetchone(self) -> tuple:
+            return self.cur.fetchone()
+
+    with con.cursor() as c:
+        c.execute(MYSQL_SCHEMA[0])
+        c.execute(insert)
+        top = c.lastrowid
+        assert reserve_ids(Meanwhile(c), "mqtt_msg", 10) == top + 2  # top + 1 went to the plugin
+        c.execute(insert)
+        assert c.lastrowid == top + 1 + 10 + 1
+    con.close()
+    plugin.close()
+
+
 def test_mysql_refusal_on_one_connection_is_one_line(mariadb: dict) -> None:  # noqa: F811
     """A statement the server refuses part way (here a trigger) stops every connection with one line."""
     src = REAL_FILES[-1]
