@@ -10,6 +10,7 @@ when complete, so a failed migration never leaves a half-written store behind.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sqlite3
@@ -247,7 +248,7 @@ def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session
         raise CodecError(f"session expiry {session_expiry} is not 0..4294967295")
     from . import sqlite_bulk
 
-    use_bulk = (sqlite_bulk.available() if bulk is None else bulk) and out is not None and not db.empty
+    use_bulk = (sqlite_bulk.available() if bulk is None else bulk) and not db.empty
     with paused_gc():
         try:
             rep = _migrate(db, out, session_expiry, now, progress, use_bulk)
@@ -281,7 +282,9 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
         if not db.empty:
             require_intact(db)
             refs = _references(db, rep, progress)
-        stored = _bulk_stores(db, tmp, out or tmp, refs, now_s, progress) if use_bulk and tmp and refs else None
+        stored = None
+        if use_bulk and tmp and refs:
+            stored = _bulk_stores(db, refs, now_s, progress, functools.partial(_adbc_write, tmp, out or tmp))
         if tmp is not None:
             con = sqlite3.connect(tmp, isolation_level=None)
         for pragma in PRAGMAS:
@@ -289,6 +292,8 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
         con.execute("BEGIN")
         if stored is None:
             _create_tables(con.execute)
+        if use_bulk and not tmp and refs:  # a dry run decides as the bulk path would, in memory
+            stored = _bulk_stores(db, refs, now_s, progress, functools.partial(_memory_write, con))
         if refs is not None:
             _fill(db, con, rep, refs, stored, session_expiry, now_s, progress)
         # secondary indexes after the rows (a sorted build is much faster)
@@ -349,8 +354,10 @@ class _Stored:
     expired: int
 
 
-def _bulk_stores(db: DbFile, tmp: str, out: str, refs: _Refs, now: int, progress: Progress) -> _Stored:
-    """Tables, version row and the Arrow-ready stores, committed on an ADBC connection."""
+def _bulk_stores(db: DbFile, refs: _Refs, now: int, progress: Progress,
+                 write: Callable[[Iterator[Any]], None]) -> _Stored:
+    """The stores Arrow can carry, handed to ``write`` batch by batch; which ones went, and the
+    ones left to the exact path."""
     from . import sqlite_bulk
 
     wanted = np.sort(np.fromiter(refs.needed, dtype=np.uint64, count=len(refs.needed)))
@@ -369,6 +376,15 @@ def _bulk_stores(db: DbFile, tmp: str, out: str, refs: _Refs, now: int, progress
             if rows.num_rows:
                 yield rows
 
+    write(batches())
+    ids = np.concatenate(kept).view(np.uint64) if kept else np.zeros(0, np.uint64)
+    return _Stored(set(ids.tolist()), slow, stats["expired"])
+
+
+def _adbc_write(tmp: str, out: str, batches: Iterator[Any]) -> None:
+    """Tables, version row and the stores into ``tmp``, committed on an ADBC connection."""
+    from . import sqlite_bulk
+
     failures = sqlite_bulk.error_types()
     try:
         con = sqlite_bulk.connect(tmp)
@@ -379,7 +395,7 @@ def _bulk_stores(db: DbFile, tmp: str, out: str, refs: _Refs, now: int, progress
                 cur.fetchall()
             cur.execute("BEGIN")
             _create_tables(cur.execute)
-            sqlite_bulk.ingest(con, background(batches()))
+            sqlite_bulk.ingest(con, background(batches))
             cur.execute("COMMIT")
         finally:
             con.close()
@@ -388,8 +404,17 @@ def _bulk_stores(db: DbFile, tmp: str, out: str, refs: _Refs, now: int, progress
         if "UNIQUE" in text or "constraint" in text.lower():  # a duplicate store id: only the exact path
             raise _NeedExact() from None  # keeps "the last one wins"
         raise WriteError(f"sqlite: {text}; nothing written", path=out) from None
-    ids = np.concatenate(kept).view(np.uint64) if kept else np.zeros(0, np.uint64)
-    return _Stored(set(ids.tolist()), slow, stats["expired"])
+
+
+def _memory_write(con: sqlite3.Connection, batches: Iterator[Any]) -> None:
+    """A dry run's stand-in for :func:`_adbc_write`: only the id and topic of each store (what
+    the later steps read back), so the payloads never sit in memory."""
+    for rows in batches:
+        try:
+            con.executemany("INSERT INTO base_msgs (store_id, topic) VALUES (?, ?)",
+                            zip(rows.column("store_id").to_pylist(), rows.column("topic").to_pylist()))
+        except sqlite3.IntegrityError:  # a duplicate store id: as on the bulk path, only the exact one
+            raise _NeedExact() from None
 
 
 def _references(db: DbFile, rep: MigrationReport, progress: Progress) -> _Refs:

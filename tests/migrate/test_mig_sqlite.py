@@ -381,6 +381,10 @@ def test_bulk_and_exact_paths_write_the_same_rows(src: Path | str, tmp_path: Pat
     assert everything(tmp_path / "True.sqlite3") == everything(tmp_path / "False.sqlite3")
     assert reps[True].written == reps[False].written
     assert (reps[True].skipped, reps[True].notes) == (reps[False].skipped, reps[False].notes)
+    for bulk in (True, False):  # a dry run (in memory, payloads left out on the bulk path) says the same
+        dry = migrate(src, None, bulk=bulk)
+        assert dry.dry_run and (dry.written, dry.skipped, dry.examples, dry.notes) == \
+            (reps[False].written, reps[False].skipped, reps[False].examples, reps[False].notes)
     if src.name == "awkward.db":
         got = rows(tmp_path / "True.sqlite3", "SELECT store_id, typeof(topic), typeof(source_id), properties IS NULL "
                    "FROM base_msgs ORDER BY store_id")
