@@ -56,6 +56,10 @@ def main() -> None:
     os.unlink(out)
     with DbFile(path) as db:
         t = time.perf_counter()
+        rep = db_to_sqlite(db, None)
+        print(f"sqlite --dry-run: {time.perf_counter() - t:.1f} s (the same decisions, nothing written)")
+    with DbFile(path) as db:
+        t = time.perf_counter()
         with paused_gc():  # as migrate_emqx runs it
             p = plan(db, EmqxOptions(), MigrationReport(path, "plan"), lambda s, d, n: None)
         plan_s = time.perf_counter() - t
