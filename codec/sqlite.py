@@ -238,7 +238,8 @@ def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session
     """Write the 2.1 plugin's store for ``db`` (``out_path`` None: a dry run that only counts).
 
     ``bulk`` (default: when ``adbc-driver-sqlite`` is installed) binds the stores from Arrow
-    in C (:mod:`codec.sqlite_bulk`); the rows are the same as on the exact path.
+    in C (:mod:`codec.sqlite_bulk`); the rows are the same as on the exact path. A dry run
+    decides the same way into memory, keeping only each store's id and topic.
     """
     t0 = time.perf_counter()
     out = os.fspath(out_path) if out_path is not None else None
