@@ -806,8 +806,12 @@ def _mysql_connect(conf: dict[str, Any]) -> Any:
                               max_allowed_packet=64 << 20)
     except pymysql.MySQLError as exc:
         raise CodecError(f"cannot connect to MySQL at {conf['host']}:{conf['port']}: {exc.args[-1]}") from None
-    with con.cursor() as cur:
-        cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")
+    try:
+        with con.cursor() as cur:
+            cur.execute("SET SESSION sql_mode = CONCAT(@@sql_mode, ',STRICT_ALL_TABLES')")
+    except pymysql.MySQLError as exc:
+        con.close()
+        raise CodecError(f"MySQL at {conf['host']}:{conf['port']}: {exc.args[-1]}") from None
     return con
 
 
@@ -884,6 +888,8 @@ def _stream_mysql(conf: dict[str, Any], planner: Planner, opts: EmqxOptions, rep
             for b in _batches(subs, opts.batch, lambda s: 64):
                 _run(con, cur, "subs", insert_subs_sql(b))
             con.commit()
+    except pymysql.MySQLError as exc:  # a query outside a statement of ours: the id checks, a lost server
+        raise CodecError(f"MySQL at {conf['host']}:{conf['port']}: {exc.args[-1]}") from None
     finally:
         for c in cons:
             c.close()

@@ -323,6 +323,28 @@ def test_mysql_reserve_ids_steps_over_a_row_that_lands_meanwhile(mariadb: dict) 
     plugin.close()
 
 
+def test_mysql_server_refusing_every_query_is_one_line(mariadb: dict) -> None:  # noqa: F811
+    """A server that aborts every statement (max_statement_time), on a first run and on a re-run:
+    one line, no traceback."""
+    src = REAL_FILES[-1]
+    url = fresh_db(mariadb, "aborts")
+    run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2")  # a re-run checks ids
+    url2 = fresh_db(mariadb, "aborts2")
+    con = mysql_con(mariadb)
+    with con.cursor() as c:
+        c.execute("set global max_statement_time = 0.000001")
+        try:
+            rs = [run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", ok=False),
+                  run("migrate", str(src), "--to", url2, ok=False)]
+        finally:
+            c.execute("set global max_statement_time = 0")
+    for r in rs:
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "max_statement_time exceeded" in r.stderr
+        assert f"{mariadb['host']}:{mariadb['port']}" in r.stderr
+    con.close()
+
+
 def test_mysql_refusal_on_one_connection_is_one_line(mariadb: dict) -> None:  # noqa: F811
     """A statement the server refuses part way (here a trigger) stops every connection with one line."""
     src = REAL_FILES[-1]
