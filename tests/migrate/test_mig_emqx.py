@@ -341,7 +341,6 @@ def test_mysql_server_refusing_every_query_is_one_line(mariadb: dict) -> None:  
     for r in rs:
         assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1 and "max_statement_time exceeded" in r.stderr
-        assert f"{mariadb['host']}:{mariadb['port']}" in r.stderr
     con.close()
 
 
