@@ -41,7 +41,7 @@ class Inserter:
     """
 
     def __init__(self, cons: list[Any], write: Callable[[Any, Any], None]) -> None:
-        self.cons, self.write = cons, write
+        self.write = write
         self.jobs: queue.Queue[Any] = queue.Queue(maxsize=2 * len(cons))
         self.error: BaseException | None = None
         self.stopped = False
