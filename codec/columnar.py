@@ -57,6 +57,14 @@ class Columns:
         s = int(starts[row])
         return self.data[s : s + int(sizes[row])].tobytes()
 
+    def values_of(self, name: str, raw: bytes, mask: np.ndarray | None = None) -> list[bytes]:
+        """Every value of a variable field (the rows in ``mask``) as bytes, sliced from ``raw``:
+        the batch's ``data.tobytes()``, made once by the caller for all its fields."""
+        starts, sizes = self.spans[name]
+        if mask is not None:
+            starts, sizes = starts[mask], sizes[mask]
+        return [raw[a:a + n] for a, n in zip(starts.tolist(), sizes.tolist())]
+
 
 def _gather_be(d: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
     out = np.zeros(len(pos), dtype=np.uint64)

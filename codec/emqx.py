@@ -31,7 +31,7 @@ from exporters.forward import MessageSource, Options, make_id
 from .columnar import iter_columns
 from .errors import CodecError
 from .layouts import ChunkType
-from .pipeline import paused_gc
+from .pipeline import Memo, paused_gc
 from .query import topic_matches
 from .reader import DbFile
 from .sqlite import MigrationReport, require_intact, small_records
@@ -228,14 +228,6 @@ def _strict(text: str) -> bool:
         return False
 
 
-class _Names(dict):
-    """Client ids by their bytes, each decoded once (an id repeats over its whole queue)."""
-
-    def __missing__(self, raw: bytes) -> str:
-        name = self[raw] = raw.decode("utf-8", "surrogateescape")
-        return name
-
-
 def share_strip(filt: str) -> str:
     """The filter a shared subscription matches with (``$share/group/filter`` -> ``filter``)."""
     if filt.startswith("$share/"):
@@ -353,11 +345,9 @@ class Planner:
         Decided on the columns: only the reported rows are looked at one by one, and client
         ids (a few per batch, each repeated) are decoded once."""
         rep, queue = self.rep, self.queue
-        names = _Names()
+        names = Memo(lambda raw: raw.decode("utf-8", "surrogateescape"))  # an id repeats over its queue
         for cols in iter_columns(db, ChunkType.CLIENT_MSG):
-            raw = cols.data.tobytes()
-            starts, sizes = cols.spans["client_id"]
-            cids = list(map(names.__getitem__, [raw[a:a + n] for a, n in zip(starts.tolist(), sizes.tolist())]))
+            cids = list(map(names.__getitem__, cols.values_of("client_id", cols.data.tobytes())))
             ints = cols.ints
             qos, sids = ints["qos"], ints["store_id"].astype(np.uint64)
             live = np.ones(len(cids), dtype=bool)
@@ -550,15 +540,7 @@ def sql_bytes(value: bytes) -> str:
     return "x'" + value.hex() + "'" if value else "''"
 
 
-class Quoted(dict):
-    """SQL literals of texts, each quoted once: topics and senders repeat across a run's rows."""
-
-    def __missing__(self, text: str | None) -> str:
-        lit = self[text] = sql_str(text)
-        return lit
-
-
-def message_rows(batch: list[Msg], quoted: Quoted, lead: Iterable[int] | None = None) -> str:
+def message_rows(batch: list[Msg], quoted: Memo, lead: Iterable[int] | None = None) -> str:
     """``(msgid,sender,topic,qos,retain,payload,arrived)`` tuples, each after a number from ``lead``
     when given (a staging seq or an explicit id). A msgid is hex digits: it never needs escaping."""
     rows = [f"'{m.hex_id}',{quoted[m.sender]},{quoted[m.topic]},{m.qos},{int(m.retain)},{sql_bytes(m.payload)},"
@@ -576,7 +558,7 @@ STAGE = ("CREATE TEMPORARY TABLE IF NOT EXISTS mosqdb_stage (seq BIGINT NOT NULL
          "payload LONGBLOB, arrived DATETIME NOT NULL) DEFAULT CHARSET=utf8mb4")
 
 
-def stage_messages_sql(batch: list[Msg], first_seq: int, quoted: Quoted) -> str:
+def stage_messages_sql(batch: list[Msg], first_seq: int, quoted: Memo) -> str:
     rows = message_rows(batch, quoted, range(first_seq, first_seq + len(batch)))
     return f"INSERT INTO mosqdb_stage (seq,msgid,sender,topic,qos,retain,payload,arrived) VALUES\n {rows}"
 
@@ -587,7 +569,7 @@ INSERT_STAGED = ("INSERT INTO mqtt_msg (msgid,sender,topic,qos,retain,payload,ar
                  "WHERE NOT EXISTS (SELECT 1 FROM mqtt_msg m WHERE m.msgid = s.msgid)")
 
 
-def insert_values_sql(batch: list[Msg], quoted: Quoted, ids: list[int] | None = None) -> str:
+def insert_values_sql(batch: list[Msg], quoted: Memo, ids: list[int] | None = None) -> str:
     """The batch's INSERT; with ``ids``, each row's explicit id (else AUTO_INCREMENT gives them)."""
     cols = "msgid,sender,topic,qos,retain,payload,arrived" if ids is None else "id,msgid,sender,topic,qos,retain,payload,arrived"
     return f"INSERT INTO mqtt_msg ({cols}) VALUES\n {message_rows(batch, quoted, ids)}"
@@ -630,7 +612,7 @@ def mysql_statements(subs: list[Sub], msgs: list[Msg], widen: str | None, opts: 
         yield "subs", insert_subs_sql(b), len(b)
     yield "schema", STAGE, 0
     seq = 0
-    quoted = Quoted()
+    quoted = Memo(sql_str)  # topics and senders repeat: each quoted once
     for b in _batches(msgs, opts.batch, _weight):
         yield "stage", stage_messages_sql(b, seq, quoted), 0
         yield "msgs", f"{INSERT_STAGED} AND s.seq >= {seq} ORDER BY s.seq", len(b)
@@ -852,7 +834,7 @@ def _stream_mysql(conf: dict[str, Any], planner: Planner, opts: EmqxOptions, rep
                         except CodecError as exc:  # e.g. max_connections: go on with those open
                             rep.notes.append(f"{len(cons)} MySQL connection(s) instead of {opts.connections}: {exc}")
                             break
-            quoted = Quoted()
+            quoted = Memo(sql_str)  # topics and senders repeat: each quoted once
             lock = threading.Lock()
             present = [0]
 

@@ -149,8 +149,8 @@ def column_rows(db: DbFile, chunk_type: ChunkType, keep: Callable[[dict[str, np.
 
         out: dict[str, list[Any]] = {name: pick(arr).astype(np.uint64 if name == "store_id" else np.int64).tolist()
                                      for name, arr in cols.ints.items()}
-        for name, (starts, sizes) in cols.spans.items():
-            out[name] = [raw[s:s + n] for s, n in zip(pick(starts).tolist(), pick(sizes).tolist())]
+        for name in cols.spans:
+            out[name] = cols.values_of(name, raw, mask)
         out["index"] = pick(cols.index).tolist()
         out["offset"] = pick(cols.offset).tolist()
         yield len(out["index"]), out
