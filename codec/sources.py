@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sqlite3
 import tempfile
 
 from .reader import DbFile
@@ -22,6 +23,32 @@ def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
             return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
     except OSError:
         return False
+
+
+def connect_readonly(path: str) -> sqlite3.Connection:
+    """A read-only connection that never creates files beside a (possibly live) store.
+
+    Opening a WAL-mode store even with ``mode=ro`` makes sqlite create ``-wal`` and ``-shm``
+    next to it. Without a ``-wal`` file the main file is the whole truth, so ``immutable=1``
+    reads it without any side file; with one, store and log are copied together into a private
+    temp dir (a snapshot) and the copy is read, so committed changes in the log are seen.
+    """
+    wal = f"{path}-wal"
+    if not os.path.exists(wal):
+        return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True)
+    tmp = tempfile.mkdtemp(prefix="mosqdb-snapshot-")
+    atexit.register(shutil.rmtree, tmp, True)
+    copy = os.path.join(tmp, "store.sqlite3")
+    shutil.copyfile(path, copy)
+    shutil.copyfile(wal, f"{copy}-wal")
+    return sqlite3.connect(f"file:{_uri_path(copy)}?mode=ro", uri=True)
+
+
+def _uri_path(path: str) -> str:
+    """``path`` quoted for a ``file:`` URI (``?``, ``#`` and ``%`` in names would cut it)."""
+    from urllib.parse import quote
+
+    return quote(os.path.abspath(path))
 
 
 def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> DbFile:

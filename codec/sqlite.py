@@ -29,7 +29,7 @@ from .layouts import ChunkType
 from .pipeline import background, paused_gc
 from .properties import Property, decode_properties
 from .reader import DbFile
-from .sources import SQLITE_MAGIC, is_sqlite_file  # noqa: F401 - re-exported
+from .sources import SQLITE_MAGIC, connect_readonly, is_sqlite_file  # noqa: F401 - re-exported
 from .writer import write_records
 
 NEVER = 0xFFFF_FFFF
@@ -212,7 +212,10 @@ def _has_content(path: str) -> bool:
         return False
     if not is_sqlite(path):
         return True
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        con = connect_readonly(path)
+    except sqlite3.DatabaseError:
+        return True
     try:
         return con.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] > 0
     except sqlite3.DatabaseError:
@@ -681,7 +684,10 @@ def read_sqlite(src_path: str | os.PathLike[str]) -> sqlite3.Connection:
     path = os.fspath(src_path)
     if not is_sqlite(path):
         raise CodecError("not a sqlite database", path=path)
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        con = connect_readonly(path)
+    except (OSError, sqlite3.DatabaseError) as exc:
+        raise CodecError(f"cannot open the sqlite store ({exc})", path=path) from None
     con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
     try:
         names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}

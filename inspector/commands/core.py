@@ -276,7 +276,7 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
             raise UsageError("--to-version is not supported yet; rewrite keeps the file's version") from None
         raise UsageError("use `mosqdb convert FILE --to-version N -o OUT` for version conversion")
     with open_input(args.file, endian=args.endian) as db:
-        if same_file(db.path, args.output):
+        if same_file(db.source_path, args.output):
             raise UsageError("the output is the input file; write elsewhere")
         result = rewrite(db, args.output)
     print(f"wrote {result.path}: {result.size:,} bytes, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)

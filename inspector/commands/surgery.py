@@ -89,8 +89,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- output handling
 
 
+def _refuse_sqlite(args: argparse.Namespace) -> None:
+    """A sqlite store may only be read here: writing a .db under its name (or as its edited copy) loses it.
+
+    ``convert`` is the one command whose job is to change the format, and only to ``-o OUT``.
+    """
+    from codec.sources import is_sqlite_file
+
+    if args.dry_run or not is_sqlite_file(args.file):
+        return
+    if args.in_place:
+        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; --in-place would replace it with a "
+                         "mosquitto.db file, which the persist-sqlite plugin cannot load: refused, nothing written "
+                         "(editing a sqlite store is not supported yet; --dry-run shows what would change)")
+    if args.command != "convert":
+        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; {args.command} -o would write a "
+                         "mosquitto.db file, not an edited store: refused, nothing written (use `mosqdb convert "
+                         "FILE --to-version 6 -o OUT.db` first to work on a .db copy)")
+
+
 def _target(args: argparse.Namespace) -> str | None:
     """The path to write (None for --dry-run), after the usage checks."""
+    _refuse_sqlite(args)
     if args.dry_run:
         if args.in_place:
             raise UsageError("--dry-run and --in-place exclude each other")
