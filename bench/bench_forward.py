@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT))
 import msgpack  # noqa: E402
 
 from codec import DbFile  # noqa: E402
-from exporters.forward import MessageSource, Options, batches, write_stream  # noqa: E402
-from exporters.forward_cli import run_forward_export  # noqa: E402
-from exporters.forward_net import ForwardClient  # noqa: E402
+from exporters.forward.core import MessageSource, Options, batches, write_stream  # noqa: E402
+from exporters.forward.net import ForwardClient  # noqa: E402
+from inspector.commands.forward_export import run_forward_export  # noqa: E402
 
 BATCH = 1000
 

@@ -84,8 +84,8 @@ async def keystrokes(path: str) -> dict[str, tuple[float, float, float]]:
     """
     from textual.screen import Screen
 
-    from inspector.app import InspectorApp
-    from inspector.edits import Document
+    from inspector.tui.app import InspectorApp
+    from inspector.tui.document import Document
 
     refreshes: list[float] = []
     original = Screen._compositor_refresh

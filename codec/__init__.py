@@ -1,7 +1,7 @@
 """mosqdb codec: read and write Mosquitto persistence files (db versions 2-6), byte-exact."""
 
-from .engine import Record, Span, decode_chunk, encode_chunk
-from .errors import (
+from codec.engine import Record, Span, decode_chunk, encode_chunk
+from codec.errors import (
     BadHeaderError,
     CodecError,
     FieldError,
@@ -12,9 +12,9 @@ from .errors import (
     UnsupportedVersionError,
     WriteError,
 )
-from .layouts import FIELD_NAMES, SUPPORTED_VERSIONS, ChunkType, layout_for
-from .properties import Property
-from .reader import Chunk, DbFile, open_db
+from codec.layouts import FIELD_NAMES, SUPPORTED_VERSIONS, ChunkType, layout_for
+from codec.properties import Property
+from codec.reader import Chunk, DbFile, open_db
 
 __all__ = [
     "FIELD_NAMES",

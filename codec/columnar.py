@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import CodecError
-from .layouts import FIXED_SIZES, ChunkType, header_size, layout_for
-from .reader import DbFile
+from codec.errors import CodecError
+from codec.layouts import FIXED_SIZES, ChunkType, header_size, layout_for
+from codec.reader import DbFile
 
 MAX_BATCH_BYTES = 64 << 20
 

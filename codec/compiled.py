@@ -14,9 +14,9 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from .errors import PropertyError
-from .layouts import ALL_LAYOUTS, FIXED_SIZES, Layout
-from .properties import decode_properties
+from codec.errors import PropertyError
+from codec.layouts import ALL_LAYOUTS, FIXED_SIZES, Layout
+from codec.properties import decode_properties
 
 _FMT = {"u8": "B", "u16": "H", "u32": "I", "len16": "H", "len32": "I", "nibbles": "B"}
 Decoder = Callable[[Any, int, int, int], "tuple[dict[str, Any], int, bytes | None] | None"]

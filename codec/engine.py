@@ -11,9 +11,9 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .compiled import fast_decoder  # noqa: E402 - generated from the same tables
-from .errors import CodecError, FieldError, PropertyError, TruncatedError
-from .layouts import (
+from codec.compiled import fast_decoder  # noqa: E402 - generated from the same tables
+from codec.errors import CodecError, FieldError, PropertyError, TruncatedError
+from codec.layouts import (
     FIXED_SIZES,
     LAYOUTS,
     ChunkType,
@@ -21,7 +21,7 @@ from .layouts import (
     Layout,
     layout_for,
 )
-from .properties import Property, decode_properties, encode_properties
+from codec.properties import Property, decode_properties, encode_properties
 
 _INT_LIMITS = {
     "u8": (0, 0xFF),

@@ -15,12 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .engine import walked_size
-from .errors import CodecError, TruncatedError
-from .layouts import FILE_HEADER_SIZE, FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size, layout_for
+from codec.engine import walked_size
+from codec.errors import CodecError, TruncatedError
+from codec.layouts import FILE_HEADER_SIZE, FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size, layout_for
 
 try:  # optional C accelerator for the framing loop; the pure-Python walk gives the same index
-    from . import _framing
+    from codec import _framing
 except ImportError:  # pragma: no cover - depends on the build
     _framing = None
 

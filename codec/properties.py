@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from typing import Any, NamedTuple
 
-from .errors import PropertyError
+from codec.errors import PropertyError
 
 VBI_MAX = 268_435_455
 

@@ -14,8 +14,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from .engine import Record, Span, decode_chunk, walked_size
-from .errors import (
+from codec.engine import Record, Span, decode_chunk, walked_size
+from codec.errors import (
     BadHeaderError,
     CodecError,
     FieldError,
@@ -23,8 +23,8 @@ from .errors import (
     TruncatedError,
     UnsupportedVersionError,
 )
-from .index import BlockReader, ChunkIndex, scan
-from .layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
+from codec.index import BlockReader, ChunkIndex, scan
+from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
 
 
 @dataclass(frozen=True)

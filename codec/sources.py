@@ -12,7 +12,7 @@ import shutil
 import sqlite3
 import tempfile
 
-from .reader import DbFile
+from codec.reader import DbFile
 
 SQLITE_MAGIC = b"SQLite format 3\0"
 
@@ -56,7 +56,7 @@ def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> DbFile:
     path = os.fspath(path)
     if not is_sqlite_file(path):
         return DbFile(path, endian=endian)
-    from .sqlite import sqlite_to_db
+    from codec.sqlite_store import sqlite_to_db
 
     tmp = tempfile.mkdtemp(prefix="mosqdb-sqlite-")
     atexit.register(shutil.rmtree, tmp, True)

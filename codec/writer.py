@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from .engine import Record, encode_chunk
-from .errors import CodecError, FileChangedError, UnsupportedVersionError, WriteError
-from .layouts import MAGIC, SUPPORTED_VERSIONS
-from .reader import DbFile, Fingerprint
+from codec.engine import Record, encode_chunk
+from codec.errors import CodecError, FileChangedError, UnsupportedVersionError, WriteError
+from codec.layouts import MAGIC, SUPPORTED_VERSIONS
+from codec.reader import DbFile, Fingerprint
 
 COPY_BLOCK = 1 << 22
 

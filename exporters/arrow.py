@@ -2,7 +2,7 @@
 
 The chunk index (offsets, types, lengths; built by the codec) says where every chunk of a
 kind lies. Batches of ``batch_size`` such chunks are read as one block (at most
-``max_block`` bytes) and decoded column-wise by :mod:`exporters.columnar`; a batch it cannot
+``max_block`` bytes) and decoded column-wise by :mod:`exporters.arrow_columns`; a batch it cannot
 take is decoded by the codec's own stream instead, so values and errors are the codec's.
 Memory is bounded by the block and batch sizes (plus the index: 20 bytes per chunk).
 """
@@ -23,9 +23,8 @@ from codec.errors import CodecError
 from codec.index import ChunkIndex, scan
 from codec.layouts import header_size
 from codec.reader import Chunk
-
-from .columnar import assemble, decode_batch, invalid_column, property_rows, read_block, shown_text
-from .schema import EXPIRY_SOURCES, KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
+from exporters.arrow_columns import assemble, decode_batch, invalid_column, property_rows, read_block, shown_text
+from exporters.schema import EXPIRY_SOURCES, KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
 
 DEFAULT_BATCH = 32_768
 MAX_BLOCK = 64 << 20

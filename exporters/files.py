@@ -22,12 +22,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codec import DbFile
-from codec.jsonview import chunk_to_json
-from codec.query import Selection
-
-from .arrow import DEFAULT_BATCH
-from .schema import KINDS, SCHEMAS, TYPE_OF
-from .select import FileView
+from codec.views.jsonview import chunk_to_json
+from codec.views.query import Selection
+from exporters.arrow import DEFAULT_BATCH
+from exporters.schema import KINDS, SCHEMAS, TYPE_OF
+from exporters.select import FileView
 
 ALL_KINDS = (*KINDS, "messages")
 # string columns worth a dictionary (payloads and ids are not: mostly distinct)

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from codec.jsonview import DUMP_FIELDS
 from codec.layouts import ALL_LAYOUTS, FIELD_NAMES, ChunkType
+from codec.views.jsonview import DUMP_FIELDS
 
 KINDS: tuple[str, ...] = tuple(t.label for t in ChunkType)
 TYPE_OF: dict[str, ChunkType] = {t.label: t for t in ChunkType}

@@ -1,6 +1,6 @@
 """One file's rows per kind, with a codec Selection applied to whole Arrow batches.
 
-The rules are those of :meth:`codec.query.Selection.match`, evaluated with Arrow compute on
+The rules are those of :meth:`codec.views.query.Selection.match`, evaluated with Arrow compute on
 a batch instead of a record at a time: a topic filter or store-id range selects stored
 messages and, through their store ids, the client messages and retains that reference
 them; a client id selects that client's session, subscriptions and queued messages.
@@ -20,10 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codec import DbFile
-from codec.query import Selection, topic_matches
-
-from .arrow import DEFAULT_BATCH, iter_batches
-from .schema import SCHEMAS
+from codec.views.query import Selection, topic_matches
+from exporters.arrow import DEFAULT_BATCH, iter_batches
+from exporters.schema import SCHEMAS
 
 _EMPTY = pa.array([], pa.int64())
 

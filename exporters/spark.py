@@ -32,9 +32,8 @@ import numpy as np
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.query import valid_filter
-
-from .schema import KINDS, SCHEMAS, spark_ddl
+from codec.views.query import valid_filter
+from exporters.schema import KINDS, SCHEMAS, spark_ddl
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -183,8 +182,8 @@ def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: 
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from .arrow import iter_batches
-    from .select import _topic_mask
+    from exporters.arrow import iter_batches
+    from exporters.select import _topic_mask
 
     need = None
     if columns is not None:  # decode what the filters need too, then project

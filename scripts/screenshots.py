@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from codec import DbFile  # noqa: E402
-from inspector.app import InspectorApp  # noqa: E402
-from inspector.edits import Document  # noqa: E402
+from inspector.tui.app import InspectorApp  # noqa: E402
+from inspector.tui.document import Document  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
 V6 = REAL / "2.0.20-a.db"

@@ -10,14 +10,13 @@ from typing import Any
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
 from codec.layouts import TYPE_BY_LABEL, ChunkType
-from codec.query import Selection, parse_store_ids
 from codec.reader import Chunk
-from codec.timeview import ExpiryState, expiry_counts, iso, parse_time
+from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
+from codec.views.query import Selection, parse_store_ids
+from codec.views.timeview import ExpiryState, expiry_counts, iso, parse_time
 from codec.writer import rewrite
-
-from . import UsageError, add_at, add_endian, open_input
+from inspector.commands import UsageError, add_at, add_endian, open_input
 
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
 
@@ -245,7 +244,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- check
 def cmd_check(args: argparse.Namespace) -> int:
-    from codec.check import check_file  # numpy: only when checking
+    from codec.ops.check import check_file  # numpy: only when checking
 
     at = reference_time(args)
     with open_input(args.file, endian=args.endian) as db:
@@ -271,7 +270,7 @@ def same_file(a: str, b: str) -> bool:
 def cmd_rewrite(args: argparse.Namespace) -> int:
     if args.to_version is not None:
         try:
-            from . import surgery  # noqa: F401 - conversion lives with the surgery commands
+            from inspector.commands import surgery  # noqa: F401 - conversion lives with the surgery commands
         except ImportError:
             raise UsageError("--to-version is not supported yet; rewrite keeps the file's version") from None
         raise UsageError("use `mosqdb convert FILE --to-version N -o OUT` for version conversion")

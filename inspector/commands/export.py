@@ -1,4 +1,4 @@
-"""`mosqdb export` (Parquet, JSON Lines; msgpack/forward via exporters.forward_cli) and `mosqdb sql`."""
+"""`mosqdb export` (Parquet, JSON Lines; msgpack/forward via inspector.commands.forward_export) and `mosqdb sql`."""
 
 from __future__ import annotations
 
@@ -11,12 +11,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from codec.errors import CodecError
-from codec.query import Selection, parse_store_ids, valid_filter
-
-from . import UsageError, add_at, add_endian
+from codec.views.query import Selection, parse_store_ids, valid_filter
+from inspector.commands import UsageError, add_at, add_endian
 
 try:  # the forward-packet sinks live with their engine
-    from exporters.forward_cli import add_forward_options, run_forward_export
+    from inspector.commands.forward_export import add_forward_options, run_forward_export
 except ImportError:
     add_forward_options = run_forward_export = None  # type: ignore[assignment]
 
@@ -226,7 +225,7 @@ def _at(args: argparse.Namespace) -> float | None:
     if not getattr(args, "at", None):
         return None
     from codec.errors import CodecError
-    from codec.timeview import parse_time
+    from codec.views.timeview import parse_time
 
     try:
         return parse_time(args.at)

@@ -11,9 +11,8 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
-from exporters.forward import T_FORWARD, T_HANDSHAKE, TYPE_NAMES, ForwardError, FrameDecoder, Message, Packet
-
-from . import UsageError
+from exporters.forward.core import T_FORWARD, T_HANDSHAKE, TYPE_NAMES, ForwardError, FrameDecoder, Message, Packet
+from inspector.commands import UsageError
 
 READ_SIZE = 1 << 20
 
@@ -141,7 +140,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
 
 def cmd_listen(args: argparse.Namespace) -> int:
-    from exporters.forward_net import Listener
+    from exporters.forward.net import Listener
 
     if not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port}: not a TCP port")

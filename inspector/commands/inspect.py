@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from codec.errors import CodecError
-from codec.timeview import parse_time
+from codec.views.timeview import parse_time
 from inspector.commands import UsageError, add_at, add_endian, open_input, sample_path
 
 
@@ -21,8 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from inspector.app import InspectorApp  # Textual loads only for this command
-    from inspector.edits import Document
+    from inspector.tui.app import InspectorApp  # Textual loads only for this command
+    from inspector.tui.document import Document
 
     path = args.file or sample_path()
     open_input(path, endian=args.endian).close()  # missing file / not a db: one line, right exit code

@@ -16,13 +16,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from codec.errors import CodecError
-from codec.timeview import NEVER_INTERVAL as NEVER
-from codec.timeview import parse_time
-
-from . import UsageError, add_at, add_endian, open_input
+from codec.views.timeview import NEVER_INTERVAL as NEVER
+from codec.views.timeview import parse_time
+from inspector.commands import UsageError, add_at, add_endian, open_input
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
-DEFAULT_TTL = 7200  # codec.emqx.DEFAULT_TTL, the plugin's message_ttl; here so `mosqdb --help` stays light
+DEFAULT_TTL = 7200  # exporters.migrate.emqx.DEFAULT_TTL, the plugin's message_ttl; here so `mosqdb --help` stays light
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,8 +73,8 @@ def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from codec.emqx import EmqxOptions, migrate_emqx, parse_target
-    from codec.sqlite import db_to_sqlite
+    from exporters.migrate.emqx import EmqxOptions, migrate_emqx, parse_target
+    from exporters.migrate.sqlite import db_to_sqlite
 
     if args.to == "sqlite":
         if not args.output and not args.dry_run:

@@ -8,12 +8,11 @@ import os
 import time
 
 from codec.errors import CodecError
-from codec.renew import Policy, plan_renew
-from codec.timeview import iso, parse_duration, parse_time
+from codec.ops.renew import Policy, plan_renew
+from codec.views.timeview import iso, parse_duration, parse_time
 from codec.writer import save
-
-from . import UsageError, add_at, open_input
-from .surgery import _emit, _run, _writing
+from inspector.commands import UsageError, add_at, open_input
+from inspector.commands.surgery import _emit, _run, _writing
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -17,12 +17,11 @@ from collections.abc import Callable
 from typing import Any
 
 from codec.errors import CodecError
-from codec.timeview import NEVER_INTERVAL as NEVER
-
-from . import UsageError, add_at, add_endian, open_input
+from codec.views.timeview import NEVER_INTERVAL as NEVER
+from inspector.commands import UsageError, add_at, add_endian, open_input
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
-BY = ("type", "client", "topic")  # codec.stats.BY; kept here so `mosqdb --help` stays light
+BY = ("type", "client", "topic")  # codec.ops.stats.BY; kept here so `mosqdb --help` stays light
 
 
 def _writing(p: argparse.ArgumentParser) -> None:
@@ -172,7 +171,7 @@ def _emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: 
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from codec.convert import WRITABLE, convert
+    from codec.ops.convert import WRITABLE, convert
 
     if args.to_version not in WRITABLE:
         raise UsageError(f"cannot write db version {args.to_version}; choose 3, 4, 5 or 6")
@@ -197,8 +196,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_rm_retained(args: argparse.Namespace) -> int:
-    from codec.query import valid_filter
-    from codec.surgery import rm_retained
+    from codec.ops.surgery import rm_retained
+    from codec.views.query import valid_filter
 
     bad = [f for f in args.filters if not valid_filter(f)]
     if bad:
@@ -210,7 +209,7 @@ def cmd_rm_retained(args: argparse.Namespace) -> int:
 
 
 def cmd_drop_client(args: argparse.Namespace) -> int:
-    from codec.surgery import drop_clients
+    from codec.ops.surgery import drop_clients
 
     with open_input(args.file, endian=args.endian) as db:
         rem = _run(args, lambda out: drop_clients(db, args.client_ids, out))
@@ -220,7 +219,7 @@ def cmd_drop_client(args: argparse.Namespace) -> int:
 
 def _time(text: str | None, path: str) -> float | None:
     """A --at/--idle-since value (now, file-mtime, Unix seconds, ISO 8601); None when not given."""
-    from codec.timeview import parse_time
+    from codec.views.timeview import parse_time
 
     if text is None:
         return None
@@ -231,7 +230,7 @@ def _time(text: str | None, path: str) -> float | None:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from codec.surgery import prune_sessions
+    from codec.ops.surgery import prune_sessions
 
     if not (args.expired or args.no_subscriptions or args.idle_since):
         raise UsageError("give at least one of --idle-since DATE, --expired, --no-subscriptions")
@@ -245,7 +244,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from codec.repair import repair
+    from codec.ops.repair import repair
 
     if not os.path.exists(args.file):
         raise UsageError(f"{args.file}: no such file")
@@ -263,7 +262,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from codec.stats import compute, lines
+    from codec.ops.stats import compute, lines
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")

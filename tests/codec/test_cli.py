@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fixturepaths import REAL, REAL_FILES, ROOT, UNIT, manifest
 
-from codec.jsonview import DUMP_FIELDS
+from codec.views.jsonview import DUMP_FIELDS
 
 
 def mosqdb(*args: str) -> subprocess.CompletedProcess[str]:

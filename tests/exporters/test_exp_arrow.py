@@ -14,7 +14,7 @@ from fixturepaths import REAL_FILES, UNIT_FILES, manifest
 
 from codec import DbFile, Record
 from codec.errors import CodecError
-from codec.jsonview import record_fields
+from codec.views.jsonview import record_fields
 from codec.writer import write_records
 from exporters.arrow import iter_batches, kind_span, read_table
 from exporters.schema import KINDS, SCHEMAS, spark_ddl

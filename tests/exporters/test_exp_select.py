@@ -1,4 +1,4 @@
-"""Selections on Arrow batches follow codec.query.Selection; the messages view matches the manifests."""
+"""Selections on Arrow batches follow codec.views.query.Selection; the messages view matches the manifests."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from fixturepaths import REAL_FILES, manifest
 
 from codec import DbFile
-from codec.query import Selection
+from codec.views.query import Selection
 from exporters.select import FileView
 
 CHUNK_KINDS = ("cfg", "msg_store", "client_msg", "retain", "sub", "client")

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.spark
 import exporters.spark as xs  # noqa: E402
 from codec import DbFile  # noqa: E402
 from codec.errors import CodecError  # noqa: E402
-from codec.query import Selection  # noqa: E402
+from codec.views.query import Selection  # noqa: E402
 from exporters.select import FileView  # noqa: E402
 
 

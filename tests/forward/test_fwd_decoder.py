@@ -8,7 +8,7 @@ from fwd_helpers import EX2_MS, doc_example, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporters.forward import (
+from exporters.forward.core import (
     HANDSHAKE,
     HEARTBEAT,
     ForwardError,

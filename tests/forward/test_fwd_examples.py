@@ -10,7 +10,7 @@ from fixturepaths import UNIT
 from fwd_helpers import EX2_MS, S1, S2, doc_example, example3_db, export_args, make_db, run_cli
 
 from codec import ChunkType, DbFile, Record
-from exporters.forward import (
+from exporters.forward.core import (
     HANDSHAKE,
     HEARTBEAT,
     MAX_VBI,
@@ -27,8 +27,8 @@ from exporters.forward import (
     make_id,
     salt_of,
 )
-from exporters.forward_cli import run_forward_export
-from exporters.forward_net import Listener
+from exporters.forward.net import Listener
+from inspector.commands.forward_export import run_forward_export
 
 V6_STORE = UNIT / "persist_read" / "v6-message-store.test-db"
 

@@ -10,7 +10,7 @@ from fixturepaths import REAL, REAL_FILES, UNIT_FILES, manifest
 from fwd_helpers import db_stores, export_args, make_db, run_cli, stream_messages
 
 from codec import ChunkType, Record
-from exporters.forward import (
+from exporters.forward.core import (
     HANDSHAKE,
     ForwardError,
     MessageTooLarge,
@@ -20,8 +20,8 @@ from exporters.forward import (
     message_map,
     salt_of,
 )
-from exporters.forward_cli import run_forward_export
 from inspector.commands import UsageError
+from inspector.commands.forward_export import run_forward_export
 
 
 def _export(tmp_path, files, **kw) -> bytes:
@@ -176,7 +176,7 @@ def test_batches_respect_count_and_byte_limits() -> None:
 
 
 def _frame(content: bytes) -> bytes:
-    from exporters.forward import encode_forward
+    from exporters.forward.core import encode_forward
 
     return encode_forward(content)
 
@@ -196,7 +196,7 @@ def test_too_large_message_is_skipped_or_fails_strict() -> None:
 @pytest.mark.parametrize("mode", ["store", "delivery"])
 def test_columnar_and_codec_readers_agree(mode: str, tmp_path) -> None:
     from codec import DbFile
-    from exporters.forward import MessageSource, Options
+    from exporters.forward.core import MessageSource, Options
 
     files = [*REAL_FILES, _bad_topic_db(tmp_path)]
     for f in files:
@@ -253,7 +253,7 @@ def test_damaged_db_exports_nothing_and_names_the_chunk(tmp_path) -> None:
 def test_progress_position_covers_every_input() -> None:
     from contextlib import ExitStack
 
-    from exporters.forward_cli import Run, options_from
+    from inspector.commands.forward_export import Run, options_from
 
     args = export_args(REAL_FILES[:2], "msgpack", output="-", batch=5)
     seen: list[int] = []

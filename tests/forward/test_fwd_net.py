@@ -11,7 +11,7 @@ from fixturepaths import REAL, REAL_FILES
 from fwd_helpers import FakeReceiver, FwdListen, db_stores, export_args, run_cli, stream_messages
 
 from codec import DbFile
-from exporters.forward import (
+from exporters.forward.core import (
     ACK_OK,
     HANDSHAKE,
     HEARTBEAT,
@@ -26,8 +26,8 @@ from exporters.forward import (
     make_id,
     message_map,
 )
-from exporters.forward_cli import run_forward_export
-from exporters.forward_net import ForwardClient, Listener, SendError
+from exporters.forward.net import ForwardClient, Listener, SendError
+from inspector.commands.forward_export import run_forward_export
 
 F20 = REAL / "2.0.20-a.db"
 FF = bytes((ACK_OK,))

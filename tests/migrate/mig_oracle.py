@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codec import DbFile
-from codec.timeview import expires_at
+from codec.views.timeview import expires_at
 
 # 2.0.20-a / 1.6.10-a were written at 1795301007 (a-idle: 600 s session ending 1795301607)
 WRITTEN = 1_795_301_007

@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from mig_oracle import LATER, WRITTEN, emqx_expectation, emqx_store_ids, state
 from mig_services import mariadb, redis_server  # noqa: F401  (module fixtures)
 
-from codec.emqx import MYSQL_SCHEMA, base62, hex_from_redis_id, redis_id, unbase62
 from codec.engine import Record
 from codec.layouts import ChunkType
-from codec.mysql_writer import reserve_ids
 from codec.writer import write_records
+from exporters.migrate.emqx import MYSQL_SCHEMA, base62, hex_from_redis_id, redis_id, unbase62
+from exporters.migrate.mysql_writer import reserve_ids
 
 pytestmark = pytest.mark.services
 MOSQDB = [sys.executable, "-m", "inspector.cli"]

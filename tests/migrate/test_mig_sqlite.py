@@ -15,7 +15,9 @@ from mig_oracle import LATER, WRITTEN, state, store_expired
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.sqlite import db_to_sqlite, is_sqlite, sqlite_to_db
+from codec.sources import is_sqlite_file as is_sqlite
+from codec.sqlite_store import sqlite_to_db
+from exporters.migrate.sqlite import db_to_sqlite
 
 SCHEMA_SQL = SHARED / "docs" / "persist-sqlite-schema.sql"
 MOSQDB = [sys.executable, "-m", "inspector.cli"]
@@ -369,7 +371,7 @@ def awkward_db(path: Path, *, duplicate: bool = False) -> Path:
 @pytest.mark.parametrize("src", [*REAL_FILES, "awkward", "duplicate"], ids=lambda p: getattr(p, "name", p))
 def test_bulk_and_exact_paths_write_the_same_rows(src: Path | str, tmp_path: Path) -> None:
     """Stores bound from Arrow in C (ADBC) give the very rows of the one-by-one path."""
-    from codec import sqlite_bulk
+    from exporters.migrate import sqlite_bulk
 
     if not sqlite_bulk.available():
         pytest.fail("adbc-driver-sqlite is a dependency: the bulk path must be tested")
@@ -398,8 +400,8 @@ def test_a_failing_bulk_write_is_one_line_and_leaves_nothing(tmp_path: Path, mon
     import adbc_driver_manager
     import adbc_driver_sqlite.dbapi as adbc
 
-    from codec import sqlite_bulk
     from codec.errors import WriteError
+    from exporters.migrate import sqlite_bulk
 
     def broken(con: object, batches: object) -> int:
         raise adbc.OperationalError("IO: [SQLite] database or disk is full", status_code=adbc_driver_manager.AdbcStatusCode.IO)

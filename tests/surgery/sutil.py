@@ -55,7 +55,7 @@ def by_kind(path: Path) -> dict[str, list[dict]]:
 
 
 def errors(path: Path, at: float = WRITTEN_AT) -> list[str]:
-    from codec.check import check_file
+    from codec.ops.check import check_file
 
     with DbFile(path) as db:
         return [f"{f.where()}: {f.message}" for f in check_file(db, at=at) if f.severity == "error"]

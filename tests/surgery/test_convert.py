@@ -11,7 +11,7 @@ import pytest
 from sutil import BY_VERSION, REAL, V3, V4, V5, V6, by_kind, errors, records, run_cli, run_proc, sha
 
 from codec import DbFile
-from codec.convert import NEVER, convert
+from codec.ops.convert import NEVER, convert
 
 # fields each kind keeps in every version (what a conversion must carry over unchanged)
 COMMON = {

@@ -177,11 +177,11 @@ def test_not_a_database_and_cut_header(tmp_path: Path) -> None:
 
 def test_never_claims_success_on_an_invalid_result(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    import codec.repair
-    from codec.check import Finding
+    import codec.ops.repair
+    from codec.ops.check import Finding
     from inspector.cli import main
 
-    monkeypatch.setattr(codec.repair, "check_file", lambda db, at=None: [Finding("error", "x", "still broken", 99)])
+    monkeypatch.setattr(codec.ops.repair, "check_file", lambda db, at=None: [Finding("error", "x", "still broken", 99)])
     out = tmp_path / "o.db"
     rc = main(["repair", str(V6), "-o", str(out)])
     err = capsys.readouterr().err

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from sutil import V4, V6, errors
 
 from codec.errors import CodecError
-from codec.repair import repair
+from codec.ops.repair import repair
 
 DATA = {4: V4.read_bytes(), 6: V6.read_bytes()}
 

@@ -11,7 +11,7 @@ from fixturepaths import manifest
 from sutil import BY_VERSION, V6, records, run_cli, run_proc
 
 from codec import DbFile
-from codec.stats import compute
+from codec.ops.stats import compute
 
 KIND = {"DB_CHUNK_CFG": "cfg", "DB_CHUNK_MSG_STORE": "msg_store", "DB_CHUNK_CLIENT_MSG": "client_msg",
         "DB_CHUNK_RETAIN": "retain", "DB_CHUNK_SUB": "sub", "DB_CHUNK_CLIENT": "client"}

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sutil import BY_VERSION, V3, V6, errors, records, run_cli, sha
 
-from codec.query import topic_matches
+from codec.views.query import topic_matches
 
 
 def oracle_remove(path: Path, *, retain_filters: list[str] = (), clients: set[str] = frozenset()) -> list:

@@ -10,7 +10,7 @@ import pytest
 from fixturepaths import REAL, REAL_FILES, ROOT
 
 from codec import DbFile
-from codec.timeview import ExpiryState, expires_at, parse_duration, parse_time, relative
+from codec.views.timeview import ExpiryState, expires_at, parse_duration, parse_time, relative
 
 AT = "2026-11-22T00:00:00Z"  # after the 600 s and 3600 s expiries, before the 86400 s ones
 

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codec import DbFile
-from codec.renew import Policy, plan_renew
-from codec.timeview import NEVER_INTERVAL
+from codec.ops.renew import Policy, plan_renew
+from codec.views.timeview import NEVER_INTERVAL
 from codec.writer import save
 
 TIME_FIELDS = {"expiry_time", "session_expiry_time", "session_expiry_interval"}

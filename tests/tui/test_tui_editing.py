@@ -9,7 +9,7 @@ from pathlib import Path
 from tuihelpers import V6, keys, make_app, settle, status, type_text
 
 from codec import DbFile
-from inspector.screens.modals import PromptScreen
+from inspector.tui.screens import PromptScreen
 
 TOPIC = "corp/retained/température/salle-1"
 
@@ -307,7 +307,7 @@ async def test_add_a_copy_edit_it_undo_redo_and_save(v6_copy: Path) -> None:
 
 async def test_add_a_new_blank_chunk_fill_it_and_save(v6_copy: Path) -> None:
     """`A` adds a blank chunk of a chosen kind (values from the layout table); filled in, it saves as a valid chunk."""
-    from codec.check import check_file
+    from codec.ops.check import check_file
 
     with DbFile(v6_copy) as db:
         retained = {c.record["store_id"] for c in db.stream() if c.kind == "retain"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tuihelpers import AT, V6, make_app, settle
 
-from codec.timeview import relative
+from codec.views.timeview import relative
 
 
 async def test_expired_message_is_marked_with_absolute_and_relative_time() -> None:

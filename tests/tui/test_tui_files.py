@@ -7,8 +7,8 @@ from pathlib import Path
 from tuihelpers import CHECK_AT, V6, keys, make_app, settle, status
 
 from codec import DbFile
-from inspector.screens.modals import CheckScreen, ConfirmQuit
-from inspector.widgets.chunklist import DAMAGE_ROW
+from inspector.tui.screens import CheckScreen, ConfirmQuit
+from inspector.tui.widgets.chunklist import DAMAGE_ROW
 
 
 async def test_damaged_file_shows_chunks_up_to_damage_then_raw_bytes(damaged_copy: Path) -> None:
@@ -127,7 +127,7 @@ async def test_check_panel_jumps_to_finding(v6_copy: Path) -> None:
 async def test_export_selection_and_palette_actions(tmp_path: Path) -> None:
     import json
 
-    from inspector.app import ACTIONS
+    from inspector.tui.app import ACTIONS
 
     out = tmp_path / "retained.jsonl"
     app = make_app(V6)
@@ -170,8 +170,8 @@ def test_rows_are_usable_while_the_index_is_built(tmp_path: Path) -> None:
     """Between two scan steps the list already counts, decodes and shows the chunks found so far."""
     import struct
 
-    from inspector.edits import Document
-    from inspector.widgets.chunklist import ChunkList
+    from inspector.tui.document import Document
+    from inspector.tui.widgets.chunklist import ChunkList
 
     path = tmp_path / "many.db"
     extra = 300_000

@@ -7,7 +7,7 @@ import json
 from tuihelpers import V3, V6, keys, make_app, settle, status, type_text
 
 from codec import DbFile
-from codec.query import topic_matches
+from codec.views.query import topic_matches
 
 
 def manifest(path):  # type: ignore[no-untyped-def]
@@ -169,8 +169,8 @@ def test_store_columns_match_decoded_values() -> None:
     """The numpy store-id columns (no decoding) agree with the codec on every chunk, v3 to v6."""
     from tuihelpers import V4, V5
 
-    from inspector.edits import Document
-    from inspector.widgets.data import StoreColumns
+    from inspector.tui.document import Document
+    from inspector.tui.filters import StoreColumns
 
     for path in (V3, V4, V5, V6):
         doc = Document(str(path))
@@ -190,8 +190,8 @@ def test_store_columns_match_decoded_values() -> None:
 
 
 async def test_mouse_selects_rows_and_bytes() -> None:
-    from inspector.widgets.chunklist import ChunkList
-    from inspector.widgets.hexview import HexView
+    from inspector.tui.widgets.chunklist import ChunkList
+    from inspector.tui.widgets.hexview import HexView
 
     app = make_app(V6)
     async with app.run_test(size=(100, 30)) as pilot:

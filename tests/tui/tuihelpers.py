@@ -6,8 +6,8 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from inspector.app import InspectorApp
-from inspector.edits import Document
+from inspector.tui.app import InspectorApp
+from inspector.tui.document import Document
 
 ROOT = Path(__file__).resolve().parents[2]
 REAL = ROOT.parent / "shared" / "fixtures" / "real"  # the same place tests/conftest.py reads

@@ -6,7 +6,7 @@ the columnar exporter (``exporters.arrow.iter_batches``: one layout walk, Arrow 
 the file bytes), are filtered and shaped with Arrow compute, and ADBC's sqlite driver binds
 them from the Arrow buffers.
 
-Rows that need Python stay on the exact path (``codec.sqlite``): MQTT v5 property tails
+Rows that need Python stay on the exact path (``exporters.migrate.sqlite``): MQTT v5 property tails
 (turned into the plugin's JSON) and text that is not UTF-8 (the exporters' ``invalid_utf8``
 column; bound as BLOBs, byte for byte - Arrow strings would replace them). Without ``adbc-driver-sqlite``
 everything takes the exact path; the rows are the same either way (tested).
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .reader import DbFile
+from codec.reader import DbFile
 
 READ = ["store_id", "expiry_time", "topic", "payload", "source_id", "source_username", "source_mid", "source_port",
         "qos", "retain", "properties", "invalid_utf8"]
@@ -58,9 +58,8 @@ def store_batches(db: DbFile, wanted: np.ndarray, now: int, stats: dict[str, int
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from codec.columnar import in_sorted
     from exporters.arrow import iter_batches
-
-    from .columnar import in_sorted
 
     schema = pa.schema([("store_id", pa.int64()), ("expiry_time", pa.int64()), ("topic", pa.string()),
                         ("payload", pa.binary()), ("source_id", pa.string()), ("source_username", pa.string()),

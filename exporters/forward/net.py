@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from .forward import (
+from exporters.forward.core import (
     ACK_FAIL,
     ACK_OK,
     HANDSHAKE,

@@ -14,12 +14,12 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from .engine import Record
-from .errors import CodecError
-from .layouts import PAYLOAD_MAX
-from .properties import property_problems
-from .query import valid_filter
-from .reader import Chunk, DbFile
+from codec.engine import Record
+from codec.errors import CodecError
+from codec.layouts import PAYLOAD_MAX
+from codec.properties import property_problems
+from codec.reader import Chunk, DbFile
+from codec.views.query import valid_filter
 
 # state -> (qos values, direction) it is consistent with (spec §8 / §11 rule 13)
 STATE_RULES = {

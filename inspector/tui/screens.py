@@ -103,7 +103,7 @@ class HelpScreen(ModalScreen[None]):
 
 
 class CheckScreen(ModalScreen[Any]):
-    """Findings of codec.check; Enter jumps to the chunk or offset of one."""
+    """Findings of codec.ops.check; Enter jumps to the chunk or offset of one."""
 
     BINDINGS = [Binding("escape,q", "close", "Close")]
 

@@ -6,7 +6,7 @@ with exactly the keys id, qos, flags {dup, retain}, from, topic, payload, timest
 This module turns a db's stored messages (store mode) or queued deliveries (delivery
 mode) into such maps, packs them into size-bounded batches and frames them; it also
 decodes frames incrementally (for the listener and ``fwd-dump``) with errors that name
-the byte offset. Nothing here does I/O on sockets (see :mod:`exporters.forward_net`).
+the byte offset. Nothing here does I/O on sockets (see :mod:`exporters.forward.net`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import msgpack
 from codec import ChunkType, DbFile
 from codec.errors import CodecError
 from codec.properties import encode_vbi as _encode_vbi
-from codec.query import Selection, topic_matches
+from codec.views.query import Selection, topic_matches
 
 
 def _columnar_reader() -> Callable[..., Iterator[Any]] | None:
@@ -557,7 +557,7 @@ class MessageSource:
                     yield index, offset, sid, qos, retain, frm, topic, payload, False
 
     def _selected(self) -> Callable[[int, str], bool] | None:
-        """The topic / store-id part of the selection (codec.query rules), or None for all."""
+        """The topic / store-id part of the selection (codec.views.query rules), or None for all."""
         sel = Selection(kinds={"msg_store"}, topics=list(self.opts.topics), store_ids=self.opts.store_ids)
         if not sel.by_store:
             return None

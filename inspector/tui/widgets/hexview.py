@@ -19,8 +19,8 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from inspector.messages import HexByteTyped, HexCursorMoved
-from inspector.widgets.focus import RepaintOnFocus
+from inspector.tui.messages import HexByteTyped, HexCursorMoved
+from inspector.tui.widgets.focus import RepaintOnFocus
 
 KIND_STYLES = {
     "hdr": Style(color="bright_blue"),

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .errors import CodecError
-from .layouts import ChunkType
-from .reader import DbFile
-from .timeview import NEVER_INTERVAL, expires_at, iso
-from .writer import Overlay
+from codec.errors import CodecError
+from codec.layouts import ChunkType
+from codec.reader import DbFile
+from codec.views.timeview import NEVER_INTERVAL, expires_at, iso
+from codec.writer import Overlay
 
 
 @dataclass

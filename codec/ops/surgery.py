@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from . import columnar
-from .errors import CodecError
-from .layouts import ChunkType, header_size, layout_for
-from .query import topic_matches, valid_filter
-from .reader import Chunk, DbFile
-from .writer import atomic_output, copy_range
+from codec import columnar
+from codec.errors import CodecError
+from codec.layouts import ChunkType, header_size, layout_for
+from codec.reader import Chunk, DbFile
+from codec.views.query import topic_matches, valid_filter
+from codec.writer import atomic_output, copy_range
 
 BATCH = 1 << 16
 NEVER = 0xFFFF_FFFF

@@ -15,12 +15,11 @@ from typing import Any
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.query import parse_store_ids, valid_filter
 from codec.sources import open_any
-from codec.timeview import parse_time
+from codec.views.query import parse_store_ids, valid_filter
+from codec.views.timeview import parse_time
 from codec.writer import atomic_output
-
-from .forward import Batch, ForwardError, MessageSource, Options, batches, salt_of, write_stream
+from exporters.forward.core import Batch, ForwardError, MessageSource, Options, batches, salt_of, write_stream
 
 DEFAULT_BATCH = 1000
 RETAINED_KINDS = ("retained", "retain")
@@ -244,7 +243,7 @@ def _to_file(args: argparse.Namespace, run: Run, show: bool, quiet: bool) -> int
 
 
 def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], show: bool, quiet: bool) -> int:
-    from .forward_net import ForwardClient, SendError
+    from exporters.forward.net import ForwardClient, SendError
 
     host, port = target
     with _progress(show, run, "acknowledged" if args.ack else "confirmed") as progress:

@@ -1,6 +1,6 @@
 """What fills a db: bytes and counts per chunk type, per client, per topic level; biggest payloads.
 
-Computed from the chunk index and columns gathered with numpy (see :mod:`codec.surgery`),
+Computed from the chunk index and columns gathered with numpy (see :mod:`codec.ops.surgery`),
 so a file of millions of chunks is summarised without a Python object per chunk.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from .layouts import ChunkType
-from .reader import DbFile
-from .surgery import Columns, batches, index_arrays
+from codec.layouts import ChunkType
+from codec.ops.surgery import Columns, batches, index_arrays
+from codec.reader import DbFile
 
 BY = ("type", "client", "topic")
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from .engine import Record
-from .errors import CodecError
-from .reader import Chunk
+from codec.engine import Record
+from codec.errors import CodecError
+from codec.reader import Chunk
 
 
 def valid_filter(flt: str) -> bool:

@@ -4,7 +4,7 @@ The plugin looks messages up by the *exact* subscription filter string and delet
 message on the first ack from anyone, so a migration has to decide under which keys each
 queued message goes (``index_by``): ``filter`` (default) makes each queued message findable
 through the filters of the clients it was queued for; ``topic`` stores it under its
-concrete topic only. Ids follow the forward-packet doc's B.2 rule (``exporters.forward``),
+concrete topic only. Ids follow the forward-packet doc's B.2 rule (``exporters.forward.core``),
 so re-running a migration writes the same ids and never duplicates rows.
 """
 
@@ -26,16 +26,16 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
-from exporters.forward import MessageSource, Options, make_id
-
-from .columnar import iter_columns
-from .errors import CodecError
-from .layouts import ChunkType
-from .pipeline import Memo, paused_gc
-from .query import topic_matches
-from .reader import DbFile
-from .sqlite import MigrationReport, require_intact, small_records
-from .timeview import expires_at
+from codec.columnar import iter_columns
+from codec.errors import CodecError
+from codec.layouts import ChunkType
+from codec.reader import DbFile
+from codec.sqlite_store import MigrationReport
+from codec.views.query import topic_matches
+from codec.views.timeview import expires_at
+from exporters.forward.core import MessageSource, Options, make_id
+from exporters.migrate.pipeline import Memo, paused_gc
+from exporters.migrate.sqlite import require_intact, small_records
 
 BLOB_MAX = 65_535
 MEDIUMBLOB_MAX = (1 << 24) - 1
@@ -809,7 +809,7 @@ def _stream_mysql(conf: dict[str, Any], planner: Planner, opts: EmqxOptions, rep
     """
     import pymysql
 
-    from .mysql_writer import Inserter, reserve_ids
+    from exporters.migrate.mysql_writer import Inserter, reserve_ids
 
     widen = planner.mysql_payload_type() if opts.widen_payload else None
     total = len(planner.stores)
@@ -907,7 +907,7 @@ def _not_there(cur: Any, batch: list[Msg]) -> list[int]:
 
 def _write_sql(path: str, stmts: Iterable[tuple[str, str, int]], rep: MigrationReport, total: int,
                prog: Callable[[str, int, int], None]) -> None:
-    from .writer import atomic_output
+    from codec.writer import atomic_output
 
     done = 0
     with atomic_output(path) as f:
@@ -1017,7 +1017,7 @@ def _stream_redis(conf: dict[str, Any], planner: Planner, opts: EmqxOptions, rep
 
 def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, total: int,
                opts: EmqxOptions, prog: Callable[[str, int, int], None]) -> None:
-    from .pipeline import background
+    from exporters.migrate.pipeline import background
 
     pipe = _RedisPipe(conf)
     done = 0
@@ -1037,7 +1037,7 @@ def _run_redis(conf: dict[str, Any], cmds: Iterable[tuple[str, int, bytes]], rep
 
 def _write_resp(path: str, cmds: Iterable[tuple[str, int, bytes]], rep: MigrationReport, total: int,
                 prog: Callable[[str, int, int], None]) -> None:
-    from .writer import atomic_output
+    from codec.writer import atomic_output
 
     done = 0
     f: BinaryIO

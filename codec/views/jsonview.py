@@ -11,9 +11,9 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from .engine import Record
-from .properties import BY_ID, Property
-from .reader import Chunk
+from codec.engine import Record
+from codec.properties import BY_ID, Property
+from codec.reader import Chunk
 
 DUMP_FIELDS: dict[str, tuple[str, ...]] = {
     "cfg": ("shutdown", "dbid_size", "last_db_id"),

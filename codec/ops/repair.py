@@ -11,7 +11,7 @@ to stores that are not in the file dropped, stores nobody references dropped, a 
 topic or a subscription stored twice keeps its last copy (what the broker's loader ends
 up with), ``last_db_id`` raised to the highest store id, every length recomputed.
 
-The output is written next to its destination, checked with :func:`codec.check.check_file`,
+The output is written next to its destination, checked with :func:`codec.ops.check.check_file`,
 and only renamed into place when the check finds no error.
 """
 
@@ -28,13 +28,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .check import check_file
-from .engine import Record, decode_chunk, encode_chunk
-from .errors import CodecError, NotADatabaseError, UnsupportedVersionError
-from .layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
-from .query import valid_filter
-from .reader import DbFile
-from .writer import atomic_output, file_header, write_records
+from codec.engine import Record, decode_chunk, encode_chunk
+from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
+from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
+from codec.ops.check import check_file
+from codec.reader import DbFile
+from codec.views.query import valid_filter
+from codec.writer import atomic_output, file_header, write_records
 
 KNOWN = {int(t) for t in ChunkType}
 STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),

@@ -20,12 +20,12 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from codec.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.properties import BY_ID
-from codec.timeview import expires_at, relative
-from inspector.edits import ChunkView, property_spans
-from inspector.messages import SpanSelected
-from inspector.widgets.focus import RepaintOnFocus
+from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
+from codec.views.timeview import expires_at, relative
+from inspector.tui.document import ChunkView, property_spans
+from inspector.tui.messages import SpanSelected
+from inspector.tui.widgets.focus import RepaintOnFocus
 
 TIME_FIELDS = ("expiry_time", "session_expiry_time", "disconnect_t")
 PAYLOAD_PREVIEW = 64

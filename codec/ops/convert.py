@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from .engine import Record, encode_chunk
-from .errors import CodecError, UnsupportedVersionError
-from .layouts import LAYOUTS, ChunkType, header_size, layout_for
-from .reader import Chunk, DbFile
-from .surgery import index_arrays, save_masked
-from .writer import file_header
+from codec.engine import Record, encode_chunk
+from codec.errors import CodecError, UnsupportedVersionError
+from codec.layouts import LAYOUTS, ChunkType, header_size, layout_for
+from codec.ops.surgery import index_arrays, save_masked
+from codec.reader import Chunk, DbFile
+from codec.writer import file_header
 
 NEVER = 0xFFFF_FFFF
 WRITABLE = (3, 4, 5, 6)

@@ -8,8 +8,8 @@ import numpy as np
 from rich.text import Text
 from textual.widgets import Static
 
-from inspector.edits import Document
-from inspector.widgets.data import TYPE_SHORT
+from inspector.tui.document import Document
+from inspector.tui.filters import TYPE_SHORT
 
 
 def type_counts(doc: Document) -> dict[int, int]:

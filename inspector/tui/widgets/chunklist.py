@@ -17,11 +17,11 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from codec.timeview import expires_at
-from inspector.edits import Document
-from inspector.messages import RowHighlighted
-from inspector.widgets.data import clip, summary, type_label
-from inspector.widgets.focus import RepaintOnFocus
+from codec.views.timeview import expires_at
+from inspector.tui.document import Document
+from inspector.tui.filters import clip, summary, type_label
+from inspector.tui.messages import RowHighlighted
+from inspector.tui.widgets.focus import RepaintOnFocus
 
 DAMAGE_ROW = -1
 STYLES = {

@@ -24,9 +24,8 @@ from codec import columnar
 from codec.errors import CodecError
 from codec.layouts import FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size
 from codec.properties import BY_ID, decode_properties
-from codec.timeview import NEVER_INTERVAL
-
-from .schema import INVALID_UTF8, PROPERTIES, SCHEMAS, TIME_COLUMNS, TIMESTAMP
+from codec.views.timeview import NEVER_INTERVAL
+from exporters.schema import INVALID_UTF8, PROPERTIES, SCHEMAS, TIME_COLUMNS, TIMESTAMP
 
 PAD = 16  # zero bytes after a block so 16-byte gathers never leave it
 _MASKS = np.array([0, 0xFF, 0xFFFF, 0xFFFFFF, 0xFFFFFFFF], dtype=np.uint32)
@@ -253,7 +252,7 @@ def _properties(block: Block, starts: np.ndarray, sizes: np.ndarray, issues: Iss
 
 
 def expiry_columns(kind: str, cols: dict[str, pa.Array], n: int, at: float | None) -> tuple[pa.Array, pa.Array]:
-    """``expires_at`` (null = never) and ``expired`` as of ``at`` (default now), as codec.timeview defines them."""
+    """``expires_at`` (null = never) and ``expired`` as of ``at`` (default now), as codec.views.timeview defines them."""
     at = time.time() if at is None else at
     t = cols.get("expiry_time" if kind == "msg_store" else "session_expiry_time")
     if t is None:

@@ -2,7 +2,7 @@
 
 Store ids sit at a fixed offset in msg_store, client_msg and retain bodies, so they are
 gathered for millions of chunks with block reads and numpy instead of decoding; filters
-that need text (topics, client ids) stream the file through codec.query.Selection.
+that need text (topics, client ids) stream the file through codec.views.query.Selection.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import numpy as np
 
 from codec import CodecError, Record
 from codec.columnar import gather_u64
-from codec.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.layouts import ChunkType, layout_for
-from codec.query import Selection, parse_store_ids, valid_filter
-from inspector.edits import Document, chunk_kind_names
+from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
+from codec.views.query import Selection, parse_store_ids, valid_filter
+from inspector.tui.document import Document, chunk_kind_names
 
 TYPE_SHORT = {1: "cfg", 2: "msg", 3: "cmsg", 4: "ret", 5: "sub", 6: "clnt"}
 STORE_TYPES = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG), int(ChunkType.RETAIN))
@@ -159,7 +159,7 @@ class StoreColumns:
         return None
 
     def matching(self, spec: FilterSpec) -> np.ndarray:
-        """Rows for a filter without text criteria (same rules as codec.query.Selection)."""
+        """Rows for a filter without text criteria (same rules as codec.views.query.Selection)."""
         n = len(self.types)
         keep = np.ones(n, dtype=bool)
         if spec.kinds is not None:

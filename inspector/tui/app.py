@@ -1,6 +1,6 @@
 """The Textual inspector: chunk list, field tree and hex view over one db, with edits.
 
-The app owns a :class:`~inspector.edits.Document`; the index is built in a worker thread
+The app owns a :class:`~inspector.tui.document.Document`; the index is built in a worker thread
 that posts progress, so rows appear before the scan ends. Filters that need decoding,
 search, reference lookups and checks run in workers too, and never block keystrokes.
 """
@@ -24,16 +24,23 @@ from textual.widgets import Footer, Input, Static
 from textual.worker import get_current_worker
 
 from codec import CodecError, FileChangedError
-from codec.check import check_file
 from codec.layouts import ChunkType
-from inspector.edits import ChunkView, Document, EditRefused
-from inspector.messages import FilterProgress, HexByteTyped, HexCursorMoved, RowHighlighted, ScanProgress, SpanSelected
-from inspector.screens.modals import CheckScreen, ConfirmQuit, HelpScreen, PromptScreen
-from inspector.widgets.chunklist import DAMAGE_ROW, ChunkList
-from inspector.widgets.data import StoreColumns, parse_filter, search_forward, stream_matches, with_edits
-from inspector.widgets.fieldtree import FieldTree
-from inspector.widgets.hexview import HexSource, HexView
-from inspector.widgets.summary import SummaryBar
+from codec.ops.check import check_file
+from inspector.tui.document import ChunkView, Document, EditRefused
+from inspector.tui.filters import StoreColumns, parse_filter, search_forward, stream_matches, with_edits
+from inspector.tui.messages import (
+    FilterProgress,
+    HexByteTyped,
+    HexCursorMoved,
+    RowHighlighted,
+    ScanProgress,
+    SpanSelected,
+)
+from inspector.tui.screens import CheckScreen, ConfirmQuit, HelpScreen, PromptScreen
+from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
+from inspector.tui.widgets.fieldtree import FieldTree
+from inspector.tui.widgets.hexview import HexSource, HexView
+from inspector.tui.widgets.summary import SummaryBar
 
 ACTIONS = [
     ("Go to", "goto", "Jump to a chunk index, file offset (0x.., @..) or store id (#..)"),
@@ -648,7 +655,7 @@ class InspectorApp(App[None]):
 
     @work(thread=True, exclusive=True, group="session")
     def session_worker(self, item: int, client_id: str) -> None:
-        from inspector.widgets.data import safe_stream
+        from inspector.tui.filters import safe_stream
 
         found = [item]
         subs = queued = 0

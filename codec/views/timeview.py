@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from .engine import Record
-from .errors import CodecError
+from codec.engine import Record
+from codec.errors import CodecError
 
 NEVER_INTERVAL = 0xFFFF_FFFF
 DAY = 86_400
@@ -122,7 +122,7 @@ def expiry_counts(db: Any, at: float) -> dict[str, dict[str, int]]:
     needs no decoding: only the (few) sessions with times are decoded to see whether
     their interval says "never". v2-v4 files have no expiry times: everything is "never".
     """
-    from .layouts import ChunkType
+    from codec.layouts import ChunkType
 
     idx = db.index
     counts = idx.counts()
