@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
@@ -26,6 +25,7 @@ from textual.worker import get_current_worker
 from codec import CodecError, FileChangedError
 from codec.layouts import ChunkType
 from codec.ops.check import check_file
+from inspector.tui.actions import actions, bindings, palette_help
 from inspector.tui.document import ChunkView, Document, EditRefused
 from inspector.tui.filters import StoreColumns, parse_filter, search_forward, stream_matches, with_edits
 from inspector.tui.messages import (
@@ -42,27 +42,8 @@ from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.hexview import HexSource, HexView
 from inspector.tui.widgets.summary import SummaryBar
 
-ACTIONS = [
-    ("Go to", "goto", "Jump to a chunk index, file offset (0x.., @..) or store id (#..)"),
-    ("Search", "search", "Find text in topics, client ids and payloads"),
-    ("Search next", "search_next", "Repeat the last search"),
-    ("Filter", "filter", "Filter by type, topic filter, client id, store id"),
-    ("Clear filter", "clear_filter", "Show every chunk again"),
-    ("Follow reference", "follow", "client_msg/retain → msg_store; msg_store → everything referencing it"),
-    ("Check file", "check", "Run the integrity rules and list findings"),
-    ("Export selection", "export", "Write the filtered chunks as JSON lines (.jsonl) or a Parquet dataset (directory)"),
-    ("Edit field", "edit_field", "Edit the selected field's value"),
-    ("Delete chunk", "delete", "Delete (or restore) the chunk; a client with its subs and queue"),
-    ("Add a copy", "add_copy", "Insert a copy of the chunk after it, to edit into a new one"),
-    ("Add a new chunk", "add_new", "Insert a blank msg_store, client_msg, retain, sub or client after the chunk"),
-    ("Undo", "undo", "Undo the last edit"),
-    ("Redo", "redo", "Redo the last undone edit"),
-    ("Save", "save", "Save atomically over the file"),
-    ("Save as", "save_as", "Save to another file"),
-    ("Help", "help", "List keys"),
-    ("Quit", "quit_app", "Quit (asks when edits are unsaved)"),
-]
-
+# (title, action, description) of each palette command, read from the actions table
+ACTIONS = [(a.title, a.name, a.description) for a in actions()]
 
 class InspectorApp(App[None]):
     """mosqdb inspect."""
@@ -70,26 +51,7 @@ class InspectorApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "mosqdb inspect"
     ENABLE_COMMAND_PALETTE = True
-    BINDINGS = [
-        Binding("q", "quit_app", "Quit"),
-        Binding("question_mark", "help", "Help"),
-        Binding("g", "goto", "Goto"),
-        Binding("slash", "search", "Search"),
-        Binding("n", "search_next", "Next", show=False),
-        Binding("f", "filter", "Filter"),
-        Binding("escape", "clear_filter", "Clear", show=False),
-        Binding("r", "follow", "Ref"),
-        Binding("c", "check", "Check"),
-        Binding("x", "export", "Export", show=False),
-        Binding("e", "edit_field", "Edit"),
-        Binding("d", "delete", "Del"),
-        Binding("a", "add_copy", "Add copy", show=False),
-        Binding("A", "add_new", "Add new", show=False),
-        Binding("u,ctrl+z", "undo", "Undo"),
-        Binding("U,ctrl+y", "redo", "Redo", show=False),
-        Binding("ctrl+s", "save", "Save"),
-        Binding("S", "save_as", "Save as", show=False),
-    ]
+    BINDINGS = bindings()  # from the actions table, like the help screen and the palette
 
     def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
                  detail_delay: float = 0.05) -> None:
@@ -809,8 +771,8 @@ class InspectorApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        for title, action, helptext in ACTIONS:
-            yield SystemCommand(title, helptext, getattr(self, f"action_{action}"))
+        for a in actions():
+            yield SystemCommand(a.title, palette_help(a, self.doc.read_only), getattr(self, f"action_{a.name}"))
 
 
 def pathless(err: CodecError) -> str:
