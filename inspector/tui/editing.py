@@ -13,6 +13,7 @@ import numpy as np
 from textual import work
 
 from codec.layouts import ChunkType
+from codec.values import utf8_or_none
 from inspector.tui.document import Document, EditRefused
 from inspector.tui.filters import safe_stream
 from inspector.tui.messages import HexByteTyped
@@ -101,12 +102,11 @@ class EditingMixin:
         assert rec is not None
         value = rec.values.get(info.name)
         if isinstance(value, bytes):
-            try:
-                current = value.decode("utf-8")
-                hint = "payload as UTF-8 text, or hex:0a0b…, or escapes like \\xff"
-            except UnicodeDecodeError:
-                current = "hex:" + value.hex()
-                hint = "binary payload: hex:0a0b… or text"
+            text = utf8_or_none(value)
+            if text is not None:
+                current, hint = text, "payload as UTF-8 text, or hex:0a0b…, or escapes like \\xff"
+            else:
+                current, hint = "hex:" + value.hex(), "binary payload: hex:0a0b… or text"
         elif isinstance(value, str):
             current = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
             hint = "UTF-8 text; \\xNN escapes allowed (must stay valid UTF-8)"
