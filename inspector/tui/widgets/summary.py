@@ -9,7 +9,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from inspector.tui.document import Document
-from inspector.tui.filters import TYPE_SHORT
+from inspector.tui.rows import TYPE_SHORT
 
 
 def type_counts(doc: Document) -> dict[int, int]:
