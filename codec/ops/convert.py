@@ -31,9 +31,9 @@ from codec.errors import CodecError, UnsupportedVersionError
 from codec.layouts import LAYOUTS, ChunkType, header_size, layout_for
 from codec.ops.surgery import index_arrays, save_masked
 from codec.reader import Chunk, DbFile
+from codec.values import NEVER
 from codec.writer import file_header
 
-NEVER = 0xFFFF_FFFF
 WRITABLE = (3, 4, 5, 6)
 EXAMPLES = 20
 
@@ -265,4 +265,4 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
     return report
 
 
-__all__ = ["NEVER", "WRITABLE", "ConvertReport", "Converter", "Loss", "convert", "same_layout"]
+__all__ = ["WRITABLE", "ConvertReport", "Converter", "Loss", "convert", "same_layout"]

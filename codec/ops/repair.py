@@ -33,6 +33,7 @@ from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
 from codec.ops.check import check_file
 from codec.reader import DbFile
+from codec.values import is_utf8
 from codec.views.query import valid_filter
 from codec.writer import atomic_output, file_header, write_records
 
@@ -198,7 +199,7 @@ def implausible(rec: Record) -> str | None:
         s = v.get(name)
         if s is None or s == "":
             return f"empty {name}" if required else None
-        if "\0" in s or any("\udc80" <= ch <= "\udcff" for ch in s):
+        if "\0" in s or not is_utf8(s):
             return f"{name} is not valid UTF-8 text"
         return None
 

@@ -21,11 +21,11 @@ from codec import columnar
 from codec.errors import CodecError
 from codec.layouts import ChunkType, header_size, layout_for
 from codec.reader import Chunk, DbFile
+from codec.values import NEVER
 from codec.views.query import topic_matches, valid_filter
 from codec.writer import atomic_output, copy_range
 
 BATCH = 1 << 16
-NEVER = 0xFFFF_FFFF
 
 
 # ---------------------------------------------------------------- columns straight from the file
