@@ -64,12 +64,7 @@ class Columns:
         layout = layout_for(self.db.version, chunk_type)
         if layout is None:
             raise CodecError(f"no layout for chunk type {chunk_type}")
-        reachable: set[str] = set()
-        for f in layout.fields:
-            if f.kind in ("time_t", "props"):
-                break
-            reachable.update(f.values)
-        missing = set(names) - reachable
+        missing = set(names) - layout.length_free_values
         if missing:
             raise CodecError(f"cannot gather {', '.join(sorted(missing))} from {layout.type.label}")
         n = len(offsets)
