@@ -88,6 +88,20 @@ class ChunkIndex:
             ends[-1] = self.end
         return offsets, types, ends
 
+    def lengths_array(self) -> Any:
+        """The stored chunk lengths as a numpy uint32 array (a view)."""
+        import numpy as np
+
+        return np.frombuffer(self.lengths, dtype=np.uint32) if len(self.lengths) else np.zeros(0, np.uint32)
+
+    def intact_arrays(self, path: str | None = None) -> tuple[Any, Any, Any]:
+        """:meth:`arrays`, refusing an index the scan stopped on damage (operations that rewrite
+        or summarise a file need every chunk; repair comes first)."""
+        if self.error is not None:
+            raise CodecError(f"the file is damaged ({self.error.reason}); run `mosqdb repair` first",
+                             path=path, offset=self.error.offset)
+        return self.arrays()
+
     def find(self, offset: int) -> int | None:
         """The chunk that contains a file offset (binary search), or None."""
         from bisect import bisect_right

@@ -1,6 +1,6 @@
 """What fills a db: bytes and counts per chunk type, per client, per topic level; biggest payloads.
 
-Computed from the chunk index and columns gathered with numpy (see :mod:`codec.ops.surgery`),
+Computed from the chunk index and columns gathered with numpy (:class:`codec.columnar.ColumnReader`),
 so a file of millions of chunks is summarised without a Python object per chunk.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from codec.columnar import ColumnReader, batches
 from codec.layouts import ChunkType
-from codec.ops.surgery import Columns, batches, index_arrays
 from codec.reader import DbFile
 
 BY = ("type", "client", "topic")
@@ -46,7 +46,7 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
     st = Stats(db.path, db.version, db.size, depth=depth)
     if db.empty:
         return st
-    offsets, types, ends = index_arrays(db)
+    offsets, types, ends = db.index.intact_arrays(db.path)
     sizes = ends - offsets
     for t in np.unique(types).tolist():
         try:
@@ -55,7 +55,7 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
             label = f"unknown({t})"
         m = types == t
         st.by_type[label] = {"count": int(m.sum()), "bytes": int(sizes[m].sum())}
-    cols = Columns(db)
+    cols = ColumnReader(db)
 
     # stores: id, topic, payload length, chunk size
     s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
@@ -65,12 +65,13 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
     s_topic_key: list[str] = []
     biggest: list[tuple[int, int]] = []  # (payload len, position)
     for s in batches(len(s_idx)):
-        g = cols.gather(offsets[s_idx[s]], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
-        s_ids[s] = g["store_id"]
-        s_plen[s] = g["payload_len"]
-        topics = cols.texts(g["topic_pos"], g["topic_len"])
+        g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
+        plens = g.spans["payload"][1]
+        s_ids[s] = g.ints["store_id"]
+        s_plen[s] = plens
+        topics = g.texts("topic")
         csz = sizes[s_idx[s]].tolist()
-        for j, (topic, plen) in enumerate(zip(topics, g["payload_len"].tolist(), strict=True)):
+        for j, (topic, plen) in enumerate(zip(topics, plens.tolist(), strict=True)):
             key = _prefix(topic, depth)
             s_topic_key.append(key)
             acc = topic_acc.get(key)
@@ -81,9 +82,9 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
             acc[2] += plen
         k = min(top, len(topics))
         if k:
-            part = np.argpartition(-g["payload_len"], k - 1)[:k]
+            part = np.argpartition(-plens, k - 1)[:k]
             for j in part.tolist():
-                item = (int(g["payload_len"][j]), s.start + j)
+                item = (int(plens[j]), s.start + j)
                 if len(biggest) < top:
                     heapq.heappush(biggest, item)
                 else:
@@ -101,7 +102,7 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
     # retained per topic prefix
     r_idx = np.flatnonzero(types == int(ChunkType.RETAIN))
     for s in batches(len(r_idx)):
-        ids = cols.gather(offsets[r_idx[s]], int(ChunkType.RETAIN), ("store_id",))["store_id"]
+        ids = cols.gather(r_idx[s], int(ChunkType.RETAIN), ("store_id",)).ints["store_id"]
         pos, ok = store_pos(ids)
         for p in pos[ok].tolist():
             topic_acc[s_topic_key[p]][3] += 1
@@ -122,16 +123,16 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
         idx = np.flatnonzero(types == int(t))
         for s in batches(len(idx)):
             if t == ChunkType.CLIENT:  # decoded one by one: the v6 CLIENT layout depends on the writer's ABI
-                g = {}
+                g = None
                 cids = [db.chunk(i).record["client_id"] for i in idx[s].tolist()]
             else:
                 names = ("client_id", "store_id") if t == ChunkType.CLIENT_MSG else ("client_id",)
-                g = cols.gather(offsets[idx[s]], int(t), names)
-                cids = cols.texts(g["client_id_pos"], g["client_id_len"])
+                g = cols.gather(idx[s], int(t), names)
+                cids = g.texts("client_id")
             csz = sizes[idx[s]].tolist()
             plens = [0] * len(cids)
-            if t == ChunkType.CLIENT_MSG:
-                pos, ok = store_pos(g["store_id"])
+            if g is not None and t == ChunkType.CLIENT_MSG:
+                pos, ok = store_pos(g.ints["store_id"])
                 plens = np.where(ok, s_plen[pos] if len(s_plen) else 0, 0).tolist()
             for cid, n, pl in zip(cids, csz, plens, strict=True):
                 e = entry(cid)
@@ -145,9 +146,9 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
     st.by_client = sorted(clients.values(), key=lambda d: (-d["bytes"] - d["queued_payload_bytes"], d["client_id"]))[:top]
 
     for plen, p in sorted(biggest, reverse=True):
-        g = cols.gather(offsets[s_idx[p : p + 1]], int(ChunkType.MSG_STORE), ("store_id", "topic"))
-        st.biggest.append({"store_id": int(g["store_id"][0]), "topic": cols.text(int(g["topic_pos"][0]),
-                           int(g["topic_len"][0])), "payload_bytes": plen, "offset": int(offsets[s_idx[p]])})
+        g = cols.gather(s_idx[p : p + 1], int(ChunkType.MSG_STORE), ("store_id", "topic"))
+        st.biggest.append({"store_id": int(g.ints["store_id"][0]), "topic": g.text("topic", 0),
+                           "payload_bytes": plen, "offset": int(offsets[s_idx[p]])})
     return st
 
 
