@@ -25,7 +25,6 @@ except ImportError:  # pragma: no cover - depends on the build
     _framing = None
 
 BLOCK = 1 << 22
-_KNOWN = {int(t) for t in ChunkType}
 
 
 class BlockReader:

@@ -48,9 +48,6 @@ SCHEMA = (
 )
 
 
-TABLES = ("base_msgs", "retains", "clients", "subscriptions", "client_msgs", "version_info", "wills")
-
-
 # The property kinds the plugin's restore code reads back (others are written without a value).
 JSON_NAMES = {1: "payload-format-indicator", 3: "content-type", 8: "response-topic", 9: "correlation-data",
               38: "user-property"}
