@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from codec import DbFile
 from codec.ops.renew import Policy, plan_renew
-from codec.views.timeview import NEVER_INTERVAL
+from codec.values import NEVER as NEVER_INTERVAL
 from codec.writer import save
 
 TIME_FIELDS = {"expiry_time", "session_expiry_time", "session_expiry_interval"}
