@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codec import CodecError, DbFile, Record, Span
-from codec.engine import _INT_LIMITS as INT_LIMITS  # the encoder's range per integer kind
-from codec.engine import decode_chunk, encode_chunk
+from codec.engine import INT_LIMITS, decode_chunk, encode_chunk  # INT_LIMITS: the encoder's range per kind
 from codec.index import ChunkIndex
 from codec.layouts import ChunkType, header_size, layout_for
 from codec.properties import encode_property, encode_vbi

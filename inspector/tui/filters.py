@@ -89,8 +89,8 @@ class StoreColumns:
         assert idx is not None and doc.version is not None
         self.index = idx
         n = len(idx)
-        offsets = np.frombuffer(idx.offsets, dtype=np.int64)[:n]
-        types = np.frombuffer(idx.types, dtype=np.uint32)[:n]
+        offsets, types, _ = idx.arrays()
+        offsets, types = offsets[:n], types[:n]
         self.types = types
         self.ids = np.zeros(n, dtype=np.uint64)
         self.has = np.zeros(n, dtype=bool)
@@ -135,22 +135,9 @@ class StoreColumns:
 
 
 def _store_id_offset(version: int, t: int) -> int | None:
-    """Where store_id sits in this chunk type's body, or None past a variable-size field.
-
-    A walk of the layout by hand; ``Layout.offsets()`` (codec, coming) will answer this.
-    """
+    """Where store_id sits in this chunk type's body, or None past a variable-size field."""
     layout = layout_for(version, t)
-    if layout is None:
-        return None
-    pos = 0
-    for f in layout.fields:
-        if f.name == "store_id":
-            return pos
-        if f.kind in ("str", "bytes", "props", "time_t"):
-            return None
-        pos += f.size if f.kind == "pad" else {"u8": 1, "u16": 2, "u32": 4, "u64h": 8, "i64h": 8,
-                                                 "len16": 2, "len32": 4, "nibbles": 1}[f.kind]
-    return None
+    return None if layout is None else layout.offset_of("store_id")
 
 
 def safe_stream(doc: Document, start: int = 0, types: list[int] | None = None) -> Iterator:
