@@ -14,7 +14,7 @@ from codec.layouts import TYPE_BY_LABEL, ChunkType
 from codec.reader import Chunk
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
 from codec.views.query import Selection, parse_store_ids
-from codec.views.timeview import ExpiryState, expiry_counts, iso, parse_time
+from codec.views.timeview import ExpiryState, expiry_counts, iso
 from codec.writer import rewrite
 from inspector.commands import UsageError, add_at, add_endian, open_input
 
@@ -56,10 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def reference_time(args: argparse.Namespace) -> float:
-    try:
-        return parse_time(getattr(args, "at", None), path=args.file)
-    except CodecError as exc:
-        raise UsageError(exc.reason) from None
+    from inspector.commands.writing import parse_at
+
+    return parse_at(getattr(args, "at", None), args.file)
 
 
 # ---------------------------------------------------------------- info
