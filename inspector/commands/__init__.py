@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from importlib import resources
 
 from codec import DbFile
@@ -44,6 +45,10 @@ def check_input(path: str) -> None:
         raise UsageError(f"{path}: a symlink to {os.readlink(path)}, which does not exist")
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
+    mode = os.stat(path).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise UsageError(f"{path}: is a {'named pipe (FIFO)' if stat.S_ISFIFO(mode) else 'socket'}, not a regular "
+                         "file: a db is read by offset; copy it to a file first")
 
 
 PLAUSIBLE_ID = 1 << 48  # a store id / last_db_id beyond this is a byte order mix-up, not 281 trillion messages

@@ -17,6 +17,7 @@ from codec.views.query import Selection, parse_store_ids
 from codec.views.timeview import ExpiryState, expiry_counts, iso
 from codec.writer import rewrite
 from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands.writing import check_output
 
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
 
@@ -276,6 +277,7 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
     with open_input(args.file, endian=args.endian) as db:
         if same_file(db.source_path, args.output):
             raise UsageError("the output is the input file; write elsewhere")
+        check_output(args.output)
         result = rewrite(db, args.output)
     print(f"wrote {result.path}: {result.size:,} bytes, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
     return 0

@@ -169,6 +169,7 @@ def emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: s
     """The report: JSON (with ``dry_run`` and ``backup``) or the text lines and where the result went."""
     backup = getattr(args, "backup", None)
     if args.json:
+        data = {"file": args.file, **{k: v for k, v in data.items() if k != "file"}}
         data["dry_run"] = out is None and args.dry_run
         if args.in_place:
             data["backup"] = backup
@@ -188,6 +189,7 @@ def no_match(args: argparse.Namespace, data: dict[str, Any], what: str) -> int:
     """A filter that matched nothing: nothing written, say so; exit 0 (1 with --fail-if-none)."""
     msg = f"{args.file}: {what}: nothing written" + ("" if args.dry_run else ", the file is unchanged")
     if args.json:
+        data = {"file": args.file, **{k: v for k, v in data.items() if k != "file"}}
         data.update(dry_run=args.dry_run, written=None, matched=False, note=msg)
         if args.in_place:
             data["backup"] = None
