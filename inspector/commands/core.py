@@ -43,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent")
     p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="JSON Lines: one finding per line")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
     add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_check)
@@ -248,16 +249,23 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     at = reference_time(args)
     with open_input(args.file, endian=args.endian) as db:
-        findings = check_file(db, at=at)
+        findings = list(check_file(db, at=at))
+    if os.path.islink(args.file):
+        from codec.ops.check import Finding
+
+        findings.append(Finding("warning", "symlink", f"the path is a symlink to {os.path.realpath(args.file)}: "
+                                "Mosquitto 2.1 refuses to load a symlinked db unless MOSQUITTO_UNSAFE_ALLOW_SYMLINKS "
+                                "is set (2.0 loads it)"))
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = len(findings) - errors
+    verdict = "damaged or inconsistent" if errors else "OK"
     if args.json:
-        for f in findings:
-            print(json.dumps(f.to_json(), ensure_ascii=False))
+        print(json.dumps({"file": args.file, "findings": [f.to_json() for f in findings],
+                          "summary": {"errors": errors, "warnings": warnings, "verdict": verdict}},
+                         ensure_ascii=False))
     else:
         for f in findings:
-            print(f"{f.severity}: {f.where()}: {f.message} [{f.rule}]")
-        verdict = "damaged or inconsistent" if errors else "OK"
+            print(f"{f.severity}: {args.file}: {f.where() + ': ' if f.where() else ''}{f.message} [{f.rule}]")
         print(f"{args.file}: {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
     return 1 if errors else 0
 

@@ -84,7 +84,7 @@ def test_check_calls_a_nul_tail_an_error_with_one_finding(tmp_path: Path) -> Non
     assert r.returncode == 1, r.stderr
     assert "unknown chunk type 0" not in r.stdout
     tail = [line for line in r.stdout.splitlines() if "[nul-tail]" in line]
-    assert tail == [f"error: offset {V6.stat().st_size}: 5,000 NUL bytes from offset {V6.stat().st_size:,}: an "
+    assert tail == [f"error: {p}: offset {V6.stat().st_size}: 5,000 NUL bytes from offset {V6.stat().st_size:,}: an "
                     "interrupted write (the save never reached the disk; `mosqdb repair` drops them) [nul-tail]"]
     clean = run_cli("check", V6)
     assert clean.returncode == 0 and "[nul-tail]" not in clean.stdout
@@ -100,3 +100,22 @@ def test_the_wrong_byte_order_is_refused() -> None:
         assert "written little-endian" in r.stderr and "--endian little" in r.stderr
     assert run_cli("info", V6, "--endian", "little", "--json").returncode == 0
     assert json.loads(run_cli("info", V6, "--json").stdout)["last_db_id"] < 1 << 32
+
+
+def test_check_json_is_one_object_and_text_lines_name_the_file(tmp_path: Path) -> None:
+    """Before: JSON Lines (one finding per line, no file, no summary); text lines named no file."""
+    p = nul_tailed(tmp_path)
+    r = run_cli("check", p, "--json")
+    report = json.loads(r.stdout)
+    assert report["file"] == str(p) and report["summary"] == {"errors": 1, "warnings": len(report["findings"]) - 1,
+                                                              "verdict": "damaged or inconsistent"}
+    text = run_cli("check", p).stdout.splitlines()
+    assert text and all(line.split(": ")[1] == str(p) for line in text)
+
+
+def test_check_warns_that_mosquitto_2_1_refuses_a_symlinked_db(tmp_path: Path) -> None:
+    link = tmp_path / "mosquitto.db"
+    link.symlink_to(V6)
+    r = run_cli("check", link, "--json")
+    (note,) = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "symlink"]
+    assert "MOSQUITTO_UNSAFE_ALLOW_SYMLINKS" in note["message"] and r.returncode == 0
