@@ -152,7 +152,8 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
 
 
 def lines(st: Stats, by: str) -> list[str]:
-    out = [f"{st.file}: v{st.version}, {st.size:,} bytes"]
+    version = f"db version {st.version}" if st.version else "empty file (no saved state)"
+    out = [f"{st.file}: {version}, {st.size:,} bytes"]
     if by == "type":
         out.append(f"{'type':<14}{'count':>12}{'bytes':>16}{'share':>8}")
         for k, v in sorted(st.by_type.items(), key=lambda kv: -kv[1]["bytes"]):

@@ -86,6 +86,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             parse_target(args.to)
         except CodecError as exc:
             raise UsageError(str(exc)) from None
+        except ValueError as exc:  # urllib: a port that is not a number, or out of range
+            raise UsageError(f"--to {args.to}: bad port: {exc}; use a number 1-65535") from None
         if args.output:
             raise UsageError("-o is for --to sqlite; file targets are mysql-sql:FILE or redis-cmds:FILE")
         if args.ttl <= 0 or args.batch <= 0 or args.connections <= 0:
