@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import struct
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -46,6 +47,9 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
     raises, nothing is renamed and the temp file is removed.
     """
     path = os.fspath(path)
+    if os.path.islink(path):
+        path = os.path.realpath(path)  # edit the file the link points to, in its directory; the link stays
+    existing = existing_target(path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
@@ -58,9 +62,8 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
             os.fsync(out.fileno())
         if verify is not None:
             verify(tmp)
-        if os.path.exists(path):
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        if existing is not None:
+            keep_owner_and_mode(tmp, existing)
             if guard is not None and os.path.samefile(path, guard.path) and Fingerprint.of(path) != guard.fingerprint:
                 raise FileChangedError(
                     "the file changed on disk since it was opened (size, mtime or content differ); "
@@ -84,6 +87,50 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def not_regular(st: os.stat_result) -> str | None:
+    """What a non-regular file is ("a directory", "a character device", ...); None for a regular file."""
+    if stat.S_ISREG(st.st_mode):
+        return None
+    return next((name for test, name in NOT_REGULAR if test(st.st_mode)), "not a regular file")
+
+
+def existing_target(path: str) -> os.stat_result | None:
+    """The stat of an output path that exists (following links), None when it does not.
+
+    Anything but a regular file is refused: renaming over a FIFO, a device node or a
+    directory would replace it with a file (``-o /dev/full`` as root replaced the node).
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise WriteError(f"cannot use it as the output: {exc.strerror}; nothing written", path=path) from None
+    what = not_regular(st)
+    if what is not None:
+        raise WriteError(f"is {what}, not a regular file: refused as an output, nothing written", path=path)
+    return st
+
+
+def keep_owner_and_mode(path: str, st: os.stat_result) -> None:
+    """Give ``path`` the owner, group and mode of ``st`` (the file it replaces or copies).
+
+    As root the owner is kept (the broker's user must still read its db); otherwise the
+    group is kept where we may, and the mode always. chown first: it clears set-id bits.
+    """
+    try:
+        os.chown(path, st.st_uid, st.st_gid)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.chown(path, -1, st.st_gid)
+    with contextlib.suppress(OSError):
+        os.chmod(path, st.st_mode & 0o7777)
 
 
 def copy_range(src_fd: int, out: BinaryIO, offset: int, size: int) -> None:

@@ -28,12 +28,19 @@ COMMAND_MODULES = (
 )
 
 
+def version() -> str:
+    from mosqdb import __version__
+
+    return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mosqdb",
         description="Inspect, check, edit, repair, convert and export Mosquitto persistence files (mosquitto.db).",
     )
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
+    parser.add_argument("--version", action="version", version=f"mosqdb {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -53,6 +60,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = next((a for a in argv if not a.startswith("-")), None)
     if first is not None and first not in commands and os.path.exists(first) and "inspect" in commands:
         argv.insert(argv.index(first), "inspect")  # `mosqdb FILE` opens the TUI
+    elif first is not None and first not in commands and ("." in first or os.sep in first):
+        print(f"mosqdb: {first}: no such file (and not a command; see mosqdb --help)", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

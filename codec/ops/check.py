@@ -7,6 +7,8 @@ chunk. Every finding names the offset, chunk, field and rule.
 
 from __future__ import annotations
 
+import bisect
+import os
 import time
 from array import array
 from collections.abc import Iterator
@@ -336,6 +338,38 @@ def _iso(ts: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
+NUL_BLOCK = 1 << 20
+
+
+def nul_tail(db: DbFile) -> tuple[int, int] | None:
+    """(offset, count) of the NUL bytes that end the file from a chunk boundary on, at least one chunk header long.
+
+    A save cut short by a crash leaves the file's last blocks allocated but never written:
+    zeros, which read as a run of "chunks" of type 0 and length 0.
+    """
+    from codec.layouts import header_size
+
+    if db.empty or db.version is None:
+        return None
+    size = db.size
+    end = size
+    while end > 0:  # the offset just after the last non-NUL byte
+        start = max(0, end - NUL_BLOCK)
+        block = os.pread(db.fd, end - start, start)
+        stripped = block.rstrip(b"\0")
+        if stripped:
+            end = start + len(stripped)
+            break
+        end = start
+    idx = db.index
+    bounds = idx.offsets
+    k = bisect.bisect_left(bounds, end, 0, len(idx))
+    first = int(bounds[k]) if k < len(idx) else max(idx.end, end)
+    if size - first < header_size(db.version):
+        return None
+    return first, size - first
+
+
 def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | list[Finding]:
     """Check every chunk of an open db; decoding errors become findings and the walk goes on when it can."""
     if db.empty:
@@ -343,11 +377,16 @@ def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | li
     assert db.version is not None
     checker = Checker(db.version, at=at)
     idx = db.index
+    tail = nul_tail(db)
     # decode chunk ranges between damaged chunks; the index knows where each chunk starts
     i, n = 0, len(idx)
+    stop = idx.end
+    if tail is not None:
+        n = bisect.bisect_left(idx.offsets, tail[0], 0, len(idx))
+        stop = tail[0] if tail[0] < idx.end else idx.end
     while i < n:
         try:
-            for c in db.stream(start=idx.offsets[i], stop=idx.end, first_index=i):
+            for c in db.stream(start=idx.offsets[i], stop=stop, first_index=i):
                 checker.add(c)
                 i = c.index + 1
         except CodecError as exc:
@@ -355,7 +394,11 @@ def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | li
             i = (exc.chunk_index if exc.chunk_index is not None else i) + 1
         else:
             break
-    if idx.error is not None:
+    if tail is not None:
+        start, count = tail
+        checker.report("error", "nul-tail", f"{count:,} NUL bytes from offset {start:,}: an interrupted write (the save "
+                       "never reached the disk; `mosqdb repair` drops them)", offset=start)
+    elif idx.error is not None:
         checker.add_error(idx.error)
     elif idx.trailing:
         checker.report("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk header "

@@ -194,7 +194,8 @@ def _biggest(cols: ColumnReader, offsets: np.ndarray, stores: _Stores) -> list[d
 
 
 def lines(st: Stats, by: str) -> list[str]:
-    out = [f"{st.file}: v{st.version}, {st.size:,} bytes"]
+    version = f"db version {st.version}" if st.version else "empty file (no saved state)"
+    out = [f"{st.file}: {version}, {st.size:,} bytes"]
     if by == "type":
         out.append(f"{'type':<14}{'count':>12}{'bytes':>16}{'share':>8}")
         for k, v in sorted(st.by_type.items(), key=lambda kv: -kv[1]["bytes"]):

@@ -22,7 +22,7 @@ from codec.layouts import ChunkType
 from codec.reader import DbFile
 from codec.values import NEVER
 from codec.views.query import topic_matches, valid_filter
-from codec.writer import atomic_output, save_masked
+from codec.writer import save_masked
 
 # ---------------------------------------------------------------- shared reference bookkeeping
 
@@ -119,8 +119,8 @@ class Removal:
         if len(self.clients) > 50:
             out.append(f"... and {len(self.clients) - 50:,} more sessions")
         out.append(f"removed {self.retained_count:,} retained, {len(self.clients):,} sessions, {self.subs:,} "
-                   f"subscriptions, {self.client_msgs:,} queued messages, {self.stores:,} stored messages left "
-                   "unreferenced")
+                   f"subscriptions, {self.client_msgs:,} queued messages, {self.stores:,} stored messages no longer "
+                   "referenced")
         out.extend(self.notes)
         return out
 
@@ -224,6 +224,8 @@ def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str]
         rem.retained_count = int(ret_hit.sum())
         rem.retained = [topics.get(int(i), "?") for i in ret_ids[ret_hit][:EXAMPLES]]
         rem.stores = len(orphans)
+    if not drop.any():
+        out_path = None  # nothing matched: nothing is written
     res = save_masked(db, out_path, drop)
     rem.size_after = res.size
     rem.written = None if out_path is None else os.fspath(out_path)
@@ -232,10 +234,7 @@ def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str]
 
 
 def _finish_empty(db: DbFile, out_path: str | os.PathLike[str] | None, rem: Removal) -> None:
-    if out_path is not None:
-        with atomic_output(out_path, guard=db):
-            pass
-        rem.written = os.fspath(out_path)
+    """An empty file holds nothing to remove: nothing is written."""
 
 
 # ---------------------------------------------------------------- sessions
@@ -330,6 +329,8 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     for c in missing:
         rem.notes.append(f"no session {c!r} in the file")
     rem.subs, rem.client_msgs, rem.stores = int(sub_hit.sum()), int(cm_hit.sum()), len(orphans)
+    if not drop.any():
+        out_path = None  # nothing matched: nothing is written
     res = save_masked(db, out_path, drop)
     rem.size_after = res.size
     rem.written = None if out_path is None else os.fspath(out_path)

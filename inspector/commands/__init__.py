@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from importlib import resources
 
 from codec import DbFile
@@ -19,12 +20,80 @@ def sample_path() -> str:
 
 
 def open_input(path: str, *, endian: str = "little") -> DbFile:
-    """Open a db (or a Mosquitto 2.1 sqlite store) for a command; a missing file is a usage error (exit 2)."""
-    if not os.path.exists(path):
+    """Open a db (or a Mosquitto 2.1 sqlite store) for a command; a missing file is a usage error (exit 2).
+
+    A byte order that reads nonsense ids where the other reads plausible ones is refused.
+    """
+    check_input(path)
+    db = open_any(path, endian=endian)
+    try:
+        wrong = wrong_endian(db)
+    except Exception:
+        db.close()
+        raise
+    if wrong:
+        db.close()
+        raise UsageError(f"{path}: {wrong}")
+    return db
+
+
+def check_input(path: str) -> None:
+    """The input must exist and not be a directory (exit 2 otherwise)."""
+    if not os.path.lexists(path):
         raise UsageError(f"{path}: no such file")
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: a symlink to {os.readlink(path)}, which does not exist")
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
-    return open_any(path, endian=endian)
+    mode = os.stat(path).st_mode
+    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise UsageError(f"{path}: is a {'named pipe (FIFO)' if stat.S_ISFIFO(mode) else 'socket'}, not a regular "
+                         "file: a db is read by offset; copy it to a file first")
+
+
+PLAUSIBLE_ID = 1 << 48  # a store id / last_db_id beyond this is a byte order mix-up, not 281 trillion messages
+
+
+def wrong_endian(db: DbFile) -> str | None:
+    """Why ``db`` was opened with the wrong ``--endian`` (None when it reads plausibly).
+
+    The 64-bit ids (the cfg's ``last_db_id``, the first stores' ids) are host order; read
+    in the wrong order a small id becomes a huge one with its low byte on top.
+    """
+    from codec.errors import CodecError
+    from codec.layouts import ChunkType
+
+    if getattr(db, "empty", True) or db.version is None or db.version < 3:
+        return None
+    try:
+        idx = db.index
+        if idx.error is not None and len(idx) == 0:
+            return None
+        ids: list[tuple[str, int]] = []
+        for i in range(min(len(idx), 64)):
+            t = idx.types[i]
+            if t == ChunkType.CFG:
+                ids.append(("last_db_id", db.chunk(i).record["last_db_id"]))
+            elif t == ChunkType.MSG_STORE:
+                ids.append(("store_id", db.chunk(i).record["store_id"]))
+            if len(ids) >= 4:
+                break
+    except (CodecError, KeyError, AttributeError, TypeError):
+        return None
+    if not ids:
+        return None
+    other = "big" if db.endian == "little" else "little"
+
+    def swap(v: int) -> int:
+        return int.from_bytes(int(v).to_bytes(8, "little"), "big")
+
+    seen = [(n, v) for n, v in ids if v]
+    # two ids at least (a lone cfg with a made-up id, as in Mosquitto's unit test files, proves nothing)
+    if len(seen) >= 2 and all(v >= PLAUSIBLE_ID and swap(v) < PLAUSIBLE_ID for _n, v in seen):
+        name, v = next((n, v) for n, v in ids if v)
+        return (f"--endian {db.endian} reads nonsense ids ({name} {v:,}; {swap(v):,} in {other}-endian order): "
+                f"the file was written {other}-endian; refused (use --endian {other})")
+    return None
 
 
 def add_endian(parser) -> None:  # type: ignore[no-untyped-def]

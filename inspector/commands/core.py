@@ -14,9 +14,10 @@ from codec.layouts import TYPE_BY_LABEL, ChunkType
 from codec.reader import Chunk
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
 from codec.views.query import Selection, parse_store_ids
-from codec.views.timeview import ExpiryState, expiry_counts, iso, parse_time
+from codec.views.timeview import ExpiryState, expiry_counts, iso
 from codec.writer import rewrite
 from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands.writing import check_output
 
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
 
@@ -42,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent")
     p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="JSON Lines: one finding per line")
+    p.add_argument("--json", action="store_true",
+                   help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
     add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_check)
@@ -56,10 +58,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def reference_time(args: argparse.Namespace) -> float:
-    try:
-        return parse_time(getattr(args, "at", None), path=args.file)
-    except CodecError as exc:
-        raise UsageError(exc.reason) from None
+    from inspector.commands.writing import parse_at
+
+    return parse_at(getattr(args, "at", None), args.file)
 
 
 # ---------------------------------------------------------------- info
@@ -248,16 +249,23 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     at = reference_time(args)
     with open_input(args.file, endian=args.endian) as db:
-        findings = check_file(db, at=at)
+        findings = list(check_file(db, at=at))
+    if os.path.islink(args.file):
+        from codec.ops.check import Finding
+
+        findings.append(Finding("warning", "symlink", f"the path is a symlink to {os.path.realpath(args.file)}: "
+                                "Mosquitto 2.1 refuses to load a symlinked db unless MOSQUITTO_UNSAFE_ALLOW_SYMLINKS "
+                                "is set (2.0 loads it)"))
     errors = sum(1 for f in findings if f.severity == "error")
     warnings = len(findings) - errors
+    verdict = "damaged or inconsistent" if errors else "OK"
     if args.json:
-        for f in findings:
-            print(json.dumps(f.to_json(), ensure_ascii=False))
+        print(json.dumps({"file": args.file, "findings": [f.to_json() for f in findings],
+                          "summary": {"errors": errors, "warnings": warnings, "verdict": verdict}},
+                         ensure_ascii=False))
     else:
         for f in findings:
-            print(f"{f.severity}: {f.where()}: {f.message} [{f.rule}]")
-        verdict = "damaged or inconsistent" if errors else "OK"
+            print(f"{f.severity}: {args.file}: {f.where() + ': ' if f.where() else ''}{f.message} [{f.rule}]")
         print(f"{args.file}: {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
     return 1 if errors else 0
 
@@ -277,6 +285,7 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
     with open_input(args.file, endian=args.endian) as db:
         if same_file(db.source_path, args.output):
             raise UsageError("the output is the input file; write elsewhere")
+        check_output(args.output)
         result = rewrite(db, args.output)
     print(f"wrote {result.path}: {result.size:,} bytes, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
     return 0

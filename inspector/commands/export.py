@@ -224,10 +224,6 @@ def _at(args: argparse.Namespace) -> float | None:
     """--at as Unix seconds (None: now)."""
     if not getattr(args, "at", None):
         return None
-    from codec.errors import CodecError
-    from codec.views.timeview import parse_time
+    from inspector.commands.writing import parse_at
 
-    try:
-        return parse_time(args.at)
-    except CodecError as exc:
-        raise UsageError(exc.reason) from None
+    return parse_at(args.at, args.files[0] if getattr(args, "files", None) else "")

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from codec.errors import CodecError
-from codec.views.timeview import parse_time
 from inspector.commands import UsageError, add_at, add_endian, open_input, sample_path
+from inspector.commands.writing import parse_at
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -26,10 +25,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
     path = args.file or sample_path()
     open_input(path, endian=args.endian).close()  # missing file / not a db: one line, right exit code
-    try:
-        at = parse_time(args.at, path=path)
-    except CodecError as exc:
-        raise UsageError(exc.reason) from None
+    at = parse_at(args.at, path)
     try:
         doc = Document(path, endian=args.endian, read_only=args.read_only)
     except PermissionError as exc:

@@ -17,8 +17,8 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER
-from codec.views.timeview import parse_time
 from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands.writing import parse_at
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
 DEFAULT_TTL = 7200  # exporters.migrate.emqx.DEFAULT_TTL, the plugin's message_ttl; here so `mosqdb --help` stays light
@@ -86,11 +86,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             parse_target(args.to)
         except CodecError as exc:
             raise UsageError(str(exc)) from None
+        except ValueError as exc:  # urllib: a port that is not a number, or out of range
+            raise UsageError(f"--to {args.to}: bad port: {exc}; use a number 1-65535") from None
         if args.output:
             raise UsageError("-o is for --to sqlite; file targets are mysql-sql:FILE or redis-cmds:FILE")
         if args.ttl <= 0 or args.batch <= 0 or args.connections <= 0:
             raise UsageError("--ttl, --batch and --connections must be positive")
-    now = parse_time(args.at, path=args.file)
+    now = parse_at(args.at, args.file)
     with open_input(args.file, endian=args.endian) as db, progress_bar(not (args.quiet or args.json)) as prog:
         if args.to == "sqlite":
             rep = db_to_sqlite(db, None if args.dry_run else args.output, session_expiry=args.session_expiry,

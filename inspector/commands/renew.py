@@ -9,10 +9,10 @@ import time
 
 from codec.errors import CodecError
 from codec.ops.renew import Policy, plan_renew
-from codec.views.timeview import iso, parse_duration, parse_time
+from codec.views.timeview import iso, parse_duration
 from codec.writer import save
-from inspector.commands import UsageError, add_at, open_input
-from inspector.commands.surgery import _emit, _run, _writing
+from inspector.commands import UsageError, add_at, check_input, open_input
+from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, run
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stored message expiry: never, DURATION after --at, or keep (default)")
     p.add_argument("--only-expired", action="store_true", help="touch only what has already expired at --at")
     add_at(p, "--only-expired and the new expiry times")
-    _writing(p)
+    add_writing(p)
     p.set_defaults(func=cmd_renew)
 
 
@@ -40,11 +40,13 @@ def _choice(text: str, what: str) -> str | int:
 
 
 def policy_from_args(args: argparse.Namespace) -> Policy:
+    at = parse_at(args.at, args.file)
     try:
-        at = parse_time(args.at, path=args.file)
         shift = 0
         if args.shift == "auto":
-            shift = int(time.time() - os.stat(args.file).st_mtime)
+            mtime = os.stat(args.file).st_mtime
+            note_mtime(args.file, mtime, "--shift auto")
+            shift = int(time.time() - mtime)
         elif args.shift:
             shift = parse_duration(args.shift)
     except CodecError as exc:
@@ -57,8 +59,7 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
 
 
 def cmd_renew(args: argparse.Namespace) -> int:
-    if not os.path.exists(args.file):
-        raise UsageError(f"{args.file}: no such file")
+    check_input(args.file)
     policy = policy_from_args(args)
     with open_input(args.file, endian=args.endian) as db:
         if db.empty or (db.version or 0) < 5:
@@ -74,7 +75,7 @@ def cmd_renew(args: argparse.Namespace) -> int:
             if out is not None:
                 save(db, out, plan.overlay)
 
-        _run(args, work)
+        run(args, work)
         target = None if args.dry_run else (args.file if args.in_place else args.output)
     lines = [f"reference time {iso(policy.at)}, shift {policy.shift} s: "
              f"{plan.sessions} session(s) and {plan.messages} message(s) changed"]
@@ -84,5 +85,5 @@ def cmd_renew(args: argparse.Namespace) -> int:
         lines.append(f"  {c.kind} {c.who}: {c.field} {before or 'never'} -> {after or 'never'}")
     data = {"file": args.file, "at": iso(policy.at), "shift": policy.shift, "sessions_changed": plan.sessions,
             "messages_changed": plan.messages, "changes": [c.to_json() for c in plan.changes]}
-    _emit(args, data, lines, target)
+    emit(args, data, lines, target)
     return 0

@@ -106,7 +106,9 @@ def test_check_exit_codes(tmp_path: Path) -> None:
         p = mosqdb("check", "--at", "2026-11-21T00:00:00Z", str(path))
         assert p.returncode == 0, p.stdout + p.stderr
     p = mosqdb("check", "--json", str(REAL / "1.5.6-a.db"))
-    findings = [json.loads(x) for x in p.stdout.splitlines()]
+    report = json.loads(p.stdout)  # one object (issue 22): findings + summary
+    findings = report["findings"]
+    assert report["summary"] == {"errors": 0, "warnings": 26, "verdict": "OK"}
     assert len(findings) == 26 and {f["rule"] for f in findings} == {"length"}
     cut = tmp_path / "cut.db"
     cut.write_bytes((REAL / "1.6.10-a.db").read_bytes()[:5000])
@@ -130,12 +132,12 @@ def test_check_finds_dangling_reference(tmp_path: Path) -> None:
         save(db, out, ov)
     p = mosqdb("check", "--json", str(out))
     assert p.returncode == 1
-    dangling = [json.loads(x) for x in p.stdout.splitlines() if '"dangling"' in x]
+    dangling = [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "dangling"]
     assert len(dangling) == 1 and dangling[0]["chunk_type"] == "retain" and dangling[0]["field"] == "store_id"
 
 
 def test_expiry_warnings_follow_the_reference_time() -> None:
-    with_at = lambda at: [json.loads(x) for x in mosqdb("check", "--json", "--at", at, str(REAL / "2.0.20-a.db")).stdout.splitlines()]  # noqa: E731
+    with_at = lambda at: json.loads(mosqdb("check", "--json", "--at", at, str(REAL / "2.0.20-a.db")).stdout)["findings"]  # noqa: E731
     assert [f for f in with_at("2026-11-21T00:00:00Z") if f["rule"] == "expired"] == []
     late = [f for f in with_at("2030-01-01T00:00:00Z") if f["rule"] == "expired"]
     assert {f["chunk_type"] for f in late} == {"client", "msg_store"}

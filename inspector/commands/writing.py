@@ -1,0 +1,289 @@
+"""What every writing command shares: ``-o/--in-place/--dry-run/--json``, the target checks,
+backups that are never overwritten, the report, and the ``--at``-style time options.
+
+A writing command reads FILE and writes ``-o OUT`` atomically (``codec.writer.atomic_output``:
+temp file in the destination's directory, fsync, rename). ``--in-place`` writes over FILE
+after keeping a copy of it: ``FILE.bak``, or ``FILE.bak.1``, ``FILE.bak.2``, ... when that
+exists, never over an older backup. A FILE that is a symlink is edited where it points
+(the link stays); owner, group and mode of the original are kept on the result and the
+backup. An output that exists and is not a regular file (FIFO, device node, directory) is
+refused before anything is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from codec.errors import CodecError
+from codec.writer import keep_owner_and_mode, not_regular
+from inspector.commands import UsageError, add_endian
+
+# a reference time outside these is a mistake (a millisecond timestamp read as seconds, a typo)
+TIME_MIN = 0.0  # 1970-01-01
+TIME_MAX = 7258118400.0  # 2200-01-01T00:00:00Z
+MTIME_SLACK = 120  # seconds between the newest expiry-derived save time and a plausible mtime
+
+
+def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
+    """The options of every command that writes a db; ``filters``: it removes what matches (adds --fail-if-none)."""
+    p.add_argument("-o", "--output", help="output file (written atomically; never the input)")
+    p.add_argument("--in-place", action="store_true",
+                   help="write over FILE (through a symlink: the file it points to), keeping a copy first in "
+                        "FILE.bak (FILE.bak.1, ... when that exists; never overwritten)")
+    p.add_argument("--dry-run", action="store_true", help="only report what would change")
+    p.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    if filters:
+        p.add_argument("--fail-if-none", action="store_true",
+                       help="exit 1 when nothing matches (nothing is written either way)")
+    add_endian(p)
+
+
+# ---------------------------------------------------------------- targets and backups
+
+
+def check_output(path: str) -> None:
+    """Refuse an existing output that is not a regular file (one line, exit 2), before any work."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    what = not_regular(st)
+    if what is not None:
+        raise UsageError(f"{path}: is {what}, not a regular file: refused as an output, nothing written")
+
+
+def refuse_sqlite(args: argparse.Namespace) -> None:
+    """A sqlite store may only be read here: writing a .db under its name (or as its edited copy) loses it.
+
+    ``convert`` is the one command whose job is to change the format, and only to ``-o OUT``.
+    """
+    from codec.sources import is_sqlite_file
+
+    if args.dry_run or not is_sqlite_file(args.file):
+        return
+    if args.in_place:
+        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; --in-place would replace it with a "
+                         "mosquitto.db file, which the persist-sqlite plugin cannot load: refused, nothing written "
+                         "(editing a sqlite store is not supported yet; --dry-run shows what would change)")
+    if args.command != "convert":
+        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; {args.command} -o would write a "
+                         "mosquitto.db file, not an edited store: refused, nothing written (use `mosqdb convert "
+                         "FILE --to-version 6 -o OUT.db` first to work on a .db copy)")
+
+
+def target(args: argparse.Namespace) -> str | None:
+    """The path to write (None for --dry-run), after the usage checks."""
+    refuse_sqlite(args)
+    if args.dry_run:
+        if args.in_place:
+            raise UsageError("--dry-run and --in-place exclude each other")
+        return None
+    if args.in_place:
+        if args.output:
+            raise UsageError("give either -o OUT or --in-place, not both")
+        check_output(args.file)
+        return str(args.file)
+    if not args.output:
+        raise UsageError("give -o OUT (or --in-place, or --dry-run)")
+    if os.path.exists(args.output) and os.path.exists(args.file) and os.path.samefile(args.output, args.file):
+        raise UsageError(f"{args.output}: the output is the input file; write elsewhere or use --in-place")
+    check_output(args.output)
+    return str(args.output)
+
+
+def backup_name(path: str) -> str:
+    """Where the backup of ``path`` goes: beside the real file (a symlink's target), ``.bak`` then ``.bak.N``."""
+    real = os.path.realpath(path) if os.path.islink(path) else path
+    base = f"{real}.bak"
+    n = 0
+    while True:
+        name = base if n == 0 else f"{base}.{n}"
+        if not os.path.lexists(name):
+            return name
+        n += 1
+
+
+def make_backup(path: str) -> str:
+    """Copy ``path`` to a backup name nobody uses yet, with its owner, group, mode and times; return the name.
+
+    The copy is finished under a temp name and then hard-linked to the backup name, which
+    fails instead of replacing a backup that appeared meanwhile.
+    """
+    st = os.stat(path)
+    while True:
+        backup = backup_name(path)
+        tmp = f"{backup}.{os.getpid()}.tmp"
+        try:
+            shutil.copy2(path, tmp)
+            keep_owner_and_mode(tmp, st)
+            try:
+                os.link(tmp, backup)
+            except FileExistsError:
+                continue
+            except OSError:  # no hard links on this file system: rename (the name was free a moment ago)
+                if os.path.lexists(backup):
+                    continue
+                os.replace(tmp, backup)
+            return backup
+        except OSError as exc:
+            raise CodecError(f"cannot keep a backup {backup}: {exc.strerror}; nothing changed", path=path) from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def run(args: argparse.Namespace, work: Callable[[str | None], Any],
+        changed: Callable[[Any], bool] | None = None) -> Any:
+    """Run ``work(out)``; with --in-place keep a backup first (removed again if the work fails or changed nothing).
+
+    The backup's name is left in ``args.backup`` for :func:`emit`.
+    """
+    out = target(args)
+    args.backup = None
+    if args.in_place:
+        args.backup = make_backup(args.file)
+    try:
+        result = work(out)
+    except BaseException:
+        if args.backup:
+            with contextlib.suppress(OSError):
+                os.unlink(args.backup)
+            args.backup = None
+        raise
+    if args.backup and changed is not None and not changed(result):
+        with contextlib.suppress(OSError):
+            os.unlink(args.backup)
+        args.backup = None
+    return result
+
+
+def emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: str | None) -> None:
+    """The report: JSON (with ``dry_run`` and ``backup``) or the text lines and where the result went."""
+    backup = getattr(args, "backup", None)
+    if args.json:
+        data = {"file": args.file, **{k: v for k, v in data.items() if k != "file"}}
+        data["dry_run"] = out is None and args.dry_run
+        if args.in_place:
+            data["backup"] = backup
+        print(json.dumps(data, ensure_ascii=False))
+        return
+    for line in text:
+        print(line)
+    if out is None:
+        print("dry run: nothing written" if args.dry_run else "nothing written")
+    else:
+        size = os.path.getsize(out) if os.path.exists(out) else 0
+        extra = f" (original kept in {backup})" if backup else ""
+        print(f"wrote {out}: {size:,} bytes{extra}")
+
+
+def no_match(args: argparse.Namespace, data: dict[str, Any], what: str) -> int:
+    """A filter that matched nothing: nothing written, say so; exit 0 (1 with --fail-if-none)."""
+    msg = f"{args.file}: {what}: nothing written" + ("" if args.dry_run else ", the file is unchanged")
+    if args.json:
+        data = {"file": args.file, **{k: v for k, v in data.items() if k != "file"}}
+        data.update(dry_run=args.dry_run, written=None, matched=False, note=msg)
+        if args.in_place:
+            data["backup"] = None
+        print(json.dumps(data, ensure_ascii=False))
+    else:
+        print(msg)
+    return 1 if getattr(args, "fail_if_none", False) else 0
+
+
+# ---------------------------------------------------------------- times
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def check_time(value: float, text: str, option: str) -> float:
+    """A reference time must lie in 1970-2200; a millisecond timestamp gets a hint."""
+    if TIME_MIN <= value < TIME_MAX:
+        return value
+    hint = ""
+    if TIME_MIN <= value / 1000 < TIME_MAX:
+        hint = f"; it looks like milliseconds: {option} {value / 1000:.0f} is {_iso(value / 1000)}"
+    raise UsageError(f"{option} {text}: outside 1970-2200 (Unix seconds expected){hint}")
+
+
+def parse_at(text: str | None, path: str, *, option: str = "--at", quiet: bool = False) -> float:
+    """``now`` (default), ``file-mtime``, Unix seconds or ISO 8601, in 1970-2200 (exit 2 otherwise).
+
+    ``file-mtime`` says which time it used and warns when the mtime looks like a copy's.
+    """
+    from codec.views.timeview import parse_time
+
+    if text == "file-mtime" and not os.path.exists(path):
+        raise UsageError(f"{path}: no such file")
+    try:
+        value = parse_time(text, path=path)
+    except CodecError as exc:
+        raise UsageError(f"{option} {text}: {exc.reason}") from None
+    except (OverflowError, ValueError) as exc:
+        raise UsageError(f"{option} {text}: not a time ({exc})") from None
+    value = check_time(value, str(text), option)
+    if text == "file-mtime" and not quiet:
+        note_mtime(path, value, f"{option} file-mtime")
+    return value
+
+
+def optional_at(text: str | None, path: str, *, option: str) -> float | None:
+    """Like :func:`parse_at`, None when the option is not given (``--idle-since``)."""
+    return None if text is None else parse_at(text, path, option=option)
+
+
+def newest_save_time(path: str) -> float | None:
+    """The latest time the expiry fields say the broker saved the file (v5/v6 sessions), None when unknown.
+
+    A v5/v6 session that expires carries ``session_expiry_time`` = the time it went offline
+    (or the save time, for a connected client) + ``session_expiry_interval``.
+    """
+    from codec import DbFile
+    from codec.layouts import ChunkType
+    from codec.values import NEVER
+
+    try:
+        with DbFile(path) as db:
+            if db.empty or (db.version or 0) < 5 or db.index.error is not None:
+                return None
+            import numpy as np
+
+            best = None
+            for i in np.flatnonzero(db.index.arrays()[1] == int(ChunkType.CLIENT)).tolist():
+                rec = db.chunk(i).record
+                exp, interval = rec.get("session_expiry_time") or 0, rec.get("session_expiry_interval")
+                if exp > 0 and interval is not None and interval != NEVER:
+                    t = exp - interval
+                    best = t if best is None or t > best else best
+            return best
+    except (CodecError, OSError):
+        return None
+
+
+def mtime_warning(path: str, mtime: float) -> str | None:
+    """Why ``mtime`` is probably not when the broker wrote the file (cp/scp without -p), or None."""
+    saved = newest_save_time(path)
+    if mtime > time.time() + MTIME_SLACK:
+        return f"the mtime {_iso(mtime)} lies in the future"
+    if saved is not None and mtime > saved + MTIME_SLACK:
+        return (f"the mtime {_iso(mtime)} is later than the newest save time the session expiry fields imply "
+                f"({_iso(saved)}): the file was probably copied without its times (cp -p / scp -p keep them)")
+    return None
+
+
+def note_mtime(path: str, mtime: float, what: str) -> None:
+    """On stderr: which time the file's mtime gave, and a warning when it looks implausible."""
+    print(f"{what}: using the mtime of {path}: {_iso(mtime)}", file=sys.stderr)
+    warning = mtime_warning(path, mtime)
+    if warning:
+        print(f"warning: {path}: {warning}", file=sys.stderr)

@@ -1,0 +1,7 @@
+"""``python -m mosqdb``."""
+
+import sys
+
+from mosqdb.cli import main
+
+sys.exit(main())

@@ -1,0 +1,75 @@
+"""Issue 22, one vocabulary: --version, python -m mosqdb, the package layout check, clear one-line errors."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+V6 = ROOT.parent / "shared" / "fixtures" / "real" / "2.0.20-a.db"
+
+
+def run_cli(*args: object) -> subprocess.CompletedProcess[str]:
+    from inspector.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
+    return subprocess.CompletedProcess(["mosqdb", *map(str, args)], rc, out.getvalue(), err.getvalue())
+
+
+def python_m(*args: str, pythonpath: str = "") -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (pythonpath, str(ROOT)) if p))
+    return subprocess.run([sys.executable, "-m", "mosqdb", *args], capture_output=True, text=True,
+                          cwd=pythonpath or ROOT, env=env, timeout=60)
+
+
+def test_version_and_python_m_mosqdb() -> None:
+    from mosqdb import __version__
+
+    r = python_m("--version")
+    assert r.returncode == 0 and r.stdout.strip() == f"mosqdb {__version__}"
+    r = python_m("info", str(V6), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["version"] == 6
+
+
+def test_a_shadowing_codec_package_is_refused_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "codec").mkdir()
+    (tmp_path / "codec" / "__init__.py").write_text("")
+    r = python_m("--version", pythonpath=str(tmp_path))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "'codec' is loaded from" in r.stderr and "shadows it" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_missing_file_is_no_such_file_not_invalid_choice(tmp_path: Path) -> None:
+    r = run_cli(tmp_path / "missing.db")
+    assert r.returncode == 2 and "no such file" in r.stderr and "invalid choice" not in r.stderr
+    r = run_cli("missing.db")
+    assert r.returncode == 2 and "missing.db: no such file" in r.stderr
+
+
+def test_stats_of_an_empty_file_does_not_print_vnone() -> None:
+    r = run_cli("stats", "/dev/null")
+    assert r.returncode == 0 and "vNone" not in r.stdout and "empty file" in r.stdout
+
+
+@pytest.mark.parametrize("url", ["redis://host:notaport/0", "redis://host:99999/0", "mysql://u:p@host:notaport/db"])
+def test_a_bad_port_is_one_clear_line(url: str) -> None:
+    r = run_cli("migrate", V6, "--to", url, "--dry-run")
+    assert r.returncode == 2 and "bad port" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_removal_wording() -> None:
+    """Stores removed with their last reference are not "left unreferenced"."""
+    r = run_cli("rm-retained", V6, "corp/retained/#", "--dry-run")
+    assert "stored messages no longer referenced" in r.stdout and "left unreferenced" not in r.stdout

@@ -1,0 +1,178 @@
+"""Issue 22, data safety: writes that respect what is on disk.
+
+Symlinks are edited where they point, non-regular outputs are refused, owner/group/mode
+survive --in-place (root only: the owner cases run for real as root in CI), backups are
+never overwritten, a filter that matches nothing writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from codec import DbFile
+
+ROOT = Path(__file__).resolve().parents[2]
+REAL = ROOT.parent / "shared" / "fixtures" / "real"
+V6 = REAL / "2.0.20-a.db"
+RETAINED = "corp/retained/#"  # matches retained messages of the v6 fixture
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another user, device nodes)")
+
+
+def run_cli(*args: object) -> subprocess.CompletedProcess[str]:
+    from inspector.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = main([str(a) for a in args])
+    return subprocess.CompletedProcess(["mosqdb", *map(str, args)], rc, out.getvalue(), err.getvalue())
+
+
+def retained_topics(path: Path) -> list[str]:
+    with DbFile(path) as db:
+        stores = {c.record["store_id"]: c.record["topic"] for c in db.stream() if c.record.kind == "msg_store"}
+        return sorted(stores[c.record["store_id"]] for c in db.stream() if c.record.kind == "retain")
+
+
+def test_in_place_on_a_symlink_edits_the_target_and_keeps_the_link(tmp_path: Path) -> None:
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    real = volume / "mosquitto.db"
+    shutil.copy(V6, real)
+    link = tmp_path / "mosquitto.db"
+    link.symlink_to(real)
+    before = retained_topics(real)
+    r = run_cli("rm-retained", link, RETAINED, "--in-place")
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    after = retained_topics(real)
+    assert after != before and not any(t.startswith("corp/retained/") for t in after)
+    backup = volume / "mosquitto.db.bak"  # beside the real file, on its volume
+    assert backup.read_bytes() == V6.read_bytes()
+    assert f"original kept in {backup}" in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mosquitto.db", "volume"]
+    assert sorted(p.name for p in volume.iterdir()) == ["mosquitto.db", "mosquitto.db.bak"]
+
+
+def test_output_through_a_symlink_writes_the_target(tmp_path: Path) -> None:
+    real = tmp_path / "real.db"
+    real.write_bytes(b"old")
+    link = tmp_path / "out.db"
+    link.symlink_to(real)
+    r = run_cli("rm-retained", V6, RETAINED, "-o", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and real.read_bytes() != b"old"
+
+
+def _fifo(tmp_path: Path) -> Path:
+    p = tmp_path / "pipe"
+    os.mkfifo(p)
+    return p
+
+
+def _device(tmp_path: Path) -> Path:
+    if os.geteuid() != 0:
+        pytest.skip("device nodes need root")
+    p = tmp_path / "full"
+    os.mknod(p, stat.S_IFCHR | 0o666, os.makedev(1, 7))  # /dev/full
+    return p
+
+
+def _directory(tmp_path: Path) -> Path:
+    p = tmp_path / "dir"
+    p.mkdir()
+    return p
+
+
+@pytest.mark.parametrize("make,what", [(_fifo, "named pipe"), (_device, "character device"), (_directory, "directory")])
+@pytest.mark.parametrize("cmd", [["rm-retained", RETAINED], ["convert", "--to-version", "5"], ["repair"],
+                                 ["renew", "--sessions", "never"], ["rewrite"]])
+def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path: Path, make, what: str, cmd: list[str]) -> None:
+    """Before: the FIFO / device node was replaced by a regular file (the directory was already refused)."""
+    target = make(tmp_path)
+    mode = os.lstat(target).st_mode
+    r = run_cli(cmd[0], V6, *cmd[1:], "-o", target)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert os.lstat(target).st_mode == mode
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and what in lines[0] and "not a regular file" in lines[0], r.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_in_place_on_a_fifo_is_refused(tmp_path: Path) -> None:
+    fifo = _fifo(tmp_path)
+    r = run_cli("rm-retained", fifo, RETAINED, "--in-place")
+    assert r.returncode == 2 and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@as_root
+@pytest.mark.parametrize("cmd", [["rm-retained", RETAINED], ["renew", "--sessions", "never"],
+                                 ["convert", "--to-version", "5", "--force"], ["repair"]])
+def test_in_place_keeps_owner_group_and_mode(tmp_path: Path, cmd: list[str]) -> None:
+    """Before: as root the result (and the .bak) belonged to root: the broker's user could no longer read it."""
+    db = tmp_path / "mosquitto.db"
+    shutil.copy(V6, db)
+    os.chown(db, 1883, 1884)
+    os.chmod(db, 0o640)
+    r = run_cli(cmd[0], db, *cmd[1:], "--in-place")
+    assert r.returncode == 0, r.stderr
+    for p in (db, tmp_path / "mosquitto.db.bak"):
+        st = os.stat(p)
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1883, 1884, 0o640), p
+    assert (tmp_path / "mosquitto.db.bak").read_bytes() == V6.read_bytes()
+
+
+@as_root
+def test_output_over_an_existing_file_keeps_its_owner(tmp_path: Path) -> None:
+    out = tmp_path / "out.db"
+    out.write_bytes(b"x")
+    os.chown(out, 1883, 1884)
+    os.chmod(out, 0o600)
+    assert run_cli("rm-retained", V6, RETAINED, "-o", out).returncode == 0
+    st = os.stat(out)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1883, 1884, 0o600)
+
+
+def test_a_second_in_place_never_overwrites_the_backup(tmp_path: Path) -> None:
+    """Before: the second run replaced FILE.bak, losing the only copy of the original."""
+    db = tmp_path / "mosquitto.db"
+    shutil.copy(V6, db)
+    r1 = run_cli("rm-retained", db, "corp/retained/+", "--in-place")
+    assert r1.returncode == 0, r1.stderr
+    first = db.read_bytes()
+    r2 = run_cli("rm-retained", db, "corp/v5/#", "--in-place", "--json")
+    assert r2.returncode == 0, r2.stderr
+    assert (tmp_path / "mosquitto.db.bak").read_bytes() == V6.read_bytes()
+    assert (tmp_path / "mosquitto.db.bak.1").read_bytes() == first
+    assert json.loads(r2.stdout)["backup"] == f"{db}.bak.1"
+    r3 = run_cli("drop-client", db, "a-idle", "--in-place")
+    assert r3.returncode == 0 and f"original kept in {db}.bak.2" in r3.stdout
+
+
+@pytest.mark.parametrize("cmd", [["rm-retained", "nothing/here"], ["drop-client", "nobody"],
+                                 ["prune-sessions", "--expired", "--at", "2000-01-01"]])
+def test_a_filter_that_matches_nothing_writes_nothing(tmp_path: Path, cmd: list[str]) -> None:
+    """Before: an identical copy was written (and --in-place replaced the file and kept a .bak)."""
+    db = tmp_path / "mosquitto.db"
+    shutil.copy(V6, db)
+    inode = os.stat(db).st_ino
+    out = tmp_path / "out.db"
+    r = run_cli(cmd[0], db, *cmd[1:], "-o", out)
+    assert r.returncode == 0 and "nothing written" in r.stdout and not out.exists(), (r.stdout, r.stderr)
+    r = run_cli(cmd[0], db, *cmd[1:], "--in-place")
+    assert r.returncode == 0 and "nothing written" in r.stdout
+    assert os.stat(db).st_ino == inode and sorted(p.name for p in tmp_path.iterdir()) == ["mosquitto.db"]
+    r = run_cli(cmd[0], db, *cmd[1:], "-o", out, "--fail-if-none", "--json")
+    assert r.returncode == 1 and not out.exists()
+    rep = json.loads(r.stdout)
+    assert rep["matched"] is False and rep["written"] is None and rep["file"] == str(db)
