@@ -1,11 +1,12 @@
-"""Shared pytest fixtures. Paths to ../shared live in fixturepaths.py (import them from there)."""
+"""Fixtures for every test. Helpers (paths to ../shared, the CLI, brokers, ...) live in tests/support/."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL_FILES
+
+from support.paths import REAL_FILES
 
 
 @pytest.fixture(params=REAL_FILES, ids=lambda p: p.name)

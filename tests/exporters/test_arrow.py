@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
-from fixturepaths import REAL_FILES, UNIT_FILES, manifest
 
 from codec import DbFile, Record
 from codec.errors import CodecError
@@ -18,6 +17,8 @@ from codec.views.jsonview import record_fields
 from codec.writer import write_records
 from exporters.arrow import iter_batches, kind_span, read_table
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
+
+from support.paths import REAL_FILES, UNIT_FILES, manifest
 
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)

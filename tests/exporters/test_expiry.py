@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from fixturepaths import REAL
-
 from exporters.arrow import read_table
 
-AT = datetime(2026, 11, 22, tzinfo=timezone.utc).timestamp()  # after the 600 s and 3600 s expiries
+from support.clock import AT
+from support.paths import REAL
 
 
 def test_message_and_session_expiry_columns() -> None:

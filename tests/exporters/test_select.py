@@ -6,11 +6,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL_FILES, manifest
 
 from codec import DbFile
 from codec.views.query import Selection
 from exporters.select import FileView
+
+from support.paths import REAL_FILES, manifest
 
 CHUNK_KINDS = ("cfg", "msg_store", "client_msg", "retain", "sub", "client")
 SELECTIONS = [

@@ -10,7 +10,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL, REAL_FILES, manifest
+
+from support.paths import REAL, REAL_FILES, manifest
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark

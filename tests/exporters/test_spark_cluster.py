@@ -6,7 +6,8 @@ import os
 import sys
 
 import pytest
-from fixturepaths import REAL, REAL_FILES, manifest
+
+from support.paths import REAL, REAL_FILES, manifest
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark

@@ -10,7 +10,7 @@ save its own ``mosquitto.db`` (decode that with the codec to compare states).
         got = collect_queued(b.port, "a-sub-q1", expected=8)
     saved = b.saved_db                       # the file the broker wrote at SIGTERM
 
-Other engineers import this module (``from brokerlib import Broker, ...``).
+Import it as ``from support.brokers import Broker, ...``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Shared helpers of the forward-packet tests: doc examples, fixture dbs, CLI runs, receivers."""
+"""Helpers of the forward-packet tests: doc examples, fixture dbs, CLI runs, receivers."""
 
 from __future__ import annotations
 
@@ -8,18 +8,18 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-
-from fixturepaths import ROOT, SHARED
 
 from codec import ChunkType, DbFile, Record
 from codec.writer import write_records
 from exporters.forward.core import Message, iter_packets
 
-DOC = SHARED / "docs" / "forward-packet.md"
+from support import cli
+from support.paths import DOCS
+
+DOC = DOCS / "forward-packet.md"
 EX2_MS = 1697786555281  # the timestamp the doc's example 2 is given with
 S1, S2 = 273732462748327, 273732472648936  # store ids of the doc's example 3 (Mosquitto 2.1 clock ids)
 
@@ -53,8 +53,8 @@ def example3_db(path: Path) -> Path:
 
 
 def run_cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], cwd=ROOT, input=stdin,
-                          capture_output=True, timeout=timeout)
+    """The CLI in a child process, bytes in and out."""
+    return cli.run(*args, input=stdin, text=False, timeout=timeout)
 
 
 def export_args(files: list[str | os.PathLike[str]], to: str, **kw: object) -> argparse.Namespace:
@@ -82,9 +82,8 @@ class FwdListen:
 
     def __init__(self, out: Path, *extra: str) -> None:
         self.out = out
-        self.proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "fwd-listen", "--port", "0",
-                                      "--out", str(out), *extra], cwd=ROOT, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE)
+        self.proc = cli.popen("fwd-listen", "--port", "0", "--out", str(out), *extra, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
         assert self.proc.stderr is not None
         line = self.proc.stderr.readline().decode()
         m = re.search(r"listening on [\d.]+:(\d+)", line)

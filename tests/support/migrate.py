@@ -8,10 +8,6 @@ from pathlib import Path
 from codec import DbFile
 from codec.views.timeview import expires_at
 
-# 2.0.20-a / 1.6.10-a were written at 1795301007 (a-idle: 600 s session ending 1795301607)
-WRITTEN = 1_795_301_007
-LATER = 1_795_310_000  # corp/v5/a (3600 s) and a-sub-v5 expired; the 86400 s sessions and v5props not yet
-
 
 @dataclass
 class State:

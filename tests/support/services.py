@@ -1,4 +1,7 @@
-"""MariaDB and Redis for the migration tests (import the fixtures): 127.0.0.1, free ports, temp dirs, stopped by PID."""
+"""MariaDB and Redis for the migration tests (import the fixtures): 127.0.0.1, free ports, temp dirs, stopped by PID.
+
+Module-scoped: each test module (on whichever xdist worker runs it) starts its own servers.
+"""
 
 from __future__ import annotations
 
@@ -14,15 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from support.brokers import free_port
+
 MARIADBD = shutil.which("mariadbd") or ("/usr/sbin/mariadbd" if os.path.exists("/usr/sbin/mariadbd") else None)
 INSTALL_DB = shutil.which("mariadb-install-db")
 REDIS = shutil.which("redis-server")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _wait_port(port: int, proc: subprocess.Popen, seconds: float, log: Path) -> None:

@@ -9,17 +9,7 @@ from textual.pilot import Pilot
 from inspector.tui.app import InspectorApp
 from inspector.tui.document import Document
 
-ROOT = Path(__file__).resolve().parents[2]
-REAL = ROOT.parent / "shared" / "fixtures" / "real"  # the same place tests/conftest.py reads
-V6 = REAL / "2.0.20-a.db"
-V5 = REAL / "1.6.10-a.db"
-V4 = REAL / "1.5.6-a.db"
-V3 = REAL / "1.4.15-a.db"
-# a fixed "now" for check results: the real files were written on 2026-11-21 (fixtures/README.md)
-CHECK_AT = 1_795_300_000.0
-
-
-AT = 1_795_305_600  # 2026-11-22T00:00:00Z: a fixed "now" (the fixtures' 600 s and 3600 s expiries have passed)
+from support.clock import AT
 
 
 def make_app(path: Path | str, *, read_only: bool = False, check_at: float | None = AT,

@@ -8,10 +8,14 @@ import os
 from pathlib import Path
 
 import pytest
-from sutil import BY_VERSION, REAL, V3, V4, V5, V6, by_kind, errors, records, run_cli, run_proc, sha
 
 from codec import DbFile
 from codec.ops.convert import NEVER, convert
+
+from support.cli import run as run_proc
+from support.cli import run_in_process as run_cli
+from support.paths import BY_VERSION, REAL, V3, V4, V5, V6
+from support.records import by_kind, errors, records, sha
 
 # fields each kind keeps in every version (what a conversion must carry over unchanged)
 COMMON = {
@@ -248,7 +252,7 @@ def test_fixture_files_are_the_expected_versions() -> None:
 
 
 def test_unknown_chunks_kept_where_the_header_width_allows(tmp_path: Path) -> None:
-    from sutil import UNIT
+    from support.paths import UNIT
 
     v3_bad = UNIT / "persist_read" / "v3-bad-chunk.test-db"
     out = tmp_path / "v6.db"
@@ -278,7 +282,7 @@ def test_every_writer_refuses_to_overwrite_its_input(tmp_path: Path, command: li
 
 
 def _unit_files() -> list[Path]:
-    from sutil import UNIT
+    from support.paths import UNIT
 
     good = []
     for p in sorted((UNIT / "persist_read").glob("*.test-db")) + sorted((UNIT / "persist_write").glob("*.test-db")):

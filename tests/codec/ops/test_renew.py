@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from brokerlib import Broker, collect_queued, have_mosquitto
-from fixturepaths import REAL, ROOT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,13 +16,11 @@ from codec.ops.renew import Policy, plan_renew
 from codec.views.timeview import NEVER_INTERVAL
 from codec.writer import save
 
+from support.brokers import Broker, collect_queued, have_mosquitto
+from support.cli import run as mosqdb
+from support.paths import REAL, V6
+
 TIME_FIELDS = {"expiry_time", "session_expiry_time", "session_expiry_interval"}
-V6 = REAL / "2.0.20-a.db"
-
-
-def mosqdb(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, cwd=ROOT)
-
 
 def written_at(path: Path) -> int:
     """When the broker wrote the file: a session's expiry time minus its interval."""

@@ -8,10 +8,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from sutil import UNIT, V4, V6, errors, records, run_cli, run_proc, sha
 
 from codec import DbFile, Record
 from codec.writer import write_records
+
+from support.cli import run as run_proc
+from support.cli import run_in_process as run_cli
+from support.paths import UNIT, V4, V6
+from support.records import errors, records, sha
 
 
 def chunks(path: Path) -> list:

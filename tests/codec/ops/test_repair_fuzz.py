@@ -6,10 +6,12 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sutil import V4, V6, errors
 
 from codec.errors import CodecError
 from codec.ops.repair import repair
+
+from support.paths import V4, V6
+from support.records import errors
 
 DATA = {4: V4.read_bytes(), 6: V6.read_bytes()}
 

@@ -7,11 +7,14 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fixturepaths import manifest
-from sutil import BY_VERSION, V6, records, run_cli, run_proc
 
 from codec import DbFile
 from codec.ops.stats import compute
+
+from support.cli import run as run_proc
+from support.cli import run_in_process as run_cli
+from support.paths import BY_VERSION, V6, manifest
+from support.records import records
 
 KIND = {"DB_CHUNK_CFG": "cfg", "DB_CHUNK_MSG_STORE": "msg_store", "DB_CHUNK_CLIENT_MSG": "client_msg",
         "DB_CHUNK_RETAIN": "retain", "DB_CHUNK_SUB": "sub", "DB_CHUNK_CLIENT": "client"}

@@ -6,9 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-from sutil import BY_VERSION, V3, V6, errors, records, run_cli, sha
 
 from codec.views.query import topic_matches
+
+from support.cli import run_in_process as run_cli
+from support.paths import BY_VERSION, V3, V6
+from support.records import errors, records, sha
 
 
 def oracle_remove(path: Path, *, retain_filters: list[str] = (), clients: set[str] = frozenset()) -> list:
@@ -64,7 +67,7 @@ def test_rm_retained_keeps_a_store_still_queued(tmp_path: Path) -> None:
 
 
 def test_rm_retained_counts_from_manifest(tmp_path: Path) -> None:
-    from fixturepaths import manifest
+    from support.paths import manifest
 
     out = tmp_path / "out.db"
     man = manifest(V3)
@@ -83,7 +86,7 @@ def test_invalid_filter_is_a_usage_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", [3, 4, 5, 6])
 def test_drop_client_matches_oracle_and_manifest(tmp_path: Path, version: int) -> None:
-    from fixturepaths import manifest
+    from support.paths import manifest
 
     src, out = BY_VERSION[version], tmp_path / "out.db"
     victims = ["a-sub-q1", "a-ünï-客户端"]

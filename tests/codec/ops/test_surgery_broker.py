@@ -7,15 +7,16 @@ with the manifests where nothing can expire (v3/v4).
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from brokerlib import (
+
+from codec import DbFile
+
+from support.brokers import (
     Broker,
     collect_many,
     collect_queued,
@@ -24,24 +25,17 @@ from brokerlib import (
     expires_restored_sessions,
     have_mosquitto,
 )
-from fixturepaths import REAL, manifest
-
-from codec import DbFile
+from support.cli import run
+from support.paths import V3, V4, V5, V6, manifest
 
 pytestmark = [pytest.mark.broker,
               pytest.mark.skipif(not have_mosquitto(), reason="mosquitto broker not installed")]
 
-ROOT = Path(__file__).resolve().parents[2]
-V3, V4, V5, V6 = (REAL / f"{n}.db" for n in ("1.4.15-a", "1.5.6-a", "1.6.10-a", "2.0.20-a"))
 MARGIN = 120  # seconds: an expiry this close to now is not asserted either way
 
 
 def mosqdb(*args: object) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-m", "inspector.cli", *map(str, args)], capture_output=True, text=True,
-                       cwd=ROOT, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr
-    return r
+    return run(*args, ok=True)
 
 
 class Expect:

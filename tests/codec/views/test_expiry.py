@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from fixturepaths import REAL, REAL_FILES, ROOT
 
 from codec import DbFile
 from codec.views.timeview import ExpiryState, expires_at, parse_duration, parse_time, relative
 
-AT = "2026-11-22T00:00:00Z"  # after the 600 s and 3600 s expiries, before the 86400 s ones
-
-
-def mosqdb(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, cwd=ROOT)
+from support.cli import run as mosqdb
+from support.clock import AT_ISO as AT
+from support.paths import REAL, REAL_FILES
 
 
 @pytest.mark.parametrize("name", ["1.6.10-a.db", "2.0.20-a.db"])

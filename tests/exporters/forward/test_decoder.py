@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import msgpack
 import pytest
-from fwd_helpers import EX2_MS, doc_example, run_cli
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +21,8 @@ from exporters.forward.core import (
     make_id,
     message_map,
 )
+
+from support.forward import EX2_MS, doc_example, run_cli
 
 GOOD = HANDSHAKE + doc_example(2) + HEARTBEAT + doc_example(3)
 

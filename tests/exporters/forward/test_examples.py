@@ -6,8 +6,6 @@ import os
 import socket
 
 import pytest
-from fixturepaths import UNIT
-from fwd_helpers import EX2_MS, S1, S2, doc_example, example3_db, export_args, make_db, run_cli
 
 from codec import ChunkType, DbFile, Record
 from exporters.forward.core import (
@@ -29,6 +27,9 @@ from exporters.forward.core import (
 )
 from exporters.forward.net import Listener
 from inspector.commands.forward_export import run_forward_export
+
+from support.forward import EX2_MS, S1, S2, doc_example, example3_db, export_args, make_db, run_cli
+from support.paths import UNIT
 
 V6_STORE = UNIT / "persist_read" / "v6-message-store.test-db"
 

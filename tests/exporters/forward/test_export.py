@@ -6,8 +6,6 @@ import hashlib
 from collections import Counter
 
 import pytest
-from fixturepaths import REAL, REAL_FILES, UNIT_FILES, manifest
-from fwd_helpers import db_stores, export_args, make_db, run_cli, stream_messages
 
 from codec import ChunkType, Record
 from exporters.forward.core import (
@@ -22,6 +20,9 @@ from exporters.forward.core import (
 )
 from inspector.commands import UsageError
 from inspector.commands.forward_export import run_forward_export
+
+from support.forward import db_stores, export_args, make_db, run_cli, stream_messages
+from support.paths import REAL, REAL_FILES, UNIT_FILES, manifest
 
 
 def _export(tmp_path, files, **kw) -> bytes:

@@ -7,8 +7,6 @@ import time
 from collections import Counter
 
 import pytest
-from fixturepaths import REAL, REAL_FILES
-from fwd_helpers import FakeReceiver, FwdListen, db_stores, export_args, run_cli, stream_messages
 
 from codec import DbFile
 from exporters.forward.core import (
@@ -28,6 +26,9 @@ from exporters.forward.core import (
 )
 from exporters.forward.net import ForwardClient, Listener, SendError
 from inspector.commands.forward_export import run_forward_export
+
+from support.forward import FakeReceiver, FwdListen, db_stores, export_args, run_cli, stream_messages
+from support.paths import REAL, REAL_FILES
 
 F20 = REAL / "2.0.20-a.db"
 FF = bytes((ACK_OK,))

@@ -6,18 +6,14 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pymysql
 import pytest
 import redis
-from fixturepaths import REAL_FILES
 from hypothesis import given
 from hypothesis import strategies as st
-from mig_oracle import LATER, WRITTEN, emqx_expectation, emqx_store_ids, state
-from mig_services import mariadb, redis_server  # noqa: F401  (module fixtures)
 
 from codec.engine import Record
 from codec.layouts import ChunkType
@@ -25,8 +21,13 @@ from codec.writer import write_records
 from exporters.migrate.emqx import MYSQL_SCHEMA, base62, hex_from_redis_id, redis_id, unbase62
 from exporters.migrate.mysql_writer import reserve_ids
 
+from support import cli
+from support.clock import LATER, WRITTEN
+from support.migrate import emqx_expectation, emqx_store_ids, state
+from support.paths import REAL_FILES
+from support.services import mariadb, redis_server  # noqa: F401  (module fixtures)
+
 pytestmark = pytest.mark.services
-MOSQDB = [sys.executable, "-m", "inspector.cli"]
 HEX32 = re.compile(r"[0-9A-F]{32}")
 TTL = 7200
 
@@ -39,10 +40,7 @@ def client(name: str) -> str:
 
 
 def run(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run([*MOSQDB, *args], capture_output=True, text=True)
-    if ok:
-        assert r.returncode == 0, r.stderr
-    return r
+    return cli.run(*args, ok=ok)
 
 
 # ---------------------------------------------------------------- ids

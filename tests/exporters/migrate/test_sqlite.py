@@ -6,12 +6,9 @@ import hashlib
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL_FILES, SHARED, manifest
-from mig_oracle import LATER, WRITTEN, state, store_expired
 
 from codec import DbFile
 from codec.errors import CodecError
@@ -19,8 +16,12 @@ from codec.sources import is_sqlite_file as is_sqlite
 from codec.sqlite_store import sqlite_to_db
 from exporters.migrate.sqlite import db_to_sqlite
 
-SCHEMA_SQL = SHARED / "docs" / "persist-sqlite-schema.sql"
-MOSQDB = [sys.executable, "-m", "inspector.cli"]
+from support.cli import MOSQDB
+from support.clock import LATER, WRITTEN
+from support.migrate import state, store_expired
+from support.paths import DOCS, REAL_FILES, manifest
+
+SCHEMA_SQL = DOCS / "persist-sqlite-schema.sql"
 NEVER = 0xFFFF_FFFF
 
 

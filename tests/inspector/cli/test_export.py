@@ -15,14 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from fixturepaths import REAL_FILES, ROOT, manifest
+
+from support.cli import run as mosqdb
+from support.paths import REAL_FILES, ROOT, manifest
 
 KINDS = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages")
-
-
-def mosqdb(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL, REAL_FILES, ROOT, UNIT, manifest
 
 from codec.views.jsonview import DUMP_FIELDS
 
-
-def mosqdb(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, cwd=ROOT)
+from support.cli import run as mosqdb
+from support.paths import REAL, REAL_FILES, UNIT, manifest
 
 
 def dump(*args: str) -> list[dict]:

@@ -12,11 +12,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fixturepaths import SHARED
 
 from inspector.cli import main
 
-STORE = SHARED / "fixtures" / "incoming" / "2.1.2-a.sqlite3"
+from support.paths import INCOMING
+
+STORE = INCOMING / "2.1.2-a.sqlite3"
 
 WRITING = [
     ["rm-retained", "{f}", "corp/#"],

@@ -8,7 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tuihelpers import V6
+
+from support.paths import V6
 
 
 @pytest.fixture

@@ -8,10 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from brokerlib import Broker, collect_retained, have_mosquitto
-from tuihelpers import V6, keys, make_app, settle, type_text
 
 from inspector.commands import sample_path
+
+from support.brokers import Broker, collect_retained, have_mosquitto
+from support.paths import V6
+from support.tui import keys, make_app, settle, type_text
 
 pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="mosquitto is not installed")
 TOPIC = "corp/retained/plain"

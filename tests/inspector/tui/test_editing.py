@@ -6,10 +6,11 @@ import json
 import os
 from pathlib import Path
 
-from tuihelpers import V6, keys, make_app, settle, status, type_text
-
 from codec import DbFile
 from inspector.tui.screens import PromptScreen
+
+from support.paths import V6
+from support.tui import keys, make_app, settle, status, type_text
 
 TOPIC = "corp/retained/température/salle-1"
 
@@ -233,7 +234,7 @@ async def test_v4_edit_keeps_other_chunks_byte_exact(tmp_path: Path) -> None:
     """1.5.6 (db v4) stores wrong chunk lengths; an edit recomputes only the edited chunk's."""
     import shutil
 
-    from tuihelpers import V4
+    from support.paths import V4
 
     path = tmp_path / "v4.db"
     shutil.copyfile(V4, path)
@@ -257,7 +258,7 @@ async def test_key_mashing_never_crashes(damaged_copy: Path, tmp_path: Path, mon
     """A fixed random walk over every key the app binds, on a v3 file and a damaged one."""
     import random
 
-    from tuihelpers import V3
+    from support.paths import V3
 
     monkeypatch.chdir(tmp_path)  # `x` then `n`, `enter` exports to ./n: keep such files out of the checkout
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from tuihelpers import AT, V6, make_app, settle
-
 from codec.views.timeview import relative
+
+from support.clock import AT
+from support.paths import V6
+from support.tui import make_app, settle
 
 
 async def test_expired_message_is_marked_with_absolute_and_relative_time() -> None:

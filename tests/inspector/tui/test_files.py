@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuihelpers import CHECK_AT, V6, keys, make_app, settle, status
-
 from codec import DbFile
 from inspector.tui.screens import CheckScreen, ConfirmQuit
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
+
+from support.clock import CHECK_AT
+from support.paths import V6
+from support.tui import keys, make_app, settle, status
 
 
 async def test_damaged_file_shows_chunks_up_to_damage_then_raw_bytes(damaged_copy: Path) -> None:

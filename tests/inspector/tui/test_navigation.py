@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from tuihelpers import V3, V6, keys, make_app, settle, status, type_text
-
 from codec import DbFile
 from codec.views.query import topic_matches
+
+from support.paths import V3, V6
+from support.tui import keys, make_app, settle, status, type_text
 
 
 def manifest(path):  # type: ignore[no-untyped-def]
@@ -167,10 +168,10 @@ async def test_v3_file_fields() -> None:
 
 def test_store_columns_match_decoded_values() -> None:
     """The numpy store-id columns (no decoding) agree with the codec on every chunk, v3 to v6."""
-    from tuihelpers import V4, V5
-
     from inspector.tui.document import Document
     from inspector.tui.filters import StoreColumns
+
+    from support.paths import V4, V5
 
     for path in (V3, V4, V5, V6):
         doc = Document(str(path))

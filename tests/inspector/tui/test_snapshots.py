@@ -1,6 +1,6 @@
 """SVG snapshots of the main screens on the real fixtures (fixed terminal sizes, no clock).
 
-Update after a deliberate UI change with: pytest tests/tui/test_tui_snapshots.py --snapshot-update
+Update after a deliberate UI change with: pytest tests/inspector/tui/test_snapshots.py --snapshot-update
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 from textual.pilot import Pilot
-from tuihelpers import V3, V5, V6, make_app, settle
+
+from support.paths import V3, V5, V6
+from support.tui import make_app, settle
 
 # the SVGs depend on Textual's rendering; they were made with this version (pinned in pyproject)
 SNAPSHOT_TEXTUAL = "8.2.8"

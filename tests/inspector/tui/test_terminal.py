@@ -12,7 +12,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from tuihelpers import ROOT, V6
+
+from support.cli import run
+from support.paths import ROOT, V6
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -65,8 +67,7 @@ def test_bad_input_is_one_line(tmp_path: Path, content: bytes | None, code: int,
     path = tmp_path / "x.db"
     if content is not None:
         path.write_bytes(content)
-    proc = subprocess.run([sys.executable, "-m", "inspector.cli", "inspect", str(path)], cwd=ROOT,
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    proc = run("inspect", str(path), timeout=60)
     assert proc.returncode == code
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0] and lines[0].startswith("mosqdb inspect: ")
