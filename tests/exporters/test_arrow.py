@@ -18,6 +18,7 @@ from codec.writer import write_records
 from exporters.arrow import iter_batches, kind_span, read_table
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
 
+from support.dbfiles import not_utf8_db
 from support.paths import REAL_FILES, UNIT_FILES, manifest
 
 
@@ -276,28 +277,6 @@ def test_conform_relabels_like_a_cast(path: Path) -> None:
     assert got.column("payload").buffers()[2].address == batch.column("payload").buffers()[2].address
     odd = pa.schema([pa.field("file", pa.large_string()), *list(target)[1:]])  # a real type change: cast
     assert conform(batch, odd).equals(batch.cast(odd))
-
-
-def not_utf8_db(path: Path) -> Path:
-    """A store whose topic, a user-property key and a content type are not UTF-8 (brokers refuse such text)."""
-    from codec.engine import Record
-    from codec.layouts import ChunkType
-    from codec.properties import Property
-    from codec.writer import write_records
-
-    bad = b"t/\xff\xfeok".decode("utf-8", "surrogateescape")
-    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, 6),
-            Record(int(ChunkType.MSG_STORE), {"store_id": 1, "expiry_time": 0, "source_mid": 0, "source_id": "ok",
-                                              "source_username": None, "source_port": 0, "topic": "fine", "qos": 0,
-                                              "retain": 0, "payload": b"a", "properties": None}, 6),
-            Record(int(ChunkType.MSG_STORE), {"store_id": 2, "expiry_time": 0, "source_mid": 0, "source_id": "ok",
-                                              "source_username": None, "source_port": 0, "topic": bad, "qos": 0,
-                                              "retain": 0, "payload": b"x", "properties": [
-                                                  Property.make(38, (b"k\xc3".decode("utf-8", "surrogateescape"), "v")),
-                                                  Property.make(3, bad)]}, 6),
-            Record(int(ChunkType.RETAIN), {"store_id": 2}, 6)]
-    write_records(path, 6, recs)
-    return path
 
 
 @pytest.mark.parametrize("vectorised", [True, False], ids=["columnar", "per-chunk"])

@@ -163,7 +163,7 @@ def test_schema_types_in_spark(spark) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_text_that_is_not_utf8_reaches_spark_with_its_bytes(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from test_exp_arrow import not_utf8_db
+    from support.dbfiles import not_utf8_db
 
     path = not_utf8_db(tmp_path / "bad.db")
     rows = {r["store_id"]: r for r in load(spark, "msg_store", path).collect()}
