@@ -1,11 +1,15 @@
 """Columnar decoding: one layout table walked with numpy vectors over a batch of chunks.
 
-The per-record decoders give a dict per chunk; exporters and benchmarks want columns.
-Here every field of every chunk of one type in a batch is decoded at once: fixed fields
-become integer arrays, variable fields become (start, size) pairs into the batch's byte
-buffer (so Arrow arrays can be built without a Python object per value). Bounds are
+The per-record decoders give a dict per chunk; exporters, operations and benchmarks want
+columns. Here every field of every chunk of one type in a batch is decoded at once: fixed
+fields become integer arrays, variable fields become (start, size) pairs into the batch's
+byte buffer (so Arrow arrays can be built without a Python object per value). Bounds are
 checked for the whole batch; a batch with any damage is decoded chunk by chunk by the
 interpreter instead, which raises the precise error.
+
+Two ways to get :class:`Columns`: :func:`iter_columns` reads every chunk of one type in
+file order, batch by batch; :class:`ColumnReader` gathers chosen chunks' leading fields
+straight from a read-only map of the file (the operations in ``codec.ops``).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from codec.layouts import FIXED_SIZES, ChunkType, header_size, layout_for
 from codec.reader import DbFile
 
 MAX_BATCH_BYTES = 64 << 20
+BATCH = 1 << 16  # chunks per gather: temporaries stay a few MB whatever the file size
 
 
 @dataclass
@@ -64,6 +69,19 @@ class Columns:
         if mask is not None:
             starts, sizes = starts[mask], sizes[mask]
         return [raw[a:a + n] for a, n in zip(starts.tolist(), sizes.tolist())]
+
+    def text(self, name: str, row: int) -> str:
+        """One value of a text field, byte-exact (bytes that are not UTF-8 kept with surrogateescape)."""
+        return self.value(name, row).decode("utf-8", "surrogateescape")
+
+    def texts(self, name: str, mask: np.ndarray | None = None) -> list[str]:
+        """Every value of a text field (the rows in ``mask``), decoded like :meth:`text`."""
+        starts, sizes = self.spans[name]
+        if mask is not None:
+            starts, sizes = starts[mask], sizes[mask]
+        d = self.data
+        return [bytes(d[a:a + n]).decode("utf-8", "surrogateescape")
+                for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)]
 
 
 def _gather_be(d: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
@@ -198,7 +216,7 @@ def iter_columns(db: DbFile, chunk_type: int | ChunkType, *, batch: int = 65536,
     idx = db.index
     n = len(idx) if stop is None else min(stop, len(idx))
     offsets_all, types_all, ends_all = idx.arrays()
-    lengths_all = np.frombuffer(idx.lengths, dtype=np.uint32)
+    lengths_all = idx.lengths_array()
     which = np.nonzero(types_all[first:n] == int(chunk_type))[0] + first
     kind = ChunkType(chunk_type).label
     i = 0
@@ -224,3 +242,58 @@ def iter_columns(db: DbFile, chunk_type: int | ChunkType, *, batch: int = 65536,
         ints, spans = got
         yield Columns(kind, version, d, lo, sel, offs, lengths, ints, spans)
         i = j
+
+
+def batches(n: int, size: int = BATCH) -> Iterator[slice]:
+    """Slices cutting ``n`` rows into runs of at most ``size``."""
+    for a in range(0, n, size):
+        yield slice(a, min(a + size, n))
+
+
+class ColumnReader:
+    """Leading fields of chosen chunks, gathered at once through the layout table.
+
+    Only what is asked for is decoded (the walk stops after it), straight from a read-only
+    map of the file. A damaged file is refused: every chunk's walked size is then confirmed.
+    """
+
+    def __init__(self, db: DbFile) -> None:
+        assert db.version is not None
+        self.offsets, self.types, _ends = db.index.intact_arrays(db.path)
+        self.lengths = db.index.lengths_array()
+        self.db = db
+        self.mm = np.memmap(db.path, mode="r", dtype=np.uint8) if db.size else np.zeros(0, np.uint8)
+        self.hsize = header_size(db.version)
+
+    def gather(self, which: np.ndarray, chunk_type: int, names: tuple[str, ...]) -> Columns:
+        """The values ``names`` of chunks ``which`` (chunk numbers, all of type ``chunk_type``).
+
+        Only values that need no stored chunk length can be asked for (those before a
+        ``time_t`` or property tail): the file end bounds them well enough. Text and byte
+        fields come back as spans into the map (``data`` is the whole file).
+        """
+        assert self.db.version is not None
+        layout = layout_for(self.db.version, chunk_type)
+        if layout is None:
+            raise CodecError(f"no layout for chunk type {chunk_type}")
+        missing = set(names) - layout.length_free_values
+        if missing:
+            raise CodecError(f"cannot gather {', '.join(sorted(missing))} from {layout.type.label}")
+        offsets = self.offsets[which]
+        n = len(offsets)
+        got = decode_batch(self.db.version, chunk_type, self.mm, offsets.astype(np.int64) + self.hsize,
+                           np.zeros(n, np.int64), np.full(n, len(self.mm), np.int64), self.db.endian,
+                           fields=set(names))
+        if got is None:
+            raise CodecError(f"{layout.type.label} fields run past the end of the file", path=self.db.path)
+        ints, spans = got
+        return Columns(layout.type.label, self.db.version, self.mm, 0, which, offsets,
+                       self.lengths[which].astype(np.int64), ints, spans)
+
+    def release(self) -> None:
+        """Hand the mapped pages back (they stay in the page cache): RSS stays flat on huge files."""
+        mmap_obj = getattr(self.mm, "_mmap", None)
+        if mmap_obj is not None and hasattr(mmap_obj, "madvise"):
+            import mmap
+
+            mmap_obj.madvise(mmap.MADV_DONTNEED)

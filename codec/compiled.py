@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codec.errors import PropertyError
-from codec.layouts import ALL_LAYOUTS, FIXED_SIZES, Layout
+from codec.layouts import Layout
 from codec.properties import decode_properties
 
 _FMT = {"u8": "B", "u16": "H", "u32": "I", "len16": "H", "len32": "I", "nibbles": "B"}
@@ -112,9 +112,4 @@ def fast_decoder(layout: Layout, endian: str) -> Decoder | None:
     return _CACHE[key]
 
 
-def all_decoders() -> list[tuple[Layout, str, Decoder | None]]:
-    """Every generated decoder (for tests)."""
-    return [(lay, e, fast_decoder(lay, e)) for lay in ALL_LAYOUTS for e in ("little", "big")]
-
-
-__all__ = ["FIXED_SIZES", "all_decoders", "compile_layout", "fast_decoder"]
+__all__ = ["compile_layout", "fast_decoder"]

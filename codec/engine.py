@@ -23,7 +23,7 @@ from codec.layouts import (
 )
 from codec.properties import Property, decode_properties, encode_properties
 
-_INT_LIMITS = {
+INT_LIMITS = {
     "u8": (0, 0xFF),
     "u16": (0, 0xFFFF),
     "u32": (0, 0xFFFF_FFFF),
@@ -323,7 +323,7 @@ def decode_chunk(
 
 
 def _check_int(f: Field, name: str, value: Any) -> int:
-    lo, hi = _INT_LIMITS.get(f.kind, (0, 0xFF))
+    lo, hi = INT_LIMITS.get(f.kind, (0, 0xFF))
     if f.kind == "nibbles":
         hi = 0x0F
     if isinstance(value, bool):

@@ -17,7 +17,7 @@ from typing import Any
 
 from codec.engine import walked_size
 from codec.errors import CodecError, TruncatedError
-from codec.layouts import FILE_HEADER_SIZE, FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size, layout_for
+from codec.layouts import FILE_HEADER_SIZE, LAYOUTS, ChunkType, Layout, header_size, layout_for
 
 try:  # optional C accelerator for the framing loop; the pure-Python walk gives the same index
     from codec import _framing
@@ -25,7 +25,6 @@ except ImportError:  # pragma: no cover - depends on the build
     _framing = None
 
 BLOCK = 1 << 22
-_KNOWN = {int(t) for t in ChunkType}
 
 
 class BlockReader:
@@ -87,6 +86,20 @@ class ChunkIndex:
             ends[:-1] = offsets[1:]
             ends[-1] = self.end
         return offsets, types, ends
+
+    def lengths_array(self) -> Any:
+        """The stored chunk lengths as a numpy uint32 array (a view)."""
+        import numpy as np
+
+        return np.frombuffer(self.lengths, dtype=np.uint32) if len(self.lengths) else np.zeros(0, np.uint32)
+
+    def intact_arrays(self, path: str | None = None) -> tuple[Any, Any, Any]:
+        """:meth:`arrays`, refusing an index the scan stopped on damage (operations that rewrite
+        or summarise a file need every chunk; repair comes first)."""
+        if self.error is not None:
+            raise CodecError(f"the file is damaged ({self.error.reason}); run `mosqdb repair` first",
+                             path=path, offset=self.error.offset)
+        return self.arrays()
 
     def find(self, offset: int) -> int | None:
         """The chunk that contains a file offset (binary search), or None."""
@@ -302,33 +315,20 @@ def _strided(buf: bytes, code: str) -> Any:
 
 def _time_fields(layouts: dict[int, Layout | None]) -> list[tuple[int, str, int, bool]]:
     """(chunk type, field, offset in the body, signed) of the absolute times in fixed structs."""
-    out = []
-    for t, layout in layouts.items():
-        if layout is None:
-            continue
-        pos = 0
-        for f in layout.fields:
-            if f.kind in ("str", "bytes", "props", "time_t"):
-                break
-            if f.name in ("expiry_time", "session_expiry_time"):
-                out.append((t, f.name, pos, f.kind == "i64h"))
-            pos += f.size if f.kind == "pad" else FIXED_SIZES[f.kind]
-    return out
+    return [(t, f.name, pos, f.kind == "i64h")
+            for t, layout in layouts.items() if layout is not None
+            for f, pos in layout.fixed_fields if f.name in ("expiry_time", "session_expiry_time")]
 
 
 def _size_checks(version: int, layouts: dict[int, Layout | None]) -> dict[int, tuple[int, list, bool]]:
-    """Per chunk type: fixed struct size, the length fields inside it, and whether a tail follows."""
+    """Per chunk type: fixed struct size, the length fields inside it, and whether a tail follows.
+
+    v5/v6 only: there every length field lies in the fixed struct, before the first string.
+    """
     checks = {}
     for t, layout in layouts.items():
         if layout is None:
             continue
-        pos, len_fields = 0, []
-        for f in layout.fields:
-            if f.kind in ("str", "bytes", "props"):
-                continue
-            size = f.size if f.kind == "pad" else FIXED_SIZES[f.kind]
-            if f.kind in ("len16", "len32"):
-                len_fields.append((pos, size))
-            pos += size
+        len_fields = [(pos, f.width) for f, pos in layout.fixed_fields if f.kind in ("len16", "len32")]
         checks[t] = (layout.fixed_prefix_size, len_fields, layout.has_tail)
     return checks

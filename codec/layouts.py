@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import cached_property
 
 
 class ChunkType(IntEnum):
@@ -47,6 +48,8 @@ PAYLOAD_MAX = 268_435_455
 
 FIXED_SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64h": 8, "i64h": 8, "len16": 2, "len32": 4, "nibbles": 1}
 VARIABLE_KINDS = ("str", "bytes")
+# kinds whose width is not known from the table alone: a stored length field, or the chunk length, says
+_UNPLACED_AFTER = VARIABLE_KINDS + ("props", "time_t")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,11 @@ class Field:
     names: tuple[str, ...] = ()  # for nibbles: the two values packed in one byte
     must: int | None = None  # the only value a loader accepts (decoding anything else fails)
     discarded: bool = False  # every loader reads and drops it: not information a conversion can lose
+
+    @property
+    def width(self) -> int:
+        """Bytes the element takes when the table alone says (0 for str, bytes and props; 8 for time_t)."""
+        return FIXED_SIZES.get(self.kind, self.size)
 
     @property
     def values(self) -> tuple[str, ...]:
@@ -139,15 +147,59 @@ class Layout:
         names = tuple(v for f in self.fields for v in f.values)
         object.__setattr__(self, "value_names", names)
 
+    @cached_property
+    def fixed_fields(self) -> tuple[tuple[Field, int], ...]:
+        """Every field before the first variable-size one, with its offset in the body.
+
+        The one walk that says where a field lies without reading a stored length: in v5/v6
+        this is the whole C struct (every number and length), in v2-v4 the fields before the
+        first string. Scans, column gathers and filters ask here instead of adding up widths.
+        """
+        out, pos = [], 0
+        for f in self.fields:
+            if f.kind in _UNPLACED_AFTER:
+                break
+            out.append((f, pos))
+            pos += f.width
+        return tuple(out)
+
     @property
     def fixed_prefix_size(self) -> int:
         """Bytes before the first variable-size field (the C struct in v5/v6)."""
-        total = 0
+        if not self.fixed_fields:
+            return 0
+        f, pos = self.fixed_fields[-1]
+        return pos + f.width
+
+    def offset_of(self, name: str) -> int | None:
+        """Where field or value ``name`` starts in the body, if no stored length decides it (else None)."""
+        for f, pos in self.fixed_fields:
+            if name == f.name or name in f.values:
+                return pos
+        return None
+
+    @cached_property
+    def length_free_values(self) -> frozenset[str]:
+        """Values that can be read without the stored chunk length: every one before a ``time_t``
+        or property tail (strings included: their own length fields place them)."""
+        names: set[str] = set()
         for f in self.fields:
-            if f.kind in VARIABLE_KINDS or f.kind in ("props", "time_t"):
+            if f.kind in ("time_t", "props"):
                 break
-            total += FIXED_SIZES.get(f.kind, f.size)
-        return total
+            names.update(f.values)
+        return frozenset(names)
+
+    @cached_property
+    def after_last_variable(self) -> tuple[str | None, int]:
+        """(last str/bytes/props field, bytes of fixed fields after it): where a body ends once
+        that field's span is known; (None, body size) for a layout without variable fields."""
+        last, fixed = None, 0
+        for f in self.fields:
+            if f.kind in VARIABLE_KINDS or f.kind == "props":
+                last, fixed = f.name, 0
+            else:
+                fixed += f.width
+        return last, fixed
 
     @property
     def has_tail(self) -> bool:

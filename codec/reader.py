@@ -215,12 +215,6 @@ class DbFile:
         data = os.pread(self.fd, idx.chunk_end(i) - off, off)
         return self._decode(i, off, data, 0, len(data), spans)
 
-    def chunk_at(self, offset: int, *, spans: bool = False) -> Chunk:
-        i = self.index.find(offset)
-        if i is None:
-            raise CodecError("no chunk contains this offset", path=self.path, offset=offset)
-        return self.chunk(i, spans=spans)
-
     def _index_for(self, i: int) -> ChunkIndex:
         idx = self._index if self._index is not None and i < len(self._index) else self.index
         if not 0 <= i < len(idx):

@@ -19,13 +19,8 @@ from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.properties import Property
 from codec.sources import connect_readonly, is_sqlite_file
+from codec.values import NEVER, unsigned64
 from codec.writer import write_records
-
-NEVER = 0xFFFF_FFFF
-
-
-SIGN, WRAP = 1 << 63, 1 << 64
-
 
 SCHEMA_VERSION = ("database_schema", 1, 1, 0)
 
@@ -51,9 +46,6 @@ SCHEMA = (
     "CREATE TABLE wills (client_id TEXT PRIMARY KEY,payload BLOB,topic STRING NOT NULL,payloadlen INTEGER,"
     "qos INTEGER,retain INTEGER,properties STRING)",
 )
-
-
-TABLES = ("base_msgs", "retains", "clients", "subscriptions", "client_msgs", "version_info", "wills")
 
 
 # The property kinds the plugin's restore code reads back (others are written without a value).
@@ -127,10 +119,6 @@ def _b(value: Any) -> bytes:
     return bytes(value)
 
 
-def _u64(v: Any) -> int:
-    return int(v or 0) & 0xFFFF_FFFF_FFFF_FFFF
-
-
 def json_props(textv: Any, where: str) -> list[Property] | None:
     if textv is None or textv == "":
         return None
@@ -184,14 +172,14 @@ def sqlite_records(con: sqlite3.Connection, rep: MigrationReport | None = None) 
     v6 = 6
     stored: set[int] = set()
     cfg_id = con.execute("SELECT max(store_id), min(store_id) FROM base_msgs").fetchone()
-    last = max(_u64(cfg_id[0]) if cfg_id[0] is not None else 0, _u64(cfg_id[1]) if cfg_id[1] is not None else 0)
+    last = max(unsigned64(cfg_id[0] or 0), unsigned64(cfg_id[1] or 0))
     yield Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": last}, v6)
     for row in con.execute("SELECT store_id,expiry_time,topic,payload,source_id,source_username,source_mid,"
                            "source_port,qos,retain,properties,rowid FROM base_msgs ORDER BY rowid"):
         where = f"base_msgs rowid {row[11]}"
-        stored.add(_u64(row[0]))
+        stored.add(unsigned64(row[0] or 0))
         yield Record(int(ChunkType.MSG_STORE), {
-            "store_id": _u64(row[0]), "expiry_time": int(row[1] or 0), "source_mid": int(row[6] or 0),
+            "store_id": unsigned64(row[0] or 0), "expiry_time": int(row[1] or 0), "source_mid": int(row[6] or 0),
             "source_id": _s(row[4]) or None, "source_username": _s(row[5]) or None, "source_port": int(row[7] or 0),
             "topic": _s(row[2]) or "", "qos": int(row[8] or 0), "retain": int(row[9] or 0), "payload": _b(row[3]),
             "properties": json_props(row[10], where)}, v6)
@@ -206,14 +194,14 @@ def sqlite_records(con: sqlite3.Connection, rep: MigrationReport | None = None) 
 
     def cmsgs(cid: str) -> Iterator[Record]:
         for r in queues.pop(cid, []):
-            if _u64(r[1]) not in stored:
+            if unsigned64(r[1] or 0) not in stored:
                 if rep is not None:
                     rep.skip("queue entry whose base_msgs row is missing (Mosquitto would drop it)",
-                             f"{cid} store {_u64(r[1])}")
+                             f"{cid} store {unsigned64(r[1] or 0)}")
                 continue
             sub_id = int(r[8] or 0)
             yield Record(int(ChunkType.CLIENT_MSG), {
-                "client_id": cid, "store_id": _u64(r[1]), "mid": int(r[4] or 0), "qos": int(r[5] or 0),
+                "client_id": cid, "store_id": unsigned64(r[1] or 0), "mid": int(r[4] or 0), "qos": int(r[5] or 0),
                 "state": int(r[7] or 0), "direction": int(r[3] or 0), "retain": int(r[6] or 0), "dup": int(r[2] or 0),
                 "properties": [Property.make(SUB_ID, sub_id)] if sub_id else None}, v6)
             if rep is not None:
@@ -241,11 +229,11 @@ def sqlite_records(con: sqlite3.Connection, rep: MigrationReport | None = None) 
         if rep is not None:
             rep.count("subscriptions")
     for (sid,) in con.execute("SELECT store_id FROM retains ORDER BY rowid"):
-        if _u64(sid) not in stored:
+        if unsigned64(sid or 0) not in stored:
             if rep is not None:
-                rep.skip("retain whose base_msgs row is missing (Mosquitto would drop it)", f"store {_u64(sid)}")
+                rep.skip("retain whose base_msgs row is missing (Mosquitto would drop it)", f"store {unsigned64(sid or 0)}")
             continue
-        yield Record(int(ChunkType.RETAIN), {"store_id": _u64(sid)}, v6)
+        yield Record(int(ChunkType.RETAIN), {"store_id": unsigned64(sid or 0)}, v6)
         if rep is not None:
             rep.count("retains")
 

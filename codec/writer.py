@@ -15,12 +15,15 @@ import struct
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, FileChangedError, UnsupportedVersionError, WriteError
 from codec.layouts import MAGIC, SUPPORTED_VERSIONS
-from codec.reader import DbFile, Fingerprint
+from codec.reader import Chunk, DbFile, Fingerprint
+
+if TYPE_CHECKING:
+    import numpy as np
 
 COPY_BLOCK = 1 << 22
 
@@ -110,6 +113,125 @@ def copy_range(src_fd: int, out: BinaryIO, offset: int, size: int) -> None:
             raise CodecError("source file ended early while copying", offset=offset)
         out.write(data)
         offset += len(data)
+
+
+# ---------------------------------------------------------------- masked writes: runs of raw bytes plus re-encoded chunks
+
+
+@dataclass
+class WriteCounts:
+    copied: int = 0
+    encoded: int = 0
+    dropped: int = 0
+    size: int = 0
+
+
+class NullSink:
+    """Counts bytes instead of writing them (dry runs)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def flush(self) -> None:
+        pass
+
+    def write(self, data: bytes) -> int:
+        self.n += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self.n
+
+
+def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None = None,
+               recode: np.ndarray | None = None, recode_fn: Callable[[Chunk], bytes | None] | None = None,
+               prepend: bytes = b"") -> WriteCounts:
+    """Write the file: header, then every chunk copied raw, dropped, or re-encoded by ``recode_fn``.
+
+    ``drop``/``recode`` are boolean masks over chunk numbers. Runs of plain chunks are one
+    :func:`copy_range` each; runs of chunks to re-encode are decoded with one block stream.
+    ``recode_fn`` may return None to drop a chunk. Bytes after the last chunk are not kept.
+    """
+    import numpy as np
+
+    offsets, _types, ends = db.index.intact_arrays(db.path)
+    n = len(offsets)
+    counts = WriteCounts()
+    out.write(header)
+    out.write(prepend)
+    if n == 0:
+        counts.size = out.tell()
+        return counts
+    special = np.zeros(n, bool)
+    if drop is not None:
+        special |= drop
+    if recode is not None:
+        special |= recode
+    sidx = np.flatnonzero(special)
+    sink_copy = isinstance(out, NullSink)
+    cursor = 0  # first chunk not yet written
+
+    def copy(a: int, b: int) -> None:  # chunks a..b-1 raw
+        if b <= a:
+            return
+        start, stop = int(offsets[a]), int(ends[b - 1])
+        if sink_copy:
+            out.n += stop - start
+        else:
+            copy_range(db.fd, out, start, stop - start)
+        counts.copied += b - a
+
+    # group consecutive special chunks of the same action
+    k = 0
+    while k < len(sidx):
+        i = int(sidx[k])
+        copy(cursor, i)
+        is_drop = drop is not None and bool(drop[i])
+        j = k
+        while j + 1 < len(sidx) and int(sidx[j + 1]) == int(sidx[j]) + 1 and \
+                (drop is not None and bool(drop[int(sidx[j + 1])])) == is_drop:
+            j += 1
+        last = int(sidx[j])
+        if is_drop:
+            counts.dropped += last - i + 1
+        else:
+            assert recode_fn is not None
+            for chunk in _decode_run(db, i, last, offsets, ends):
+                data = recode_fn(chunk)
+                if data is None:
+                    counts.dropped += 1
+                else:
+                    out.write(data)
+                    counts.encoded += 1
+        cursor = last + 1
+        k = j + 1
+    copy(cursor, n)
+    out.flush()
+    counts.size = out.tell() if sink_copy else os.fstat(out.fileno()).st_size
+    return counts
+
+
+def _decode_run(db: DbFile, a: int, b: int, offsets: np.ndarray, ends: np.ndarray) -> Iterator[Chunk]:
+    if a == b:
+        yield db.chunk(a)
+        return
+    span = int(ends[b]) - int(offsets[a])
+    yield from db.stream(start=int(offsets[a]), stop=int(ends[b]), first_index=a,
+                         block=min(1 << 22, max(span, 1 << 16)))
+
+
+def save_masked(db: DbFile, out_path: str | os.PathLike[str] | None, drop: np.ndarray, *,
+                header: bytes | None = None, recode: np.ndarray | None = None,
+                recode_fn: Callable[[Chunk], bytes | None] | None = None, prepend: bytes = b"") -> WriteCounts:
+    """Atomically write ``db`` minus ``drop`` to ``out_path`` (None: dry run, nothing written)."""
+    head = db.header if header is None else header
+    if out_path is None:
+        return write_runs(db, NullSink(), header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
+    with atomic_output(out_path, guard=db) as out:
+        return write_runs(db, out, header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
+
+
+# ---------------------------------------------------------------- overlay saves
 
 
 @dataclass

@@ -24,7 +24,7 @@ from codec import columnar
 from codec.errors import CodecError
 from codec.layouts import FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size
 from codec.properties import BY_ID, decode_properties
-from codec.views.timeview import NEVER_INTERVAL
+from codec.values import NEVER
 from exporters.schema import INVALID_UTF8, PROPERTIES, SCHEMAS, TIME_COLUMNS, TIMESTAMP
 
 PAD = 16  # zero bytes after a block so 16-byte gathers never leave it
@@ -262,7 +262,7 @@ def expiry_columns(kind: str, cols: dict[str, pa.Array], n: int, at: float | Non
     if kind == "client":
         iv = cols.get("session_expiry_interval")
         if iv is not None:
-            live &= np.asarray(pc.fill_null(iv, 0).to_numpy(zero_copy_only=False), dtype=np.int64) != NEVER_INTERVAL
+            live &= np.asarray(pc.fill_null(iv, 0).to_numpy(zero_copy_only=False), dtype=np.int64) != NEVER
     expires = pa.array(np.where(live, secs, 0) * 1_000_000, type=pa.int64(), mask=~live).cast(TIMESTAMP)
     return expires, pa.array(live & (secs <= at))
 

@@ -19,6 +19,7 @@ from codec.errors import CodecError
 from codec.layouts import PAYLOAD_MAX
 from codec.properties import property_problems
 from codec.reader import Chunk, DbFile
+from codec.values import is_utf8
 from codec.views.query import valid_filter
 
 # state -> (qos values, direction) it is consistent with (spec §8 / §11 rule 13)
@@ -59,11 +60,8 @@ def _text_problem(value: str | None) -> str | None:
     if nul >= 0:
         return (f"contains a NUL at character {nul}: the {len(value) - nul} characters after it are probably "
                 "stray broker memory (a length written larger than the string)")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")  # undecodable bytes were kept as lone surrogates
-        except UnicodeEncodeError:
-            return "is not valid UTF-8"
+    if not is_utf8(value):  # undecodable bytes were kept as lone surrogates
+        return "is not valid UTF-8"
     return None
 
 

@@ -29,11 +29,10 @@ import numpy as np
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, UnsupportedVersionError
 from codec.layouts import LAYOUTS, ChunkType, header_size, layout_for
-from codec.ops.surgery import index_arrays, save_masked
 from codec.reader import Chunk, DbFile
-from codec.writer import file_header
+from codec.values import NEVER
+from codec.writer import file_header, save_masked
 
-NEVER = 0xFFFF_FFFF
 WRITABLE = (3, 4, 5, 6)
 EXAMPLES = 20
 
@@ -233,7 +232,7 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
         report.notes.append(f"source is v{source}: read with the v{source} layouts")
     if source <= 4 and target >= 5:
         report.session_expiry = session_expiry
-    offsets, types, _ = index_arrays(db)
+    offsets, types, _ = db.index.intact_arrays(db.path)
     report.chunks = len(offsets)
     if db.index.trailing:
         report.notes.append(f"{db.index.trailing} trailing byte(s) after the last chunk (ignored by the broker) not kept")
@@ -265,4 +264,4 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
     return report
 
 
-__all__ = ["NEVER", "WRITABLE", "ConvertReport", "Converter", "Loss", "convert", "same_layout"]
+__all__ = ["WRITABLE", "ConvertReport", "Converter", "Loss", "convert", "same_layout"]

@@ -14,7 +14,8 @@ from typing import Any
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.reader import DbFile
-from codec.views.timeview import NEVER_INTERVAL, expires_at, iso
+from codec.values import NEVER
+from codec.views.timeview import expires_at, iso
 from codec.writer import Overlay
 
 
@@ -83,7 +84,7 @@ def plan_renew(db: DbFile, policy: Policy) -> RenewPlan:
             if t > 0 and policy.shift:
                 t += policy.shift
             if policy.sessions == "never":
-                t, interval = 0, NEVER_INTERVAL
+                t, interval = 0, NEVER
             elif isinstance(policy.sessions, int):
                 t, interval = at + policy.sessions, policy.sessions
             if t != rec["session_expiry_time"]:

@@ -33,6 +33,7 @@ from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
 from codec.ops.check import check_file
 from codec.reader import DbFile
+from codec.values import is_utf8
 from codec.views.query import valid_filter
 from codec.writer import atomic_output, file_header, write_records
 
@@ -198,7 +199,7 @@ def implausible(rec: Record) -> str | None:
         s = v.get(name)
         if s is None or s == "":
             return f"empty {name}" if required else None
-        if "\0" in s or any("\udc80" <= ch <= "\udcff" for ch in s):
+        if "\0" in s or not is_utf8(s):
             return f"{name} is not valid UTF-8 text"
         return None
 
@@ -315,108 +316,15 @@ def _semantic(s: Salvager, report: RepairReport, *, recover_retained: bool = Fal
     Only offsets and the few keys the rules need are kept per chunk; the records are decoded
     again while writing, so memory does not grow with the payloads.
     """
-    cfg: Record | None = None
-    stores: list[tuple[int, int, int]] = []  # (offset, size, store id)
-    rest: list[tuple[int, int, str, Any]] = []  # (offset, size, kind, key) in file order
-    store_at: dict[int, int] = {}
-    topic_of: dict[int, str] = {}
-    flagged: list[int] = []  # stores published with the retain flag
-    lengths_fixed = 0
-    for item in s.walk():
-        if isinstance(item, Dropped):
-            report.dropped.append(item)
-            continue
-        report.chunks_found += 1
-        off, end, rec = item
-        if rec.length != len(encode_chunk(rec.with_values())) - s.hsize:
-            lengths_fixed += 1
-        kind, size = rec.kind, end - off
-        if kind == "cfg":
-            if cfg is not None:
-                report.dropped.append(Dropped(off, size, kind, "second cfg chunk"))
-                continue
-            cfg = rec.with_values()
-            if rest or stores:
-                report.fixes.append("cfg chunk moved to the front")
-        elif kind == "msg_store":
-            sid = rec["store_id"]
-            if sid in store_at:
-                report.dropped.append(Dropped(off, size, kind, f"duplicate store id {sid} (first at offset {store_at[sid]})"))
-                continue
-            store_at[sid] = off
-            topic_of[sid] = rec["topic"]
-            if rec["retain"]:
-                flagged.append(sid)
-            stores.append((off, size, sid))
-        elif kind in ("client_msg", "retain"):
-            rest.append((off, size, kind, rec["store_id"]))
-        elif kind == "sub":
-            rest.append((off, size, kind, (rec["client_id"], rec["topic"])))
-        else:
-            rest.append((off, size, kind, rec["client_id"]))
-    # references: stores may appear anywhere in the damaged file (all stores are written first)
-    reordered = False
-    kept: list[int] = []  # positions in rest
-    retained_last: dict[str, int] = {}
-    sub_last: dict[tuple[str, str], int] = {}
-    clients_seen: set[str] = set()
-    for pos, (off, size, kind, key) in enumerate(rest):
-        if kind in ("client_msg", "retain"):
-            if key not in store_at:
-                report.dropped.append(Dropped(off, size, kind, f"dangling reference to store id {key}, which is not in the file"))
-                continue
-            reordered = reordered or store_at[key] > off
-            if kind == "retain":
-                retained_last[topic_of[key]] = pos
-        elif kind == "sub":
-            sub_last[key] = pos
-        elif kind == "client":
-            if key in clients_seen:
-                report.dropped.append(Dropped(off, size, kind, f"second client chunk for {key!r}"))
-                continue
-            clients_seen.add(key)
-        kept.append(pos)
-    final: list[int] = []
-    referenced: set[int] = set()
-    for pos in kept:
-        off, size, kind, key = rest[pos]
-        if kind == "retain" and retained_last[topic_of[key]] != pos:
-            report.dropped.append(Dropped(off, size, kind, f"retained message for {topic_of[key]!r} superseded by a later one"))
-            continue
-        if kind == "sub" and sub_last[key] != pos:
-            report.dropped.append(Dropped(off, size, kind, f"subscription {key[1]!r} of {key[0]!r} superseded by a later one"))
-            continue
-        if kind in ("client_msg", "retain"):
-            referenced.add(key)
-        final.append(off)
-    recreated: list[Record] = []
-    if recover_retained:
-        newest: dict[str, int] = {}
-        for sid in flagged:
-            topic = topic_of[sid]
-            if topic not in retained_last and not topic.startswith("$") and sid > newest.get(topic, -1):
-                newest[topic] = sid
-        for topic, sid in sorted(newest.items(), key=lambda kv: store_at[kv[1]]):
-            recreated.append(Record(RETAIN, {"store_id": sid}, s.version))
-            referenced.add(sid)
-            report.fixes.append(f"retained message for {topic!r} recreated from store {sid} "
-                                "(published with the retain flag; its RETAIN chunk was lost)")
-    kept_stores = []
-    for off, size, sid in stores:
-        if sid not in referenced:
-            report.dropped.append(Dropped(off, size, "msg_store", f"store id {sid} is referenced by nothing (the broker drops it)"))
-            continue
-        kept_stores.append(off)
-    top = max((sid for _, _, sid in stores if sid in referenced), default=0)
-    if cfg is None:
-        cfg = Record(CFG, {"shutdown": 1, "dbid_size": 8, "last_db_id": top}, s.version)
-        report.fixes.append(f"cfg chunk inserted (last_db_id {top})")
-    elif cfg["last_db_id"] < top:
-        report.fixes.append(f"last_db_id raised from {cfg['last_db_id']} to {top}, the highest store id")
-        cfg = cfg.with_values(last_db_id=top)
-    if lengths_fixed:
-        report.fixes.append(f"stored length recomputed on {lengths_fixed} chunk(s)")
-    if reordered:
+    found = _collect(s, report)
+    kept, retained_last = _references(found, report)
+    final, referenced = _latest_copies(found, kept, retained_last, report)
+    recreated = _recreated_retains(found, retained_last, referenced, report, s.version) if recover_retained else []
+    kept_stores = _referenced_stores(found, referenced, report)
+    cfg = _cfg(found, referenced, report, s.version)
+    if found.lengths_fixed:
+        report.fixes.append(f"stored length recomputed on {found.lengths_fixed} chunk(s)")
+    if found.reordered:
         report.fixes.append("stored messages moved before the chunks that reference them")
     report.dropped.sort(key=lambda d: d.offset)
     counts: dict[str, int] = {"cfg": 1, "msg_store": len(kept_stores)}
@@ -427,6 +335,152 @@ def _semantic(s: Salvager, report: RepairReport, *, recover_retained: bool = Fal
         counts["retain"] = counts.get("retain", 0) + len(recreated)
     report.kept = counts
     return _records(s, cfg, kept_stores + final, recreated)
+
+
+@dataclass
+class _Found:
+    """What the structural walk kept, reduced to what the rules need."""
+
+    cfg: Record | None = None
+    stores: list[tuple[int, int, int]] = field(default_factory=list)  # (offset, size, store id)
+    rest: list[tuple[int, int, str, Any]] = field(default_factory=list)  # (offset, size, kind, key) in file order
+    store_at: dict[int, int] = field(default_factory=dict)  # store id -> offset
+    topic_of: dict[int, str] = field(default_factory=dict)  # store id -> topic
+    flagged: list[int] = field(default_factory=list)  # stores published with the retain flag
+    lengths_fixed: int = 0
+    reordered: bool = False  # a reference came before its store
+
+
+def _collect(s: Salvager, report: RepairReport) -> _Found:
+    """The walk: one cfg, stores by id (duplicates dropped), every other chunk by its key."""
+    found = _Found()
+    for item in s.walk():
+        if isinstance(item, Dropped):
+            report.dropped.append(item)
+            continue
+        report.chunks_found += 1
+        off, end, rec = item
+        if rec.length != len(encode_chunk(rec.with_values())) - s.hsize:
+            found.lengths_fixed += 1
+        kind, size = rec.kind, end - off
+        if kind == "cfg":
+            if found.cfg is not None:
+                report.dropped.append(Dropped(off, size, kind, "second cfg chunk"))
+                continue
+            found.cfg = rec.with_values()
+            if found.rest or found.stores:
+                report.fixes.append("cfg chunk moved to the front")
+        elif kind == "msg_store":
+            sid = rec["store_id"]
+            if sid in found.store_at:
+                report.dropped.append(Dropped(off, size, kind,
+                                              f"duplicate store id {sid} (first at offset {found.store_at[sid]})"))
+                continue
+            found.store_at[sid] = off
+            found.topic_of[sid] = rec["topic"]
+            if rec["retain"]:
+                found.flagged.append(sid)
+            found.stores.append((off, size, sid))
+        elif kind in ("client_msg", "retain"):
+            found.rest.append((off, size, kind, rec["store_id"]))
+        elif kind == "sub":
+            found.rest.append((off, size, kind, (rec["client_id"], rec["topic"])))
+        else:
+            found.rest.append((off, size, kind, rec["client_id"]))
+    return found
+
+
+def _references(found: _Found, report: RepairReport) -> tuple[list[int], dict[str, int]]:
+    """Drop dangling references and second client chunks: (positions in ``rest`` kept, the last
+    retain position per topic). Stores may appear anywhere in a damaged file (they are written first)."""
+    kept: list[int] = []
+    retained_last: dict[str, int] = {}
+    clients_seen: set[str] = set()
+    for pos, (off, size, kind, key) in enumerate(found.rest):
+        if kind in ("client_msg", "retain"):
+            if key not in found.store_at:
+                report.dropped.append(Dropped(off, size, kind,
+                                              f"dangling reference to store id {key}, which is not in the file"))
+                continue
+            found.reordered = found.reordered or found.store_at[key] > off
+            if kind == "retain":
+                retained_last[found.topic_of[key]] = pos
+        elif kind == "client":
+            if key in clients_seen:
+                report.dropped.append(Dropped(off, size, kind, f"second client chunk for {key!r}"))
+                continue
+            clients_seen.add(key)
+        kept.append(pos)
+    return kept, retained_last
+
+
+def _latest_copies(found: _Found, kept: list[int], retained_last: dict[str, int],
+                   report: RepairReport) -> tuple[list[int], set[int]]:
+    """A retained topic or a subscription stored twice keeps its last copy (what the broker's loader
+    ends up with): (offsets written after the stores, store ids still referenced)."""
+    sub_last: dict[tuple[str, str], int] = {}
+    for pos in kept:
+        _off, _size, kind, key = found.rest[pos]
+        if kind == "sub":
+            sub_last[key] = pos
+    final: list[int] = []
+    referenced: set[int] = set()
+    for pos in kept:
+        off, size, kind, key = found.rest[pos]
+        if kind == "retain" and retained_last[found.topic_of[key]] != pos:
+            report.dropped.append(Dropped(off, size, kind,
+                                          f"retained message for {found.topic_of[key]!r} superseded by a later one"))
+            continue
+        if kind == "sub" and sub_last[key] != pos:
+            report.dropped.append(Dropped(off, size, kind,
+                                          f"subscription {key[1]!r} of {key[0]!r} superseded by a later one"))
+            continue
+        if kind in ("client_msg", "retain"):
+            referenced.add(key)
+        final.append(off)
+    return final, referenced
+
+
+def _recreated_retains(found: _Found, retained_last: dict[str, int], referenced: set[int], report: RepairReport,
+                       version: int) -> list[Record]:
+    """A RETAIN again for each topic that lost its own: the newest store published with the retain flag."""
+    newest: dict[str, int] = {}
+    for sid in found.flagged:
+        topic = found.topic_of[sid]
+        if topic not in retained_last and not topic.startswith("$") and sid > newest.get(topic, -1):
+            newest[topic] = sid
+    recreated: list[Record] = []
+    for topic, sid in sorted(newest.items(), key=lambda kv: found.store_at[kv[1]]):
+        recreated.append(Record(RETAIN, {"store_id": sid}, version))
+        referenced.add(sid)
+        report.fixes.append(f"retained message for {topic!r} recreated from store {sid} "
+                            "(published with the retain flag; its RETAIN chunk was lost)")
+    return recreated
+
+
+def _referenced_stores(found: _Found, referenced: set[int], report: RepairReport) -> list[int]:
+    """Offsets of the stores something references (the broker drops the others)."""
+    kept_stores = []
+    for off, size, sid in found.stores:
+        if sid not in referenced:
+            report.dropped.append(Dropped(off, size, "msg_store",
+                                          f"store id {sid} is referenced by nothing (the broker drops it)"))
+            continue
+        kept_stores.append(off)
+    return kept_stores
+
+
+def _cfg(found: _Found, referenced: set[int], report: RepairReport, version: int) -> Record:
+    """The cfg to write first: inserted if missing, ``last_db_id`` raised to the highest store id kept."""
+    top = max((sid for _, _, sid in found.stores if sid in referenced), default=0)
+    cfg = found.cfg
+    if cfg is None:
+        cfg = Record(CFG, {"shutdown": 1, "dbid_size": 8, "last_db_id": top}, version)
+        report.fixes.append(f"cfg chunk inserted (last_db_id {top})")
+    elif cfg["last_db_id"] < top:
+        report.fixes.append(f"last_db_id raised from {cfg['last_db_id']} to {top}, the highest store id")
+        cfg = cfg.with_values(last_db_id=top)
+    return cfg
 
 
 def _records(s: Salvager, cfg: Record, offsets: list[int], extra: list[Record]) -> Iterator[Record]:

@@ -1,6 +1,6 @@
 """What fills a db: bytes and counts per chunk type, per client, per topic level; biggest payloads.
 
-Computed from the chunk index and columns gathered with numpy (see :mod:`codec.ops.surgery`),
+Computed from the chunk index and columns gathered with numpy (:class:`codec.columnar.ColumnReader`),
 so a file of millions of chunks is summarised without a Python object per chunk.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from codec.columnar import ColumnReader, batches
 from codec.layouts import ChunkType
-from codec.ops.surgery import Columns, batches, index_arrays
 from codec.reader import DbFile
 
 BY = ("type", "client", "topic")
@@ -46,31 +46,71 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
     st = Stats(db.path, db.version, db.size, depth=depth)
     if db.empty:
         return st
-    offsets, types, ends = index_arrays(db)
+    offsets, types, ends = db.index.intact_arrays(db.path)
     sizes = ends - offsets
+    st.by_type = _by_type(types, sizes)
+    cols = ColumnReader(db)
+    stores = _stores(cols, types, sizes, top, depth)
+    st.by_topic = _by_topic(cols, types, stores, top)
+    st.by_client = _by_client(db, cols, types, sizes, stores, top)
+    st.biggest = _biggest(cols, offsets, stores)
+    return st
+
+
+def _by_type(types: np.ndarray, sizes: np.ndarray) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
     for t in np.unique(types).tolist():
         try:
             label = ChunkType(t).label
         except ValueError:
             label = f"unknown({t})"
         m = types == t
-        st.by_type[label] = {"count": int(m.sum()), "bytes": int(sizes[m].sum())}
-    cols = Columns(db)
+        out[label] = {"count": int(m.sum()), "bytes": int(sizes[m].sum())}
+    return out
 
-    # stores: id, topic, payload length, chunk size
+
+@dataclass
+class _Stores:
+    """Every store's id, payload length and topic prefix, by position among the stores."""
+
+    idx: np.ndarray  # chunk numbers
+    ids: np.ndarray
+    plen: np.ndarray
+    topic_key: list[str]
+    topic_acc: dict[str, list[int]]  # prefix -> [stores, bytes, payload bytes, retained]
+    biggest: list[tuple[int, int]]  # (payload len, position): a heap of the ``top`` largest
+    order: np.ndarray = field(init=False)
+    sorted_ids: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.order = np.argsort(self.ids, kind="stable")
+        self.sorted_ids = self.ids[self.order]
+
+    def position(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position of each referenced store, whether it is in the file)."""
+        sorted_ids, order = self.sorted_ids, self.order
+        w = np.searchsorted(sorted_ids, ids)
+        wc = np.minimum(w, max(len(sorted_ids) - 1, 0))
+        ok = (w < len(sorted_ids)) & (sorted_ids[wc] == ids) if len(sorted_ids) else np.zeros(len(ids), bool)
+        return order[wc], ok
+
+
+def _stores(cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, top: int, depth: int) -> _Stores:
+    """Stores: id, topic, payload length, chunk size; bytes per topic prefix; the biggest payloads."""
     s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
     s_ids = np.zeros(len(s_idx), np.uint64)
     s_plen = np.zeros(len(s_idx), np.int64)
-    topic_acc: dict[str, list[int]] = {}  # prefix -> [stores, bytes, payload bytes, retained]
+    topic_acc: dict[str, list[int]] = {}
     s_topic_key: list[str] = []
-    biggest: list[tuple[int, int]] = []  # (payload len, position)
+    biggest: list[tuple[int, int]] = []
     for s in batches(len(s_idx)):
-        g = cols.gather(offsets[s_idx[s]], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
-        s_ids[s] = g["store_id"]
-        s_plen[s] = g["payload_len"]
-        topics = cols.texts(g["topic_pos"], g["topic_len"])
+        g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
+        plens = g.spans["payload"][1]
+        s_ids[s] = g.ints["store_id"]
+        s_plen[s] = plens
+        topics = g.texts("topic")
         csz = sizes[s_idx[s]].tolist()
-        for j, (topic, plen) in enumerate(zip(topics, g["payload_len"].tolist(), strict=True)):
+        for j, (topic, plen) in enumerate(zip(topics, plens.tolist(), strict=True)):
             key = _prefix(topic, depth)
             s_topic_key.append(key)
             acc = topic_acc.get(key)
@@ -81,34 +121,32 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
             acc[2] += plen
         k = min(top, len(topics))
         if k:
-            part = np.argpartition(-g["payload_len"], k - 1)[:k]
+            part = np.argpartition(-plens, k - 1)[:k]
             for j in part.tolist():
-                item = (int(g["payload_len"][j]), s.start + j)
+                item = (int(plens[j]), s.start + j)
                 if len(biggest) < top:
                     heapq.heappush(biggest, item)
                 else:
                     heapq.heappushpop(biggest, item)
         cols.release()
-    order = np.argsort(s_ids, kind="stable")
-    sorted_ids = s_ids[order]
+    return _Stores(s_idx, s_ids, s_plen, s_topic_key, topic_acc, biggest)
 
-    def store_pos(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        w = np.searchsorted(sorted_ids, ids)
-        wc = np.minimum(w, max(len(sorted_ids) - 1, 0))
-        ok = (w < len(sorted_ids)) & (sorted_ids[wc] == ids) if len(sorted_ids) else np.zeros(len(ids), bool)
-        return order[wc], ok
 
-    # retained per topic prefix
+def _by_topic(cols: ColumnReader, types: np.ndarray, stores: _Stores, top: int) -> list[dict[str, Any]]:
+    """Per topic prefix: stores, bytes, payload bytes, and the retained messages among them."""
     r_idx = np.flatnonzero(types == int(ChunkType.RETAIN))
     for s in batches(len(r_idx)):
-        ids = cols.gather(offsets[r_idx[s]], int(ChunkType.RETAIN), ("store_id",))["store_id"]
-        pos, ok = store_pos(ids)
+        ids = cols.gather(r_idx[s], int(ChunkType.RETAIN), ("store_id",)).ints["store_id"]
+        pos, ok = stores.position(ids)
         for p in pos[ok].tolist():
-            topic_acc[s_topic_key[p]][3] += 1
-    st.by_topic = sorted(({"topic": k, "stores": v[0], "bytes": v[1], "payload_bytes": v[2], "retained": v[3]}
-                          for k, v in topic_acc.items()), key=lambda d: (-d["bytes"], d["topic"]))[:top]
+            stores.topic_acc[stores.topic_key[p]][3] += 1
+    return sorted(({"topic": k, "stores": v[0], "bytes": v[1], "payload_bytes": v[2], "retained": v[3]}
+                   for k, v in stores.topic_acc.items()), key=lambda d: (-d["bytes"], d["topic"]))[:top]
 
-    # clients: sessions, subscriptions, queued messages and the payload bytes they hold
+
+def _by_client(db: DbFile, cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, stores: _Stores,
+               top: int) -> list[dict[str, Any]]:
+    """Clients: sessions, subscriptions, queued messages and the payload bytes they hold."""
     clients: dict[str, dict[str, Any]] = {}
 
     def entry(cid: str) -> dict[str, Any]:
@@ -122,17 +160,17 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
         idx = np.flatnonzero(types == int(t))
         for s in batches(len(idx)):
             if t == ChunkType.CLIENT:  # decoded one by one: the v6 CLIENT layout depends on the writer's ABI
-                g = {}
+                g = None
                 cids = [db.chunk(i).record["client_id"] for i in idx[s].tolist()]
             else:
                 names = ("client_id", "store_id") if t == ChunkType.CLIENT_MSG else ("client_id",)
-                g = cols.gather(offsets[idx[s]], int(t), names)
-                cids = cols.texts(g["client_id_pos"], g["client_id_len"])
+                g = cols.gather(idx[s], int(t), names)
+                cids = g.texts("client_id")
             csz = sizes[idx[s]].tolist()
             plens = [0] * len(cids)
-            if t == ChunkType.CLIENT_MSG:
-                pos, ok = store_pos(g["store_id"])
-                plens = np.where(ok, s_plen[pos] if len(s_plen) else 0, 0).tolist()
+            if g is not None and t == ChunkType.CLIENT_MSG:
+                pos, ok = stores.position(g.ints["store_id"])
+                plens = np.where(ok, stores.plen[pos] if len(stores.plen) else 0, 0).tolist()
             for cid, n, pl in zip(cids, csz, plens, strict=True):
                 e = entry(cid)
                 if key == "session":
@@ -142,13 +180,17 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
                 e["bytes"] += n
                 e["queued_payload_bytes"] += pl
             cols.release()
-    st.by_client = sorted(clients.values(), key=lambda d: (-d["bytes"] - d["queued_payload_bytes"], d["client_id"]))[:top]
+    return sorted(clients.values(), key=lambda d: (-d["bytes"] - d["queued_payload_bytes"], d["client_id"]))[:top]
 
-    for plen, p in sorted(biggest, reverse=True):
-        g = cols.gather(offsets[s_idx[p : p + 1]], int(ChunkType.MSG_STORE), ("store_id", "topic"))
-        st.biggest.append({"store_id": int(g["store_id"][0]), "topic": cols.text(int(g["topic_pos"][0]),
-                           int(g["topic_len"][0])), "payload_bytes": plen, "offset": int(offsets[s_idx[p]])})
-    return st
+
+def _biggest(cols: ColumnReader, offsets: np.ndarray, stores: _Stores) -> list[dict[str, Any]]:
+    """The largest payloads, biggest first, with their store id, topic and offset."""
+    out = []
+    for plen, p in sorted(stores.biggest, reverse=True):
+        g = cols.gather(stores.idx[p : p + 1], int(ChunkType.MSG_STORE), ("store_id", "topic"))
+        out.append({"store_id": int(g.ints["store_id"][0]), "topic": g.text("topic", 0),
+                    "payload_bytes": plen, "offset": int(offsets[stores.idx[p]])})
+    return out
 
 
 def lines(st: Stats, by: str) -> list[str]:

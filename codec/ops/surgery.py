@@ -2,8 +2,8 @@
 
 Every operation is two steps over the chunk index, never over Python objects per chunk:
 decide (a boolean "drop" mask over chunk numbers, computed from columns gathered with
-numpy straight from the file through the layout tables), then write (untouched runs of
-chunks copied as raw byte ranges, the same way :func:`codec.writer.save` does). Memory
+numpy straight from the file through the layout tables), then write (:func:`codec.writer.save_masked`:
+untouched runs of chunks copied as raw byte ranges). Memory
 is the index plus a few bytes per chunk of the kinds a rule looks at, whatever the payloads.
 """
 
@@ -11,219 +11,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from codec import columnar
+from codec.columnar import ColumnReader, batches
 from codec.errors import CodecError
-from codec.layouts import ChunkType, header_size, layout_for
-from codec.reader import Chunk, DbFile
+from codec.layouts import ChunkType
+from codec.reader import DbFile
+from codec.values import NEVER
 from codec.views.query import topic_matches, valid_filter
-from codec.writer import atomic_output, copy_range
-
-BATCH = 1 << 16
-NEVER = 0xFFFF_FFFF
-
-
-# ---------------------------------------------------------------- columns straight from the file
-
-
-def index_arrays(db: DbFile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(offsets, types, ends) of every chunk as numpy arrays (damage refused)."""
-    idx = db.index
-    if idx.error is not None:
-        raise CodecError(f"the file is damaged ({idx.error.reason}); run `mosqdb repair` first",
-                         path=db.path, offset=idx.error.offset)
-    return idx.arrays()
-
-
-class Columns:
-    """Fields of many chunks of one type at once: the codec's vector walk of the layout table.
-
-    Only what is asked for is decoded (the walk stops after it), straight from a read-only
-    map of the file.
-    """
-
-    def __init__(self, db: DbFile) -> None:
-        assert db.version is not None
-        index_arrays(db)  # refuses a damaged file: every chunk's walked size is then confirmed
-        self.db = db
-        self.mm = np.memmap(db.path, mode="r", dtype=np.uint8) if db.size else np.zeros(0, np.uint8)
-        self.hsize = header_size(db.version)
-
-    def gather(self, offsets: np.ndarray, chunk_type: int, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-        """Numbers come back as integer arrays; strings/bytes as (start, length) arrays ``name_pos``/``name_len``.
-
-        Only fields before a ``time_t`` or property tail can be asked for: those are the
-        ones whose place needs no stored length, so the file end is bound enough.
-        """
-        assert self.db.version is not None
-        layout = layout_for(self.db.version, chunk_type)
-        if layout is None:
-            raise CodecError(f"no layout for chunk type {chunk_type}")
-        reachable: set[str] = set()
-        for f in layout.fields:
-            if f.kind in ("time_t", "props"):
-                break
-            reachable.update(f.values)
-        missing = set(names) - reachable
-        if missing:
-            raise CodecError(f"cannot gather {', '.join(sorted(missing))} from {layout.type.label}")
-        n = len(offsets)
-        got = columnar.decode_batch(self.db.version, chunk_type, self.mm, offsets.astype(np.int64) + self.hsize,
-                                    np.zeros(n, np.int64), np.full(n, len(self.mm), np.int64), self.db.endian,
-                                    fields=set(names))
-        if got is None:
-            raise CodecError(f"{layout.type.label} fields run past the end of the file", path=self.db.path)
-        ints, spans = got
-        out: dict[str, np.ndarray] = {}
-        for name in names:
-            if name in spans:
-                out[name + "_pos"], out[name + "_len"] = spans[name]
-            else:
-                out[name] = ints[name]
-        return out
-
-    def release(self) -> None:
-        """Hand the mapped pages back (they stay in the page cache): RSS stays flat on huge files."""
-        mmap_obj = getattr(self.mm, "_mmap", None)
-        if mmap_obj is not None and hasattr(mmap_obj, "madvise"):
-            import mmap
-
-            mmap_obj.madvise(mmap.MADV_DONTNEED)
-
-    def text(self, pos: int, length: int) -> str:
-        return bytes(self.mm[pos : pos + length]).decode("utf-8", "surrogateescape")
-
-    def texts(self, pos: np.ndarray, lens: np.ndarray) -> list[str]:
-        mm = self.mm
-        return [bytes(mm[p : p + n]).decode("utf-8", "surrogateescape") for p, n in zip(pos.tolist(), lens.tolist(), strict=True)]
-
-
-def batches(n: int, size: int = BATCH) -> Iterator[slice]:
-    for a in range(0, n, size):
-        yield slice(a, min(a + size, n))
-
-
-# ---------------------------------------------------------------- writing: runs of raw bytes plus re-encoded chunks
-
-
-@dataclass
-class WriteCounts:
-    copied: int = 0
-    encoded: int = 0
-    dropped: int = 0
-    size: int = 0
-
-
-class NullSink:
-    """Counts bytes instead of writing them (dry runs)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def flush(self) -> None:
-        pass
-
-    def write(self, data: bytes) -> int:
-        self.n += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self.n
-
-
-def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None = None,
-               recode: np.ndarray | None = None, recode_fn: Callable[[Chunk], bytes | None] | None = None,
-               prepend: bytes = b"") -> WriteCounts:
-    """Write the file: header, then every chunk copied raw, dropped, or re-encoded by ``recode_fn``.
-
-    ``drop``/``recode`` are boolean masks over chunk numbers. Runs of plain chunks are one
-    ``copy_range`` each; runs of chunks to re-encode are decoded with one block stream.
-    ``recode_fn`` may return None to drop a chunk. Bytes after the last chunk are not kept.
-    """
-    offsets, _types, ends = index_arrays(db)
-    n = len(offsets)
-    counts = WriteCounts()
-    out.write(header)
-    out.write(prepend)
-    if n == 0:
-        counts.size = out.tell()
-        return counts
-    special = np.zeros(n, bool)
-    if drop is not None:
-        special |= drop
-    if recode is not None:
-        special |= recode
-    sidx = np.flatnonzero(special)
-    sink_copy = isinstance(out, NullSink)
-    cursor = 0  # first chunk not yet written
-
-    def copy(a: int, b: int) -> None:  # chunks a..b-1 raw
-        if b <= a:
-            return
-        start, stop = int(offsets[a]), int(ends[b - 1])
-        if sink_copy:
-            out.n += stop - start
-        else:
-            fast_copy(db.fd, out, start, stop - start)
-        counts.copied += b - a
-
-    # group consecutive special chunks of the same action
-    k = 0
-    while k < len(sidx):
-        i = int(sidx[k])
-        copy(cursor, i)
-        is_drop = drop is not None and bool(drop[i])
-        j = k
-        while j + 1 < len(sidx) and int(sidx[j + 1]) == int(sidx[j]) + 1 and \
-                (drop is not None and bool(drop[int(sidx[j + 1])])) == is_drop:
-            j += 1
-        last = int(sidx[j])
-        if is_drop:
-            counts.dropped += last - i + 1
-        else:
-            assert recode_fn is not None
-            for chunk in _decode_run(db, i, last, offsets, ends):
-                data = recode_fn(chunk)
-                if data is None:
-                    counts.dropped += 1
-                else:
-                    out.write(data)
-                    counts.encoded += 1
-        cursor = last + 1
-        k = j + 1
-    copy(cursor, n)
-    out.flush()
-    counts.size = out.tell() if sink_copy else os.fstat(out.fileno()).st_size
-    return counts
-
-
-fast_copy = copy_range  # kept as a name for callers; the writer's copy uses copy_file_range
-
-
-def _decode_run(db: DbFile, a: int, b: int, offsets: np.ndarray, ends: np.ndarray) -> Iterator[Chunk]:
-    if a == b:
-        yield db.chunk(a)
-        return
-    span = int(ends[b]) - int(offsets[a])
-    yield from db.stream(start=int(offsets[a]), stop=int(ends[b]), first_index=a,
-                         block=min(1 << 22, max(span, 1 << 16)))
-
-
-def save_masked(db: DbFile, out_path: str | os.PathLike[str] | None, drop: np.ndarray, *,
-                header: bytes | None = None, recode: np.ndarray | None = None,
-                recode_fn: Callable[[Chunk], bytes | None] | None = None, prepend: bytes = b"") -> WriteCounts:
-    """Atomically write ``db`` minus ``drop`` to ``out_path`` (None: dry run, nothing written)."""
-    head = db.header if header is None else header
-    if out_path is None:
-        return write_runs(db, NullSink(), header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
-    with atomic_output(out_path, guard=db) as out:
-        return write_runs(db, out, header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
-
+from codec.writer import atomic_output, save_masked
 
 # ---------------------------------------------------------------- shared reference bookkeeping
 
@@ -240,20 +39,20 @@ class Refs:
     ret_ids: np.ndarray
 
 
-def store_ids_of(cols: Columns, offsets: np.ndarray, types: np.ndarray, t: ChunkType) -> tuple[np.ndarray, np.ndarray]:
+def store_ids_of(cols: ColumnReader, t: ChunkType) -> tuple[np.ndarray, np.ndarray]:
     """(chunk numbers, store ids) of every chunk of type ``t`` (MSG_STORE, CLIENT_MSG or RETAIN)."""
-    where = np.flatnonzero(types == int(t))
+    where = np.flatnonzero(cols.types == int(t))
     vals = np.zeros(len(where), np.uint64)
     for s in batches(len(where)):
-        vals[s] = cols.gather(offsets[where[s]], int(t), ("store_id",))["store_id"]
+        vals[s] = cols.gather(where[s], int(t), ("store_id",)).ints["store_id"]
         cols.release()
     return where, vals
 
 
-def gather_refs(db: DbFile, cols: Columns, offsets: np.ndarray, types: np.ndarray) -> Refs:
-    si, sv = store_ids_of(cols, offsets, types, ChunkType.MSG_STORE)
-    ci, cv = store_ids_of(cols, offsets, types, ChunkType.CLIENT_MSG)
-    ri, rv = store_ids_of(cols, offsets, types, ChunkType.RETAIN)
+def gather_refs(cols: ColumnReader) -> Refs:
+    si, sv = store_ids_of(cols, ChunkType.MSG_STORE)
+    ci, cv = store_ids_of(cols, ChunkType.CLIENT_MSG)
+    ri, rv = store_ids_of(cols, ChunkType.RETAIN)
     return Refs(si, sv, ci, cv, ri, rv)
 
 
@@ -358,18 +157,17 @@ def _match_bytes(mm: np.ndarray, tpos: np.ndarray, tlen: np.ndarray, pattern: by
     return m
 
 
-def matching_stores(cols: Columns, offsets: np.ndarray, types: np.ndarray,
-                    filters: list[str]) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+def matching_stores(cols: ColumnReader, filters: list[str]) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
     """Stores whose topic matches a filter: (chunk numbers, store ids, {store id: topic})."""
     plans = [(f, *filter_patterns(f)) for f in filters]
-    store_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
+    store_idx = np.flatnonzero(cols.types == int(ChunkType.MSG_STORE))
     hits: list[np.ndarray] = []
     ids: list[np.ndarray] = []
     topics: dict[int, str] = {}
     mm = cols.mm
     for s in batches(len(store_idx)):
-        g = cols.gather(offsets[store_idx[s]], int(ChunkType.MSG_STORE), ("store_id", "topic"))
-        tpos, tlen = g["topic_pos"], g["topic_len"].astype(np.int64)
+        g = cols.gather(store_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic"))
+        tpos, tlen = g.spans["topic"][0], g.spans["topic"][1].astype(np.int64)
         sure = np.zeros(len(tpos), bool)
         maybe = np.zeros(len(tpos), bool)
         for _f, patterns, decisive in plans:
@@ -382,13 +180,13 @@ def matching_stores(cols: Columns, offsets: np.ndarray, types: np.ndarray,
                 maybe |= m
         maybe &= ~sure
         for j in np.flatnonzero(maybe).tolist():
-            topic = cols.text(int(tpos[j]), int(tlen[j]))
+            topic = g.text("topic", j)
             if any(topic_matches(f, topic) for f in filters):
                 sure[j] = True
         found = np.flatnonzero(sure)
         hits.append(store_idx[s][found])
-        ids.append(g["store_id"][found])
-        for sid, topic in zip(g["store_id"][found].tolist(), cols.texts(tpos[found], tlen[found]), strict=True):
+        ids.append(g.ints["store_id"][found])
+        for sid, topic in zip(g.ints["store_id"][found].tolist(), g.texts("topic", found), strict=True):
             topics[sid] = topic
         cols.release()
     if not hits:
@@ -411,16 +209,15 @@ def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str]
         rem.notes.append("empty file: nothing to remove")
         _finish_empty(db, out_path, rem)
         return rem
-    offsets, types, _ends = index_arrays(db)
-    cols = Columns(db)
-    rem.chunks_before = len(offsets)
-    m_idx, m_ids, topics = matching_stores(cols, offsets, types, filters)
-    drop = np.zeros(len(offsets), bool)
+    cols = ColumnReader(db)
+    rem.chunks_before = len(cols.offsets)
+    m_idx, m_ids, topics = matching_stores(cols, filters)
+    drop = np.zeros(len(cols.offsets), bool)
     if len(m_ids):
-        ret_idx, ret_ids = store_ids_of(cols, offsets, types, ChunkType.RETAIN)
+        ret_idx, ret_ids = store_ids_of(cols, ChunkType.RETAIN)
         ret_hit = np.isin(ret_ids, m_ids)
         drop[ret_idx[ret_hit]] = True
-        _cm_idx, cm_ids = store_ids_of(cols, offsets, types, ChunkType.CLIENT_MSG)
+        _cm_idx, cm_ids = store_ids_of(cols, ChunkType.CLIENT_MSG)
         kept = np.concatenate([cm_ids, ret_ids[~ret_hit]])
         orphans = m_idx[np.isin(m_ids, ret_ids[ret_hit]) & ~np.isin(m_ids, kept)]
         drop[orphans] = True
@@ -464,19 +261,18 @@ class SessionInfo:
         return None
 
 
-def _client_ids(cols: Columns, offsets: np.ndarray, where: np.ndarray, t: ChunkType) -> list[str]:
+def _client_ids(cols: ColumnReader, where: np.ndarray, t: ChunkType) -> list[str]:
     out: list[str] = []
     for s in batches(len(where)):
-        g = cols.gather(offsets[where[s]], int(t), ("client_id",))
-        out.extend(cols.texts(g["client_id_pos"], g["client_id_len"]))
+        out.extend(cols.gather(where[s], int(t), ("client_id",)).texts("client_id"))
         cols.release()
     return out
 
 
 def sessions(db: DbFile) -> tuple[dict[str, SessionInfo], dict[str, Any]]:
     """Every session named in the file (CLIENT chunks, and ids only SUBs or CLIENT_MSGs name)."""
-    offsets, types, _ = index_arrays(db)
-    cols = Columns(db)
+    cols = ColumnReader(db)
+    types = cols.types
     info: dict[str, SessionInfo] = {}
     cl = np.flatnonzero(types == int(ChunkType.CLIENT))
     cl_ids: list[str] = []
@@ -490,14 +286,14 @@ def sessions(db: DbFile) -> tuple[dict[str, SessionInfo], dict[str, Any]]:
                                 session_expiry_time=rec.get("session_expiry_time"),
                                 session_expiry_interval=rec.get("session_expiry_interval"))
     sub_idx = np.flatnonzero(types == int(ChunkType.SUB))
-    sub_ids = _client_ids(cols, offsets, sub_idx, ChunkType.SUB)
+    sub_ids = _client_ids(cols, sub_idx, ChunkType.SUB)
     for cid in sub_ids:
         info.setdefault(cid, SessionInfo(cid)).subs += 1
     cm_idx = np.flatnonzero(types == int(ChunkType.CLIENT_MSG))
-    cm_ids = _client_ids(cols, offsets, cm_idx, ChunkType.CLIENT_MSG)
+    cm_ids = _client_ids(cols, cm_idx, ChunkType.CLIENT_MSG)
     for cid in cm_ids:
         info.setdefault(cid, SessionInfo(cid)).msgs += 1
-    aux = {"offsets": offsets, "types": types, "cols": cols, "cl_idx": cl, "cl_ids": cl_ids, "sub_idx": sub_idx, "sub_ids": sub_ids,
+    aux = {"cols": cols, "cl_idx": cl, "cl_ids": cl_ids, "sub_idx": sub_idx, "sub_ids": sub_ids,
            "cm_idx": cm_idx, "cm_ids": cm_ids}
     return info, aux
 
@@ -514,9 +310,9 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
         return rem
     if info is None or aux is None:
         info, aux = sessions(db)
-    offsets, types, cols = aux["offsets"], aux["types"], aux["cols"]
-    rem.chunks_before = len(offsets)
-    drop = np.zeros(len(offsets), bool)
+    cols = aux["cols"]
+    rem.chunks_before = len(cols.offsets)
+    drop = np.zeros(len(cols.offsets), bool)
     names = set(victims)
     for i, cid in zip(aux["cl_idx"].tolist(), aux["cl_ids"], strict=True):
         if cid in names:
@@ -525,7 +321,7 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     drop[aux["sub_idx"][sub_hit]] = True
     cm_hit = np.array([c in names for c in aux["cm_ids"]], bool)
     drop[aux["cm_idx"][cm_hit]] = True
-    refs = gather_refs(db, cols, offsets, types)
+    refs = gather_refs(cols)
     orphans = orphaned_stores(refs, drop)
     drop[orphans] = True
     rem.clients = sorted(c for c in victims if c in info)
@@ -589,7 +385,6 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
 
 
 __all__ = [
-    "Columns", "Removal", "SessionInfo", "WriteCounts", "drop_clients", "drop_sessions", "index_arrays",
-    "filter_patterns", "orphaned_stores", "prune_sessions", "rm_retained", "save_masked", "sessions",
-    "write_runs",
+    "Removal", "SessionInfo", "drop_clients", "drop_sessions", "filter_patterns", "orphaned_stores",
+    "prune_sessions", "rm_retained", "sessions",
 ]

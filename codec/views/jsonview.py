@@ -14,6 +14,7 @@ from typing import Any
 from codec.engine import Record
 from codec.properties import BY_ID, Property
 from codec.reader import Chunk
+from codec.values import is_utf8
 
 DUMP_FIELDS: dict[str, tuple[str, ...]] = {
     "cfg": ("shutdown", "dbid_size", "last_db_id"),
@@ -47,10 +48,10 @@ def property_to_json(p: Property) -> dict[str, Any]:
         value = bytes(value).hex()
     elif kind == "pair":
         value = list(value)
-        if not all(_is_utf8(v) for v in value):
+        if not all(is_utf8(v) for v in value):
             shown = [_shown(v) for v in value]
             value, exact = [t for t, _b in shown], [b for _t, b in shown]
-    elif isinstance(value, str) and not _is_utf8(value):
+    elif isinstance(value, str) and not is_utf8(value):
         value, exact = _shown(value)
     out = {"id": p.id, "name": p.name, "type": kind, "value": value}
     if exact is not None:
@@ -80,22 +81,11 @@ def record_fields(rec: Record) -> dict[str, Any]:
         else:
             value = vals.get(name)
             out[name] = value
-            if isinstance(value, str) and not _is_utf8(value):
+            if isinstance(value, str) and not is_utf8(value):
                 out[name], out[f"{name}_b64"] = _shown(value)
     if rec.kind == "unknown":
         out["chunk_type"] = rec.type
     return out
-
-
-def _is_utf8(text: str) -> bool:
-    """False for text decoded with surrogateescape from bytes that are not UTF-8."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def chunk_to_json(chunk: Chunk) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from codec.engine import Record
 from codec.errors import CodecError
 from codec.reader import Chunk
+from codec.values import U64_MAX
 
 
 def valid_filter(flt: str) -> bool:
@@ -49,7 +50,7 @@ def parse_store_ids(text: str) -> tuple[int, int]:
     try:
         if "-" in text:
             lo, hi = text.split("-", 1)
-            return int(lo, 0), int(hi, 0) if hi else (1 << 64) - 1
+            return int(lo, 0), int(hi, 0) if hi else U64_MAX
         n = int(text, 0)
         return n, n
     except ValueError:

@@ -17,8 +17,8 @@ from typing import Any
 
 from codec.engine import Record
 from codec.errors import CodecError
+from codec.values import NEVER
 
-NEVER_INTERVAL = 0xFFFF_FFFF
 DAY = 86_400
 _UNITS = {"w": 7 * DAY, "d": DAY, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"(\d+)([wdhms])")
@@ -63,7 +63,7 @@ def expires_at(rec: Record) -> int | None:
         return exp if exp > 0 else None
     if kind == "client":
         exp = rec.get("session_expiry_time") or 0
-        if exp <= 0 or rec.get("session_expiry_interval") == NEVER_INTERVAL:
+        if exp <= 0 or rec.get("session_expiry_interval") == NEVER:
             return None
         return exp
     return None
@@ -133,7 +133,7 @@ def expiry_counts(db: Any, at: float) -> dict[str, dict[str, int]]:
         total = counts.get(int(ctype), 0)
         live = []
         for i, value in zip(ids, values):
-            if kind == "client" and db.chunk(i).record.get("session_expiry_interval") == NEVER_INTERVAL:
+            if kind == "client" and db.chunk(i).record.get("session_expiry_interval") == NEVER:
                 continue
             if value > 0:
                 live.append(value)

@@ -31,14 +31,12 @@ from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
 from codec.sqlite_store import (
     JSON_NAMES,
-    NEVER,
     SCHEMA,
     SCHEMA_VERSION,
-    SIGN,
     SUB_ID,
-    WRAP,
     MigrationReport,
 )
+from codec.values import NEVER, signed64, unsigned64
 from exporters.migrate.pipeline import background, paused_gc
 
 BATCH = 20_000
@@ -111,10 +109,6 @@ def require_intact(db: DbFile) -> None:
     if err is not None:
         raise CodecError(f"the file is damaged ({err}); run `mosqdb repair` first and migrate the repaired copy",
                          path=db.path)
-
-
-def signed64(v: int) -> int:
-    return v - (1 << 64) if v >= 1 << 63 else v
 
 
 def props_json(props: list[Property]) -> tuple[str | None, int]:
@@ -415,14 +409,14 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs
         exact = {"expired": 0, "dropped_props": 0}  # expiry was counted by the bulk path
         for batch, _n in _store_batches(db, stored.slow, now, exact) if stored.slow else ():
             con.executemany(INSERT_STORE, batch)
-            written.update(r[0] if r[0] >= 0 else r[0] + WRAP for r in batch)
+            written.update(unsigned64(r[0]) for r in batch)
         stats["dropped_props"] += exact["dropped_props"]
     else:
         written = set()
         # rows are built in a thread while sqlite inserts the previous batch (it releases the GIL)
         for batch, n in background(_store_batches(db, refs.needed, now, stats)):
             con.executemany(INSERT_STORE, batch)
-            written.update(r[0] if r[0] >= 0 else r[0] + WRAP for r in batch)
+            written.update(unsigned64(r[0]) for r in batch)
             done = min(done + n, n_store)
             progress("messages", done, n_store)
     expired, dropped_props = stats["expired"], stats["dropped_props"]
@@ -535,7 +529,7 @@ def _store_batches(db: DbFile, needed: set[int], now: int, stats: dict[str, int]
         return m
 
     for n, c in column_rows(db, ChunkType.MSG_STORE, keep):
-        sids = [v if v < SIGN else v - WRAP for v in c["store_id"]]
+        sids = [signed64(v) for v in c["store_id"]]
         exp = c.get("expiry_time") or [0] * n
         payload = c["payload"]
         user = texts(c["source_username"], True) if "source_username" in c else [None] * n

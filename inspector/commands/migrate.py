@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from codec.errors import CodecError
-from codec.views.timeview import NEVER_INTERVAL as NEVER
+from codec.values import NEVER
 from codec.views.timeview import parse_time
 from inspector.commands import UsageError, add_at, add_endian, open_input
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codec.errors import CodecError
-from codec.views.timeview import NEVER_INTERVAL as NEVER
+from codec.values import NEVER
 from inspector.commands import UsageError, add_at, add_endian, open_input
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codec import CodecError, DbFile, Record, Span
-from codec.engine import decode_chunk, encode_chunk
+from codec.engine import INT_LIMITS, decode_chunk, encode_chunk  # INT_LIMITS: the encoder's range per kind
 from codec.index import ChunkIndex
 from codec.layouts import ChunkType, header_size, layout_for
 from codec.properties import encode_property, encode_vbi
@@ -414,9 +414,11 @@ def parse_value(rec: Record, name: str, text: str) -> Any:
             value = int(text.strip(), 0)
         except ValueError:
             raise EditRefused(f"{where}: {text!r} is not an integer") from None
-        lo, hi = {"u8": (0, 0xFF), "u16": (0, 0xFFFF), "u32": (0, 0xFFFF_FFFF), "nibbles": (0, 15),
-                  "u64h": (0, (1 << 64) - 1), "i64h": (-(1 << 63), (1 << 63) - 1),
-                  "time_t": (-(1 << (rec.time_t_size * 8 - 1)), (1 << (rec.time_t_size * 8 - 1)) - 1)}[kind]
+        if kind == "time_t":  # signed, 4 or 8 bytes as the file was written
+            bits = rec.time_t_size * 8 - 1
+            lo, hi = -(1 << bits), (1 << bits) - 1
+        else:  # the encoder's own ranges, so an edit is refused exactly when encoding would fail
+            lo, hi = (0, 0x0F) if kind == "nibbles" else INT_LIMITS[kind]
         lo, hi = FIELD_LIMITS.get(name, (lo, hi))
         if not lo <= value <= hi:
             raise EditRefused(f"{where}: {value} is out of range {lo}..{hi}")

@@ -1,4 +1,4 @@
-"""Data behind the widgets: one-line chunk summaries, filters and store-id columns.
+"""Finding chunks: the filter bar, store-id columns, search, and unsaved edits among the matches.
 
 Store ids sit at a fixed offset in msg_store, client_msg and retain bodies, so they are
 gathered for millions of chunks with block reads and numpy instead of decoding; filters
@@ -17,50 +17,11 @@ import numpy as np
 from codec import CodecError, Record
 from codec.columnar import gather_u64
 from codec.layouts import ChunkType, layout_for
-from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.tui.document import Document, chunk_kind_names
+from inspector.tui.rows import summary
 
-TYPE_SHORT = {1: "cfg", 2: "msg", 3: "cmsg", 4: "ret", 5: "sub", 6: "clnt"}
 STORE_TYPES = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG), int(ChunkType.RETAIN))
-
-
-def clip(text: str, n: int = 60) -> str:
-    text = text.replace("\n", "\\n").replace("\r", "\\r")
-    return text if len(text) <= n else text[: n - 1] + "…"
-
-
-def printable(s: str | None) -> str:
-    if s is None:
-        return "-"
-    return "".join(ch if ch.isprintable() and not "\udc80" <= ch <= "\udcff" else "\ufffd" for ch in s)
-
-
-def summary(rec: Record) -> str:
-    """One line per chunk: store id + topic, client ids, filters."""
-    k, v = rec.kind, rec.values
-    if k == "msg_store":
-        flags = f"q{v['qos']}" + (" R" if v.get("retain") else "")
-        return f"#{v['store_id']} {printable(v['topic'])} {flags} {len(v['payload'])}B"
-    if k == "client_msg":
-        state = STATE_NAMES.get(v["state"], str(v["state"]))
-        return f"{printable(v['client_id'])} →#{v['store_id']} {state} {DIRECTION_NAMES.get(v['direction'], '?')}"
-    if k == "retain":
-        return f"→#{v['store_id']}"
-    if k == "sub":
-        return f"{printable(v['client_id'])} {printable(v['topic'])} q{v['qos']}"
-    if k == "client":
-        return f"{printable(v['client_id'])}" + (f" ({printable(v['username'])})" if v.get("username") else "")
-    if k == "cfg":
-        return f"shutdown={v['shutdown']} last_db_id={v['last_db_id']}"
-    return f"type {rec.type}, {len(v.get('raw', b''))} bytes"
-
-
-def type_label(t: int) -> str:
-    return TYPE_SHORT.get(t, f"?{t}")
-
-
-# ------------------------------------------------------------------ filters
 
 
 @dataclass
@@ -128,8 +89,8 @@ class StoreColumns:
         assert idx is not None and doc.version is not None
         self.index = idx
         n = len(idx)
-        offsets = np.frombuffer(idx.offsets, dtype=np.int64)[:n]
-        types = np.frombuffer(idx.types, dtype=np.uint32)[:n]
+        offsets, types, _ = idx.arrays()
+        offsets, types = offsets[:n], types[:n]
         self.types = types
         self.ids = np.zeros(n, dtype=np.uint64)
         self.has = np.zeros(n, dtype=bool)
@@ -174,18 +135,9 @@ class StoreColumns:
 
 
 def _store_id_offset(version: int, t: int) -> int | None:
+    """Where store_id sits in this chunk type's body, or None past a variable-size field."""
     layout = layout_for(version, t)
-    if layout is None:
-        return None
-    pos = 0
-    for f in layout.fields:
-        if f.name == "store_id":
-            return pos
-        if f.kind in ("str", "bytes", "props", "time_t"):
-            return None
-        pos += f.size if f.kind == "pad" else {"u8": 1, "u16": 2, "u32": 4, "u64h": 8, "i64h": 8,
-                                                 "len16": 2, "len32": 4, "nibbles": 1}[f.kind]
-    return None
+    return None if layout is None else layout.offset_of("store_id")
 
 
 def safe_stream(doc: Document, start: int = 0, types: list[int] | None = None) -> Iterator:

@@ -12,31 +12,15 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-HELP = """\
-[b]Navigation[/b]
-  ↑↓ PgUp PgDn  move in the focused pane (mouse: click, wheel)
-  Tab           chunk list → fields → hex
-  g             go to: 123 chunk, 0x1f / @31 offset, #12 store id
-  /  n          search topic, client id, payload; next match
-  f  Esc        filter: type:msg topic:a/# client:x store:1-9
-  r             follow: client_msg/retain → msg_store → referrers
-  c             check the file; Enter on a finding jumps to it
-  x             export the filtered chunks (.jsonl or Parquet dir)
-[b]Editing[/b] (an overlay: nothing is written until you save)
-  e  Enter      edit the selected field (text, 0x.., hex:..)
-  0-9 a-f       in the hex view: overwrite bytes (must decode);
-                there a-f are digits: Tab out for c, d, e, f
-  d             delete chunk / restore (a client: with its subs
-                and queued messages)
-  a  A          add a copy / a blank chunk after it, then edit
-  u  ctrl+z     undo            U  ctrl+y   redo
-  ctrl+s        save atomically S  save as
-[b]Other[/b]
-  ctrl+p        command palette with every action
-  ?             this help       q  quit (asks if edits are unsaved)
+from inspector.tui.actions import help_text
+
+LEGEND = """\
 [b]Marks[/b]  * edited  + new  D deleted  !! does not decode  ⚠ damage
 [b]Hex[/b]    blue header, grey lengths, dim padding, magenta
          unknown bytes, underlined = edited, gold = selected field"""
+
+HELP = help_text() + "\n" + LEGEND
+"""The help screen: every key from the actions table, then what the marks and colours mean."""
 
 
 class PromptScreen(ModalScreen[str | None]):

@@ -19,8 +19,8 @@ from textual.widget import Widget
 
 from codec.views.timeview import expires_at
 from inspector.tui.document import Document
-from inspector.tui.filters import clip, summary, type_label
 from inspector.tui.messages import RowHighlighted
+from inspector.tui.rows import clip, summary, type_label
 from inspector.tui.widgets.focus import RepaintOnFocus
 
 DAMAGE_ROW = -1

@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from codec.properties import BY_ID
+from codec.values import is_utf8, utf8_or_none
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.timeview import expires_at, relative
 from inspector.tui.document import ChunkView, property_spans
@@ -54,19 +55,16 @@ def fmt_time(v: int) -> str:
 def fmt_text(s: str | None) -> str:
     if s is None:
         return "(none)"
-    bad = any("\udc80" <= ch <= "\udcff" for ch in s)
+    bad = not is_utf8(s)  # undecodable bytes, kept as surrogate escapes
     shown = s.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace") if bad else s
     return repr(shown) + (" (invalid UTF-8)" if bad else "")
 
 
 def fmt_bytes(b: bytes, limit: int = PAYLOAD_PREVIEW) -> str:
-    try:
-        text = b.decode("utf-8")
-        if all(ch.isprintable() or ch in "\n\r\t" for ch in text):
-            shown = text if len(text) <= limit else text[:limit] + "…"
-            return f"({len(b)} bytes, UTF-8) {shown!r}"
-    except UnicodeDecodeError:
-        pass
+    text = utf8_or_none(b)
+    if text is not None and all(ch.isprintable() or ch in "\n\r\t" for ch in text):
+        shown = text if len(text) <= limit else text[:limit] + "…"
+        return f"({len(b)} bytes, UTF-8) {shown!r}"
     head = b[:limit // 2].hex(" ")
     return f"({len(b)} bytes, binary) {head}{' …' if len(b) > limit // 2 else ''}"
 

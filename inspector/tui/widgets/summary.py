@@ -9,14 +9,14 @@ from rich.text import Text
 from textual.widgets import Static
 
 from inspector.tui.document import Document
-from inspector.tui.filters import TYPE_SHORT
+from inspector.tui.rows import TYPE_SHORT
 
 
 def type_counts(doc: Document) -> dict[int, int]:
     idx = doc.index()
     if idx is None or not len(idx):
         return {}
-    types = np.frombuffer(idx.types, dtype=np.uint32)[: len(idx)]
+    types = idx.arrays()[1][: len(idx)]
     values, counts = np.unique(types, return_counts=True)
     return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
 

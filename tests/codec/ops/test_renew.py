@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from codec import DbFile
 from codec.ops.renew import Policy, plan_renew
-from codec.views.timeview import NEVER_INTERVAL
+from codec.values import NEVER as NEVER_INTERVAL
 from codec.writer import save
 
 from support.brokers import Broker, collect_queued, have_mosquitto

@@ -1,0 +1,249 @@
+"""Moving around the chunk list: goto, search, following references and the filter bar.
+
+Mixed into :class:`~inspector.tui.app.InspectorApp`, whose ``doc``, panes and ``say`` these use.
+Store ids come from :class:`~inspector.tui.filters.StoreColumns` (gathered once, in a worker);
+search and text filters stream the file in workers, so keys never wait for them.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from textual import work
+from textual.widgets import Input
+from textual.worker import get_current_worker
+
+from codec import CodecError
+from inspector.tui.document import Document
+from inspector.tui.filters import StoreColumns, parse_filter, search_forward, stream_matches, with_edits
+from inspector.tui.messages import FilterProgress
+from inspector.tui.screens import PromptScreen
+from inspector.tui.widgets.chunklist import DAMAGE_ROW
+
+
+class NavigationMixin:
+    """Goto, search, follow and filter actions of the inspector app."""
+
+    # the app's state these read and set (InspectorApp.__init__ sets them)
+    doc: Document
+    item: int | None
+    columns: StoreColumns | None
+    filter_gen: int
+    filter_rows: list[int]
+    filter_text: str
+    filter_spec: Any
+    filter_busy: bool
+    last_search: str
+
+    # ------------------------------------------------------------ goto / search / refs
+    def need_index(self) -> bool:
+        if not self.doc.complete():
+            self.say("the index is still being built; try again in a moment", "warning")
+            return False
+        return True
+
+    def store_columns(self) -> StoreColumns:
+        if self.columns is None:
+            self.columns = StoreColumns(self.doc)
+        return self.columns
+
+    @work(thread=True, exclusive=True, group="columns")
+    def columns_worker(self) -> None:
+        """Gather store ids in the background so goto/follow/filter by store id answer at once."""
+        doc = self.doc
+        cols = StoreColumns(doc)
+        self.call_from_thread(self._columns_ready, doc, cols)
+
+    def _columns_ready(self, doc: Document, cols: StoreColumns) -> None:
+        if self.columns is None and doc is self.doc and doc.db.partial_index() is cols.index:
+            self.columns = cols
+
+    def jump(self, item: int) -> None:
+        if not self.chunks.goto_item(item):
+            self.clear_filter()
+            self.chunks.goto_item(item)
+
+    def action_goto(self) -> None:
+        self.push_screen(PromptScreen("Go to", placeholder="123 = chunk index, 0x1f or @31 = offset, #42 = store id"),
+                         self.do_goto)
+
+    def do_goto(self, text: str | None) -> None:
+        if not text or not self.need_index():
+            return
+        text = text.strip()
+        idx = self.doc.index()
+        assert idx is not None
+        try:
+            if text[0] in "#s":
+                sid = int(text.lstrip("#s").strip(), 0)
+                item = self.store_columns().find_store(sid)
+                if item is None:
+                    self.say(f"no msg_store with store id {sid}", "warning")
+                    return
+            elif text.startswith(("0x", "@")):
+                off = int(text.lstrip("@"), 0)
+                found = idx.find(off)
+                if found is None:
+                    if idx.end <= off < self.doc.db.size and self.chunks.show_damage:
+                        found = DAMAGE_ROW
+                    else:
+                        self.say(f"offset {off} is not inside a chunk (file header is 0..22, end {idx.end})", "warning")
+                        return
+                item = found
+            else:
+                item = int(text, 0)
+                if not 0 <= item < len(idx):
+                    self.say(f"chunk index {item} out of range 0..{len(idx) - 1}", "warning")
+                    return
+        except ValueError:
+            self.say(f"goto: cannot read {text!r}", "warning")
+            return
+        self.jump(item)
+        self.say(f"went to {'damage' if item == DAMAGE_ROW else f'chunk {item}'}")
+
+    def action_search(self) -> None:
+        self.push_screen(PromptScreen("Search", self.last_search, "text in topic, client id, source, payload"),
+                         self.do_search)
+
+    def do_search(self, text: str | None) -> None:
+        if not text or not self.need_index():
+            return
+        self.last_search = text
+        item = self.item
+        if item is not None and item <= -2:
+            item = self.doc.new_anchor.get(item)  # an inserted chunk: go on after its neighbour
+        start = (item + 1) if item is not None and item >= 0 else 0
+        self.say(f"searching {text!r} from chunk {start}…")
+        self.search_worker(text, start)
+
+    def action_search_next(self) -> None:
+        if self.last_search:
+            self.do_search(self.last_search)
+
+    @work(thread=True, exclusive=True, group="search")
+    def search_worker(self, text: str, start: int) -> None:
+        worker = get_current_worker()
+        found = search_forward(self.doc, text, start, lambda: worker.is_cancelled)
+        if not worker.is_cancelled:
+            self.call_from_thread(self.search_done, text, found)
+
+    def search_done(self, text: str, found: int | None) -> None:
+        if found is None:
+            self.say(f"{text!r} not found after this chunk", "warning")
+        else:
+            self.jump(found)
+            self.say(f"{text!r} found in chunk {found} (n: next)")
+
+    def action_follow(self) -> None:
+        if self.item is None or self.item == DAMAGE_ROW or not self.need_index():
+            return
+        rec = self.doc.record(self.item)
+        if rec is None:
+            return
+        if rec.kind in ("client_msg", "retain"):
+            sid = rec["store_id"]
+            target = self.store_columns().find_store(sid)
+            if target is None:
+                self.say(f"{rec.kind}[{self.item}] references store id {sid}, which no msg_store has (dangling)", "warning")
+                return
+            self.jump(target)
+            self.say(f"followed {rec.kind}[{self.item}] → msg_store[{target}] (#{sid}); r again lists its referrers")
+        elif rec.kind == "msg_store":
+            self.apply_filter(f"store:{rec['store_id']}")
+        elif rec.kind in ("client", "sub"):
+            self.apply_filter(f"client:{shlex.quote(rec['client_id'])}")
+        else:
+            self.say(f"{rec.kind} chunks reference nothing")
+
+    # ------------------------------------------------------------ filter
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.stop()
+            self.apply_filter(event.value)
+            self.chunks.focus()
+
+    def action_clear_filter(self) -> None:
+        for worker in self.workers:
+            if worker.group == "search" and worker.is_running:
+                worker.cancel()
+                self.say("search cancelled")
+        if self.filter_text or self.query_one("#filter").display:
+            self.clear_filter()
+            self.chunks.focus()
+
+    def clear_filter(self) -> None:
+        self.filter_gen += 1
+        self.filter_text = ""
+        self.filter_busy = False
+        box = self.query_one("#filter", Input)
+        box.value = ""
+        box.display = False
+        keep = self.item
+        rows = self.doc.row_array(self.doc.count())
+        self.chunks.set_rows(rows, keep=keep, sorted_rows=rows is None)
+        self.update_status()
+
+    def apply_filter(self, text: str) -> None:
+        text = text.strip()
+        if not text:
+            self.clear_filter()
+            return
+        try:
+            spec = parse_filter(text)
+        except ValueError as exc:
+            self.say(str(exc), "error")
+            return
+        if not self.need_index():
+            return
+        box = self.query_one("#filter", Input)
+        box.value = text
+        box.display = True
+        self.filter_gen += 1
+        self.filter_text = text
+        keep = self.item
+        self.filter_spec = spec
+        if not spec.needs_decode:
+            rows = with_edits(self.store_columns().matching(spec), self.doc, spec)
+            self.filter_busy = False
+            self.chunks.set_rows(rows, keep=keep)
+        else:
+            self.filter_rows = []
+            self.filter_busy = True
+            self.chunks.set_rows([], keep=None)
+            self.filter_worker(spec, self.filter_gen)
+        self.say(f"filter applied: {text}")
+
+    @work(thread=True, exclusive=True, group="filter")
+    def filter_worker(self, spec: Any, gen: int) -> None:
+        worker = get_current_worker()
+
+        def cancelled() -> bool:
+            return worker.is_cancelled or gen != self.filter_gen
+
+        try:
+            for batch in stream_matches(self.doc, spec, cancelled):
+                self.post_message(FilterProgress(gen, batch, False))
+        except CodecError as exc:
+            self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
+        self.post_message(FilterProgress(gen, [], True))
+
+    def on_filter_progress(self, msg: FilterProgress) -> None:
+        if msg.generation != self.filter_gen:
+            return
+        self.filter_rows.extend(msg.rows)
+        first = self.chunks.rows is not None and len(self.chunks.rows) == 0
+        self.chunks.rows = self.filter_rows
+        self.chunks.update_size()
+        if msg.done:
+            self.filter_busy = False
+            self.chunks.rows = with_edits(self.filter_rows, self.doc, self.filter_spec)  # inserted chunks too
+            self.chunks.update_size()
+        if first and self.filter_rows:
+            self.chunks.reselect()
+        self.update_status()

@@ -1,0 +1,111 @@
+"""Writing files: save, save as, quit with unsaved edits, and export of the current selection.
+
+Mixed into :class:`~inspector.tui.app.InspectorApp`. Saving is the document's atomic save;
+export writes the file as saved (not unsaved edits) through ``exporters.files`` in a worker.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from textual import work
+
+from codec import CodecError, FileChangedError
+from inspector.tui.document import Document
+from inspector.tui.filters import parse_filter
+from inspector.tui.screens import ConfirmQuit, PromptScreen
+
+
+class SavingMixin:
+    """Save, save as, quit and export actions of the inspector app."""
+
+    doc: Document  # the app's (InspectorApp.__init__ sets it)
+
+    # ------------------------------------------------------------ save / quit
+    def action_save(self) -> None:
+        if not self.editable():
+            return
+        if not self.doc.is_dirty():
+            self.say("nothing to save")
+            return
+        self.do_save(None)
+
+    def action_save_as(self) -> None:
+        if self.doc.db.empty:
+            return
+        self.push_screen(PromptScreen("Save as", self.doc.path, "path of the new file"), self.do_save_as)
+
+    def do_save_as(self, path: str | None) -> None:
+        if path:
+            self.do_save(os.path.expanduser(path.strip()))
+
+    def do_save(self, path: str | None, then_exit: bool = False) -> bool:
+        try:
+            result = self.doc.save(path)
+        except FileChangedError as exc:
+            self.say(f"not saved: {exc}", "error")
+            return False
+        except CodecError as exc:
+            self.say(f"not saved: {exc}", "error")
+            return False
+        self.columns = None
+        self.columns_worker()
+        self.clear_filter()
+        self.hex.editable = not self.doc.read_only
+        self.refresh_after_edit()
+        self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
+                 f"{result.chunks_deleted} deleted)")
+        if then_exit:
+            self.exit()
+        return True
+
+    def action_quit_app(self) -> None:
+        if self.doc.is_dirty():
+            self.push_screen(ConfirmQuit(len(self.doc.undo_stack)), self.quit_answer)
+        else:
+            self.exit()
+
+    def quit_answer(self, answer: str | None) -> None:
+        if answer == "save":
+            self.do_save(None, then_exit=True)
+        elif answer == "discard":
+            self.exit()
+
+    # ------------------------------------------------------------ export
+    def action_export(self) -> None:
+        if self.doc.db.empty or not self.need_index():
+            return
+        base = os.path.splitext(self.doc.path)[0]
+        self.push_screen(PromptScreen("Export the current selection (the file as saved, not unsaved edits)",
+                                      base + ".jsonl", hint="NAME.jsonl: JSON lines; any other name: a Parquet "
+                                      "dataset directory (one file per chunk kind)"), self.do_export)
+
+    def do_export(self, out: str | None) -> None:
+        if not out:
+            return
+        spec = parse_filter(self.filter_text) if self.filter_text else None
+        self.say(f"exporting to {out}…")
+        self.export_worker(out.strip(), spec)
+
+    @work(thread=True, exclusive=True, group="export")
+    def export_worker(self, out: str, spec: Any) -> None:
+        try:
+            from exporters import files
+        except ImportError:
+            self.call_from_thread(self.say, "export needs the exporters package (not installed)", "error")
+            return
+        selection = spec.selection() if spec is not None else None
+        kinds = sorted(spec.kinds) if spec is not None and spec.kinds else list(files.KINDS)
+        try:
+            if out.endswith(".jsonl"):
+                counts = files.export_jsonl([self.doc.path], out, kinds=kinds, selection=selection,
+                                            endian=self.doc.endian)
+            else:
+                counts = files.export_parquet([self.doc.path], out, kinds=kinds, selection=selection,
+                                              endian=self.doc.endian)
+        except (CodecError, OSError, ValueError) as exc:
+            self.call_from_thread(self.say, f"export failed: {exc}", "error")
+            return
+        rows = ", ".join(f"{k} {n}" for k, n in counts.items() if n)
+        self.call_from_thread(self.say, f"exported to {out}: {rows or 'nothing selected'}")
