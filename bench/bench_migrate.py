@@ -15,7 +15,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "migrate"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 from codec import DbFile  # noqa: E402
 from exporters.migrate.emqx import EmqxOptions, migrate_emqx, plan  # noqa: E402
@@ -24,8 +24,9 @@ from exporters.migrate.sqlite import MigrationReport, db_to_sqlite  # noqa: E402
 
 
 def services() -> tuple[object, object]:
-    import mig_services as sv
     import pytest
+
+    import support.services as sv
 
     def start(gen):  # the test services are generators: reuse them here
         try:

@@ -6,10 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from fixturepaths import REAL_FILES, UNIT
 
 from codec import ChunkType, CodecError, DbFile
 from codec.columnar import iter_columns
+
+from support.paths import REAL_FILES, UNIT
 
 FILES = REAL_FILES + [UNIT / "persist_write/v4-full.test-db", UNIT / "persist_read/v3-client-message.test-db"]
 

@@ -7,12 +7,13 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL, UNIT
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codec import CodecError, DbFile, TruncatedError
 from codec.writer import file_header
+
+from support.paths import REAL, UNIT
 
 SMALL = [
     UNIT / "persist_read/v6-client-message-props.test-db",

@@ -7,10 +7,11 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL_FILES, manifest
 
 from codec import DbFile
 from codec.layouts import ChunkType
+
+from support.paths import REAL_FILES, manifest
 
 
 def decode_all(path: Path) -> list:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL_FILES, ROOT, UNIT, unit_expected
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +13,9 @@ from codec.engine import Record, decode_chunk, encode_chunk
 from codec.layouts import ALL_LAYOUTS, FIXED_SIZES, Layout, header_size
 from codec.properties import BY_ID, Property
 from codec.writer import rewrite
+
+from support.cli import run
+from support.paths import REAL_FILES, UNIT, unit_expected
 
 ACCEPTED_UNIT = sorted(
     UNIT / k for k, v in unit_expected().items() if v["accepted_by_mosquitto_reader"]
@@ -34,8 +34,7 @@ def test_rewrite_is_byte_identical(path: Path, tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", REAL_FILES[:1] + REAL_FILES[-1:], ids=lambda p: p.name)
 def test_rewrite_command(path: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.db"
-    proc = subprocess.run([sys.executable, "-m", "inspector.cli", "rewrite", str(path), "-o", str(out)],
-                          capture_output=True, text=True, cwd=ROOT)
+    proc = run("rewrite", str(path), "-o", str(out))
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes() == path.read_bytes()
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixturepaths import REAL_FILES, UNIT
 
 from codec import DbFile
 from codec.layouts import FIXED_SIZES
 from codec.properties import encode_properties
+
+from support.paths import REAL_FILES, UNIT
 
 
 def expected_bytes(rec, span, layout_field, endian: str = "little") -> bytes:  # type: ignore[no-untyped-def]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fixturepaths import UNIT, unit_expected
 
 from codec import (
     BadHeaderError,
@@ -16,6 +15,8 @@ from codec import (
     TruncatedError,
     UnsupportedVersionError,
 )
+
+from support.paths import UNIT, unit_expected
 
 EXPECTED = unit_expected()
 

@@ -1,0 +1,114 @@
+"""A Mosquitto 2.1 sqlite store given to a writing command is never replaced by (or copied as) a .db file.
+
+Until the store can be edited in place, every writing command refuses it (exit 2, one line, the store
+byte-for-byte unchanged, no .bak, no output); reading commands and `convert -o` (whose job is the format
+change) still work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import pytest
+
+from inspector.cli import main
+
+from support.paths import INCOMING
+
+STORE = INCOMING / "2.1.2-a.sqlite3"
+
+WRITING = [
+    ["rm-retained", "{f}", "corp/#"],
+    ["drop-client", "{f}", "a-sub-q1"],
+    ["prune-sessions", "{f}", "--no-subscriptions"],
+    ["renew", "{f}", "--sessions", "never"],
+    ["convert", "{f}", "--to-version", "6"],
+    ["repair", "{f}"],
+]
+
+
+def _sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    if not STORE.exists():
+        pytest.skip("no 2.1.2 sqlite fixture")
+    dst = tmp_path / "mosquitto.sqlite3"
+    shutil.copyfile(STORE, dst)
+    return dst
+
+
+@pytest.mark.parametrize("argv", WRITING, ids=lambda a: a[0])
+def test_in_place_on_a_sqlite_store_is_refused(store: Path, argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    before = _sha(store)
+    rc = main([a.format(f=store) for a in argv] + ["--in-place"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and str(store) in err[0] and "sqlite store" in err[0]
+    assert _sha(store) == before
+    assert sorted(p.name for p in store.parent.iterdir()) == ["mosquitto.sqlite3"]
+
+
+@pytest.mark.parametrize("argv", [a for a in WRITING if a[0] != "convert"], ids=lambda a: a[0])
+def test_editing_commands_do_not_write_a_db_copy_of_a_store(store: Path, argv: list[str],
+                                                            capsys: pytest.CaptureFixture) -> None:
+    out = store.parent / "out.sqlite3"
+    rc = main([a.format(f=store) for a in argv] + ["-o", str(out)])
+    assert rc == 2
+    assert "sqlite store" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_rewrite_onto_the_store_itself_is_refused(store: Path, capsys: pytest.CaptureFixture) -> None:
+    before = _sha(store)
+    assert main(["rewrite", str(store), "-o", str(store)]) == 2
+    assert _sha(store) == before
+
+
+def test_convert_to_a_new_db_and_dry_runs_still_work(store: Path, capsys: pytest.CaptureFixture) -> None:
+    out = store.parent / "out.db"
+    assert main(["convert", str(store), "--to-version", "6", "-o", str(out)]) == 0
+    assert out.read_bytes()[:15] == b"\x00\xb5\x00mosquitto db"
+    assert main(["rm-retained", str(store), "corp/#", "--dry-run"]) == 0
+
+
+def test_reading_a_store_creates_no_file_beside_it(store: Path, capsys: pytest.CaptureFixture) -> None:
+    before = _sha(store)
+    for argv in (["info", str(store)], ["check", str(store)], ["dump", str(store), "--json"]):
+        main(argv)
+    capsys.readouterr()
+    assert sorted(p.name for p in store.parent.iterdir()) == ["mosquitto.sqlite3"]
+    assert _sha(store) == before
+
+
+def test_a_store_with_a_wal_is_read_with_it(store: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A committed change still in the -wal (a live or killed broker) is seen; the store and log are untouched."""
+    import sqlite3
+
+    live = tmp_path / "live"
+    live.mkdir()
+    db = live / "mosquitto.sqlite3"
+    shutil.copyfile(store, db)
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA wal_autocheckpoint=0")
+    n = con.execute("SELECT count(*) FROM retains").fetchone()[0]
+    con.execute("DELETE FROM retains")
+    con.commit()
+    shutil.copyfile(db, live / "copy.sqlite3")
+    shutil.copyfile(f"{db}-wal", live / "copy.sqlite3-wal")
+    con.close()  # checkpoints into db; the copies keep the un-checkpointed state
+    copy = live / "copy.sqlite3"
+    wal_before = _sha(live / "copy.sqlite3-wal")
+    assert n > 0
+    assert main(["info", str(copy), "--json"]) == 0
+    import json
+
+    info = json.loads(capsys.readouterr().out)
+    assert info["chunks"]["retain"] == 0
+    assert _sha(live / "copy.sqlite3-wal") == wal_before
+    assert not (live / "copy.sqlite3-shm").exists()

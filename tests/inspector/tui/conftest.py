@@ -1,0 +1,42 @@
+"""Helpers for the TUI tests: copies of the real fixtures and a started app."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import shutil
+from pathlib import Path
+
+import pytest
+
+from support.paths import V6
+
+
+@pytest.fixture
+def v6_copy(tmp_path: Path) -> Path:
+    out = tmp_path / "mosquitto.db"
+    shutil.copyfile(V6, out)
+    return out
+
+
+@pytest.fixture
+def damaged_copy(tmp_path: Path) -> Path:
+    """2.0.20-a cut in the middle of its 51st chunk's body."""
+    from codec import DbFile
+
+    with DbFile(V6) as db:
+        cut = db.index.offsets[50] + 12
+    out = tmp_path / "damaged.db"
+    out.write_bytes(V6.read_bytes()[:cut])
+    return out
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """Run ``async def`` tests here with asyncio.run (no asyncio plugin is installed)."""
+    func = pyfuncitem.obj
+    if not inspect.iscoroutinefunction(func):
+        return None
+    args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+    asyncio.run(func(**args))
+    return True

@@ -1,0 +1,358 @@
+"""A real Mosquitto broker for tests: start it on a db file, ask it what it serves, stop it.
+
+Debian's ``mosquitto`` (2.0.11) is the oracle for every command that writes a db: the tests
+let the broker load our output and check what a real MQTT client gets. The broker runs on
+127.0.0.1 on a free port in a temp dir and is stopped by PID with SIGTERM, which makes it
+save its own ``mosquitto.db`` (decode that with the codec to compare states).
+
+    with Broker(db_path) as b:             # copies db_path to <tmp>/mosquitto.db
+        retained = collect_retained(b.port)
+        got = collect_queued(b.port, "a-sub-q1", expected=8)
+    saved = b.saved_db                       # the file the broker wrote at SIGTERM
+
+Import it as ``from support.brokers import Broker, ...``.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
+
+
+def have_mosquitto() -> bool:
+    return os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)
+
+
+def broker_version() -> tuple[int, ...]:
+    """(2, 0, 11) for Debian bookworm's package; parsed from ``mosquitto -h``."""
+    import re
+
+    out = subprocess.run([MOSQUITTO, "-h"], capture_output=True, text=True, timeout=10)
+    m = re.search(r"mosquitto version (\d+)\.(\d+)\.(\d+)", out.stdout + out.stderr)
+    if not m:
+        raise BrokerError(f"cannot tell the version of {MOSQUITTO}")
+    return tuple(int(x) for x in m.groups())
+
+
+def expires_restored_sessions() -> bool:
+    """Mosquitto >= 2.0.15 drops restored sessions whose expiry time passed (#2546); 2.0.0-2.0.14 keep them."""
+    return broker_version() >= (2, 0, 15)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class BrokerError(RuntimeError):
+    """The broker did not start (its log is in the message) or did not stop."""
+
+
+class Broker:
+    """One ``mosquitto`` process with persistence in its own temp dir.
+
+    ``db``: a file copied to ``<dir>/mosquitto.db`` before start (None: start empty).
+    ``extra``: more config lines. ``expect_fail``: start() returns once the process
+    exits instead of raising (to test files the broker must refuse).
+    """
+
+    def __init__(self, db: str | os.PathLike[str] | None = None, *, extra: tuple[str, ...] = (),
+                 queue_qos0: bool = True, workdir: str | os.PathLike[str] | None = None) -> None:
+        self.src = None if db is None else Path(db)
+        self.extra = extra
+        self.queue_qos0 = queue_qos0
+        self._own_dir = workdir is None
+        self.dir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="mosqdb-broker-"))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.returncode: int | None = None
+
+    # ------------------------------------------------------------ paths
+    @property
+    def db_path(self) -> Path:
+        return self.dir / "mosquitto.db"
+
+    @property
+    def saved_db(self) -> Path:
+        """The broker's own file (after stop(): what it wrote at SIGTERM)."""
+        return self.db_path
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "mosquitto.log"
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    # ------------------------------------------------------------ lifecycle
+    def config(self) -> str:
+        lines = [
+            f"listener {self.port} 127.0.0.1",
+            "allow_anonymous true",
+            "persistence true",
+            f"persistence_location {self.dir}/",
+            "persistence_file mosquitto.db",
+            "autosave_interval 0",
+            f"queue_qos0_messages {'true' if self.queue_qos0 else 'false'}",
+            "max_queued_messages 1000",
+            f"log_dest file {self.log_path}",
+            "log_type all",
+            f"user {getpass.getuser()}",
+            *self.extra,
+        ]
+        return "\n".join(lines) + "\n"
+
+    def start(self, timeout: float = 10.0, *, expect_fail: bool = False) -> Broker:
+        if not have_mosquitto():
+            raise BrokerError(f"mosquitto not found at {MOSQUITTO}")
+        if self.src is not None:
+            shutil.copyfile(self.src, self.db_path)
+        self.port = free_port()
+        conf = self.dir / "mosquitto.conf"
+        conf.write_text(self.config())
+        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, cwd=self.dir)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self.returncode = self.proc.returncode
+                err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                if expect_fail:
+                    return self
+                raise BrokerError(f"mosquitto exited with {self.returncode}: {err.strip()} {self.log()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.02)
+        self.stop()
+        raise BrokerError(f"mosquitto did not listen within {timeout} s: {self.log()[-2000:]}")
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM by PID and wait: the broker saves its db on the way out."""
+        if self.proc is None:
+            return self.returncode
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+                raise BrokerError("mosquitto did not stop within the timeout after SIGTERM") from None
+        if self.proc.stderr:
+            self.proc.stderr.close()
+        self.returncode = self.proc.returncode
+        self.proc = None
+        return self.returncode
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Broker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+# ---------------------------------------------------------------- clients
+
+
+@dataclass
+class Message:
+    topic: str
+    payload: bytes
+    qos: int
+    retain: bool
+    dup: bool = False
+    properties: dict = field(default_factory=dict)
+
+
+def _client(client_id: str, *, clean: bool, v5: bool):  # type: ignore[no-untyped-def]
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    if v5:
+        return mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, protocol=mqtt.MQTTv5)
+    return mqtt.Client(CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean,
+                       protocol=mqtt.MQTTv311)
+
+
+def _to_message(msg) -> Message:  # type: ignore[no-untyped-def]
+    props = {}
+    if getattr(msg, "properties", None) is not None:
+        props = {k: v for k, v in vars(msg.properties).items() if not k.startswith("_") and k != "packetType"}
+    return Message(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain), bool(msg.dup), props)
+
+
+def collect_retained(port: int, filters: tuple[str, ...] = ("#",), timeout: float = 5.0) -> dict[str, Message]:
+    """Every retained message the broker serves for ``filters`` (topic -> message).
+
+    Subscribes at QoS 0 (so no in-flight window delays anything), then subscribes to a
+    unique sentinel filter: its SUBACK comes after every retained message of the first
+    subscription on the same connection, so no quiet-period guessing is needed.
+    """
+    got: dict[str, Message] = {}
+    done = threading.Event()
+    sentinel_mid: list[int] = []
+    c = _client(f"brokerlib-ret-{uuid.uuid4().hex[:8]}", clean=True, v5=False)
+
+    def on_message(_c, _u, msg) -> None:  # type: ignore[no-untyped-def]
+        if msg.retain:
+            got[msg.topic] = _to_message(msg)
+
+    def on_subscribe(_c, _u, mid, _rc, _p) -> None:  # type: ignore[no-untyped-def]
+        if sentinel_mid and mid == sentinel_mid[0]:
+            done.set()
+
+    def on_connect(cl, _u, _f, rc, _p) -> None:  # type: ignore[no-untyped-def]
+        cl.subscribe([(f, 0) for f in filters])
+        sentinel_mid.append(cl.subscribe(f"brokerlib/sentinel/{uuid.uuid4().hex}", 0)[1])
+
+    c.on_message, c.on_subscribe, c.on_connect = on_message, on_subscribe, on_connect
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    try:
+        if not done.wait(timeout):
+            raise TimeoutError(f"no SUBACK from the broker on port {port} within {timeout} s")
+    finally:
+        c.disconnect()
+        c.loop_stop()
+    return got
+
+
+@dataclass
+class Session:
+    session_present: bool
+    messages: list[Message]
+
+
+def collect_queued(port: int, client_id: str, *, expected: int | None = None, timeout: float = 3.0,
+                   grace: float = 0.3, v5: bool = False, subscribe: tuple[str, ...] = ()) -> Session:
+    """Reconnect a persistent client (clean session false / clean start false) and collect what it gets.
+
+    Stops ``grace`` seconds after ``expected`` messages arrived (to notice extras), or after
+    ``timeout`` seconds. Messages are acknowledged (paho does it), so the broker's queue
+    for the client empties as a real client's would.
+    """
+    msgs: list[Message] = []
+    lock = threading.Lock()
+    enough = threading.Event()
+    connected = threading.Event()
+    present: list[bool] = []
+    c = _client(client_id, clean=False, v5=v5)
+
+    def on_message(_c, _u, msg) -> None:  # type: ignore[no-untyped-def]
+        with lock:
+            msgs.append(_to_message(msg))
+            if expected is not None and len(msgs) >= expected:
+                enough.set()
+
+    def on_connect(cl, _u, flags, rc, _p) -> None:  # type: ignore[no-untyped-def]
+        present.append(bool(getattr(flags, "session_present", False)))
+        for f in subscribe:
+            cl.subscribe(f, 2)
+        connected.set()
+
+    c.on_message, c.on_connect = on_message, on_connect
+    if v5:
+        from paho.mqtt.packettypes import PacketTypes
+        from paho.mqtt.properties import Properties
+
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = 0xFFFFFFFF
+        c.connect("127.0.0.1", port, clean_start=False, properties=props)
+    else:
+        c.connect("127.0.0.1", port)
+    c.loop_start()
+    try:
+        if not connected.wait(timeout):
+            raise TimeoutError(f"{client_id}: no CONNACK within {timeout} s")
+        if expected == 0 or enough.wait(timeout):
+            time.sleep(grace)
+    finally:
+        c.disconnect()
+        c.loop_stop()
+    with lock:
+        return Session(bool(present and present[0]), list(msgs))
+
+
+def collect_many(port: int, expected: dict[str, int | None], **kw: object) -> dict[str, Session]:
+    """:func:`collect_queued` for several clients at once (one thread each): the grace periods overlap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(len(expected), 1)) as pool:
+        futures = {cid: pool.submit(collect_queued, port, cid, expected=n, **kw) for cid, n in expected.items()}
+        return {cid: f.result() for cid, f in futures.items()}
+
+
+# ---------------------------------------------------------------- state of a db, as the broker sees it
+
+
+def db_state(path: str | os.PathLike[str], *, at: float | None = None) -> dict:
+    """What a db holds, order-free: retained {topic: payload}, sessions, subs and queues.
+
+    Messages whose ``expiry_time`` passed before ``at`` (default now) are left out, like
+    the broker drops them on load, so a broker's re-save can be compared with its input.
+    """
+    from codec import DbFile
+
+    now = time.time() if at is None else at
+    stores: dict[int, tuple[str, bytes, int]] = {}
+    retained: dict[str, bytes] = {}
+    clients: set[str] = set()
+    subs: set[tuple[str, str, int]] = set()
+    queues: dict[str, list[tuple[str, bytes, int, int]]] = {}
+    with DbFile(path) as db:
+        for c in db.stream():
+            r = c.record
+            if r.kind == "msg_store":
+                exp = r.get("expiry_time") or 0
+                if exp and exp < now:
+                    continue
+                stores[r["store_id"]] = (r["topic"], r["payload"], r["qos"])
+            elif r.kind == "retain" and r["store_id"] in stores:
+                topic, payload, _ = stores[r["store_id"]]
+                retained[topic] = payload
+            elif r.kind == "client":
+                clients.add(r["client_id"])
+            elif r.kind == "sub":
+                subs.add((r["client_id"], r["topic"], r["qos"]))
+            elif r.kind == "client_msg" and r["store_id"] in stores:
+                topic, payload, _ = stores[r["store_id"]]
+                queues.setdefault(r["client_id"], []).append((topic, payload, r["qos"], r["direction"]))
+    return {
+        "retained": retained,
+        "clients": clients,
+        "subs": subs,
+        "queues": {k: sorted(v) for k, v in queues.items()},
+    }
+
+
+__all__ = ["Broker", "BrokerError", "broker_version", "expires_restored_sessions", "Message", "Session", "collect_many",
+           "collect_queued", "collect_retained", "db_state",
+           "free_port", "have_mosquitto"]

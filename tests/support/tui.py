@@ -1,0 +1,40 @@
+"""Driving the app in tests: start it on a file and wait until the index is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from inspector.tui.app import InspectorApp
+from inspector.tui.document import Document
+
+from support.clock import AT
+
+
+def make_app(path: Path | str, *, read_only: bool = False, check_at: float | None = AT,
+             detail_delay: float = 0.0) -> InspectorApp:
+    """The app on a file, at a fixed reference time; details follow the cursor at once unless asked."""
+    return InspectorApp(Document(str(path), read_only=read_only), check_at=check_at, detail_delay=detail_delay)
+
+
+async def settle(pilot: Pilot) -> None:
+    """Wait for workers (index, filter, search) and the messages they posted."""
+    await pilot.pause()
+    await pilot.app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
+
+
+async def keys(pilot: Pilot, *names: str) -> None:
+    for name in names:
+        await pilot.press(name)
+        await settle(pilot)
+
+
+async def type_text(pilot: Pilot, text: str) -> None:
+    await pilot.press(*[c if c != " " else "space" for c in text])
+
+
+def status(app: InspectorApp) -> str:
+    return str(app.query_one("#status").render())
