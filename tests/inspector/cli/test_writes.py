@@ -7,34 +7,25 @@ never overwritten, a filter that matches nothing writes nothing.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from codec import DbFile
 
-ROOT = Path(__file__).resolve().parents[2]
-REAL = ROOT.parent / "shared" / "fixtures" / "real"
+from support.cli import run_in_process as run_cli
+from support.paths import REAL
+
 V6 = REAL / "2.0.20-a.db"
 RETAINED = "corp/retained/#"  # matches retained messages of the v6 fixture
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (chown to another user, device nodes)")
 
 
-def run_cli(*args: object) -> subprocess.CompletedProcess[str]:
-    from inspector.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main([str(a) for a in args])
-    return subprocess.CompletedProcess(["mosqdb", *map(str, args)], rc, out.getvalue(), err.getvalue())
 
 
 def retained_topics(path: Path) -> list[str]:

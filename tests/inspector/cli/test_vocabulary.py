@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import subprocess
@@ -12,20 +10,12 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-V6 = ROOT.parent / "shared" / "fixtures" / "real" / "2.0.20-a.db"
+from support.cli import run_in_process as run_cli
+from support.paths import REAL, ROOT
+
+V6 = REAL / "2.0.20-a.db"
 
 
-def run_cli(*args: object) -> subprocess.CompletedProcess[str]:
-    from inspector.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            rc = main([str(a) for a in args])
-        except SystemExit as exc:
-            rc = int(exc.code or 0)
-    return subprocess.CompletedProcess(["mosqdb", *map(str, args)], rc, out.getvalue(), err.getvalue())
 
 
 def python_m(*args: str, pythonpath: str = "") -> subprocess.CompletedProcess[str]:

@@ -2,31 +2,23 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-SHARED = ROOT.parent / "shared" / "fixtures"
-V6 = SHARED / "real" / "2.0.20-a.db"
-V6_2022 = SHARED / "incoming" / "2.0.22-a.db"
+from support.cli import run_in_process as run_cli
+from support.paths import SHARED
+
+FIXTURES = SHARED / "fixtures"
+V6 = FIXTURES / "real" / "2.0.20-a.db"
+V6_2022 = FIXTURES / "incoming" / "2.0.22-a.db"
 SAVED_2022 = 1795394518  # when the 2.0.22 broker saved it: session_expiry_time - interval of its sessions
 MS = "1795392502090"  # a millisecond timestamp
 
 
-def run_cli(*args: object) -> subprocess.CompletedProcess[str]:
-    from inspector.cli import main
-
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main([str(a) for a in args])
-    return subprocess.CompletedProcess(["mosqdb", *map(str, args)], rc, out.getvalue(), err.getvalue())
 
 
 @pytest.mark.parametrize("cmd", [["info"], ["dump"], ["check"], ["prune-sessions", "--expired", "--dry-run"],
