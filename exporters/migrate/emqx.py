@@ -4,7 +4,7 @@ The plugin looks messages up by the *exact* subscription filter string and delet
 message on the first ack from anyone, so a migration has to decide under which keys each
 queued message goes (``index_by``): ``filter`` (default) makes each queued message findable
 through the filters of the clients it was queued for; ``topic`` stores it under its
-concrete topic only. Ids follow the forward-packet doc's B.2 rule (``exporters.forward.core``),
+concrete topic only. Ids follow the forward-packet doc's B.2 rule (``exporters.forward.content``),
 so re-running a migration writes the same ids and never duplicates rows.
 """
 
@@ -33,7 +33,8 @@ from codec.reader import DbFile
 from codec.sqlite_store import MigrationReport
 from codec.views.query import topic_matches
 from codec.views.timeview import expires_at
-from exporters.forward.core import MessageSource, Options, make_id
+from exporters.forward.content import make_id
+from exporters.forward.source import MessageSource, Options
 from exporters.migrate.pipeline import Memo, paused_gc
 from exporters.migrate.sqlite import require_intact, small_records
 

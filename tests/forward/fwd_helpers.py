@@ -17,7 +17,8 @@ from fixturepaths import ROOT, SHARED
 
 from codec import ChunkType, DbFile, Record
 from codec.writer import write_records
-from exporters.forward.core import Message, iter_packets
+from exporters.forward.content import Message
+from exporters.forward.frames import iter_packets
 
 DOC = SHARED / "docs" / "forward-packet.md"
 EX2_MS = 1697786555281  # the timestamp the doc's example 2 is given with
