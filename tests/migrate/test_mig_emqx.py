@@ -22,8 +22,9 @@ from mig_services import mariadb, redis_server  # noqa: F401  (module fixtures)
 from codec.engine import Record
 from codec.layouts import ChunkType
 from codec.writer import write_records
-from exporters.migrate.emqx import MYSQL_SCHEMA, base62, hex_from_redis_id, redis_id, unbase62
+from exporters.migrate.mysql import MYSQL_SCHEMA
 from exporters.migrate.mysql_writer import reserve_ids
+from exporters.migrate.redis import base62, hex_from_redis_id, redis_id, unbase62
 
 pytestmark = pytest.mark.services
 MOSQDB = [sys.executable, "-m", "inspector.cli"]
