@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codec import ChunkType, DbFile
+from codec.values import is_utf8
 from codec.views.query import Selection, topic_matches
 from exporters.arrow import iter_batches
 from exporters.forward.content import FLAGS, Batch, Report, make_id, message_map, no_report
@@ -140,9 +141,7 @@ class MessageSource:
 
     def _bad_text(self, index: int, offset: int, sid: int, frm: str | None, topic: str) -> bool:
         for name, text in (("topic", topic), ("source id", frm or "")):
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
+            if not is_utf8(text):
                 self._skip(f"msg_store[{index}] at offset {offset} (store {sid}): {name} is not valid UTF-8")
                 return True
         return False

@@ -22,6 +22,7 @@ from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.reader import DbFile
 from codec.sqlite_store import MigrationReport
+from codec.values import is_utf8
 from codec.views.query import topic_matches
 from codec.views.timeview import expires_at
 from exporters.arrow import iter_batches, store_rows
@@ -73,14 +74,6 @@ class Plan:
     clients: int
     extra_subs: list[Sub]  # exact-topic subscriptions so MySQL's `WHERE topic = filter` finds queued messages
     orphan_subs: list[Sub] = field(default_factory=list)  # exact-topic ones for deliveries no saved filter matches
-
-
-def _strict(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-        return True
-    except UnicodeEncodeError:
-        return False
 
 
 def share_strip(filt: str) -> str:
@@ -175,7 +168,7 @@ class Planner:
                 expired.add(cid)
                 rep.skip("session expired: its subscriptions and queue are not migrated", cid)
                 continue
-            if not _strict(cid):
+            if not is_utf8(cid):
                 rep.skip("client id is not valid UTF-8", f"client[{i}]")
                 expired.add(cid)
                 continue
@@ -184,7 +177,7 @@ class Planner:
             cid, filt = rec["client_id"], rec["topic"]
             if cid in expired:
                 continue
-            if not (_strict(cid) and _strict(filt)):
+            if not (is_utf8(cid) and is_utf8(filt)):
                 rep.skip("subscription with a client id or filter that is not valid UTF-8", f"sub[{i}]")
                 continue
             s = Sub(cid, filt, min(rec["qos"], 2))
