@@ -7,7 +7,7 @@ Arrow compacts in C++. No Python object is made per field (only per non-empty MQ
 property tail, which is rare).
 
 Anything unusual - a length that runs past its chunk, a ``must`` value, an ABI variant, a
-bad property tail - makes :func:`decode_batch` return None; the caller then decodes that
+bad property tail - makes :func:`arrow_batch` return None; the caller then decodes that
 batch with the codec itself, which gives the exact, located error or the exact values.
 """
 
@@ -160,7 +160,7 @@ def timestamp_column(seconds: pa.Array) -> pa.Array:
     )
 
 
-def decode_batch(
+def arrow_batch(
     block: Block,
     version: int,
     ctype: ChunkType,

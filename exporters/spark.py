@@ -32,6 +32,7 @@ import numpy as np
 
 from codec import DbFile
 from codec.errors import CodecError
+from codec.values import signed64
 from codec.views.query import valid_filter
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
 
@@ -183,7 +184,7 @@ def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: 
     import pyarrow.compute as pc
 
     from exporters.arrow import iter_batches
-    from exporters.select import _topic_mask
+    from exporters.select import topic_mask
 
     need = None
     if columns is not None:  # decode what the filters need too, then project
@@ -193,7 +194,7 @@ def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: 
             for batch in iter_batches(db, kind, batch_size=batch_size, start=part.start, stop=part.stop,
                                       first_index=part.first_index, columns=need):
                 if topic is not None:
-                    batch = batch.filter(_topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
+                    batch = batch.filter(topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
                 if client is not None:
                     batch = batch.filter(pc.equal(batch.column("client_id"), pa.scalar(client, pa.string())))
                 if columns is not None and need != columns:
@@ -386,15 +387,12 @@ def store_id_condition(lo: int, hi: int) -> Any:
     """``lo <= store_id <= hi`` for unsigned ids held as signed int64 (ids >= 2**63 are negative)."""
     from pyspark.sql import functions as F
 
-    def signed(v: int) -> int:
-        return v - (1 << 64) if v >= 1 << 63 else v
-
     col = F.col("store_id")
     if hi < lo:
         return F.lit(False)
     if hi < 1 << 63 or lo >= 1 << 63:  # one side of 2**63: an ordinary range
-        return col.between(signed(lo), signed(hi))
-    return (col >= lo) | (col <= signed(hi))  # the range crosses 2**63
+        return col.between(signed64(lo), signed64(hi))
+    return (col >= lo) | (col <= signed64(hi))  # the range crosses 2**63
 
 
 def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:

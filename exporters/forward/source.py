@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codec import ChunkType, DbFile
-from codec.values import is_utf8
+from codec.values import U64_MAX, is_utf8
 from codec.views.query import Selection, topic_matches
 from exporters.arrow import iter_batches
 from exporters.forward.content import FLAGS, Batch, Report, make_id, message_map, no_report
 from exporters.forward.frames import HANDSHAKE, forward_prefix
+from exporters.schema import unsigned_ids
 
 # Mosquitto 2.1 clock-based store ids (doc B.2 rule 1)
 MOSQ_EPOCH = 1_637_168_273
@@ -115,7 +116,7 @@ class MessageSource:
 
     def _store_rows_columnar(self) -> Iterator[Row]:
         for b in iter_batches(self.db, "msg_store"):
-            ids = b.column("store_id").to_numpy(zero_copy_only=False).astype("int64").view("uint64").tolist()
+            ids = unsigned_ids(b.column("store_id")).tolist()
             cols = [b.column(n).to_pylist() for n in ("chunk_index", "chunk_offset", "qos", "retain", "source_id",
                                                       "topic", "payload")]
             self.position = cols[1][-1] if cols[1] else self.position
@@ -131,7 +132,7 @@ class MessageSource:
         sel = Selection(kinds={"msg_store"}, topics=list(self.opts.topics), store_ids=self.opts.store_ids)
         if not sel.by_store:
             return None
-        lo, hi = sel.store_ids if sel.store_ids is not None else (0, (1 << 64) - 1)
+        lo, hi = sel.store_ids if sel.store_ids is not None else (0, U64_MAX)
         topics = sel.topics
 
         def ok(sid: int, topic: str) -> bool:

@@ -30,6 +30,7 @@ from exporters.forward.content import make_id
 from exporters.forward.source import MessageSource, Options
 from exporters.migrate.pipeline import Memo
 from exporters.migrate.sqlite import require_intact, small_records
+from exporters.schema import unsigned_ids
 
 DEFAULT_TTL = 7200
 
@@ -100,7 +101,7 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
     for b in iter_batches(db, "msg_store", columns=cols, rows=rows):
         done += b.num_rows
         progress("reading", done, len(rows))
-        sid = b.column("store_id").to_numpy().view(np.uint64)
+        sid = unsigned_ids(b.column("store_id"))
         exp = b.column("expiry_time").fill_null(0).to_numpy()
         bad = (exp > 0) & (exp <= now)
         for i in np.flatnonzero(bad).tolist():
@@ -114,7 +115,7 @@ def _read_stores(db: DbFile, needed: set[int], now: float, timestamp: Callable[[
                      f"store {int(sid[i])} at offset {b.column('chunk_offset')[i].as_py()}")
         if bad.any():
             b = b.filter(~bad)
-        ids = b.column("store_id").to_numpy().view(np.uint64).tolist()
+        ids = unsigned_ids(b.column("store_id")).tolist()
         senders = [s or None for s in b.column("source_id").to_pylist()]
         stores.update(zip(ids, zip(senders, b.column("topic").to_pylist(), b.column("payload").to_pylist(),
                                    map(timestamp, ids))))

@@ -33,6 +33,7 @@ from codec.sqlite_store import JSON_NAMES, SCHEMA, SCHEMA_VERSION, SUB_ID, Migra
 from codec.values import NEVER, is_utf8, signed64, unsigned64, utf8_or_none
 from exporters.migrate import sqlite_bulk
 from exporters.migrate.pipeline import background, paused_gc
+from exporters.schema import unsigned_ids
 
 BATCH = 20_000
 
@@ -290,7 +291,7 @@ def _bulk_stores(db: DbFile, refs: _Refs, now: int, progress: Progress,
     def batches() -> Iterator[Any]:
         nonlocal done
         for rows, slow_ids, n in sqlite_bulk.store_batches(db, wanted, now, stats):
-            kept.append(rows.column("store_id").to_numpy())
+            kept.append(unsigned_ids(rows.column("store_id")))
             slow.update(slow_ids)
             done = min(done + n, refs.n_store)
             progress("messages", done, refs.n_store)
@@ -298,7 +299,7 @@ def _bulk_stores(db: DbFile, refs: _Refs, now: int, progress: Progress,
                 yield rows
 
     write(batches())
-    ids = np.concatenate(kept).view(np.uint64) if kept else np.zeros(0, np.uint64)
+    ids = np.concatenate(kept) if kept else np.zeros(0, np.uint64)
     return _Stored(set(ids.tolist()), slow, stats["expired"])
 
 

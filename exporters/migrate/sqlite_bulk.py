@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from codec.columnar import in_sorted
 from codec.reader import DbFile
 from exporters.arrow import iter_batches
+from exporters.schema import unsigned_ids
 
 READ = ["store_id", "expiry_time", "topic", "payload", "source_id", "source_username", "source_mid", "source_port",
         "qos", "retain", "properties", "invalid_utf8"]
@@ -64,14 +65,14 @@ def store_batches(db: DbFile, wanted: np.ndarray, now: int, stats: dict[str, int
     # reading the ids first to pick, as exporters.arrow.store_rows does for a few)
     for batch in iter_batches(db, "msg_store", columns=READ):
         n = batch.num_rows
-        keep = in_sorted(wanted, batch.column("store_id").to_numpy().view(np.uint64))
+        keep = in_sorted(wanted, unsigned_ids(batch.column("store_id")))
         exp = batch.column("expiry_time").fill_null(0).to_numpy()
         dead = keep & (exp > 0) & (exp <= now)
         stats["expired"] += int(dead.sum())
         b = batch.filter(pa.array(keep & ~dead))
         # rows Arrow cannot carry exactly: property tails (the plugin's JSON) and text that is not UTF-8
         slow = pc.or_(b.column("properties").is_valid(), b.column("invalid_utf8").is_valid())
-        slow_ids = b.column("store_id").to_numpy().view(np.uint64)[slow.to_numpy(zero_copy_only=False)].tolist()
+        slow_ids = unsigned_ids(b.column("store_id"))[slow.to_numpy(zero_copy_only=False)].tolist()
         b = b.filter(pc.invert(slow))
         payload = b.column("payload")
         rows = pa.RecordBatch.from_arrays([
