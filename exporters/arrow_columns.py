@@ -13,6 +13,7 @@ batch with the codec itself, which gives the exact, located error or the exact v
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -54,8 +55,6 @@ class Block:
 
 def read_block(fd: int, offset: int, size: int, endian: str, reuse: Block | None = None) -> Block:
     """Read a block; ``reuse`` lends its buffer (no new pages to fault in for every batch)."""
-    import os
-
     full = reuse.full if reuse is not None and len(reuse.full) >= size + PAD else np.empty(size + PAD, np.uint8)
     data = full[: size + PAD]
     data[size:] = 0

@@ -110,13 +110,6 @@ SCHEMAS["messages"] = pa.schema(list(SCHEMAS["msg_store"]) + MESSAGE_EXTRA)
 VALUE_NAMES: dict[str, tuple[str, ...]] = {kind: tuple(_column_order(kind)) for kind in KINDS}
 
 
-def schema_for(kind: str) -> pa.Schema:
-    try:
-        return SCHEMAS[kind]
-    except KeyError:
-        raise ValueError(f"unknown kind {kind!r} (use one of {', '.join(SCHEMAS)})") from None
-
-
 def spark_ddl(schema: pa.Schema) -> str:
     """The Spark SQL DDL of an Arrow schema (for a data source's ``schema()``)."""
     return ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in schema)

@@ -82,10 +82,6 @@ def array_header(n: int) -> bytes:
     return b"\xdd" + n.to_bytes(4, "big")
 
 
-def encode_content(messages: Iterable[dict[str, Any]]) -> bytes:
-    return msgpack.packb(list(messages), use_bin_type=True)
-
-
 _HEX = frozenset("0123456789ABCDEF")
 
 

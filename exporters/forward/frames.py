@@ -30,10 +30,6 @@ class Incomplete(Exception):
 # ---------------------------------------------------------------- VBI
 
 
-def vbi_len(n: int) -> int:
-    return 1 if n < 0x80 else 2 if n < 0x4000 else 3 if n < 0x200000 else 4
-
-
 def encode_vbi(n: int) -> bytes:
     """Minimal MQTT variable byte integer, at most 4 bytes (the codec's, with our error)."""
     if not 0 <= n <= MAX_VBI:
