@@ -1,7 +1,7 @@
 """Forward packet content (docs/forward-packet.md Part B): a msgpack array of message maps.
 
 Each map has exactly the keys id, qos, flags {dup, retain}, from, topic, payload, timestamp,
-in that order. Here: the map and its id (B.2), encoding and validating decoding (errors
+in that order. Here: the map and its id (B.2), validating decoding (errors
 name the byte offset of the bad message), and packing maps into size-bounded batches.
 The error types and the size bound live here too, since framing (:mod:`.frames`), which
 carries a content, raises and obeys the same ones.
