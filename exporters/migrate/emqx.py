@@ -77,7 +77,8 @@ def _migrate_emqx(db: DbFile, kind: str, conf: dict[str, Any], opts: EmqxOptions
         stream_redis(conf, planner, opts, rep, prog)
         return
     p = planner.finish(list(planner.messages()))
+    path = None if dry_run else conf["path"]  # a dry run (of a server too) only counts
     if kind.startswith("mysql"):
-        write_mysql_file(conf["path"], p, opts, rep, dry_run, prog)
+        write_mysql_file(path, p, opts, rep, prog)
     else:
-        write_redis_file(conf["path"], p, opts, rep, dry_run, prog)
+        write_redis_file(path, p, opts, rep, prog)

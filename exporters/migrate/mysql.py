@@ -261,12 +261,12 @@ def _weight(m: Msg) -> int:
 # ---------------------------------------------------------------- a file
 
 
-def write_mysql_file(path: str, p: Plan, opts: EmqxOptions, rep: MigrationReport, dry_run: bool,
+def write_mysql_file(path: str | None, p: Plan, opts: EmqxOptions, rep: MigrationReport,
                      prog: Callable[[str, int, int], None]) -> None:
-    """``mysql-sql:FILE`` (for ``mysql DB < FILE``) of a plan; a dry run only counts."""
+    """``mysql-sql:FILE`` (for ``mysql DB < FILE``) of a plan; ``path`` None (a dry run) only counts."""
     subs, msgs, widen = check_mysql_limits(p, opts, rep)
     count_mysql_subs(rep, p, subs, widen, opts)
-    if dry_run:
+    if path is None:
         rep.count("messages", len(msgs))
     else:
         _write_sql(path, mysql_statements(subs, msgs, widen, opts), rep, len(msgs), prog)

@@ -173,11 +173,11 @@ def redis_msg_commands(msgs: Iterable[Msg], opts: EmqxOptions) -> Iterator[tuple
 # ---------------------------------------------------------------- writing
 
 
-def write_redis_file(path: str, p: Plan, opts: EmqxOptions, rep: MigrationReport, dry_run: bool,
+def write_redis_file(path: str | None, p: Plan, opts: EmqxOptions, rep: MigrationReport,
                      prog: Callable[[str, int, int], None]) -> None:
-    """``redis-cmds:FILE`` (for ``redis-cli --pipe``) of a plan; a dry run only counts."""
+    """``redis-cmds:FILE`` (for ``redis-cli --pipe``) of a plan; ``path`` None (a dry run) only counts."""
     count_redis_subs(rep, p, opts)
-    if dry_run:
+    if path is None:
         rep.count("messages", len(p.msgs))
     else:
         _write_resp(path, redis_commands(p, opts), rep, len(p.msgs), prog)
