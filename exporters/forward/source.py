@@ -15,10 +15,8 @@ from typing import Any
 from codec import ChunkType, DbFile
 from codec.values import U64_MAX, is_utf8
 from codec.views.query import Selection, topic_matches
-from exporters.arrow import iter_batches
 from exporters.forward.content import FLAGS, Batch, Report, make_id, message_map, no_report
 from exporters.forward.frames import HANDSHAKE, forward_prefix
-from exporters.schema import unsigned_ids
 
 # Mosquitto 2.1 clock-based store ids (doc B.2 rule 1)
 MOSQ_EPOCH = 1_637_168_273
@@ -115,6 +113,11 @@ class MessageSource:
                    v["payload"], True)
 
     def _store_rows_columnar(self) -> Iterator[Row]:
+        # imported here, not at the top: the CLI imports this module to build its parser, and
+        # pyarrow (~0.3 s) is only wanted once messages are read
+        from exporters.arrow import iter_batches
+        from exporters.schema import unsigned_ids
+
         for b in iter_batches(self.db, "msg_store"):
             ids = unsigned_ids(b.column("store_id")).tolist()
             cols = [b.column(n).to_pylist() for n in ("chunk_index", "chunk_offset", "qos", "retain", "source_id",
