@@ -23,7 +23,8 @@ from codec.errors import CodecError
 from codec.index import ChunkIndex, scan
 from codec.layouts import header_size
 from codec.reader import Chunk
-from exporters.arrow_columns import assemble, decode_batch, invalid_column, property_rows, read_block, shown_text
+from codec.values import signed64
+from exporters.arrow_columns import arrow_batch, assemble, invalid_column, property_rows, read_block, shown_text
 from exporters.schema import EXPIRY_SOURCES, KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
 
 DEFAULT_BATCH = 32_768
@@ -111,7 +112,7 @@ def chunks_to_batch(db: DbFile, kind: str, chunks: list[Chunk], at: float | None
         elif schema.field(name).type == pa.string():
             values = [shown_text(v, name, bad) for v, bad in zip(values, issues, strict=True)]
         elif schema.field(name).type == pa.int64():
-            values = [None if v is None else (v - (1 << 64) if v >= 1 << 63 else v) for v in values]
+            values = [None if v is None else signed64(v) for v in values]
         cols[name] = pa.array(values, schema.field(name).type)
     if "invalid_utf8" in schema.names:
         cols["invalid_utf8"] = invalid_column({i: bad for i, bad in enumerate(issues) if bad}, len(chunks))
@@ -176,7 +177,7 @@ def iter_batches(
         cols = None
         if vectorised:
             block = read_block(db.fd, int(offs[0]), int(ends[-1] - offs[0]), db.endian, block)
-            cols = decode_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b], wanted)
+            cols = arrow_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b], wanted)
         if cols is not None:
             chunk_index = span.positions[a:b] + span.first_index
             batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a, at)

@@ -7,12 +7,13 @@ Arrow compacts in C++. No Python object is made per field (only per non-empty MQ
 property tail, which is rare).
 
 Anything unusual - a length that runs past its chunk, a ``must`` value, an ABI variant, a
-bad property tail - makes :func:`decode_batch` return None; the caller then decodes that
+bad property tail - makes :func:`arrow_batch` return None; the caller then decodes that
 batch with the codec itself, which gives the exact, located error or the exact values.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -54,8 +55,6 @@ class Block:
 
 def read_block(fd: int, offset: int, size: int, endian: str, reuse: Block | None = None) -> Block:
     """Read a block; ``reuse`` lends its buffer (no new pages to fault in for every batch)."""
-    import os
-
     full = reuse.full if reuse is not None and len(reuse.full) >= size + PAD else np.empty(size + PAD, np.uint8)
     data = full[: size + PAD]
     data[size:] = 0
@@ -160,7 +159,7 @@ def timestamp_column(seconds: pa.Array) -> pa.Array:
     )
 
 
-def decode_batch(
+def arrow_batch(
     block: Block,
     version: int,
     ctype: ChunkType,

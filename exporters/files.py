@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import queue
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
@@ -226,8 +227,6 @@ def export_jsonl(
     counts = dict.fromkeys(order, 0)
     chunk_kinds = {k for k in order if k != "messages"}
     if out == "-":
-        import sys
-
         _jsonl_into(sys.stdout, paths, order, chunk_kinds, selection, endian, progress, counts)
         return counts
     final = os.path.abspath(out)

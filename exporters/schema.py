@@ -28,6 +28,7 @@ Kinds with text end with ``invalid_utf8``: null, unless some text of the row is 
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from codec.layouts import ALL_LAYOUTS, FIELD_NAMES, ChunkType
@@ -109,13 +110,6 @@ SCHEMAS["messages"] = pa.schema(list(SCHEMAS["msg_store"]) + MESSAGE_EXTRA)
 VALUE_NAMES: dict[str, tuple[str, ...]] = {kind: tuple(_column_order(kind)) for kind in KINDS}
 
 
-def schema_for(kind: str) -> pa.Schema:
-    try:
-        return SCHEMAS[kind]
-    except KeyError:
-        raise ValueError(f"unknown kind {kind!r} (use one of {', '.join(SCHEMAS)})") from None
-
-
 def spark_ddl(schema: pa.Schema) -> str:
     """The Spark SQL DDL of an Arrow schema (for a data source's ``schema()``)."""
     return ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in schema)
@@ -131,3 +125,8 @@ def _spark_type(t: pa.DataType) -> str:
         pa.binary(): "BINARY", pa.bool_(): "BOOLEAN", TIMESTAMP: "TIMESTAMP",
     }
     return simple[t]
+
+
+def unsigned_ids(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A u64 id column (held as int64, see the table above) back as numpy uint64, no copy when it can."""
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64).view(np.uint64)

@@ -22,16 +22,14 @@ import pyarrow.compute as pc
 from codec import DbFile
 from codec.views.query import Selection, topic_matches
 from exporters.arrow import DEFAULT_BATCH, iter_batches
-from exporters.schema import SCHEMAS
+from exporters.schema import SCHEMAS, unsigned_ids
 
 _EMPTY = pa.array([], pa.int64())
 
 
-def _u64(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64).view(np.uint64)
-
-
-def _topic_mask(topics: pa.Array, filters: list[str], *, exact: bool = False) -> pa.Array:
+def topic_mask(topics: pa.Array, filters: list[str], *, exact: bool = False) -> pa.Array:
+    """Rows whose topic matches one of ``filters`` (``exact``: or equals one: a subscription's filter),
+    each distinct topic tested once."""
     uniq = pc.unique(topics)
     hits = [
         t for t in uniq.to_pylist()
@@ -72,10 +70,10 @@ class FileView:
         mask = pa.array(np.ones(batch.num_rows, dtype=bool))
         if self.sel.store_ids is not None:
             lo, hi = self.sel.store_ids
-            ids = _u64(batch.column("store_id"))
+            ids = unsigned_ids(batch.column("store_id"))
             mask = pa.array((ids >= lo) & (ids <= hi))
         if self.sel.topics:
-            mask = pc.and_(mask, _topic_mask(batch.column("topic"), self.sel.topics))
+            mask = pc.and_(mask, topic_mask(batch.column("topic"), self.sel.topics))
         return mask
 
     def stores(self) -> pa.Array:
@@ -117,7 +115,7 @@ class FileView:
             elif kind in ("client_msg", "retain"):
                 masks.append(pc.is_in(batch.column("store_id"), value_set=self.stores()))
             elif kind == "sub" and sel.topics:
-                masks.append(_topic_mask(batch.column("topic"), sel.topics, exact=True))
+                masks.append(topic_mask(batch.column("topic"), sel.topics, exact=True))
             elif not (kind == "client" and sel.clients):
                 return none
         out = masks[0]

@@ -22,18 +22,26 @@ PySpark is optional: ``pip install mosqdb[spark]``.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import sys
+import tempfile
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from codec import DbFile
 from codec.errors import CodecError
+from codec.layouts import ChunkType
+from codec.values import signed64
 from codec.views.query import valid_filter
+from exporters.arrow import iter_batches
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
+from exporters.select import topic_mask
 
 try:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -133,8 +141,6 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
     no fewer than ``min_rows`` rows, so every core gets an equal share instead of one core
     reading the odd last part alone.
     """
-    from codec.layouts import ChunkType
-
     parts: list[Part] = []
     skipped: list[str] = []
     ctype = int(ChunkType[kind.upper()])
@@ -179,12 +185,6 @@ def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: 
     tail) raises the codec's one-line error naming file, offset and chunk; with
     ``on_error="skip"`` the rest of the partition is dropped and the line goes to stderr.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from exporters.arrow import iter_batches
-    from exporters.select import _topic_mask
-
     need = None
     if columns is not None:  # decode what the filters need too, then project
         need = list(dict.fromkeys(columns + (["topic"] if topic else []) + (["client_id"] if client else [])))
@@ -193,7 +193,7 @@ def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: 
             for batch in iter_batches(db, kind, batch_size=batch_size, start=part.start, stop=part.stop,
                                       first_index=part.first_index, columns=need):
                 if topic is not None:
-                    batch = batch.filter(_topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
+                    batch = batch.filter(topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
                 if client is not None:
                     batch = batch.filter(pc.equal(batch.column("client_id"), pa.scalar(client, pa.string())))
                 if columns is not None and need != columns:
@@ -258,8 +258,6 @@ class MosquittoDataSource(DataSource):  # type: ignore[misc]
         o = _options(self.options)
         schema = SCHEMAS[o["kind"]]
         if o["columns"]:
-            import pyarrow as pa
-
             schema = pa.schema([schema.field(c) for c in o["columns"]])
         return spark_ddl(schema)
 
@@ -301,8 +299,6 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
 def conform(batch: Any, target: Any) -> Any:
     """``batch`` under the schema ``target``: types that differ only in names are relabelled in
     place (``Array.view``, no copy); anything else is cast."""
-    import pyarrow as pa
-
     try:
         arrays = [c if c.type == f.type else c.view(f.type) for c, f in zip(batch.columns, target, strict=True)]
         return pa.RecordBatch.from_arrays(arrays, schema=target)
@@ -386,15 +382,12 @@ def store_id_condition(lo: int, hi: int) -> Any:
     """``lo <= store_id <= hi`` for unsigned ids held as signed int64 (ids >= 2**63 are negative)."""
     from pyspark.sql import functions as F
 
-    def signed(v: int) -> int:
-        return v - (1 << 64) if v >= 1 << 63 else v
-
     col = F.col("store_id")
     if hi < lo:
         return F.lit(False)
     if hi < 1 << 63 or lo >= 1 << 63:  # one side of 2**63: an ordinary range
-        return col.between(signed(lo), signed(hi))
-    return (col >= lo) | (col <= signed(hi))  # the range crosses 2**63
+        return col.between(signed64(lo), signed64(hi))
+    return (col >= lo) | (col <= signed64(hi))  # the range crosses 2**63
 
 
 def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:
@@ -489,15 +482,11 @@ logger.parquet.level = error
 def local_session(master: str = "local[*]", app: str = "mosqdb", **conf: str) -> Any:
     """A local, offline, quiet SparkSession (UI off, loopback only, UTC) with the source registered."""
     _need_spark()
-    import tempfile
-
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    import hashlib
-
     tag = hashlib.sha256(_LOG4J.encode()).hexdigest()[:12]
     log4j = os.path.join(tempfile.gettempdir(), f"mosqdb-spark-log4j2-{tag}.properties")
     if not os.path.exists(log4j):

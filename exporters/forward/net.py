@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from exporters.forward.core import (
+from exporters.forward.content import Batch, ForwardError, Message
+from exporters.forward.frames import (
     ACK_FAIL,
     ACK_OK,
     HANDSHAKE,
@@ -30,10 +31,7 @@ from exporters.forward.core import (
     T_FORWARD,
     T_HANDSHAKE,
     T_HEARTBEAT,
-    Batch,
-    ForwardError,
     FrameDecoder,
-    Message,
     Packet,
     forward_prefix,
 )

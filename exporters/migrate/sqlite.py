@@ -29,15 +29,11 @@ from codec.layouts import ChunkType
 from codec.properties import Property, decode_properties
 from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
-from codec.sqlite_store import (
-    JSON_NAMES,
-    SCHEMA,
-    SCHEMA_VERSION,
-    SUB_ID,
-    MigrationReport,
-)
-from codec.values import NEVER, signed64, unsigned64
+from codec.sqlite_store import JSON_NAMES, SCHEMA, SCHEMA_VERSION, SUB_ID, MigrationReport
+from codec.values import NEVER, is_utf8, signed64, unsigned64, utf8_or_none
+from exporters.migrate import sqlite_bulk
 from exporters.migrate.pipeline import background, paused_gc
+from exporters.schema import unsigned_ids
 
 BATCH = 20_000
 
@@ -53,12 +49,13 @@ def _quiet(stage: str, done: int, total: int) -> None:
 
 def text(raw: bytes) -> str | bytes:
     """A string for sqlite: UTF-8 text, or the raw bytes (bound as a BLOB) when not UTF-8."""
-    if raw.isascii():
-        return raw.decode("ascii")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw
+    decoded = utf8_or_none(raw)
+    return raw if decoded is None else decoded
+
+
+def text_of(value: str) -> str | bytes:
+    """:func:`text` of a string the codec decoded (with surrogateescape): itself, or its bytes."""
+    return value if is_utf8(value) else value.encode("utf-8", "surrogateescape")
 
 
 def show(raw: bytes | str) -> str:
@@ -131,8 +128,6 @@ def props_json(props: list[Property]) -> tuple[str | None, int]:
 # ---------------------------------------------------------------- db -> sqlite
 
 
-
-
 def _has_content(path: str) -> bool:
     """Does ``path`` hold anything we would overwrite (tables or non-sqlite bytes)?"""
     if not os.path.exists(path) or os.path.getsize(path) == 0:
@@ -164,11 +159,11 @@ class _NeedExact(Exception):
 
 def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session_expiry: int = NEVER,
                  now: float | None = None, force: bool = False, progress: Progress = _quiet,
-                 bulk: bool | None = None) -> MigrationReport:
+                 bulk: bool = True) -> MigrationReport:
     """Write the 2.1 plugin's store for ``db`` (``out_path`` None: a dry run that only counts).
 
-    ``bulk`` (default: when ``adbc-driver-sqlite`` is installed) binds the stores from Arrow
-    in C (:mod:`exporters.migrate.sqlite_bulk`); the rows are the same as on the exact path. A dry run
+    ``bulk`` binds the stores from Arrow in C (:mod:`exporters.migrate.sqlite_bulk`); the rows
+    are the same as on the exact path (``bulk=False``), which takes the rest anyway. A dry run
     decides the same way into memory, keeping only each store's id and topic.
     """
     t0 = time.perf_counter()
@@ -177,9 +172,7 @@ def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session
         raise CodecError("not empty (an existing database); use --force to replace it", path=out)
     if not 0 <= session_expiry <= NEVER:
         raise CodecError(f"session expiry {session_expiry} is not 0..4294967295")
-    from exporters.migrate import sqlite_bulk
-
-    use_bulk = (sqlite_bulk.available() if bulk is None else bulk) and not db.empty
+    use_bulk = bulk and not db.empty
     with paused_gc():
         try:
             rep = _migrate(db, out, session_expiry, now, progress, use_bulk)
@@ -289,8 +282,6 @@ def _bulk_stores(db: DbFile, refs: _Refs, now: int, progress: Progress,
                  write: Callable[[Iterator[Any]], None]) -> _Stored:
     """The stores Arrow can carry, handed to ``write`` batch by batch; which ones went, and the
     ones left to the exact path."""
-    from exporters.migrate import sqlite_bulk
-
     wanted = np.sort(np.fromiter(refs.needed, dtype=np.uint64, count=len(refs.needed)))
     stats = {"expired": 0, "dropped_props": 0}
     kept: list[np.ndarray] = []
@@ -300,7 +291,7 @@ def _bulk_stores(db: DbFile, refs: _Refs, now: int, progress: Progress,
     def batches() -> Iterator[Any]:
         nonlocal done
         for rows, slow_ids, n in sqlite_bulk.store_batches(db, wanted, now, stats):
-            kept.append(rows.column("store_id").to_numpy())
+            kept.append(unsigned_ids(rows.column("store_id")))
             slow.update(slow_ids)
             done = min(done + n, refs.n_store)
             progress("messages", done, refs.n_store)
@@ -308,14 +299,12 @@ def _bulk_stores(db: DbFile, refs: _Refs, now: int, progress: Progress,
                 yield rows
 
     write(batches())
-    ids = np.concatenate(kept).view(np.uint64) if kept else np.zeros(0, np.uint64)
+    ids = np.concatenate(kept) if kept else np.zeros(0, np.uint64)
     return _Stored(set(ids.tolist()), slow, stats["expired"])
 
 
 def _adbc_write(tmp: str, out: str, batches: Iterator[Any]) -> None:
     """Tables, version row and the stores into ``tmp``, committed on an ADBC connection."""
-    from exporters.migrate import sqlite_bulk
-
     failures = sqlite_bulk.error_types()
     try:
         con = sqlite_bulk.connect(tmp)
@@ -394,11 +383,19 @@ def _insert_ints(con: sqlite3.Connection, table: str, values: list[int]) -> None
 
 def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs, stored: _Stored | None,
           session_expiry: int, now: int, progress: Progress) -> None:
-    assert db.version is not None
-    version = db.version
-    n_store, n_cmsg, n_ret = refs.n_store, refs.n_cmsg, refs.n_ret
-    q, retained = refs.queue, refs.retained
+    """Everything but the bulk path's stores: the remaining stores, retains, clients,
+    subscriptions and queues, in that order (retains and queues need the stores written)."""
+    written = _write_stores(db, con, rep, refs, stored, now, progress)
+    _write_retains(db, con, rep, refs, written, now, progress)
+    _write_clients(db, con, rep, session_expiry, now)
+    _write_subscriptions(db, con, rep)
+    _write_queues(con, rep, refs, written, progress)
 
+
+def _write_stores(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs, stored: _Stored | None,
+                  now: int, progress: Progress) -> set[int]:
+    """The stores the exact path writes (all of them without the bulk path); the ids of every store written."""
+    n_store = refs.n_store
     done = 0
     stats = {"expired": 0, "dropped_props": 0}
     if stored is not None:  # the bulk path wrote the rest; the stores that need Python go the exact way
@@ -428,8 +425,13 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs
     if dropped_props:
         rep.skip("message property the plugin cannot restore (e.g. message-expiry-interval; "
                  "expiry is kept in expiry_time)", n=dropped_props)
+    return written
 
-    # retains: the topic comes from the referenced store; one row per topic, last wins
+
+def _write_retains(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs, written: set[int],
+                   now: int, progress: Progress) -> None:
+    """Retains: the topic comes from the referenced store; one row per topic, last wins."""
+    retained = refs.retained
     con.execute("CREATE TEMP TABLE r (store_id INT64)")
     _insert_ints(con, "temp.r", [signed64(s) for s in retained if s in written])
     con.execute("INSERT OR REPLACE INTO retains (topic, store_id) SELECT b.topic, r.store_id FROM temp.r r "
@@ -443,14 +445,18 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs
         rep.skip("retain refers to a store that is not in the file", f"store {gone[0]}", n=len(gone))
     if len(retained) - len(lost) > n_retains:
         rep.notes.append(f"{len(retained) - len(lost) - n_retains:,} retains share a topic: the last one is kept")
-    progress("retains", n_ret, n_ret)
+    progress("retains", refs.n_ret, refs.n_ret)
 
-    # clients
+
+def _write_clients(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, session_expiry: int, now: int) -> None:
+    """Clients (a v3/v4 file has no session expiry: ``session_expiry`` gives it)."""
+    assert db.version is not None
+    version = db.version
     seen: set[str | bytes] = set()
     crows = []
     for i, rec in small_records(db, ChunkType.CLIENT):
         v = rec.values
-        cid = text(v["client_id"].encode("utf-8", "surrogateescape"))
+        cid = text_of(v["client_id"])
         if cid in seen:
             rep.skip("duplicate client id (the last one is kept)", f"client[{i}] {show(cid)}")
         seen.add(cid)
@@ -461,7 +467,7 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs
             interval = session_expiry
             exp_t = 0 if interval in (0, NEVER) else now + interval
         user = v.get("username")
-        crows.append((cid, text(user.encode("utf-8", "surrogateescape")) if user else None, now, 0, exp_t,
+        crows.append((cid, text_of(user) if user else None, now, 0, exp_t,
                       v.get("listener_port", 0), 0, 2, 1, interval - (1 << 32) if interval >= 1 << 31 else interval,
                       0))
     con.executemany("INSERT OR REPLACE INTO clients VALUES (?,?,?,?,?,?,?,?,?,?,?)", crows)
@@ -470,18 +476,23 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs
         shown = "never" if session_expiry == NEVER else f"{session_expiry} s"
         rep.notes.append(f"v{version} sessions have no expiry in the file: session expiry interval set to {shown}")
 
-    # subscriptions
+
+def _write_subscriptions(db: DbFile, con: sqlite3.Connection, rep: MigrationReport) -> None:
     srows = {}
     for i, rec in small_records(db, ChunkType.SUB):
         v = rec.values
-        key = (text(v["client_id"].encode("utf-8", "surrogateescape")), text(v["topic"].encode("utf-8", "surrogateescape")))
+        key = (text_of(v["client_id"]), text_of(v["topic"]))
         if key in srows:
             rep.skip("duplicate subscription (client, filter): the last one is kept", f"sub[{i}] {show(key[1])}")
         srows[key] = (*key, (v["qos"] & 3) | (v.get("options", 0) & 0xFC), v.get("identifier", 0))
     con.executemany("INSERT OR REPLACE INTO subscriptions VALUES (?,?,?,?)", list(srows.values()))
     rep.count("subscriptions", len(srows))
 
-    # client_msgs in file order, cmsg_id 1, 2, 3... per client
+
+def _write_queues(con: sqlite3.Connection, rep: MigrationReport, refs: _Refs, written: set[int],
+                  progress: Progress) -> None:
+    """client_msgs in file order, cmsg_id 1, 2, 3... per client; entries of stores not written are left out."""
+    q = refs.queue
     seq: dict[bytes, int] = {}
     mrows = []
     lost_q = 0
@@ -499,7 +510,7 @@ def _fill(db: DbFile, con: sqlite3.Connection, rep: MigrationReport, refs: _Refs
     rep.count("queued", len(mrows))
     if lost_q:
         rep.skip("queue entry whose stored message is expired or missing", example, n=lost_q)
-    progress("queues", n_cmsg, n_cmsg)
+    progress("queues", refs.n_cmsg, refs.n_cmsg)
 
 
 def texts(col: list[bytes], nullable: bool = False) -> list[Any]:
@@ -555,19 +566,3 @@ def _missing_stores(db: DbFile, sids: list[int], now: int) -> list[int]:
     for _n, c in column_rows(db, ChunkType.MSG_STORE):
         present.update(s for s in c["store_id"] if s in want)
     return [s for s in sids if s not in present]
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

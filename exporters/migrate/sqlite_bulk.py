@@ -8,8 +8,8 @@ them from the Arrow buffers.
 
 Rows that need Python stay on the exact path (``exporters.migrate.sqlite``): MQTT v5 property tails
 (turned into the plugin's JSON) and text that is not UTF-8 (the exporters' ``invalid_utf8``
-column; bound as BLOBs, byte for byte - Arrow strings would replace them). Without ``adbc-driver-sqlite``
-everything takes the exact path; the rows are the same either way (tested).
+column; bound as BLOBs, byte for byte - Arrow strings would replace them). ``db_to_sqlite(bulk=False)``
+takes the exact path for everything; the rows are the same either way (tested).
 """
 
 from __future__ import annotations
@@ -17,34 +17,32 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import adbc_driver_sqlite.dbapi as adbc
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from codec.columnar import in_sorted
 from codec.reader import DbFile
+from exporters.arrow import iter_batches
+from exporters.schema import unsigned_ids
 
 READ = ["store_id", "expiry_time", "topic", "payload", "source_id", "source_username", "source_mid", "source_port",
         "qos", "retain", "properties", "invalid_utf8"]
 
 
 def available() -> bool:
-    """Is the C binding path installed (``adbc-driver-sqlite``)?"""
-    try:
-        import adbc_driver_sqlite.dbapi  # noqa: F401
-    except ImportError:
-        return False
+    """Always: ``adbc-driver-sqlite`` is a dependency (imported above); the tests ask."""
     return True
 
 
 def error_types() -> tuple[type[BaseException], ...]:
     """The exceptions the ADBC driver raises (all of them derive from one ``Error``)."""
-    import adbc_driver_sqlite.dbapi as adbc
-
     return (adbc.Error,)
 
 
 def connect(path: str) -> Any:
     """An ADBC connection to ``path`` in autocommit mode (transactions are explicit)."""
-    import adbc_driver_sqlite.dbapi as adbc
-
     return adbc.connect(path, autocommit=True)
 
 
@@ -55,12 +53,6 @@ def store_batches(db: DbFile, wanted: np.ndarray, now: int, stats: dict[str, int
 
     ``wanted``: sorted uint64 store ids. Expired stores are counted in ``stats["expired"]``.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from codec.columnar import in_sorted
-    from exporters.arrow import iter_batches
-
     schema = pa.schema([("store_id", pa.int64()), ("expiry_time", pa.int64()), ("topic", pa.string()),
                         ("payload", pa.binary()), ("source_id", pa.string()), ("source_username", pa.string()),
                         ("payloadlen", pa.int64()), ("source_mid", pa.int64()), ("source_port", pa.int64()),
@@ -73,14 +65,14 @@ def store_batches(db: DbFile, wanted: np.ndarray, now: int, stats: dict[str, int
     # reading the ids first to pick, as exporters.arrow.store_rows does for a few)
     for batch in iter_batches(db, "msg_store", columns=READ):
         n = batch.num_rows
-        keep = in_sorted(wanted, batch.column("store_id").to_numpy().view(np.uint64))
+        keep = in_sorted(wanted, unsigned_ids(batch.column("store_id")))
         exp = batch.column("expiry_time").fill_null(0).to_numpy()
         dead = keep & (exp > 0) & (exp <= now)
         stats["expired"] += int(dead.sum())
         b = batch.filter(pa.array(keep & ~dead))
         # rows Arrow cannot carry exactly: property tails (the plugin's JSON) and text that is not UTF-8
         slow = pc.or_(b.column("properties").is_valid(), b.column("invalid_utf8").is_valid())
-        slow_ids = b.column("store_id").to_numpy().view(np.uint64)[slow.to_numpy(zero_copy_only=False)].tolist()
+        slow_ids = unsigned_ids(b.column("store_id"))[slow.to_numpy(zero_copy_only=False)].tolist()
         b = b.filter(pc.invert(slow))
         payload = b.column("payload")
         rows = pa.RecordBatch.from_arrays([
@@ -99,8 +91,6 @@ def store_batches(db: DbFile, wanted: np.ndarray, now: int, stats: dict[str, int
 
 def ingest(con: Any, batches: Iterator[Any]) -> int:
     """Append Arrow batches to ``base_msgs`` through ``con`` (inside the caller's transaction)."""
-    import pyarrow as pa
-
     first = next(batches, None)
     if first is None:
         return 0

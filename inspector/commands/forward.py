@@ -11,7 +11,8 @@ import sys
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
-from exporters.forward.core import T_FORWARD, T_HANDSHAKE, TYPE_NAMES, ForwardError, FrameDecoder, Message, Packet
+from exporters.forward.content import ForwardError, Message
+from exporters.forward.frames import T_FORWARD, T_HANDSHAKE, TYPE_NAMES, FrameDecoder, Packet
 from inspector.commands import UsageError
 
 READ_SIZE = 1 << 20

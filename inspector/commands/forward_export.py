@@ -19,7 +19,8 @@ from codec.sources import open_any
 from codec.views.query import parse_store_ids, valid_filter
 from codec.views.timeview import parse_time
 from codec.writer import atomic_output
-from exporters.forward.core import Batch, ForwardError, MessageSource, Options, batches, salt_of, write_stream
+from exporters.forward.content import Batch, ForwardError, batches, salt_of
+from exporters.forward.source import MessageSource, Options, write_stream
 
 DEFAULT_BATCH = 1000
 RETAINED_KINDS = ("retained", "retain")

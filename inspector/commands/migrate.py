@@ -21,7 +21,7 @@ from inspector.commands import UsageError, add_at, add_endian, open_input
 from inspector.commands.writing import parse_at
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
-DEFAULT_TTL = 7200  # exporters.migrate.emqx.DEFAULT_TTL, the plugin's message_ttl; here so `mosqdb --help` stays light
+DEFAULT_TTL = 7200  # exporters.migrate.plan.DEFAULT_TTL, the plugin's message_ttl; here so `mosqdb --help` stays light
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from codec import ChunkType, DbFile, Record
 from codec.writer import write_records
-from exporters.forward.core import Message, iter_packets
+from exporters.forward.content import Message
+from exporters.forward.frames import iter_packets
 
 from support import cli
 from support.paths import DOCS

@@ -7,20 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from exporters.forward.core import (
-    HANDSHAKE,
-    HEARTBEAT,
-    ForwardError,
-    FrameDecoder,
-    Message,
-    array_header,
-    batches,
-    decode_content,
-    encode_forward,
-    iter_packets,
-    make_id,
-    message_map,
-)
+from exporters.forward.content import ForwardError, Message, array_header, batches, decode_content, make_id, message_map
+from exporters.forward.frames import HANDSHAKE, HEARTBEAT, FrameDecoder, encode_forward, iter_packets
 
 from support.forward import EX2_MS, doc_example, run_cli
 

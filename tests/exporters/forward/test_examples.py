@@ -8,24 +8,18 @@ import socket
 import pytest
 
 from codec import ChunkType, DbFile, Record
-from exporters.forward.core import (
+from exporters.forward.content import MAX_VBI, ForwardError, batches, make_id, salt_of
+from exporters.forward.frames import (
     HANDSHAKE,
     HEARTBEAT,
-    MAX_VBI,
-    ForwardError,
     FrameDecoder,
     Incomplete,
-    MessageSource,
-    Options,
-    batches,
-    clock_time_ms,
     decode_vbi,
     encode_forward,
     encode_vbi,
-    make_id,
-    salt_of,
 )
 from exporters.forward.net import Listener
+from exporters.forward.source import MessageSource, Options, clock_time_ms
 from inspector.commands.forward_export import run_forward_export
 
 from support.forward import EX2_MS, S1, S2, doc_example, example3_db, export_args, make_db, run_cli

@@ -8,16 +8,8 @@ from collections import Counter
 import pytest
 
 from codec import ChunkType, Record
-from exporters.forward.core import (
-    HANDSHAKE,
-    ForwardError,
-    MessageTooLarge,
-    batches,
-    iter_packets,
-    make_id,
-    message_map,
-    salt_of,
-)
+from exporters.forward.content import ForwardError, MessageTooLarge, batches, make_id, message_map, salt_of
+from exporters.forward.frames import HANDSHAKE, iter_packets
 from inspector.commands import UsageError
 from inspector.commands.forward_export import run_forward_export
 
@@ -177,7 +169,7 @@ def test_batches_respect_count_and_byte_limits() -> None:
 
 
 def _frame(content: bytes) -> bytes:
-    from exporters.forward.core import encode_forward
+    from exporters.forward.frames import encode_forward
 
     return encode_forward(content)
 
@@ -197,7 +189,7 @@ def test_too_large_message_is_skipped_or_fails_strict() -> None:
 @pytest.mark.parametrize("mode", ["store", "delivery"])
 def test_columnar_and_codec_readers_agree(mode: str, tmp_path) -> None:
     from codec import DbFile
-    from exporters.forward.core import MessageSource, Options
+    from exporters.forward.source import MessageSource, Options
 
     files = [*REAL_FILES, _bad_topic_db(tmp_path)]
     for f in files:

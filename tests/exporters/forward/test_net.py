@@ -9,22 +9,10 @@ from collections import Counter
 import pytest
 
 from codec import DbFile
-from exporters.forward.core import (
-    ACK_OK,
-    HANDSHAKE,
-    HEARTBEAT,
-    Batch,
-    FrameDecoder,
-    Message,
-    MessageSource,
-    Options,
-    Packet,
-    batches,
-    encode_forward,
-    make_id,
-    message_map,
-)
+from exporters.forward.content import Batch, Message, batches, make_id, message_map
+from exporters.forward.frames import ACK_OK, HANDSHAKE, HEARTBEAT, FrameDecoder, Packet, encode_forward
 from exporters.forward.net import ForwardClient, Listener, SendError
+from exporters.forward.source import MessageSource, Options
 from inspector.commands.forward_export import run_forward_export
 
 from support.forward import FakeReceiver, FwdListen, db_stores, export_args, run_cli, stream_messages

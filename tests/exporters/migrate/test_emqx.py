@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 from codec.engine import Record
 from codec.layouts import ChunkType
 from codec.writer import write_records
-from exporters.migrate.emqx import MYSQL_SCHEMA, base62, hex_from_redis_id, redis_id, unbase62
+from exporters.migrate.mysql import MYSQL_SCHEMA
 from exporters.migrate.mysql_writer import reserve_ids
+from exporters.migrate.redis import base62, hex_from_redis_id, redis_id, unbase62
 
 from support import cli
 from support.clock import LATER, WRITTEN
