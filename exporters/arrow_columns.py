@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from codec import columnar
 from codec.errors import CodecError
-from codec.layouts import FIXED_SIZES, LAYOUTS, ChunkType, Layout, header_size
+from codec.layouts import LAYOUTS, ChunkType, Layout, header_size
 from codec.properties import BY_ID, decode_properties
 from codec.values import NEVER
 from exporters.schema import INVALID_UTF8, PROPERTIES, SCHEMAS, TIME_COLUMNS, TIMESTAMP
@@ -217,13 +217,7 @@ def arrow_batch(
 
 def _walked(layout: Layout, body: np.ndarray, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """Body size each chunk has under ``layout`` (from its last variable field, or fixed)."""
-    fixed = 0
-    last = None
-    for f in layout.fields:
-        if f.kind in ("str", "bytes", "props"):
-            last, fixed = f.name, 0
-        else:
-            fixed += f.size if f.kind == "pad" else FIXED_SIZES.get(f.kind, 8)
+    last, fixed = layout.after_last_variable
     if last is None:
         return np.full(len(body), fixed, dtype=np.int64)
     starts, sizes = spans[last]
