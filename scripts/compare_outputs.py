@@ -386,7 +386,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     repo = os.path.realpath(args.repo)
     cfg = Config(python=args.python, repo=repo, out=os.path.realpath(args.out))
     check_imports(cfg)
-    files = fixture_files()
+    files = [] if args.big_only else fixture_files()
     big = Path(args.big).resolve() if args.big else None
     if big is not None and not big.is_file():
         sys.exit(f"{big}: no such file")
@@ -464,6 +464,7 @@ def main() -> int:
     p.add_argument("--repo", required=True, help="checkout whose code runs (its inspector/, codec/, exporters/)")
     p.add_argument("--out", required=True, help="output tree (an earlier output of this script is replaced)")
     p.add_argument("--big", help="optional big db (~370 MB): a few commands, big outputs hashed")
+    p.add_argument("--big-only", action="store_true", help="with --big: only the big file, no fixtures")
     p.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
     p.add_argument("--python", default=sys.executable, help="interpreter for mosqdb (default: this one)")
     p.set_defaults(func=cmd_run)
