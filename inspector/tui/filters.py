@@ -1,8 +1,9 @@
 """Finding chunks: the filter bar, store-id columns, search, and unsaved edits among the matches.
 
 Store ids sit at a fixed offset in msg_store, client_msg and retain bodies, so they are
-gathered for millions of chunks with block reads and numpy instead of decoding; filters
-that need text (topics, client ids) stream the file through codec.views.query.Selection.
+gathered for millions of chunks with block reads and numpy instead of decoding (goto and
+follow). Filters are answered by the codec's column engine (codec.views.select.pick), the
+same one the CLI and the exporters use, with unsaved edits standing in for file chunks.
 """
 
 from __future__ import annotations
@@ -37,10 +38,6 @@ class FilterSpec:
     @property
     def empty(self) -> bool:
         return not (self.kinds or self.topics or self.clients or self.store_ids)
-
-    @property
-    def needs_decode(self) -> bool:
-        return bool(self.topics or self.clients)
 
     def selection(self) -> Selection:
         return Selection(kinds=self.kinds, topics=list(self.topics or []), clients=set(self.clients or ()),
@@ -119,20 +116,6 @@ class StoreColumns:
             return int(self.store_rows[k])
         return None
 
-    def matching(self, spec: FilterSpec) -> np.ndarray:
-        """Rows for a filter without text criteria (same rules as codec.views.query.Selection)."""
-        n = len(self.types)
-        keep = np.ones(n, dtype=bool)
-        if spec.kinds is not None:
-            wanted = [int(ChunkType[k.upper()]) for k in spec.kinds]
-            keep &= np.isin(self.types, wanted)
-        if spec.store_ids is not None:
-            lo, hi = spec.store_ids
-            in_range = self.has & (self.ids >= np.uint64(lo)) & (self.ids <= np.uint64(hi))
-            cfg = (self.types == 1) & (spec.kinds is not None)
-            keep &= in_range | cfg
-        return np.nonzero(keep)[0].astype(np.int64)
-
 
 def _store_id_offset(version: int, t: int) -> int | None:
     """Where store_id sits in this chunk type's body, or None past a variable-size field."""
@@ -186,27 +169,15 @@ def with_edits(rows: Any, doc: Document, spec: FilterSpec) -> np.ndarray:
     return rows
 
 
-def stream_matches(doc: Document, spec: FilterSpec, cancelled: Callable[[], bool],
-                   batch: int = 2000) -> Iterator[list[int]]:
-    """Chunk indexes that match a text filter, in batches, streaming the file once."""
-    sel = spec.selection()
-    kinds = sel.kinds
-    types = None
-    if kinds is not None and not sel.by_store:
-        types = [int(ChunkType[k.upper()]) for k in kinds]
-    found: list[int] = []
-    edited = doc.overlay.replaced
-    for c in safe_stream(doc, 0, types):
-        if sel.match(edited.get(c.index, c.record)):
-            found.append(c.index)
-        if len(found) >= batch or (c.index & 0x3FFF) == 0:
-            if cancelled():
-                return
-            if found:
-                yield found
-                found = []
-    if found:
-        yield found
+def filter_rows(doc: Document, spec: FilterSpec, replaced: dict[int, Record] | None = None) -> np.ndarray:
+    """File rows a filter keeps, decided on columns (one gather per chunk type it needs), with
+    unsaved edits (``replaced``, default the document's) standing in for the chunks they replace,
+    so an edited store's references follow it. Chunks the decoder refuses are left out.
+    Inserted chunks and the edited rows' final say come from :func:`with_edits`."""
+    from codec.views.select import pick
+
+    edits = doc.overlay.replaced if replaced is None else replaced
+    return pick(doc.db, spec.selection(), replaced=edits).rows
 
 
 def search_forward(doc: Document, text: str, start: int, cancelled: Callable[[], bool]) -> int | None:
