@@ -174,6 +174,53 @@ def _next_slash(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     return pos
 
 
+_FOLD = np.arange(256, dtype=np.uint8)
+_FOLD[ord("A"):ord("Z") + 1] += 32
+
+
+def contains(value: bytes, *, fold: bool = False) -> Test:
+    """A test on a text or byte field: does it hold ``value``? ``fold``: ASCII letters compared
+    case-insensitively (``value`` given in lower case), and a field holding any byte outside
+    printable ASCII passes too, so a caller confirming per record (Unicode case rules,
+    replacement characters) never misses one."""
+    cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
+
+    def test(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        n = len(starts)
+        out = np.zeros(n, dtype=bool)
+        if not n:
+            return out
+        got = cache.get(id(data))
+        if got is None or got[0] is not data:  # one folded copy per batch, shared by the fields
+            cache.clear()
+            folded = _FOLD[data] if fold else data
+            odd = None
+            if fold:
+                odd = np.zeros(len(data) + 1, dtype=np.int32)
+                np.cumsum((data < 0x20) | (data >= 0x7F), out=odd[1:])
+            got = cache[id(data)] = (data, folded, odd)
+        _, d, odd = got
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = starts + np.asarray(sizes, dtype=np.int64)
+        if odd is not None:
+            out |= (odd[ends] - odd[starts]) > 0
+        m = len(value)
+        if m == 0 or len(d) < m:
+            return out | (m == 0)
+        hits = np.flatnonzero(d[: len(d) - m + 1] == value[0])
+        if m > 1:
+            hits = hits[literal_at(d, hits, value)]
+        order = np.argsort(starts, kind="stable")
+        k = np.searchsorted(starts[order], hits, side="right") - 1
+        inside = k >= 0
+        rows = order[k[inside]]
+        rows = rows[hits[inside] + m <= ends[rows]]
+        out[rows] = True
+        return out
+
+    return test
+
+
 def _text_column(values: list[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(data, starts, sizes) of a few text values (edited records), for the byte matchers."""
     raw = [as_bytes(v) if v is not None else b"" for v in values]
@@ -234,10 +281,12 @@ class FileColumns:
         options = LAYOUTS[(db.version, ChunkType(chunk_type))]
         layout = options[0]
         kinds = {name: f.kind for f in layout.fields for name in f.values}
+        absent = [n for n in tests if n not in kinds]  # a field this version does not have: never passes
+        tests = {n: t for n, t in tests.items() if n in kinds}
         numbers = set(names) | {f.name for f in layout.fields if f.must is not None}
         wanted = numbers | set(tests) | ({"properties"} if layout.has_tail else set())
         if len(options) > 1:  # ABI variants (v5/v6 cfg, v6 client): the decoder picks one per chunk
-            return self._per_record(chunk_type, rows, numbers, tests, kinds)
+            return self._per_record(chunk_type, rows, numbers, tests, kinds, absent)
         ints: dict[str, list[np.ndarray]] = {n: [] for n in numbers}
         marks: dict[str, list[np.ndarray]] = {n: [] for n in tests}
         bad: list[int] = []
@@ -256,6 +305,7 @@ class FileColumns:
             if "properties" in spans:
                 bad.extend(_bad_properties(data, part, *spans["properties"]))
             i = j
+        marks.update({n: [np.zeros(len(rows), dtype=bool)] for n in absent})
         return TypeColumns(rows, {n: _join(v, kinds.get(n)) for n, v in ints.items()},
                            {n: _join(v, "mark") for n, v in marks.items()}, np.unique(np.array(bad, dtype=np.int64)))
 
@@ -281,7 +331,7 @@ class FileColumns:
                  for n in a[1] if n in b[1]})
 
     def _per_record(self, chunk_type: int, rows: np.ndarray, numbers: set[str], tests: Mapping[str, Test],
-                    kinds: dict[str, str]) -> TypeColumns:
+                    kinds: dict[str, str], absent: list[str]) -> TypeColumns:
         """Chunks decoded one by one (types with ABI variants: v5/v6 cfg and v6 client, few per file)."""
         recs: list[Record | None] = []
         bad = []
@@ -295,6 +345,7 @@ class FileColumns:
                             dtype=np.uint64 if kinds.get(n) == "u64h" else np.int64) for n in numbers}
         marks = {n: answers_for(test, [r.values.get(n) if r is not None else None for r in recs])
                  for n, test in tests.items()}
+        marks.update({n: np.zeros(len(rows), dtype=bool) for n in absent})
         return TypeColumns(rows, ints, marks, np.array(bad, dtype=np.int64))
 
     def undecodable(self) -> np.ndarray:
@@ -367,10 +418,11 @@ def kind_mask(types: np.ndarray, kinds: set[str] | None) -> np.ndarray:
 
 
 def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = None,
-         source: FileColumns | None = None) -> Picked:
+         bad: np.ndarray | None = None, source: FileColumns | None = None) -> Picked:
     """The chunks ``sel`` keeps, decided on columns, as :meth:`Selection.match` decides them in
     file order. ``replaced``: records standing in for file chunks (unsaved edits), as if the
-    file held them."""
+    file held them. ``bad``: the decoder's refusals if known (:meth:`FileColumns.undecodable`),
+    else found on the way."""
     if db.empty:
         return Picked(_EMPTY_ROWS, _EMPTY_ROWS, 0)
     src = source or FileColumns(db)
@@ -378,7 +430,7 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
     keep = kind_mask(types, sel.kinds)
     replaced = {i: r for i, r in (replaced or {}).items() if 0 <= i < src.count}
     # what each chunk type must give: numbers, and answers of tests on its text fields
-    numbers: dict[int, set[str]] = {t: set() for t in checked_types(db.version or 6)}
+    numbers: dict[int, set[str]] = {} if bad is not None else {t: set() for t in checked_types(db.version or 6)}
     tests: dict[int, dict[str, Test]] = {}
     clients = sorted(as_bytes(c) for c in sel.clients)
 
@@ -411,7 +463,8 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
     passes = {t: src.gather(t, numbers.get(t, ()), tests.get(t)) for t in set(numbers) | set(tests)}
     for t, cols in passes.items():
         _apply_edits(cols, replaced, tests.get(t, {}))
-    bad = np.unique(np.concatenate([_EMPTY_ROWS] + [p.bad for p in passes.values()]))
+    bad = np.unique(np.concatenate([_EMPTY_ROWS if bad is None else np.asarray(bad, dtype=np.int64)]
+                                   + [p.bad for p in passes.values()]))
     if not (sel.clients or sel.by_store):
         keep[bad] = False
         return Picked(np.flatnonzero(keep).astype(np.int64), bad, src.count)
@@ -526,5 +579,5 @@ def failure(db: DbFile, stop: int) -> CodecError | None:
     return idx.error
 
 
-__all__ = ["FileColumns", "expiry_sources", "Picked", "TypeColumns", "bytes_equal", "failure", "kind_mask", "pick", "select_chunks",
+__all__ = ["FileColumns", "contains", "expiry_sources", "Picked", "TypeColumns", "bytes_equal", "failure", "kind_mask", "pick", "select_chunks",
            "topic_mask"]
