@@ -174,8 +174,80 @@ def _next_slash(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     return pos
 
 
-_FOLD = np.arange(256, dtype=np.uint8)
-_FOLD[ord("A"):ord("Z") + 1] += 32
+_FOLD_TABLE = bytes(range(256)).lower()  # ASCII letters only (bytes.lower is ASCII)
+
+
+class _Batch:
+    """What the ``contains`` tests of one batch share: its bytes as ``bytes``, ASCII-folded, and a
+    running count of bytes outside printable ASCII (one of each per batch, whatever the tests)."""
+
+    last: tuple[np.ndarray, _Batch] | None = None
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+        self._raw: bytes | None = None
+        self._folded: bytes | None = None
+        self._odd: np.ndarray | None = None
+        self._found: dict[tuple[bool, bytes], np.ndarray] = {}
+
+    @classmethod
+    def of(cls, data: np.ndarray) -> _Batch:
+        last = cls.last
+        if last is not None and last[0] is data:
+            return last[1]
+        batch = cls(data)
+        cls.last = (data, batch)
+        return batch
+
+    def text(self, fold: bool) -> bytes:
+        if self._raw is None:
+            base = self.data.base
+            self._raw = base if isinstance(base, bytes) and len(base) == len(self.data) else self.data.tobytes()
+        if fold:
+            if self._folded is None:
+                self._folded = self._raw.translate(_FOLD_TABLE)
+            return self._folded
+        return self._raw
+
+    def find(self, value: bytes, fold: bool) -> np.ndarray:
+        """Positions of ``value`` in the batch (asked once per batch, whichever fields test for it)."""
+        key = (fold, value)
+        if key not in self._found:
+            self._found[key] = find_all(self.text(fold), value)
+        return self._found[key]
+
+    def odd(self) -> np.ndarray:
+        """Per byte: outside printable ASCII (with a False after the last, so spans may end there)."""
+        if self._odd is None:
+            self._odd = np.zeros(len(self.data) + 1, dtype=bool)
+            np.logical_or(self.data < 0x20, self.data >= 0x7F, out=self._odd[:-1])
+        return self._odd
+
+
+def any_in_spans(mask: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per span ``[starts[i], ends[i])`` (ascending, not overlapping): does ``mask`` hold a True there?"""
+    out = np.zeros(len(starts), dtype=bool)
+    full = np.flatnonzero(ends > starts)
+    if not len(full):
+        return out
+    order = full[np.argsort(starts[full], kind="stable")]
+    bounds = np.empty(2 * len(order), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = starts[order], ends[order]
+    out[order] = np.logical_or.reduceat(mask, bounds)[0::2]
+    return out
+
+
+def find_all(buf: bytes, value: bytes, few: int = 4096) -> np.ndarray:
+    """Every position of ``value`` in ``buf``: the C search while it is rare, numpy once it is common."""
+    out, pos = [], buf.find(value)
+    while pos >= 0 and len(out) < few:
+        out.append(pos)
+        pos = buf.find(value, pos + 1)
+    if pos < 0:
+        return np.array(out, dtype=np.int64)
+    d = np.frombuffer(buf, dtype=np.uint8)
+    hits = np.flatnonzero(d[: len(d) - len(value) + 1] == value[0])
+    return hits[literal_at(d, hits, value)] if len(value) > 1 else hits
 
 
 def contains(value: bytes, *, fold: bool = False) -> Test:
@@ -183,33 +255,24 @@ def contains(value: bytes, *, fold: bool = False) -> Test:
     case-insensitively (``value`` given in lower case), and a field holding any byte outside
     printable ASCII passes too, so a caller confirming per record (Unicode case rules,
     replacement characters) never misses one."""
-    cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = {}
 
     def test(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         n = len(starts)
         out = np.zeros(n, dtype=bool)
         if not n:
             return out
-        got = cache.get(id(data))
-        if got is None or got[0] is not data:  # one folded copy per batch, shared by the fields
-            cache.clear()
-            folded = _FOLD[data] if fold else data
-            odd = None
-            if fold:
-                odd = np.zeros(len(data) + 1, dtype=np.int32)
-                np.cumsum((data < 0x20) | (data >= 0x7F), out=odd[1:])
-            got = cache[id(data)] = (data, folded, odd)
-        _, d, odd = got
+        batch = _Batch.of(data)
         starts = np.asarray(starts, dtype=np.int64)
         ends = starts + np.asarray(sizes, dtype=np.int64)
-        if odd is not None:
-            out |= (odd[ends] - odd[starts]) > 0
+        if fold:
+            out |= any_in_spans(batch.odd(), starts, ends)
         m = len(value)
-        if m == 0 or len(d) < m:
-            return out | (m == 0)
-        hits = np.flatnonzero(d[: len(d) - m + 1] == value[0])
-        if m > 1:
-            hits = hits[literal_at(d, hits, value)]
+        if m == 0:
+            out[:] = True
+            return out
+        hits = batch.find(value, fold)
+        if not len(hits):
+            return out
         order = np.argsort(starts, kind="stable")
         k = np.searchsorted(starts[order], hits, side="right") - 1
         inside = k >= 0
