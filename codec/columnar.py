@@ -84,7 +84,19 @@ class Columns:
                 for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)]
 
 
+def _at_every_byte(d: np.ndarray, size: int, endian: str) -> np.ndarray | None:
+    """Numbers of ``size`` bytes starting at every byte of ``d`` (an unaligned view: one gather
+    per value instead of one per byte); None where ``d`` cannot be viewed so."""
+    if size == 1 or len(d) < size or d.dtype != np.uint8 or d.ndim != 1 or not d.flags.c_contiguous:
+        return None
+    code = ("<" if endian == "little" else ">") + f"u{size}"
+    return np.ndarray((len(d) - size + 1,), dtype=code, buffer=d, strides=(1,))
+
+
 def _gather_be(d: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
+    view = _at_every_byte(d, size, "big")
+    if view is not None:
+        return view[pos].astype(np.uint64)
     out = np.zeros(len(pos), dtype=np.uint64)
     for k in range(size):
         out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
@@ -92,10 +104,13 @@ def _gather_be(d: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
 
 
 def _gather_host(d: np.ndarray, pos: np.ndarray, size: int, endian: str, signed: bool) -> np.ndarray:
-    order = range(size) if endian == "big" else range(size - 1, -1, -1)
-    out = np.zeros(len(pos), dtype=np.uint64)
-    for k in order:
-        out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
+    view = _at_every_byte(d, size, endian)
+    if view is not None:
+        out = view[pos].astype(np.uint64)
+    else:
+        out = np.zeros(len(pos), dtype=np.uint64)
+        for k in (range(size) if endian == "big" else range(size - 1, -1, -1)):
+            out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
     if signed:
         if size == 8:
             return out.view(np.int64)

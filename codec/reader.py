@@ -238,6 +238,23 @@ class DbFile:
             raise exc.located(path=self.path, offset=off, chunk_index=i, chunk_type=kind_name(t), chunk_offset=off) from None
         return Chunk(i, off, hsize, end - rel, record, sp)
 
+    def chunks_at(self, rows: Iterable[int], *, block: int = 1 << 22) -> Iterator[Chunk]:
+        """Decode chunks ``rows`` (ascending chunk numbers), reading neighbours in blocks of about
+        ``block`` bytes: what a selection costs when it keeps few chunks of a large file."""
+        idx = self.index
+        rows = list(rows)
+        k = 0
+        while k < len(rows):
+            lo = idx.offsets[rows[k]]
+            j = k + 1
+            while j < len(rows) and idx.chunk_end(rows[j]) - lo <= block:
+                j += 1
+            buf = os.pread(self.fd, idx.chunk_end(rows[j - 1]) - lo, lo)
+            for i in rows[k:j]:
+                off = idx.offsets[i]
+                yield self._decode(i, off, buf, off - lo, len(buf), False)
+            k = j
+
     # ------------------------------------------------------------ sequential stream
     def stream(
         self,

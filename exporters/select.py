@@ -4,7 +4,7 @@ The rules are those of :meth:`codec.views.query.Selection.match`, evaluated with
 a batch instead of a record at a time: a topic filter or store-id range selects stored
 messages and, through their store ids, the client messages and retains that reference
 them; a client id selects that client's session, subscriptions and queued messages.
-Topic filters are tested once per distinct topic, not once per row.
+Topic filters are matched by the codec's byte matcher on the Arrow buffers (no second matcher).
 
 The joined view ``messages`` (one row per MSG_STORE, with ``retained``, ``queued`` and
 ``clients``) is built here too: it needs the file's RETAIN store ids and its CLIENT_MSG
@@ -20,22 +20,32 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codec import DbFile
-from codec.views.query import Selection, topic_matches
+from codec.views.query import Selection
+from codec.views.select import topic_mask as byte_topic_mask
 from exporters.arrow import DEFAULT_BATCH, iter_batches
 from exporters.schema import SCHEMAS, unsigned_ids
 
 _EMPTY = pa.array([], pa.int64())
 
 
-def topic_mask(topics: pa.Array, filters: list[str], *, exact: bool = False) -> pa.Array:
-    """Rows whose topic matches one of ``filters`` (``exact``: or equals one: a subscription's filter),
-    each distinct topic tested once."""
-    uniq = pc.unique(topics)
-    hits = [
-        t for t in uniq.to_pylist()
-        if t is not None and any(topic_matches(f, t) or (exact and f == t) for f in filters)
-    ]
-    return pc.is_in(topics, value_set=pa.array(hits, pa.string()))
+def topic_mask(topics: pa.Array | pa.ChunkedArray, filters: list[str], *, exact: bool = False) -> pa.Array:
+    """Rows whose topic matches one of ``filters`` (``exact``: or equals one, as a subscription's filter).
+
+    The codec's byte matcher (:func:`codec.views.select.topic_mask`) run on the Arrow string buffers in place;
+    null topics never match."""
+    if isinstance(topics, pa.ChunkedArray):
+        topics = topics.combine_chunks() if topics.num_chunks else pa.array([], topics.type)
+    n = len(topics)
+    if not n:
+        return pa.array(np.zeros(0, dtype=bool))
+    _validity, offsets_buf, data_buf = topics.buffers()
+    width = np.int64 if pa.types.is_large_string(topics.type) else np.int32
+    offsets = np.frombuffer(offsets_buf, dtype=width)[topics.offset:topics.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
+    mask = byte_topic_mask(data, offsets[:-1], np.diff(offsets), filters, exact=exact)
+    if topics.null_count:
+        mask &= np.asarray(topics.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    return pa.array(mask)
 
 
 class FileView:

@@ -224,10 +224,24 @@ def cmd_dump(args: argparse.Namespace) -> int:
                 out.write("(empty file: the broker treats it as no saved state)\n")
                 return 0
             out.write(f"CRC: {db.crc}\nDB version: {db.version}\n")
+        if db.empty:
+            return 0
         try:
-            for chunk in db.stream():
-                state = expiry.annotate(chunk.record)  # every store, so its client messages inherit
-                if not selection.match(chunk.record):
+            if selection.kinds is None and not (selection.clients or selection.by_store):
+                chunks, shown, picked = db.stream(), None, None  # everything: one pass, no index
+            else:  # decided on columns (codec.views.select); only the selected chunks are decoded
+                import numpy as np
+
+                from codec.views.select import expiry_sources, pick
+
+                picked = pick(db, selection)
+                rows = picked.before_stop()
+                sources = expiry_sources(db, rows)  # stores whose expiry selected client messages inherit
+                shown = set(rows.tolist()) if len(sources) else None
+                chunks = db.chunks_at(np.union1d(rows, sources).tolist() if len(sources) else rows.tolist())
+            for chunk in chunks:
+                state = expiry.annotate(chunk.record)  # every expiring store, so its client messages inherit
+                if shown is not None and chunk.index not in shown:
                     continue
                 if args.json:
                     row = chunk_to_json(chunk)
@@ -236,6 +250,12 @@ def cmd_dump(args: argparse.Namespace) -> int:
                     out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 else:
                     out.write(format_text(chunk) + "\n")
+            if picked is not None and (picked.stop < picked.count or db.index.error is not None):
+                from codec.views.select import failure
+
+                exc = failure(db, picked.stop)
+                if exc is not None:
+                    raise exc
         except CodecError as exc:
             out.flush()
             print(f"mosqdb dump: error: {exc}", file=sys.stderr)

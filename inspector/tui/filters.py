@@ -1,8 +1,9 @@
 """Finding chunks: the filter bar, store-id columns, search, and unsaved edits among the matches.
 
 Store ids sit at a fixed offset in msg_store, client_msg and retain bodies, so they are
-gathered for millions of chunks with block reads and numpy instead of decoding; filters
-that need text (topics, client ids) stream the file through codec.views.query.Selection.
+gathered for millions of chunks with block reads and numpy instead of decoding (goto and
+follow). Filters are answered by the codec's column engine (codec.views.select.pick), the
+same one the CLI and the exporters use, with unsaved edits standing in for file chunks.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from codec import CodecError, Record
 from codec.columnar import gather_u64
 from codec.layouts import ChunkType, layout_for
+from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.tui.document import Document, chunk_kind_names
 from inspector.tui.rows import summary
@@ -37,10 +39,6 @@ class FilterSpec:
     @property
     def empty(self) -> bool:
         return not (self.kinds or self.topics or self.clients or self.store_ids)
-
-    @property
-    def needs_decode(self) -> bool:
-        return bool(self.topics or self.clients)
 
     def selection(self) -> Selection:
         return Selection(kinds=self.kinds, topics=list(self.topics or []), clients=set(self.clients or ()),
@@ -119,20 +117,6 @@ class StoreColumns:
             return int(self.store_rows[k])
         return None
 
-    def matching(self, spec: FilterSpec) -> np.ndarray:
-        """Rows for a filter without text criteria (same rules as codec.views.query.Selection)."""
-        n = len(self.types)
-        keep = np.ones(n, dtype=bool)
-        if spec.kinds is not None:
-            wanted = [int(ChunkType[k.upper()]) for k in spec.kinds]
-            keep &= np.isin(self.types, wanted)
-        if spec.store_ids is not None:
-            lo, hi = spec.store_ids
-            in_range = self.has & (self.ids >= np.uint64(lo)) & (self.ids <= np.uint64(hi))
-            cfg = (self.types == 1) & (spec.kinds is not None)
-            keep &= in_range | cfg
-        return np.nonzero(keep)[0].astype(np.int64)
-
 
 def _store_id_offset(version: int, t: int) -> int | None:
     """Where store_id sits in this chunk type's body, or None past a variable-size field."""
@@ -186,34 +170,93 @@ def with_edits(rows: Any, doc: Document, spec: FilterSpec) -> np.ndarray:
     return rows
 
 
-def stream_matches(doc: Document, spec: FilterSpec, cancelled: Callable[[], bool],
-                   batch: int = 2000) -> Iterator[list[int]]:
-    """Chunk indexes that match a text filter, in batches, streaming the file once."""
-    sel = spec.selection()
-    kinds = sel.kinds
-    types = None
-    if kinds is not None and not sel.by_store:
-        types = [int(ChunkType[k.upper()]) for k in kinds]
-    found: list[int] = []
-    edited = doc.overlay.replaced
-    for c in safe_stream(doc, 0, types):
-        if sel.match(edited.get(c.index, c.record)):
-            found.append(c.index)
-        if len(found) >= batch or (c.index & 0x3FFF) == 0:
-            if cancelled():
-                return
-            if found:
-                yield found
-                found = []
-    if found:
-        yield found
+def filter_rows(doc: Document, spec: FilterSpec, replaced: dict[int, Record] | None = None) -> np.ndarray:
+    """File rows a filter keeps, decided on columns (one gather per chunk type it needs), with
+    unsaved edits (``replaced``, default the document's) standing in for the chunks they replace,
+    so an edited store's references follow it. Chunks the decoder refuses are left out.
+    Inserted chunks and the edited rows' final say come from :func:`with_edits`."""
+    from codec.views.select import pick
+
+    edits = doc.overlay.replaced if replaced is None else replaced
+    return pick(doc.db, spec.selection(), replaced=edits).rows
 
 
-def search_forward(doc: Document, text: str, start: int, cancelled: Callable[[], bool]) -> int | None:
+# What a chunk's summary (rows.summary) writes besides its text fields, per type: characters of
+# the generated text (lower case), the characters next to each text field, and the text fields.
+# A needle character that the generated text never holds must lie in a text field, and so must the
+# needle's stretch around it up to a character that can border a field: that stretch (lower case)
+# is what the columns are searched for; chunks that hold it are then confirmed one by one.
+_DIGITS = "0123456789-"
+SUMMARY_TEXT: dict[int, tuple[str, str, tuple[str, ...]]] = {
+    int(ChunkType.MSG_STORE): ("#" + _DIGITS + " qrb", " ", ("topic", "source_id", "source_username")),
+    int(ChunkType.CLIENT_MSG): (" →#?" + _DIGITS + "".join(STATE_NAMES.values()) + "".join(DIRECTION_NAMES.values()),
+                                " ", ("client_id",)),
+    int(ChunkType.RETAIN): ("→#" + _DIGITS, "", ()),
+    int(ChunkType.SUB): (" q" + _DIGITS, " ", ("client_id", "topic")),
+    int(ChunkType.CLIENT): (" ()" + _DIGITS, " ()", ("client_id", "username")),
+}
+
+
+def search_stretch(needle: str, chunk_type: int) -> str | None:
+    """The longest stretch of ``needle`` (lower case) that must lie inside one text field of a
+    chunk of this type for its summary to hold the needle; None if the needle could be all
+    generated text (then every chunk of the type is a candidate)."""
+    generated, borders, _fields = SUMMARY_TEXT[chunk_type]
+    best: str | None = None
+    for i, ch in enumerate(needle):
+        if ch in generated:
+            continue
+        a, b = i, i + 1
+        while a > 0 and needle[a - 1] not in borders:
+            a -= 1
+        while b < len(needle) and needle[b] not in borders:
+            b += 1
+        if best is None or b - a > len(best):
+            best = needle[a:b]
+    return best
+
+
+def search_candidates(doc: Document, text: str, first: int, stop: int) -> np.ndarray:
+    """Chunks in ``[first, stop)`` that may match a search (a superset: the caller confirms each),
+    found on columns: text fields searched for the needle's must-hold stretch, payloads for the
+    needle's bytes, with the codec gathers (codec.views.select)."""
+    from codec.views.select import FileColumns, contains
+
+    needle = text.lower()
+    src = FileColumns(doc.db)
+    types = src.types[first:stop]
+    out = [np.flatnonzero(~np.isin(types, list(SUMMARY_TEXT))) + first]  # cfg, unknown: few, confirmed
+    raw = text.encode("utf-8", "surrogateescape")
+    for t, (_gen, _borders, fields) in SUMMARY_TEXT.items():
+        rows = np.flatnonzero(types == t) + first
+        if not len(rows):
+            continue
+        stretch = search_stretch(needle, t)
+        if stretch is None or not stretch.isascii() or not stretch.isprintable():
+            out.append(rows)  # no column can rule these out
+            continue
+        tests = {f: contains(stretch.encode(), fold=True) for f in fields}
+        if t == int(ChunkType.MSG_STORE):
+            tests["payload"] = contains(raw)
+        if not tests:
+            continue
+        cols = src.gather(t, (), tests, rows=rows)
+        hit = np.zeros(len(rows), dtype=bool)
+        for mark in cols.marks.values():
+            hit |= mark
+        hit[np.isin(rows, cols.bad)] = False
+        out.append(rows[hit])
+    return np.unique(np.concatenate(out))
+
+
+def search_forward(doc: Document, text: str, start: int, cancelled: Callable[[], bool],
+                   window: int = 1 << 18) -> int | None:
     """First chunk at or after ``start`` whose summary or text fields contain ``text`` (case-insensitive).
 
     Unsaved edits count: an edited chunk is searched as edited, and chunks inserted after a
-    chunk (virtual ids) are searched right after it.
+    chunk (virtual ids) are searched right after it. Chunks are ruled out on columns
+    (:func:`search_candidates`), a window of chunks at a time from the cursor on; only the
+    candidates are decoded and confirmed.
     """
     needle = text.lower()
     raw_needle = text.encode("utf-8", "surrogateescape")
@@ -232,12 +275,28 @@ def search_forward(doc: Document, text: str, start: int, cancelled: Callable[[],
         payload = rec.get("payload")
         return bool(payload and raw_needle in payload)
 
-    for c in safe_stream(doc, start):
-        if (c.index & 0x3FFF) == 0 and cancelled():
+    idx = doc.index()
+    assert idx is not None
+    n = len(idx)
+    extra = np.array(sorted(i for i in set(edited) | set(after) if i >= 0), dtype=np.int64)
+    first = max(start, 0)
+    while first < n:
+        if cancelled():
             return None
-        if hit(edited.get(c.index, c.record)):
-            return c.index
-        for v in after.get(c.index, ()):
-            if hit(doc.new_records[v]):
-                return v
+        stop = min(first + window, n)
+        cand = np.union1d(search_candidates(doc, text, first, stop), extra[(extra >= first) & (extra < stop)])
+        for c in cand.tolist():
+            if c in edited:
+                rec = edited[c]
+            else:
+                try:
+                    rec = doc.db.chunk(c).record
+                except CodecError:
+                    continue  # a chunk the decoder refuses is skipped, as the list shows it
+            if hit(rec):
+                return c
+            for v in after.get(c, ()):
+                if hit(doc.new_records[v]):
+                    return v
+        first = stop
     return None

@@ -17,11 +17,13 @@ class ScanProgress(Message):
 class FilterProgress(Message):
     """A filter worker found more matching chunks (``done`` when the file is through)."""
 
-    def __init__(self, generation: int, rows: list[int], done: bool, replace: bool = False) -> None:
+    def __init__(self, generation: int, rows: list[int], done: bool, replace: bool = False,
+                 keep: int | None = None) -> None:
         self.generation = generation
         self.rows = rows
         self.done = done
         self.replace = replace
+        self.keep = keep  # the chunk to keep the cursor on, if the rows have it
         super().__init__()
 
 

@@ -2,7 +2,7 @@
 
 Mixed into :class:`~inspector.tui.app.InspectorApp`, whose ``doc``, panes and ``say`` these use.
 Store ids come from :class:`~inspector.tui.filters.StoreColumns` (gathered once, in a worker);
-search and text filters stream the file in workers, so keys never wait for them.
+filters (the codec's column engine) and search run in workers, so keys never wait for them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from textual.worker import get_current_worker
 
 from codec import CodecError
 from inspector.tui.document import Document
-from inspector.tui.filters import StoreColumns, parse_filter, search_forward, stream_matches, with_edits
+from inspector.tui.filters import StoreColumns, filter_rows, parse_filter, search_forward, with_edits
 from inspector.tui.messages import FilterProgress
 from inspector.tui.screens import PromptScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
@@ -208,42 +208,28 @@ class NavigationMixin:
         self.filter_text = text
         keep = self.item
         self.filter_spec = spec
-        if not spec.needs_decode:
-            rows = with_edits(self.store_columns().matching(spec), self.doc, spec)
-            self.filter_busy = False
-            self.chunks.set_rows(rows, keep=keep)
-        else:
-            self.filter_rows = []
-            self.filter_busy = True
-            self.chunks.set_rows([], keep=None)
-            self.filter_worker(spec, self.filter_gen)
+        self.filter_rows = []
+        self.filter_busy = True
+        self.chunks.set_rows([], keep=None)
+        self.filter_worker(spec, self.filter_gen, dict(self.doc.overlay.replaced), keep)
         self.say(f"filter applied: {text}")
 
     @work(thread=True, exclusive=True, group="filter")
-    def filter_worker(self, spec: Any, gen: int) -> None:
-        worker = get_current_worker()
-
-        def cancelled() -> bool:
-            return worker.is_cancelled or gen != self.filter_gen
-
+    def filter_worker(self, spec: Any, gen: int, replaced: dict, keep: int | None = None) -> None:
+        """The whole answer at once (codec.views.select: one columnar pass per chunk type needed)."""
+        rows: list[int] = []
         try:
-            for batch in stream_matches(self.doc, spec, cancelled):
-                self.post_message(FilterProgress(gen, batch, False))
+            rows = filter_rows(self.doc, spec, replaced).tolist()
         except CodecError as exc:
             self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
-        self.post_message(FilterProgress(gen, [], True))
+        if gen == self.filter_gen:
+            self.post_message(FilterProgress(gen, rows, True, replace=True, keep=keep))
 
     def on_filter_progress(self, msg: FilterProgress) -> None:
         if msg.generation != self.filter_gen:
             return
-        self.filter_rows.extend(msg.rows)
-        first = self.chunks.rows is not None and len(self.chunks.rows) == 0
-        self.chunks.rows = self.filter_rows
-        self.chunks.update_size()
-        if msg.done:
-            self.filter_busy = False
-            self.chunks.rows = with_edits(self.filter_rows, self.doc, self.filter_spec)  # inserted chunks too
-            self.chunks.update_size()
-        if first and self.filter_rows:
-            self.chunks.reselect()
+        self.filter_rows = list(msg.rows)
+        self.filter_busy = not msg.done
+        self.chunks.set_rows(with_edits(self.filter_rows, self.doc, self.filter_spec), keep=msg.keep)  # edits too
+        self.chunks.reselect()
         self.update_status()

@@ -1,0 +1,646 @@
+"""Selections decided on columns: a whole-file question costs one gather per chunk type it needs.
+
+:class:`codec.views.query.Selection` states what to keep and decides one record at a time
+(the reference). :func:`pick` gives the same answer for a whole file at once: chunk types
+come from the index arrays, store ids, topics and client ids are gathered through the layout
+table straight from a read-only map of the file (numpy, no record objects), MQTT filters
+are matched on the topic bytes by :func:`topic_mask`, and the store-id closure (client
+messages and retains that reference a matching stored message) is a sorted search.
+
+The per-record rules kept exactly: stores are remembered in file order (a reference matches
+only a matching store at or before it, compared by chunk position); cfg only when ``kinds``
+asks; a ``sub`` matches a topic filter by filter-or-equal; the client criterion applies to
+client, client_msg and sub chunks; criteria combine with AND.
+
+Damage: the index stops where the walk does; chunks the walk passes but the per-record
+decoder refuses (a cfg ``dbid_size`` other than 8, a property tail that does not parse or
+a stored length too small for the fields) are found here too (:attr:`Picked.bad`), so a
+command can stop its output exactly where the stream would have raised.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from codec.columnar import BATCH, decode_batch
+from codec.engine import Record
+from codec.errors import CodecError
+from codec.layouts import LAYOUTS, ChunkType, header_size
+from codec.properties import decode_properties
+from codec.reader import DbFile
+from codec.views.query import Selection
+
+SLASH = ord("/")
+DOLLAR = ord("$")
+MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),
+                                                   int(ChunkType.RETAIN), int(ChunkType.SUB),
+                                                   int(ChunkType.CLIENT), int(ChunkType.CFG))
+KNOWN = np.array([int(t) for t in ChunkType], dtype=np.uint32)
+_EMPTY_ROWS = np.zeros(0, dtype=np.int64)
+
+
+def as_bytes(text: str) -> bytes:
+    """A text value as the file holds it (undecodable bytes were kept with surrogateescape)."""
+    return text.encode("utf-8", "surrogateescape")
+
+
+# ---------------------------------------------------------------- MQTT filters on byte columns
+def topic_mask(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, filters: Iterable[str], *,
+               exact: bool = False) -> np.ndarray:
+    """Which topics (``data[starts[i]:starts[i] + sizes[i]]``) match any MQTT filter.
+
+    The rules of :func:`codec.views.query.topic_matches`, evaluated level by level on the
+    bytes of every topic at once (rows that fail a level drop out, so a literal prefix such
+    as ``fleet/site059/`` costs a few byte comparisons per row). ``exact`` also accepts a
+    topic equal to the filter (how a ``sub`` chunk's own filter is selected).
+    """
+    starts = np.asarray(starts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    n = len(starts)
+    out = np.zeros(n, dtype=bool)
+    filters = list(filters)
+    if not n or not filters:
+        return out
+    ends = starts + sizes
+    dollar = np.zeros(n, dtype=bool)
+    nonempty = np.flatnonzero(sizes > 0)
+    dollar[nonempty] = data[starts[nonempty]] == DOLLAR
+    everyone = np.arange(n)
+    no_dollar = np.flatnonzero(~dollar)
+    for flt in filters:
+        fb = as_bytes(flt)
+        rows = no_dollar if fb[:1] in (b"+", b"#") else everyone  # $ topics never match a leading wildcard
+        out[rows[_filter_hits(data, starts[rows], ends[rows], fb.split(b"/"))]] = True
+        if exact:
+            out[bytes_equal(data, starts, sizes, fb)] = True
+    return out
+
+
+def bytes_equal(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, value: bytes) -> np.ndarray:
+    """Rows whose value equals ``value`` (indexes into ``starts``)."""
+    hit = np.flatnonzero(np.asarray(sizes) == len(value))
+    return hit[literal_at(data, np.asarray(starts)[hit], value)]
+
+
+def _segments(levels: list[bytes]) -> list[bytes | None]:
+    """Filter levels with runs of literal levels joined (``a/b/+/#`` → ``[b"a/b", None, b"#"]``):
+    a run is one byte comparison, its inner separators checked with it."""
+    out: list[bytes | None] = []
+    for level in levels:
+        if level in (b"+", b"#"):
+            out.append(None if level == b"+" else b"#")
+        elif out and isinstance(out[-1], bytes) and out[-1] != b"#":
+            out[-1] = out[-1] + b"/" + level
+        else:
+            out.append(level)
+    return out
+
+
+def _filter_hits(data: np.ndarray, s: np.ndarray, e: np.ndarray, levels: list[bytes]) -> np.ndarray:
+    """Indexes of the topics ``data[s:e]`` that the filter ``levels`` matches."""
+    segments = _segments(levels)
+    alive = np.arange(len(s))
+    cur = s.copy()
+    for i, seg in enumerate(segments):
+        if seg == b"#":
+            return alive
+        c, end = cur[alive], e[alive]
+        if seg is None:  # "+": any one level
+            lend = _next_slash(data, c, end)
+        else:
+            width = len(seg)
+            sel = np.flatnonzero(c + width <= end)
+            sel = sel[literal_at(data, c[sel], seg)]
+            lend = c[sel] + width
+            bound = lend == end[sel]  # the level ends the topic, or a separator follows it
+            inner = np.flatnonzero(~bound)
+            bound[inner] = data[lend[inner]] == SLASH
+            sel = sel[bound]
+            alive, lend, end = alive[sel], lend[bound], end[sel]
+        at_end = lend == end
+        if i == len(segments) - 1:
+            return alive[at_end]
+        if segments[i + 1] == b"#":  # "a/#" matches "a" itself as well as everything below it
+            return alive
+        more = ~at_end
+        alive = alive[more]
+        cur[alive] = lend[more] + 1
+    return alive
+
+
+def _words(data: np.ndarray) -> np.ndarray | None:
+    """Little-endian 8-byte words starting at every byte of ``data`` (a view, no copy)."""
+    if len(data) < 8:
+        return None
+    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+
+
+def literal_at(data: np.ndarray, pos: np.ndarray, value: bytes) -> np.ndarray:
+    """Indexes of the positions where ``data`` holds ``value`` (all of it lies inside ``data``),
+    compared eight bytes at a time: a few gathers per row, whatever the length."""
+    sel = np.arange(len(pos))
+    words = _words(data)
+    n = len(data)
+    k = 0
+    while k < len(value) and len(sel):
+        part = value[k:k + 8]
+        p = pos[sel] + k
+        if words is None or len(part) == 1:
+            sel = sel[data[p] == part[0]]
+        else:
+            got = np.zeros(len(p), dtype=bool)
+            far = np.flatnonzero(p + 8 <= n)
+            mask, target = np.uint64((1 << (8 * len(part))) - 1), np.uint64(int.from_bytes(part, "little"))
+            got[far] = (words[p[far]] & mask) == target
+            near = np.flatnonzero(p + 8 > n)  # the last bytes of the buffer
+            got[near] = [bytes(data[q:q + len(part)]) == part for q in p[near].tolist()]
+            sel = sel[got]
+        k += len(part)
+    return sel
+
+
+def _next_slash(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Position of the first ``/`` at or after ``start`` before ``end`` (else ``end``)."""
+    pos = start.copy()
+    act = np.flatnonzero(pos < end)
+    while len(act):
+        act = act[data[pos[act]] != SLASH]
+        pos[act] += 1
+        act = act[pos[act] < end[act]]
+    return pos
+
+
+_FOLD_TABLE = bytes(range(256)).lower()  # ASCII letters only (bytes.lower is ASCII)
+
+
+class _Batch:
+    """What the ``contains`` tests of one batch share: its bytes as ``bytes``, ASCII-folded, and a
+    running count of bytes outside printable ASCII (one of each per batch, whatever the tests)."""
+
+    last: tuple[np.ndarray, _Batch] | None = None
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+        self._raw: bytes | None = None
+        self._folded: bytes | None = None
+        self._odd: np.ndarray | None = None
+        self._found: dict[tuple[bool, bytes], np.ndarray] = {}
+
+    @classmethod
+    def of(cls, data: np.ndarray) -> _Batch:
+        last = cls.last
+        if last is not None and last[0] is data:
+            return last[1]
+        batch = cls(data)
+        cls.last = (data, batch)
+        return batch
+
+    def text(self, fold: bool) -> bytes:
+        if self._raw is None:
+            base = self.data.base
+            self._raw = base if isinstance(base, bytes) and len(base) == len(self.data) else self.data.tobytes()
+        if fold:
+            if self._folded is None:
+                self._folded = self._raw.translate(_FOLD_TABLE)
+            return self._folded
+        return self._raw
+
+    def find(self, value: bytes, fold: bool) -> np.ndarray:
+        """Positions of ``value`` in the batch (asked once per batch, whichever fields test for it)."""
+        key = (fold, value)
+        if key not in self._found:
+            self._found[key] = find_all(self.text(fold), value)
+        return self._found[key]
+
+    def odd(self) -> np.ndarray:
+        """Per byte: outside printable ASCII (with a False after the last, so spans may end there)."""
+        if self._odd is None:
+            self._odd = np.zeros(len(self.data) + 1, dtype=bool)
+            np.logical_or(self.data < 0x20, self.data >= 0x7F, out=self._odd[:-1])
+        return self._odd
+
+
+def any_in_spans(mask: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per span ``[starts[i], ends[i])`` (ascending, not overlapping): does ``mask`` hold a True there?"""
+    out = np.zeros(len(starts), dtype=bool)
+    full = np.flatnonzero(ends > starts)
+    if not len(full):
+        return out
+    order = full[np.argsort(starts[full], kind="stable")]
+    bounds = np.empty(2 * len(order), dtype=np.int64)
+    bounds[0::2], bounds[1::2] = starts[order], ends[order]
+    out[order] = np.logical_or.reduceat(mask, bounds)[0::2]
+    return out
+
+
+def find_all(buf: bytes, value: bytes, few: int = 4096) -> np.ndarray:
+    """Every position of ``value`` in ``buf``: the C search while it is rare, numpy once it is common."""
+    out, pos = [], buf.find(value)
+    while pos >= 0 and len(out) < few:
+        out.append(pos)
+        pos = buf.find(value, pos + 1)
+    if pos < 0:
+        return np.array(out, dtype=np.int64)
+    d = np.frombuffer(buf, dtype=np.uint8)
+    hits = np.flatnonzero(d[: len(d) - len(value) + 1] == value[0])
+    return hits[literal_at(d, hits, value)] if len(value) > 1 else hits
+
+
+def contains(value: bytes, *, fold: bool = False) -> Test:
+    """A test on a text or byte field: does it hold ``value``? ``fold``: ASCII letters compared
+    case-insensitively (``value`` given in lower case), and a field holding any byte outside
+    printable ASCII passes too, so a caller confirming per record (Unicode case rules,
+    replacement characters) never misses one."""
+
+    def test(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        n = len(starts)
+        out = np.zeros(n, dtype=bool)
+        if not n:
+            return out
+        batch = _Batch.of(data)
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = starts + np.asarray(sizes, dtype=np.int64)
+        if fold:
+            out |= any_in_spans(batch.odd(), starts, ends)
+        m = len(value)
+        if m == 0:
+            out[:] = True
+            return out
+        hits = batch.find(value, fold)
+        if not len(hits):
+            return out
+        order = np.argsort(starts, kind="stable")
+        k = np.searchsorted(starts[order], hits, side="right") - 1
+        inside = k >= 0
+        rows = order[k[inside]]
+        rows = rows[hits[inside] + m <= ends[rows]]
+        out[rows] = True
+        return out
+
+    return test
+
+
+def _text_column(values: list[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, starts, sizes) of a few text values (edited records), for the byte matchers."""
+    raw = [as_bytes(v) if v is not None else b"" for v in values]
+    sizes = np.array([len(r) for r in raw], dtype=np.int64)
+    starts = np.zeros(len(raw), dtype=np.int64)
+    if len(raw):
+        starts[1:] = np.cumsum(sizes)[:-1]
+    return np.frombuffer(b"".join(raw) or b"\0", dtype=np.uint8), starts, sizes
+
+
+# ---------------------------------------------------------------- gathers over the index
+Test = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+"""What to ask of a text field, on a batch: (data, starts, sizes) → one value per row."""
+
+
+@dataclass
+class TypeColumns:
+    """Values of every chunk of one type, in file order: numbers, and per-row answers of tests
+    on text fields (asked batch by batch while the batch's bytes are in cache)."""
+
+    rows: np.ndarray
+    ints: dict[str, np.ndarray]
+    marks: dict[str, np.ndarray]
+    bad: np.ndarray  # chunks of this type the per-record decoder refuses
+
+
+class FileColumns:
+    """A db file's index arrays, and gathers of chosen fields of every chunk of a type.
+
+    Each gather reads the chunks' bytes in batches of a few MB (one ``pread``, then every
+    field of every chunk in the batch through the layout table at once) so the byte
+    comparisons of text tests hit the cache instead of walking the whole file per field.
+    """
+
+    batch_bytes = 4 << 20
+
+    def __init__(self, db: DbFile) -> None:
+        assert db.version is not None
+        self.db = db
+        idx = db.index
+        self.count = len(idx)
+        self.offsets, self.types, self.ends = idx.arrays()
+        self.lengths = idx.lengths_array()
+        self.hsize = header_size(db.version)
+
+    def rows(self, chunk_type: int) -> np.ndarray:
+        return np.flatnonzero(self.types == chunk_type)
+
+    def gather(self, chunk_type: int, names: Iterable[str] = (), tests: Mapping[str, Test] | None = None,
+               rows: np.ndarray | None = None) -> TypeColumns:
+        """Numbers ``names`` and the answers of ``tests`` (text field → test) for the chunks
+        ``rows`` (default: every chunk of the type), checked as the per-record decoder checks
+        them (``must`` values, property tails) when the layout has such checks."""
+        db = self.db
+        assert db.version is not None
+        tests = dict(tests or {})
+        rows = self.rows(chunk_type) if rows is None else np.asarray(rows, dtype=np.int64)
+        options = LAYOUTS[(db.version, ChunkType(chunk_type))]
+        layout = options[0]
+        kinds = {name: f.kind for f in layout.fields for name in f.values}
+        absent = [n for n in tests if n not in kinds]  # a field this version does not have: never passes
+        tests = {n: t for n, t in tests.items() if n in kinds}
+        numbers = set(names) | {f.name for f in layout.fields if f.must is not None}
+        wanted = numbers | set(tests) | ({"properties"} if layout.has_tail else set())
+        if len(options) > 1:  # ABI variants (v5/v6 cfg, v6 client): the decoder picks one per chunk
+            return self._per_record(chunk_type, rows, numbers, tests, kinds, absent)
+        ints: dict[str, list[np.ndarray]] = {n: [] for n in numbers}
+        marks: dict[str, list[np.ndarray]] = {n: [] for n in tests}
+        bad: list[int] = []
+        offs, ends = self.offsets[rows], self.ends[rows]
+        i = 0
+        while i < len(rows):
+            lo = int(offs[i])
+            j = min(max(int(np.searchsorted(ends, lo + self.batch_bytes, side="right")), i + 1), i + BATCH)
+            data = np.frombuffer(os.pread(db.fd, int(ends[j - 1]) - lo, lo), dtype=np.uint8)
+            part = rows[i:j]
+            got, spans = self._decode(chunk_type, data, lo, part, wanted, kinds, bad)
+            for n in numbers:
+                ints[n].append(got[n])
+            for n, test in tests.items():
+                marks[n].append(test(data, *spans[n]))
+            if "properties" in spans:
+                bad.extend(_bad_properties(data, part, *spans["properties"]))
+            i = j
+        marks.update({n: [np.zeros(len(rows), dtype=bool)] for n in absent})
+        return TypeColumns(rows, {n: _join(v, kinds.get(n)) for n, v in ints.items()},
+                           {n: _join(v, "mark") for n, v in marks.items()}, np.unique(np.array(bad, dtype=np.int64)))
+
+    def _decode(self, chunk_type: int, data: np.ndarray, base: int, part: np.ndarray, names: set[str],
+                kinds: dict[str, str], bad: list[int]) -> tuple[dict, dict]:
+        """One batch through the layout table; a batch that breaks a check is halved until the
+        chunks that break it are found (they become ``bad``, their values zero)."""
+        assert self.db.version is not None
+        got = decode_batch(self.db.version, chunk_type, data, self.offsets[part] - base + self.hsize,
+                           self.lengths[part].astype(np.int64), self.ends[part] - base, self.db.endian,
+                           fields=names)
+        if got is not None:
+            return got
+        if len(part) == 1:
+            bad.append(int(part[0]))
+            return ({n: np.zeros(1, np.uint64 if kinds.get(n) == "u64h" else np.int64) for n in names},
+                    {n: (np.zeros(1, np.int64), np.zeros(1, np.int64)) for n in names})
+        half = len(part) // 2
+        a = self._decode(chunk_type, data, base, part[:half], names, kinds, bad)
+        b = self._decode(chunk_type, data, base, part[half:], names, kinds, bad)
+        return ({n: np.concatenate([a[0][n], b[0][n]]) for n in a[0] if n in b[0]},
+                {n: (np.concatenate([a[1][n][0], b[1][n][0]]), np.concatenate([a[1][n][1], b[1][n][1]]))
+                 for n in a[1] if n in b[1]})
+
+    def _per_record(self, chunk_type: int, rows: np.ndarray, numbers: set[str], tests: Mapping[str, Test],
+                    kinds: dict[str, str], absent: list[str]) -> TypeColumns:
+        """Chunks decoded one by one (types with ABI variants: v5/v6 cfg and v6 client, few per file)."""
+        recs: list[Record | None] = []
+        bad = []
+        for i in rows.tolist():
+            try:
+                recs.append(self.db.chunk(i).record)
+            except CodecError:
+                recs.append(None)
+                bad.append(i)
+        ints = {n: np.array([int((r.values.get(n) if r is not None else 0) or 0) for r in recs],
+                            dtype=np.uint64 if kinds.get(n) == "u64h" else np.int64) for n in numbers}
+        marks = {n: answers_for(test, [r.values.get(n) if r is not None else None for r in recs])
+                 for n, test in tests.items()}
+        marks.update({n: np.zeros(len(rows), dtype=bool) for n in absent})
+        return TypeColumns(rows, ints, marks, np.array(bad, dtype=np.int64))
+
+    def undecodable(self) -> np.ndarray:
+        """Every chunk the walk passed that the per-record decoder refuses, ascending."""
+        assert self.db.version is not None
+        bad = [_EMPTY_ROWS] + [self.gather(t).bad for t in checked_types(self.db.version)]
+        return np.unique(np.concatenate(bad))
+
+
+def checked_types(version: int) -> list[int]:
+    """Chunk types whose decoding checks more than the walk does (``must`` values, property tails)."""
+    return [int(t) for (v, t), options in LAYOUTS.items()
+            if v == version and (options[0].has_tail or any(f.must is not None for f in options[0].fields))]
+
+
+def answers_for(test: Test, values: list[str | None]) -> np.ndarray:
+    """A test's answers for a few text values (edited records, per-record decodes); None never passes."""
+    out = test(*_text_column(values)) if values else np.zeros(0, dtype=bool)
+    for k, v in enumerate(values):
+        if v is None:
+            out[k] = False
+    return out
+
+
+def _join(parts: list[np.ndarray], kind: str | None) -> np.ndarray:
+    if parts:
+        return np.concatenate(parts)
+    return np.zeros(0, dtype=bool if kind == "mark" else np.uint64 if kind == "u64h" else np.int64)
+
+
+def _bad_properties(data: np.ndarray, rows: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> list[int]:
+    """Chunks whose property tail does not parse (tails are rare; each is parsed alone)."""
+    out = []
+    for k in np.flatnonzero(sizes > 0).tolist():
+        s = int(starts[k])
+        try:
+            decode_properties(data[s:s + int(sizes[k])].tobytes())
+        except CodecError:
+            out.append(int(rows[k]))
+    return out
+
+
+# ---------------------------------------------------------------- the selection
+@dataclass
+class Picked:
+    """The chunks a selection keeps, and where the per-record decoder would stop."""
+
+    rows: np.ndarray  # selected chunk numbers, ascending (chunks in ``bad`` excluded)
+    bad: np.ndarray  # chunks in the index the per-record decoder refuses, ascending
+    count: int  # chunks in the index
+
+    @property
+    def stop(self) -> int:
+        """The first chunk a file-order stream cannot decode (``count`` if none in the index)."""
+        return int(self.bad[0]) if len(self.bad) else self.count
+
+    def before_stop(self) -> np.ndarray:
+        """The selected chunks a stream prints before it fails."""
+        return self.rows[: int(np.searchsorted(self.rows, self.stop))]
+
+
+def kind_mask(types: np.ndarray, kinds: set[str] | None) -> np.ndarray:
+    if kinds is None:
+        return np.ones(len(types), dtype=bool)
+    codes = [int(t) for t in ChunkType if t.label in kinds]
+    keep = np.isin(types, np.array(codes, dtype=np.uint32))
+    if "unknown" in kinds:
+        keep |= ~np.isin(types, KNOWN)
+    return keep
+
+
+def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = None,
+         bad: np.ndarray | None = None, source: FileColumns | None = None) -> Picked:
+    """The chunks ``sel`` keeps, decided on columns, as :meth:`Selection.match` decides them in
+    file order. ``replaced``: records standing in for file chunks (unsaved edits), as if the
+    file held them. ``bad``: the decoder's refusals if known (:meth:`FileColumns.undecodable`),
+    else found on the way."""
+    if db.empty:
+        return Picked(_EMPTY_ROWS, _EMPTY_ROWS, 0)
+    src = source or FileColumns(db)
+    types = src.types
+    keep = kind_mask(types, sel.kinds)
+    replaced = {i: r for i, r in (replaced or {}).items() if 0 <= i < src.count}
+    # what each chunk type must give: numbers, and answers of tests on its text fields
+    numbers: dict[int, set[str]] = {} if bad is not None else {t: set() for t in checked_types(db.version or 6)}
+    tests: dict[int, dict[str, Test]] = {}
+    clients = sorted(as_bytes(c) for c in sel.clients)
+
+    def client_test(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        ok = np.zeros(len(starts), dtype=bool)
+        for value in clients:
+            ok[bytes_equal(data, starts, sizes, value)] = True
+        return ok
+
+    def store_topic_test(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        return topic_mask(data, starts, sizes, sel.topics)
+
+    def sub_topic_test(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        return topic_mask(data, starts, sizes, sel.topics, exact=True)
+
+    present = {t: bool(keep[types == t].any()) for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT)}
+    if sel.by_store:
+        numbers.setdefault(MSG_STORE, set()).add("store_id")
+        if sel.topics:
+            tests.setdefault(MSG_STORE, {})["topic"] = store_topic_test
+        for t in (CLIENT_MSG, RETAIN):
+            if present[t] and not (sel.clients and t == RETAIN):
+                numbers.setdefault(t, set()).add("store_id")
+        if sel.topics and present[SUB]:
+            tests.setdefault(SUB, {})["topic"] = sub_topic_test
+    if sel.clients:
+        for t in (CLIENT, CLIENT_MSG, SUB):
+            if present[t]:
+                tests.setdefault(t, {})["client_id"] = client_test
+    passes = {t: src.gather(t, numbers.get(t, ()), tests.get(t)) for t in set(numbers) | set(tests)}
+    for t, cols in passes.items():
+        _apply_edits(cols, replaced, tests.get(t, {}))
+    bad = np.unique(np.concatenate([_EMPTY_ROWS if bad is None else np.asarray(bad, dtype=np.int64)]
+                                   + [p.bad for p in passes.values()]))
+    if not (sel.clients or sel.by_store):
+        keep[bad] = False
+        return Picked(np.flatnonzero(keep).astype(np.int64), bad, src.count)
+
+    crit = np.zeros(src.count, dtype=bool)
+    crit[types == CFG] = sel.kinds is not None
+    closure = _closure(sel, passes.get(MSG_STORE)) if sel.by_store else None
+    for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT):
+        if not present[t]:
+            continue
+        rows = src.rows(t)
+        ok = np.ones(len(rows), dtype=bool)
+        if sel.clients:
+            ok &= passes[t].marks["client_id"] if t in (CLIENT, CLIENT_MSG, SUB) else False
+        if sel.by_store and ok.any():
+            if t in (MSG_STORE, CLIENT_MSG, RETAIN):
+                assert closure is not None
+                ok &= closure.references(rows, passes[t].ints["store_id"])
+            elif t == SUB:
+                ok &= passes[t].marks["topic"] if sel.topics else False
+            else:
+                ok &= bool(sel.clients)
+        crit[rows] = ok
+    keep &= crit
+    keep[bad] = False
+    return Picked(np.flatnonzero(keep).astype(np.int64), bad, src.count)
+
+
+def select_chunks(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = None) -> np.ndarray:
+    """The sorted chunk numbers ``sel`` keeps (chunks the decoder refuses left out)."""
+    return pick(db, sel, replaced=replaced).rows
+
+
+def _apply_edits(cols: TypeColumns, replaced: Mapping[int, Record], tests: Mapping[str, Test]) -> None:
+    """Edited chunks among ``cols.rows``: their numbers and test answers as the edited records give them."""
+    if not replaced or not len(cols.rows):
+        return
+    ids = np.array(sorted(replaced), dtype=np.int64)
+    at = np.minimum(np.searchsorted(cols.rows, ids), len(cols.rows) - 1)
+    hit = cols.rows[at] == ids
+    if not hit.any():
+        return
+    where, recs = at[hit], [replaced[int(i)] for i in ids[hit]]
+    for name, values in cols.ints.items():
+        values[where] = [int(r.get(name) or 0) for r in recs]
+    for name, test in tests.items():
+        cols.marks[name][where] = answers_for(test, [r.get(name) for r in recs])
+
+
+@dataclass
+class _Closure:
+    """The matching stores: each store id with the first chunk that made it match."""
+
+    ids: np.ndarray  # sorted uint64
+    first: np.ndarray  # chunk number of the earliest matching store with that id
+
+    def references(self, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Which chunks (at ``rows``, referencing ``ids``) come at or after a matching store of their id."""
+        if not len(self.ids):
+            return np.zeros(len(rows), dtype=bool)
+        k = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
+        return (self.ids[k] == ids) & (self.first[k] <= rows)
+
+
+def _closure(sel: Selection, stores: TypeColumns | None) -> _Closure:
+    if stores is None or not len(stores.rows):
+        return _Closure(np.zeros(0, np.uint64), _EMPTY_ROWS)
+    ids = stores.ints["store_id"]
+    ok = np.ones(len(ids), dtype=bool)
+    if sel.store_ids is not None:
+        lo, hi = sel.store_ids
+        ok &= (ids >= np.uint64(lo)) & (ids <= np.uint64(hi))
+    if sel.topics:
+        ok &= stores.marks["topic"]
+    ok[np.isin(stores.rows, stores.bad)] = False
+    rows, ids = stores.rows[ok], ids[ok]
+    uniq, first = np.unique(ids, return_index=True)  # rows ascend: the first index is the earliest store
+    return _Closure(uniq, rows[first])
+
+
+def expiry_sources(db: DbFile, rows: np.ndarray) -> np.ndarray:
+    """The msg_store chunks whose expiry the client_msg chunks among ``rows`` inherit (stores that
+    expire, before them, with their store ids): what a reader must see besides ``rows`` to annotate
+    them as a file-order pass would. The index scan already knows which stores expire (v5/v6)."""
+    idx = db.index
+    ids, values = idx.times.get("expiry_time", ((), ()))
+    if not len(ids) or not len(rows):
+        return _EMPTY_ROWS
+    src = FileColumns(db)
+    queued = rows[src.types[rows] == CLIENT_MSG]
+    if not len(queued):
+        return _EMPTY_ROWS
+    cand = np.frombuffer(ids, dtype=np.int64)
+    cand = cand[(np.frombuffer(values, dtype=np.int64) > 0) & (cand < queued[-1])]
+    cand = cand[src.types[cand] == MSG_STORE]
+    if not len(cand):
+        return _EMPTY_ROWS
+    wanted = src.gather(CLIENT_MSG, {"store_id"}, rows=queued).ints["store_id"]
+    return cand[np.isin(src.gather(MSG_STORE, {"store_id"}, rows=cand).ints["store_id"], wanted)]
+
+
+def failure(db: DbFile, stop: int) -> CodecError | None:
+    """The error a file-order stream raises at chunk ``stop`` (the first it cannot decode, or
+    the end of a damaged index), exactly as the stream words it; None if it raises none."""
+    idx = db.index
+    start = idx.offsets[stop] if stop < len(idx) else idx.end
+    try:
+        for _ in db.stream(start=start, first_index=stop):
+            break
+    except CodecError as exc:
+        return exc
+    return idx.error
+
+
+__all__ = ["FileColumns", "contains", "expiry_sources", "Picked", "TypeColumns", "bytes_equal", "failure", "kind_mask", "pick", "select_chunks",
+           "topic_mask"]

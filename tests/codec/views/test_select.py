@@ -1,0 +1,216 @@
+"""The column engine (codec.views.select) against the per-record reference (Selection.match).
+
+Every fixture, the damaged ones included (and damaged copies made here: cut short, a property
+tail that does not parse, a stored length too small), with many selections: the chunks the
+engine picks before the first chunk a file-order stream cannot decode are exactly those the
+stream's Selection.match keeps, and the error the engine reports there is the stream's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from codec import DbFile
+from codec.errors import CodecError
+from codec.views.query import Selection, topic_matches
+from codec.views.select import failure, pick, topic_mask
+
+from support.paths import REAL, REAL_FILES, SHARED, UNIT_FILES
+
+INCOMING = sorted((SHARED / "fixtures" / "incoming").glob("*.db"))
+
+
+def _damaged(tmp: Path) -> list[Path]:
+    out = []
+    v6 = (REAL / "2.0.20-a.db").read_bytes()
+    v3 = (REAL / "1.5.6-a.db").read_bytes()
+    for name, data in (("v6", v6), ("v3", v3)):
+        for cut in (30, 200, len(data) // 2, len(data) - 3):
+            p = tmp / f"{name}-cut{cut}.db"
+            p.write_bytes(data[:cut])
+            out.append(p)
+    with DbFile(REAL / "2.0.20-a.db") as db:
+        tails = [c for c in db.stream(spans=True) if c.record.get("properties")]
+    for k, (c, how) in enumerate(((tails[0], "id"), (tails[2], "id"), (tails[2], "len"))):
+        span = next(s for s in c.spans if s.name == "properties")
+        pos = c.body_offset + span.offset
+        data = bytearray(v6)
+        if how == "id":
+            data[pos + 1] = 0  # property identifier 0: unknown
+        else:
+            data[pos] = 0x30  # property list length past the chunk
+        p = tmp / f"v6-badprop{k}.db"
+        p.write_bytes(bytes(data))
+        out.append(p)
+    return out
+
+
+@pytest.fixture(scope="module")
+def all_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    files = [*REAL_FILES, *INCOMING, *UNIT_FILES, *_damaged(tmp_path_factory.mktemp("damaged"))]
+    out = []
+    for f in files:
+        try:
+            DbFile(f).close()
+        except CodecError:
+            continue  # not a db at all (bad header): nothing to select
+        out.append(f)
+    return out
+
+
+def _stream(db: DbFile) -> tuple[list, CodecError | None]:
+    chunks = []
+    try:
+        for c in db.stream():
+            chunks.append(c)
+    except CodecError as exc:
+        return chunks, exc
+    return chunks, None
+
+
+BASE = [
+    {}, {"kinds": {"retain"}}, {"kinds": {"unknown"}}, {"kinds": {"cfg", "client"}},
+    {"topics": ["#"]}, {"topics": ["+/#"]}, {"topics": ["+/+/+"]}, {"topics": ["$SYS/#"]}, {"topics": ["a"]},
+    {"kinds": {"cfg", "msg_store"}, "topics": ["#"]}, {"kinds": {"unknown"}, "topics": ["#"]},
+    {"store_ids": (1, 40)}, {"store_ids": (0, 2**64 - 1)}, {"kinds": {"sub"}, "topics": ["corp/+/x", "$SYS/#"]},
+    {"clients": {"a-sub-q1"}}, {"clients": {"a-sub-v5"}, "topics": ["#"]},
+    {"clients": {"a-sub-q1", "nobody"}, "store_ids": (1, 30)},
+]
+
+
+def _selections(chunks: list) -> list[dict]:
+    topics = sorted({c.record.get("topic") for c in chunks if c.record.get("topic")})
+    clients = sorted({c.record.get("client_id") for c in chunks if c.record.get("client_id")})
+    out = list(BASE)
+    for t in topics[:8] + topics[-4:]:
+        out.append({"topics": [t]})
+        if "/" in t:
+            head, _, tail = t.partition("/")
+            out.append({"topics": [head + "/#"]})
+            out.append({"topics": ["+/" + tail]})
+            out.append({"kinds": {"sub", "retain"}, "topics": [t.rsplit("/", 1)[0] + "/+"]})
+    for cid in clients[:4]:
+        out.append({"clients": {cid}})
+        out.append({"clients": {cid}, "kinds": {"client_msg"}, "topics": ["#"]})
+    return out
+
+
+def test_engine_matches_per_record_selection_on_every_fixture(all_files: list[Path]) -> None:
+    checked = 0
+    for path in all_files:
+        with DbFile(path) as db:
+            chunks, error = _stream(db)
+            for spec in _selections(chunks):
+                want = [c.index for c in Selection(**spec).filter(chunks)]
+                picked = pick(db, Selection(**spec))
+                assert picked.before_stop().tolist() == want, (path.name, spec)
+                checked += 1
+            if db.empty:
+                continue
+            picked = pick(db, Selection(topics=["#"]))
+            assert picked.stop == len(chunks), path.name  # the stream stops exactly there
+            got = failure(db, picked.stop) if picked.stop < picked.count or db.index.error else None
+            assert (str(got) if got else None) == (str(error) if error else None), path.name
+    assert checked > 500
+
+
+def test_engine_sees_edited_records_like_the_stream() -> None:
+    """Records standing in for file chunks (the TUI's unsaved edits) count as the stream would see them."""
+    path = REAL / "2.0.20-a.db"
+    with DbFile(path) as db:
+        chunks, _ = _stream(db)
+        store = next(c for c in chunks if c.kind == "msg_store" and any(
+            d.kind == "retain" and d.record["store_id"] == c.record["store_id"] for d in chunks))
+        replaced = {store.index: store.record.with_values(topic="edited/topic")}
+        sel = {"topics": ["edited/#"]}
+        # the reference, in file order with the edited record in place
+        ref = Selection(**sel)
+        want = [c.index for c in chunks if ref.match(replaced.get(c.index, c.record))]
+        assert len(want) >= 2
+        assert pick(db, Selection(**sel), replaced=replaced).rows.tolist() == want
+
+
+TOPICS = ["", "/", "a", "a/", "/a", "a/b", "a/b/c", "a//c", "$SYS", "$SYS/x", "$x/a", "ab", "a/bc", "sport/tennis",
+          "sport/tennis/player1", "sport", "sport/", "fleet/site059/dev00001/temp", "fleet/site0590/x", "é/ü",
+          "aaaaaaaaaaaaaaaaaaaa/bbbbbbbbbbbbbbbbbbbbbbbb", "x" * 70]
+FILTERS = ["#", "+", "+/+", "+/#", "/#", "/+", "a", "a/#", "a/+", "a/+/c", "a/b/#", "+/b", "$SYS/#", "$SYS", "+/x",
+           "sport/tennis/#", "sport/+", "sport/#", "fleet/site059/#", "fleet/+/+/temp", "é/+", "a//c", "//",
+           "aaaaaaaaaaaaaaaaaaaa/#", "x" * 70]
+
+
+def test_topic_mask_is_topic_matches() -> None:
+    raw = [t.encode() for t in TOPICS]
+    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    sizes = np.array([len(r) for r in raw], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    for flt in FILTERS:
+        for exact in (False, True):
+            got = topic_mask(data, starts, sizes, [flt], exact=exact).tolist()
+            want = [topic_matches(flt, t) or (exact and flt == t) for t in TOPICS]
+            assert got == want, (flt, exact)
+    both = topic_mask(data, starts, sizes, ["a/#", "$SYS/#"]).tolist()
+    assert both == [topic_matches("a/#", t) or topic_matches("$SYS/#", t) for t in TOPICS]
+
+
+def test_exporter_topic_mask_uses_the_same_rules() -> None:
+    from exporters.select import topic_mask as _topic_mask
+
+    arr = pa.array([*TOPICS, None], pa.string())
+    for flt in FILTERS:
+        got = _topic_mask(arr.slice(1), [flt], exact=True).to_pylist()
+        assert got == [t is not None and (topic_matches(flt, t) or flt == t) for t in [*TOPICS[1:], None]], flt
+    chunked = pa.chunked_array([arr.slice(0, 3), arr.slice(3)])
+    assert _topic_mask(chunked, ["a/#"]).to_pylist() == [t is not None and topic_matches("a/#", t)
+                                                         for t in [*TOPICS, None]]
+
+
+def _reference_dump(path: Path, spec: dict, as_json: bool) -> tuple[str, str | None]:
+    """Today's per-record dump loop: stream, annotate, Selection.match, print."""
+    from codec.views.jsonview import chunk_to_json
+    from codec.views.timeview import ExpiryState
+    from inspector.commands.core import format_text
+
+    sel, expiry, out = Selection(**spec), ExpiryState(1.9e9), []
+    with DbFile(path) as db:
+        try:
+            for c in db.stream():
+                state = expiry.annotate(c.record)
+                if not sel.match(c.record):
+                    continue
+                if as_json:
+                    row = chunk_to_json(c)
+                    if state is not None:
+                        row.update(state)
+                    out.append(json.dumps(row, ensure_ascii=False))
+                else:
+                    out.append(format_text(c))
+        except CodecError as exc:
+            return "\n".join(out), f"mosqdb dump: error: {exc}"
+    return "\n".join(out), None
+
+
+def test_cli_dump_prints_what_the_per_record_loop_printed(all_files: list[Path], capsys: pytest.CaptureFixture) -> None:
+    from inspector.cli import main
+
+    specs = [({"kinds": {"retain"}}, ["--type", "retain"]),
+             ({"topics": ["#"]}, ["--topic", "#"]),
+             ({"kinds": {"msg_store", "cfg"}, "topics": ["corp/#"]}, ["--type", "msg_store,cfg", "--topic", "corp/#"]),
+             ({"store_ids": (1, 40)}, ["--store-id", "1-40"]),
+             ({"clients": {"a-sub-q1"}}, ["--client", "a-sub-q1"]),
+             ({"kinds": {"client_msg"}, "topics": ["#"]}, ["--type", "client_msg", "--topic", "#"])]
+    for path in all_files:
+        for spec, argv in specs:
+            for as_json in (False, True):
+                want, error = _reference_dump(path, spec, as_json)
+                code = main(["dump", str(path), *argv, "--at", "2030-03-17T17:46:40Z", *(["--json"] if as_json else [])])
+                out, err = capsys.readouterr()
+                body = [line for line in out.splitlines() if as_json or not line.startswith(
+                    ("Mosquitto DB dump", "File:", "CRC:", "DB version:", "(empty file"))]
+                assert "\n".join(body) == want, (path.name, argv, as_json)
+                assert (err.strip() or None) == error, (path.name, argv)
+                assert code == (1 if error else 0)
