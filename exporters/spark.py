@@ -21,7 +21,6 @@ PySpark is optional: ``pip install mosqdb[spark]``.
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 from collections import OrderedDict
@@ -33,6 +32,7 @@ import numpy as np
 from codec import DbFile
 from codec.errors import CodecError
 from codec.views.query import valid_filter
+from exporters.files import db_files
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
 
 try:
@@ -65,16 +65,6 @@ def _need_spark() -> None:
 
 
 # ---------------------------------------------------------------- planning (driver side)
-
-
-def db_files(path: str) -> list[str]:
-    """A file, or the ``*.db`` files of a directory (sorted), as absolute paths."""
-    full = os.path.abspath(path)
-    if os.path.isdir(full):
-        return sorted(glob.glob(os.path.join(full, "*.db")))
-    if not os.path.exists(full):
-        raise CodecError("no such file or directory", path=full)
-    return [full]
 
 
 @dataclass(frozen=True)

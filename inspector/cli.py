@@ -53,6 +53,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def error_line(command: str, error: object) -> str:
+    """The one shape of an error line: ``mosqdb CMD: FILE: offset N (0xN): chunk[i].field: reason``.
+
+    A codec error prints the parts it has; a usage error without a file is ``mosqdb CMD: reason``.
+    """
+    return f"mosqdb {command}: {error}"
+
+
+def located(exc: CodecError, args: argparse.Namespace) -> CodecError:
+    """A codec error without a file names the command's one input file (when it has exactly one)."""
+    if exc.path is None:
+        path = getattr(args, "file", None)
+        files = getattr(args, "files", None)
+        if path is None and isinstance(files, list) and len(files) == 1:
+            path = files[0]
+        if isinstance(path, str) and path != "-":
+            exc.located(path=path)
+    return exc
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -70,17 +90,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"mosqdb {args.command}: {exc}", file=sys.stderr)
+        print(error_line(args.command, exc), file=sys.stderr)
         return 2
     except (NotADatabaseError, UnsupportedVersionError) as exc:
         if args.debug:
             raise
-        print(f"mosqdb {args.command}: error: {exc}", file=sys.stderr)
+        print(error_line(args.command, located(exc, args)), file=sys.stderr)
         return 2
     except CodecError as exc:
         if args.debug:
             raise
-        print(f"mosqdb {args.command}: error: {exc}", file=sys.stderr)
+        print(error_line(args.command, located(exc, args)), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -17,6 +17,7 @@ from codec.views.query import Selection, parse_store_ids
 from codec.views.timeview import ExpiryState, expiry_counts, iso
 from codec.writer import rewrite
 from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import check_output
 
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
@@ -39,6 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store-id", help="store id N or range A-B: stores and their references")
     add_at(p)
     add_endian(p)
+    add_quiet(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent")
@@ -47,6 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
     add_at(p)
     add_endian(p)
+    add_quiet(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("rewrite", help="decode every chunk and encode it again (byte-identical for valid files)")
@@ -54,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="output file (written atomically)")
     p.add_argument("--to-version", type=int, help="version conversion: see `mosqdb convert`")
     add_endian(p)
+    add_quiet(p)
     p.set_defaults(func=cmd_rewrite)
 
 
@@ -224,23 +228,29 @@ def cmd_dump(args: argparse.Namespace) -> int:
                 out.write("(empty file: the broker treats it as no saved state)\n")
                 return 0
             out.write(f"CRC: {db.crc}\nDB version: {db.version}\n")
+        from codec.progress import tick
+
         try:
-            for chunk in db.stream():
-                state = expiry.annotate(chunk.record)  # every store, so its client messages inherit
-                if not selection.match(chunk.record):
-                    continue
-                if args.json:
-                    row = chunk_to_json(chunk)
-                    if state is not None:
-                        row.update(state)
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                else:
-                    out.write(format_text(chunk) + "\n")
+            with progress(args, "dumping", enabled=not out.isatty()) as bar:  # on a terminal the dump shows it
+                for chunk in tick(db.stream(), bar, db.size):
+                    _dump_one(args, out, chunk, expiry, selection)
         except CodecError as exc:
             out.flush()
-            print(f"mosqdb dump: error: {exc}", file=sys.stderr)
-            return 1
+            raise exc.located(path=args.file) from None
     return 0
+
+
+def _dump_one(args: argparse.Namespace, out: Any, chunk: Chunk, expiry: ExpiryState, selection: Selection) -> None:
+    state = expiry.annotate(chunk.record)  # every store, so its client messages inherit
+    if not selection.match(chunk.record):
+        return
+    if args.json:
+        row = chunk_to_json(chunk)
+        if state is not None:
+            row.update(state)
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    else:
+        out.write(format_text(chunk) + "\n")
 
 
 # ---------------------------------------------------------------- check
@@ -248,8 +258,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from codec.ops.check import check_file  # numpy: only when checking
 
     at = reference_time(args)
-    with open_input(args.file, endian=args.endian) as db:
-        findings = list(check_file(db, at=at))
+    with open_input(args.file, endian=args.endian) as db, progress(args, "checking") as bar:
+        findings = list(check_file(db, at=at, progress=bar))
     if os.path.islink(args.file):
         from codec.ops.check import Finding
 
@@ -286,7 +296,8 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
         if same_file(db.source_path, args.output):
             raise UsageError("the output is the input file; write elsewhere")
         check_output(args.output)
-        result = rewrite(db, args.output)
+        with progress(args, "rewriting") as bar:
+            result = rewrite(db, args.output, progress=bar)
     print(f"wrote {result.path}: {result.size:,} bytes, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
     return 0
 

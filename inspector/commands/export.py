@@ -13,6 +13,7 @@ from typing import Any
 from codec.errors import CodecError
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.commands import UsageError, add_at, add_endian
+from inspector.commands.progress import progress
 
 try:  # the forward-packet sinks live with their engine
     from inspector.commands.forward_export import add_forward_options, run_forward_export
@@ -31,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "<kind>.parquet per kind (or one Parquet file when one --kind is given); JSON Lines: one file "
         "(`-` for stdout) with the objects of `mosqdb dump --json` plus `file`.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files")
+    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
     p.add_argument("--to", required=True, metavar="FORMAT",
                    help="parquet | jsonl" + (" | msgpack | forward://HOST:PORT" if add_forward_options else ""))
     p.add_argument("-o", "--output", metavar="OUT", help="output directory or file (required for parquet/jsonl)")
@@ -45,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--store-id", metavar="A-B", help="store id N or range A-B")
     p.add_argument("--batch-size", type=int, default=32_768, help="rows per Arrow batch (memory bound)")
     p.add_argument("--compression", default="snappy", help="Parquet compression (snappy, zstd, lz4, none)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     add_endian(p)
     if add_forward_options is not None:
         add_forward_options(p)
@@ -89,28 +90,48 @@ def selection_from(args: argparse.Namespace, kinds: list[str] | None) -> Selecti
 
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[Any]:
-    """A Rich progress bar on stderr (None when stderr is not a terminal or -q)."""
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+def progress_bar(args: argparse.Namespace, files: list[str]) -> Iterator[Any]:
+    """The shared progress bar over all inputs, as the exporters' ``progress(path, done, file_size)`` (None: no bar)."""
+    with progress(args, "exporting") as bar:
+        if bar is None:
+            yield None
+            return
+        sizes = {f: os.path.getsize(f) for f in files}
+        total = sum(sizes.values())
+        before: dict[str, int] = {}  # bytes of the files before each one
+        acc = 0
+        for f in files:
+            before[f] = acc
+            acc += sizes[f]
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        tasks: dict[str, Any] = {}
-
-        def update(path: str, done: int, total: int) -> None:
-            if path not in tasks:
-                tasks[path] = bar.add_task(os.path.basename(path), total=total)
-            bar.update(tasks[path], completed=done, total=total)
+        def update(path: str, done: int, size: int) -> None:
+            base = before.get(path, before.get(os.path.abspath(path), 0))
+            bar(base + min(done, size), total, os.path.basename(path))
 
         yield update
 
 
+def input_files(paths: list[str]) -> list[str]:
+    """FILE arguments: db files, or directories of ``*.db`` (as ``sql`` and Spark read them); exit 2 when none."""
+    from exporters.files import db_files
+
+    files: list[str] = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file or directory")
+        if os.path.isdir(path):
+            found = db_files(path)
+            if not found:
+                raise UsageError(f"{path}: a directory without *.db files")
+            files += found
+        else:
+            files.append(path)
+    return files
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     to = args.to
+    args.files = input_files(args.files)
     if to == "msgpack" or to.startswith("forward://"):
         if run_forward_export is None:
             raise UsageError(f"--to {to}: the forward-packet exporter is not available in this build")
@@ -119,11 +140,6 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"--to {to}: use parquet, jsonl, msgpack or forward://HOST:PORT")
     if not args.output:
         raise UsageError(f"--to {to} needs -o OUT")
-    for path in args.files:
-        if not os.path.exists(path):
-            raise UsageError(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
     kinds = parse_kinds(args.kind)
@@ -131,8 +147,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from exporters.files import ALL_KINDS, export_jsonl, export_parquet
     from exporters.schema import KINDS
 
-    show = not args.quiet and sys.stderr.isatty()
-    with progress_bar(show) as progress:
+    with progress_bar(args, args.files) as bar:
         if to == "parquet":
             out = args.output
             single = len(kinds) == 1
@@ -142,10 +157,10 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise UsageError(f"{out}: is a directory; with one --kind OUT is a Parquet file")
             counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single, at=_at(args),
                                     selection=selection, batch_size=args.batch_size, compression=args.compression,
-                                    endian=args.endian, progress=progress)
+                                    endian=args.endian, progress=bar)
         else:
             counts = export_jsonl(args.files, args.output, kinds=kinds or KINDS, selection=selection,
-                                  endian=args.endian, progress=progress)
+                                  endian=args.endian, progress=bar)
     if not args.quiet and args.output != "-":
         summary = ", ".join(f"{k} {n}" for k, n in counts.items())
         print(f"exported {len(args.files)} file(s) to {args.output}: {summary}", file=sys.stderr)

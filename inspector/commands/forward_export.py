@@ -171,33 +171,23 @@ class Run:
         return sum(s.stats.skipped for s in self.sources) + self.too_large
 
 
-class _Bar:
-    """Rich progress on stderr: bytes of the db files read, messages written or acknowledged."""
-
-    def __init__(self, run: Run, label: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.run = run
-        self.count = 0
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                            TextColumn("{task.fields[count]} messages " + label), TimeRemainingColumn(),
-                            console=Console(stderr=True), transient=True)
-        self.task = self.bar.add_task("reading", total=run.total_bytes(), count=0)
-
-    def __call__(self, n: int) -> None:
-        self.count += n
-        self.bar.update(self.task, completed=self.run.position(), count=self.count)
-
-
 @contextmanager
-def _progress(enabled: bool, run: Run, label: str) -> Iterator[Callable[[int], None]]:
-    if not enabled:
-        yield lambda n: None
-        return
-    bar = _Bar(run, label)
-    with bar.bar:
-        yield bar
+def _progress(args: argparse.Namespace, run: Run, label: str) -> Iterator[Callable[[int], None]]:
+    """The shared progress bar (bytes of the db files read), with the messages written or acknowledged."""
+    from inspector.commands.progress import progress
+
+    with progress(args, "reading") as bar:
+        if bar is None:
+            yield lambda n: None
+            return
+        count = 0
+
+        def update(n: int) -> None:
+            nonlocal count
+            count += n
+            bar(run.position(), run.total_bytes(), note=f"{count:,} messages {label}")
+
+        yield update
 
 
 def run_forward_export(args: argparse.Namespace) -> int:
@@ -218,16 +208,15 @@ def run_forward_export(args: argparse.Namespace) -> int:
     quiet = bool(getattr(args, "quiet", False))
     with ExitStack() as stack:
         run = Run(args, opts, stack, _warn)
-        show = not quiet and sys.stderr.isatty()
         if target is None:
-            return _to_file(args, run, show, quiet)
-        return _to_socket(args, run, target, show, quiet)
+            return _to_file(args, run, quiet)
+        return _to_socket(args, run, target, quiet)
     return 0  # pragma: no cover
 
 
-def _to_file(args: argparse.Namespace, run: Run, show: bool, quiet: bool) -> int:
+def _to_file(args: argparse.Namespace, run: Run, quiet: bool) -> int:
     out_path = args.output
-    with _progress(show, run, "written") as progress:
+    with _progress(args, run, "written") as progress:
         if out_path == "-":
             out = sys.stdout.buffer
             s = write_stream(out, run.batches(), progress=progress)
@@ -242,21 +231,21 @@ def _to_file(args: argparse.Namespace, run: Run, show: bool, quiet: bool) -> int
     return 0
 
 
-def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], show: bool, quiet: bool) -> int:
+def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], quiet: bool) -> int:
     from exporters.forward.net import ForwardClient, SendError
 
     host, port = target
-    with _progress(show, run, "acknowledged" if args.ack else "confirmed") as progress:
+    with _progress(args, run, "acknowledged" if args.ack else "confirmed") as progress:
         client = ForwardClient(host, port, ack=args.ack, timeout=args.timeout, retries=args.retries,
                                heartbeat=args.heartbeat, report=_warn, progress=progress)
         try:
             s = client.send(run.batches())
         except SendError as exc:
-            print(f"mosqdb export: error: {exc}", file=sys.stderr)
+            print(f"mosqdb export: {exc}", file=sys.stderr)
             return 1
     skipped = f", {run.skipped} skipped" if run.skipped else ""
     if s.unconfirmed:  # sent on a connection that failed before an FF: not reported as delivered
-        print(f"mosqdb export: error: {args.to}: {s.line()}{skipped}", file=sys.stderr)
+        print(f"mosqdb export: {args.to}: {s.line()}{skipped}", file=sys.stderr)
         return 1
     if not quiet:
         print(f"{args.to}: {s.line()}{skipped}", file=sys.stderr)

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER
 from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import parse_at
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
@@ -48,28 +47,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="EMQX: message time for ids when the store id holds none (default: the file's mtime)")
     p.add_argument("--dry-run", action="store_true", help="only report what would be written")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_quiet(p)
     add_endian(p)
     p.set_defaults(func=cmd_migrate)
 
 
 @contextlib.contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A Rich progress bar on stderr when it is a terminal; a no-op otherwise."""
-    if not enabled or not sys.stderr.isatty():
-        yield lambda stage, done, total: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    tasks: dict[str, Any] = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        def update(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=max(total, 1))
-            bar.update(tasks[stage], completed=done, total=max(total, 1))
-        yield update
+def progress_bar(args: argparse.Namespace) -> Iterator[Callable[[str, int, int], None]]:
+    """The shared progress bar (inspector.commands.progress) as the exporters' ``progress(stage, done, total)``."""
+    with progress(args, "migrating", unit="items", enabled=not args.json) as bar:
+        if bar is None:
+            yield lambda stage, done, total: None
+        else:
+            yield lambda stage, done, total: bar(done, total, stage)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -93,7 +83,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if args.ttl <= 0 or args.batch <= 0 or args.connections <= 0:
             raise UsageError("--ttl, --batch and --connections must be positive")
     now = parse_at(args.at, args.file)
-    with open_input(args.file, endian=args.endian) as db, progress_bar(not (args.quiet or args.json)) as prog:
+    with open_input(args.file, endian=args.endian) as db, progress_bar(args) as prog:
         if args.to == "sqlite":
             rep = db_to_sqlite(db, None if args.dry_run else args.output, session_expiry=args.session_expiry,
                                now=now, force=args.force, progress=prog)

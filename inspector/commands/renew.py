@@ -12,6 +12,7 @@ from codec.ops.renew import Policy, plan_renew
 from codec.views.timeview import iso, parse_duration
 from codec.writer import save
 from inspector.commands import UsageError, add_at, check_input, open_input
+from inspector.commands.progress import progress
 from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, run
 
 
@@ -69,11 +70,13 @@ def cmd_renew(args: argparse.Namespace) -> int:
             else:
                 print(msg)
             return 0
-        plan = plan_renew(db, policy)
+        with progress(args, "renewing") as bar:
+            plan = plan_renew(db, policy, progress=bar)
 
         def work(out: str | None) -> None:
             if out is not None:
-                save(db, out, plan.overlay)
+                with progress(args, "writing") as bar:
+                    save(db, out, plan.overlay, progress=bar)
 
         run(args, work)
         target = None if args.dry_run else (args.file if args.in_place else args.output)

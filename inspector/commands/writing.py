@@ -44,6 +44,9 @@ def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
         p.add_argument("--fail-if-none", action="store_true",
                        help="exit 1 when nothing matches (nothing is written either way)")
     add_endian(p)
+    from inspector.commands.progress import add_quiet
+
+    add_quiet(p)
 
 
 # ---------------------------------------------------------------- targets and backups

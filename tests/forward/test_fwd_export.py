@@ -232,7 +232,7 @@ def test_unit_fixtures_export_or_fail_in_one_line(path, tmp_path, capsys) -> Non
         assert len(stream_messages(out.read_bytes())) <= stores
         assert out.read_bytes()[:3] == HANDSHAKE
     else:
-        assert rc in (1, 2) and len(err) == 1 and err[0].startswith(f"mosqdb export: error: {path}: offset ")
+        assert rc in (1, 2) and len(err) == 1 and err[0].startswith(f"mosqdb export: {path}: offset ")
         assert not out.exists()
         with pytest.raises(CodecError), DbFile(path) as db:
             list(db.stream())
@@ -246,7 +246,7 @@ def test_damaged_db_exports_nothing_and_names_the_chunk(tmp_path) -> None:
     r = run_cli("export", str(bad), "--to", "msgpack", "-o", str(out))
     assert r.returncode == 1 and not out.exists()
     line = r.stderr.decode().strip()
-    assert line.startswith(f"mosqdb export: error: {bad}: offset 1999 (0x7cf): msg_store[21].payload")
+    assert line.startswith(f"mosqdb export: {bad}: offset 1999 (0x7cf): msg_store[21].payload")
     assert line.endswith("payload needs 102400 bytes but only 58001 remain") and "\n" not in line
 
 
