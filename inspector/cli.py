@@ -12,6 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from inspector.commands import UsageError
@@ -34,14 +35,21 @@ def version() -> str:
     return __version__
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with the one error shape: ``mosqdb CMD: reason (see mosqdb CMD --help)``, exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mosqdb",
         description="Inspect, check, edit, repair, convert and export Mosquitto persistence files (mosquitto.db).",
     )
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     parser.add_argument("--version", action="version", version=f"mosqdb {version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)

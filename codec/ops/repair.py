@@ -246,10 +246,10 @@ def _read_version(path: str, buf: Any, size: int, version: int | None) -> int:
     if version is not None:
         return version
     if stored is None:
-        raise UnsupportedVersionError(f"the header is cut short after {size} bytes; give --version to rebuild it",
+        raise UnsupportedVersionError(f"the header is cut short after {size} bytes; give --db-version to rebuild it",
                                       path=path, offset=size)
     if stored not in SUPPORTED_VERSIONS:
-        raise UnsupportedVersionError(f"db version {stored} is not one of 2-6; give --version if you know it",
+        raise UnsupportedVersionError(f"db version {stored} is not one of 2-6; give --db-version if you know it",
                                       path=path, offset=19)
     return stored
 

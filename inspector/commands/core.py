@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump", help="every chunk, decoded (text close to mosquitto_db_dump, or JSON Lines)")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per chunk, in file order")
-    p.add_argument("--type", help="chunk types to show, comma separated (" + ",".join(KIND_ORDER) + ")")
+    p.add_argument("--type", help="chunk types to show, comma separated (" + ",".join(KIND_ORDER) + "; "
+                   "retained = retain)")
     p.add_argument("--topic", action="append", default=[], help="MQTT topic filter (+, #): stores and their references")
     p.add_argument("--client", action="append", default=[], help="client id: its session, subs and messages")
     p.add_argument("--store-id", help="store id N or range A-B: stores and their references")
@@ -54,7 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("rewrite", help="decode every chunk and encode it again (byte-identical for valid files)")
     p.add_argument("file")
-    p.add_argument("-o", "--output", required=True, help="output file (written atomically)")
+    p.add_argument("-o", "--output", required=True,
+                   help="output file (written atomically); - for stdout when it is not a terminal")
     p.add_argument("--to-version", type=int, help="version conversion: see `mosqdb convert`")
     add_endian(p)
     add_quiet(p)
@@ -147,7 +149,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def selection_from_args(args: argparse.Namespace) -> Selection:
     kinds = None
     if getattr(args, "type", None):
-        kinds = {k.strip() for k in args.type.split(",") if k.strip()}
+        kinds = {"retain" if k.strip() == "retained" else k.strip() for k in args.type.split(",") if k.strip()}
         bad = kinds - set(KIND_ORDER)
         if bad:
             raise UsageError(f"unknown chunk type {', '.join(sorted(bad))}; use {', '.join(KIND_ORDER)}")
@@ -292,13 +294,23 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
         except ImportError:
             raise UsageError("--to-version is not supported yet; rewrite keeps the file's version") from None
         raise UsageError("use `mosqdb convert FILE --to-version N -o OUT` for version conversion")
+    from inspector.commands.writing import STDOUT, refuse_terminal, to_stdout
+
+    if args.output == STDOUT:
+        refuse_terminal()
     with open_input(args.file, endian=args.endian) as db:
-        if same_file(db.source_path, args.output):
-            raise UsageError("the output is the input file; write elsewhere")
-        check_output(args.output)
-        with progress(args, "rewriting") as bar:
-            result = rewrite(db, args.output, progress=bar)
-    print(f"wrote {result.path}: {result.size:,} bytes, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
+        if args.output != STDOUT:
+            if same_file(db.source_path, args.output):
+                raise UsageError("the output is the input file; write elsewhere")
+            check_output(args.output)
+
+        def work(out: str) -> Any:
+            with progress(args, "rewriting") as bar:
+                return rewrite(db, out, progress=bar)
+
+        result = to_stdout(args, work) if args.output == STDOUT else work(args.output)
+    where = f"{result.size:,} bytes to stdout" if args.output == STDOUT else f"{result.path}: {result.size:,} bytes"
+    print(f"wrote {where}, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
     return 0
 
 

@@ -38,13 +38,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", metavar="OUT", help="output directory or file (required for parquet/jsonl)")
     add_at(p, "the expires_at/expired columns")
     p.add_argument("--kind", action="append", default=[], metavar="K",
-                   help="kinds to export, repeatable or comma separated: " + ", ".join(KIND_CHOICES))
+                   help="kinds to export, repeatable or comma separated: " + ", ".join(KIND_CHOICES)
+                   + " (retained = retain); msgpack/forward: retained (retained messages only)")
     p.add_argument("--topic", action="append", default=[], metavar="F",
                    help="MQTT topic filter: stored messages and their references")
     p.add_argument("--client", action="append", default=[], metavar="C",
                    help="client id: its session, subscriptions and queued messages")
     p.add_argument("--store-id", metavar="A-B", help="store id N or range A-B")
-    p.add_argument("--batch-size", type=int, default=32_768, help="rows per Arrow batch (memory bound)")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="parquet/jsonl: rows per Arrow batch (memory bound; default 32768); msgpack/forward: "
+                        "messages per forward packet (default 1000; split further to stay under the "
+                        "268,435,455-byte packet limit)")
     p.add_argument("--compression", default="snappy", help="Parquet compression (snappy, zstd, lz4, none)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     add_endian(p)
@@ -69,8 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- export
 
 
+KIND_ALIASES = {"retained": "retain"}  # one kind, two spellings: --kind retain and --kind retained everywhere
+
+
 def parse_kinds(values: list[str]) -> list[str]:
-    kinds = [k.strip() for v in values for k in v.split(",") if k.strip()]
+    kinds = [KIND_ALIASES.get(k.strip(), k.strip()) for v in values for k in v.split(",") if k.strip()]
     for k in kinds:
         if k not in KIND_CHOICES:
             raise UsageError(f"unknown kind {k!r} (use {', '.join(KIND_CHOICES)})")
@@ -140,6 +147,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"--to {to}: use parquet, jsonl, msgpack or forward://HOST:PORT")
     if not args.output:
         raise UsageError(f"--to {to} needs -o OUT")
+    if args.batch_size is None:
+        args.batch_size = 32_768
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
     kinds = parse_kinds(args.kind)

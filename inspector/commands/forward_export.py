@@ -17,7 +17,6 @@ from codec import DbFile
 from codec.errors import CodecError
 from codec.sources import open_any
 from codec.views.query import parse_store_ids, valid_filter
-from codec.views.timeview import parse_time
 from codec.writer import atomic_output
 from exporters.forward.core import Batch, ForwardError, MessageSource, Options, batches, salt_of, write_stream
 
@@ -45,9 +44,9 @@ def add_forward_options(p: argparse.ArgumentParser) -> None:
                         "outgoing client message, with its qos/dup/retain")
     g.add_argument("--incoming", action="store_true",
                    help="delivery mode: also incoming QoS 2 messages awaiting PUBREL")
-    g.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
-                   help=f"messages per forward packet (default {DEFAULT_BATCH}; split further to stay "
-                        "under the 268,435,455-byte packet limit)")
+    from inspector.commands import add_deprecated
+
+    add_deprecated(g, "--batch", "--batch-size", dest="batch_size", type=int)  # messages per forward packet
     g.add_argument("--strict", action="store_true",
                    help="fail on a message that cannot be sent (too large, invalid UTF-8) instead of skipping it")
     g.add_argument("--ack", action="store_true", help="forward://: ask for an ACK per packet and wait for it")
@@ -57,28 +56,27 @@ def add_forward_options(p: argparse.ArgumentParser) -> None:
                    help="forward://: connect/ACK timeout in seconds (default 10)")
     g.add_argument("--retries", type=int, default=3, metavar="N",
                    help="forward://: reconnect and resend an unacknowledged packet up to N times (default 3)")
-    g.add_argument("--reference-time", metavar="T",
-                   help="timestamp for messages whose store id carries no time: ms since the epoch or "
-                        "ISO 8601 (default: the db file's modification time)")
+    g.add_argument("--reference-time", metavar="TIME",
+                   help="timestamp for messages whose store id carries no time: file-mtime (default: each db "
+                        "file's modification time), now, Unix seconds or ISO 8601")
     g.add_argument("--id-salt", metavar="TEXT",
                    help="mix a broker name into the message ids (keeps ids of several brokers apart)")
 
 
-def parse_time_ms(text: str) -> int:
-    """Milliseconds since the epoch (all digits) or an ISO 8601 time (UTC unless it says otherwise)."""
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(parse_time(text) * 1000)
-    except CodecError:
-        raise _usage(f"--reference-time {text!r}: use milliseconds since the epoch or ISO 8601") from None
+def parse_time_ms(text: str, path: str = "") -> int | None:
+    """``--reference-time`` in milliseconds: the ``--at`` syntax (old all-digit milliseconds still taken)."""
+    from inspector.commands.writing import reference_time_ms
+
+    return reference_time_ms(text, path)
 
 
 def parse_target(to: str) -> tuple[str, int]:
     rest = to[len("forward://"):].rstrip("/")
     host, sep, port = rest.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if sep and host and port and (not port.isdigit() or not 0 < int(port) < 65536):
+        raise _usage(f"--to {to}: bad port {port!r}: use a number 1-65535 (forward://HOST:PORT)")
+    if not sep or not host or not port.isdigit():
         raise _usage(f"--to {to}: use forward://HOST:PORT")
     return host, int(port)
 
@@ -98,8 +96,12 @@ def options_from(args: argparse.Namespace) -> Options:
             store_ids = parse_store_ids(args.store_id)
         except CodecError as exc:
             raise _usage(exc.reason) from None
+    if getattr(args, "batch_size", None) is not None:  # export --batch-size: messages per forward packet here
+        args.batch = args.batch_size
+    elif getattr(args, "batch", None) is None:
+        args.batch = DEFAULT_BATCH
     if args.batch < 1:
-        raise _usage("--batch must be at least 1")
+        raise _usage("--batch-size must be at least 1")
     if args.incoming and args.mode != "delivery":
         raise _usage("--incoming needs --mode delivery")
     return Options(
@@ -109,7 +111,8 @@ def options_from(args: argparse.Namespace) -> Options:
         clients=set(args.client or []),
         retained_only=any(k in RETAINED_KINDS for k in kinds),
         store_ids=store_ids,
-        reference_ms=parse_time_ms(args.reference_time) if getattr(args, "reference_time", None) else None,
+        reference_ms=(parse_time_ms(args.reference_time, args.files[0] if args.files else "")
+                      if getattr(args, "reference_time", None) else None),
         salt=salt_of(args.id_salt) if getattr(args, "id_salt", None) else 0,
     )
 

@@ -13,7 +13,7 @@ from codec.views.timeview import iso, parse_duration
 from codec.writer import save
 from inspector.commands import UsageError, add_at, check_input, open_input
 from inspector.commands.progress import progress
-from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, run
+from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, report_stream, run
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,9 +66,10 @@ def cmd_renew(args: argparse.Namespace) -> int:
         if db.empty or (db.version or 0) < 5:
             msg = f"{args.file}: db version {db.version} files carry no expiry times; nothing to renew, nothing written"
             if args.json:
-                print(json.dumps({"file": args.file, "version": db.version, "changes": [], "note": msg}))
+                print(json.dumps({"file": args.file, "version": db.version, "changes": [], "note": msg}),
+                      file=report_stream(args))
             else:
-                print(msg)
+                print(msg, file=report_stream(args))
             return 0
         with progress(args, "renewing") as bar:
             plan = plan_renew(db, policy, progress=bar)

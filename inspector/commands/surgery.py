@@ -15,9 +15,9 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER
-from inspector.commands import UsageError, add_at, add_endian, check_input, open_input
+from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input
 from inspector.commands.progress import add_quiet, progress
-from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, run
+from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
 BY = ("type", "client", "topic")  # codec.ops.stats.BY; kept here so `mosqdb --help` stays light
@@ -57,8 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("repair", help="salvage a damaged db: keep what decodes, drop the rest, verify the result")
     p.add_argument("file")
-    p.add_argument("--version", type=int, choices=(2, 3, 4, 5, 6), dest="db_version",
+    p.add_argument("--db-version", type=int, choices=(2, 3, 4, 5, 6), dest="db_version",
                    help="db version to assume when the header is cut short or damaged")
+    add_deprecated(p, "--version", "--db-version", dest="db_version", type=int, choices=(2, 3, 4, 5, 6))
     add_at(p, "the final check")
     p.add_argument("--recover-retained", action="store_true",
                    help="give stores published with the retain flag their RETAIN chunk back when it was lost "
@@ -97,7 +98,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
                 report = getattr(exc, "report", None)
                 if report is not None:
                     if args.json:
-                        print(json.dumps(report.to_json(), ensure_ascii=False))
+                        print(json.dumps(report.to_json(), ensure_ascii=False), file=report_stream(args))
                     else:
                         for line in report.lines()[1:]:
                             print(line, file=sys.stderr)

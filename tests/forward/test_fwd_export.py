@@ -271,9 +271,9 @@ def test_id_salt_and_usage_errors(tmp_path) -> None:
     salted = stream_messages(_export(tmp_path, [f], id_salt="broker-a"))
     assert [m.id[:16] + m.id[20:] for m in plain] == [m.id[:16] + m.id[20:] for m in salted]
     assert {m.id[16:20] for m in salted} == {f"{salt_of('broker-a'):04X}"}
-    for kw, text in ((dict(ack=True), "--ack and --heartbeat"), (dict(batch=0), "--batch must be at least 1"),
+    for kw, text in ((dict(ack=True), "--ack and --heartbeat"), (dict(batch_size=0), "--batch-size must be at least 1"),
                      (dict(incoming=True), "--incoming needs --mode delivery"),
-                     (dict(reference_time="yesterday"), "--reference-time 'yesterday'"),
+                     (dict(reference_time="yesterday"), "--reference-time yesterday: "),
                      (dict(topic=["a/#/b"]), "not a valid MQTT topic filter")):
         with pytest.raises(UsageError, match=text):
             run_forward_export(export_args([f], "msgpack", output=str(tmp_path / "u.fwd"), **kw))
