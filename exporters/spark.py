@@ -52,7 +52,7 @@ NAME = "mosquitto"
 DEFAULT_PARTITION_ROWS = 500_000
 MIN_AUTO_ROWS = 50_000  # never split finer than this just to feed more cores
 DEFAULT_BATCH = 65_536
-SPARK_HINT = "PySpark is not installed: pip install mosqdb[spark]"
+SPARK_HINT = "PySpark is not installed: pip install 'pyspark>=4.0,<5' (the spark extra of mosqdb)"
 
 
 class SparkMissing(ImportError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -35,18 +36,61 @@ def version() -> str:
     return __version__
 
 
+def plain(text: str) -> str:
+    """Help text as a terminal shows it: RST/Markdown ``literals`` and `literals` become 'literals'."""
+    return re.sub(r"``(.+?)``|`([^`\n]+)`", lambda m: f"'{m.group(1) or m.group(2)}'", text, flags=re.S)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with the one error shape: ``mosqdb CMD: reason (see mosqdb CMD --help)``, exit 2."""
 
+    def format_help(self) -> str:
+        return plain(super().format_help())
+
+    def format_usage(self) -> str:
+        return plain(super().format_usage())
+
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def readme() -> str | None:
+    """The README: the installed package's description, or README.md beside the packages in a checkout."""
+    from importlib import metadata
+
+    try:
+        text = metadata.metadata("mosqdb").get_payload()  # type: ignore[attr-defined]
+        if text:
+            return str(text)
+    except metadata.PackageNotFoundError:
+        pass
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    return None
+
+
+class ReadmeAction(argparse.Action):
+    def __init__(self, option_strings: list[str], dest: str, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kw)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        text = readme()
+        if text is None:
+            parser.exit(1, "mosqdb: the README is not installed with this copy\n")
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        parser.exit(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="mosqdb",
         description="Inspect, check, edit, repair, convert and export Mosquitto persistence files (mosquitto.db).",
+        epilog="Each command: mosqdb COMMAND --help. Long commands show a progress bar on a terminal (-q: none). "
+               "The manual (the README, which ships with the package): mosqdb --readme | less",
     )
+    parser.add_argument("--readme", action=ReadmeAction, help="print the manual (the README) and exit")
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     parser.add_argument("--version", action="version", version=f"mosqdb {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)

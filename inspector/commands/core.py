@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file")
     p.add_argument("-o", "--output", required=True,
                    help="output file (written atomically); - for stdout when it is not a terminal")
-    p.add_argument("--to-version", type=int, help="version conversion: see `mosqdb convert`")
+    p.add_argument("--to-version", type=int, help="not here: version conversion is mosqdb convert")
     add_endian(p)
     add_quiet(p)
     p.set_defaults(func=cmd_rewrite)

@@ -21,7 +21,18 @@ except ImportError:
     add_forward_options = run_forward_export = None  # type: ignore[assignment]
 
 KIND_CHOICES = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages")
-SPARK_HINT = "PySpark is not installed: pip install mosqdb[spark]"
+
+
+def spark_install() -> str:
+    """The command that installs PySpark into the Python running mosqdb (the ``spark`` extra, from a checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pip = f"{sys.executable} -m pip install"
+    if os.path.exists(os.path.join(root, "pyproject.toml")):
+        return f"{pip} -e '{root}[spark]'"
+    return f"{pip} 'pyspark>=4.0,<5'"
+
+
+SPARK_HINT = f"PySpark is not installed: {spark_install()}"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sql",
         help="run Spark SQL over db files (views cfg, msg_store, client_msg, retain, sub, client, messages)",
         description="Every kind is registered as a temporary view with a `file` column; `messages` joins "
-        "stored messages with retains and queued deliveries. Needs PySpark (pip install mosqdb[spark]).",
+        "stored messages with retains and queued deliveries. Needs PySpark: " + spark_install(),
     )
     p.add_argument("query", help='e.g. "SELECT topic, count(*) FROM msg_store GROUP BY topic"')
     p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
