@@ -38,7 +38,7 @@ def version() -> str:
 
 def plain(text: str) -> str:
     """Help text as a terminal shows it: RST/Markdown ``literals`` and `literals` become 'literals'."""
-    return re.sub(r"``(.+?)``|`([^`\n]+)`", lambda m: f"'{m.group(1) or m.group(2)}'", text, flags=re.S)
+    return re.sub(r"``(.+?)``|`([^`]+)`", lambda m: f"'{m.group(1) or m.group(2)}'", text, flags=re.S)
 
 
 class Parser(argparse.ArgumentParser):
@@ -55,20 +55,18 @@ class Parser(argparse.ArgumentParser):
 
 
 def readme() -> str | None:
-    """The README: the installed package's description, or README.md beside the packages in a checkout."""
+    """The README: README.md beside the packages (a checkout), else the installed package's description."""
     from importlib import metadata
 
-    try:
-        text = metadata.metadata("mosqdb").get_payload()  # type: ignore[attr-defined]
-        if text:
-            return str(text)
-    except metadata.PackageNotFoundError:
-        pass
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             return f.read()
-    return None
+    try:
+        text = metadata.metadata("mosqdb").get_payload()  # type: ignore[attr-defined]
+    except metadata.PackageNotFoundError:
+        return None
+    return str(text) if text else None
 
 
 class ReadmeAction(argparse.Action):
@@ -135,7 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif first is not None and first not in commands and ("." in first or os.sep in first):
         print(f"mosqdb: {first}: no such file (and not a command; see mosqdb --help)", file=sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the sub-command, in the one error shape
+        where = f"mosqdb {args.command}" if getattr(args, "command", None) else "mosqdb"
+        parser.exit(2, f"{where}: unrecognized arguments: {' '.join(extra)} (see {where} --help)\n")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

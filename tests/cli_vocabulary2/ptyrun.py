@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +29,11 @@ def run(*args: object, tty_stderr: bool = True, tty_stdout: bool = False,
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env(), cwd=cwd or ROOT)
         os.close(slave)
         slave = -1
+        piped: dict[str, bytes] = {}
+        readers = [threading.Thread(target=lambda n=n, f=f: piped.__setitem__(n, f.read()))
+                   for n, f in (("out", p.stdout), ("err", p.stderr)) if f is not None]
+        for t in readers:
+            t.start()
         tty = b""
         while True:
             try:
@@ -37,15 +43,16 @@ def run(*args: object, tty_stderr: bool = True, tty_stdout: bool = False,
             if not data:
                 break
             tty += data
-        stdout = p.stdout.read() if p.stdout else b""
-        stderr = p.stderr.read() if p.stderr else b""
         rc = p.wait(timeout=120)
+        for t in readers:
+            t.join()
+        stdout, stderr = piped.get("out", b""), piped.get("err", b"")
     finally:
         os.close(master)
         if slave >= 0:
             os.close(slave)
     if tty_stderr:
-        stderr = tty if not tty_stdout else tty
+        stderr = tty
     if tty_stdout:
         stdout = tty
     return rc, stdout, stderr
