@@ -192,14 +192,17 @@ class NullSink:
 
 def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None = None,
                recode: np.ndarray | None = None, recode_fn: Callable[[Chunk], bytes | None] | None = None,
-               prepend: bytes = b"") -> WriteCounts:
+               prepend: bytes = b"", progress: Callable[[int, int], None] | None = None) -> WriteCounts:
     """Write the file: header, then every chunk copied raw, dropped, or re-encoded by ``recode_fn``.
 
     ``drop``/``recode`` are boolean masks over chunk numbers. Runs of plain chunks are one
     :func:`copy_range` each; runs of chunks to re-encode are decoded with one block stream.
     ``recode_fn`` may return None to drop a chunk. Bytes after the last chunk are not kept.
+    ``progress(bytes_done, size)`` is called after each run and every few thousand re-encoded chunks.
     """
     import numpy as np
+
+    from codec.progress import tick
 
     offsets, _types, ends = db.index.intact_arrays(db.path)
     n = len(offsets)
@@ -227,6 +230,8 @@ def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None =
         else:
             copy_range(db.fd, out, start, stop - start)
         counts.copied += b - a
+        if progress is not None:
+            progress(stop, db.size)
 
     # group consecutive special chunks of the same action
     k = 0
@@ -243,7 +248,8 @@ def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None =
             counts.dropped += last - i + 1
         else:
             assert recode_fn is not None
-            for chunk in _decode_run(db, i, last, offsets, ends):
+            run = _decode_run(db, i, last, offsets, ends)
+            for chunk in run if progress is None else tick(run, progress, db.size):
                 data = recode_fn(chunk)
                 if data is None:
                     counts.dropped += 1
@@ -253,6 +259,8 @@ def write_runs(db: DbFile, out: Any, *, header: bytes, drop: np.ndarray | None =
         cursor = last + 1
         k = j + 1
     copy(cursor, n)
+    if progress is not None:
+        progress(db.size, db.size)
     out.flush()
     counts.size = out.tell() if sink_copy else os.fstat(out.fileno()).st_size
     return counts
@@ -269,13 +277,15 @@ def _decode_run(db: DbFile, a: int, b: int, offsets: np.ndarray, ends: np.ndarra
 
 def save_masked(db: DbFile, out_path: str | os.PathLike[str] | None, drop: np.ndarray, *,
                 header: bytes | None = None, recode: np.ndarray | None = None,
-                recode_fn: Callable[[Chunk], bytes | None] | None = None, prepend: bytes = b"") -> WriteCounts:
+                recode_fn: Callable[[Chunk], bytes | None] | None = None, prepend: bytes = b"",
+                progress: Callable[[int, int], None] | None = None) -> WriteCounts:
     """Atomically write ``db`` minus ``drop`` to ``out_path`` (None: dry run, nothing written)."""
     head = db.header if header is None else header
+    kw = dict(header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend, progress=progress)
     if out_path is None:
-        return write_runs(db, NullSink(), header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
+        return write_runs(db, NullSink(), **kw)  # type: ignore[arg-type]
     with atomic_output(out_path, guard=db) as out:
-        return write_runs(db, out, header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
+        return write_runs(db, out, **kw)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- overlay saves
@@ -320,7 +330,7 @@ class SaveResult:
 
 
 def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None = None,
-         *, endian: str | None = None) -> SaveResult:
+         *, endian: str | None = None, progress: Callable[[int, int], None] | None = None) -> SaveResult:
     """Write ``db`` with ``overlay`` applied to ``out_path`` atomically (same db version).
 
     Runs of untouched chunks are copied as one raw byte range; bytes after the last
@@ -355,11 +365,15 @@ def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None =
             elif i < n:
                 copy_range(db.fd, out, idx.offsets[i], idx.chunk_end(i) - idx.offsets[i])
             cursor = i + 1
+            if progress is not None and i < n:
+                progress(int(idx.offsets[i]), db.size)
         if cursor < n:
             copy_range(db.fd, out, idx.offsets[cursor], idx.end - idx.offsets[cursor])
         if idx.trailing:
             copy_range(db.fd, out, idx.end, idx.trailing)
         size = out.tell()
+        if progress is not None:
+            progress(db.size, db.size)
     copied = n - len(overlay.touched() & set(range(n)))
     return SaveResult(os.fspath(out_path), size, copied, encoded, len(overlay.deleted))
 
@@ -379,13 +393,17 @@ def write_records(out_path: str | os.PathLike[str], version: int, records: Itera
     return SaveResult(os.fspath(out_path), size, 0, n, 0)
 
 
-def rewrite(db: DbFile, out_path: str | os.PathLike[str], *, guard: bool = True) -> SaveResult:
+def rewrite(db: DbFile, out_path: str | os.PathLike[str], *, guard: bool = True,
+            progress: Callable[[int, int], None] | None = None) -> SaveResult:
     """Decode every chunk and encode it again (the byte-exactness proof of the codec)."""
+    from codec.progress import tick
+
     if db.empty:
         with atomic_output(out_path, guard=db if guard else None):
             pass
         return SaveResult(os.fspath(out_path), 0, 0, 0, 0)
     assert db.version is not None
-    result = write_records(out_path, db.version, db.records(), header=db.header, endian=db.endian,
+    records = (c.record for c in tick(db.stream(), progress, db.size))
+    result = write_records(out_path, db.version, records, header=db.header, endian=db.endian,
                            guard=db if guard else None)
     return result

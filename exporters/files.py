@@ -9,6 +9,7 @@ for the ``messages`` view, its columns with the payload as ``payload_b64``).
 from __future__ import annotations
 
 import base64
+import glob
 import json
 import os
 import queue
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codec import DbFile
+from codec.errors import CodecError
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
 from exporters.arrow import DEFAULT_BATCH
@@ -33,8 +35,18 @@ ALL_KINDS = (*KINDS, "messages")
 # string columns worth a dictionary (payloads and ids are not: mostly distinct)
 _DICT_COLUMNS = ["file", "topic", "source_id", "source_username", "client_id", "username"]
 _NO_STATS = {"payload", "properties", "clients"}
-# called as progress(path, done_bytes, total_bytes) after every batch
+# called as progress(path, done_bytes, file_size) after every batch: bytes of that file read so far
 Progress = Callable[[str, int, int], None]
+
+
+def db_files(path: str) -> list[str]:
+    """A file, or the ``*.db`` files of a directory (sorted), as absolute paths (``export``, ``sql``, Spark)."""
+    full = os.path.abspath(path)
+    if os.path.isdir(full):
+        return sorted(glob.glob(os.path.join(full, "*.db")))
+    if not os.path.exists(full):
+        raise CodecError("no such file or directory", path=full)
+    return [full]
 
 
 def _order(kinds: Iterable[str]) -> list[str]:
@@ -184,7 +196,8 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
     passes = [k for k in order if k != "messages"]
     if "messages" in order and "msg_store" not in order:
         passes.append("msg_store")
-    total = max(db.size, 1) * max(len(passes), 1)
+    npass = max(len(passes), 1)  # each kind is a pass over the file: the bar counts the file once
+
     for n, kind in enumerate(passes):
         for batch in view.raw_batches(kind):
             if kind in order:
@@ -193,9 +206,9 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
                 writers.write("messages", view.filter("messages", view.messages_of(batch)))
             if progress is not None:
                 done = int(batch.column("chunk_offset")[-1].as_py()) if batch.num_rows else 0
-                progress(db.path, n * db.size + done, total)
+                progress(db.path, (n * db.size + done) // npass, db.size)
         if progress is not None:
-            progress(db.path, (n + 1) * db.size, total)
+            progress(db.path, (n + 1) * db.size // npass, db.size)
 
 
 # ---------------------------------------------------------------- JSON Lines

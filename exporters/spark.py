@@ -21,7 +21,6 @@ PySpark is optional: ``pip install mosqdb[spark]``.
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
 import sys
@@ -40,6 +39,7 @@ from codec.layouts import ChunkType
 from codec.values import signed64
 from codec.views.query import valid_filter
 from exporters.arrow import iter_batches
+from exporters.files import db_files
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
 from exporters.select import topic_mask
 
@@ -60,7 +60,7 @@ NAME = "mosquitto"
 DEFAULT_PARTITION_ROWS = 500_000
 MIN_AUTO_ROWS = 50_000  # never split finer than this just to feed more cores
 DEFAULT_BATCH = 65_536
-SPARK_HINT = "PySpark is not installed: pip install mosqdb[spark]"
+SPARK_HINT = "PySpark is not installed: pip install 'pyspark>=4.0,<5' (the spark extra of mosqdb)"
 
 
 class SparkMissing(ImportError):
@@ -73,16 +73,6 @@ def _need_spark() -> None:
 
 
 # ---------------------------------------------------------------- planning (driver side)
-
-
-def db_files(path: str) -> list[str]:
-    """A file, or the ``*.db`` files of a directory (sorted), as absolute paths."""
-    full = os.path.abspath(path)
-    if os.path.isdir(full):
-        return sorted(glob.glob(os.path.join(full, "*.db")))
-    if not os.path.exists(full):
-        raise CodecError("no such file or directory", path=full)
-    return [full]
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from inspector.commands import UsageError
@@ -34,14 +36,62 @@ def version() -> str:
     return __version__
 
 
+def plain(text: str) -> str:
+    """Help text as a terminal shows it: RST/Markdown ``literals`` and `literals` become 'literals'."""
+    return re.sub(r"``(.+?)``|`([^`]+)`", lambda m: f"'{m.group(1) or m.group(2)}'", text, flags=re.S)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the one error shape: ``mosqdb CMD: reason (see mosqdb CMD --help)``, exit 2."""
+
+    def format_help(self) -> str:
+        return plain(super().format_help())
+
+    def format_usage(self) -> str:
+        return plain(super().format_usage())
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def readme() -> str | None:
+    """The README: README.md beside the packages (a checkout), else the installed package's description."""
+    from importlib import metadata
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    try:
+        text = metadata.metadata("mosqdb").get_payload()  # type: ignore[attr-defined]
+    except metadata.PackageNotFoundError:
+        return None
+    return str(text) if text else None
+
+
+class ReadmeAction(argparse.Action):
+    def __init__(self, option_strings: list[str], dest: str, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kw)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        text = readme()
+        if text is None:
+            parser.exit(1, "mosqdb: the README is not installed with this copy\n")
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="mosqdb",
         description="Inspect, check, edit, repair, convert and export Mosquitto persistence files (mosquitto.db).",
+        epilog="Each command: mosqdb COMMAND --help. Long commands show a progress bar on a terminal (-q: none). "
+               "The manual (the README, which ships with the package): mosqdb --readme | less",
     )
+    parser.add_argument("--readme", action=ReadmeAction, help="print the manual (the README) and exit")
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     parser.add_argument("--version", action="version", version=f"mosqdb {version()}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
@@ -51,6 +101,26 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         module.register(sub)
     return parser
+
+
+def error_line(command: str, error: object) -> str:
+    """The one shape of an error line: ``mosqdb CMD: FILE: offset N (0xN): chunk[i].field: reason``.
+
+    A codec error prints the parts it has; a usage error without a file is ``mosqdb CMD: reason``.
+    """
+    return f"mosqdb {command}: {error}"
+
+
+def located(exc: CodecError, args: argparse.Namespace) -> CodecError:
+    """A codec error without a file names the command's one input file (when it has exactly one)."""
+    if exc.path is None:
+        path = getattr(args, "file", None)
+        files = getattr(args, "files", None)
+        if path is None and isinstance(files, list) and len(files) == 1:
+            path = files[0]
+        if isinstance(path, str) and path != "-":
+            exc.located(path=path)
+    return exc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -63,24 +133,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif first is not None and first not in commands and ("." in first or os.sep in first):
         print(f"mosqdb: {first}: no such file (and not a command; see mosqdb --help)", file=sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the sub-command, in the one error shape
+        where = f"mosqdb {args.command}" if getattr(args, "command", None) else "mosqdb"
+        parser.exit(2, f"{where}: unrecognized arguments: {' '.join(extra)} (see {where} --help)\n")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"mosqdb {args.command}: {exc}", file=sys.stderr)
+        print(error_line(args.command, exc), file=sys.stderr)
         return 2
     except (NotADatabaseError, UnsupportedVersionError) as exc:
         if args.debug:
             raise
-        print(f"mosqdb {args.command}: error: {exc}", file=sys.stderr)
+        print(error_line(args.command, located(exc, args)), file=sys.stderr)
         return 2
     except CodecError as exc:
         if args.debug:
             raise
-        print(f"mosqdb {args.command}: error: {exc}", file=sys.stderr)
+        print(error_line(args.command, located(exc, args)), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -11,7 +11,7 @@ import bisect
 import os
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -370,8 +370,15 @@ def nul_tail(db: DbFile) -> tuple[int, int] | None:
     return first, size - first
 
 
-def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | list[Finding]:
-    """Check every chunk of an open db; decoding errors become findings and the walk goes on when it can."""
+PROGRESS_EVERY = 0x3FFF  # report progress every 16,384 chunks
+
+
+def check_file(db: DbFile, *, at: float | None = None,
+               progress: Callable[[int, int], None] | None = None) -> Iterator[Finding] | list[Finding]:
+    """Check every chunk of an open db; decoding errors become findings and the walk goes on when it can.
+
+    ``progress(bytes_done, size)`` is called every few thousand chunks (and once at the end).
+    """
     if db.empty:
         return [Finding("warning", "empty", "empty file: the broker treats it as no saved state")]
     assert db.version is not None
@@ -389,6 +396,8 @@ def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | li
             for c in db.stream(start=idx.offsets[i], stop=stop, first_index=i):
                 checker.add(c)
                 i = c.index + 1
+                if progress is not None and not i & PROGRESS_EVERY:
+                    progress(c.offset, db.size)
         except CodecError as exc:
             checker.add_error(exc)
             i = (exc.chunk_index if exc.chunk_index is not None else i) + 1
@@ -403,4 +412,7 @@ def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | li
     elif idx.trailing:
         checker.report("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk header "
                        "or an unknown chunk cut short); the broker ignores them", offset=idx.end)
-    return checker.finish()
+    findings = checker.finish()
+    if progress is not None:
+        progress(db.size, db.size)
+    return findings

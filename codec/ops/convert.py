@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -207,7 +208,8 @@ def same_layout(source: int, target: int, chunk_type: int) -> bool:
 
 
 def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *, session_expiry: int = NEVER,
-            force: bool = False, now: float | None = None) -> ConvertReport:
+            force: bool = False, now: float | None = None,
+            progress: Callable[[int, int], None] | None = None) -> ConvertReport:
     """Write ``db`` as version ``target`` to ``out_path`` (None: dry run).
 
     Raises :class:`CodecError` (nothing written) when information would be lost and
@@ -244,7 +246,8 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
 
     # losses first, without writing, so that a refused conversion leaves nothing behind
     if target < source and out_path is not None and not force:
-        save_masked(db, None, drop, header=file_header(target), recode=recode, recode_fn=conv.encode)
+        save_masked(db, None, drop, header=file_header(target), recode=recode, recode_fn=conv.encode,
+                    progress=progress)
         if report.lossy and not force:
             report.refused = True
             report.seconds = time.perf_counter() - t0
@@ -256,7 +259,8 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
         # the dry pass found nothing to lose; count again while writing
         report.losses = {}
         report.sessions_set = 0
-    counts = save_masked(db, out_path, drop, header=file_header(target), recode=recode, recode_fn=conv.encode)
+    counts = save_masked(db, out_path, drop, header=file_header(target), recode=recode, recode_fn=conv.encode,
+                         progress=progress)
     report.copied, report.encoded, report.dropped = counts.copied, counts.encoded, counts.dropped
     report.size_after = counts.size
     report.written = None if out_path is None else os.fspath(out_path)

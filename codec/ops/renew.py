@@ -13,6 +13,7 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.layouts import ChunkType
+from codec.progress import Progress, tick
 from codec.reader import DbFile
 from codec.values import NEVER
 from codec.views.timeview import expires_at, iso
@@ -55,13 +56,13 @@ class RenewPlan:
     messages: int = 0
 
 
-def plan_renew(db: DbFile, policy: Policy) -> RenewPlan:
-    """Work out the changed records (nothing is written)."""
+def plan_renew(db: DbFile, policy: Policy, *, progress: Progress | None = None) -> RenewPlan:
+    """Work out the changed records (nothing is written); ``progress(bytes_read, size)`` now and then."""
     if db.empty or (db.version or 0) < 5:
         raise CodecError(f"db version {db.version} files carry no expiry times: nothing to renew", path=db.path)
     plan = RenewPlan()
     at = int(policy.at)
-    for chunk in db.stream(types=(ChunkType.MSG_STORE, ChunkType.CLIENT)):
+    for chunk in tick(db.stream(types=(ChunkType.MSG_STORE, ChunkType.CLIENT)), progress, db.size):
         rec = chunk.record
         exp = expires_at(rec)
         if policy.only_expired and not (exp is not None and exp <= policy.at):

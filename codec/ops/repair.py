@@ -24,7 +24,7 @@ import shutil
 import struct
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from codec.engine import Record, decode_chunk, encode_chunk
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
 from codec.ops.check import check_file
+from codec.progress import EVERY as PROGRESS_EVERY
 from codec.reader import DbFile
 from codec.values import is_utf8
 from codec.views.query import valid_filter
@@ -107,6 +108,7 @@ class Salvager:
         self.unpack = struct.Struct(">II" if version >= 5 else ">HI").unpack_from
         pattern = rb"\x00\x00\x00[\x01-\x06]" if version >= 5 else rb"\x00[\x01-\x06]"
         self.header_re = re.compile(pattern)
+        self.progress: Callable[[int, int], None] | None = None  # (bytes walked, size) every few thousand chunks
 
     def header(self, pos: int) -> tuple[int, int]:
         return self.unpack(self.buf, pos)
@@ -156,12 +158,16 @@ class Salvager:
 
     def walk(self) -> Iterator[tuple[int, int, Record] | Dropped]:
         pos = FILE_HEADER_SIZE
+        n = 0
         while pos < self.size:
             got = self.try_chunk(pos, strict=False)
             if not isinstance(got, str):
                 rec, end = got
                 yield pos, end, rec
                 pos = end
+                n += 1
+                if self.progress is not None and not n & PROGRESS_EVERY:
+                    self.progress(pos, self.size)
                 continue
             reason = got
             if self.size - pos < self.hsize:
@@ -240,16 +246,17 @@ def _read_version(path: str, buf: Any, size: int, version: int | None) -> int:
     if version is not None:
         return version
     if stored is None:
-        raise UnsupportedVersionError(f"the header is cut short after {size} bytes; give --version to rebuild it",
+        raise UnsupportedVersionError(f"the header is cut short after {size} bytes; give --db-version to rebuild it",
                                       path=path, offset=size)
     if stored not in SUPPORTED_VERSIONS:
-        raise UnsupportedVersionError(f"db version {stored} is not one of 2-6; give --version if you know it",
+        raise UnsupportedVersionError(f"db version {stored} is not one of 2-6; give --db-version if you know it",
                                       path=path, offset=19)
     return stored
 
 
 def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None, *, version: int | None = None,
-           endian: str = "little", at: float | None = None, recover_retained: bool = False) -> RepairReport:
+           endian: str = "little", at: float | None = None, recover_retained: bool = False,
+           progress: Callable[[int, int], None] | None = None) -> RepairReport:
     """Salvage ``path`` into ``out_path`` (None: only report). Raises if the result is not valid.
 
     ``recover_retained``: a store published with the retain flag whose topic has no RETAIN
@@ -285,7 +292,9 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
                 report.fixes.append(f"header version set to {ver}")
             elif size < FILE_HEADER_SIZE:
                 report.fixes.append(f"file header rebuilt (only {size} bytes were there)")
-            records = _semantic(Salvager(mm, size, ver, endian), report, recover_retained=recover_retained)
+            salvager = Salvager(mm, size, ver, endian)
+            salvager.progress = progress
+            records = _semantic(salvager, report, recover_retained=recover_retained)
             header = file_header(ver)
 
             def write(o: str, verify: Any) -> None:

@@ -7,6 +7,7 @@ so a file of millions of chunks is summarised without a Python object per chunk.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,19 +42,32 @@ def _prefix(topic: str, depth: int) -> str:
     return "/".join(parts[:depth]) + ("/#" if len(parts) > depth else "")
 
 
-def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
-    """Sizes include each chunk's header; payload bytes are the stored payloads alone."""
+def compute(db: DbFile, *, top: int = 10, depth: int = 2, progress: Callable[[int, int], None] | None = None) -> Stats:
+    """Sizes include each chunk's header; payload bytes are the stored payloads alone.
+
+    ``progress(done, size)`` is called after each of the five passes (``done``: that share of the size).
+    """
     st = Stats(db.path, db.version, db.size, depth=depth)
     if db.empty:
         return st
+
+    def step(k: int) -> None:
+        if progress is not None:
+            progress(db.size * k // 5, db.size)
+
     offsets, types, ends = db.index.intact_arrays(db.path)
     sizes = ends - offsets
     st.by_type = _by_type(types, sizes)
+    step(1)
     cols = ColumnReader(db)
     stores = _stores(cols, types, sizes, top, depth)
+    step(2)
     st.by_topic = _by_topic(cols, types, stores, top)
+    step(3)
     st.by_client = _by_client(db, cols, types, sizes, stores, top)
+    step(4)
     st.biggest = _biggest(cols, offsets, stores)
+    step(5)
     return st
 
 

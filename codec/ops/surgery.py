@@ -19,6 +19,7 @@ import numpy as np
 from codec.columnar import ColumnReader, batches
 from codec.errors import CodecError
 from codec.layouts import ChunkType
+from codec.progress import Progress
 from codec.reader import DbFile
 from codec.values import NEVER
 from codec.views.query import topic_matches, valid_filter
@@ -194,7 +195,8 @@ def matching_stores(cols: ColumnReader, filters: list[str]) -> tuple[np.ndarray,
     return np.concatenate(hits), np.concatenate(ids), topics
 
 
-def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str] | None) -> Removal:
+def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str] | None, *,
+                progress: Progress | None = None) -> Removal:
     """Remove RETAIN chunks whose stored topic matches a filter, and their stores if now unreferenced.
 
     Only the stores' topics and ids are read for the match; the references are read only
@@ -226,7 +228,7 @@ def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str]
         rem.stores = len(orphans)
     if not drop.any():
         out_path = None  # nothing matched: nothing is written
-    res = save_masked(db, out_path, drop)
+    res = save_masked(db, out_path, drop, progress=progress)
     rem.size_after = res.size
     rem.written = None if out_path is None else os.fspath(out_path)
     rem.seconds = time.perf_counter() - t0
@@ -299,7 +301,7 @@ def sessions(db: DbFile) -> tuple[dict[str, SessionInfo], dict[str, Any]]:
 
 def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLike[str] | None,
                   action: str, *, info: dict[str, SessionInfo] | None = None,
-                  aux: dict[str, Any] | None = None) -> Removal:
+                  aux: dict[str, Any] | None = None, progress: Progress | None = None) -> Removal:
     """Remove the sessions ``victims`` (client id -> reason) with their subs, queues and orphaned stores."""
     t0 = time.perf_counter()
     rem = Removal(action, size_before=db.size)
@@ -331,19 +333,21 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     rem.subs, rem.client_msgs, rem.stores = int(sub_hit.sum()), int(cm_hit.sum()), len(orphans)
     if not drop.any():
         out_path = None  # nothing matched: nothing is written
-    res = save_masked(db, out_path, drop)
+    res = save_masked(db, out_path, drop, progress=progress)
     rem.size_after = res.size
     rem.written = None if out_path is None else os.fspath(out_path)
     rem.seconds = time.perf_counter() - t0
     return rem
 
 
-def drop_clients(db: DbFile, client_ids: list[str], out_path: str | os.PathLike[str] | None) -> Removal:
-    return drop_sessions(db, dict.fromkeys(client_ids, ""), out_path, "drop-client")
+def drop_clients(db: DbFile, client_ids: list[str], out_path: str | os.PathLike[str] | None, *,
+                 progress: Progress | None = None) -> Removal:
+    return drop_sessions(db, dict.fromkeys(client_ids, ""), out_path, "drop-client", progress=progress)
 
 
 def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_since: float | None = None,
-                   expired: bool = False, no_subscriptions: bool = False, at: float | None = None) -> Removal:
+                   expired: bool = False, no_subscriptions: bool = False, at: float | None = None,
+                   progress: Progress | None = None) -> Removal:
     """Remove every session that meets all the given criteria.
 
     ``expired``: a v5/v6 session whose ``session_expiry_time`` lies before ``at`` (default now).
@@ -378,7 +382,7 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
                 continue
             reasons.append("no subscriptions")
         victims[cid] = ", ".join(reasons)
-    rem = drop_sessions(db, victims, out_path, "prune-sessions", info=info, aux=aux)
+    rem = drop_sessions(db, victims, out_path, "prune-sessions", info=info, aux=aux, progress=progress)
     if unknown_idle:
         rem.notes.append(f"{unknown_idle} session(s) kept: the file does not say when they went offline "
                          "(v5/v6 sessions that never expire carry no disconnect time)")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import stat
+import sys
 from importlib import resources
 
 from codec import DbFile
@@ -105,3 +107,21 @@ def add_at(parser, what: str = "expiry") -> None:  # type: ignore[no-untyped-def
     """The one ``--at TIME`` option: the reference time for everything that depends on "now"."""
     parser.add_argument("--at", metavar="TIME", help=f"reference time for {what}: now (default), file-mtime "
                         "(as the broker saw it when it wrote the file), Unix seconds or ISO 8601")
+
+
+class _Deprecated(argparse.Action):
+    """An old option spelling: still works, says once on stderr which name to use instead."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, new: str, **kw: object) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kw)  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        print(f"{parser.prog}: warning: {option_string} is deprecated; use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def add_deprecated(parser: argparse.ArgumentParser, old: str, new: str, *, dest: str, **kw: object) -> None:
+    """Keep ``old`` as a hidden alias of ``new`` (same ``dest``), printing one deprecation line when used."""
+    parser.add_argument(old, action=_Deprecated, new=new, dest=dest, help=argparse.SUPPRESS, **kw)  # type: ignore[arg-type]

@@ -17,6 +17,7 @@ from codec.views.query import Selection, parse_store_ids
 from codec.views.timeview import ExpiryState, expiry_counts, iso
 from codec.writer import rewrite
 from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import check_output
 
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
@@ -33,12 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("dump", help="every chunk, decoded (text close to mosquitto_db_dump, or JSON Lines)")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per chunk, in file order")
-    p.add_argument("--type", help="chunk types to show, comma separated (" + ",".join(KIND_ORDER) + ")")
+    p.add_argument("--type", help="chunk types to show, comma separated (" + ",".join(KIND_ORDER) + "; "
+                   "retained = retain)")
     p.add_argument("--topic", action="append", default=[], help="MQTT topic filter (+, #): stores and their references")
     p.add_argument("--client", action="append", default=[], help="client id: its session, subs and messages")
     p.add_argument("--store-id", help="store id N or range A-B: stores and their references")
     add_at(p)
     add_endian(p)
+    add_quiet(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent")
@@ -47,13 +50,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
     add_at(p)
     add_endian(p)
+    add_quiet(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("rewrite", help="decode every chunk and encode it again (byte-identical for valid files)")
     p.add_argument("file")
-    p.add_argument("-o", "--output", required=True, help="output file (written atomically)")
-    p.add_argument("--to-version", type=int, help="version conversion: see `mosqdb convert`")
+    p.add_argument("-o", "--output", required=True,
+                   help="output file (written atomically); - for stdout when it is not a terminal")
+    p.add_argument("--to-version", type=int, help="not here: version conversion is mosqdb convert")
     add_endian(p)
+    add_quiet(p)
     p.set_defaults(func=cmd_rewrite)
 
 
@@ -143,7 +149,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 def selection_from_args(args: argparse.Namespace) -> Selection:
     kinds = None
     if getattr(args, "type", None):
-        kinds = {k.strip() for k in args.type.split(",") if k.strip()}
+        kinds = {"retain" if k.strip() == "retained" else k.strip() for k in args.type.split(",") if k.strip()}
         bad = kinds - set(KIND_ORDER)
         if bad:
             raise UsageError(f"unknown chunk type {', '.join(sorted(bad))}; use {', '.join(KIND_ORDER)}")
@@ -226,30 +232,24 @@ def cmd_dump(args: argparse.Namespace) -> int:
             out.write(f"CRC: {db.crc}\nDB version: {db.version}\n")
         if db.empty:
             return 0
+        from codec.progress import tick
+
         try:
-            if selection.kinds is None and not (selection.clients or selection.by_store):
-                chunks, shown, picked = db.stream(), None, None  # everything: one pass, no index
-            else:  # decided on columns (codec.views.select); only the selected chunks are decoded
-                import numpy as np
+            with progress(args, "dumping", enabled=not out.isatty()) as bar:  # on a terminal the dump shows it
+                if selection.kinds is None and not (selection.clients or selection.by_store):
+                    chunks, shown, picked = db.stream(), None, None  # everything: one pass, no index
+                else:  # decided on columns (codec.views.select); only the selected chunks are decoded
+                    import numpy as np
 
-                from codec.views.select import expiry_sources, pick
+                    from codec.views.select import expiry_sources, pick
 
-                picked = pick(db, selection)
-                rows = picked.before_stop()
-                sources = expiry_sources(db, rows)  # stores whose expiry selected client messages inherit
-                shown = set(rows.tolist()) if len(sources) else None
-                chunks = db.chunks_at(np.union1d(rows, sources).tolist() if len(sources) else rows.tolist())
-            for chunk in chunks:
-                state = expiry.annotate(chunk.record)  # every expiring store, so its client messages inherit
-                if shown is not None and chunk.index not in shown:
-                    continue
-                if args.json:
-                    row = chunk_to_json(chunk)
-                    if state is not None:
-                        row.update(state)
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                else:
-                    out.write(format_text(chunk) + "\n")
+                    picked = pick(db, selection)
+                    rows = picked.before_stop()
+                    sources = expiry_sources(db, rows)  # stores whose expiry selected client messages inherit
+                    shown = set(rows.tolist()) if len(sources) else None
+                    chunks = db.chunks_at(np.union1d(rows, sources).tolist() if len(sources) else rows.tolist())
+                for chunk in tick(chunks, bar, db.size):
+                    _dump_one(args, out, chunk, expiry, shown)
             if picked is not None and (picked.stop < picked.count or db.index.error is not None):
                 from codec.views.select import failure
 
@@ -258,9 +258,22 @@ def cmd_dump(args: argparse.Namespace) -> int:
                     raise exc
         except CodecError as exc:
             out.flush()
-            print(f"mosqdb dump: error: {exc}", file=sys.stderr)
-            return 1
+            raise exc.located(path=args.file) from None
     return 0
+
+
+def _dump_one(args: argparse.Namespace, out: Any, chunk: Chunk, expiry: ExpiryState, shown: set[int] | None) -> None:
+    """Print one chunk; ``shown``: the selected chunk numbers when expiry sources were decoded besides them."""
+    state = expiry.annotate(chunk.record)  # every expiring store, so its client messages inherit
+    if shown is not None and chunk.index not in shown:
+        return
+    if args.json:
+        row = chunk_to_json(chunk)
+        if state is not None:
+            row.update(state)
+        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    else:
+        out.write(format_text(chunk) + "\n")
 
 
 # ---------------------------------------------------------------- check
@@ -268,8 +281,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     from codec.ops.check import check_file  # numpy: only when checking
 
     at = reference_time(args)
-    with open_input(args.file, endian=args.endian) as db:
-        findings = list(check_file(db, at=at))
+    with open_input(args.file, endian=args.endian) as db, progress(args, "checking") as bar:
+        findings = list(check_file(db, at=at, progress=bar))
     if os.path.islink(args.file):
         from codec.ops.check import Finding
 
@@ -302,12 +315,23 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
         except ImportError:
             raise UsageError("--to-version is not supported yet; rewrite keeps the file's version") from None
         raise UsageError("use `mosqdb convert FILE --to-version N -o OUT` for version conversion")
+    from inspector.commands.writing import STDOUT, refuse_terminal, to_stdout
+
+    if args.output == STDOUT:
+        refuse_terminal()
     with open_input(args.file, endian=args.endian) as db:
-        if same_file(db.source_path, args.output):
-            raise UsageError("the output is the input file; write elsewhere")
-        check_output(args.output)
-        result = rewrite(db, args.output)
-    print(f"wrote {result.path}: {result.size:,} bytes, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
+        if args.output != STDOUT:
+            if same_file(db.source_path, args.output):
+                raise UsageError("the output is the input file; write elsewhere")
+            check_output(args.output)
+
+        def work(out: str) -> Any:
+            with progress(args, "rewriting") as bar:
+                return rewrite(db, out, progress=bar)
+
+        result = to_stdout(args, work) if args.output == STDOUT else work(args.output)
+    where = f"{result.size:,} bytes to stdout" if args.output == STDOUT else f"{result.path}: {result.size:,} bytes"
+    print(f"wrote {where}, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
     return 0
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from codec.errors import CodecError
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.commands import UsageError, add_at, add_endian
+from inspector.commands.progress import progress
 
 try:  # the forward-packet sinks live with their engine
     from inspector.commands.forward_export import add_forward_options, run_forward_export
@@ -20,7 +21,18 @@ except ImportError:
     add_forward_options = run_forward_export = None  # type: ignore[assignment]
 
 KIND_CHOICES = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages")
-SPARK_HINT = "PySpark is not installed: pip install mosqdb[spark]"
+
+
+def spark_install() -> str:
+    """The command that installs PySpark into the Python running mosqdb (the ``spark`` extra, from a checkout)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    pip = f"{sys.executable} -m pip install"
+    if os.path.exists(os.path.join(root, "pyproject.toml")):
+        return f"{pip} -e '{root}[spark]'"
+    return f"{pip} 'pyspark>=4.0,<5'"
+
+
+SPARK_HINT = f"PySpark is not installed: {spark_install()}"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,21 +43,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         "<kind>.parquet per kind (or one Parquet file when one --kind is given); JSON Lines: one file "
         "(`-` for stdout) with the objects of `mosqdb dump --json` plus `file`.",
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files")
+    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
     p.add_argument("--to", required=True, metavar="FORMAT",
                    help="parquet | jsonl" + (" | msgpack | forward://HOST:PORT" if add_forward_options else ""))
     p.add_argument("-o", "--output", metavar="OUT", help="output directory or file (required for parquet/jsonl)")
     add_at(p, "the expires_at/expired columns")
     p.add_argument("--kind", action="append", default=[], metavar="K",
-                   help="kinds to export, repeatable or comma separated: " + ", ".join(KIND_CHOICES))
+                   help="kinds to export, repeatable or comma separated: " + ", ".join(KIND_CHOICES)
+                   + " (retained = retain); msgpack/forward: retained (retained messages only)")
     p.add_argument("--topic", action="append", default=[], metavar="F",
                    help="MQTT topic filter: stored messages and their references")
     p.add_argument("--client", action="append", default=[], metavar="C",
                    help="client id: its session, subscriptions and queued messages")
     p.add_argument("--store-id", metavar="A-B", help="store id N or range A-B")
-    p.add_argument("--batch-size", type=int, default=32_768, help="rows per Arrow batch (memory bound)")
+    p.add_argument("--batch-size", type=int, metavar="N",
+                   help="parquet/jsonl: rows per Arrow batch (memory bound; default 32768); msgpack/forward: "
+                        "messages per forward packet (default 1000; split further to stay under the "
+                        "268,435,455-byte packet limit)")
     p.add_argument("--compression", default="snappy", help="Parquet compression (snappy, zstd, lz4, none)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     add_endian(p)
     if add_forward_options is not None:
         add_forward_options(p)
@@ -55,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "sql",
         help="run Spark SQL over db files (views cfg, msg_store, client_msg, retain, sub, client, messages)",
         description="Every kind is registered as a temporary view with a `file` column; `messages` joins "
-        "stored messages with retains and queued deliveries. Needs PySpark (pip install mosqdb[spark]).",
+        "stored messages with retains and queued deliveries. Needs PySpark: " + spark_install(),
     )
     p.add_argument("query", help='e.g. "SELECT topic, count(*) FROM msg_store GROUP BY topic"')
     p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
@@ -68,8 +84,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------- export
 
 
+KIND_ALIASES = {"retained": "retain"}  # one kind, two spellings: --kind retain and --kind retained everywhere
+
+
 def parse_kinds(values: list[str]) -> list[str]:
-    kinds = [k.strip() for v in values for k in v.split(",") if k.strip()]
+    kinds = [KIND_ALIASES.get(k.strip(), k.strip()) for v in values for k in v.split(",") if k.strip()]
     for k in kinds:
         if k not in KIND_CHOICES:
             raise UsageError(f"unknown kind {k!r} (use {', '.join(KIND_CHOICES)})")
@@ -89,28 +108,48 @@ def selection_from(args: argparse.Namespace, kinds: list[str] | None) -> Selecti
 
 
 @contextmanager
-def progress_bar(enabled: bool) -> Iterator[Any]:
-    """A Rich progress bar on stderr (None when stderr is not a terminal or -q)."""
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+def progress_bar(args: argparse.Namespace, files: list[str]) -> Iterator[Any]:
+    """The shared progress bar over all inputs, as the exporters' ``progress(path, done, file_size)`` (None: no bar)."""
+    with progress(args, "exporting") as bar:
+        if bar is None:
+            yield None
+            return
+        sizes = {f: os.path.getsize(f) for f in files}
+        total = sum(sizes.values())
+        before: dict[str, int] = {}  # bytes of the files before each one
+        acc = 0
+        for f in files:
+            before[f] = acc
+            acc += sizes[f]
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        tasks: dict[str, Any] = {}
-
-        def update(path: str, done: int, total: int) -> None:
-            if path not in tasks:
-                tasks[path] = bar.add_task(os.path.basename(path), total=total)
-            bar.update(tasks[path], completed=done, total=total)
+        def update(path: str, done: int, size: int) -> None:
+            base = before.get(path, before.get(os.path.abspath(path), 0))
+            bar(base + min(done, size), total, os.path.basename(path))
 
         yield update
 
 
+def input_files(paths: list[str]) -> list[str]:
+    """FILE arguments: db files, or directories of ``*.db`` (as ``sql`` and Spark read them); exit 2 when none."""
+    from exporters.files import db_files
+
+    files: list[str] = []
+    for path in paths:
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: no such file or directory")
+        if os.path.isdir(path):
+            found = db_files(path)
+            if not found:
+                raise UsageError(f"{path}: a directory without *.db files")
+            files += found
+        else:
+            files.append(path)
+    return files
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     to = args.to
+    args.files = input_files(args.files)
     if to == "msgpack" or to.startswith("forward://"):
         if run_forward_export is None:
             raise UsageError(f"--to {to}: the forward-packet exporter is not available in this build")
@@ -119,11 +158,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"--to {to}: use parquet, jsonl, msgpack or forward://HOST:PORT")
     if not args.output:
         raise UsageError(f"--to {to} needs -o OUT")
-    for path in args.files:
-        if not os.path.exists(path):
-            raise UsageError(f"{path}: no such file")
-        if os.path.isdir(path):
-            raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
+    if args.batch_size is None:
+        args.batch_size = 32_768
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
     kinds = parse_kinds(args.kind)
@@ -131,8 +167,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from exporters.files import ALL_KINDS, export_jsonl, export_parquet
     from exporters.schema import KINDS
 
-    show = not args.quiet and sys.stderr.isatty()
-    with progress_bar(show) as progress:
+    with progress_bar(args, args.files) as bar:
         if to == "parquet":
             out = args.output
             single = len(kinds) == 1
@@ -142,10 +177,10 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise UsageError(f"{out}: is a directory; with one --kind OUT is a Parquet file")
             counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single, at=_at(args),
                                     selection=selection, batch_size=args.batch_size, compression=args.compression,
-                                    endian=args.endian, progress=progress)
+                                    endian=args.endian, progress=bar)
         else:
             counts = export_jsonl(args.files, args.output, kinds=kinds or KINDS, selection=selection,
-                                  endian=args.endian, progress=progress)
+                                  endian=args.endian, progress=bar)
     if not args.quiet and args.output != "-":
         summary = ", ".join(f"{k} {n}" for k, n in counts.items())
         print(f"exported {len(args.files)} file(s) to {args.output}: {summary}", file=sys.stderr)

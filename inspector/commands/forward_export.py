@@ -17,7 +17,6 @@ from codec import DbFile
 from codec.errors import CodecError
 from codec.sources import open_any
 from codec.views.query import parse_store_ids, valid_filter
-from codec.views.timeview import parse_time
 from codec.writer import atomic_output
 from exporters.forward.content import Batch, ForwardError, batches, salt_of
 from exporters.forward.source import MessageSource, Options, write_stream
@@ -40,15 +39,15 @@ def _usage(msg: str) -> Exception:
 
 
 def add_forward_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("msgpack / forward:// (forward packets, see docs/forward-packet.md)")
+    g = p.add_argument_group("msgpack / forward:// (forward packets: see the README, 'Forward packets')")
     g.add_argument("--mode", choices=("store", "delivery"), default="store",
                    help="store: one message per stored message (default); delivery: one per queued "
                         "outgoing client message, with its qos/dup/retain")
     g.add_argument("--incoming", action="store_true",
                    help="delivery mode: also incoming QoS 2 messages awaiting PUBREL")
-    g.add_argument("--batch", type=int, default=DEFAULT_BATCH, metavar="N",
-                   help=f"messages per forward packet (default {DEFAULT_BATCH}; split further to stay "
-                        "under the 268,435,455-byte packet limit)")
+    from inspector.commands import add_deprecated
+
+    add_deprecated(g, "--batch", "--batch-size", dest="batch_size", type=int)  # messages per forward packet
     g.add_argument("--strict", action="store_true",
                    help="fail on a message that cannot be sent (too large, invalid UTF-8) instead of skipping it")
     g.add_argument("--ack", action="store_true", help="forward://: ask for an ACK per packet and wait for it")
@@ -58,28 +57,27 @@ def add_forward_options(p: argparse.ArgumentParser) -> None:
                    help="forward://: connect/ACK timeout in seconds (default 10)")
     g.add_argument("--retries", type=int, default=3, metavar="N",
                    help="forward://: reconnect and resend an unacknowledged packet up to N times (default 3)")
-    g.add_argument("--reference-time", metavar="T",
-                   help="timestamp for messages whose store id carries no time: ms since the epoch or "
-                        "ISO 8601 (default: the db file's modification time)")
+    g.add_argument("--reference-time", metavar="TIME",
+                   help="timestamp for messages whose store id carries no time: file-mtime (default: each db "
+                        "file's modification time), now, Unix seconds or ISO 8601")
     g.add_argument("--id-salt", metavar="TEXT",
                    help="mix a broker name into the message ids (keeps ids of several brokers apart)")
 
 
-def parse_time_ms(text: str) -> int:
-    """Milliseconds since the epoch (all digits) or an ISO 8601 time (UTC unless it says otherwise)."""
-    if text.isdigit():
-        return int(text)
-    try:
-        return int(parse_time(text) * 1000)
-    except CodecError:
-        raise _usage(f"--reference-time {text!r}: use milliseconds since the epoch or ISO 8601") from None
+def parse_time_ms(text: str, path: str = "") -> int | None:
+    """``--reference-time`` in milliseconds: the ``--at`` syntax (old all-digit milliseconds still taken)."""
+    from inspector.commands.writing import reference_time_ms
+
+    return reference_time_ms(text, path)
 
 
 def parse_target(to: str) -> tuple[str, int]:
     rest = to[len("forward://"):].rstrip("/")
     host, sep, port = rest.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if sep and host and port and (not port.isdigit() or not 0 < int(port) < 65536):
+        raise _usage(f"--to {to}: bad port {port!r}: use a number 1-65535 (forward://HOST:PORT)")
+    if not sep or not host or not port.isdigit():
         raise _usage(f"--to {to}: use forward://HOST:PORT")
     return host, int(port)
 
@@ -99,8 +97,12 @@ def options_from(args: argparse.Namespace) -> Options:
             store_ids = parse_store_ids(args.store_id)
         except CodecError as exc:
             raise _usage(exc.reason) from None
+    if getattr(args, "batch_size", None) is not None:  # export --batch-size: messages per forward packet here
+        args.batch = args.batch_size
+    elif getattr(args, "batch", None) is None:
+        args.batch = DEFAULT_BATCH
     if args.batch < 1:
-        raise _usage("--batch must be at least 1")
+        raise _usage("--batch-size must be at least 1")
     if args.incoming and args.mode != "delivery":
         raise _usage("--incoming needs --mode delivery")
     return Options(
@@ -110,7 +112,8 @@ def options_from(args: argparse.Namespace) -> Options:
         clients=set(args.client or []),
         retained_only=any(k in RETAINED_KINDS for k in kinds),
         store_ids=store_ids,
-        reference_ms=parse_time_ms(args.reference_time) if getattr(args, "reference_time", None) else None,
+        reference_ms=(parse_time_ms(args.reference_time, args.files[0] if args.files else "")
+                      if getattr(args, "reference_time", None) else None),
         salt=salt_of(args.id_salt) if getattr(args, "id_salt", None) else 0,
     )
 
@@ -172,33 +175,23 @@ class Run:
         return sum(s.stats.skipped for s in self.sources) + self.too_large
 
 
-class _Bar:
-    """Rich progress on stderr: bytes of the db files read, messages written or acknowledged."""
-
-    def __init__(self, run: Run, label: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.run = run
-        self.count = 0
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                            TextColumn("{task.fields[count]} messages " + label), TimeRemainingColumn(),
-                            console=Console(stderr=True), transient=True)
-        self.task = self.bar.add_task("reading", total=run.total_bytes(), count=0)
-
-    def __call__(self, n: int) -> None:
-        self.count += n
-        self.bar.update(self.task, completed=self.run.position(), count=self.count)
-
-
 @contextmanager
-def _progress(enabled: bool, run: Run, label: str) -> Iterator[Callable[[int], None]]:
-    if not enabled:
-        yield lambda n: None
-        return
-    bar = _Bar(run, label)
-    with bar.bar:
-        yield bar
+def _progress(args: argparse.Namespace, run: Run, label: str) -> Iterator[Callable[[int], None]]:
+    """The shared progress bar (bytes of the db files read), with the messages written or acknowledged."""
+    from inspector.commands.progress import progress
+
+    with progress(args, "reading") as bar:
+        if bar is None:
+            yield lambda n: None
+            return
+        count = 0
+
+        def update(n: int) -> None:
+            nonlocal count
+            count += n
+            bar(run.position(), run.total_bytes(), note=f"{count:,} messages {label}")
+
+        yield update
 
 
 def run_forward_export(args: argparse.Namespace) -> int:
@@ -219,16 +212,15 @@ def run_forward_export(args: argparse.Namespace) -> int:
     quiet = bool(getattr(args, "quiet", False))
     with ExitStack() as stack:
         run = Run(args, opts, stack, _warn)
-        show = not quiet and sys.stderr.isatty()
         if target is None:
-            return _to_file(args, run, show, quiet)
-        return _to_socket(args, run, target, show, quiet)
+            return _to_file(args, run, quiet)
+        return _to_socket(args, run, target, quiet)
     return 0  # pragma: no cover
 
 
-def _to_file(args: argparse.Namespace, run: Run, show: bool, quiet: bool) -> int:
+def _to_file(args: argparse.Namespace, run: Run, quiet: bool) -> int:
     out_path = args.output
-    with _progress(show, run, "written") as progress:
+    with _progress(args, run, "written") as progress:
         if out_path == "-":
             out = sys.stdout.buffer
             s = write_stream(out, run.batches(), progress=progress)
@@ -243,21 +235,21 @@ def _to_file(args: argparse.Namespace, run: Run, show: bool, quiet: bool) -> int
     return 0
 
 
-def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], show: bool, quiet: bool) -> int:
+def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], quiet: bool) -> int:
     from exporters.forward.net import ForwardClient, SendError
 
     host, port = target
-    with _progress(show, run, "acknowledged" if args.ack else "confirmed") as progress:
+    with _progress(args, run, "acknowledged" if args.ack else "confirmed") as progress:
         client = ForwardClient(host, port, ack=args.ack, timeout=args.timeout, retries=args.retries,
                                heartbeat=args.heartbeat, report=_warn, progress=progress)
         try:
             s = client.send(run.batches())
         except SendError as exc:
-            print(f"mosqdb export: error: {exc}", file=sys.stderr)
+            print(f"mosqdb export: {exc}", file=sys.stderr)
             return 1
     skipped = f", {run.skipped} skipped" if run.skipped else ""
     if s.unconfirmed:  # sent on a connection that failed before an FF: not reported as delivered
-        print(f"mosqdb export: error: {args.to}: {s.line()}{skipped}", file=sys.stderr)
+        print(f"mosqdb export: {args.to}: {s.line()}{skipped}", file=sys.stderr)
         return 1
     if not quiet:
         print(f"{args.to}: {s.line()}{skipped}", file=sys.stderr)

@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from urllib.parse import urlsplit
 
 from codec.errors import CodecError
 from codec.values import NEVER
-from inspector.commands import UsageError, add_at, add_endian, open_input
-from inspector.commands.writing import parse_at
+from inspector.commands import UsageError, add_at, add_deprecated, add_endian, open_input
+from inspector.commands.progress import add_quiet, progress
+from inspector.commands.writing import parse_at, reference_time_ms
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
 DEFAULT_TTL = 7200  # exporters.migrate.plan.DEFAULT_TTL, the plugin's message_ttl; here so `mosqdb --help` stays light
@@ -40,36 +40,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"Redis: message hash expiry; match the plugin's message_ttl (default {DEFAULT_TTL})")
     p.add_argument("--widen-payload", action="store_true",
                    help="MySQL: ALTER payload to MEDIUMBLOB when a payload exceeds 65,535 bytes (else skip those)")
-    p.add_argument("--batch", type=int, default=1000, metavar="N", help="EMQX: rows / messages per batch")
+    p.add_argument("--batch-size", type=int, default=1000, metavar="N", dest="batch",
+                   help="EMQX: rows / messages per batch (default 1000)")
+    add_deprecated(p, "--batch", "--batch-size", dest="batch", type=int)
     p.add_argument("--connections", type=int, default=3, metavar="N",
                    help="MySQL: batches run side by side on N connections (rows keep delivery order by id)")
     add_at(p)
-    p.add_argument("--reference-ms", type=int, metavar="MS",
-                   help="EMQX: message time for ids when the store id holds none (default: the file's mtime)")
+    p.add_argument("--reference-time", metavar="TIME",
+                   help="EMQX: message time for ids when the store id holds none: file-mtime (default), now, "
+                        "Unix seconds or ISO 8601")
+    add_deprecated(p, "--reference-ms", "--reference-time", dest="reference_ms", type=int)
     p.add_argument("--dry-run", action="store_true", help="only report what would be written")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    add_quiet(p)
     add_endian(p)
     p.set_defaults(func=cmd_migrate)
 
 
 @contextlib.contextmanager
-def progress_bar(enabled: bool) -> Iterator[Callable[[str, int, int], None]]:
-    """A Rich progress bar on stderr when it is a terminal; a no-op otherwise."""
-    if not enabled or not sys.stderr.isatty():
-        yield lambda stage, done, total: None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    tasks: dict[str, Any] = {}
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        def update(stage: str, done: int, total: int) -> None:
-            if stage not in tasks:
-                tasks[stage] = bar.add_task(stage, total=max(total, 1))
-            bar.update(tasks[stage], completed=done, total=max(total, 1))
-        yield update
+def progress_bar(args: argparse.Namespace) -> Iterator[Callable[[str, int, int], None]]:
+    """The shared progress bar (inspector.commands.progress) as the exporters' ``progress(stage, done, total)``."""
+    with progress(args, "migrating", unit="items", enabled=not args.json) as bar:
+        if bar is None:
+            yield lambda stage, done, total: None
+        else:
+            yield lambda stage, done, total: bar(done, total, stage)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
@@ -88,19 +83,24 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from None
         except ValueError as exc:  # urllib: a port that is not a number, or out of range
             raise UsageError(f"--to {args.to}: bad port: {exc}; use a number 1-65535") from None
+        if "://" in args.to and urlsplit(args.to).port == 0:
+            raise UsageError(f"--to {args.to}: bad port 0; use a number 1-65535")
         if args.output:
             raise UsageError("-o is for --to sqlite; file targets are mysql-sql:FILE or redis-cmds:FILE")
         if args.ttl <= 0 or args.batch <= 0 or args.connections <= 0:
-            raise UsageError("--ttl, --batch and --connections must be positive")
+            raise UsageError("--ttl, --batch-size and --connections must be positive")
     now = parse_at(args.at, args.file)
-    with open_input(args.file, endian=args.endian) as db, progress_bar(not (args.quiet or args.json)) as prog:
+    reference_ms = getattr(args, "reference_ms", None)
+    if args.reference_time is not None:
+        reference_ms = reference_time_ms(args.reference_time, args.file)
+    with open_input(args.file, endian=args.endian) as db, progress_bar(args) as prog:
         if args.to == "sqlite":
             rep = db_to_sqlite(db, None if args.dry_run else args.output, session_expiry=args.session_expiry,
                                now=now, force=args.force, progress=prog)
         else:
             opts = EmqxOptions(index_by=args.index_by, ttl=args.ttl, widen_payload=args.widen_payload,
                                batch=args.batch, connections=args.connections, now=now,
-                               reference_ms=args.reference_ms)
+                               reference_ms=reference_ms)
             rep = migrate_emqx(db, args.to, opts, dry_run=args.dry_run, progress=prog)
         rep.source = getattr(db, "source_path", args.file)
     if args.json:

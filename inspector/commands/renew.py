@@ -12,7 +12,8 @@ from codec.ops.renew import Policy, plan_renew
 from codec.views.timeview import iso, parse_duration
 from codec.writer import save
 from inspector.commands import UsageError, add_at, check_input, open_input
-from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, run
+from inspector.commands.progress import progress
+from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, report_stream, run
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,15 +66,18 @@ def cmd_renew(args: argparse.Namespace) -> int:
         if db.empty or (db.version or 0) < 5:
             msg = f"{args.file}: db version {db.version} files carry no expiry times; nothing to renew, nothing written"
             if args.json:
-                print(json.dumps({"file": args.file, "version": db.version, "changes": [], "note": msg}))
+                print(json.dumps({"file": args.file, "version": db.version, "changes": [], "note": msg}),
+                      file=report_stream(args))
             else:
-                print(msg)
+                print(msg, file=report_stream(args))
             return 0
-        plan = plan_renew(db, policy)
+        with progress(args, "renewing") as bar:
+            plan = plan_renew(db, policy, progress=bar)
 
         def work(out: str | None) -> None:
             if out is not None:
-                save(db, out, plan.overlay)
+                with progress(args, "writing") as bar:
+                    save(db, out, plan.overlay, progress=bar)
 
         run(args, work)
         target = None if args.dry_run else (args.file if args.in_place else args.output)

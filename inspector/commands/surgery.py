@@ -15,8 +15,9 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER
-from inspector.commands import UsageError, add_at, add_endian, check_input, open_input
-from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, run
+from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input
+from inspector.commands.progress import add_quiet, progress
+from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
 BY = ("type", "client", "topic")  # codec.ops.stats.BY; kept here so `mosqdb --help` stays light
@@ -56,8 +57,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("repair", help="salvage a damaged db: keep what decodes, drop the rest, verify the result")
     p.add_argument("file")
-    p.add_argument("--version", type=int, choices=(2, 3, 4, 5, 6), dest="db_version",
+    p.add_argument("--db-version", type=int, choices=(2, 3, 4, 5, 6), dest="db_version",
                    help="db version to assume when the header is cut short or damaged")
+    add_deprecated(p, "--version", "--db-version", dest="db_version", type=int, choices=(2, 3, 4, 5, 6))
     add_at(p, "the final check")
     p.add_argument("--recover-retained", action="store_true",
                    help="give stores published with the retain flag their RETAIN chunk back when it was lost "
@@ -72,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--depth", type=int, default=2, help="topic levels to group by (default 2)")
     p.add_argument("--json", action="store_true", help="one JSON object with every table")
     add_endian(p)
+    add_quiet(p)
     p.set_defaults(func=cmd_stats)
 
 
@@ -88,12 +91,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
     with open_input(args.file, endian=args.endian) as db:
         def work(out: str | None) -> Any:
             try:
-                return convert(db, out, args.to_version, session_expiry=args.session_expiry, force=args.force)
+                with progress(args, f"converting to v{args.to_version}") as bar:
+                    return convert(db, out, args.to_version, session_expiry=args.session_expiry, force=args.force,
+                                   progress=bar)
             except CodecError as exc:
                 report = getattr(exc, "report", None)
                 if report is not None:
                     if args.json:
-                        print(json.dumps(report.to_json(), ensure_ascii=False))
+                        print(json.dumps(report.to_json(), ensure_ascii=False), file=report_stream(args))
                     else:
                         for line in report.lines()[1:]:
                             print(line, file=sys.stderr)
@@ -111,12 +116,17 @@ def cmd_rm_retained(args: argparse.Namespace) -> int:
     if bad:
         raise UsageError(f"not a valid MQTT topic filter: {bad[0]!r}")
     with open_input(args.file, endian=args.endian) as db:
-        return _removal(args, lambda out: rm_retained(db, args.filters, out), "no retained message matches")
+        return _removal(args, lambda out, bar: rm_retained(db, args.filters, out, progress=bar),
+                        "no retained message matches")
 
 
-def _removal(args: argparse.Namespace, work: Callable[[str | None], Any], none: str) -> int:
-    """Run a removal; when nothing matches, nothing is written (and --in-place keeps no backup)."""
-    rem = run(args, work, changed=lambda r: r.changed)
+def _removal(args: argparse.Namespace, work: Callable[[str | None, Any], Any], none: str) -> int:
+    """Run a removal (``work(out, progress)``); when nothing matches, nothing is written (nor a backup kept)."""
+    def with_bar(out: str | None) -> Any:
+        with progress(args, args.command) as bar:
+            return work(out, bar)
+
+    rem = run(args, with_bar, changed=lambda r: r.changed)
     if not rem.changed:
         return no_match(args, rem.to_json(), f"{none}{'; ' + '; '.join(rem.notes) if rem.notes else ''}")
     emit(args, rem.to_json(), rem.lines(), rem.written)
@@ -127,7 +137,8 @@ def cmd_drop_client(args: argparse.Namespace) -> int:
     from codec.ops.surgery import drop_clients
 
     with open_input(args.file, endian=args.endian) as db:
-        return _removal(args, lambda out: drop_clients(db, args.client_ids, out), "no such session")
+        return _removal(args, lambda out, bar: drop_clients(db, args.client_ids, out, progress=bar),
+                        "no such session")
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -138,8 +149,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
     idle = optional_at(args.idle_since, args.file, option="--idle-since")
     at = parse_at(args.at, args.file) if args.at is not None else None
     with open_input(args.file, endian=args.endian) as db:
-        return _removal(args, lambda out: prune_sessions(db, out, idle_since=idle, expired=args.expired,
-                                                         no_subscriptions=args.no_subscriptions, at=at),
+        return _removal(args, lambda out, bar: prune_sessions(db, out, idle_since=idle, expired=args.expired,
+                                                              no_subscriptions=args.no_subscriptions, at=at,
+                                                              progress=bar),
                         "no session meets the criteria")
 
 
@@ -148,11 +160,15 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
     check_input(args.file)
     at = parse_at(args.at, args.file) if args.at is not None else None
-    report = run(args, lambda out: repair(args.file, out, version=args.db_version, endian=args.endian, at=at,
-                                          recover_retained=args.recover_retained))
+    def work(out: str | None) -> Any:
+        with progress(args, "salvaging") as bar:
+            return repair(args.file, out, version=args.db_version, endian=args.endian, at=at,
+                          recover_retained=args.recover_retained, progress=bar)
+
+    report = run(args, work)
     emit(args, report.to_json(), report.lines(), report.written)
     if not report.valid:
-        print(f"mosqdb repair: error: {args.file}: the result would still have errors: "
+        print(f"mosqdb repair: {args.file}: the result would still have errors: "
               f"{'; '.join(report.remaining_errors[:3])}", file=sys.stderr)
         return 1
     return 0
@@ -163,8 +179,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")
-    with open_input(args.file, endian=args.endian) as db:
-        st = compute(db, top=args.top, depth=max(args.depth, 1))
+    with open_input(args.file, endian=args.endian) as db, progress(args, "counting") as bar:
+        st = compute(db, top=args.top, depth=max(args.depth, 1), progress=bar)
     if args.json:
         print(json.dumps(st.to_json(), ensure_ascii=False))
     else:

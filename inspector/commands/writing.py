@@ -34,7 +34,8 @@ MTIME_SLACK = 120  # seconds between the newest expiry-derived save time and a p
 
 def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
     """The options of every command that writes a db; ``filters``: it removes what matches (adds --fail-if-none)."""
-    p.add_argument("-o", "--output", help="output file (written atomically; never the input)")
+    p.add_argument("-o", "--output", help="output file (written atomically; never the input); - for stdout "
+                   "when it is not a terminal (the report then goes to stderr)")
     p.add_argument("--in-place", action="store_true",
                    help="write over FILE (through a symlink: the file it points to), keeping a copy first in "
                         "FILE.bak (FILE.bak.1, ... when that exists; never overwritten)")
@@ -44,6 +45,9 @@ def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
         p.add_argument("--fail-if-none", action="store_true",
                        help="exit 1 when nothing matches (nothing is written either way)")
     add_endian(p)
+    from inspector.commands.progress import add_quiet
+
+    add_quiet(p)
 
 
 # ---------------------------------------------------------------- targets and backups
@@ -93,10 +97,55 @@ def target(args: argparse.Namespace) -> str | None:
         return str(args.file)
     if not args.output:
         raise UsageError("give -o OUT (or --in-place, or --dry-run)")
+    if args.output == STDOUT:
+        refuse_terminal()
+        return STDOUT
     if os.path.exists(args.output) and os.path.exists(args.file) and os.path.samefile(args.output, args.file):
         raise UsageError(f"{args.output}: the output is the input file; write elsewhere or use --in-place")
     check_output(args.output)
     return str(args.output)
+
+
+STDOUT = "-"
+
+
+def refuse_terminal() -> None:
+    """``-o -`` writes the db's bytes to stdout: not onto a terminal."""
+    if sys.stdout.isatty():
+        raise UsageError("-o -: stdout is a terminal; a db is binary: redirect it (> OUT.db, | ssh HOST 'cat > ...') "
+                         "or give -o FILE; nothing written")
+
+
+def to_stdout(args: argparse.Namespace, work: Callable[[str], Any]) -> Any:
+    """Run ``work(path)`` into a scratch file, then copy that file to stdout (``-o -``); its size in ``args``.
+
+    The db is finished (and, for repair, verified) before the first byte goes out; a result
+    that says it was ``written`` to the scratch file says ``-`` instead.
+    """
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix="mosqdb-stdout-")
+    path = os.path.join(scratch, os.path.basename(str(args.file)) or "out.db")
+    try:
+        result = work(path)
+        args.stdout_bytes = None
+        if os.path.exists(path):
+            out = sys.stdout.buffer
+            sys.stdout.flush()
+            with open(path, "rb") as f:
+                shutil.copyfileobj(f, out, 1 << 20)
+            out.flush()
+            args.stdout_bytes = os.path.getsize(path)
+        if getattr(result, "written", None) == path:
+            result.written = STDOUT
+        return result
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def report_stream(args: argparse.Namespace) -> Any:
+    """Where the report goes: stdout, or stderr when stdout carries the db (``-o -``)."""
+    return sys.stderr if getattr(args, "output", None) == STDOUT else sys.stdout
 
 
 def backup_name(path: str) -> str:
@@ -151,7 +200,7 @@ def run(args: argparse.Namespace, work: Callable[[str | None], Any],
     if args.in_place:
         args.backup = make_backup(args.file)
     try:
-        result = work(out)
+        result = to_stdout(args, work) if out == STDOUT else work(out)
     except BaseException:
         if args.backup:
             with contextlib.suppress(OSError):
@@ -168,17 +217,20 @@ def run(args: argparse.Namespace, work: Callable[[str | None], Any],
 def emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: str | None) -> None:
     """The report: JSON (with ``dry_run`` and ``backup``) or the text lines and where the result went."""
     backup = getattr(args, "backup", None)
+    stream = report_stream(args)
     if args.json:
         data = {"file": args.file, **{k: v for k, v in data.items() if k != "file"}}
         data["dry_run"] = out is None and args.dry_run
         if args.in_place:
             data["backup"] = backup
-        print(json.dumps(data, ensure_ascii=False))
+        print(json.dumps(data, ensure_ascii=False), file=stream)
         return
     for line in text:
-        print(line)
+        print(line, file=stream)
     if out is None:
-        print("dry run: nothing written" if args.dry_run else "nothing written")
+        print("dry run: nothing written" if args.dry_run else "nothing written", file=stream)
+    elif out == STDOUT:
+        print(f"wrote {getattr(args, 'stdout_bytes', None) or 0:,} bytes to stdout", file=stream)
     else:
         size = os.path.getsize(out) if os.path.exists(out) else 0
         extra = f" (original kept in {backup})" if backup else ""
@@ -193,9 +245,9 @@ def no_match(args: argparse.Namespace, data: dict[str, Any], what: str) -> int:
         data.update(dry_run=args.dry_run, written=None, matched=False, note=msg)
         if args.in_place:
             data["backup"] = None
-        print(json.dumps(data, ensure_ascii=False))
+        print(json.dumps(data, ensure_ascii=False), file=report_stream(args))
     else:
-        print(msg)
+        print(msg, file=report_stream(args))
     return 1 if getattr(args, "fail_if_none", False) else 0
 
 
@@ -235,6 +287,21 @@ def parse_at(text: str | None, path: str, *, option: str = "--at", quiet: bool =
     if text == "file-mtime" and not quiet:
         note_mtime(path, value, f"{option} file-mtime")
     return value
+
+
+def reference_time_ms(text: str, path: str, *, option: str = "--reference-time") -> int | None:
+    """A ``--reference-time`` (the ``--at`` syntax) in milliseconds; ``file-mtime``: None (each file's own mtime).
+
+    All digits beyond 2200 as seconds but plausible as milliseconds: the old milliseconds spelling,
+    still taken, with one deprecation line.
+    """
+    if text == "file-mtime":
+        return None
+    if text.isdigit() and not TIME_MIN <= int(text) < TIME_MAX and TIME_MIN <= int(text) / 1000 < TIME_MAX:
+        print(f"warning: {option} {text}: milliseconds are deprecated here; give Unix seconds "
+              f"({int(text) // 1000}) or ISO 8601", file=sys.stderr)
+        return int(text)
+    return round(parse_at(text, path, option=option) * 1000)
 
 
 def optional_at(text: str | None, path: str, *, option: str) -> float | None:

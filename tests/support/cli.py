@@ -47,3 +47,18 @@ def run_in_process(*args: object) -> subprocess.CompletedProcess[str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main([str(a) for a in args])
     return subprocess.CompletedProcess(["mosqdb", *map(str, args)], rc, out.getvalue(), err.getvalue())
+
+
+def run_bytes_in_process(*args: object) -> subprocess.CompletedProcess[bytes]:
+    """As :func:`run_in_process`, stdout kept as bytes (db files written to ``-o -``)."""
+    from inspector.cli import main
+
+    out, err = io.BytesIO(), io.StringIO()
+    wrapper = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
+    with contextlib.redirect_stdout(wrapper), contextlib.redirect_stderr(err):
+        try:
+            rc = main([str(a) for a in args])
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
+        wrapper.flush()
+    return subprocess.CompletedProcess(list(map(str, args)), rc, out.getvalue(), err.getvalue())

@@ -99,7 +99,7 @@ def test_downgrade_refused_without_force_names_each_loss(tmp_path: Path) -> None
     assert not out.exists() and sha(V6) == before
     assert list(tmp_path.iterdir()) == []
     err = r.stderr.strip().splitlines()
-    assert err[-1].startswith("mosqdb convert: error: ") and "--force" in err[-1]
+    assert err[-1].startswith(f"mosqdb convert: {V6}: ") and "--force" in err[-1]
     lost = {line.split(" in ")[0] for line in err[:-1] if line.startswith("LOST ")}
     assert lost == {"LOST msg_store.properties", "LOST msg_store.expiry_time", "LOST client.session_expiry_interval",
                     "LOST client.username", "LOST client_msg.properties", "LOST sub.identifier", "LOST sub.options"}

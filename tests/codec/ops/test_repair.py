@@ -172,9 +172,9 @@ def test_not_a_database_and_cut_header(tmp_path: Path) -> None:
     cut = tmp_path / "cut.db"
     cut.write_bytes(V6.read_bytes()[:20])
     r = run_proc("repair", cut, "-o", tmp_path / "o.db")
-    assert r.returncode == 2 and "--version" in r.stderr
+    assert r.returncode == 2 and "--db-version" in r.stderr
     assert not (tmp_path / "o.db").exists()
-    r = run_proc("repair", cut, "-o", tmp_path / "o.db", "--version", "6")
+    r = run_proc("repair", cut, "-o", tmp_path / "o.db", "--db-version", "6")
     assert r.returncode == 0, r.stderr
     assert [x.kind for x in records(tmp_path / "o.db")] == ["cfg"]
 

@@ -190,7 +190,7 @@ def _reference_dump(path: Path, spec: dict, as_json: bool) -> tuple[str, str | N
                 else:
                     out.append(format_text(c))
         except CodecError as exc:
-            return "\n".join(out), f"mosqdb dump: error: {exc}"
+            return "\n".join(out), f"mosqdb dump: {exc}"
     return "\n".join(out), None
 
 

@@ -147,7 +147,7 @@ def test_fwd_dump_cli_reports_offsets(tmp_path) -> None:
     r = run_cli("fwd-dump", str(f))
     assert r.returncode == 1
     err = r.stderr.decode().strip()
-    assert err == f"mosqdb fwd-dump: error: {f}: offset 442 (0x1ba): unknown packet type 4 (header byte 0x40)"
+    assert err == f"mosqdb fwd-dump: {f}: offset 442 (0x1ba): unknown packet type 4 (header byte 0x40)"
     assert b"will-topic" in r.stdout  # everything before the damage was printed
     r = run_cli("fwd-dump", "-", stdin=doc_example(2))
     assert r.returncode == 1 and b"offset 0 (0x0): a stream starts with a handshake, not a forward" in r.stderr

@@ -225,7 +225,7 @@ def test_unit_fixtures_export_or_fail_in_one_line(path, tmp_path, capsys) -> Non
         assert len(stream_messages(out.read_bytes())) <= stores
         assert out.read_bytes()[:3] == HANDSHAKE
     else:
-        assert rc in (1, 2) and len(err) == 1 and err[0].startswith(f"mosqdb export: error: {path}: offset ")
+        assert rc in (1, 2) and len(err) == 1 and err[0].startswith(f"mosqdb export: {path}: offset ")
         assert not out.exists()
         with pytest.raises(CodecError), DbFile(path) as db:
             list(db.stream())
@@ -239,7 +239,7 @@ def test_damaged_db_exports_nothing_and_names_the_chunk(tmp_path) -> None:
     r = run_cli("export", str(bad), "--to", "msgpack", "-o", str(out))
     assert r.returncode == 1 and not out.exists()
     line = r.stderr.decode().strip()
-    assert line.startswith(f"mosqdb export: error: {bad}: offset 1999 (0x7cf): msg_store[21].payload")
+    assert line.startswith(f"mosqdb export: {bad}: offset 1999 (0x7cf): msg_store[21].payload")
     assert line.endswith("payload needs 102400 bytes but only 58001 remain") and "\n" not in line
 
 
@@ -264,9 +264,9 @@ def test_id_salt_and_usage_errors(tmp_path) -> None:
     salted = stream_messages(_export(tmp_path, [f], id_salt="broker-a"))
     assert [m.id[:16] + m.id[20:] for m in plain] == [m.id[:16] + m.id[20:] for m in salted]
     assert {m.id[16:20] for m in salted} == {f"{salt_of('broker-a'):04X}"}
-    for kw, text in ((dict(ack=True), "--ack and --heartbeat"), (dict(batch=0), "--batch must be at least 1"),
+    for kw, text in ((dict(ack=True), "--ack and --heartbeat"), (dict(batch_size=0), "--batch-size must be at least 1"),
                      (dict(incoming=True), "--incoming needs --mode delivery"),
-                     (dict(reference_time="yesterday"), "--reference-time 'yesterday'"),
+                     (dict(reference_time="yesterday"), "--reference-time yesterday: "),
                      (dict(topic=["a/#/b"]), "not a valid MQTT topic filter")):
         with pytest.raises(UsageError, match=text):
             run_forward_export(export_args([f], "msgpack", output=str(tmp_path / "u.fwd"), **kw))

@@ -247,7 +247,7 @@ def test_cli_exit_code_when_retries_run_out() -> None:
                     "--retries", "1", "--kind", "retained")
     assert r.returncode == 1
     lines = r.stderr.decode().strip().splitlines()
-    assert lines[-1].startswith("mosqdb export: error: forward://127.0.0.1:")
+    assert lines[-1].startswith("mosqdb export: forward://127.0.0.1:")
     assert lines[-1].endswith("gave up on a batch of 10 messages after 1 retries (forward packet (10 messages) "
                               "rejected (00)); 0 of 10 messages acknowledged")
 

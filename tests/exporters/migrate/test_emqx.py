@@ -218,10 +218,10 @@ def test_mysql_connections_keep_delivery_order(mariadb: dict, tmp_path: Path) ->
     got = {}
     for n in (1, 3):
         url = fresh_db(mariadb, f"conns{n}")
-        run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", "--connections", str(n))
+        run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch-size", "2", "--connections", str(n))
         got[n] = table(mysql_con(mariadb, f"conns{n}"), q)
     sql = tmp_path / "out.sql"
-    run("migrate", str(src), "--to", f"mysql-sql:{sql}", "--at", str(WRITTEN), "--batch", "2")
+    run("migrate", str(src), "--to", f"mysql-sql:{sql}", "--at", str(WRITTEN), "--batch-size", "2")
     fresh_db(mariadb, "conns_f")
     p = subprocess.run([client("mysql"), "-h", mariadb["host"], "-P", str(mariadb["port"]), "-uroot", "conns_f"],
                        stdin=sql.open("rb"), capture_output=True)
@@ -243,7 +243,7 @@ def test_mysql_ids_after_a_live_plugins_rows(mariadb: dict) -> None:  # noqa: F8
             c.execute("insert into mqtt_msg (msgid, topic, qos, payload, arrived) values (%s, 'p/t', 1, 'x', now())",
                       (f"{i:032X}",))
         c.execute("delete from mqtt_msg where id > 3")  # two acks: the counter stays at 6
-    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "3", "--connections", "3", "--json")
+    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch-size", "3", "--connections", "3", "--json")
     ids = [i for (i,) in table(con, "select id from mqtt_msg where topic <> 'p/t' order by id")]
     assert len(ids) == json.loads(r.stdout)["written"]["messages"] > 9 and min(ids) > 3
     with con.cursor() as c:
@@ -277,7 +277,7 @@ def test_mysql_fewer_connections_when_the_server_has_no_more(mariadb: dict) -> N
             for f in fillers[-2:]:
                 f.close()
             time.sleep(0.2)  # the server notices the closes
-            r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", "--connections", "4",
+            r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch-size", "2", "--connections", "4",
                     "--json")
         finally:
             for f in fillers[:-2]:
@@ -327,13 +327,13 @@ def test_mysql_server_refusing_every_query_is_one_line(mariadb: dict) -> None:  
     one line, no traceback."""
     src = REAL_FILES[-1]
     url = fresh_db(mariadb, "aborts")
-    run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2")  # a re-run checks ids
+    run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch-size", "2")  # a re-run checks ids
     url2 = fresh_db(mariadb, "aborts2")
     con = mysql_con(mariadb)
     with con.cursor() as c:
         c.execute("set global max_statement_time = 0.000001")
         try:
-            rs = [run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", ok=False),
+            rs = [run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch-size", "2", ok=False),
                   run("migrate", str(src), "--to", url2, ok=False)]
         finally:
             c.execute("set global max_statement_time = 0")
@@ -352,7 +352,7 @@ def test_mysql_refusal_on_one_connection_is_one_line(mariadb: dict) -> None:  # 
         c.execute(MYSQL_SCHEMA[0])
         c.execute("create trigger no_more before insert on mqtt_msg for each row "
                   "if new.id > 7 then signal sqlstate '45000' set message_text = 'mqtt_msg is full'; end if")
-    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", "--connections", "3", ok=False)
+    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch-size", "2", "--connections", "3", ok=False)
     assert r.returncode != 0
     assert "Traceback" not in r.stderr
     assert "MySQL refused a msgs statement: mqtt_msg is full" in r.stderr
@@ -361,7 +361,7 @@ def test_mysql_refusal_on_one_connection_is_one_line(mariadb: dict) -> None:  # 
     # once the server takes them again, a re-run completes the store
     with con.cursor() as c:
         c.execute("drop trigger no_more")
-    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch", "2", "--connections", "3", "--json")
+    r = run("migrate", str(src), "--to", url, "--at", str(WRITTEN), "--batch-size", "2", "--connections", "3", "--json")
     n = table(con, "select count(*) from mqtt_msg")[0][0]
     assert n == len(set(table(con, "select msgid from mqtt_msg"))) > 12
     assert json.loads(r.stdout)["written"]["messages"] + sum(

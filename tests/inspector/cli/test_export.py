@@ -192,4 +192,5 @@ def test_sql_without_pyspark_says_how_to_install() -> None:
             f"sys.exit(main(['sql', 'SELECT 1', {str(REAL_FILES[0])!r}]))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
-    assert r.stderr.strip() == "mosqdb sql: PySpark is not installed: pip install mosqdb[spark]"
+    # the command that works from this checkout: the running Python's pip, the spark extra of this tree
+    assert r.stderr.strip() == f"mosqdb sql: PySpark is not installed: {sys.executable} -m pip install -e '{ROOT}[spark]'"
