@@ -112,8 +112,7 @@ def _chunk_table(path: str, endian: str) -> tuple[np.ndarray, np.ndarray, int]:
             idx = db.index
             if idx.error is not None:
                 raise idx.error.located(path=path)
-            types = np.frombuffer(idx.types, dtype=f"u{idx.types.itemsize}") if len(idx) else np.zeros(0, "u4")
-            offsets = np.frombuffer(idx.offsets, dtype="i8") if len(idx) else np.zeros(0, "i8")
+            offsets, types, _ = idx.arrays()
             table = (offsets.copy(), types.astype(np.uint32), int(idx.end))
     _TABLES[key] = table
     while len(_TABLES) > _TABLES_MAX:

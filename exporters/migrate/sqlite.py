@@ -87,8 +87,7 @@ def column_rows(db: DbFile, chunk_type: ChunkType, keep: Callable[[dict[str, np.
 
 def small_records(db: DbFile, chunk_type: ChunkType) -> Iterator[tuple[int, Record]]:
     """Chunks of a type with few members (clients, subscriptions), decoded one by one."""
-    types = np.frombuffer(db.index.types, dtype=np.uint32)
-    for i in np.nonzero(types == int(chunk_type))[0].tolist():
+    for i in np.flatnonzero(db.index.arrays()[1] == int(chunk_type)).tolist():
         yield i, db.chunk(i).record
 
 
