@@ -213,6 +213,14 @@ def format_text(chunk: Chunk) -> str:
     return "\n".join(lines)
 
 
+def write_json_dump(db: DbFile, out: Any, at: float, kinds: set[str] | None = None) -> None:
+    """The dump --json lines of every chunk (of ``kinds``), rendered from column batches."""
+    from codec.views.dumprows import json_blocks  # numpy: only when dumping
+
+    for text in json_blocks(db, at, kinds):
+        out.write(text)
+
+
 def cmd_dump(args: argparse.Namespace) -> int:
     selection = selection_from_args(args)
     expiry = ExpiryState(reference_time(args))
@@ -225,6 +233,9 @@ def cmd_dump(args: argparse.Namespace) -> int:
                 return 0
             out.write(f"CRC: {db.crc}\nDB version: {db.version}\n")
         try:
+            if args.json and not (selection.clients or selection.by_store):
+                write_json_dump(db, out, expiry.at, selection.kinds)
+                return 0
             for chunk in db.stream():
                 state = expiry.annotate(chunk.record)  # every store, so its client messages inherit
                 if not selection.match(chunk.record):
