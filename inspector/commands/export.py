@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="client id: its session, subscriptions and queued messages")
     p.add_argument("--store-id", metavar="A-B", help="store id N or range A-B")
     p.add_argument("--batch-size", type=int, default=32_768, help="rows per Arrow batch (memory bound)")
-    p.add_argument("--compression", default="snappy", help="Parquet compression (snappy, zstd, lz4, none)")
+    p.add_argument("--compression", default="zstd", help="Parquet compression (zstd, snappy, lz4, none)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar or summary")
     add_endian(p)
     if add_forward_options is not None:
