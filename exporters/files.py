@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -35,7 +36,10 @@ ALL_KINDS = (*KINDS, "messages")
 # string columns worth a dictionary (payloads and ids are not: mostly distinct)
 _DICT_COLUMNS = ["file", "topic", "source_id", "source_username", "client_id", "username"]
 _NO_STATS = {"payload", "properties", "clients"}
-# called as progress(path, done_bytes, file_size) after every batch: bytes of that file read so far
+# kinds of one file decoded at once (the passes; each kind also has its own Parquet writer thread)
+PASS_THREADS = 2
+# called as progress(path, done_bytes, file_size) after every batch (from the pass threads, one at a time):
+# bytes of that file read so far, the passes averaged so the bar counts the file once
 Progress = Callable[[str, int, int], None]
 
 
@@ -58,10 +62,11 @@ def _order(kinds: Iterable[str]) -> list[str]:
 
 
 class _Writers:
-    """One ParquetWriter per kind, fed by a background thread, renamed into place on success.
+    """One ParquetWriter per kind, each fed by its own background thread, renamed into place on success.
 
-    Decoding (numpy/Arrow) and Parquet encoding both release the GIL, so the writer thread
-    overlaps them; the queue holds at most ``QUEUE`` batches, which keeps memory bounded.
+    Decoding (numpy/Arrow) and Parquet encoding/compression release the GIL, so the writer
+    threads overlap each other and the decoding; each queue holds at most ``QUEUE`` batches,
+    which keeps memory bounded. ``write`` may be called from several threads (one per kind).
     """
 
     QUEUE = 3
@@ -70,26 +75,29 @@ class _Writers:
         self.targets, self.compression = targets, compression
         self.open: dict[str, tuple[pq.ParquetWriter, str]] = {}
         self.rows = dict.fromkeys(targets, 0)
-        self.queue: queue.Queue[tuple[str, pa.RecordBatch] | None] = queue.Queue(self.QUEUE)
+        self.queues: dict[str, queue.Queue[pa.RecordBatch | None]] = {k: queue.Queue(self.QUEUE) for k in targets}
         self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, name="parquet-writer", daemon=True)
-        self.thread.start()
+        self.threads = {k: threading.Thread(target=self._run, args=(k,), name=f"parquet-writer-{k}", daemon=True)
+                        for k in targets}
+        for t in self.threads.values():
+            t.start()
 
     def write(self, kind: str, batch: pa.RecordBatch) -> None:
         if self.error is not None:
             raise self.error
         self.rows[kind] += batch.num_rows
-        self.queue.put((kind, batch))
+        self.queues[kind].put(batch)
 
-    def _run(self) -> None:
+    def _run(self, kind: str) -> None:
+        q = self.queues[kind]
         while True:
-            item = self.queue.get()
+            item = q.get()
             if item is None:
                 return
             if self.error is not None:
                 continue  # drain after a failure
             try:
-                self._write_now(*item)
+                self._write_now(kind, item)
             except BaseException as exc:
                 self.error = exc
 
@@ -110,14 +118,16 @@ class _Writers:
             self.open[kind][0].write_batch(batch)
 
     def _stop(self) -> None:
-        if self.thread.is_alive():
-            self.queue.put(None)
-            self.thread.join()
+        for kind, t in self.threads.items():
+            if t.is_alive():
+                self.queues[kind].put(None)
+        for t in self.threads.values():
+            t.join()
 
     def finish(self) -> None:
         for kind in self.targets:
             if kind not in self.open:  # no rows: still an (empty) file with the schema
-                self.queue.put((kind, _empty(kind)))
+                self.queues[kind].put(_empty(kind))
         self._stop()
         if self.error is not None:
             raise self.error
@@ -158,7 +168,7 @@ def export_parquet(
     single_file: bool = False,
     selection: Selection | None = None,
     batch_size: int = DEFAULT_BATCH,
-    compression: str = "snappy",
+    compression: str = "zstd",
     endian: str = "little",
     progress: Progress | None = None,
     at: float | None = None,
@@ -192,23 +202,45 @@ def export_parquet(
 
 def _export_file(db: DbFile, order: list[str], selection: Selection | None, batch_size: int,
                  writers: _Writers, progress: Progress | None, at: float | None = None) -> None:
+    """One file's kinds, a pass per kind; the passes run in ``PASS_THREADS`` threads (numpy, Arrow
+    and the Parquet writers release the GIL), stored messages first: they are most of the work."""
     view = FileView(db, selection, batch_size=batch_size, at=at)
     passes = [k for k in order if k != "messages"]
     if "messages" in order and "msg_store" not in order:
         passes.append("msg_store")
-    npass = max(len(passes), 1)  # each kind is a pass over the file: the bar counts the file once
+    npass = max(len(passes), 1)
+    done = [0] * len(passes)
+    lock = threading.Lock()
+    if view.sel.by_store and len(passes) > 1:
+        view.stores()  # shared by the passes: computed once, before they start
 
-    for n, kind in enumerate(passes):
+    def report(n: int, value: int) -> None:
+        if progress is not None:
+            with lock:
+                done[n] = value
+                progress(db.path, sum(done) // npass, db.size)
+
+    def run(n: int, kind: str) -> None:
         for batch in view.raw_batches(kind):
             if kind in order:
                 writers.write(kind, view.filter(kind, batch))
             if kind == "msg_store" and "messages" in order:
                 writers.write("messages", view.filter("messages", view.messages_of(batch)))
             if progress is not None:
-                done = int(batch.column("chunk_offset")[-1].as_py()) if batch.num_rows else 0
-                progress(db.path, (n * db.size + done) // npass, db.size)
-        if progress is not None:
-            progress(db.path, (n + 1) * db.size // npass, db.size)
+                report(n, int(batch.column("chunk_offset")[-1].as_py()) if batch.num_rows else 0)
+        report(n, db.size)
+
+    if len(passes) <= 1 or PASS_THREADS <= 1:
+        for n, kind in enumerate(passes):
+            run(n, kind)
+        return
+    first = sorted(range(len(passes)), key=lambda n: passes[n] != "msg_store")
+    with ThreadPoolExecutor(max_workers=PASS_THREADS, thread_name_prefix="export-pass") as pool:
+        futures = {n: pool.submit(run, n, passes[n]) for n in first}
+    for n in range(len(passes)):  # the error the passes in order would have met first
+        exc = futures[n].exception()
+        if exc is not None:
+            raise exc
 
 
 # ---------------------------------------------------------------- JSON Lines

@@ -8,7 +8,8 @@ Topic filters are matched by the codec's byte matcher on the Arrow buffers (no s
 
 The joined view ``messages`` (one row per MSG_STORE, with ``retained``, ``queued`` and
 ``clients``) is built here too: it needs the file's RETAIN store ids and its CLIENT_MSG
-(store id, client id) pairs, gathered in one pass each before the stored messages.
+(store id, client id) pairs, gathered in one pass each before the stored messages, sorted,
+and joined to every msg_store batch by binary search (numpy).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from codec import DbFile
+from codec.columnar import in_sorted
 from codec.views.query import Selection
 from codec.views.select import topic_mask as byte_topic_mask
 from exporters.arrow import DEFAULT_BATCH, iter_batches
@@ -58,8 +60,8 @@ class FileView:
         self.sel = selection or Selection()
         self.batch_size = batch_size
         self._stores: pa.Array | None = None
-        self._retained: pa.Array | None = None
-        self._deliveries: pa.Table | None = None
+        self._retained: np.ndarray | None = None
+        self._deliveries: tuple[np.ndarray, pa.Array] | None = None
 
     # ---------------------------------------------------------- raw batches
     def raw_batches(self, kind: str) -> Iterator[pa.RecordBatch]:
@@ -134,36 +136,50 @@ class FileView:
         return out
 
     # ---------------------------------------------------------- the joined view
-    def retained_ids(self) -> pa.Array:
+    def _column(self, kind: str, names: list[str]) -> Iterator[pa.RecordBatch]:
+        return iter_batches(self.db, kind, batch_size=self.batch_size, at=self.at, columns=names)
+
+    def retained_ids(self) -> np.ndarray:
+        """Every RETAIN's store id, sorted (int64, the Arrow column's values)."""
         if self._retained is None:
-            parts = [b.column("store_id") for b in self.raw_batches("retain")]
-            self._retained = pa.concat_arrays(parts) if parts else _EMPTY
+            parts = [_i64(b.column(0)) for b in self._column("retain", ["store_id"])]
+            self._retained = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
         return self._retained
 
-    def deliveries(self) -> pa.Table:
-        """Per store id: how many client messages reference it and for which clients."""
+    def deliveries(self) -> tuple[np.ndarray, pa.Array]:
+        """Every CLIENT_MSG's (store id, client id), sorted by store id (file order within one id)."""
         if self._deliveries is None:
-            parts = [b.select(["store_id", "client_id"]) for b in self.raw_batches("client_msg")]
-            table = pa.Table.from_batches(parts, schema=pa.schema([SCHEMAS["client_msg"].field("store_id"),
-                                                                   SCHEMAS["client_msg"].field("client_id")]))
-            self._deliveries = table.group_by("store_id", use_threads=False).aggregate(
-                [("client_id", "list"), ("client_id", "count")]
-            )
+            ids, clients = [], []
+            for b in self._column("client_msg", ["store_id", "client_id"]):
+                ids.append(_i64(b.column(0)))
+                clients.append(b.column(1))
+            if ids:
+                all_ids = np.concatenate(ids)
+                order = np.argsort(all_ids, kind="stable")
+                self._deliveries = (all_ids[order], pa.concat_arrays(clients).take(pa.array(order)))
+            else:
+                self._deliveries = (np.zeros(0, np.int64), pa.array([], SCHEMAS["client_msg"].field("client_id").type))
         return self._deliveries
 
     def messages_of(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """A msg_store batch with its retained flag, queued count and waiting clients."""
-        ids = batch.column("store_id")
-        agg = self.deliveries()
-        at = pc.index_in(ids, value_set=agg.column("store_id"))
-        queued = pc.take(agg.column("client_id_count"), at).fill_null(0)
-        clients = pc.take(agg.column("client_id_list"), at).combine_chunks() if agg.num_rows else None
-        if clients is None:
-            clients = pa.array([[]] * batch.num_rows, pa.list_(pa.string()))
-        elif clients.null_count:
-            clients = pc.if_else(pc.is_null(clients), pa.scalar([], pa.list_(pa.string())), clients)
-        retained = pc.is_in(ids, value_set=self.retained_ids())
-        arrays = list(batch.columns) + [retained, queued.cast(pa.int64()), clients]
-        if isinstance(arrays[-2], pa.ChunkedArray):
-            arrays[-2] = arrays[-2].combine_chunks()
+        """A msg_store batch with its retained flag, queued count and waiting clients.
+
+        A sort-merge join in numpy: binary searches into the sorted RETAIN ids and CLIENT_MSG
+        pairs (gathered once per file), no hash table rebuilt per batch."""
+        ids = _i64(batch.column("store_id"))
+        d_ids, d_clients = self.deliveries()
+        lo = np.searchsorted(d_ids, ids, "left")
+        queued = np.searchsorted(d_ids, ids, "right") - lo
+        offsets = np.zeros(len(ids) + 1, np.int32)
+        np.cumsum(queued, out=offsets[1:])
+        total = int(offsets[-1])
+        take = np.repeat(lo - offsets[:-1], queued) + np.arange(total, dtype=np.int64)
+        clients = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), d_clients.take(pa.array(take)),
+                                           type=SCHEMAS["messages"].field("clients").type)
+        retained = pa.array(in_sorted(self.retained_ids(), ids))
+        arrays = list(batch.columns) + [retained, pa.array(queued.astype(np.int64)), clients]
         return pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["messages"])
+
+
+def _i64(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)

@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="parquet/jsonl: rows per Arrow batch (memory bound; default 32768); msgpack/forward: "
                         "messages per forward packet (default 1000; split further to stay under the "
                         "268,435,455-byte packet limit)")
-    p.add_argument("--compression", default="snappy", help="Parquet compression (snappy, zstd, lz4, none)")
+    p.add_argument("--compression", default="zstd", help="Parquet compression (zstd, snappy, lz4, none)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     add_endian(p)
     if add_forward_options is not None:

@@ -1,0 +1,115 @@
+"""dump --json and Parquet export against Mosquitto's own mosquitto_db_dump, in one run.
+
+    python bench/bench_dump.py [BIG_DB] [--runs N] [--compression]
+
+Prints, per run and as min-median-max over the runs (each command is a child process; its CPU
+time and peak RSS come from wait4, its wall time from the clock, output to /dev/null):
+  1. ``mosqdb dump --json`` vs ``mosquitto_db_dump --json`` (2.1.2): wall, CPU, peak RSS and the
+     CPU ratio (goal: <= 0.5, peak RSS <= 200 MiB);
+  2. ``mosqdb export --to parquet`` (every kind, the messages view included) vs
+     ``mosquitto_db_dump FILE`` (2.0.22, full text dump): wall ratio (goal: <= 1.0);
+  3. with ``--compression``: the export with each Parquet codec (snappy, zstd, lz4, none):
+     wall, CPU and dataset size.
+The two sides of a ratio run back to back, so a ratio is measured on the same (noisy) machine state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORACLES = os.path.expanduser("~/.cache/mosqdb-oracles")
+DUMP21 = os.path.join(ORACLES, "2.1.2", "mosquitto_db_dump")
+DUMP20 = os.path.join(ORACLES, "2.0.22", "mosquitto_db_dump")
+MOSQDB = [sys.executable, "-m", "mosqdb"]
+
+
+def measure(cmd: list[str]) -> dict[str, float]:
+    """Wall, CPU (user+sys) seconds and peak RSS (MiB) of one child process, stdout to /dev/null."""
+    with open(os.devnull, "wb") as null:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=null, cwd=ROOT)
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0,):
+        raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}")
+    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
+
+
+def spread(values: list[float], fmt: str = "{:.2f}") -> str:
+    return "-".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
+
+
+def dir_size(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("db", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/work/big/big.db"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--compression", action="store_true", help="also compare the Parquet codecs")
+    ap.add_argument("--skip-dump", action="store_true")
+    args = ap.parse_args()
+    db = args.db
+    out = tempfile.mkdtemp(prefix="bench-dump-")
+    try:
+        if not args.skip_dump:
+            mine, theirs = [], []
+            print(f"dump --json of {db} ({os.path.getsize(db) / 2**20:.0f} MiB), {args.runs} runs")
+            for run in range(args.runs):
+                a = measure([*MOSQDB, "dump", "--json", "--at", "1700000000", db])
+                b = measure([DUMP21, "--json", db])
+                mine.append(a)
+                theirs.append(b)
+                print(f"  run {run + 1}: mosqdb wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB | "
+                      f"2.1.2 --json wall {b['wall']:.2f} s cpu {b['cpu']:.2f} s rss {b['rss']:.0f} MiB | "
+                      f"cpu ratio {a['cpu'] / b['cpu']:.2f}, wall ratio {a['wall'] / b['wall']:.2f}")
+            for name, rows in (("mosqdb dump --json", mine), ("mosquitto_db_dump --json", theirs)):
+                print(f"  {name:26s} wall {spread([r['wall'] for r in rows])} s, cpu {spread([r['cpu'] for r in rows])}"
+                      f" s, peak RSS {spread([r['rss'] for r in rows], '{:.0f}')} MiB (min-median-max)")
+            ratios = [a["cpu"] / b["cpu"] for a, b in zip(mine, theirs)]
+            print(f"  cpu ratio mosqdb / 2.1.2: {spread(ratios)} (goal <= 0.5); peak RSS goal <= 200 MiB")
+
+        mine, theirs = [], []
+        print(f"export --to parquet (all kinds + messages) vs mosquitto_db_dump (2.0.22 text), {args.runs} runs")
+        for run in range(args.runs):
+            target = os.path.join(out, "ds")
+            shutil.rmtree(target, ignore_errors=True)
+            a = measure([*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q"])
+            b = measure([DUMP20, db])
+            mine.append(a)
+            theirs.append(b)
+            print(f"  run {run + 1}: export wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB "
+                  f"({dir_size(target) / 2**20:.0f} MiB) | 2.0.22 dump wall {b['wall']:.2f} s cpu {b['cpu']:.2f} s | "
+                  f"wall ratio {a['wall'] / b['wall']:.2f}")
+        ratios = [a["wall"] / b["wall"] for a, b in zip(mine, theirs)]
+        print(f"  export wall {spread([r['wall'] for r in mine])} s vs dump {spread([r['wall'] for r in theirs])} s; "
+              f"wall ratio {spread(ratios)} (goal <= 1.0)")
+
+        if args.compression:
+            print("Parquet codecs (export of all kinds)")
+            for codec in ("snappy", "zstd", "lz4", "none"):
+                rows, size = [], 0
+                for _ in range(args.runs):
+                    target = os.path.join(out, f"ds-{codec}")
+                    shutil.rmtree(target, ignore_errors=True)
+                    rows.append(measure([*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q",
+                                         "--compression", codec]))
+                    size = dir_size(target)
+                print(f"  {codec:7s} wall {spread([r['wall'] for r in rows])} s, cpu {spread([r['cpu'] for r in rows])}"
+                      f" s, {size / 2**20:.0f} MiB")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

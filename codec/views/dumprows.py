@@ -1,0 +1,372 @@
+"""`mosqdb dump` rows rendered from column batches: the same text as the per-record path, faster.
+
+The reference is the per-record path: :func:`codec.views.jsonview.chunk_to_json` plus the
+expiry annotation, serialised with ``json.dumps(row, ensure_ascii=False)`` (and
+``format_text`` for the text dump). This module produces the same bytes from columns:
+
+* the index is walked in blocks of consecutive chunks (file order, types interleaved); the
+  block's bytes are read once and each columnar type (msg_store, client_msg, retain, sub) is
+  decoded for all its rows at once by :func:`codec.columnar.decode_batch`;
+* a row is one ``%``-format of a per-(version, type) template: keys, separators and constant
+  values (absent fields, ``null`` properties) are baked in, numbers come from ``tolist()``,
+  text goes through the JSON module's own C string encoder (``json.encoder.encode_basestring``,
+  what ``json.dumps(..., ensure_ascii=False)`` calls: identical by construction, where orjson
+  would differ: compact separators, no lone surrogates), payloads through ``binascii``;
+* rows that need exact special treatment use the per-record path for those rows only: text
+  that is not UTF-8 (the ``_b64`` extras), non-empty properties, cfg/client/unknown chunks (few,
+  and cfg/client have ABI variants), expiry times outside years 1970-9999;
+* a block the columnar decoder refuses (damage) is rendered by the per-record stream from the
+  block's first chunk, and after the indexed chunks of a damaged file the stream continues from
+  where the index stopped: the output up to the damage and the error are the stream's own.
+
+:func:`json_blocks` yields text blocks; the caller writes them and reports the error it raises.
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import json
+from collections.abc import Callable, Iterator
+from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from typing import Any
+
+import numpy as np
+
+from codec.columnar import decode_batch, gather_u64
+from codec.layouts import ChunkType, header_size, layout_for
+from codec.reader import Chunk, DbFile
+from codec.views.jsonview import DUMP_FIELDS, chunk_to_json
+from codec.views.timeview import expires_at, iso
+
+BLOCK_CHUNKS = 1 << 12
+BLOCK_BYTES = 8 << 20
+COLUMNAR = (ChunkType.MSG_STORE, ChunkType.CLIENT_MSG, ChunkType.RETAIN, ChunkType.SUB)
+EXPIRY_KINDS = ("msg_store", "client_msg", "client")
+# 1970-01-01 .. 9999-12-31T23:59:59: iso() and numpy agree; anything else goes per record
+_ISO_MAX = 253402300799
+
+Render = Callable[[Chunk, "dict[str, Any] | None"], str]
+
+
+# ---------------------------------------------------------------- the reference, per record
+def json_line(chunk: Chunk, state: dict[str, Any] | None) -> str:
+    row = chunk_to_json(chunk)
+    if state is not None:
+        row.update(state)
+    return json.dumps(row, ensure_ascii=False) + "\n"
+
+
+# ---------------------------------------------------------------- store expiry, from the index
+class StoreExpiry:
+    """Which stores expire, for their client messages: the last expiring store with the same id
+    *before* the client message in file order (what the per-record ExpiryState remembers).
+
+    Built from the index's side table of non-zero absolute times (v5/v6) and the store ids read
+    in place: nothing is decoded, and it does not depend on which rows are printed."""
+
+    def __init__(self, db: DbFile) -> None:
+        idx = db.index
+        chunks, values = idx.times.get("expiry_time", ((), ()))
+        c = np.asarray(chunks, dtype=np.int64)
+        v = np.asarray(values, dtype=np.int64)
+        if len(c):
+            types = np.frombuffer(idx.types, dtype=np.uint32)
+            keep = (v > 0) & (types[c] == int(ChunkType.MSG_STORE))
+            c, v = c[keep], v[keep]
+        if len(c):
+            offsets = np.frombuffer(idx.offsets, dtype=np.int64)
+            ids = gather_u64(db.fd, offsets[c] + header_size(db.version or 6), db.endian)
+            order = np.lexsort((c, ids))
+            self.ids, self.chunks, self.values = ids[order], c[order], v[order]
+        else:
+            self.ids = np.zeros(0, np.uint64)
+            self.chunks = self.values = np.zeros(0, np.int64)
+
+    def __bool__(self) -> bool:
+        return bool(len(self.ids))
+
+    def lookup(self, store_ids: np.ndarray, chunk_index: np.ndarray) -> np.ndarray:
+        """Expiry (0: none) of each client message's store."""
+        out = np.zeros(len(store_ids), np.int64)
+        if not len(self.ids) or not len(store_ids):
+            return out
+        lo = np.searchsorted(self.ids, store_ids, "left")
+        hi = np.searchsorted(self.ids, store_ids, "right")
+        for k in np.flatnonzero(hi > lo).tolist():
+            a, b, j = int(lo[k]), int(hi[k]), int(chunk_index[k])
+            before = a + int(np.searchsorted(self.chunks[a:b], j, "left"))  # stores of this id before j
+            if before > a:
+                out[k] = self.values[before - 1]
+        return out
+
+    def one(self, store_id: int, chunk_index: int) -> int | None:
+        v = int(self.lookup(np.array([store_id], np.uint64), np.array([chunk_index], np.int64))[0])
+        return v or None
+
+
+def expiry_state(chunk: Chunk, stores: StoreExpiry, at: float) -> dict[str, Any] | None:
+    """The ``expires_at``/``expired`` pair of one record (ExpiryState.annotate, stores from the index)."""
+    kind = chunk.kind
+    if kind == "client_msg":
+        exp = stores.one(chunk.record["store_id"], chunk.index)
+    elif kind in ("msg_store", "client"):
+        exp = expires_at(chunk.record)
+    else:
+        return None
+    return {"expires_at": iso(exp), "expired": exp is not None and exp <= at}
+
+
+# ---------------------------------------------------------------- templates
+class _Spec:
+    """How one (version, type) row is rendered: a format template and the columns it takes."""
+
+    def __init__(self, version: int, ctype: int) -> None:
+        layout = layout_for(version, ctype)
+        assert layout is not None
+        self.kind = ChunkType(ctype).label
+        kinds = {}
+        nullable = {}
+        for f in layout.fields:
+            for name in f.values:
+                kinds[name] = "int" if f.kind in ("u8", "nibbles", "u16", "u32", "u64h", "i64h") else f.kind
+                nullable[name] = f.nullable
+        parts = [f'{{"type": "{self.kind}", "index": %d, "offset": %d, "length": %d']
+        self.columns: list[tuple[str, str]] = []  # (value name, how)
+        for name in DUMP_FIELDS[self.kind]:
+            src = "payload" if name == "payload_b64" else name
+            k = kinds.get(src)
+            if k is None:
+                parts.append(f'"{name}": null')
+            elif k == "int":
+                parts.append(f'"{name}": %d')
+                self.columns.append((src, "int"))
+            elif k == "str":
+                parts.append(f'"{name}": %s')
+                self.columns.append((src, "strnull" if nullable[src] else "str"))
+            elif k == "bytes":
+                parts.append(f'"{name}": "%s"')
+                self.columns.append((src, "b64"))
+            elif k == "props":
+                parts.append(f'"{name}": null')  # rows with properties go per record
+                self.props = src
+            else:  # pragma: no cover - no other kinds in these tables
+                raise AssertionError(k)
+        self.expiry = self.kind in EXPIRY_KINDS
+        self.has_props = "props" in kinds.values()
+        self.tail = "}\n"
+        self.template = ", ".join(parts)  # + the expiry part and the tail, chosen per batch
+
+    def texts(self, raw: bytes, starts: np.ndarray, sizes: np.ndarray, bad: np.ndarray, how: str) -> list[str]:
+        vals = _slices(raw, starts, sizes)
+        try:
+            out = list(map(encode_basestring, map(bytes.decode, vals)))
+        except UnicodeDecodeError:
+            out = []
+            for r, b in enumerate(vals):
+                try:
+                    out.append(encode_basestring(b.decode()))
+                except UnicodeDecodeError:
+                    bad[r] = True
+                    out.append("")
+        if how == "strnull":
+            for r in np.flatnonzero(sizes == 0).tolist():
+                out[r] = "null"
+        return out
+
+
+def _slices(raw: bytes, starts: np.ndarray, sizes: np.ndarray) -> list[bytes]:
+    """The values (start, size) of ``raw`` as bytes (iterated in C: no Python frame per value)."""
+    return list(map(raw.__getitem__, map(slice, starts.tolist(), (starts + sizes).tolist())))
+
+
+_B64 = functools.partial(binascii.b2a_base64, newline=False)
+
+
+class JsonRows:
+    """Renders the dump --json line of chosen chunks, block by block, in file order."""
+
+    def __init__(self, db: DbFile, at: float) -> None:
+        self.db = db
+        self.at = at
+        self.stores = StoreExpiry(db) if not db.empty else None
+        self.specs: dict[int, _Spec] = {}
+
+    def line(self, chunk: Chunk) -> str:
+        assert self.stores is not None
+        return json_line(chunk, expiry_state(chunk, self.stores, self.at))
+
+    def _spec(self, ctype: int) -> _Spec:
+        spec = self.specs.get(ctype)
+        if spec is None:
+            spec = self.specs[ctype] = _Spec(self.db.version or 6, ctype)
+        return spec
+
+    def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str | None]:
+        """One line per row; None where the row must go per record."""
+        spec = self._spec(ctype)
+        n = len(rows)
+        bad = np.zeros(n, dtype=bool)
+        cols: list[list[Any]] = [rows.tolist(), offs.tolist(), lengths.tolist()]
+        for name, how in spec.columns:
+            if how == "int":
+                cols.append(ints[name].tolist())
+            elif how == "b64":
+                starts, sizes = spans[name]
+                cols.append(list(map(bytes.decode, map(_B64, _slices(raw, starts, sizes)))))
+            else:
+                starts, sizes = spans[name]
+                cols.append(spec.texts(raw, starts, sizes, bad, how))
+        if spec.has_props:
+            bad |= spans[spec.props][1] > 0
+        template = spec.template
+        if spec.expiry:
+            exp = self._expiry(spec.kind, rows, ints)
+            if exp is None or not exp.any():
+                template += ', "expires_at": null, "expired": false'
+            else:
+                live = exp > 0
+                bad |= live & (exp > _ISO_MAX)
+                ok = live & ~bad
+                stamps = np.full(n, "null", dtype=object)
+                if ok.any():
+                    iso_s = np.datetime_as_string(exp[ok].astype("datetime64[s]"), unit="s")
+                    stamps[ok] = np.char.add(np.char.add('"', iso_s), 'Z"').tolist()
+                expired = np.where(live & (exp <= self.at), "true", "false")
+                cols.append(stamps.tolist())
+                cols.append(expired.tolist())
+                template += ', "expires_at": %s, "expired": %s'
+        template += spec.tail
+        out: list[str | None] = list(map(template.__mod__, zip(*cols)))
+        for r in np.flatnonzero(bad).tolist():
+            out[r] = None
+        return out
+
+    def _expiry(self, kind: str, rows: np.ndarray, ints: dict[str, np.ndarray]) -> np.ndarray | None:
+        if kind == "msg_store":
+            e = ints.get("expiry_time")
+            return None if e is None else np.maximum(e.astype(np.int64), 0)
+        if kind == "client_msg":
+            assert self.stores is not None
+            return self.stores.lookup(ints["store_id"], rows) if self.stores else None
+        return None  # clients go per record
+
+    # ------------------------------------------------------------ the walk
+    def blocks(self, keep: np.ndarray | None = None, keep_chunk: Callable[[Chunk], bool] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
+        """Text of every chunk (or of those where ``keep`` is true), block by block in file order.
+
+        ``keep``: a boolean per indexed chunk; ``keep_chunk`` decides for the chunks a damaged
+        file's stream still decodes after the index stopped (default: keep them all)."""
+        db = self.db
+        if db.empty:
+            return
+        version = db.version or 6
+        idx = db.index
+        offsets, types, ends = idx.arrays()
+        lengths = idx.lengths_array()
+        hsize = header_size(version)
+        n = len(offsets)
+        a = 0
+        while a < n:
+            b = min(a + BLOCK_CHUNKS, n)
+            lo = int(offsets[a])
+            if int(ends[b - 1]) - lo > BLOCK_BYTES:
+                b = max(a + 1, int(np.searchsorted(ends[a:b], lo + BLOCK_BYTES, "right")) + a)
+            try:
+                text = self._block(a, b, offsets, types, ends, lengths, hsize, version, keep)
+            except _Damaged as damaged:
+                if damaged.text:
+                    yield damaged.text
+                raise damaged.error from None
+            if text:
+                yield text
+            if progress is not None:
+                progress(int(ends[b - 1]), db.size)
+            a = b
+        if idx.error is not None:  # the stream from where the index stopped: its rows, then its error
+            for chunk in db.stream(start=idx.end, first_index=n):
+                if keep_chunk is None or keep_chunk(chunk):
+                    yield self.line(chunk)
+
+    def _block(self, a: int, b: int, offsets: np.ndarray, types: np.ndarray, ends: np.ndarray,
+               lengths: np.ndarray, hsize: int, version: int, keep: np.ndarray | None) -> str:
+        db = self.db
+        lo, hi = int(offsets[a]), int(ends[b - 1])
+        raw = _pread(db.fd, hi - lo, lo)
+        d = np.frombuffer(raw, dtype=np.uint8)
+        t = types[a:b]
+        sel = np.ones(b - a, dtype=bool) if keep is None else keep[a:b].copy()
+        out = np.full(b - a, None, dtype=object)
+        for ctype in COLUMNAR:
+            pos = np.flatnonzero((t == int(ctype)) & sel)
+            if not len(pos):
+                continue
+            which = pos + a
+            offs = offsets[which]
+            lens = lengths[which].astype(np.int64)
+            got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[which] - lo, db.endian)
+            if got is None:
+                return self._per_record_block(a, b, sel)
+            out[pos] = self.lines(int(ctype), raw, d, which, offs, lens, *got)
+        for r in np.flatnonzero(sel & np.equal(out, None)).tolist():
+            try:
+                out[r] = self.line(db.chunk(a + r))
+            except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
+                raise _Damaged("".join(out[:r][sel[:r]].tolist()), exc) from None
+        return "".join(out[sel].tolist())
+
+    def _per_record_block(self, a: int, b: int, sel: np.ndarray) -> str:
+        """The stream from the block's first chunk: exact values, and the exact error if any."""
+        parts = []
+        stream = self.db.stream(start=int(self.db.index.offsets[a]), first_index=a)
+        try:
+            for k, chunk in zip(range(b - a), stream):
+                if sel[k]:
+                    parts.append(self.line(chunk))
+        except Exception as exc:
+            raise _Damaged("".join(parts), exc) from None
+        return "".join(parts)
+
+
+class _Damaged(Exception):
+    """A block's text up to an error, and the error."""
+
+    def __init__(self, text: str, error: Exception) -> None:
+        super().__init__(str(error))
+        self.text, self.error = text, error
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    import os
+
+    data = os.pread(fd, size, offset)
+    while len(data) < size:  # pread may return less on some file systems
+        more = os.pread(fd, size - len(data), offset + len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+def kinds_mask(db: DbFile, kinds: set[str] | None) -> tuple[np.ndarray | None, Callable[[Chunk], bool] | None]:
+    """(``keep``, ``keep_chunk``) of :meth:`JsonRows.blocks` for a ``--type`` list (None: all)."""
+    if kinds is None or db.empty:
+        return None, None
+    types = db.index.arrays()[1]
+    known = {int(t) for t in ChunkType if t.label in kinds}
+    keep = np.isin(types, np.array(sorted(known), dtype=np.uint32))
+    if "unknown" in kinds:
+        keep |= ~np.isin(types, np.array([int(t) for t in ChunkType], dtype=np.uint32))
+    return keep, lambda chunk: chunk.kind in kinds
+
+
+def json_blocks(db: DbFile, at: float, kinds: set[str] | None = None,
+                progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
+    """``dump --json`` text of a file (every chunk, or those of ``kinds``), block by block."""
+    keep, keep_chunk = kinds_mask(db, kinds)
+    return JsonRows(db, at).blocks(keep, keep_chunk, progress)
+
+
+__all__ = ["JsonRows", "StoreExpiry", "expiry_state", "json_blocks", "json_line", "kinds_mask"]

@@ -1,0 +1,181 @@
+"""The column-batch dump renderer gives the per-record path's text, byte for byte, and its error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from codec import CodecError, DbFile
+from codec.engine import Record
+from codec.layouts import ChunkType
+from codec.properties import Property
+from codec.views import dumprows
+from codec.views.jsonview import chunk_to_json
+from codec.views.timeview import ExpiryState
+from codec.writer import write_records
+
+from support.paths import INCOMING, REAL_FILES, UNIT, UNIT_FILES
+
+AT = 1_700_000_000.0
+FILES = [*REAL_FILES, *sorted(INCOMING.glob("*.db")), *UNIT_FILES]
+
+
+def reference(path: Path, at: float = AT, kinds: set[str] | None = None) -> tuple[str, str | None]:
+    """What `mosqdb dump --json` printed before the column renderer: one record at a time."""
+    expiry = ExpiryState(at)
+    out = []
+    try:
+        with DbFile(path) as db:
+            for chunk in db.stream():
+                state = expiry.annotate(chunk.record)
+                if kinds is not None and chunk.kind not in kinds:
+                    continue
+                row = chunk_to_json(chunk)
+                if state is not None:
+                    row.update(state)
+                out.append(json.dumps(row, ensure_ascii=False) + "\n")
+    except (CodecError, ValueError, OverflowError, OSError) as exc:  # iso() of a year past 9999: a ValueError, both ways
+        return "".join(out), repr(exc)
+    return "".join(out), None
+
+
+def rendered(path: Path, at: float = AT, kinds: set[str] | None = None) -> tuple[str, str | None]:
+    out = []
+    try:
+        with DbFile(path) as db:
+            for text in dumprows.json_blocks(db, at, kinds):
+                out.append(text)
+    except (CodecError, ValueError, OverflowError, OSError) as exc:
+        return "".join(out), repr(exc)
+    return "".join(out), None
+
+
+def same(path: Path, **kw: object) -> None:
+    want, got = reference(path, **kw), rendered(path, **kw)  # type: ignore[arg-type]
+    assert got[1] == want[1]
+    assert got[0] == want[0]
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_fixture(path: Path) -> None:
+    same(path)
+
+
+@pytest.mark.parametrize("path", FILES[:6], ids=lambda p: p.name)
+def test_kinds(path: Path) -> None:
+    same(path, kinds={"client_msg", "retain"})
+    same(path, kinds={"msg_store", "cfg", "unknown"})
+
+
+def test_small_blocks_and_expiry_times(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dumprows, "BLOCK_CHUNKS", 3)
+    for path in FILES:
+        same(path)
+        same(path, at=0.0)
+        same(path, at=4e9)
+
+
+@pytest.mark.parametrize("path", [UNIT / "persist_write/v4-full.test-db", *REAL_FILES[-2:]], ids=lambda p: p.name)
+def test_damaged_prefixes(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(dumprows, "BLOCK_CHUNKS", 4)
+    data = path.read_bytes()
+    cut = tmp_path / "cut.db"
+    for n in range(23, len(data), max(1, len(data) // 150)):
+        cut.write_bytes(data[:n])
+        same(cut)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_byte_flips(data: st.DataObject, tmp_path: Path) -> None:
+    raw = bytearray(REAL_FILES[-1].read_bytes())
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(23, len(raw) - 1))
+        raw[pos] = data.draw(st.integers(0, 255))
+    p = tmp_path / "flipped.db"
+    p.write_bytes(bytes(raw))
+    same(p)
+
+
+AWKWARD = ["", "a", "\x00", "t/\u2028/\u2029", "\x7f\x1f\n\t\"\\/", "é€𝄞", "\ufeff", "\ud800",
+           b"\xff\xfe".decode("utf-8", "surrogateescape"), b"ok\xc3".decode("utf-8", "surrogateescape"),
+           b"\xed\xa0\x80".decode("utf-8", "surrogateescape"), "</script>", "%s %d %%"]
+
+
+def _store(version: int, store_id: int, topic: str, source: str | None, payload: bytes, expiry: int = 0,
+           props: list | None = None) -> Record:
+    values = {"store_id": store_id, "source_mid": 7, "source_id": source, "topic": topic, "qos": 1, "retain": 1,
+              "payload": payload}
+    if version >= 4:
+        values.update(source_username=source, source_port=1883)
+    if version >= 5:
+        values.update(expiry_time=expiry, properties=props)
+    return Record(int(ChunkType.MSG_STORE), values, version)
+
+
+def _client_msg(version: int, store_id: int, client: str) -> Record:
+    values = {"client_id": client, "store_id": store_id, "mid": 65535, "qos": 2, "retain": 1, "direction": 1,
+              "state": 11, "dup": 1}
+    if version >= 5:
+        values["properties"] = None
+    return Record(int(ChunkType.CLIENT_MSG), values, version)
+
+
+def _sub(version: int, client: str, topic: str) -> Record:
+    values = {"client_id": client, "topic": topic, "qos": 1}
+    if version >= 5:
+        values.update(options=4, identifier=99)
+    return Record(int(ChunkType.SUB), values, version)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(version=st.sampled_from([2, 3, 4, 5, 6]),
+       texts=st.lists(st.one_of(st.sampled_from(AWKWARD), st.text(max_size=12)), min_size=1, max_size=8),
+       ids=st.lists(st.sampled_from([0, 1, 2, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]), min_size=1, max_size=8),
+       expiry=st.sampled_from([0, -5, 1, 1_699_999_999, 1_700_000_000, 1 << 40, (1 << 63) - 1]))
+def test_awkward_records(version: int, texts: list[str], ids: list[int], expiry: int, tmp_path: Path) -> None:
+    texts = [t.encode("utf-8", "surrogatepass").decode("utf-8", "surrogateescape") if not _encodable(t) else t
+             for t in texts]
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, version)]
+    for k, sid in enumerate(ids):
+        text = texts[k % len(texts)]
+        props = [Property.make(3, text)] if version >= 5 and k % 3 == 2 else None
+        recs.append(_store(version, sid, text, text or None, text.encode("utf-8", "surrogateescape"),
+                           expiry if k % 2 == 0 else 0, props))
+        recs.append(_client_msg(version, sid, text))
+        recs.append(_sub(version, text, text))
+        recs.append(Record(int(ChunkType.RETAIN), {"store_id": sid}, version))
+    p = tmp_path / "awkward.db"
+    write_records(p, version, recs)
+    same(p)
+    same(p, at=0.0)
+
+
+def _encodable(t: str) -> bool:
+    try:
+        t.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_stores_expire_only_for_later_client_messages(tmp_path: Path) -> None:
+    """A client message inherits the expiry of the last expiring store with its id *before* it."""
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, 6),
+            _client_msg(6, 5, "early"),
+            _store(6, 5, "a", "s", b"x", expiry=1_000),
+            _client_msg(6, 5, "first"),
+            _store(6, 5, "a", "s", b"x", expiry=0),
+            _client_msg(6, 5, "still-first"),
+            _store(6, 5, "a", "s", b"x", expiry=2_000_000_000),
+            _client_msg(6, 5, "second"),
+            _client_msg(6, 6, "none")]
+    p = tmp_path / "order.db"
+    write_records(p, 6, recs)
+    same(p)
+    text, _ = rendered(p)
+    assert '"client_id": "second", "store_id": 5' in text and "2033-05-18T03:33:20Z" in text
