@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codec.errors import CodecError
-from codec.layouts import FIXED_SIZES, ChunkType, header_size, layout_for
+from codec.layouts import FIXED_SIZES, ChunkType, Layout, header_size, layout_for
 from codec.reader import DbFile
 
 MAX_BATCH_BYTES = 64 << 20
@@ -84,34 +84,34 @@ class Columns:
                 for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)]
 
 
+def _numbers(d: np.ndarray, code: str) -> np.ndarray:
+    """Numbers of dtype ``code`` starting at every byte of ``d`` (an unaligned view, no copy)."""
+    dt = np.dtype(code)
+    return np.ndarray((max(len(d) - dt.itemsize + 1, 0),), dtype=dt, buffer=d, strides=(1,))
+
+
 def _gather_be(d: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
-    out = np.zeros(len(pos), dtype=np.uint64)
-    for k in range(size):
-        out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
-    return out
+    if size == 1:
+        return d[pos].astype(np.uint64)
+    return _numbers(d, f">u{size}")[pos].astype(np.uint64)
 
 
 def _gather_host(d: np.ndarray, pos: np.ndarray, size: int, endian: str, signed: bool) -> np.ndarray:
-    order = range(size) if endian == "big" else range(size - 1, -1, -1)
-    out = np.zeros(len(pos), dtype=np.uint64)
-    for k in order:
-        out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
-    if signed:
-        if size == 8:
-            return out.view(np.int64)
-        val = out.astype(np.int64)
-        return np.where(val >= 1 << (size * 8 - 1), val - (1 << (size * 8)), val)
-    return out
+    code = ("<" if endian == "little" else ">") + ("i" if signed else "u") + str(size)
+    return _numbers(d, code)[pos].astype(np.int64 if signed else np.uint64)
 
 
 def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray, lengths: np.ndarray,
-                 ends: np.ndarray, endian: str = "little", fields: set[str] | None = None) -> tuple[dict, dict] | None:
+                 ends: np.ndarray, endian: str = "little", fields: set[str] | None = None,
+                 layout: Layout | None = None) -> tuple[dict, dict] | None:
     """Walk the layout over all bodies at once; None if any chunk breaks its bounds.
 
     ``fields``: stop once these values are decoded (the fields before them are still walked
-    for their positions); None decodes every field.
+    for their positions); None decodes every field. ``layout``: an ABI variant to walk
+    instead of the version's default table.
     """
-    layout = layout_for(version, chunk_type)
+    if layout is None:
+        layout = layout_for(version, chunk_type)
     if layout is None:
         return None
     want = None if fields is None else set(fields)
