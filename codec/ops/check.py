@@ -256,14 +256,20 @@ class _Check:
         self.out = _Findings(limit)
         self.progress = progress
         self.done = 0
-        offsets, types, ends = db.index.arrays()
-        self.offsets, self.types, self.ends = offsets[:n], types[:n], ends[:n]
-        self.lengths = db.index.lengths_array()[:n]
+        idx = db.index
+        self.all_offsets = np.frombuffer(idx.offsets, dtype=np.int64) if len(idx) else np.zeros(0, np.int64)
+        self.end = idx.end
+        self.offsets = self.all_offsets[:n]
+        self.types = (np.frombuffer(idx.types, dtype=np.uint32) if len(idx) else np.zeros(0, np.uint32))[:n]
+        self.lengths = idx.lengths_array()[:n]
         self.bad: list[int] = []  # chunks that failed to decode
-        # cross-reference state, one array per batch
-        self.store_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        self.ref_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
-        self.inflight_parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        # cross-reference state: typed columns filled batch by batch (chunk numbers as int32 when they fit)
+        pos = np.int32 if len(idx) < 1 << 31 else np.int64
+        count = np.bincount(np.minimum(self.types, 7), minlength=8)
+        stores, refs = int(count[ChunkType.MSG_STORE]), int(count[ChunkType.CLIENT_MSG] + count[ChunkType.RETAIN])
+        self.stores = _Table(stores, (np.uint64, pos, np.uint8, np.uint64))  # id, chunk, flags, topic hash
+        self.refs = _Table(refs, (np.uint64, pos, np.uint8, np.int8))  # store id, chunk, kind, qos
+        self.flights = _Table(int(count[ChunkType.CLIENT_MSG]), (np.int64, pos, np.uint8))  # key, chunk, qos
         self.cids: dict[bytes, int] = {}
         self.cid_first: dict[int, tuple[int, str]] = {}  # client id -> first (chunk, kind) referring to it
         self.clients: set[int] = set()
@@ -291,6 +297,14 @@ class _Check:
         self.out.one(Finding("error", "decode", exc.reason, exc.offset, exc.chunk_index, exc.chunk_type, exc.field),
                      _CHUNK, 0)
 
+    def ends(self, sel: np.ndarray) -> np.ndarray:
+        """Where chunks ``sel`` end (the next chunk's offset; the index end for the last)."""
+        nxt = sel + 1
+        last = nxt >= len(self.all_offsets)
+        out = self.all_offsets[np.where(last, 0, nxt)]
+        out[last] = self.end
+        return out
+
     def tick(self, k: int) -> None:
         self.done += k
         if self.progress is not None:
@@ -304,10 +318,10 @@ class _Check:
         while i < len(which):
             j = min(i + BATCH, len(which))
             lo = int(self.offsets[which[i]])
-            while j - i > 1 and int(self.ends[which[j - 1]]) - lo > MAX_BATCH_BYTES:
+            while j - i > 1 and int(self.ends(which[j - 1:j])[0]) - lo > MAX_BATCH_BYTES:
                 j = i + max((j - i) // 2, 1)
             sel = which[i:j]
-            hi = int(self.ends[sel[-1]])
+            hi = int(self.ends(sel[-1:])[0])
             d = np.frombuffer(os.pread(self.db.fd, hi - lo, lo), dtype=np.uint8)
             for layout, rows in self.by_abi(t, sel, d, lo):
                 yield from self.decode(layout, t, rows, d, lo)
@@ -322,7 +336,7 @@ class _Check:
             return [(options[0], sel)]
         body = self.offsets[sel] - lo + self.hsize
         length = self.lengths[sel].astype(np.int64)
-        ends = self.ends[sel] - lo
+        ends = self.ends(sel) - lo
         choice = np.full(len(sel), -1, np.int64)
         for k, layout in enumerate(options):
             fixed = layout.fixed_prefix_size
@@ -349,7 +363,7 @@ class _Check:
             return
         offs = self.offsets[sel]
         lengths = self.lengths[sel].astype(np.int64)
-        got = decode_batch(self.version, t, d, offs - lo + self.hsize, lengths, self.ends[sel] - lo,
+        got = decode_batch(self.version, t, d, offs - lo + self.hsize, lengths, self.ends(sel) - lo,
                            self.db.endian, layout=layout)
         if got is None:
             if len(sel) == 1:
@@ -404,7 +418,7 @@ class _Check:
     # ------------------------------------------------------------ rules every chunk shares
     def common(self, layout: Layout, c: Columns) -> None:
         idx = c.index
-        computed = self.ends[idx] - self.offsets[idx] - self.hsize
+        computed = self.ends(idx) - self.offsets[idx] - self.hsize
         bad_len = np.flatnonzero(c.length != computed)
         if len(bad_len):
             src = c.spans["source_id"][1] if c.kind == "msg_store" and self.version == 4 else None
@@ -497,7 +511,7 @@ class _Check:
         topic = _Text(c, "topic")
         sys_topic = topic.startswith(b"$SYS")
         flags = (np.minimum(qos, 3) | np.where(retain != 0, 4, 0) | np.where(sys_topic, 8, 0)).astype(np.uint8)
-        self.store_parts.append((ints["store_id"].astype(np.uint64), c.index.astype(np.int64), flags, topic.hash()))
+        self.stores.add(ints["store_id"], c.index, flags, topic.hash())
         self.range(c, "qos", 2, 10)
         self.range(c, "retain", 1, 11)
         plen = c.spans["payload"][1]
@@ -523,8 +537,7 @@ class _Check:
         self.common(layout, c)
         ints = c.ints
         qos, state, direction, mid = ints["qos"], ints["state"], ints["direction"], ints["mid"]
-        self.ref_parts.append((ints["store_id"].astype(np.uint64), c.index.astype(np.int64),
-                               np.zeros(len(c), np.uint8), np.minimum(qos, 127).astype(np.int8)))
+        self.refs.add(ints["store_id"], c.index, 0, np.minimum(qos, 127))
         codes = self.intern(c, "client_id")
         self.first_refs(c, codes, "client_msg")
         self.range(c, "qos", 2, 10)
@@ -548,13 +561,12 @@ class _Check:
                   lambda r: "in-flight QoS>0 message with mid 0")
         rows = np.flatnonzero(flight)
         key = (codes[rows] << 24) | (direction[rows] << 16) | mid[rows]
-        self.inflight_parts.append((key, c.index[rows].astype(np.int64), qos[rows]))
+        self.flights.add(key, c.index[rows], np.minimum(qos[rows], 255))
         self.props_rule(c, problems, 18)
 
     def retain(self, layout: Layout, c: Columns) -> None:
         self.common(layout, c)
-        self.ref_parts.append((c.ints["store_id"].astype(np.uint64), c.index.astype(np.int64),
-                               np.ones(len(c), np.uint8), np.full(len(c), -1, np.int8)))
+        self.refs.add(c.ints["store_id"], c.index, 1, -1)
 
     def sub(self, layout: Layout, c: Columns) -> None:
         self.common(layout, c)
@@ -679,9 +691,16 @@ class _Check:
         decoded = self.n - len(self.bad)
         if decoded and not self.cfg_seen:
             self.out.one(Finding("warning", "cfg", "no cfg chunk: the broker assumes last_db_id 0"), _XREF, 0)
-        ids, spos, flags, topics = _concat(self.store_parts, (np.uint64, np.int64, np.uint8, np.uint64))
-        order = np.argsort(ids, kind="stable")
-        sids, spos = ids[order], spos[order]
+        ids, spos, flags, topics = self.stores.columns()
+        if len(ids) > 1 and not np.all(ids[1:] >= ids[:-1]):  # store ids usually ascend in file order
+            order = np.argsort(ids, kind="stable")
+            self.stores = _Table(0, ())
+            sids = ids[order]
+            del ids
+            spos, flags, topics = spos[order], flags[order], topics[order]
+            del order
+        else:
+            sids = ids
         if len(sids) > 1:
             dup = np.flatnonzero(sids[1:] == sids[:-1])
             self.xref(1, "error", "duplicate-store",
@@ -691,10 +710,14 @@ class _Check:
             self.out.one(Finding("warning", "last-db-id", f"last_db_id {self.cfg_last_db_id} is below the highest "
                                  f"store id {int(sids[-1])}: the broker could hand out an id twice (or the file is "
                                  "big-endian)"), _XREF, 2)
-        refs, rpos, rkind, rqos = _concat(self.ref_parts, (np.uint64, np.int64, np.uint8, np.int8))
-        where = np.searchsorted(sids, refs)
-        where_c = np.minimum(where, max(len(sids) - 1, 0))
-        found = (where < len(sids)) & (sids[where_c] == refs) if len(sids) else np.zeros(len(refs), bool)
+        refs, rpos, rkind, rqos = self.refs.columns()
+        where_c = np.searchsorted(sids, refs)
+        found = where_c < len(sids)
+        np.minimum(where_c, max(len(sids) - 1, 0), out=where_c)
+        if len(sids):
+            found &= sids[where_c] == refs
+        else:
+            found[:] = False
         labels = ("client_msg", "retain")
 
         def ref_kind(j: int) -> str:
@@ -707,13 +730,15 @@ class _Check:
         self.xref(4, "error", "order",
                   lambda j: f"store {int(refs[j])} appears after this reference; the single-pass loader does not "
                             "see it", rpos, ref_kind, "store_id", np.flatnonzero(late))
+        del late
         if len(sids):
-            counts = np.bincount(where_c[found], minlength=len(sids))
+            referenced = np.zeros(len(sids), bool)
+            referenced[where_c[found]] = True
             self.xref(5, "warning", "unreferenced",
                       lambda j: f"store {int(sids[j])} is referenced by no client message or retain: the broker "
                                 "drops it on its next save", spos, lambda j: "msg_store", "store_id",
-                      np.flatnonzero(counts == 0))
-            flags, topics = flags[order], topics[order]
+                      np.flatnonzero(~referenced))
+            del referenced
             is_ret = np.flatnonzero(found & (rkind == 1))
             rstore = where_c[is_ret]
             rp = rpos[is_ret]
@@ -721,10 +746,12 @@ class _Check:
                       "retain flag is 0", rp, lambda j: "retain", "store_id", np.flatnonzero((flags[rstore] & 4) == 0))
             self.xref(7, "warning", "retain", lambda j: "retained $SYS message (the broker never saves these)",
                       rp, lambda j: "retain", "store_id", np.flatnonzero((flags[rstore] & 8) != 0))
-            t = topics[rstore]
-            if len(t) > 1:
+            if len(rstore) > 1:
+                t = topics[rstore]
                 o = np.argsort(t, kind="stable")
-                dup = o[1:][t[o][1:] == t[o][:-1]]
+                t = t[o]
+                dup = o[1:][t[1:] == t[:-1]]
+                del t, o
                 self.xref(8, "warning", "retain", lambda j: "second retained message for the same topic",
                           rp, lambda j: "retain", "store_id", dup)
             is_cm = np.flatnonzero(found & (rkind == 0))
@@ -738,7 +765,7 @@ class _Check:
 
     def inflight(self) -> None:
         """A second in-flight message with the same client, direction and mid (QoS > 0)."""
-        key, ci, qos = _concat(self.inflight_parts, (np.int64, np.int64, np.int64))
+        key, ci, qos = self.flights.columns()
         if len(key) < 2:
             return
         order = np.argsort(key, kind="stable")  # file order within one key
@@ -770,10 +797,21 @@ class _Check:
         self.out.rows("no-client", _XREF, 10, None, len(missing), make)
 
 
-def _concat(parts: list[tuple[np.ndarray, ...]], dtypes: tuple[Any, ...]) -> tuple[np.ndarray, ...]:
-    if not parts:
-        return tuple(np.zeros(0, dt) for dt in dtypes)
-    return tuple(np.concatenate([p[k] for p in parts]).astype(dt, copy=False) for k, dt in enumerate(dtypes))
+class _Table:
+    """Typed columns of a known most rows, filled batch by batch."""
+
+    def __init__(self, rows: int, dtypes: tuple[Any, ...]) -> None:
+        self.cols = [np.empty(rows, dt) for dt in dtypes]
+        self.n = 0
+
+    def add(self, *values: Any) -> None:
+        k = next(len(v) for v in values if isinstance(v, np.ndarray))
+        for col, v in zip(self.cols, values, strict=True):
+            col[self.n:self.n + k] = v
+        self.n += k
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        return tuple(col[:self.n] for col in self.cols)
 
 
 # ---------------------------------------------------------------- the file
