@@ -51,8 +51,8 @@ def vm_hwm(pid: int) -> float:
     return float("nan")
 
 
-def tui_check(path: str, timeout: float = 120) -> tuple[float, float]:
-    """Seconds from pressing ``c`` to the findings, and the TUI's peak RSS then."""
+def tui_check(path: str, timeout: float = 120) -> tuple[float, float, float]:
+    """Seconds from pressing ``c`` to the findings, the TUI's peak RSS then, and its peak before ``c``."""
     import fcntl
     import struct
     import termios
@@ -79,15 +79,16 @@ def tui_check(path: str, timeout: float = 120) -> tuple[float, float]:
 
     try:
         if not pump(b"chunks:", time.perf_counter() + timeout):
-            return float("nan"), vm_hwm(proc.pid)
+            return float("nan"), vm_hwm(proc.pid), float("nan")
         time.sleep(0.3)
+        before = vm_hwm(proc.pid)
         out = b""
         t = time.perf_counter()
         os.write(master, b"c")
         done = pump(b"finding(s)", t + timeout)
         wall = time.perf_counter() - t if done else float("nan")
         time.sleep(0.2)
-        return wall, vm_hwm(proc.pid)
+        return wall, vm_hwm(proc.pid), before
     finally:
         os.write(master, b"\x1bq")
         try:
@@ -126,7 +127,9 @@ def main() -> None:
             row["mosquitto_db_dump --stats"] = timed([oracle, "--stats", path])
             ratios.append(row["info"][0] / row["mosquitto_db_dump --stats"][0])
         if "--no-tui" not in sys.argv:
-            row["tui c (after the index)"] = tui_check(path)
+            wall, peak, before = tui_check(path)
+            row["tui c (after the index)"] = (wall, peak)
+            runs.setdefault("tui peak before c", []).append((float("nan"), before))
         for name, v in row.items():
             runs.setdefault(name, []).append(v)
         print(f"round {r + 1}: " + "; ".join(f"{k} {w:.2f} s {m:.0f} MiB" for k, (w, m) in row.items())

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from codec.columnar import MAX_BATCH_BYTES, Columns, decode_batch
+from codec.columnar import Columns, decode_batch
 from codec.errors import CodecError
 from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, ChunkType, Layout, header_size
 from codec.properties import decode_properties, property_problems
@@ -39,6 +39,9 @@ STATE_RULES = {
 _SANE_TIME = (946_684_800, 4_102_444_800)
 LIMIT = 1000  # findings shown per rule before "… and N more"
 BATCH = 32768  # chunks per column batch: text scans keep their temporaries to a few MB
+MAX_BATCH_BYTES = 32 << 20  # and bytes read at once
+REF_SLICE = 1 << 18  # references resolved at once
+TYPE_SPAN = 1 << 18  # chunks whose types are sifted at once
 
 
 @dataclass
@@ -220,10 +223,13 @@ class _Text:
         """A 64-bit hash of every value (equal values, equal hashes): sum of (byte + 1) * weight[position]."""
         h = self.sizes.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
         if len(self.short) and self.width:
-            w = _weights(self.width)[:self.width]
-            v = (self.win.astype(np.uint64) + np.uint64(1)) * w
-            v[~self.valid] = 0
-            h[self.short] ^= v.sum(axis=1, dtype=np.uint64)
+            w = _weights(self.width)
+            acc = np.zeros(len(self.short), np.uint64)
+            for k in range(self.width):  # column by column: no (rows, width) uint64 temporaries
+                v = (self.win[:, k].astype(np.uint64) + np.uint64(1)) * w[k]
+                v[~self.valid[:, k]] = 0
+                acc += v
+            h[self.short] ^= acc
         if len(self.blob):
             sizes = np.diff(self.offs)
             pos = np.arange(len(self.blob), dtype=np.int64) - np.repeat(self.offs[:-1], sizes)
@@ -313,7 +319,11 @@ class _Check:
     # ------------------------------------------------------------ batches
     def batches(self, t: int) -> Any:
         """Decoded batches of every chunk of type ``t`` (only chunks that decode), in file order."""
-        which = np.flatnonzero(self.types == t)
+        for first in range(0, self.n, TYPE_SPAN):
+            which = np.flatnonzero(self.types[first:first + TYPE_SPAN] == t) + first
+            yield from self.span_batches(t, which)
+
+    def span_batches(self, t: int, which: np.ndarray) -> Any:
         i = 0
         while i < len(which):
             j = min(i + BATCH, len(which))
@@ -711,13 +721,37 @@ class _Check:
                                  f"store id {int(sids[-1])}: the broker could hand out an id twice (or the file is "
                                  "big-endian)"), _XREF, 2)
         refs, rpos, rkind, rqos = self.refs.columns()
-        where_c = np.searchsorted(sids, refs)
-        found = where_c < len(sids)
-        np.minimum(where_c, max(len(sids) - 1, 0), out=where_c)
-        if len(sids):
-            found &= sids[where_c] == refs
-        else:
-            found[:] = False
+        flagged: dict[str, list[np.ndarray]] = {"dangling": [], "order": [], "flag0": [], "sys": [], "qos": []}
+        referenced = np.zeros(len(sids), bool)
+        ret_store: list[np.ndarray] = []
+        ret_row: list[np.ndarray] = []
+        for part in range(0, len(refs), REF_SLICE):  # temporaries stay a few MB
+            sl = slice(part, part + REF_SLICE)
+            r_ids = refs[sl]
+            where = np.searchsorted(sids, r_ids)
+            found = where < len(sids)
+            if len(sids):
+                np.minimum(where, len(sids) - 1, out=where)
+                found &= sids[where] == r_ids
+            else:
+                found[:] = False
+            flagged["dangling"].append(np.flatnonzero(~found) + part)
+            if not len(sids):
+                continue
+            flagged["order"].append(np.flatnonzero(found & (spos[where] > rpos[sl])) + part)
+            referenced[where[found]] = True
+            kinds = rkind[sl]
+            is_ret = np.flatnonzero(found & (kinds == 1))
+            st = where[is_ret]
+            ret_store.append(st.astype(spos.dtype))
+            ret_row.append((is_ret + part).astype(spos.dtype))
+            flagged["flag0"].append(is_ret[(flags[st] & 4) == 0] + part)
+            flagged["sys"].append(is_ret[(flags[st] & 8) != 0] + part)
+            is_cm = np.flatnonzero(found & (kinds == 0))
+            st = where[is_cm]
+            higher = rqos[sl][is_cm] > (flags[st] & 3).astype(np.int8)
+            flagged["qos"].append(is_cm[higher] + part)
+        rows = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in flagged.items()}
         labels = ("client_msg", "retain")
 
         def ref_kind(j: int) -> str:
@@ -725,41 +759,40 @@ class _Check:
 
         self.xref(3, "error", "dangling",
                   lambda j: f"store id {int(refs[j])} is not in the file: the broker drops this reference (2.0) "
-                            "or refuses the file (1.4/1.5)", rpos, ref_kind, "store_id", np.flatnonzero(~found))
-        late = found & (spos[where_c] > rpos) if len(sids) else np.zeros(len(refs), bool)
+                            "or refuses the file (1.4/1.5)", rpos, ref_kind, "store_id", rows["dangling"])
         self.xref(4, "error", "order",
                   lambda j: f"store {int(refs[j])} appears after this reference; the single-pass loader does not "
-                            "see it", rpos, ref_kind, "store_id", np.flatnonzero(late))
-        del late
+                            "see it", rpos, ref_kind, "store_id", rows["order"])
         if len(sids):
-            referenced = np.zeros(len(sids), bool)
-            referenced[where_c[found]] = True
             self.xref(5, "warning", "unreferenced",
                       lambda j: f"store {int(sids[j])} is referenced by no client message or retain: the broker "
                                 "drops it on its next save", spos, lambda j: "msg_store", "store_id",
                       np.flatnonzero(~referenced))
             del referenced
-            is_ret = np.flatnonzero(found & (rkind == 1))
-            rstore = where_c[is_ret]
-            rp = rpos[is_ret]
-            self.xref(6, "warning", "retain", lambda j: f"retain points at store {int(sids[rstore[j]])} whose "
-                      "retain flag is 0", rp, lambda j: "retain", "store_id", np.flatnonzero((flags[rstore] & 4) == 0))
+            def store_of(j: int) -> int:  # the store a found reference points at
+                return int(np.searchsorted(sids, refs[j]))
+
+            self.xref(6, "warning", "retain", lambda j: f"retain points at store {int(sids[store_of(j)])} whose "
+                      "retain flag is 0", rpos, lambda j: "retain", "store_id", rows["flag0"])
             self.xref(7, "warning", "retain", lambda j: "retained $SYS message (the broker never saves these)",
-                      rp, lambda j: "retain", "store_id", np.flatnonzero((flags[rstore] & 8) != 0))
-            if len(rstore) > 1:
+                      rpos, lambda j: "retain", "store_id", rows["sys"])
+            rstore = np.concatenate(ret_store) if ret_store else np.zeros(0, np.int64)
+            if len(rstore) > 1:  # every retain after the first on a topic (in file order)
                 t = topics[rstore]
+                del rstore
+                ordered = np.sort(t)
+                twice = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])  # usually none
+                del ordered
+                cand = np.flatnonzero(np.isin(t, twice))
+                t = t[cand]
                 o = np.argsort(t, kind="stable")
                 t = t[o]
-                dup = o[1:][t[1:] == t[:-1]]
-                del t, o
+                dup = np.concatenate(ret_row)[cand[o[1:][t[1:] == t[:-1]]]]
+                del t, o, cand
                 self.xref(8, "warning", "retain", lambda j: "second retained message for the same topic",
-                          rp, lambda j: "retain", "store_id", dup)
-            is_cm = np.flatnonzero(found & (rkind == 0))
-            cm_q = rqos[is_cm]
-            store_q = (flags[where_c[is_cm]] & 3).astype(np.int8)
-            cm_pos = rpos[is_cm]
-            self.xref(9, "warning", "qos", lambda j: f"client message qos {int(cm_q[j])} above its store's qos "
-                      f"{int(store_q[j])}", cm_pos, lambda j: "client_msg", "qos", np.flatnonzero(cm_q > store_q))
+                          rpos, lambda j: "retain", "store_id", dup)
+            self.xref(9, "warning", "qos", lambda j: f"client message qos {int(rqos[j])} above its store's qos "
+                      f"{int(flags[store_of(j)]) & 3}", rpos, lambda j: "client_msg", "qos", rows["qos"])
         self.inflight()
         self.no_client()
 
