@@ -135,7 +135,7 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
     pos = body.astype(np.int64).copy()
     ok = np.ones(len(pos), dtype=bool)
     head, rel = None, 0
-    if fields is None and layout.fixed_prefix_size and len(pos) \
+    if layout.fixed_prefix_size and len(pos) \
             and bool(np.all(pos + layout.fixed_prefix_size <= ends)):
         head = _Head(d, pos, layout.fixed_prefix_size)  # every fixed field is in bounds
     n_head = len(layout.fixed_fields) if head is not None else 0
@@ -143,6 +143,10 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
     for i_field, f in enumerate(layout.fields):
         k = f.kind
         if i_field < n_head:  # read from the gathered struct; bounds were checked for all of it
+            if want is not None:
+                if not want:
+                    break
+                want.difference_update(f.values)
             rel = layout.fixed_fields[i_field][1]
             if k in ("u8", "nibbles", "u16", "u32", "len16", "len32"):
                 size = FIXED_SIZES[k]
