@@ -39,8 +39,8 @@ STATE_RULES = {
 }
 _SANE_TIME = (946_684_800, 4_102_444_800)
 LIMIT = 1000  # findings shown per rule before "… and N more"
-BATCH = 32768  # chunks per column batch: text scans keep their temporaries to a few MB
-MAX_BATCH_BYTES = 32 << 20  # and bytes read at once
+BATCH = 16384  # chunks per column batch: text scans keep their temporaries to a few MB
+MAX_BATCH_BYTES = 16 << 20  # and bytes read at once
 REF_SLICE = 1 << 18  # references resolved at once
 TYPE_SPAN = 1 << 18  # chunks whose types are sifted at once
 
