@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codec.errors import CodecError
-from codec.layouts import FIXED_SIZES, ChunkType, header_size, layout_for
+from codec.layouts import FIXED_SIZES, ChunkType, Layout, header_size, layout_for
 from codec.reader import DbFile
 
 MAX_BATCH_BYTES = 64 << 20
@@ -84,49 +84,48 @@ class Columns:
                 for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)]
 
 
-def _at_every_byte(d: np.ndarray, size: int, endian: str) -> np.ndarray | None:
-    """Numbers of ``size`` bytes starting at every byte of ``d`` (an unaligned view: one gather
-    per value instead of one per byte); None where ``d`` cannot be viewed so."""
-    if size == 1 or len(d) < size or d.dtype != np.uint8 or d.ndim != 1 or not d.flags.c_contiguous:
-        return None
-    code = ("<" if endian == "little" else ">") + f"u{size}"
-    return np.ndarray((len(d) - size + 1,), dtype=code, buffer=d, strides=(1,))
+def _numbers(d: np.ndarray, code: str | np.dtype) -> np.ndarray:
+    """Numbers of dtype ``code`` starting at every byte of ``d`` (an unaligned view, no copy)."""
+    dt = np.dtype(code)
+    return np.ndarray((max(len(d) - dt.itemsize + 1, 0),), dtype=dt, buffer=d, strides=(1,))
 
 
 def _gather_be(d: np.ndarray, pos: np.ndarray, size: int) -> np.ndarray:
-    view = _at_every_byte(d, size, "big")
-    if view is not None:
-        return view[pos].astype(np.uint64)
-    out = np.zeros(len(pos), dtype=np.uint64)
-    for k in range(size):
-        out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
-    return out
+    if size == 1:
+        return d[pos].astype(np.uint64)
+    return _numbers(d, f">u{size}")[pos].astype(np.uint64)
 
 
 def _gather_host(d: np.ndarray, pos: np.ndarray, size: int, endian: str, signed: bool) -> np.ndarray:
-    view = _at_every_byte(d, size, endian)
-    if view is not None:
-        out = view[pos].astype(np.uint64)
-    else:
-        out = np.zeros(len(pos), dtype=np.uint64)
-        for k in (range(size) if endian == "big" else range(size - 1, -1, -1)):
-            out = (out << np.uint64(8)) | d[pos + k].astype(np.uint64)
-    if signed:
-        if size == 8:
-            return out.view(np.int64)
-        val = out.astype(np.int64)
-        return np.where(val >= 1 << (size * 8 - 1), val - (1 << (size * 8)), val)
-    return out
+    code = ("<" if endian == "little" else ">") + ("i" if signed else "u") + str(size)
+    return _numbers(d, code)[pos].astype(np.int64 if signed else np.uint64)
+
+
+class _Head:
+    """The fixed leading struct of every body in a batch, gathered in one pass (one copy of a
+    few dozen bytes per chunk: far fewer cache misses than a gather per field)."""
+
+    def __init__(self, d: np.ndarray, pos: np.ndarray, size: int) -> None:
+        rows = _numbers(d, np.dtype((np.void, size)))[pos]
+        self.bytes = rows.view(np.uint8).reshape(len(pos), size)
+
+    def get(self, rel: int, size: int, code: str) -> np.ndarray:
+        if size == 1:
+            return self.bytes[:, rel].astype(np.uint64)
+        return np.ascontiguousarray(self.bytes[:, rel:rel + size]).view(code).ravel()
 
 
 def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray, lengths: np.ndarray,
-                 ends: np.ndarray, endian: str = "little", fields: set[str] | None = None) -> tuple[dict, dict] | None:
+                 ends: np.ndarray, endian: str = "little", fields: set[str] | None = None,
+                 layout: Layout | None = None) -> tuple[dict, dict] | None:
     """Walk the layout over all bodies at once; None if any chunk breaks its bounds.
 
     ``fields``: stop once these values are decoded (the fields before them are still walked
-    for their positions); None decodes every field.
+    for their positions); None decodes every field. ``layout``: an ABI variant to walk
+    instead of the version's default table.
     """
-    layout = layout_for(version, chunk_type)
+    if layout is None:
+        layout = layout_for(version, chunk_type)
     if layout is None:
         return None
     want = None if fields is None else set(fields)
@@ -135,8 +134,40 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
     lens: dict[str, np.ndarray] = {}
     pos = body.astype(np.int64).copy()
     ok = np.ones(len(pos), dtype=bool)
-    for f in layout.fields:
+    head, rel = None, 0
+    if layout.fixed_prefix_size and len(pos) \
+            and bool(np.all(pos + layout.fixed_prefix_size <= ends)):
+        head = _Head(d, pos, layout.fixed_prefix_size)  # every fixed field is in bounds
+    n_head = len(layout.fixed_fields) if head is not None else 0
+    host = "<" if endian == "little" else ">"
+    for i_field, f in enumerate(layout.fields):
         k = f.kind
+        if i_field < n_head:  # read from the gathered struct; bounds were checked for all of it
+            if want is not None:
+                if not want:
+                    break
+                want.difference_update(f.values)
+            rel = layout.fixed_fields[i_field][1]
+            if k in ("u8", "nibbles", "u16", "u32", "len16", "len32"):
+                size = FIXED_SIZES[k]
+                v = head.get(rel, size, f">u{size}").astype(np.uint64)  # type: ignore[union-attr]
+                if k == "nibbles":
+                    ints[f.names[0]] = (v >> np.uint64(4)).astype(np.int64)
+                    ints[f.names[1]] = (v & np.uint64(15)).astype(np.int64)
+                elif k in ("len16", "len32"):
+                    lens[f.target or ""] = v.astype(np.int64)
+                else:
+                    ints[f.name] = v.astype(np.int64)
+                    if f.must is not None:
+                        ok &= ints[f.name] == f.must
+            elif k in ("u64h", "i64h"):
+                size = 8
+                code = host + ("i8" if k == "i64h" else "u8")
+                ints[f.name] = head.get(rel, 8, code).astype(np.int64 if k == "i64h" else np.uint64)  # type: ignore[union-attr]
+            else:  # pad
+                size = f.size
+            pos = pos + size
+            continue
         if want is not None:
             if not want:
                 break
@@ -171,7 +202,9 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
             size_arr = np.where((declared == 4) | (declared == 8), declared, 8)
             ok &= pos + size_arr <= ends
             p = np.where(ok, pos, 0)
-            v8 = _gather_host(d, p, 8, endian, True) if np.any(size_arr == 8) else np.zeros(len(p), np.int64)
+            # 4-byte rows may end less than 8 bytes before the data does: read their (unused) 8-byte value lower
+            v8 = _gather_host(d, np.minimum(p, max(len(d) - 8, 0)), 8, endian, True) if np.any(size_arr == 8) \
+                else np.zeros(len(p), np.int64)
             v4 = _gather_host(d, p, 4, endian, True) if np.any(size_arr == 4) else np.zeros(len(p), np.int64)
             ints[f.name] = np.where(size_arr == 4, v4, v8)
             pos = pos + size_arr

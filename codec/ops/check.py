@@ -1,8 +1,15 @@
-"""Semantic integrity rules (spec §11), checked in one streaming pass.
+"""Semantic integrity rules (spec §11), evaluated over column batches.
 
-Per-store facts are kept in typed arrays (not objects), and cross-references are resolved
-at the end with numpy, so checking a file of millions of chunks needs a few bytes per
-chunk. Every finding names the offset, chunk, field and rule.
+Every chunk type is read batch by batch through the layout tables (:func:`codec.columnar.decode_batch`):
+numbers become numpy arrays, text becomes spans into the batch's bytes. Ranges, state tables, lengths,
+padding and expiry are numpy masks; text is scanned as bytes (only values holding a NUL or a byte >= 0x80
+are decoded to be judged); property tails are decoded only where a chunk has one. Python builds a
+:class:`Finding` only for the rows a rule flags, and at most ``limit`` (+1) per rule. Cross-references
+(store ids, retained topics, client ids) are resolved at the end with sorted arrays.
+
+Findings come out in file order (chunk index; findings without a chunk first), a chunk's own findings
+before the cross-reference ones. A rule that flags more than ``limit`` chunks shows the first ``limit``,
+then one finding "… and N more <rule> findings" with the same severity.
 """
 
 from __future__ import annotations
@@ -10,18 +17,19 @@ from __future__ import annotations
 import bisect
 import os
 import time
-from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
-from codec.engine import Record
+from codec.columnar import Columns, decode_batch
 from codec.errors import CodecError
-from codec.layouts import PAYLOAD_MAX
-from codec.properties import property_problems
-from codec.reader import Chunk, DbFile
-from codec.values import is_utf8
+from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, ChunkType, Layout, header_size
+from codec.properties import decode_properties, property_problems
+from codec.reader import DbFile
+from codec.textscan import TextColumn as _Text
+from codec.values import NEVER, is_utf8
 from codec.views.query import valid_filter
 
 # state -> (qos values, direction) it is consistent with (spec §8 / §11 rule 13)
@@ -30,6 +38,11 @@ STATE_RULES = {
     7: ({2}, 0), 8: ({2}, 0), 9: ({2}, 1), 10: ({2}, 0), 11: ({0, 1, 2}, None),
 }
 _SANE_TIME = (946_684_800, 4_102_444_800)
+LIMIT = 1000  # findings shown per rule before "… and N more"
+BATCH = 16384  # chunks per column batch: text scans keep their temporaries to a few MB
+MAX_BATCH_BYTES = 16 << 20  # and bytes read at once
+REF_SLICE = 1 << 18  # references resolved at once
+TYPE_SPAN = 1 << 18  # chunks whose types are sifted at once
 
 
 @dataclass
@@ -67,277 +80,675 @@ def _text_problem(value: str | None) -> str | None:
     return None
 
 
-class Checker:
-    """Feed chunks in file order with :meth:`add`, then call :meth:`finish`."""
-
-    def __init__(self, version: int, *, at: float | None = None) -> None:
-        self.version = version
-        self.now = time.time() if at is None else at
-        self.findings: list[Finding] = []
-        self.store_ids = array("Q")
-        self.store_pos = array("q")
-        self.store_flags = array("B")  # qos | retain<<2 | sys<<3
-        self.store_topic = array("q")  # hash of the topic (duplicate retained topics)
-        self.ref_ids = array("Q")
-        self.ref_pos = array("q")
-        self.ref_kind = array("B")  # 0 client_msg, 1 retain
-        self.ref_qos = array("b")
-        self.cfg_seen = 0
-        self.last_db_id: int | None = None
-        self.clients: set[str] = set()
-        self.client_refs: dict[str, tuple[int, str, int]] = {}
-        self.subs: set[tuple[str, str]] = set()
-        self.inflight: set[tuple[str, int, int]] = set()
-        self.chunks = 0
-
-    # ------------------------------------------------------------ helpers
-    def report(self, severity: str, rule: str, message: str, chunk: Chunk | None = None,
-               field: str | None = None, offset: int | None = None) -> None:
-        self.findings.append(Finding(
-            severity, rule, message,
-            offset if offset is not None else (chunk.offset if chunk else None),
-            chunk.index if chunk else None, chunk.kind if chunk else None, field,
-        ))
-
-    def add_error(self, exc: CodecError) -> None:
-        self.findings.append(Finding("error", "decode", exc.reason, exc.offset, exc.chunk_index,
-                                     exc.chunk_type, exc.field))
-
-    # ------------------------------------------------------------ per chunk
-    def add(self, c: Chunk) -> None:
-        rec = c.record
-        kind = rec.kind
-        self.chunks += 1
-        if kind == "unknown":
-            self.report("warning", "unknown-chunk", f"unknown chunk type {rec.type}; the broker skips it", c)
-            return
-        self._length(c)
-        if rec.padding:
-            self.report("warning", "padding", f"non-zero padding bytes {rec.padding.hex()}", c, "padding")
-        getattr(self, f"_{kind}")(c, rec)
-
-    def _length(self, c: Chunk) -> None:
-        rec = c.record
-        computed = c.size - c.header_size  # the body as the broker walks it
-        if rec.length == computed:
-            return
-        msg = f"stored length {rec.length} but the body is {computed} bytes"
-        src = rec.get("source_id")
-        if rec.kind == "msg_store" and self.version == 4 and src and rec.length == computed + len(src.encode(errors="surrogateescape")):
-            msg += " (off by the source id length: the known, harmless Mosquitto 1.5.6/1.5.7 writer bug)"
-        elif rec.length == 0 and self.version <= 4:
-            msg += " (length 0: the broker parses field by field and does not notice)"
-        self.report("warning", "length", msg, c, "length")
-
-    def _cfg(self, c: Chunk, rec: Record) -> None:
-        self.cfg_seen += 1
-        if self.cfg_seen > 1:
-            self.report("warning", "cfg", "more than one cfg chunk", c)
-        elif self.chunks != 1:
-            self.report("warning", "cfg", "cfg chunk is not the first chunk", c)
-        self.last_db_id = rec["last_db_id"]
-        if rec["shutdown"] not in (0, 1):
-            self.report("warning", "range", f"shutdown is {rec['shutdown']}, expected 0 or 1", c, "shutdown")
-
-    def _msg_store(self, c: Chunk, rec: Record) -> None:
-        topic = rec.get("topic") or ""
-        self.store_ids.append(rec["store_id"])
-        self.store_pos.append(c.index)
-        sys_topic = topic.startswith("$SYS")
-        qos = rec["qos"]
-        self.store_flags.append((min(qos, 3)) | (1 << 2 if rec["retain"] else 0) | (1 << 3 if sys_topic else 0))
-        self.store_topic.append(hash(topic))
-        self._range(c, "qos", qos, 2)
-        self._range(c, "retain", rec["retain"], 1)
-        if len(rec["payload"]) > PAYLOAD_MAX:
-            self.report("error", "payload", f"payload of {len(rec['payload'])} bytes exceeds {PAYLOAD_MAX}", c, "payload")
-        if not topic:
-            self.report("warning", "topic", "stored message has an empty topic (the broker does not save such stores)", c, "topic")
-        elif "+" in topic or "#" in topic:
-            self.report("warning", "topic", f"stored topic {topic!r} contains a wildcard", c, "topic")
-        for name in ("topic", "source_id", "source_username"):
-            problem = _text_problem(rec.get(name))
-            if problem:
-                self.report("warning", "utf8", f"{name} {problem}", c, name)
-        self._props(c, rec)
-        exp = rec.get("expiry_time") or 0
-        if exp > 0:
-            self._time_sanity(c, "expiry_time", exp)
-            if exp < self.now:
-                self.report("warning", "expired", f"message expired at {_iso(exp)}: the broker drops it on load", c, "expiry_time")
-
-    def _client_msg(self, c: Chunk, rec: Record) -> None:
-        self.ref_ids.append(rec["store_id"])
-        self.ref_pos.append(c.index)
-        self.ref_kind.append(0)
-        self.ref_qos.append(min(rec["qos"], 127))
-        cid = rec["client_id"]
-        self.client_refs.setdefault(cid, (c.offset, "client_msg", c.index))
-        self._range(c, "qos", rec["qos"], 2)
-        self._range(c, "retain", rec["retain"], 1)
-        self._range(c, "dup", rec["dup"], 1)
-        self._range(c, "direction", rec["direction"], 1)
-        state = rec["state"]
-        rule = STATE_RULES.get(state)
-        if rule is None:
-            self.report("warning", "range", f"state {state} is not a known message state (0-11 exist; 0 is invalid)", c, "state")
-        else:
-            qos_ok, direction = rule
-            if rec["qos"] not in qos_ok or (direction is not None and rec["direction"] != direction):
-                self.report("warning", "state", f"state {state} does not fit qos {rec['qos']} direction {rec['direction']}", c, "state")
-            if state != 11:
-                if rec["qos"] > 0 and rec["mid"] == 0:
-                    self.report("warning", "mid", "in-flight QoS>0 message with mid 0", c, "mid")
-                key = (cid, rec["direction"], rec["mid"])
-                if rec["qos"] > 0 and key in self.inflight:
-                    self.report("warning", "duplicate", f"second in-flight message for {cid!r} with mid {rec['mid']}", c, "mid")
-                self.inflight.add(key)
-        self._props(c, rec)
-
-    def _retain(self, c: Chunk, rec: Record) -> None:
-        self.ref_ids.append(rec["store_id"])
-        self.ref_pos.append(c.index)
-        self.ref_kind.append(1)
-        self.ref_qos.append(-1)
-
-    def _sub(self, c: Chunk, rec: Record) -> None:
-        cid, topic = rec["client_id"], rec["topic"]
-        if not cid or not topic:
-            self.report("warning", "sub", "subscription with empty client id or topic: the broker ignores it", c)
-        key = (cid, topic)
-        if key in self.subs:
-            self.report("warning", "duplicate", f"duplicate subscription {topic!r} for {cid!r}", c, "topic")
-        self.subs.add(key)
-        self.client_refs.setdefault(cid, (c.offset, "sub", c.index))
-        self._range(c, "qos", rec["qos"], 2)
-        opts = rec.get("options") or 0
-        if opts & 0xC3:
-            self.report("warning", "options", f"options 0x{opts:02x} set bits outside 2-5", c, "options")
-        if topic and not valid_filter(topic):
-            self.report("warning", "topic", f"{topic!r} is not a valid topic filter", c, "topic")
-        for name in ("client_id", "topic"):
-            problem = _text_problem(rec.get(name))
-            if problem:
-                self.report("warning", "utf8", f"{name} {problem}", c, name)
-
-    def _client(self, c: Chunk, rec: Record) -> None:
-        cid = rec["client_id"]
-        if not cid:
-            sev = "error" if self.version >= 5 else "warning"
-            self.report(sev, "client", "client with an empty client id (the broker skips it)", c, "client_id")
-        if cid in self.clients:
-            self.report("warning", "duplicate", f"second client chunk for {cid!r}", c, "client_id")
-        self.clients.add(cid)
-        for name in ("client_id", "username"):
-            problem = _text_problem(rec.get(name))
-            if problem:
-                self.report("warning", "utf8", f"{name} {problem}", c, name)
-        exp = rec.get("session_expiry_time") or 0
-        interval = rec.get("session_expiry_interval")
-        if exp > 0:
-            self._time_sanity(c, "session_expiry_time", exp)
-            if exp < self.now:
-                self.report("warning", "expired",
-                            f"session expired at {_iso(exp)}: Mosquitto >= 2.0.15 drops it and its queue after loading",
-                            c, "session_expiry_time")
-            if interval == 0xFFFFFFFF:
-                self.report("warning", "expiry", "session never expires (interval 0xFFFFFFFF) but has an expiry time", c,
-                            "session_expiry_time")
-
-    # ------------------------------------------------------------ shared
-    def _range(self, c: Chunk, name: str, value: int, hi: int) -> None:
-        if value > hi:
-            self.report("warning", "range", f"{name} is {value}, expected 0..{hi}", c, name)
-
-    def _props(self, c: Chunk, rec: Record) -> None:
-        props = rec.get("properties")
-        if props:
-            for problem in property_problems(props):
-                self.report("error", "properties", problem + " (Mosquitto's loader refuses the file)", c, "properties")
-
-    def _time_sanity(self, c: Chunk, name: str, value: int) -> None:
-        if not _SANE_TIME[0] <= value <= _SANE_TIME[1]:
-            self.report("warning", "endianness",
-                        f"{name} {value} lies outside 2000-2100: wrong byte order (written on a big-endian host?)", c, name)
-
-    # ------------------------------------------------------------ cross-references
-    def finish(self) -> list[Finding]:
-        if self.chunks and not self.cfg_seen:
-            self.report("warning", "cfg", "no cfg chunk: the broker assumes last_db_id 0")
-        ids = np.frombuffer(self.store_ids, dtype=np.uint64) if self.store_ids else np.zeros(0, np.uint64)
-        pos = np.frombuffer(self.store_pos, dtype=np.int64) if self.store_pos else np.zeros(0, np.int64)
-        order = np.argsort(ids, kind="stable")
-        sids, spos = ids[order], pos[order]
-        if len(sids) > 1:
-            dup = np.nonzero(sids[1:] == sids[:-1])[0]
-            for j in dup[:1000]:
-                self.findings.append(Finding("error", "duplicate-store", f"store id {int(sids[j + 1])} appears twice "
-                                             f"(first at chunk {int(spos[j])})", None, int(spos[j + 1]), "msg_store", "store_id"))
-        if self.last_db_id is not None and len(sids) and int(sids[-1]) > self.last_db_id:
-            self.report("warning", "last-db-id", f"last_db_id {self.last_db_id} is below the highest store id {int(sids[-1])}: "
-                        "the broker could hand out an id twice (or the file is big-endian)")
-        refs = np.frombuffer(self.ref_ids, dtype=np.uint64) if self.ref_ids else np.zeros(0, np.uint64)
-        rpos = np.frombuffer(self.ref_pos, dtype=np.int64) if self.ref_pos else np.zeros(0, np.int64)
-        rkind = np.frombuffer(self.ref_kind, dtype=np.uint8) if self.ref_kind else np.zeros(0, np.uint8)
-        where = np.searchsorted(sids, refs)
-        where_c = np.minimum(where, max(len(sids) - 1, 0))
-        found = (where < len(sids)) & (sids[where_c] == refs) if len(sids) else np.zeros(len(refs), bool)
-        kinds = ("client_msg", "retain")
-        for j in np.nonzero(~found)[0][:1000]:
-            self.findings.append(Finding("error", "dangling", f"store id {int(refs[j])} is not in the file: the broker "
-                                         "drops this reference (2.0) or refuses the file (1.4/1.5)",
-                                         None, int(rpos[j]), kinds[rkind[j]], "store_id"))
-        late = found & (spos[where_c] > rpos)
-        for j in np.nonzero(late)[0][:1000]:
-            self.findings.append(Finding("error", "order", f"store {int(refs[j])} appears after this reference; the "
-                                         "single-pass loader does not see it", None, int(rpos[j]), kinds[rkind[j]], "store_id"))
-        # reference counts: stores nobody references
-        if len(sids):
-            counts = np.zeros(len(sids), np.int64)
-            np.add.at(counts, where_c[found], 1)
-            for j in np.nonzero(counts == 0)[0][:1000]:
-                self.findings.append(Finding("warning", "unreferenced", f"store {int(sids[j])} is referenced by no "
-                                             "client message or retain: the broker drops it on its next save",
-                                             None, int(spos[j]), "msg_store", "store_id"))
-            self._retain_rules(order, sids, where_c, found, rkind, rpos, refs)
-        for cid, (off, kind, i) in self.client_refs.items():
-            if cid not in self.clients:
-                self.findings.append(Finding("warning", "no-client", f"{kind} for client {cid!r} which has no client chunk "
-                                             "(the broker creates the session anyway)", off, i, kind, "client_id"))
-        self.findings.sort(key=lambda f: (f.chunk_index if f.chunk_index is not None else -1))
-        return self.findings
-
-    def _retain_rules(self, order, sids, where_c, found, rkind, rpos, refs) -> None:  # type: ignore[no-untyped-def]
-        flags = np.frombuffer(self.store_flags, dtype=np.uint8)[order]
-        topics = np.frombuffer(self.store_topic, dtype=np.int64)[order]
-        is_ret = found & (rkind == 1)
-        rstore = where_c[is_ret]
-        rp = rpos[is_ret]
-        for j in np.nonzero((flags[rstore] & 4) == 0)[0][:1000]:
-            self.findings.append(Finding("warning", "retain", f"retain points at store {int(sids[rstore[j]])} whose "
-                                         "retain flag is 0", None, int(rp[j]), "retain", "store_id"))
-        for j in np.nonzero((flags[rstore] & 8) != 0)[0][:1000]:
-            self.findings.append(Finding("warning", "retain", "retained $SYS message (the broker never saves these)",
-                                         None, int(rp[j]), "retain", "store_id"))
-        t = topics[rstore]
-        if len(t) > 1:
-            o = np.argsort(t, kind="stable")
-            dup = np.nonzero(t[o][1:] == t[o][:-1])[0]
-            for j in dup[:1000]:
-                self.findings.append(Finding("warning", "retain", "second retained message for the same topic",
-                                             None, int(rp[o][j + 1]), "retain", "store_id"))
-        is_cm = found & (rkind == 0)
-        cm_q = np.frombuffer(self.ref_qos, dtype=np.int8)[is_cm] if self.ref_qos else np.zeros(0, np.int8)
-        store_q = (flags[where_c[is_cm]] & 3).astype(np.int8)
-        for j in np.nonzero(cm_q > store_q)[0][:1000]:
-            self.findings.append(Finding("warning", "qos", f"client message qos {int(cm_q[j])} above its store's qos "
-                                         f"{int(store_q[j])}", None, int(rpos[is_cm][j]), "client_msg", "qos"))
-
-
 def _iso(ts: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
 
 
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+# ---------------------------------------------------------------- findings, capped per rule
+# phases of the order findings come out in, for one chunk index: the chunk's own rules, then what
+# ended the walk (NUL tail, damage, trailing bytes), then the cross-reference rules
+_CHUNK, _END, _XREF = 1, 2, 3
+
+
+class _Findings:
+    """Findings with their sort keys; at most ``limit + 1`` built per emitting rule, every one counted."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.items: list[tuple[tuple[int, int, int], Finding]] = []
+        self.total: dict[str, int] = {}
+        self.built: dict[tuple[str, int, int, str | None], int] = {}
+
+    def room(self, group: tuple[str, int, int, str | None], n: int) -> int:
+        if self.limit is None:
+            return n
+        return max(0, min(n, self.limit + 1 - self.built.get(group, 0)))
+
+    def one(self, f: Finding, phase: int, rule_no: int) -> None:
+        """A finding found by Python (counted; kept while its rule has room)."""
+        self.total[f.rule] = self.total.get(f.rule, 0) + 1
+        group = (f.rule, phase, rule_no, f.chunk_type)
+        if self.room(group, 1):
+            self.built[group] = self.built.get(group, 0) + 1
+            key = -1 if f.chunk_index is None else f.chunk_index
+            self.items.append(((key, phase, rule_no), f))
+
+    def rows(self, rule: str, phase: int, rule_no: int, kind: str | None, n: int,
+             make: Callable[[int], Finding]) -> None:
+        """``n`` findings, the ``j``-th built by ``make(j)``, in ascending chunk order."""
+        if not n:
+            return
+        self.total[rule] = self.total.get(rule, 0) + n
+        group = (rule, phase, rule_no, kind)
+        k = self.room(group, n)
+        self.built[group] = self.built.get(group, 0) + k
+        for j in range(k):
+            f = make(j)
+            self.items.append(((-1 if f.chunk_index is None else f.chunk_index, phase, rule_no), f))
+
+    def result(self) -> list[Finding]:
+        self.items.sort(key=lambda item: item[0])
+        out: list[Finding] = []
+        shown: dict[str, int] = {}
+        for _key, f in self.items:
+            k = shown.get(f.rule, 0)
+            shown[f.rule] = k + 1
+            if self.limit is None or k < self.limit:
+                out.append(f)
+            elif k == self.limit:
+                more = self.total[f.rule] - self.limit
+                out.append(Finding(f.severity, f.rule, f"… and {more:,} more {f.rule} findings"))
+        return out
+
+
+def _subset(c: Columns, keep: np.ndarray) -> Columns:
+    return Columns(c.kind, c.version, c.data, c.base, c.index[keep], c.offset[keep], c.length[keep],
+                   {k: v[keep] for k, v in c.ints.items()},
+                   {k: (s[keep], n[keep]) for k, (s, n) in c.spans.items()})
+
+
+# ---------------------------------------------------------------- the run
+class _Check:
+    def __init__(self, db: DbFile, n: int, at: float | None, limit: int | None,
+                 progress: Callable[[int, int], None] | None) -> None:
+        assert db.version is not None
+        self.db, self.n = db, n
+        self.version = db.version
+        self.hsize = header_size(db.version)
+        self.now = time.time() if at is None else at
+        self.out = _Findings(limit)
+        self.progress = progress
+        self.done = 0
+        idx = db.index
+        self.all_offsets = np.frombuffer(idx.offsets, dtype=np.int64) if len(idx) else np.zeros(0, np.int64)
+        self.end = idx.end
+        self.offsets = self.all_offsets[:n]
+        self.types = (np.frombuffer(idx.types, dtype=np.uint32) if len(idx) else np.zeros(0, np.uint32))[:n]
+        self.lengths = idx.lengths_array()[:n]
+        self.bad: list[int] = []  # chunks that failed to decode
+        # cross-reference state: typed columns filled batch by batch (chunk numbers as int32 when they fit)
+        pos = np.int32 if len(idx) < 1 << 31 else np.int64
+        count = np.bincount(np.minimum(self.types, 7), minlength=8)
+        stores, refs = int(count[ChunkType.MSG_STORE]), int(count[ChunkType.CLIENT_MSG] + count[ChunkType.RETAIN])
+        self.stores = _Table(stores, (np.uint64, pos, np.uint8, np.uint64))  # id, chunk, flags, topic hash
+        self.refs = _Table(refs, (np.uint64, pos, np.uint8, np.int8))  # store id, chunk, kind, qos
+        self.flights = _Table(int(count[ChunkType.CLIENT_MSG]), (np.int64, pos, np.uint8))  # key, chunk, qos
+        self.cids: dict[bytes, int] = {}
+        self.cid_first: dict[int, tuple[int, str]] = {}  # client id -> first (chunk, kind) referring to it
+        self.clients: set[int] = set()
+        self.cfg_last_db_id: int | None = None
+        self.cfg_seen = 0
+
+    # ------------------------------------------------------------ emitting
+    def flag(self, c: Columns, rows: np.ndarray, severity: str, rule: str, rule_no: int, field: str | None,
+             message: Callable[[int], str]) -> None:
+        """Findings for batch rows ``rows`` (ascending); ``message(j)`` for the row ``rows[j]``."""
+        kind = c.kind
+
+        def make(j: int) -> Finding:
+            r = int(rows[j])
+            return Finding(severity, rule, message(r), int(c.offset[r]), int(c.index[r]), kind, field)
+
+        self.out.rows(rule, _CHUNK, rule_no, kind, len(rows), make)
+
+    def at_chunk(self, i: int, severity: str, rule: str, message: str, phase: int, rule_no: int,
+                 field: str | None = None, kind: str | None = None) -> None:
+        self.out.one(Finding(severity, rule, message, int(self.offsets[i]), i,
+                             kind or ChunkType(int(self.types[i])).label, field), phase, rule_no)
+
+    def decode_error(self, exc: CodecError) -> None:
+        self.out.one(Finding("error", "decode", exc.reason, exc.offset, exc.chunk_index, exc.chunk_type, exc.field),
+                     _CHUNK, 0)
+
+    def ends(self, sel: np.ndarray) -> np.ndarray:
+        """Where chunks ``sel`` end (the next chunk's offset; the index end for the last)."""
+        nxt = sel + 1
+        last = nxt >= len(self.all_offsets)
+        out = self.all_offsets[np.where(last, 0, nxt)]
+        out[last] = self.end
+        return out
+
+    def tick(self, k: int) -> None:
+        self.done += k
+        if self.progress is not None:
+            self.progress(self.done, self.n)
+
+    # ------------------------------------------------------------ batches
+    def batches(self, t: int) -> Any:
+        """Decoded batches of every chunk of type ``t`` (only chunks that decode), in file order."""
+        for first in range(0, self.n, TYPE_SPAN):
+            which = np.flatnonzero(self.types[first:first + TYPE_SPAN] == t) + first
+            yield from self.span_batches(t, which)
+
+    def span_batches(self, t: int, which: np.ndarray) -> Any:
+        i = 0
+        while i < len(which):
+            j = min(i + BATCH, len(which))
+            lo = int(self.offsets[which[i]])
+            while j - i > 1 and int(self.ends(which[j - 1:j])[0]) - lo > MAX_BATCH_BYTES:
+                j = i + max((j - i) // 2, 1)
+            sel = which[i:j]
+            hi = int(self.ends(sel[-1:])[0])
+            d = np.frombuffer(os.pread(self.db.fd, hi - lo, lo), dtype=np.uint8)
+            for layout, rows in self.by_abi(t, sel, d, lo):
+                yield from self.decode(layout, t, rows, d, lo)
+            self.tick(len(sel))
+            i = j
+
+    def by_abi(self, t: int, sel: np.ndarray, d: np.ndarray, lo: int) -> list[tuple[Layout, np.ndarray]]:
+        """Rows per ABI variant: the first whose fixed fields and strings add up to the stored length
+        (as :func:`codec.engine.choose_layout` picks per chunk), else the default table."""
+        options = LAYOUTS[(self.version, ChunkType(t))]
+        if len(options) == 1:
+            return [(options[0], sel)]
+        body = self.offsets[sel] - lo + self.hsize
+        length = self.lengths[sel].astype(np.int64)
+        ends = self.ends(sel) - lo
+        choice = np.full(len(sel), -1, np.int64)
+        for k, layout in enumerate(options):
+            fixed = layout.fixed_prefix_size
+            if any(f.kind in ("props", "time_t") for f in layout.fields):  # never among the ABI variants
+                raise AssertionError(f"ABI variant of {layout.type.label} with a length-dependent field")
+            readable = (fixed <= length) & (body + fixed <= ends)
+            size = np.full(len(sel), fixed, np.int64)
+            p = np.where(readable, body, 0)
+            for f, rel in layout.fixed_fields:
+                if f.kind in ("len16", "len32"):
+                    w = FIXED_SIZES[f.kind]
+                    v = np.zeros(len(sel), np.int64)
+                    for b in range(w):
+                        v = (v << 8) | d[np.minimum(p + rel + b, len(d) - 1)].astype(np.int64)
+                    size += v
+            choice[(choice < 0) & readable & (size == length)] = k
+        choice[choice < 0] = 0
+        return [(options[k], sel[choice == k]) for k in range(len(options)) if np.any(choice == k)]
+
+    def decode(self, layout: Layout, t: int, sel: np.ndarray, d: np.ndarray, lo: int) -> Any:
+        """Columns for the rows of ``sel`` that decode; a batch that fails is halved until the
+        damaged chunks are alone, and those are decoded one by one for their precise error."""
+        if not len(sel):
+            return
+        offs = self.offsets[sel]
+        lengths = self.lengths[sel].astype(np.int64)
+        got = decode_batch(self.version, t, d, offs - lo + self.hsize, lengths, self.ends(sel) - lo,
+                           self.db.endian, layout=layout)
+        if got is None:
+            if len(sel) == 1:
+                self.chunk_error(int(sel[0]))
+                return
+            half = len(sel) // 2
+            yield from self.decode(layout, t, sel[:half], d, lo)
+            yield from self.decode(layout, t, sel[half:], d, lo)
+            return
+        ints, spans = got
+        yield layout, Columns(ChunkType(t).label, self.version, d, lo, sel, offs, lengths, ints, spans)
+
+    def chunk_error(self, i: int) -> None:
+        try:
+            self.db.chunk(i)
+        except CodecError as exc:
+            self.decode_error(exc)
+            self.bad.append(i)
+            return
+        raise CodecError("chunk decodes alone but not in a batch", path=self.db.path, offset=int(self.offsets[i]),
+                         chunk_index=i)
+
+    def properties(self, c: Columns) -> tuple[Columns, dict[int, list[str]]]:
+        """Decode the property tails that are there: drop the chunks whose tail is malformed (a
+        decode error, as the per-record decoder reports it); the problems of the others by row."""
+        if "properties" not in c.spans:
+            return c, {}
+        starts, sizes = c.spans["properties"]
+        rows = np.flatnonzero(sizes > 0)
+        problems: dict[int, list[str]] = {}
+        if not len(rows):
+            return c, problems
+        keep = np.ones(len(c), bool)
+        raw = c.data
+        for r in rows.tolist():
+            s = int(starts[r])
+            try:
+                props = decode_properties(raw[s:s + int(sizes[r])].tobytes())
+            except CodecError:
+                self.chunk_error(int(c.index[r]))
+                keep[r] = False
+                continue
+            if props:
+                found = property_problems(props)
+                if found:
+                    problems[r] = found
+        if keep.all():
+            return c, problems
+        new_rows = np.cumsum(keep) - 1
+        return _subset(c, keep), {int(new_rows[r]): v for r, v in problems.items()}
+
+    # ------------------------------------------------------------ rules every chunk shares
+    def common(self, layout: Layout, c: Columns) -> None:
+        idx = c.index
+        computed = self.ends(idx) - self.offsets[idx] - self.hsize
+        bad_len = np.flatnonzero(c.length != computed)
+        if len(bad_len):
+            src = c.spans["source_id"][1] if c.kind == "msg_store" and self.version == 4 else None
+
+            def length_message(r: int) -> str:
+                stored, body = int(c.length[r]), int(computed[r])
+                msg = f"stored length {stored} but the body is {body} bytes"
+                if src is not None and src[r] and stored == body + int(src[r]):
+                    msg += " (off by the source id length: the known, harmless Mosquitto 1.5.6/1.5.7 writer bug)"
+                elif stored == 0 and self.version <= 4:
+                    msg += " (length 0: the broker parses field by field and does not notice)"
+                return msg
+
+            self.flag(c, bad_len, "warning", "length", 1, "length", length_message)
+        pads = [(rel, f.size) for f, rel in layout.fixed_fields if f.kind == "pad"]
+        if pads:
+            body = c.offset - c.base + self.hsize
+            cols = [c.data[body + rel + k] for rel, size in pads for k in range(size)]
+            nonzero = np.flatnonzero(np.any(np.stack(cols), axis=0))
+
+            def pad_message(r: int) -> str:
+                return f"non-zero padding bytes {bytes(int(col[r]) for col in cols).hex()}"
+
+            self.flag(c, nonzero, "warning", "padding", 2, "padding", pad_message)
+
+    def range(self, c: Columns, name: str, hi: int, rule_no: int) -> None:
+        v = c.ints[name]
+        self.flag(c, np.flatnonzero(v > hi), "warning", "range", rule_no, name,
+                  lambda r: f"{name} is {int(v[r])}, expected 0..{hi}")
+
+    def texts(self, c: Columns, names: tuple[str, ...], rule_no: int) -> None:
+        """utf8 findings, one rule number per field (in ``names`` order)."""
+        for k, name in enumerate(names):
+            if name not in c.spans:
+                continue
+            tx = _Text(c, name)
+            for r in np.flatnonzero(tx.odd()).tolist():
+                problem = _text_problem(_text(tx.value(r)))
+                if problem:
+                    self.out.one(Finding("warning", "utf8", f"{name} {problem}", int(c.offset[r]), int(c.index[r]),
+                                         c.kind, name), _CHUNK, rule_no + k)
+
+    def time_rules(self, c: Columns, name: str, rule_no: int) -> np.ndarray:
+        """Sanity of an absolute time (endianness); the rows where it is set."""
+        exp = c.ints[name]
+        set_rows = exp > 0
+        insane = set_rows & ((exp < _SANE_TIME[0]) | (exp > _SANE_TIME[1]))
+        self.flag(c, np.flatnonzero(insane), "warning", "endianness", rule_no, name,
+                  lambda r: f"{name} {int(exp[r])} lies outside 2000-2100: wrong byte order "
+                            "(written on a big-endian host?)")
+        return set_rows
+
+    def props_rule(self, c: Columns, problems: dict[int, list[str]], rule_no: int) -> None:
+        for r in sorted(problems):
+            for problem in problems[r]:
+                self.out.one(Finding("error", "properties", problem + " (Mosquitto's loader refuses the file)",
+                                     int(c.offset[r]), int(c.index[r]), c.kind, "properties"), _CHUNK, rule_no)
+
+    def intern(self, c: Columns, name: str) -> np.ndarray:
+        """A number per distinct client id (exact bytes), the same across batches and chunk types."""
+        starts, sizes = c.spans[name]
+        raw = c.data.tobytes() if len(c.data) < 64 * len(c) + (1 << 20) else None
+        d = c.data
+        table = self.cids
+        codes = np.empty(len(c), np.int64)
+        for j, (a, n) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
+            v = raw[a:a + n] if raw is not None else d[a:a + n].tobytes()
+            code = table.get(v)
+            if code is None:
+                code = table[v] = len(table)
+            codes[j] = code
+        return codes
+
+    def first_refs(self, c: Columns, codes: np.ndarray, kind: str) -> None:
+        uniq, first = np.unique(codes, return_index=True)
+        got = self.cid_first
+        for code, j in zip(uniq.tolist(), first.tolist(), strict=True):
+            i = int(c.index[j])
+            if code not in got or got[code][0] > i:
+                got[code] = (i, kind)
+
+    # ------------------------------------------------------------ chunk types
+    def msg_store(self, layout: Layout, c: Columns) -> None:
+        c, problems = self.properties(c)
+        if not len(c):
+            return
+        self.common(layout, c)
+        ints = c.ints
+        qos, retain = ints["qos"], ints["retain"]
+        topic = _Text(c, "topic")
+        sys_topic = topic.startswith(b"$SYS")
+        flags = (np.minimum(qos, 3) | np.where(retain != 0, 4, 0) | np.where(sys_topic, 8, 0)).astype(np.uint8)
+        self.stores.add(ints["store_id"], c.index, flags, topic.hash())
+        self.range(c, "qos", 2, 10)
+        self.range(c, "retain", 1, 11)
+        plen = c.spans["payload"][1]
+        self.flag(c, np.flatnonzero(plen > PAYLOAD_MAX), "error", "payload", 12, "payload",
+                  lambda r: f"payload of {int(plen[r])} bytes exceeds {PAYLOAD_MAX}")
+        empty = topic.sizes == 0
+        wild = ~empty & topic.wildcard()
+        self.flag(c, np.flatnonzero(empty | wild), "warning", "topic", 13, "topic",
+                  lambda r: "stored message has an empty topic (the broker does not save such stores)" if empty[r]
+                  else f"stored topic {_text(topic.value(r))!r} contains a wildcard")
+        self.texts(c, ("topic", "source_id", "source_username"), 14)
+        self.props_rule(c, problems, 17)
+        if "expiry_time" in ints:
+            exp = ints["expiry_time"]
+            set_rows = self.time_rules(c, "expiry_time", 18)
+            self.flag(c, np.flatnonzero(set_rows & (exp < self.now)), "warning", "expired", 19, "expiry_time",
+                      lambda r: f"message expired at {_iso(int(exp[r]))}: the broker drops it on load")
+
+    def client_msg(self, layout: Layout, c: Columns) -> None:
+        c, problems = self.properties(c)
+        if not len(c):
+            return
+        self.common(layout, c)
+        ints = c.ints
+        qos, state, direction, mid = ints["qos"], ints["state"], ints["direction"], ints["mid"]
+        self.refs.add(ints["store_id"], c.index, 0, np.minimum(qos, 127))
+        codes = self.intern(c, "client_id")
+        self.first_refs(c, codes, "client_msg")
+        self.range(c, "qos", 2, 10)
+        self.range(c, "retain", 1, 11)
+        self.range(c, "dup", 1, 12)
+        self.range(c, "direction", 1, 13)
+        known = (state >= 1) & (state <= 11)
+        self.flag(c, np.flatnonzero(~known), "warning", "range", 14, "state",
+                  lambda r: f"state {int(state[r])} is not a known message state (0-11 exist; 0 is invalid)")
+        fits = np.zeros(len(c), bool)
+        for s, (qos_ok, want) in STATE_RULES.items():
+            m = state == s
+            ok = np.isin(qos, list(qos_ok))
+            if want is not None:
+                ok &= direction == want
+            fits |= m & ok
+        self.flag(c, np.flatnonzero(known & ~fits), "warning", "state", 15, "state",
+                  lambda r: f"state {int(state[r])} does not fit qos {int(qos[r])} direction {int(direction[r])}")
+        flight = known & (state != 11)
+        self.flag(c, np.flatnonzero(flight & (qos > 0) & (mid == 0)), "warning", "mid", 16, "mid",
+                  lambda r: "in-flight QoS>0 message with mid 0")
+        rows = np.flatnonzero(flight)
+        key = (codes[rows] << 24) | (direction[rows] << 16) | mid[rows]
+        self.flights.add(key, c.index[rows], np.minimum(qos[rows], 255))
+        self.props_rule(c, problems, 18)
+
+    def retain(self, layout: Layout, c: Columns) -> None:
+        self.common(layout, c)
+        self.refs.add(c.ints["store_id"], c.index, 1, -1)
+
+    def sub(self, layout: Layout, c: Columns) -> None:
+        self.common(layout, c)
+        cid, topic = _Text(c, "client_id"), _Text(c, "topic")
+        self.flag(c, np.flatnonzero((cid.sizes == 0) | (topic.sizes == 0)), "warning", "sub", 10, None,
+                  lambda r: "subscription with empty client id or topic: the broker ignores it")
+        codes = self.intern(c, "client_id")
+        seen = self.subs_seen
+        dup = np.zeros(len(c), bool)
+        for j, (code, a, n) in enumerate(zip(codes.tolist(), topic.starts.tolist(), topic.sizes.tolist(), strict=True)):
+            key = (code, c.data[a:a + n].tobytes())
+            if key in seen:
+                dup[j] = True
+            else:
+                seen.add(key)
+        self.flag(c, np.flatnonzero(dup), "warning", "duplicate", 11, "topic",
+                  lambda r: f"duplicate subscription {_text(topic.value(r))!r} for {_text(cid.value(r))!r}")
+        self.first_refs(c, codes, "sub")
+        self.range(c, "qos", 2, 12)
+        if "options" in c.ints:
+            opts = c.ints["options"]
+            self.flag(c, np.flatnonzero(opts & 0xC3), "warning", "options", 13, "options",
+                      lambda r: f"options 0x{int(opts[r]):02x} set bits outside 2-5")
+        for r in np.flatnonzero((topic.sizes > 0) & topic.wildcard()).tolist():
+            flt = _text(topic.value(r))
+            if not valid_filter(flt):
+                self.out.one(Finding("warning", "topic", f"{flt!r} is not a valid topic filter", int(c.offset[r]),
+                                     int(c.index[r]), c.kind, "topic"), _CHUNK, 14)
+        self.texts(c, ("client_id", "topic"), 15)
+
+    subs_seen: set[tuple[int, bytes]]
+
+    def client(self, layout: Layout, c: Columns) -> None:
+        self.common(layout, c)
+        cid = _Text(c, "client_id")
+        sev = "error" if self.version >= 5 else "warning"
+        self.flag(c, np.flatnonzero(cid.sizes == 0), sev, "client", 10, "client_id",
+                  lambda r: "client with an empty client id (the broker skips it)")
+        codes = self.intern(c, "client_id")
+        dup = np.zeros(len(c), bool)
+        for j, code in enumerate(codes.tolist()):
+            if code in self.clients:
+                dup[j] = True
+            self.clients.add(code)
+        self.flag(c, np.flatnonzero(dup), "warning", "duplicate", 11, "client_id",
+                  lambda r: f"second client chunk for {_text(cid.value(r))!r}")
+        self.texts(c, ("client_id", "username"), 12)
+        if "session_expiry_time" in c.ints:
+            exp = c.ints["session_expiry_time"]
+            interval = c.ints["session_expiry_interval"]
+            set_rows = self.time_rules(c, "session_expiry_time", 14)
+            self.flag(c, np.flatnonzero(set_rows & (exp < self.now)), "warning", "expired", 15, "session_expiry_time",
+                      lambda r: f"session expired at {_iso(int(exp[r]))}: Mosquitto >= 2.0.15 drops it and its "
+                                "queue after loading")
+            self.flag(c, np.flatnonzero(set_rows & (interval == NEVER)), "warning", "expiry", 16,
+                      "session_expiry_time",
+                      lambda r: "session never expires (interval 0xFFFFFFFF) but has an expiry time")
+
+    def cfg(self, layout: Layout, c: Columns) -> None:
+        self.common(layout, c)
+        self.cfg_rows.append(c)
+
+    cfg_rows: list[Columns]
+
+    def cfg_rules(self) -> None:
+        """After every other chunk: whether a cfg is first counts only chunks that decoded."""
+        bad = np.sort(np.array(self.bad, np.int64))
+        for c in self.cfg_rows:
+            for r in range(len(c)):
+                i = int(c.index[r])
+                self.cfg_seen += 1
+                if self.cfg_seen > 1:
+                    self.at_chunk(i, "warning", "cfg", "more than one cfg chunk", _CHUNK, 10)
+                elif i - int(np.searchsorted(bad, i)) != 0:
+                    self.at_chunk(i, "warning", "cfg", "cfg chunk is not the first chunk", _CHUNK, 10)
+                self.cfg_last_db_id = int(c.ints["last_db_id"][r])
+                shutdown = int(c.ints["shutdown"][r])
+                if shutdown not in (0, 1):
+                    self.at_chunk(i, "warning", "range", f"shutdown is {shutdown}, expected 0 or 1", _CHUNK, 11,
+                                  "shutdown")
+
+    def unknown(self) -> None:
+        rows = np.flatnonzero((self.types < 1) | (self.types > 6))
+        types = self.types
+
+        def make(j: int) -> Finding:
+            i = int(rows[j])
+            return Finding("warning", "unknown-chunk", f"unknown chunk type {int(types[i])}; the broker skips it",
+                           int(self.offsets[i]), i, "unknown", None)
+
+        self.out.rows("unknown-chunk", _CHUNK, 0, "unknown", len(rows), make)
+        self.tick(len(rows))
+
+    # ------------------------------------------------------------ the walk
+    def run(self) -> None:
+        self.subs_seen = set()
+        self.cfg_rows = []
+        rules = {ChunkType.MSG_STORE: self.msg_store, ChunkType.CLIENT_MSG: self.client_msg,
+                 ChunkType.RETAIN: self.retain, ChunkType.SUB: self.sub, ChunkType.CLIENT: self.client,
+                 ChunkType.CFG: self.cfg}
+        self.unknown()
+        for t in (ChunkType.CFG, ChunkType.CLIENT, ChunkType.MSG_STORE, ChunkType.CLIENT_MSG, ChunkType.RETAIN,
+                  ChunkType.SUB):
+            for layout, c in self.batches(int(t)):
+                rules[t](layout, c)
+        self.cfg_rules()
+
+    # ------------------------------------------------------------ cross-references
+    def xref(self, rule_no: int, severity: str, rule: str, message: Callable[[int], str], chunks: np.ndarray,
+             kinds: Callable[[int], str], field: str, rows: np.ndarray) -> None:
+        """Findings for ``rows`` (any order) of a rule over chunk numbers ``chunks``."""
+        rows = rows[np.argsort(chunks[rows], kind="stable")]
+
+        def make(j: int) -> Finding:
+            r = int(rows[j])
+            i = int(chunks[r])
+            return Finding(severity, rule, message(r), None, i, kinds(r), field)
+
+        self.out.rows(rule, _XREF, rule_no, None, len(rows), make)
+
+    def finish(self) -> None:
+        decoded = self.n - len(self.bad)
+        if decoded and not self.cfg_seen:
+            self.out.one(Finding("warning", "cfg", "no cfg chunk: the broker assumes last_db_id 0"), _XREF, 0)
+        ids, spos, flags, topics = self.stores.columns()
+        if len(ids) > 1 and not np.all(ids[1:] >= ids[:-1]):  # store ids usually ascend in file order
+            order = np.argsort(ids, kind="stable")
+            self.stores = _Table(0, ())
+            sids = ids[order]
+            del ids
+            spos, flags, topics = spos[order], flags[order], topics[order]
+            del order
+        else:
+            sids = ids
+        if len(sids) > 1:
+            dup = np.flatnonzero(sids[1:] == sids[:-1])
+            self.xref(1, "error", "duplicate-store",
+                      lambda j: f"store id {int(sids[j + 1])} appears twice (first at chunk {int(spos[j])})",
+                      spos[1:], lambda j: "msg_store", "store_id", dup)
+        if self.cfg_last_db_id is not None and len(sids) and int(sids[-1]) > self.cfg_last_db_id:
+            self.out.one(Finding("warning", "last-db-id", f"last_db_id {self.cfg_last_db_id} is below the highest "
+                                 f"store id {int(sids[-1])}: the broker could hand out an id twice (or the file is "
+                                 "big-endian)"), _XREF, 2)
+        refs, rpos, rkind, rqos = self.refs.columns()
+        flagged: dict[str, list[np.ndarray]] = {"dangling": [], "order": [], "flag0": [], "sys": [], "qos": []}
+        referenced = np.zeros(len(sids), bool)
+        ret_store: list[np.ndarray] = []
+        ret_row: list[np.ndarray] = []
+        for part in range(0, len(refs), REF_SLICE):  # temporaries stay a few MB
+            sl = slice(part, part + REF_SLICE)
+            r_ids = refs[sl]
+            where = np.searchsorted(sids, r_ids)
+            found = where < len(sids)
+            if len(sids):
+                np.minimum(where, len(sids) - 1, out=where)
+                found &= sids[where] == r_ids
+            else:
+                found[:] = False
+            flagged["dangling"].append(np.flatnonzero(~found) + part)
+            if not len(sids):
+                continue
+            flagged["order"].append(np.flatnonzero(found & (spos[where] > rpos[sl])) + part)
+            referenced[where[found]] = True
+            kinds = rkind[sl]
+            is_ret = np.flatnonzero(found & (kinds == 1))
+            st = where[is_ret]
+            ret_store.append(st.astype(spos.dtype))
+            ret_row.append((is_ret + part).astype(spos.dtype))
+            flagged["flag0"].append(is_ret[(flags[st] & 4) == 0] + part)
+            flagged["sys"].append(is_ret[(flags[st] & 8) != 0] + part)
+            is_cm = np.flatnonzero(found & (kinds == 0))
+            st = where[is_cm]
+            higher = rqos[sl][is_cm] > (flags[st] & 3).astype(np.int8)
+            flagged["qos"].append(is_cm[higher] + part)
+        rows = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in flagged.items()}
+        labels = ("client_msg", "retain")
+
+        def ref_kind(j: int) -> str:
+            return labels[rkind[j]]
+
+        self.xref(3, "error", "dangling",
+                  lambda j: f"store id {int(refs[j])} is not in the file: the broker drops this reference (2.0) "
+                            "or refuses the file (1.4/1.5)", rpos, ref_kind, "store_id", rows["dangling"])
+        self.xref(4, "error", "order",
+                  lambda j: f"store {int(refs[j])} appears after this reference; the single-pass loader does not "
+                            "see it", rpos, ref_kind, "store_id", rows["order"])
+        if len(sids):
+            self.xref(5, "warning", "unreferenced",
+                      lambda j: f"store {int(sids[j])} is referenced by no client message or retain: the broker "
+                                "drops it on its next save", spos, lambda j: "msg_store", "store_id",
+                      np.flatnonzero(~referenced))
+            del referenced
+            def store_of(j: int) -> int:  # the store a found reference points at
+                return int(np.searchsorted(sids, refs[j]))
+
+            self.xref(6, "warning", "retain", lambda j: f"retain points at store {int(sids[store_of(j)])} whose "
+                      "retain flag is 0", rpos, lambda j: "retain", "store_id", rows["flag0"])
+            self.xref(7, "warning", "retain", lambda j: "retained $SYS message (the broker never saves these)",
+                      rpos, lambda j: "retain", "store_id", rows["sys"])
+            rstore = np.concatenate(ret_store) if ret_store else np.zeros(0, np.int64)
+            if len(rstore) > 1:  # every retain after the first on a topic (in file order)
+                t = topics[rstore]
+                del rstore
+                ordered = np.sort(t)
+                twice = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])  # usually none
+                del ordered
+                cand = np.flatnonzero(np.isin(t, twice))
+                t = t[cand]
+                o = np.argsort(t, kind="stable")
+                t = t[o]
+                dup = np.concatenate(ret_row)[cand[o[1:][t[1:] == t[:-1]]]]
+                del t, o, cand
+                self.xref(8, "warning", "retain", lambda j: "second retained message for the same topic",
+                          rpos, lambda j: "retain", "store_id", dup)
+            self.xref(9, "warning", "qos", lambda j: f"client message qos {int(rqos[j])} above its store's qos "
+                      f"{int(flags[store_of(j)]) & 3}", rpos, lambda j: "client_msg", "qos", rows["qos"])
+        self.inflight()
+        self.no_client()
+
+    def inflight(self) -> None:
+        """A second in-flight message with the same client, direction and mid (QoS > 0)."""
+        key, ci, qos = self.flights.columns()
+        if len(key) < 2:
+            return
+        order = np.argsort(key, kind="stable")  # file order within one key
+        k = key[order]
+        later = np.zeros(len(k), bool)
+        later[1:] = k[1:] == k[:-1]
+        rows = order[later]
+        rows = np.sort(rows[qos[rows] > 0])
+        names = list(self.cids)
+
+        def make(j: int) -> Finding:
+            r = int(rows[j])
+            i = int(ci[r])
+            cid = _text(names[int(key[r]) >> 24])
+            return Finding("warning", "duplicate", f"second in-flight message for {cid!r} with mid {int(key[r]) & 0xFFFF}",
+                           int(self.offsets[i]), i, "client_msg", "mid")
+
+        self.out.rows("duplicate", _CHUNK, 17, "client_msg", len(rows), make)
+
+    def no_client(self) -> None:
+        names = list(self.cids)
+        missing = sorted((i, kind, code) for code, (i, kind) in self.cid_first.items() if code not in self.clients)
+
+        def make(j: int) -> Finding:
+            i, kind, code = missing[j]
+            return Finding("warning", "no-client", f"{kind} for client {_text(names[code])!r} which has no client "
+                           "chunk (the broker creates the session anyway)", int(self.offsets[i]), i, kind, "client_id")
+
+        self.out.rows("no-client", _XREF, 10, None, len(missing), make)
+
+
+class _Table:
+    """Typed columns of a known most rows, filled batch by batch."""
+
+    def __init__(self, rows: int, dtypes: tuple[Any, ...]) -> None:
+        self.cols = [np.empty(rows, dt) for dt in dtypes]
+        self.n = 0
+
+    def add(self, *values: Any) -> None:
+        k = next(len(v) for v in values if isinstance(v, np.ndarray))
+        for col, v in zip(self.cols, values, strict=True):
+            col[self.n:self.n + k] = v
+        self.n += k
+
+    def columns(self) -> tuple[np.ndarray, ...]:
+        return tuple(col[:self.n] for col in self.cols)
+
+
+# ---------------------------------------------------------------- the file
 NUL_BLOCK = 1 << 20
 
 
@@ -347,8 +758,6 @@ def nul_tail(db: DbFile) -> tuple[int, int] | None:
     A save cut short by a crash leaves the file's last blocks allocated but never written:
     zeros, which read as a run of "chunks" of type 0 and length 0.
     """
-    from codec.layouts import header_size
-
     if db.empty or db.version is None:
         return None
     size = db.size
@@ -370,49 +779,33 @@ def nul_tail(db: DbFile) -> tuple[int, int] | None:
     return first, size - first
 
 
-PROGRESS_EVERY = 0x3FFF  # report progress every 16,384 chunks
+def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
+               progress: Callable[[int, int], None] | None = None) -> list[Finding]:
+    """Check every chunk of an open db; chunks that do not decode become findings and the rest are checked.
 
-
-def check_file(db: DbFile, *, at: float | None = None,
-               progress: Callable[[int, int], None] | None = None) -> Iterator[Finding] | list[Finding]:
-    """Check every chunk of an open db; decoding errors become findings and the walk goes on when it can.
-
-    ``progress(bytes_done, size)`` is called every few thousand chunks (and once at the end).
+    ``limit``: findings shown per rule (None: all); past it one finding says how many more there are.
+    ``progress(done, total)`` is called after each batch of chunks.
     """
     if db.empty:
         return [Finding("warning", "empty", "empty file: the broker treats it as no saved state")]
     assert db.version is not None
-    checker = Checker(db.version, at=at)
     idx = db.index
     tail = nul_tail(db)
-    # decode chunk ranges between damaged chunks; the index knows where each chunk starts
-    i, n = 0, len(idx)
-    stop = idx.end
+    n = len(idx)
     if tail is not None:
         n = bisect.bisect_left(idx.offsets, tail[0], 0, len(idx))
-        stop = tail[0] if tail[0] < idx.end else idx.end
-    while i < n:
-        try:
-            for c in db.stream(start=idx.offsets[i], stop=stop, first_index=i):
-                checker.add(c)
-                i = c.index + 1
-                if progress is not None and not i & PROGRESS_EVERY:
-                    progress(c.offset, db.size)
-        except CodecError as exc:
-            checker.add_error(exc)
-            i = (exc.chunk_index if exc.chunk_index is not None else i) + 1
-        else:
-            break
+    run = _Check(db, n, at, limit, progress)
+    run.run()
     if tail is not None:
         start, count = tail
-        checker.report("error", "nul-tail", f"{count:,} NUL bytes from offset {start:,}: an interrupted write (the save "
-                       "never reached the disk; `mosqdb repair` drops them)", offset=start)
+        run.out.one(Finding("error", "nul-tail", f"{count:,} NUL bytes from offset {start:,}: an interrupted write "
+                            "(the save never reached the disk; `mosqdb repair` drops them)", start), _END, 0)
     elif idx.error is not None:
-        checker.add_error(idx.error)
+        exc = idx.error
+        run.out.one(Finding("error", "decode", exc.reason, exc.offset, exc.chunk_index, exc.chunk_type, exc.field),
+                    _END, 0)
     elif idx.trailing:
-        checker.report("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk header "
-                       "or an unknown chunk cut short); the broker ignores them", offset=idx.end)
-    findings = checker.finish()
-    if progress is not None:
-        progress(db.size, db.size)
-    return findings
+        run.out.one(Finding("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk "
+                            "header or an unknown chunk cut short); the broker ignores them", idx.end), _END, 0)
+    run.finish()
+    return run.out.result()

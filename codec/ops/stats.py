@@ -16,6 +16,7 @@ import numpy as np
 from codec.columnar import ColumnReader, batches
 from codec.layouts import ChunkType
 from codec.reader import DbFile
+from codec.textscan import TextColumn, position_weights
 
 BY = ("type", "client", "topic")
 
@@ -73,13 +74,18 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2, progress: Callable[[in
 
 def _by_type(types: np.ndarray, sizes: np.ndarray) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
-    for t in np.unique(types).tolist():
-        try:
-            label = ChunkType(t).label
-        except ValueError:
-            label = f"unknown({t})"
-        m = types == t
-        out[label] = {"count": int(m.sum()), "bytes": int(sizes[m].sum())}
+    small = np.minimum(types, 7)  # known types 1-6; 0 and >= 7 are looked at one by one
+    counts = np.bincount(small, minlength=8).tolist()
+    total = _sums(small.astype(np.int64), sizes, 8).tolist()
+    odd = np.unique(types[(small == 0) | (small == 7)]).tolist() if counts[0] or counts[7] else []
+    for t in sorted(set(range(1, 7)) | set(odd)):
+        if 1 <= t <= 6:
+            if not counts[t]:
+                continue
+            out[ChunkType(t).label] = {"count": counts[t], "bytes": total[t]}
+        else:
+            m = types == t
+            out[f"unknown({t})"] = {"count": int(m.sum()), "bytes": int(sizes[m].sum())}
     return out
 
 
@@ -90,8 +96,9 @@ class _Stores:
     idx: np.ndarray  # chunk numbers
     ids: np.ndarray
     plen: np.ndarray
-    topic_key: list[str]
-    topic_acc: dict[str, list[int]]  # prefix -> [stores, bytes, payload bytes, retained]
+    topic_code: np.ndarray  # per store: its prefix's number in ``prefixes``
+    prefixes: dict[str, int]  # prefix -> number
+    acc: np.ndarray  # per prefix number: [stores, bytes, payload bytes, retained]
     biggest: list[tuple[int, int]]  # (payload len, position): a heap of the ``top`` largest
     order: np.ndarray = field(init=False)
     sorted_ids: np.ndarray = field(init=False)
@@ -109,31 +116,80 @@ class _Stores:
         return order[wc], ok
 
 
+def _prefix_codes(tx: TextColumn, depth: int, prefixes: dict[str, int]) -> np.ndarray:
+    """Each topic's prefix number (:func:`_prefix` on bytes: "/" is one byte in UTF-8 and nothing else
+    contains it). Topics in the scan window are cut with numpy and grouped by a hash of their prefix,
+    each group checked byte for byte against its first member; Python cuts the others."""
+    n = len(tx.sizes)
+    codes = np.empty(n, np.int64)
+    slow = np.arange(n) if depth < 1 else tx.long
+    short = tx.short if depth >= 1 and tx.width else np.zeros(0, np.int64)
+    if len(short):
+        win, valid, width = tx.win, tx.valid, tx.width
+        levels = np.cumsum((win == 0x2F) & valid, axis=1, dtype=np.int32)
+        more = levels[:, -1] >= depth
+        cut = np.where(more, np.argmax(levels >= depth, axis=1), tx.sizes[short])
+        del levels
+        width = int(cut.max()) if len(cut) else 0  # only the prefixes matter from here on
+        win = win[:, :width]
+        w = position_weights(width)
+        h = cut.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) ^ more.astype(np.uint64)
+        total = np.zeros(len(short), np.uint64)
+        for k in range(width):
+            v = (win[:, k].astype(np.uint64) + np.uint64(1)) * w[k]
+            v[cut <= k] = 0
+            total += v
+        h ^= total
+        _uniq, first, inv = np.unique(h, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+        rep = first[inv]
+        inside = np.arange(width)[None, :] < cut[:, None]
+        same = (cut == cut[rep]) & (more == more[rep]) & np.all((win == win[rep]) | ~inside, axis=1)
+        group = np.empty(len(first), np.int64)
+        for u, f in enumerate(first.tolist()):
+            key = win[f, :cut[f]].tobytes().decode("utf-8", "surrogateescape") + ("/#" if more[f] else "")
+            group[u] = prefixes.setdefault(key, len(prefixes))
+        codes[short] = group[inv]
+        slow = np.concatenate([slow, short[~same]])
+    for r in slow.tolist():
+        key = _prefix(tx.value(r).decode("utf-8", "surrogateescape"), depth)
+        codes[r] = prefixes.setdefault(key, len(prefixes))
+    return codes
+
+
+def _sums(codes: np.ndarray, values: np.ndarray | None, n: int) -> np.ndarray:
+    """Per code: how many rows (``values`` None) or the sum of their values, as int64."""
+    if values is None:
+        return np.bincount(codes, minlength=n)
+    if not len(values) or int(values.max()) * len(values) < 1 << 53:  # float64 sums stay exact
+        return np.bincount(codes, weights=values, minlength=n).astype(np.int64)
+    out = np.zeros(n, np.int64)
+    np.add.at(out, codes, values)
+    return out
+
+
 def _stores(cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, top: int, depth: int) -> _Stores:
     """Stores: id, topic, payload length, chunk size; bytes per topic prefix; the biggest payloads."""
     s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
     s_ids = np.zeros(len(s_idx), np.uint64)
     s_plen = np.zeros(len(s_idx), np.int64)
-    topic_acc: dict[str, list[int]] = {}
-    s_topic_key: list[str] = []
+    s_code = np.zeros(len(s_idx), np.int64)
+    prefixes: dict[str, int] = {}
+    acc = np.zeros((0, 4), np.int64)
     biggest: list[tuple[int, int]] = []
     for s in batches(len(s_idx)):
         g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
         plens = g.spans["payload"][1]
         s_ids[s] = g.ints["store_id"]
         s_plen[s] = plens
-        topics = g.texts("topic")
-        csz = sizes[s_idx[s]].tolist()
-        for j, (topic, plen) in enumerate(zip(topics, plens.tolist(), strict=True)):
-            key = _prefix(topic, depth)
-            s_topic_key.append(key)
-            acc = topic_acc.get(key)
-            if acc is None:
-                acc = topic_acc[key] = [0, 0, 0, 0]
-            acc[0] += 1
-            acc[1] += csz[j]
-            acc[2] += plen
-        k = min(top, len(topics))
+        codes = _prefix_codes(TextColumn(g, "topic"), depth, prefixes)
+        s_code[s] = codes
+        if len(prefixes) > len(acc):
+            acc = np.concatenate([acc, np.zeros((len(prefixes) - len(acc), 4), np.int64)])
+        acc[:, 0] += _sums(codes, None, len(acc))
+        acc[:, 1] += _sums(codes, sizes[s_idx[s]], len(acc))
+        acc[:, 2] += _sums(codes, plens, len(acc))
+        k = min(top, len(codes))
         if k:
             part = np.argpartition(-plens, k - 1)[:k]
             for j in part.tolist():
@@ -143,7 +199,7 @@ def _stores(cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, top: int, 
                 else:
                     heapq.heappushpop(biggest, item)
         cols.release()
-    return _Stores(s_idx, s_ids, s_plen, s_topic_key, topic_acc, biggest)
+    return _Stores(s_idx, s_ids, s_plen, s_code, prefixes, acc, biggest)
 
 
 def _by_topic(cols: ColumnReader, types: np.ndarray, stores: _Stores, top: int) -> list[dict[str, Any]]:
@@ -152,49 +208,45 @@ def _by_topic(cols: ColumnReader, types: np.ndarray, stores: _Stores, top: int) 
     for s in batches(len(r_idx)):
         ids = cols.gather(r_idx[s], int(ChunkType.RETAIN), ("store_id",)).ints["store_id"]
         pos, ok = stores.position(ids)
-        for p in pos[ok].tolist():
-            stores.topic_acc[stores.topic_key[p]][3] += 1
-    return sorted(({"topic": k, "stores": v[0], "bytes": v[1], "payload_bytes": v[2], "retained": v[3]}
-                   for k, v in stores.topic_acc.items()), key=lambda d: (-d["bytes"], d["topic"]))[:top]
+        stores.acc[:, 3] += _sums(stores.topic_code[pos[ok]], None, len(stores.acc))
+    acc = stores.acc.tolist()
+    return sorted(({"topic": k, "stores": acc[v][0], "bytes": acc[v][1], "payload_bytes": acc[v][2],
+                    "retained": acc[v][3]} for k, v in stores.prefixes.items()),
+                  key=lambda d: (-d["bytes"], d["topic"]))[:top]
 
 
 def _by_client(db: DbFile, cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, stores: _Stores,
                top: int) -> list[dict[str, Any]]:
     """Clients: sessions, subscriptions, queued messages and the payload bytes they hold."""
-    clients: dict[str, dict[str, Any]] = {}
-
-    def entry(cid: str) -> dict[str, Any]:
-        e = clients.get(cid)
-        if e is None:
-            e = clients[cid] = {"client_id": cid, "session": False, "subscriptions": 0, "queued": 0,
-                                "queued_payload_bytes": 0, "bytes": 0}
-        return e
-
-    for t, key in ((ChunkType.CLIENT, "session"), (ChunkType.SUB, "subscriptions"), (ChunkType.CLIENT_MSG, "queued")):
+    ids: dict[bytes, int] = {}  # client id -> number
+    acc = np.zeros((0, 5), np.int64)  # per number: session, subscriptions, queued, queued payload bytes, bytes
+    for t, col in ((ChunkType.CLIENT, 0), (ChunkType.SUB, 1), (ChunkType.CLIENT_MSG, 2)):
         idx = np.flatnonzero(types == int(t))
         for s in batches(len(idx)):
             if t == ChunkType.CLIENT:  # decoded one by one: the v6 CLIENT layout depends on the writer's ABI
                 g = None
-                cids = [db.chunk(i).record["client_id"] for i in idx[s].tolist()]
+                codes = np.array([ids.setdefault(db.chunk(i).record["client_id"].encode("utf-8", "surrogateescape"),
+                                                 len(ids)) for i in idx[s].tolist()], np.int64)
             else:
                 names = ("client_id", "store_id") if t == ChunkType.CLIENT_MSG else ("client_id",)
                 g = cols.gather(idx[s], int(t), names)
-                cids = g.texts("client_id")
-            csz = sizes[idx[s]].tolist()
-            plens = [0] * len(cids)
+                codes = TextColumn(g, "client_id").codes(ids)
+            if len(ids) > len(acc):
+                acc = np.concatenate([acc, np.zeros((len(ids) - len(acc), 5), np.int64)])
+            if col == 0:
+                acc[codes, 0] = 1
+            else:
+                acc[:, col] += _sums(codes, None, len(acc))
+            acc[:, 4] += _sums(codes, sizes[idx[s]], len(acc))
             if g is not None and t == ChunkType.CLIENT_MSG:
                 pos, ok = stores.position(g.ints["store_id"])
-                plens = np.where(ok, stores.plen[pos] if len(stores.plen) else 0, 0).tolist()
-            for cid, n, pl in zip(cids, csz, plens, strict=True):
-                e = entry(cid)
-                if key == "session":
-                    e["session"] = True
-                else:
-                    e[key] += 1
-                e["bytes"] += n
-                e["queued_payload_bytes"] += pl
+                acc[:, 3] += _sums(codes, np.where(ok, stores.plen[pos] if len(stores.plen) else 0, 0), len(acc))
             cols.release()
-    return sorted(clients.values(), key=lambda d: (-d["bytes"] - d["queued_payload_bytes"], d["client_id"]))[:top]
+    values = acc.tolist()
+    clients = [{"client_id": cid.decode("utf-8", "surrogateescape"), "session": bool(values[n][0]),
+                "subscriptions": values[n][1], "queued": values[n][2], "queued_payload_bytes": values[n][3],
+                "bytes": values[n][4]} for cid, n in ids.items()]
+    return sorted(clients, key=lambda d: (-d["bytes"] - d["queued_payload_bytes"], d["client_id"]))[:top]
 
 
 def _biggest(cols: ColumnReader, offsets: np.ndarray, stores: _Stores) -> list[dict[str, Any]]:

@@ -75,3 +75,47 @@ def test_text_tables(by: str) -> None:
 def test_bad_input(tmp_path: Path) -> None:
     r = run_proc("stats", tmp_path / "missing.db")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def odd_topics_db(path: Path) -> Path:
+    """v6: topics and client ids the byte scans must cut and group exactly as Python does."""
+    from codec.engine import Record
+    from codec.layouts import ChunkType
+    from codec.writer import write_records
+
+    raw = b"t/\xff\xfe/x".decode("utf-8", "surrogateescape")
+    topics = ["", "a", "/", "a/b", "a/b/c", "//", "a//b/", "é/ü/x/y", raw, raw + "/z", "$SYS/x/y", "+/#",
+              "fleet/" + "s" * 80 + "/dev/1", "fleet/" + "s" * 80 + "/dev/2", "x" * 70, "x" * 70 + "/y",
+              "a/b", "a/b/c", "é/ü/x/y"]
+    clients = ["c1", "", "é", raw, "c" * 90, "c1"]
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 100}, 6)]
+    for i, topic in enumerate(topics, 1):
+        recs.append(Record(int(ChunkType.MSG_STORE), {
+            "store_id": i, "expiry_time": 0, "source_mid": 0, "source_id": "s", "source_username": None,
+            "source_port": 0, "topic": topic, "qos": 1, "retain": i % 2, "payload": b"p" * i, "properties": None}, 6))
+    for i, cid in enumerate(clients):
+        recs.append(Record(int(ChunkType.CLIENT_MSG), {"store_id": 1 + i, "mid": i, "client_id": cid, "qos": 1,
+                                                      "state": 2, "retain": 0, "dup": 0, "direction": 1,
+                                                      "properties": None}, 6))
+        recs.append(Record(int(ChunkType.SUB), {"identifier": 0, "client_id": cid, "topic": f"t/{i}", "qos": 0,
+                                               "options": 0}, 6))
+    recs += [Record(int(ChunkType.RETAIN), {"store_id": i}, 6) for i in range(1, len(topics) + 1, 2)]
+    write_records(path, 6, recs)
+    return path
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2, 3, 5])
+def test_byte_scans_group_like_python(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, depth: int) -> None:
+    """Prefixes and client ids found with numpy equal those of the Python path (values past the scan window)."""
+    from codec.textscan import TextColumn
+
+    for src in [odd_topics_db(tmp_path / "odd.db"), *BY_VERSION.values()]:
+        with DbFile(src) as db:
+            fast = compute(db, top=100, depth=depth).to_json()
+        monkeypatch.setattr(TextColumn, "WINDOW", 1)
+        with DbFile(src) as db:
+            slow = compute(db, top=100, depth=depth).to_json()
+        monkeypatch.undo()
+        assert fast == slow, src.name
+        if depth == 2 and src.name == "odd.db":
+            assert {t["topic"] for t in fast["by_topic"]} >= {"a/b/#", "a/b", "a//#", "/", "//#", "$SYS/x/#"}

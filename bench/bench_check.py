@@ -1,0 +1,145 @@
+"""`check`, `stats` and `info` on a big file, each run in its own process, with peak RSS.
+
+usage: python bench/bench_check.py [FILE] [--repeat N] [--no-tui]
+       (default FILE: $MOSQDB_BIG or /work/big/big.db; N: 3)
+
+Prints, for every round, the wall time and peak RSS of
+
+  * ``mosqdb check FILE``
+  * ``mosqdb stats FILE --by topic --depth 2``
+  * ``mosqdb info FILE`` and ``mosquitto_db_dump --stats FILE`` (the oracle, when found), and their ratio
+  * the TUI: ``mosqdb inspect FILE`` in a pty, ``c`` pressed once the index is done: seconds until the
+    findings show, and the process's peak RSS (VmHWM)
+
+then min-median-max over the rounds. The machine is shared and noisy: the info/oracle ratio is taken
+within each round (the two runs back to back), and the summary gives its spread.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+# MOSQDB_REPO: time the CLI of another checkout (a baseline) with this script
+ROOT = os.environ.get("MOSQDB_REPO") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ORACLES = ("/root/.cache/mosqdb-oracles/2.0.22/mosquitto_db_dump",)
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one child, through /usr/bin/time."""
+    t = time.perf_counter()
+    p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, check=False, cwd=ROOT)
+    wall = time.perf_counter() - t
+    try:
+        return wall, int(p.stderr.strip().splitlines()[-1]) / 1024
+    except (ValueError, IndexError):
+        return wall, float("nan")
+
+
+def vm_hwm(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def tui_check(path: str, timeout: float = 120) -> tuple[float, float, float]:
+    """Seconds from pressing ``c`` to the findings, the TUI's peak RSS then, and its peak before ``c``."""
+    import fcntl
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
+    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path], stdin=slave, stdout=slave,
+                            stderr=slave, cwd=ROOT, env=env, close_fds=True)
+    os.close(slave)
+    out = b""
+
+    def pump(until: bytes, deadline: float) -> bool:
+        nonlocal out
+        while time.perf_counter() < deadline:
+            if select.select([master], [], [], 0.05)[0]:
+                try:
+                    out += os.read(master, 1 << 16)
+                except OSError:
+                    return False
+                if until in out:
+                    return True
+        return False
+
+    try:
+        if not pump(b"chunks:", time.perf_counter() + timeout):
+            return float("nan"), vm_hwm(proc.pid), float("nan")
+        time.sleep(0.3)
+        before = vm_hwm(proc.pid)
+        out = b""
+        t = time.perf_counter()
+        os.write(master, b"c")
+        done = pump(b"finding(s)", t + timeout)
+        wall = time.perf_counter() - t if done else float("nan")
+        time.sleep(0.2)
+        return wall, vm_hwm(proc.pid), before
+    finally:
+        os.write(master, b"\x1bq")
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f}-{statistics.median(values):.2f}-{max(values):.2f}"
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    repeat = 3
+    if "--repeat" in sys.argv:
+        repeat = int(sys.argv[sys.argv.index("--repeat") + 1])
+        args = [a for a in args if a != str(repeat)]
+    path = args[0] if args else os.environ.get("MOSQDB_BIG", "/work/big/big.db")
+    if not os.path.exists(path):
+        sys.exit(f"{path} not found")
+    mosqdb = [sys.executable, "-m", "inspector.cli"]
+    oracle = next((o for o in ORACLES if os.path.exists(o)), None) or shutil.which("mosquitto_db_dump")
+    print(f"file: {path} ({os.path.getsize(path) / 1e6:.0f} MB); oracle: {oracle or 'none'}")
+    runs: dict[str, list[tuple[float, float]]] = {}
+    ratios: list[float] = []
+    for r in range(repeat):
+        row = {
+            "check": timed(mosqdb + ["check", path]),
+            "stats --by topic --depth 2": timed(mosqdb + ["stats", path, "--by", "topic", "--depth", "2"]),
+            "info": timed(mosqdb + ["info", path]),
+        }
+        if oracle:
+            row["mosquitto_db_dump --stats"] = timed([oracle, "--stats", path])
+            ratios.append(row["info"][0] / row["mosquitto_db_dump --stats"][0])
+        if "--no-tui" not in sys.argv:
+            wall, peak, before = tui_check(path)
+            row["tui c (after the index)"] = (wall, peak)
+            runs.setdefault("tui peak before c", []).append((float("nan"), before))
+        for name, v in row.items():
+            runs.setdefault(name, []).append(v)
+        print(f"round {r + 1}: " + "; ".join(f"{k} {w:.2f} s {m:.0f} MiB" for k, (w, m) in row.items())
+              + (f"; info/oracle {ratios[-1]:.2f}x" if oracle else ""), flush=True)
+    print("\nmin-median-max over", repeat, "rounds")
+    for name, vs in runs.items():
+        print(f"  {name:28s} {spread([w for w, _ in vs])} s   peak RSS {spread([m for _, m in vs])} MiB")
+    if ratios:
+        print(f"  {'info / mosquitto_db_dump':28s} {spread(ratios)}x (ratio within each round)")
+
+
+if __name__ == "__main__":
+    main()
