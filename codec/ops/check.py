@@ -784,7 +784,7 @@ def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT
     """Check every chunk of an open db; chunks that do not decode become findings and the rest are checked.
 
     ``limit``: findings shown per rule (None: all); past it one finding says how many more there are.
-    ``progress(done, total)`` is called after each batch of chunks.
+    ``progress(bytes_done, size)`` is called after each batch of chunks.
     """
     if db.empty:
         return [Finding("warning", "empty", "empty file: the broker treats it as no saved state")]
@@ -794,6 +794,12 @@ def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT
     n = len(idx)
     if tail is not None:
         n = bisect.bisect_left(idx.offsets, tail[0], 0, len(idx))
+    if progress is not None:  # the batches count chunks; every codec progress callback reports bytes read
+        report, offsets = progress, idx.offsets
+
+        def progress(done: int, total: int) -> None:
+            report(db.size if done >= total else int(offsets[done]), db.size)
+
     run = _Check(db, n, at, limit, progress)
     run.run()
     if tail is not None:
