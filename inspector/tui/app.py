@@ -26,7 +26,6 @@ from textual.widgets import Footer, Input, Static
 from textual.worker import get_current_worker
 
 from codec import CodecError
-from codec.ops.check import check_file
 from inspector.tui.actions import actions, bindings, palette_help
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
@@ -242,6 +241,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
 
     @work(thread=True, exclusive=True, group="check")
     def check_worker(self) -> None:
+        from codec.ops.check import check_file  # loaded on first use: the first screen does not need it
+
         findings = list(check_file(self.doc.db, at=self.check_at))
         self.call_from_thread(self.show_findings, findings)
 
