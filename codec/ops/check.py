@@ -11,7 +11,7 @@ import bisect
 import os
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -370,8 +370,16 @@ def nul_tail(db: DbFile) -> tuple[int, int] | None:
     return first, size - first
 
 
-def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | list[Finding]:
-    """Check every chunk of an open db; decoding errors become findings and the walk goes on when it can."""
+PROGRESS_EVERY = 1 << 13  # chunks between two progress calls
+
+
+def check_file(db: DbFile, *, at: float | None = None,
+               progress: Callable[[int, int], object] | None = None) -> Iterator[Finding] | list[Finding]:
+    """Check every chunk of an open db; decoding errors become findings and the walk goes on when it can.
+
+    ``progress(done, total)`` is called every few thousand chunks (chunks checked, chunks in the
+    index); an exception it raises stops the check and propagates (a UI's cancel).
+    """
     if db.empty:
         return [Finding("warning", "empty", "empty file: the broker treats it as no saved state")]
     assert db.version is not None
@@ -384,11 +392,15 @@ def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | li
     if tail is not None:
         n = bisect.bisect_left(idx.offsets, tail[0], 0, len(idx))
         stop = tail[0] if tail[0] < idx.end else idx.end
+    if progress is not None:
+        progress(0, n)
     while i < n:
         try:
             for c in db.stream(start=idx.offsets[i], stop=stop, first_index=i):
                 checker.add(c)
                 i = c.index + 1
+                if progress is not None and not i & (PROGRESS_EVERY - 1):
+                    progress(i, n)
         except CodecError as exc:
             checker.add_error(exc)
             i = (exc.chunk_index if exc.chunk_index is not None else i) + 1
@@ -403,4 +415,6 @@ def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | li
     elif idx.trailing:
         checker.report("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk header "
                        "or an unknown chunk cut short); the broker ignores them", offset=idx.end)
+    if progress is not None:
+        progress(n, n)
     return checker.finish()

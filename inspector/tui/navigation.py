@@ -12,11 +12,11 @@ from typing import Any
 
 from textual import work
 from textual.widgets import Input
-from textual.worker import get_current_worker
 
 from codec import CodecError
 from inspector.tui.document import Document
 from inspector.tui.filters import StoreColumns, parse_filter, search_forward, stream_matches, with_edits
+from inspector.tui.jobs import Cancelled, Progress
 from inspector.tui.messages import FilterProgress
 from inspector.tui.screens import PromptScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
@@ -123,9 +123,13 @@ class NavigationMixin:
 
     @work(thread=True, exclusive=True, group="search")
     def search_worker(self, text: str, start: int) -> None:
-        worker = get_current_worker()
-        found = search_forward(self.doc, text, start, lambda: worker.is_cancelled)
-        if not worker.is_cancelled:
+        progress = Progress(self, "search")  # search_forward reports no position: an indeterminate bar
+        progress.post(False)
+        try:
+            found = search_forward(self.doc, text, start, progress.cancelled)
+        finally:
+            progress.finish()
+        if not progress.cancelled():
             self.call_from_thread(self.search_done, text, found)
 
     def search_done(self, text: str, found: int | None) -> None:
@@ -169,10 +173,9 @@ class NavigationMixin:
             self.chunks.focus()
 
     def action_clear_filter(self) -> None:
-        for worker in self.workers:
-            if worker.group == "search" and worker.is_running:
-                worker.cancel()
-                self.say("search cancelled")
+        stopped = self.cancel_jobs()  # Esc stops a running filter, search, check or export first
+        if stopped:
+            self.say(", ".join(stopped) + " cancelled")
         if self.filter_text or self.query_one("#filter").display:
             self.clear_filter()
             self.chunks.focus()
@@ -221,16 +224,20 @@ class NavigationMixin:
 
     @work(thread=True, exclusive=True, group="filter")
     def filter_worker(self, spec: Any, gen: int) -> None:
-        worker = get_current_worker()
-
-        def cancelled() -> bool:
-            return worker.is_cancelled or gen != self.filter_gen
-
+        progress = Progress(self, "filter", self.doc.count(), stop=lambda: gen != self.filter_gen)
+        progress.post(False)
+        found = 0
         try:
-            for batch in stream_matches(self.doc, spec, cancelled):
+            for batch in stream_matches(self.doc, spec, progress.cancelled):
+                found += len(batch)
                 self.post_message(FilterProgress(gen, batch, False))
+                progress(int(batch[-1]) + 1 if len(batch) else progress.done, found=found)
+        except Cancelled:
+            pass
         except CodecError as exc:
             self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
+        finally:
+            progress.finish()
         self.post_message(FilterProgress(gen, [], True))
 
     def on_filter_progress(self, msg: FilterProgress) -> None:

@@ -13,6 +13,7 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from inspector.tui.actions import help_text
+from inspector.tui.widgets.jobbar import JobBar
 
 LEGEND = """\
 [b]Marks[/b]  * edited  + new  D deleted  !! does not decode  ⚠ damage
@@ -87,26 +88,50 @@ class HelpScreen(ModalScreen[None]):
 
 
 class CheckScreen(ModalScreen[Any]):
-    """Findings of codec.ops.check; Enter jumps to the chunk or offset of one."""
+    """Findings of codec.ops.check; Enter jumps to the chunk or offset of one.
+
+    Opened when the check starts (``running``): a progress bar shows how far it has got and
+    findings are added as they arrive; closing the panel stops the check.
+    """
 
     BINDINGS = [Binding("escape,q", "close", "Close")]
 
-    def __init__(self, findings: list[Any]) -> None:
+    def __init__(self, findings: list[Any], running: bool = False) -> None:
         super().__init__()
-        self.findings = findings
+        self.findings: list[Any] = []
+        self.running = running
+        self._initial = findings
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box", id="check-box"):
-            errors = sum(1 for f in self.findings if f.severity == "error")
-            yield Label(f"check: {errors} error(s), {len(self.findings) - errors} warning(s) — Enter jumps, Esc closes")
-            options = []
-            for k, f in enumerate(self.findings):
-                style = "bold red" if f.severity == "error" else "yellow"
-                label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
-                options.append(Option(label, id=str(k)))
-            if not options:
+            yield Label(self.title_line(), id="check-title")
+            yield JobBar(only="check", id="check-job")
+            yield OptionList(id="check-list")
+
+    def on_mount(self) -> None:
+        self.add_findings(self._initial, finished=not self.running)
+
+    def title_line(self) -> str:
+        errors = sum(1 for f in self.findings if f.severity == "error")
+        counts = f"{errors} error(s), {len(self.findings) - errors} warning(s)"
+        if self.running:
+            return f"check: {counts} so far — Enter jumps, Esc stops the check"
+        return f"check: {counts} — Enter jumps, Esc closes"
+
+    def add_findings(self, findings: list[Any], finished: bool) -> None:
+        """Append findings (as the checker streams them); ``finished`` with the last batch."""
+        options = []
+        for k, f in enumerate(findings, len(self.findings)):
+            style = "bold red" if f.severity == "error" else "yellow"
+            label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
+            options.append(Option(label, id=str(k)))
+        self.findings.extend(findings)
+        if finished:
+            self.running = False
+            if not self.findings:
                 options.append(Option("no findings: the file is consistent", id="none", disabled=True))
-            yield OptionList(*options, id="check-list")
+        self.query_one(OptionList).add_options(options)
+        self.query_one("#check-title", Label).update(self.title_line())
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
