@@ -1,0 +1,113 @@
+"""Long jobs: the job bar (progress and found), Esc stops a job, quitting stops it at once, the
+check panel fills as findings come. Checks are asserted by how far a job got, never by timings."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from textual.pilot import Pilot
+
+from inspector.tui.screens import CheckScreen
+from inspector.tui.widgets.jobbar import JobBar
+
+from support.tui import make_app, settle, status
+
+
+async def wait_until(pilot: Pilot, cond, what: str, rounds: int = 2000) -> None:  # type: ignore[no-untyped-def]
+    """Let the app run until ``cond()`` holds (bounded by rounds of the event loop, not seconds)."""
+    for _ in range(rounds):
+        if cond():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def test_quitting_during_check_stops_the_checker(many_retains: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import codec.ops.check as check
+
+    monkeypatch.setattr(check, "PROGRESS_EVERY", 1024)  # a cancel is seen within 1024 chunks
+    app = make_app(many_retains)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        total = app.doc.count()
+        await pilot.press("c")
+        await wait_until(pilot, lambda: app.jobs.get("check") is not None and app.jobs["check"].done > 0,
+                         "the checker reported progress")
+        await pilot.press("ctrl+q")  # quit, as from anywhere
+    # run_test returned: the app is gone; the checker's thread stopped where it was
+    assert app.stopped_at.get("check") is not None, "the checker ran on after quitting"
+    assert 0 < app.stopped_at["check"] < total
+
+
+async def test_esc_stops_the_check_and_hides_the_bar(many_retains: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import codec.ops.check as check
+
+    monkeypatch.setattr(check, "PROGRESS_EVERY", 1024)
+    app = make_app(many_retains)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        total = app.doc.count()
+        await pilot.press("c")
+        assert isinstance(app.screen, CheckScreen)
+        bar = app.screen.query_one(JobBar)
+        await wait_until(pilot, lambda: bar.display and bar.shown is not None and bar.shown.done > 0,
+                         "the check panel's progress bar moved")
+        text = str(bar.query_one("#job-found").render())
+        assert text.endswith("found"), text
+        await pilot.press("escape")
+        await settle(pilot)
+        assert not isinstance(app.screen, CheckScreen)
+        assert "check stopped" in status(app)
+        assert not app.jobs and not app.query_one("#jobs", JobBar).display
+        assert 0 < app.stopped_at["check"] < total
+
+
+async def test_check_panel_fills_as_findings_come(v6_copy: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A checker that yields findings one by one: the first is listed while the check still runs."""
+    import codec.ops.check as check
+
+    release = threading.Event()
+
+    def slow_check(db, *, at=None, progress=None):  # type: ignore[no-untyped-def]
+        yield check.Finding("warning", "first", "found early", chunk_index=1)
+        release.wait(30)  # until the test has looked at the panel
+        if progress is not None:
+            progress(1, 1)
+        yield check.Finding("error", "second", "found late", chunk_index=2)
+
+    monkeypatch.setattr(check, "check_file", slow_check)
+    app = make_app(v6_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("c")
+        screen = app.screen
+        assert isinstance(screen, CheckScreen)
+        try:
+            await wait_until(pilot, lambda: len(screen.findings) == 1, "the first finding in the panel", rounds=300)
+            assert screen.running and "so far" in str(screen.query_one("#check-title").render())
+        finally:
+            release.set()
+        await settle(pilot)
+        assert [f.rule for f in screen.findings] == ["first", "second"] and not screen.running
+        assert status(app) == "check: 2 finding(s)"
+        assert not app.query_one("#jobs", JobBar).display
+
+
+async def test_the_index_scan_shows_in_the_job_bar_then_hides(many_retains: Path) -> None:
+    app = make_app(many_retains)
+    app.scan_step = 1000  # many steps, so the bar gets messages before the end
+    seen: list = []
+    original = app.refresh_jobs
+
+    def spy() -> None:
+        original()
+        bar = app.query_one("#jobs", JobBar)
+        seen.append((bar.display, bar.shown.job if bar.shown else None))
+
+    app.refresh_jobs = spy  # type: ignore[method-assign]
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert (True, "index") in seen
+        assert seen[-1] == (False, None)
+        assert not app.query_one("#jobs", JobBar).display
