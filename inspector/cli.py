@@ -34,13 +34,26 @@ def version() -> str:
     return __version__
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked (importlib.metadata costs start-up time on every command)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str = "show program's version number and exit") -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        parser._print_message(f"mosqdb {version()}\n", sys.stdout)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mosqdb",
         description="Inspect, check, edit, repair, convert and export Mosquitto persistence files (mosquitto.db).",
     )
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    parser.add_argument("--version", action="version", version=f"mosqdb {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
