@@ -290,15 +290,17 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         from codec.ops.check import check_file  # loaded on first use: the first screen does not need it
 
         progress = Progress(self, "check", self.doc.count())
+        progress.found = -1  # check_file returns its findings at the end: how many is not known before
         batch: list[Any] = []
         try:
             # a list today; should check_file yield its findings, the panel fills as they come
             for finding in check_file(self.doc.db, at=self.check_at, progress=progress):
                 batch.append(finding)
                 if time.monotonic() - progress.last >= progress.interval:
-                    progress(progress.done, found=progress.found + len(batch))
+                    found = max(progress.found, 0) + len(batch)
+                    progress(progress.done, found=found)
                     self.post_message(CheckFindings(batch, False, progress.worker))
-                    progress.found, batch = progress.found + len(batch), []
+                    batch = []
         except Cancelled:
             self.stopped_at["check"] = progress.done
             return

@@ -21,7 +21,7 @@ class ScanProgress(Message):
     job: str  # "index", "filter", "search", "check", "export"
     done: int  # units of work done (chunks or bytes, as ``total``)
     total: int
-    found: int = 0  # rows, matches or findings so far
+    found: int = 0  # rows, matches or findings so far (-1: not known until the end)
     finished: bool = False
     worker: Any = field(default=None, compare=False, repr=False)
 

@@ -95,6 +95,8 @@ class CheckScreen(ModalScreen[Any]):
     """
 
     BINDINGS = [Binding("escape,q", "close", "Close")]
+    LIMIT = 10_000
+    """Findings listed at most (a file of millions of bad chunks: `mosqdb check` lists them all)."""
 
     def __init__(self, findings: list[Any], running: bool = False) -> None:
         super().__init__()
@@ -121,7 +123,7 @@ class CheckScreen(ModalScreen[Any]):
     def add_findings(self, findings: list[Any], finished: bool) -> None:
         """Append findings (as the checker streams them); ``finished`` with the last batch."""
         options = []
-        for k, f in enumerate(findings, len(self.findings)):
+        for k, f in enumerate(findings[: max(self.LIMIT - len(self.findings), 0)], len(self.findings)):
             style = "bold red" if f.severity == "error" else "yellow"
             label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
             options.append(Option(label, id=str(k)))
@@ -130,6 +132,9 @@ class CheckScreen(ModalScreen[Any]):
             self.running = False
             if not self.findings:
                 options.append(Option("no findings: the file is consistent", id="none", disabled=True))
+            elif len(self.findings) > self.LIMIT:
+                options.append(Option(f"… and {len(self.findings) - self.LIMIT:,} more: `mosqdb check` lists "
+                                      "every finding", id="more", disabled=True))
         self.query_one(OptionList).add_options(options)
         self.query_one("#check-title", Label).update(self.title_line())
 

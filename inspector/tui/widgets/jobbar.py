@@ -48,7 +48,8 @@ class JobBar(Horizontal):
         else:
             bar.update(total=None)
         what = "chunks" if msg.job == "index" else ("written" if msg.job == "export" else "found")
-        self.query_one("#job-found", Label).update(f"{msg.found:,} {what}" if msg.job != "export" else "")
+        known = msg.found >= 0 and msg.job != "export"
+        self.query_one("#job-found", Label).update(f"{msg.found:,} {what}" if known else "")
         self.query_one("#job-hint", Label).update("" if msg.job == "index" else "Esc stops")
         self.display = True
 
