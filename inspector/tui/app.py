@@ -62,13 +62,15 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     BINDINGS = bindings()  # from the actions table, like the help screen and the palette
 
     def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
-                 detail_delay: float = 0.05) -> None:
+                 detail_delay: float = 0.05, check_process_from: int | None = 200_000) -> None:
         super().__init__()
         self.doc = doc
         self.scan_step = scan_step
         self.detail_delay = detail_delay  # the field tree and hex follow the list once keys pause
         self._detail_timer: Timer | None = None
         self.check_at = check_at
+        # files of this many chunks are checked in a child process (inspector.tui.checkproc); None: never
+        self.check_process_from = check_process_from
         # the reference time for expiry in every view (fixed by --at or by tests; else now)
         self.at = check_at if check_at is not None else time.time()
         self.item: int | None = None
@@ -287,14 +289,21 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
 
     @work(thread=True, exclusive=True, group="check")
     def check_worker(self) -> None:
-        from codec.ops.check import check_file  # loaded on first use: the first screen does not need it
+        from codec.ops.check import Finding, check_file  # loaded on first use: the first screen does not need it
 
         progress = Progress(self, "check", self.doc.count())
         progress.found = -1  # check_file returns its findings at the end: how many is not known before
         batch: list[Any] = []
+        findings: Iterable[Any]
         try:
-            # a list today; should check_file yield its findings, the panel fills as they come
-            for finding in check_file(self.doc.db, at=self.check_at, progress=progress):
+            if self.check_process_from is not None and self.doc.count() >= self.check_process_from:
+                from inspector.tui.checkproc import run_check
+
+                findings = (Finding(**f) for f in run_check(self.doc.db.path, self.doc.endian, self.check_at,
+                                                            progress, progress.cancelled))
+            else:  # a list today; should check_file yield its findings, the panel fills as they come
+                findings = check_file(self.doc.db, at=self.check_at, progress=progress)
+            for finding in findings:
                 batch.append(finding)
                 if time.monotonic() - progress.last >= progress.interval:
                     found = max(progress.found, 0) + len(batch)
@@ -304,8 +313,15 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         except Cancelled:
             self.stopped_at["check"] = progress.done
             return
+        except RuntimeError as exc:  # the child process failed
+            self.post_message(CheckFindings(batch, True, progress.worker))
+            self.call_from_thread(self.say, f"check failed: {exc}", "error")
+            return
         finally:
             progress.finish()
+        if progress.cancelled():  # a child process killed before it was through
+            self.stopped_at["check"] = progress.done
+            return
         self.post_message(CheckFindings(batch, True, progress.worker))
 
     def on_check_findings(self, msg: CheckFindings) -> None:

@@ -6,13 +6,14 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import ProgressBar
 
 from inspector.tui.screens import CheckScreen
 from inspector.tui.widgets.jobbar import JobBar
 
-from support.tui import make_app, settle, status
+from support.tui import keys, make_app, settle, status
 
 
 async def wait_until(pilot: Pilot, cond, what: str, rounds: int = 2000) -> None:  # type: ignore[no-untyped-def]
@@ -24,11 +25,13 @@ async def wait_until(pilot: Pilot, cond, what: str, rounds: int = 2000) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
-async def test_quitting_during_check_stops_the_checker(many_chunks: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("where", ["thread", "process"])
+async def test_quitting_during_check_stops_the_checker(many_chunks: Path, monkeypatch, where: str) -> None:  # type: ignore[no-untyped-def]
     import codec.ops.check as check
 
-    monkeypatch.setattr(check, "PROGRESS_EVERY", 1024)  # a cancel is seen within 1024 chunks
+    monkeypatch.setattr(check, "PROGRESS_EVERY", 1024)  # in a thread, a cancel is seen within 1024 chunks
     app = make_app(many_chunks)
+    app.check_process_from = 0 if where == "process" else None
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
         total = app.doc.count()
@@ -36,9 +39,25 @@ async def test_quitting_during_check_stops_the_checker(many_chunks: Path, monkey
         await wait_until(pilot, lambda: app.jobs.get("check") is not None and app.jobs["check"].done > 0,
                          "the checker reported progress")
         await pilot.press("ctrl+q")  # quit, as from anywhere
-    # run_test returned: the app is gone; the checker's thread stopped where it was
+    # run_test returned: the app is gone; the checker stopped where it was
     assert app.stopped_at.get("check") is not None, "the checker ran on after quitting"
     assert 0 < app.stopped_at["check"] < total
+
+
+async def test_a_check_in_a_child_process_finds_what_one_in_a_thread_does(v6_copy: Path) -> None:
+    found = {}
+    for where, threshold in (("thread", None), ("process", 0)):
+        app = make_app(v6_copy)
+        app.check_process_from = threshold
+        async with app.run_test(size=(100, 30)) as pilot:
+            await settle(pilot)
+            await keys(pilot, "c")
+            panel = app.screen
+            assert isinstance(panel, CheckScreen)
+            await wait_until(pilot, lambda: not panel.running, "the check ended")  # noqa: B023
+            found[where] = [(f.rule, f.chunk_index, f.message) for f in panel.findings]
+            assert status(app) == f"check: {len(found[where])} finding(s)"
+    assert found["process"] == found["thread"] and found["thread"]
 
 
 async def test_esc_stops_the_check_and_hides_the_bar(many_chunks: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
