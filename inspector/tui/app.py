@@ -294,6 +294,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         progress = Progress(self, "check", self.doc.count())
         progress.found = -1  # check_file returns its findings at the end: how many is not known before
         batch: list[Any] = []
+        kept = 0  # findings sent to the panel; past its limit only their severities are counted (memory)
+        more: dict[str, int] = {}
         findings: Iterable[Any]
         try:
             if self.check_process_from is not None and self.doc.count() >= self.check_process_from:
@@ -304,17 +306,20 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             else:  # a list today; should check_file yield its findings, the panel fills as they come
                 findings = check_file(self.doc.db, at=self.check_at, progress=progress)
             for finding in findings:
-                batch.append(finding)
+                if kept < CheckScreen.LIMIT:
+                    batch.append(finding)
+                    kept += 1
+                else:
+                    more[finding.severity] = more.get(finding.severity, 0) + 1
                 if time.monotonic() - progress.last >= progress.interval:
-                    found = max(progress.found, 0) + len(batch)
-                    progress(progress.done, found=found)
-                    self.post_message(CheckFindings(batch, False, progress.worker))
-                    batch = []
+                    progress(progress.done, found=kept + sum(more.values()))
+                    self.post_message(CheckFindings(batch, False, progress.worker, more))
+                    batch, more = [], {}
         except Cancelled:
             self.stopped_at["check"] = progress.done
             return
         except RuntimeError as exc:  # the child process failed
-            self.post_message(CheckFindings(batch, True, progress.worker))
+            self.post_message(CheckFindings(batch, True, progress.worker, more))
             self.call_from_thread(self.say, f"check failed: {exc}", "error")
             return
         finally:
@@ -322,7 +327,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         if progress.cancelled():  # a child process killed before it was through
             self.stopped_at["check"] = progress.done
             return
-        self.post_message(CheckFindings(batch, True, progress.worker))
+        self.post_message(CheckFindings(batch, True, progress.worker, more))
 
     def on_check_findings(self, msg: CheckFindings) -> None:
         if msg.worker is not None and msg.worker.is_cancelled:
@@ -330,9 +335,9 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         screen = next((s for s in self.screen_stack if isinstance(s, CheckScreen) and s.running), None)
         if screen is None:
             return
-        screen.add_findings(msg.findings, msg.finished)
+        screen.add_findings(msg.findings, msg.finished, msg.more)
         if msg.finished:
-            self.say(f"check: {len(screen.findings)} finding(s)")
+            self.say(f"check: {screen.total():,} finding(s)")
 
     def finding_chosen(self, finding: Any) -> None:
         if self.cancel_jobs("check"):  # the panel closed before the check was through

@@ -76,10 +76,15 @@ class HexByteTyped(Message):
 
 
 class CheckFindings(Message):
-    """The checker's findings, in batches as they come (``finished`` with the last one)."""
+    """The checker's findings, in batches as they come (``finished`` with the last one).
 
-    def __init__(self, findings: list[Any], finished: bool, worker: Any = None) -> None:
+    ``more``: per severity, findings past what the panel lists (counted, not kept).
+    """
+
+    def __init__(self, findings: list[Any], finished: bool, worker: Any = None,
+                 more: dict[str, int] | None = None) -> None:
         self.findings = findings
         self.finished = finished
         self.worker = worker
+        self.more = more or {}
         super().__init__()

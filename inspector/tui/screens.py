@@ -100,7 +100,8 @@ class CheckScreen(ModalScreen[Any]):
 
     def __init__(self, findings: list[Any], running: bool = False) -> None:
         super().__init__()
-        self.findings: list[Any] = []
+        self.findings: list[Any] = []  # those listed (at most LIMIT)
+        self.more: dict[str, int] = {}  # per severity, findings past the limit
         self.running = running
         self._initial = findings
 
@@ -113,17 +114,30 @@ class CheckScreen(ModalScreen[Any]):
     def on_mount(self) -> None:
         self.add_findings(self._initial, finished=not self.running)
 
+    def total(self) -> int:
+        """Every finding so far, listed or not."""
+        return len(self.findings) + sum(self.more.values())
+
     def title_line(self) -> str:
-        errors = sum(1 for f in self.findings if f.severity == "error")
-        counts = f"{errors} error(s), {len(self.findings) - errors} warning(s)"
+        errors = sum(1 for f in self.findings if f.severity == "error") + self.more.get("error", 0)
+        counts = f"{errors:,} error(s), {self.total() - errors:,} warning(s)"
         if self.running:
             return f"check: {counts} so far — Enter jumps, Esc stops the check"
         return f"check: {counts} — Enter jumps, Esc closes"
 
-    def add_findings(self, findings: list[Any], finished: bool) -> None:
-        """Append findings (as the checker streams them); ``finished`` with the last batch."""
+    def add_findings(self, findings: list[Any], finished: bool, more: dict[str, int] | None = None) -> None:
+        """Append findings (as the checker streams them); ``finished`` with the last batch.
+
+        Past :attr:`LIMIT` findings are only counted, per severity (and ``more`` counts ones never sent).
+        """
+        room = max(self.LIMIT - len(self.findings), 0)
+        findings, rest = findings[:room], findings[room:]
+        for f in rest:
+            self.more[f.severity] = self.more.get(f.severity, 0) + 1
+        for severity, n in (more or {}).items():
+            self.more[severity] = self.more.get(severity, 0) + n
         options = []
-        for k, f in enumerate(findings[: max(self.LIMIT - len(self.findings), 0)], len(self.findings)):
+        for k, f in enumerate(findings, len(self.findings)):
             style = "bold red" if f.severity == "error" else "yellow"
             label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
             options.append(Option(label, id=str(k)))
@@ -132,8 +146,8 @@ class CheckScreen(ModalScreen[Any]):
             self.running = False
             if not self.findings:
                 options.append(Option("no findings: the file is consistent", id="none", disabled=True))
-            elif len(self.findings) > self.LIMIT:
-                options.append(Option(f"… and {len(self.findings) - self.LIMIT:,} more: `mosqdb check` lists "
+            elif self.more:
+                options.append(Option(f"… and {sum(self.more.values()):,} more: `mosqdb check` lists "
                                       "every finding", id="more", disabled=True))
         self.query_one(OptionList).add_options(options)
         self.query_one("#check-title", Label).update(self.title_line())

@@ -3,6 +3,7 @@ check panel fills as findings come. Checks are asserted by how far a job got, ne
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 
@@ -25,6 +26,18 @@ async def wait_until(pilot: Pilot, cond, what: str, rounds: int = 2000) -> None:
     raise AssertionError(f"never happened: {what}")
 
 
+async def stopped(app, job: str, rounds: int = 1000) -> None:  # type: ignore[no-untyped-def]
+    """Wait until the job's worker thread has stopped on its cancel (it records how far it got).
+
+    A worker that runs on to its end never records it: the test fails after the rounds.
+    """
+    for _ in range(rounds):
+        if app.stopped_at.get(job) is not None:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"the {job} worker ran on after it was cancelled")
+
+
 @pytest.mark.parametrize("where", ["thread", "process"])
 async def test_quitting_during_check_stops_the_checker(many_chunks: Path, monkeypatch, where: str) -> None:  # type: ignore[no-untyped-def]
     import codec.ops.check as check
@@ -39,8 +52,8 @@ async def test_quitting_during_check_stops_the_checker(many_chunks: Path, monkey
         await wait_until(pilot, lambda: app.jobs.get("check") is not None and app.jobs["check"].done > 0,
                          "the checker reported progress")
         await pilot.press("ctrl+q")  # quit, as from anywhere
-    # run_test returned: the app is gone; the checker stopped where it was
-    assert app.stopped_at.get("check") is not None, "the checker ran on after quitting"
+    # run_test returned: the app is gone; its worker thread notices and stops where it was
+    await stopped(app, "check")
     assert 0 < app.stopped_at["check"] < total
 
 
@@ -80,6 +93,7 @@ async def test_esc_stops_the_check_and_hides_the_bar(many_chunks: Path, monkeypa
         assert not isinstance(app.screen, CheckScreen)
         assert "check stopped" in status(app)
         assert not app.jobs and not app.query_one("#jobs", JobBar).display
+        await stopped(app, "check")
         assert 0 < app.stopped_at["check"] < total
 
 
@@ -131,3 +145,25 @@ async def test_the_index_scan_shows_in_the_job_bar_then_hides(many_chunks: Path)
         assert (True, "index") in seen
         assert seen[-1] == (False, None)
         assert not app.query_one("#jobs", JobBar).display
+
+
+async def test_the_check_panel_lists_a_limited_number_and_counts_the_rest(v6_copy: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import codec.ops.check as check
+
+    def many(db, *, at=None, progress=None):  # type: ignore[no-untyped-def]
+        return [check.Finding("error" if k % 2 else "warning", "rule", f"finding {k}", chunk_index=k) for k in range(5)]
+
+    monkeypatch.setattr(check, "check_file", many)
+    monkeypatch.setattr(CheckScreen, "LIMIT", 3)
+    app = make_app(v6_copy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await keys(pilot, "c")
+        panel = app.screen
+        assert isinstance(panel, CheckScreen)
+        assert [f.message for f in panel.findings] == ["finding 0", "finding 1", "finding 2"]
+        assert panel.more == {"error": 1, "warning": 1}
+        assert str(panel.query_one("#check-title").render()).startswith("check: 2 error(s), 3 warning(s)")
+        options = panel.query_one("#check-list")
+        assert options.option_count == 4 and options.get_option_at_index(3).id == "more"
+        assert status(app) == "check: 5 finding(s)"
