@@ -372,6 +372,9 @@ def pathless(err: CodecError) -> str:
 
 
 def run(path: str, *, endian: str = "little", read_only: bool = False) -> None:
+    from inspector.tui.memory import one_malloc_arena
+
+    one_malloc_arena()
     doc = Document(path, endian=endian, read_only=read_only)
     try:
         InspectorApp(doc).run()
