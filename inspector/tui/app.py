@@ -85,6 +85,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         self.rows_version = doc.rows_version
         self.jobs: dict[str, ScanProgress] = {}  # running jobs, their newest progress (the job bar shows one)
         self.stopped_at: dict[str, int] = {}  # how far a cancelled job had got when its worker stopped
+        self.job_started: dict[str, float] = {}  # when each running job was first heard of
+        self.job_bar_delay = 0.3
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -157,14 +159,27 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             self.index_progress(msg)
 
     def refresh_jobs(self) -> None:
-        """Show the newest running job (the index scan only when nothing else runs) in every job bar."""
+        """Show the newest running job (the index scan only when nothing else runs) in every job bar.
+
+        The main job bar waits ``job_bar_delay`` seconds before it shows a job, so a job that is
+        through at once (a small file's index, a quick filter) does not flash a line on and off.
+        """
+        now = time.monotonic()
+        for job in list(self.job_started):
+            if job not in self.jobs:
+                del self.job_started[job]
+        for job in self.jobs:
+            self.job_started.setdefault(job, now)
+        shown = {job: m for job, m in self.jobs.items() if now - self.job_started[job] >= self.job_bar_delay}
+        if len(shown) < len(self.jobs):
+            self.set_timer(self.job_bar_delay, self.refresh_jobs)
         for screen in self.screen_stack:
             for bar in screen.query(JobBar):
-                if bar.only is not None:
+                if bar.only is not None:  # a job's own bar (the check panel's) shows it at once
                     bar.show(self.jobs.get(bar.only))
                 else:
-                    others = [m for job, m in self.jobs.items() if job != "index"]
-                    bar.show(others[-1] if others else self.jobs.get("index"))
+                    others = [m for job, m in shown.items() if job != "index"]
+                    bar.show(others[-1] if others else shown.get("index"))
 
     def cancel_jobs(self, *jobs: str) -> list[str]:
         """Stop running jobs (Esc: every one but the index scan); the names of those stopped."""

@@ -140,6 +140,7 @@ async def test_the_index_scan_shows_in_the_job_bar_then_hides(many_chunks: Path)
         seen.append((bar.display, bar.shown.job if bar.shown else None))
 
     app.refresh_jobs = spy  # type: ignore[method-assign]
+    app.job_bar_delay = 0  # at once (a fast machine could index these 600,000 chunks within the delay)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
         assert (True, "index") in seen
@@ -167,3 +168,22 @@ async def test_the_check_panel_lists_a_limited_number_and_counts_the_rest(v6_cop
         options = panel.query_one("#check-list")
         assert options.option_count == 4 and options.get_option_at_index(3).id == "more"
         assert status(app) == "check: 5 finding(s)"
+
+
+async def test_a_job_that_is_through_at_once_does_not_flash_the_bar(v6_copy: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    app = make_app(v6_copy)
+    app.job_bar_delay = 3600  # "at once": anything sooner than this
+    shown: list = []
+    original = JobBar.show
+
+    def spy(bar: JobBar, msg) -> None:  # type: ignore[no-untyped-def]
+        original(bar, msg)
+        if bar.id == "jobs" and bar.display:
+            shown.append(msg.job)
+
+    monkeypatch.setattr(JobBar, "show", spy)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.apply_filter("topic:corp/#")  # a text filter: a worker
+        await settle(pilot)
+        assert app.filter_rows and not shown
