@@ -1,12 +1,15 @@
 """Benchmark the inspector on a big db: first paint in a real pty, keystroke latency, memory.
 
-Usage: python bench/bench_tui.py [BIG_DB]   (default $MOSQDB_BIG_DB or /tmp/big.db, made by
-../shared/tools/make-big-db.sh). Prints figures; nothing is asserted.
+Usage: python bench/bench_tui.py [--runs N] [--check] [BIG_DB]   (default $MOSQDB_BIG_DB or /tmp/big.db,
+made by ../shared/tools/make-big-db.sh). ``--runs N`` starts the TUI N times and prints min, median
+and max of the first paint; ``--check`` also runs the checker (`c`) in the TUI and samples memory.
+Prints figures; nothing is asserted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pty
 import select
@@ -28,6 +31,65 @@ def rss_mib(pid: int) -> tuple[float, float]:
         if key in ("VmRSS", "VmHWM"):
             vals[key] = int(rest.split()[0]) / 1024
     return vals.get("VmRSS", 0.0), vals.get("VmHWM", 0.0)
+
+
+def children_peak(pid: int) -> float:
+    """Peak RSS (MiB) of the child processes of any thread of ``pid`` (the checker's), 0 if none."""
+    peak = 0.0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for kid in kids:
+            with contextlib.suppress(OSError):  # it may have ended since
+                peak = max(peak, rss_mib(int(kid))[1])
+    return peak
+
+
+def check_in_tui(path: str, cols: int = 120, rows: int = 40, limit: float = 600) -> dict[str, float]:
+    """Start the TUI, wait for the index, press `c`; sample the TUI's RSS (and a checker child's) until done."""
+    master, slave = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
+    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path], stdin=slave, stdout=slave,
+                            stderr=slave, cwd=ROOT, env=env, close_fds=True)
+    os.close(slave)
+    out = b""
+    marks: dict[str, float] = {"child_peak_mib": 0.0}
+    t0 = time.perf_counter()
+    started = 0.0
+    while time.perf_counter() - t0 < limit:
+        if select.select([master], [], [], 0.1)[0]:
+            try:
+                out = (out + os.read(master, 1 << 16))[-(1 << 18):]
+            except OSError:
+                break
+        if started:
+            marks["child_peak_mib"] = max(marks["child_peak_mib"], children_peak(proc.pid))
+            if b"finding(s)" in out:
+                marks["check_s"] = time.perf_counter() - started
+                break
+        elif b"chunks:" in out:
+            time.sleep(3)  # the store-id columns
+            marks["rss_before_check_mib"] = rss_mib(proc.pid)[0]
+            os.write(master, b"c")
+            started, out = time.perf_counter(), b""
+    marks["rss_after_check_mib"], marks["peak_rss_mib"] = rss_mib(proc.pid)
+    os.write(master, b"\x1b")
+    time.sleep(0.3)
+    os.write(master, b"q")
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        proc.wait()
+    os.close(master)
+    return marks
 
 
 def first_paint(path: str, cols: int = 120, rows: int = 40) -> dict[str, float]:
@@ -144,16 +206,35 @@ async def keystrokes(path: str) -> dict[str, tuple[float, float, float]]:
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("MOSQDB_BIG_DB", "/tmp/big.db")
+    import argparse
+
+    ap = argparse.ArgumentParser(description="benchmark the inspector TUI on a big db")
+    ap.add_argument("path", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/tmp/big.db"))
+    ap.add_argument("--runs", type=int, default=1, help="start the TUI this many times (min, median, max)")
+    ap.add_argument("--check", action="store_true", help="also run the checker in the TUI and sample its memory")
+    args = ap.parse_args()
+    path = args.path
     if not os.path.exists(path):
         sys.exit(f"{path}: not found; make it with bash ../shared/tools/make-big-db.sh {path}")
     print(f"file: {path} ({os.path.getsize(path) / 2**20:.0f} MiB)")
-    marks = first_paint(path)
+    runs = [first_paint(path) for _ in range(max(args.runs, 1))]
+    marks = runs[0]
+    if len(runs) > 1:
+        for key in ("first_row", "index_done"):
+            vals = sorted(r.get(key, float("nan")) for r in runs)
+            print(f"pty, {len(runs)} runs: {key} min {vals[0]:.2f}  median {statistics.median(vals):.2f}  "
+                  f"max {vals[-1]:.2f} s")
     print(f"pty: first chunk row painted after {marks.get('first_row', float('nan')):.2f} s, "
           f"index complete on screen after {marks.get('index_done', float('nan')):.2f} s")
     print(f"pty: RSS {marks['rss_mib']:.0f} MiB (peak {marks['peak_rss_mib']:.0f} MiB) after the index; "
           f"{marks['rss_after_use_mib']:.0f} MiB (peak {marks['peak_after_use_mib']:.0f} MiB) after goto store id, "
           "a type filter and paging")
+    if args.check:
+        c = check_in_tui(path)
+        print(f"pty, check (c): findings after {c.get('check_s', float('nan')):.1f} s; TUI RSS "
+              f"{c.get('rss_before_check_mib', float('nan')):.0f} MiB before, {c['rss_after_check_mib']:.0f} after, "
+              f"peak {c['peak_rss_mib']:.0f} MiB; checker child process peak {c['child_peak_mib']:.0f} MiB "
+              "(0: checked in the TUI's own process)")
     print("pilot (medians, ms):                      app CPU   list repainted   details drawn")
     for name, (cpu, first, last) in asyncio.run(keystrokes(path)).items():
         print(f"  {name:44} {cpu:7.1f}   {first:14.1f}   {last:13.1f}")

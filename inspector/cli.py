@@ -81,6 +81,19 @@ class ReadmeAction(argparse.Action):
         parser.exit(0)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``, looked up only when asked (importlib.metadata costs start-up time on every command)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str = "show program's version number and exit") -> None:
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        parser._print_message(f"mosqdb {version()}\n", sys.stdout)
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="mosqdb",
@@ -90,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--readme", action=ReadmeAction, help="print the manual (the README) and exit")
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
-    parser.add_argument("--version", action="version", version=f"mosqdb {version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     for name in COMMAND_MODULES:
         try:

@@ -27,7 +27,13 @@ def _version() -> str:
     return "0.1.0"
 
 
-__version__ = _version()
+def __getattr__(name: str) -> str:
+    """``__version__``, read from the installed metadata on first use (importlib.metadata is slow to import)."""
+    if name == "__version__":
+        value = _version()
+        globals()["__version__"] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_layout() -> str | None:

@@ -68,8 +68,11 @@ def wrong_endian(db: DbFile) -> str | None:
     if getattr(db, "empty", True) or db.version is None or db.version < 3:
         return None
     try:
-        idx = db.index
-        if idx.error is not None and len(idx) == 0:
+        # the first chunks are enough: scan a step, not the whole file (2.4 M chunks cost 0.7 s)
+        for _count in db.scan_steps(64):
+            break
+        idx = db.partial_index()
+        if idx is None or (idx.error is not None and len(idx) == 0):
             return None
         ids: list[tuple[str, int]] = []
         for i in range(min(len(idx), 64)):

@@ -22,6 +22,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def cmd_inspect(args: argparse.Namespace) -> int:
     from inspector.tui.app import InspectorApp  # Textual loads only for this command
     from inspector.tui.document import Document
+    from inspector.tui.memory import one_malloc_arena
+
+    one_malloc_arena()  # before the app's worker threads: their big arrays would stay in arenas of their own
 
     path = args.file or sample_path()
     open_input(path, endian=args.endian).close()  # missing file / not a db: one line, right exit code

@@ -23,15 +23,15 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
-from textual.worker import get_current_worker
 
 from codec import CodecError
-from codec.ops.check import check_file
 from inspector.tui.actions import actions, bindings, palette_help
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
 from inspector.tui.filters import StoreColumns
+from inspector.tui.jobs import Cancelled, Progress
 from inspector.tui.messages import (
+    CheckFindings,
     HexCursorMoved,
     RowHighlighted,
     ScanProgress,
@@ -43,7 +43,11 @@ from inspector.tui.screens import CheckScreen, HelpScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.hexview import HexSource, HexView
+from inspector.tui.widgets.jobbar import JobBar
 from inspector.tui.widgets.summary import SummaryBar
+
+CANCELLABLE = ("filter", "search", "check", "export")
+"""Jobs (worker groups) that Esc stops; the index scan runs on."""
 
 # (title, action, description) of each palette command, read from the actions table
 ACTIONS = [(a.title, a.name, a.description) for a in actions()]
@@ -58,13 +62,15 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     BINDINGS = bindings()  # from the actions table, like the help screen and the palette
 
     def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
-                 detail_delay: float = 0.05) -> None:
+                 detail_delay: float = 0.05, check_process_from: int | None = 200_000) -> None:
         super().__init__()
         self.doc = doc
         self.scan_step = scan_step
         self.detail_delay = detail_delay  # the field tree and hex follow the list once keys pause
         self._detail_timer: Timer | None = None
         self.check_at = check_at
+        # files of this many chunks are checked in a child process (inspector.tui.checkproc); None: never
+        self.check_process_from = check_process_from
         # the reference time for expiry in every view (fixed by --at or by tests; else now)
         self.at = check_at if check_at is not None else time.time()
         self.item: int | None = None
@@ -77,6 +83,10 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         self.last_search = ""
         self.status_text = ""
         self.rows_version = doc.rows_version
+        self.jobs: dict[str, ScanProgress] = {}  # running jobs, their newest progress (the job bar shows one)
+        self.stopped_at: dict[str, int] = {}  # how far a cancelled job had got when its worker stopped
+        self.job_started: dict[str, float] = {}  # when each running job was first heard of
+        self.job_bar_delay = 0.3
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -88,6 +98,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             with Vertical(id="right"):
                 yield FieldTree(id="fields")
                 yield HexView(id="hex")
+        yield JobBar(id="jobs")
         yield Static("", id="status")
         yield Footer()
 
@@ -133,31 +144,80 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             parts.append(self.status_text)
         self.query_one("#status", Static).update(" ".join(parts))
 
+    # ------------------------------------------------------------ jobs
+    def on_scan_progress(self, msg: ScanProgress) -> None:
+        """Any long job's progress: keep the running ones, show the job bar, act on the index's."""
+        current = self.jobs.get(msg.job)
+        stale = msg.worker is not None and msg.worker.is_cancelled
+        if msg.finished or stale:
+            if current is not None and (current.worker is msg.worker or msg.worker is None):
+                del self.jobs[msg.job]
+        elif current is None or current.worker is msg.worker or not current.worker or current.worker.is_cancelled:
+            self.jobs[msg.job] = msg
+        self.refresh_jobs()
+        if msg.job == "index" and not stale:
+            self.index_progress(msg)
+
+    def refresh_jobs(self) -> None:
+        """Show the newest running job (the index scan only when nothing else runs) in every job bar.
+
+        The main job bar waits ``job_bar_delay`` seconds before it shows a job, so a job that is
+        through at once (a small file's index, a quick filter) does not flash a line on and off.
+        """
+        now = time.monotonic()
+        for job in list(self.job_started):
+            if job not in self.jobs:
+                del self.job_started[job]
+        for job in self.jobs:
+            self.job_started.setdefault(job, now)
+        shown = {job: m for job, m in self.jobs.items() if now - self.job_started[job] >= self.job_bar_delay}
+        if len(shown) < len(self.jobs):
+            self.set_timer(self.job_bar_delay, self.refresh_jobs)
+        for screen in self.screen_stack:
+            for bar in screen.query(JobBar):
+                if bar.only is not None:  # a job's own bar (the check panel's) shows it at once
+                    bar.show(self.jobs.get(bar.only))
+                else:
+                    others = [m for job, m in shown.items() if job != "index"]
+                    bar.show(others[-1] if others else shown.get("index"))
+
+    def cancel_jobs(self, *jobs: str) -> list[str]:
+        """Stop running jobs (Esc: every one but the index scan); the names of those stopped."""
+        stopped = []
+        for worker in list(self.workers):
+            if worker.group in (jobs or CANCELLABLE) and worker.is_running and not worker.is_cancelled:
+                worker.cancel()
+                stopped.append(worker.group)
+        for job in stopped:
+            self.jobs.pop(job, None)
+        self.refresh_jobs()
+        return stopped
+
     # ------------------------------------------------------------ index worker
     @work(thread=True, exclusive=True, group="scan")
     def scan(self) -> None:
-        worker = get_current_worker()
-        last = 0.0
-        for count in self.doc.db.scan_steps(self.scan_step):
-            if worker.is_cancelled:
-                return
-            now = time.monotonic()
-            if now - last > 0.25:  # the first rows at once, then a few updates a second
-                last = now
-                self.post_message(ScanProgress(count, False))
-        self.post_message(ScanProgress(self.doc.count(), True))
+        db = self.doc.db
+        progress = Progress(self, "index", db.size, rate=4)  # the first rows at once, then a few updates a second
+        try:
+            for count in db.scan_steps(self.scan_step):
+                idx = db.partial_index()
+                progress(idx.end if idx is not None else 0, db.size, count)
+        except Cancelled:
+            return
+        progress.done, progress.found = db.size, self.doc.count()
+        progress.finish()
 
-    def on_scan_progress(self, msg: ScanProgress) -> None:
+    def index_progress(self, msg: ScanProgress) -> None:
         idx = self.doc.index()
-        if msg.done and idx is not None:
+        if msg.finished and idx is not None:
             self.chunks.show_damage = idx.error is not None or idx.trailing > 0
             if idx.error is not None:
                 self.say(f"damaged file: {pathless(idx.error)}", "error")
         self.chunks.update_size()
         self.query_one(SummaryBar).refresh_summary(self.doc)
-        if self.item is None or msg.done:
+        if self.item is None or msg.finished:
             self.chunks.reselect()
-        if msg.done and self.doc.count():
+        if msg.finished and self.doc.count():
             self.columns_worker()
 
     # ------------------------------------------------------------ selection
@@ -238,18 +298,65 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         if self.doc.db.empty or not self.need_index():
             return
         self.say("checking…")
+        self.push_screen(CheckScreen([], running=True), self.finding_chosen)
+        self.refresh_jobs()
         self.check_worker()
 
     @work(thread=True, exclusive=True, group="check")
     def check_worker(self) -> None:
-        findings = list(check_file(self.doc.db, at=self.check_at))
-        self.call_from_thread(self.show_findings, findings)
+        from codec.ops.check import Finding, check_file  # loaded on first use: the first screen does not need it
 
-    def show_findings(self, findings: list[Any]) -> None:
-        self.say(f"check: {len(findings)} finding(s)")
-        self.push_screen(CheckScreen(findings), self.finding_chosen)
+        progress = Progress(self, "check", self.doc.count())
+        progress.found = -1  # check_file returns its findings at the end: how many is not known before
+        batch: list[Any] = []
+        kept = 0  # findings sent to the panel; past its limit only their severities are counted (memory)
+        more: dict[str, int] = {}
+        findings: Iterable[Any]
+        try:
+            if self.check_process_from is not None and self.doc.count() >= self.check_process_from:
+                from inspector.tui.checkproc import run_check
+
+                findings = (Finding(**f) for f in run_check(self.doc.db.path, self.doc.endian, self.check_at,
+                                                            progress, progress.cancelled))
+            else:  # a list today; should check_file yield its findings, the panel fills as they come
+                findings = check_file(self.doc.db, at=self.check_at, progress=progress)
+            for finding in findings:
+                if kept < CheckScreen.LIMIT:
+                    batch.append(finding)
+                    kept += 1
+                else:
+                    more[finding.severity] = more.get(finding.severity, 0) + 1
+                if time.monotonic() - progress.last >= progress.interval:
+                    progress(progress.done, found=kept + sum(more.values()))
+                    self.post_message(CheckFindings(batch, False, progress.worker, more))
+                    batch, more = [], {}
+        except Cancelled:
+            self.stopped_at["check"] = progress.done
+            return
+        except RuntimeError as exc:  # the child process failed
+            self.post_message(CheckFindings(batch, True, progress.worker, more))
+            self.call_from_thread(self.say, f"check failed: {exc}", "error")
+            return
+        finally:
+            progress.finish()
+        if progress.cancelled():  # a child process killed before it was through
+            self.stopped_at["check"] = progress.done
+            return
+        self.post_message(CheckFindings(batch, True, progress.worker, more))
+
+    def on_check_findings(self, msg: CheckFindings) -> None:
+        if msg.worker is not None and msg.worker.is_cancelled:
+            return
+        screen = next((s for s in self.screen_stack if isinstance(s, CheckScreen) and s.running), None)
+        if screen is None:
+            return
+        screen.add_findings(msg.findings, msg.finished, msg.more)
+        if msg.finished:
+            self.say(f"check: {screen.total():,} finding(s)")
 
     def finding_chosen(self, finding: Any) -> None:
+        if self.cancel_jobs("check"):  # the panel closed before the check was through
+            self.say("check stopped")
         if finding is None:
             return
         idx = self.doc.index()
@@ -280,6 +387,9 @@ def pathless(err: CodecError) -> str:
 
 
 def run(path: str, *, endian: str = "little", read_only: bool = False) -> None:
+    from inspector.tui.memory import one_malloc_arena
+
+    one_malloc_arena()
     doc = Document(path, endian=endian, read_only=read_only)
     try:
         InspectorApp(doc).run()

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
 from textual.message import Message
 
 
+@dataclass(eq=False)  # messages are compared by identity
 class ScanProgress(Message):
-    """The index worker found more chunks (``done`` once the whole file is indexed)."""
+    """How far a long job has got: the index scan, a filter, a search, the checker or an export.
 
-    def __init__(self, count: int, done: bool) -> None:
-        self.count = count
-        self.done = done
-        super().__init__()
+    Posted from the job's thread worker a few times a second (see :class:`~inspector.tui.jobs.Progress`);
+    the app shows running jobs as a progress bar with "N found" and hides it when ``finished``.
+    ``total`` 0 means unknown (an indeterminate bar). ``worker`` is the posting worker, so the
+    app can drop what a cancelled job still had in flight.
+    """
+
+    job: str  # "index", "filter", "search", "check", "export"
+    done: int  # units of work done (chunks or bytes, as ``total``)
+    total: int
+    found: int = 0  # rows, matches or findings so far (-1: not known until the end)
+    finished: bool = False
+    worker: Any = field(default=None, compare=False, repr=False)
 
 
 class FilterProgress(Message):
-    """A filter worker found more matching chunks (``done`` when the file is through)."""
+    """A filter worker found more matching chunks (``done`` when the file is through).
+
+    The rows themselves; how far the filter has got is a :class:`ScanProgress` of job "filter".
+    """
 
     def __init__(self, generation: int, rows: list[int], done: bool, replace: bool = False,
                  keep: int | None = None) -> None:
@@ -59,4 +74,19 @@ class HexByteTyped(Message):
     def __init__(self, pos: int, value: int) -> None:
         self.pos = pos
         self.value = value
+        super().__init__()
+
+
+class CheckFindings(Message):
+    """The checker's findings, in batches as they come (``finished`` with the last one).
+
+    ``more``: per severity, findings past what the panel lists (counted, not kept).
+    """
+
+    def __init__(self, findings: list[Any], finished: bool, worker: Any = None,
+                 more: dict[str, int] | None = None) -> None:
+        self.findings = findings
+        self.finished = finished
+        self.worker = worker
+        self.more = more or {}
         super().__init__()

@@ -12,11 +12,11 @@ from typing import Any
 
 from textual import work
 from textual.widgets import Input
-from textual.worker import get_current_worker
 
 from codec import CodecError
 from inspector.tui.document import Document
 from inspector.tui.filters import StoreColumns, filter_rows, parse_filter, search_forward, with_edits
+from inspector.tui.jobs import Progress
 from inspector.tui.messages import FilterProgress
 from inspector.tui.screens import PromptScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
@@ -123,9 +123,13 @@ class NavigationMixin:
 
     @work(thread=True, exclusive=True, group="search")
     def search_worker(self, text: str, start: int) -> None:
-        worker = get_current_worker()
-        found = search_forward(self.doc, text, start, lambda: worker.is_cancelled)
-        if not worker.is_cancelled:
+        progress = Progress(self, "search")  # search_forward reports no position: an indeterminate bar
+        progress.post(False)
+        try:
+            found = search_forward(self.doc, text, start, progress.cancelled)
+        finally:
+            progress.finish()
+        if not progress.cancelled():
             self.call_from_thread(self.search_done, text, found)
 
     def search_done(self, text: str, found: int | None) -> None:
@@ -169,10 +173,9 @@ class NavigationMixin:
             self.chunks.focus()
 
     def action_clear_filter(self) -> None:
-        for worker in self.workers:
-            if worker.group == "search" and worker.is_running:
-                worker.cancel()
-                self.say("search cancelled")
+        stopped = self.cancel_jobs()  # Esc stops a running filter, search, check or export first
+        if stopped:
+            self.say(", ".join(stopped) + " cancelled")
         if self.filter_text or self.query_one("#filter").display:
             self.clear_filter()
             self.chunks.focus()
@@ -216,12 +219,17 @@ class NavigationMixin:
 
     @work(thread=True, exclusive=True, group="filter")
     def filter_worker(self, spec: Any, gen: int, replaced: dict, keep: int | None = None) -> None:
-        """The whole answer at once (codec.views.select: one columnar pass per chunk type needed)."""
+        """The whole answer at once (codec.views.select: one columnar pass per chunk type needed); the job bar
+        shows while it runs, and a newer filter or Esc (a new generation) drops the answer."""
+        progress = Progress(self, "filter", self.doc.count(), stop=lambda: gen != self.filter_gen)
+        progress.post(False)
         rows: list[int] = []
         try:
             rows = filter_rows(self.doc, spec, replaced).tolist()
         except CodecError as exc:
             self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
+        finally:
+            progress.finish()
         if gen == self.filter_gen:
             self.post_message(FilterProgress(gen, rows, True, replace=True, keep=keep))
 

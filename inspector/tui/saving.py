@@ -14,6 +14,7 @@ from textual import work
 from codec import CodecError, FileChangedError
 from inspector.tui.document import Document
 from inspector.tui.filters import parse_filter
+from inspector.tui.jobs import Cancelled, Progress
 from inspector.tui.screens import ConfirmQuit, PromptScreen
 
 
@@ -21,6 +22,7 @@ class SavingMixin:
     """Save, save as, quit and export actions of the inspector app."""
 
     doc: Document  # the app's (InspectorApp.__init__ sets it)
+    stopped_at: dict[str, int]
 
     # ------------------------------------------------------------ save / quit
     def action_save(self) -> None:
@@ -97,15 +99,23 @@ class SavingMixin:
             return
         selection = spec.selection() if spec is not None else None
         kinds = sorted(spec.kinds) if spec is not None and spec.kinds else list(files.KINDS)
+        progress = Progress(self, "export", self.doc.db.size)
+        progress.post(False)
+
+        def report(_path: str, done: int, total: int) -> None:  # the exporters' progress(path, bytes, of)
+            progress(done, total)
+
+        export = files.export_jsonl if out.endswith(".jsonl") else files.export_parquet
         try:
-            if out.endswith(".jsonl"):
-                counts = files.export_jsonl([self.doc.path], out, kinds=kinds, selection=selection,
-                                            endian=self.doc.endian)
-            else:
-                counts = files.export_parquet([self.doc.path], out, kinds=kinds, selection=selection,
-                                              endian=self.doc.endian)
+            counts = export([self.doc.path], out, kinds=kinds, selection=selection, endian=self.doc.endian,
+                            progress=report)
+        except Cancelled:  # the exporter removed its unfinished file
+            self.stopped_at["export"] = progress.done
+            return
         except (CodecError, OSError, ValueError) as exc:
             self.call_from_thread(self.say, f"export failed: {exc}", "error")
             return
+        finally:
+            progress.finish()
         rows = ", ".join(f"{k} {n}" for k, n in counts.items() if n)
         self.call_from_thread(self.say, f"exported to {out}: {rows or 'nothing selected'}")

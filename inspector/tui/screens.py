@@ -13,6 +13,7 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from inspector.tui.actions import help_text
+from inspector.tui.widgets.jobbar import JobBar
 
 LEGEND = """\
 [b]Marks[/b]  * edited  + new  D deleted  !! does not decode  ⚠ damage
@@ -87,26 +88,69 @@ class HelpScreen(ModalScreen[None]):
 
 
 class CheckScreen(ModalScreen[Any]):
-    """Findings of codec.ops.check; Enter jumps to the chunk or offset of one."""
+    """Findings of codec.ops.check; Enter jumps to the chunk or offset of one.
+
+    Opened when the check starts (``running``): a progress bar shows how far it has got and
+    findings are added as they arrive; closing the panel stops the check.
+    """
 
     BINDINGS = [Binding("escape,q", "close", "Close")]
+    LIMIT = 10_000
+    """Findings listed at most (a file of millions of bad chunks: `mosqdb check` lists them all)."""
 
-    def __init__(self, findings: list[Any]) -> None:
+    def __init__(self, findings: list[Any], running: bool = False) -> None:
         super().__init__()
-        self.findings = findings
+        self.findings: list[Any] = []  # those listed (at most LIMIT)
+        self.more: dict[str, int] = {}  # per severity, findings past the limit
+        self.running = running
+        self._initial = findings
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box", id="check-box"):
-            errors = sum(1 for f in self.findings if f.severity == "error")
-            yield Label(f"check: {errors} error(s), {len(self.findings) - errors} warning(s) — Enter jumps, Esc closes")
-            options = []
-            for k, f in enumerate(self.findings):
-                style = "bold red" if f.severity == "error" else "yellow"
-                label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
-                options.append(Option(label, id=str(k)))
-            if not options:
+            yield Label(self.title_line(), id="check-title")
+            yield JobBar(only="check", id="check-job")
+            yield OptionList(id="check-list")
+
+    def on_mount(self) -> None:
+        self.add_findings(self._initial, finished=not self.running)
+
+    def total(self) -> int:
+        """Every finding so far, listed or not."""
+        return len(self.findings) + sum(self.more.values())
+
+    def title_line(self) -> str:
+        errors = sum(1 for f in self.findings if f.severity == "error") + self.more.get("error", 0)
+        counts = f"{errors:,} error(s), {self.total() - errors:,} warning(s)"
+        if self.running:
+            return f"check: {counts} so far — Enter jumps, Esc stops the check"
+        return f"check: {counts} — Enter jumps, Esc closes"
+
+    def add_findings(self, findings: list[Any], finished: bool, more: dict[str, int] | None = None) -> None:
+        """Append findings (as the checker streams them); ``finished`` with the last batch.
+
+        Past :attr:`LIMIT` findings are only counted, per severity (and ``more`` counts ones never sent).
+        """
+        room = max(self.LIMIT - len(self.findings), 0)
+        findings, rest = findings[:room], findings[room:]
+        for f in rest:
+            self.more[f.severity] = self.more.get(f.severity, 0) + 1
+        for severity, n in (more or {}).items():
+            self.more[severity] = self.more.get(severity, 0) + n
+        options = []
+        for k, f in enumerate(findings, len(self.findings)):
+            style = "bold red" if f.severity == "error" else "yellow"
+            label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
+            options.append(Option(label, id=str(k)))
+        self.findings.extend(findings)
+        if finished:
+            self.running = False
+            if not self.findings:
                 options.append(Option("no findings: the file is consistent", id="none", disabled=True))
-            yield OptionList(*options, id="check-list")
+            elif self.more:
+                options.append(Option(f"… and {sum(self.more.values()):,} more: `mosqdb check` lists "
+                                      "every finding", id="more", disabled=True))
+        self.query_one(OptionList).add_options(options)
+        self.query_one("#check-title", Label).update(self.title_line())
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

@@ -40,3 +40,19 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     asyncio.run(func(**args))
     return True
+
+
+@pytest.fixture
+def many_chunks(tmp_path: Path) -> Path:
+    """2.0.20-a up to its first client_msg, then that chunk 600,000 times more (19 MB): a file the
+    checker takes seconds over (so a test can stop it half-way), made in milliseconds."""
+    from codec import ChunkType, DbFile
+
+    with DbFile(V6) as db:
+        idx = db.index
+        first = next(i for i in range(len(idx)) if idx.types[i] == int(ChunkType.CLIENT_MSG))
+        head_end = idx.chunk_end(first)
+        chunk = db.raw(first)
+    out = tmp_path / "many.db"
+    out.write_bytes(V6.read_bytes()[:head_end] + chunk * 600_000)
+    return out

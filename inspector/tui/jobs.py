@@ -1,0 +1,79 @@
+"""Long jobs (index scan, filter, search, check, export) in thread workers: one way to report, one way to stop.
+
+A job's worker makes a :class:`Progress` and hands it to the loop that does the work (codec and
+exporter functions take a ``progress`` callable). Each call posts a
+:class:`~inspector.tui.messages.ScanProgress` at most ``rate`` times a second, which the app shows
+as a progress bar with "N found", and raises :class:`Cancelled` once the worker is cancelled: by
+Esc, by a newer job of the same kind, or by quitting, which cancels every worker. The worker
+catches it and returns, so quitting never waits for a scan to run to its end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual.worker import get_current_worker
+
+from inspector.tui.messages import ScanProgress
+
+JOB_TITLES = {"index": "indexing", "filter": "filtering", "search": "searching", "check": "checking",
+              "export": "exporting"}
+
+
+class Cancelled(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a job's progress callback: the worker was cancelled (Esc, a newer job, quitting)."""
+
+
+class Progress:
+    """The progress callback of the job running in the current thread worker.
+
+    ``progress(done, total)`` or ``progress(done, total, found)``: how far, of how much, and how many
+    results so far. Messages are posted at most ``rate`` times a second (the first at once);
+    :meth:`finish` posts the last one. ``stop`` is an extra reason to stop (a newer filter).
+    """
+
+    def __init__(self, app: Any, job: str, total: int = 0, *, rate: float = 10.0,
+                 stop: Callable[[], bool] | None = None) -> None:
+        self.app = app
+        self.job = job
+        self.worker = get_current_worker()
+        self.total = total
+        self.done = 0
+        self.found = 0
+        self.interval = 1.0 / rate
+        self.stop = stop
+        self.last = 0.0
+        self.stopped = False
+
+    def cancelled(self) -> bool:
+        return self.worker.is_cancelled or (self.stop is not None and self.stop())
+
+    def check(self) -> None:
+        """Raise :class:`Cancelled` if the job should stop."""
+        if self.cancelled():
+            self.stopped = True
+            raise Cancelled(self.job)
+
+    def __call__(self, done: int, total: int | None = None, found: int | None = None) -> None:
+        self.check()
+        self.done = done
+        if total is not None:
+            self.total = total
+        if found is not None:
+            self.found = found
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            self.post(False)
+
+    def post(self, finished: bool) -> None:
+        self.app.post_message(ScanProgress(self.job, self.done, self.total, self.found, finished, self.worker))
+
+    def finish(self) -> None:
+        """The job is through (or stopped): the app hides its bar."""
+        self.post(True)
+
+
+__all__ = ["JOB_TITLES", "Cancelled", "Progress"]
