@@ -1,7 +1,7 @@
 """`check`, `stats` and `info` on a big file, each run in its own process, with peak RSS.
 
 usage: python bench/bench_check.py [FILE] [--repeat N] [--no-tui]
-       (default FILE: $MOSQDB_BIG or /work/big/big.db; N: 3)
+       (default FILE: $MOSQDB_BIG or /tmp/big.db; N: 3)
 
 Prints, for every round, the wall time and peak RSS of
 
@@ -109,7 +109,7 @@ def main() -> None:
     if "--repeat" in sys.argv:
         repeat = int(sys.argv[sys.argv.index("--repeat") + 1])
         args = [a for a in args if a != str(repeat)]
-    path = args[0] if args else os.environ.get("MOSQDB_BIG", "/work/big/big.db")
+    path = args[0] if args else os.environ.get("MOSQDB_BIG", "/tmp/big.db")
     if not os.path.exists(path):
         sys.exit(f"{path} not found")
     mosqdb = [sys.executable, "-m", "inspector.cli"]

@@ -54,7 +54,7 @@ def dir_size(path: str) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("db", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/work/big/big.db"))
+    ap.add_argument("db", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/tmp/big.db"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--compression", action="store_true", help="also compare the Parquet codecs")
     ap.add_argument("--skip-dump", action="store_true")

@@ -3,7 +3,7 @@ per-record paths it replaced, in one run, repeated (min-median-max).
 
     python bench/bench_select.py [FILE] [--repeat N] [--no-before]
 
-FILE defaults to $MOSQDB_BIG_DB or /work/big/big.db. Figures:
+FILE defaults to $MOSQDB_BIG_DB or /tmp/big.db. Figures:
 
 * ``dump (CLI)``: ``mosqdb dump --type retain --topic 'fleet/site059/#' --json`` as a subprocess
   (before: the same loop over every chunk with Selection.match, run in-process);
@@ -113,7 +113,7 @@ def report(name: str, runs: list[float]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("file", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/work/big/big.db"))
+    ap.add_argument("file", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/tmp/big.db"))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-before", action="store_true", help="skip the slow per-record paths")
     args = ap.parse_args()

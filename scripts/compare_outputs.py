@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Prove that a refactor changed no output of the `mosqdb` command line.
 
-    python scripts/compare_outputs.py run --repo /work/baseline --out /tmp/cmp/base [--big FILE] [--jobs N]
-    python scripts/compare_outputs.py run --repo /work/main --out /tmp/cmp/main
+    python scripts/compare_outputs.py run --repo ../before --out /tmp/cmp/base [--big FILE] [--jobs N]
+    python scripts/compare_outputs.py run --repo . --out /tmp/cmp/main
     python scripts/compare_outputs.py diff /tmp/cmp/base /tmp/cmp/main
 
 `run` runs the command line of checkout DIR (its own packages, checked at start) on every fixture under
-/work/shared/fixtures and saves stdout, stderr and exit code of each command as
+../shared/fixtures (beside this checkout) and saves stdout, stderr and exit code of each command as
 OUT/<fixture>/<command>.{out,err,rc}; <fixture> is the path under the fixtures folder with "/" turned into
 "__" (file stems alone collide: 2.1.2-a.db / 2.1.2-a.sqlite3, persist_read/ and persist_write/empty.test-db).
 Written files are saved as sha256 (<command>.sha256), Parquet exports as a canonical text rendering
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-FIXTURES = Path("/work/shared/fixtures")
+FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures"
 PATTERNS = ("real/*.db", "incoming/*.db", "incoming/*.sqlite3", "mosquitto-unit/**/*.test-db")
 AT = "2026-11-22T00:00:00Z"  # fixed reference time for every command that takes --at
 AT_MS = str(int(dt.datetime.fromisoformat(AT.replace("Z", "+00:00")).timestamp() * 1000))  # migrate --reference-ms

@@ -40,18 +40,20 @@ async def stopped(app, job: str, rounds: int = 1000) -> None:  # type: ignore[no
 
 
 def pace_checker(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """The column checker can finish before a test sees it run: pace its batches (5 ms each)."""
+    """The column checker can finish before a test sees it run: pace its batches (20 ms each in a thread,
+    200 ms in the child process, whose batches are 16 times bigger)."""
     import codec.ops.check as check
 
     real = check.check_file
 
     def paced(db, *, progress=None, **kw):  # type: ignore[no-untyped-def]
         def slow(done: int, total: int) -> None:
-            time.sleep(0.005)
+            time.sleep(0.02)
             progress(done, total)
         return real(db, progress=slow if progress is not None else None, **kw)
 
     monkeypatch.setattr(check, "check_file", paced)
+    monkeypatch.setenv("MOSQDB_TEST_CHECK_PACE", "0.2")
 
 
 @pytest.mark.parametrize("where", ["thread", "process"])
