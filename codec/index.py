@@ -276,7 +276,8 @@ class _Walker:
             if not sel.any():
                 continue
             got = lengths[sel]
-            if not len_fields:
+            if len_fields and (np.any(got < fixed) or int(bodies[sel].max()) + fixed > len(buf)):
+                return False  # a length below the struct (0 included), or a struct past the block: walk it
                 if not (np.all(got >= fixed) if tail else np.all(got == fixed)):
                     return False
                 continue

@@ -13,6 +13,7 @@ import errno
 import os
 import struct
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
@@ -55,18 +56,8 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
             os.fsync(out.fileno())
         if verify is not None:
             verify(tmp)
-        if os.path.exists(path):
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-            if guard is not None and os.path.samefile(path, guard.path) and Fingerprint.of(path) != guard.fingerprint:
-                raise FileChangedError(
-                    "the file changed on disk since it was opened (size, mtime or content differ); "
-                    "not overwriting it - save elsewhere or reopen",
-                    path=path,
-                )
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        with write_lock(path):  # the fingerprint check and the rename are one step for every mosqdb
+            _replace(tmp, path, guard)
         dfd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dfd)
@@ -81,6 +72,60 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+LOCK_WAIT = 10.0
+"""Seconds a save waits for another mosqdb's save of the same file before refusing."""
+
+
+@contextlib.contextmanager
+def write_lock(path: str) -> Iterator[None]:
+    """An exclusive advisory lock (``flock``) on the file now at ``path``, for replacing it.
+
+    Two mosqdb processes saving over one file (two ``--in-place`` runs, a TUI save while a
+    command rewrites it) take turns here; the second then finds the file changed and refuses.
+    Nothing to lock when ``path`` does not exist yet; no-op where ``flock`` is missing.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise FileChangedError(f"another program has been saving over this file for {LOCK_WAIT:.0f} s "
+                                           "(an advisory lock is held); not overwriting it", path=path) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _replace(tmp: str, path: str, guard: DbFile | None) -> None:
+    """Rename ``tmp`` over ``path`` unless ``path`` is ``guard``'s file and changed since it was opened."""
+    if os.path.exists(path):
+        with contextlib.suppress(OSError):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        if guard is not None and os.path.samefile(path, guard.path) and Fingerprint.of(path) != guard.fingerprint:
+            raise FileChangedError(
+                "the file changed on disk since it was opened (size, mtime or content differ); "
+                "not overwriting it - save elsewhere or reopen",
+                path=path,
+            )
+    else:
+        os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def copy_range(src_fd: int, out: BinaryIO, offset: int, size: int) -> None:
@@ -163,6 +208,8 @@ def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None =
     if idx.error is not None:
         raise CodecError(f"cannot save a damaged file as it is ({idx.error.reason}); use repair",
                          path=db.path, offset=idx.error.offset)
+    if not idx.complete:
+        raise CodecError("the chunk index is incomplete (its scan failed); not saving", path=db.path)
     version = db.version or 6
     n = len(idx)
     special = sorted(i for i in overlay.touched() | set(overlay.inserted) if i <= n)
@@ -173,8 +220,9 @@ def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None =
         out.write(db.header)
         cursor = 0  # first chunk not yet written; untouched runs are one byte range each
         for i in special:
-            if i > cursor:
-                copy_range(db.fd, out, idx.offsets[cursor], idx.offsets[i] - idx.offsets[cursor])
+            if i > cursor:  # i == n appends after the last chunk: the run ends where the chunks end
+                stop = idx.offsets[i] if i < n else idx.end
+                copy_range(db.fd, out, idx.offsets[cursor], stop - idx.offsets[cursor])
             for rec in overlay.inserted.get(i, ()):
                 out.write(encode_chunk(rec, version, endian=endian))
                 encoded += 1

@@ -9,7 +9,6 @@ for the ``messages`` view, its columns with the payload as ``payload_b64``).
 from __future__ import annotations
 
 import base64
-import json
 import os
 import queue
 import tempfile
@@ -22,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codec import DbFile
+from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
 from exporters.arrow import DEFAULT_BATCH
@@ -255,7 +255,7 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                 types = [TYPE_OF[k] for k in chunk_kinds] if not sel.by_store else None
                 selected = (c for c in sel.filter(db.stream(types=types)) if c.kind in chunk_kinds)
                 for n, chunk in enumerate(selected):
-                    fh.write(json.dumps({"file": full, **chunk_to_json(chunk)}, ensure_ascii=False) + "\n")
+                    fh.write(json_text({"file": full, **chunk_to_json(chunk)}) + "\n")
                     counts[chunk.kind] += 1
                     if progress is not None and n % 50_000 == 0:
                         progress(db.path, chunk.offset, db.size)
@@ -265,7 +265,7 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                     for row in batch.to_pylist():
                         row = {"type": "messages", **{k: _json_value(v) for k, v in row.items()}}
                         row["payload_b64"] = row.pop("payload")
-                        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        fh.write(json_text(row) + "\n")
                     counts["messages"] += batch.num_rows
             if progress is not None:
                 progress(db.path, db.size, db.size)

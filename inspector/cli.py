@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
+from codec.values import printable
 from inspector.commands import UsageError
 
 # modules that define register(subparsers); a missing optional one is skipped
@@ -60,17 +61,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except UsageError as exc:
-        print(f"mosqdb {args.command}: {exc}", file=sys.stderr)
+        print(f"mosqdb {args.command}: {printable(exc)}", file=sys.stderr)
         return 2
     except (NotADatabaseError, UnsupportedVersionError) as exc:
         if args.debug:
             raise
-        print(f"mosqdb {args.command}: error: {exc}", file=sys.stderr)
+        print(f"mosqdb {args.command}: error: {printable(exc)}", file=sys.stderr)
         return 2
     except CodecError as exc:
         if args.debug:
             raise
-        print(f"mosqdb {args.command}: error: {exc}", file=sys.stderr)
+        print(f"mosqdb {args.command}: error: {printable(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -19,6 +19,7 @@ from codec.errors import CodecError
 from codec.layouts import PAYLOAD_MAX
 from codec.properties import property_problems
 from codec.reader import Chunk, DbFile
+from codec.values import time_text
 from codec.views.query import valid_filter
 
 # state -> (qos values, direction) it is consistent with (spec §8 / §11 rule 13)
@@ -27,6 +28,8 @@ STATE_RULES = {
     7: ({2}, 0), 8: ({2}, 0), 9: ({2}, 1), 10: ({2}, 0), 11: ({0, 1, 2}, None),
 }
 _SANE_TIME = (946_684_800, 4_102_444_800)
+LIMIT = 1000
+"""Findings listed per cross-reference rule; the rest are counted in one extra finding."""
 
 
 @dataclass
@@ -270,7 +273,7 @@ class Checker:
         sids, spos = ids[order], pos[order]
         if len(sids) > 1:
             dup = np.nonzero(sids[1:] == sids[:-1])[0]
-            for j in dup[:1000]:
+            for j in self._capped(dup, "error", "duplicate-store"):
                 self.findings.append(Finding("error", "duplicate-store", f"store id {int(sids[j + 1])} appears twice "
                                              f"(first at chunk {int(spos[j])})", None, int(spos[j + 1]), "msg_store", "store_id"))
         if self.last_db_id is not None and len(sids) and int(sids[-1]) > self.last_db_id:
@@ -283,19 +286,19 @@ class Checker:
         where_c = np.minimum(where, max(len(sids) - 1, 0))
         found = (where < len(sids)) & (sids[where_c] == refs) if len(sids) else np.zeros(len(refs), bool)
         kinds = ("client_msg", "retain")
-        for j in np.nonzero(~found)[0][:1000]:
+        for j in self._capped(np.nonzero(~found)[0], "error", "dangling"):
             self.findings.append(Finding("error", "dangling", f"store id {int(refs[j])} is not in the file: the broker "
                                          "drops this reference (2.0) or refuses the file (1.4/1.5)",
                                          None, int(rpos[j]), kinds[rkind[j]], "store_id"))
-        late = found & (spos[where_c] > rpos)
-        for j in np.nonzero(late)[0][:1000]:
+        late = found & (spos[where_c] > rpos) if len(sids) else np.zeros(len(refs), bool)
+        for j in self._capped(np.nonzero(late)[0], "error", "order"):
             self.findings.append(Finding("error", "order", f"store {int(refs[j])} appears after this reference; the "
                                          "single-pass loader does not see it", None, int(rpos[j]), kinds[rkind[j]], "store_id"))
         # reference counts: stores nobody references
         if len(sids):
             counts = np.zeros(len(sids), np.int64)
             np.add.at(counts, where_c[found], 1)
-            for j in np.nonzero(counts == 0)[0][:1000]:
+            for j in self._capped(np.nonzero(counts == 0)[0], "warning", "unreferenced"):
                 self.findings.append(Finding("warning", "unreferenced", f"store {int(sids[j])} is referenced by no "
                                              "client message or retain: the broker drops it on its next save",
                                              None, int(spos[j]), "msg_store", "store_id"))
@@ -307,35 +310,42 @@ class Checker:
         self.findings.sort(key=lambda f: (f.chunk_index if f.chunk_index is not None else -1))
         return self.findings
 
+    def _capped(self, hits: np.ndarray, severity: str, rule: str) -> np.ndarray:
+        """The first :data:`LIMIT` hits of a rule; the rest are counted in one finding, not dropped silently."""
+        if len(hits) > LIMIT:
+            self.findings.append(Finding(severity, rule, f"{len(hits) - LIMIT} more {rule} finding(s) not listed "
+                                         f"(each rule lists its first {LIMIT})"))
+        return hits[:LIMIT]
+
     def _retain_rules(self, order, sids, where_c, found, rkind, rpos, refs) -> None:  # type: ignore[no-untyped-def]
         flags = np.frombuffer(self.store_flags, dtype=np.uint8)[order]
         topics = np.frombuffer(self.store_topic, dtype=np.int64)[order]
         is_ret = found & (rkind == 1)
         rstore = where_c[is_ret]
         rp = rpos[is_ret]
-        for j in np.nonzero((flags[rstore] & 4) == 0)[0][:1000]:
+        for j in self._capped(np.nonzero((flags[rstore] & 4) == 0)[0], "warning", "retain"):
             self.findings.append(Finding("warning", "retain", f"retain points at store {int(sids[rstore[j]])} whose "
                                          "retain flag is 0", None, int(rp[j]), "retain", "store_id"))
-        for j in np.nonzero((flags[rstore] & 8) != 0)[0][:1000]:
+        for j in self._capped(np.nonzero((flags[rstore] & 8) != 0)[0], "warning", "retain"):
             self.findings.append(Finding("warning", "retain", "retained $SYS message (the broker never saves these)",
                                          None, int(rp[j]), "retain", "store_id"))
         t = topics[rstore]
         if len(t) > 1:
             o = np.argsort(t, kind="stable")
             dup = np.nonzero(t[o][1:] == t[o][:-1])[0]
-            for j in dup[:1000]:
+            for j in self._capped(dup, "warning", "retain"):
                 self.findings.append(Finding("warning", "retain", "second retained message for the same topic",
                                              None, int(rp[o][j + 1]), "retain", "store_id"))
         is_cm = found & (rkind == 0)
         cm_q = np.frombuffer(self.ref_qos, dtype=np.int8)[is_cm] if self.ref_qos else np.zeros(0, np.int8)
         store_q = (flags[where_c[is_cm]] & 3).astype(np.int8)
-        for j in np.nonzero(cm_q > store_q)[0][:1000]:
+        for j in self._capped(np.nonzero(cm_q > store_q)[0], "warning", "qos"):
             self.findings.append(Finding("warning", "qos", f"client message qos {int(cm_q[j])} above its store's qos "
                                          f"{int(store_q[j])}", None, int(rpos[is_cm][j]), "client_msg", "qos"))
 
 
 def _iso(ts: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+    return time_text(ts, "%Y-%m-%d %H:%M:%S UTC")
 
 
 def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | list[Finding]:

@@ -95,7 +95,9 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2) -> Stats:
     def store_pos(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         w = np.searchsorted(sorted_ids, ids)
         wc = np.minimum(w, max(len(sorted_ids) - 1, 0))
-        ok = (w < len(sorted_ids)) & (sorted_ids[wc] == ids) if len(sorted_ids) else np.zeros(len(ids), bool)
+        if not len(sorted_ids):  # references but no stores at all: nothing to point at
+            return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
+        ok = (w < len(sorted_ids)) & (sorted_ids[wc] == ids)
         return order[wc], ok
 
     # retained per topic prefix

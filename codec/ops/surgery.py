@@ -21,6 +21,7 @@ from codec import columnar
 from codec.errors import CodecError
 from codec.layouts import ChunkType, header_size, layout_for
 from codec.reader import Chunk, DbFile
+from codec.values import time_text
 from codec.views.query import topic_matches, valid_filter
 from codec.writer import atomic_output, copy_range
 
@@ -567,7 +568,7 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
             exp = s.session_expiry_time or 0
             if not (exp and exp < now):
                 continue
-            reasons.append(f"expired {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(exp))} UTC")
+            reasons.append(f"expired {time_text(exp, '%Y-%m-%d %H:%M:%S UTC')}")
         if idle_since is not None:
             idle = s.idle_since()
             if idle is None:
@@ -575,7 +576,7 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
                 continue
             if idle >= idle_since:
                 continue
-            reasons.append(f"offline since {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(idle))} UTC")
+            reasons.append(f"offline since {time_text(idle, '%Y-%m-%d %H:%M:%S UTC')}")
         if no_subscriptions:
             if s.subs:
                 continue

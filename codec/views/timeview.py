@@ -17,6 +17,7 @@ from typing import Any
 
 from codec.engine import Record
 from codec.errors import CodecError
+from codec.values import time_text
 
 NEVER_INTERVAL = 0xFFFF_FFFF
 DAY = 86_400
@@ -72,7 +73,7 @@ def expires_at(rec: Record) -> int | None:
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time_text(ts)  # a time no calendar date exists for: the raw integer with a note
 
 
 def relative(ts: float | None, at: float) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -12,6 +11,7 @@ from codec import DbFile
 from codec.errors import CodecError
 from codec.layouts import TYPE_BY_LABEL, ChunkType
 from codec.reader import Chunk
+from codec.values import json_text, printable
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
 from codec.views.query import Selection, parse_store_ids
 from codec.views.timeview import ExpiryState, expiry_counts, iso, parse_time
@@ -106,12 +106,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     with open_input(args.file, endian=args.endian) as db:
         data = info_data(db, at)
     if args.json:
-        print(json.dumps(data, ensure_ascii=False))
+        print(json_text(data))
     else:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
-        table = Table(title=f"{data['file']}", show_header=False, title_justify="left")
+        table = Table(title=escape(printable(data['file'])), show_header=False, title_justify="left")
         table.add_column(style="bold")
         table.add_column()
         table.add_row("size", f"{data['size']:,} bytes")
@@ -133,7 +134,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         if data["trailing_bytes"]:
             table.add_row("trailing bytes", str(data["trailing_bytes"]))
         if data["damaged"]:
-            table.add_row("damaged", f"[red]{data['damaged']}[/red]")
+            table.add_row("damaged", f"[red]{escape(printable(data['damaged']))}[/red]")
         Console().print(table)
     return 1 if data["damaged"] else 0
 
@@ -193,13 +194,13 @@ def format_text(chunk: Chunk) -> str:
             value = f"{value} ({DIRECTION_NAMES.get(value, '?')})"
         elif value is None:
             continue
-        lines.append(f"\t{label}: {value}")
+        lines.append(f"\t{label}: {printable(value)}")
     if kind == "msg_store":
         payload = rec["payload"]
         try:
             text = payload.decode("utf-8")
             if len(payload) < 256 and text.isprintable():
-                lines.append(f"\tPayload: {text}")
+                lines.append(f"\tPayload: {printable(text)}")
         except UnicodeDecodeError:
             pass
     props = rec.get("properties")
@@ -208,7 +209,7 @@ def format_text(chunk: Chunk) -> str:
         for p in props:
             value = p.value.hex() if isinstance(p.value, bytes) else (
                 f"{p.value[0]} , {p.value[1]}" if isinstance(p.value, tuple) else p.value)
-            lines.append(f"\t\t{p.name.replace('_', ' ').capitalize()}: {value}")
+            lines.append(f"\t\t{p.name.replace('_', ' ').capitalize()}: {printable(value)}")
     return "\n".join(lines)
 
 
@@ -218,7 +219,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:
         if not args.json:
-            out.write(f"Mosquitto DB dump\nFile: {db.source_path}\n")
+            out.write(f"Mosquitto DB dump\nFile: {printable(db.source_path)}\n")
             if db.empty:
                 out.write("(empty file: the broker treats it as no saved state)\n")
                 return 0
@@ -232,12 +233,12 @@ def cmd_dump(args: argparse.Namespace) -> int:
                     row = chunk_to_json(chunk)
                     if state is not None:
                         row.update(state)
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    out.write(json_text(row) + "\n")
                 else:
                     out.write(format_text(chunk) + "\n")
         except CodecError as exc:
             out.flush()
-            print(f"mosqdb dump: error: {exc}", file=sys.stderr)
+            print(f"mosqdb dump: error: {printable(exc)}", file=sys.stderr)
             return 1
     return 0
 
@@ -253,12 +254,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     warnings = len(findings) - errors
     if args.json:
         for f in findings:
-            print(json.dumps(f.to_json(), ensure_ascii=False))
+            print(json_text(f.to_json()))
     else:
         for f in findings:
-            print(f"{f.severity}: {f.where()}: {f.message} [{f.rule}]")
+            print(printable(f"{f.severity}: {f.where()}: {f.message} [{f.rule}]"))
         verdict = "damaged or inconsistent" if errors else "OK"
-        print(f"{args.file}: {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
+        print(f"{printable(args.file)}: {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
     return 1 if errors else 0
 
 

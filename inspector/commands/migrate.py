@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from codec.errors import CodecError
+from codec.values import json_text, printable
 from codec.views.timeview import NEVER_INTERVAL as NEVER
 from codec.views.timeview import parse_time
 from inspector.commands import UsageError, add_at, add_endian, open_input
@@ -102,7 +102,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             rep = migrate_emqx(db, args.to, opts, dry_run=args.dry_run, progress=prog)
         rep.source = getattr(db, "source_path", args.file)
     if args.json:
-        print(json.dumps(rep.to_json(), ensure_ascii=False))
+        print(json_text(rep.to_json()))
     else:
-        print("\n".join(rep.lines()))
+        print("\n".join(printable(line) for line in rep.lines()))
     return 0

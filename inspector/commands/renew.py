@@ -9,6 +9,7 @@ import time
 
 from codec.errors import CodecError
 from codec.ops.renew import Policy, plan_renew
+from codec.values import printable
 from codec.views.timeview import iso, parse_duration, parse_time
 from codec.writer import save
 from inspector.commands import UsageError, add_at, open_input
@@ -66,7 +67,7 @@ def cmd_renew(args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps({"file": args.file, "version": db.version, "changes": [], "note": msg}))
             else:
-                print(msg)
+                print(printable(msg))
             return 0
         plan = plan_renew(db, policy)
 

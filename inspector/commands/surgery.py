@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codec.errors import CodecError
+from codec.values import json_text, printable
 from codec.views.timeview import NEVER_INTERVAL as NEVER
 from inspector.commands import UsageError, add_at, add_endian, open_input
 
@@ -155,10 +155,10 @@ def _emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: 
         data["dry_run"] = out is None
         if args.in_place:
             data["backup"] = f"{args.file}.bak"
-        print(json.dumps(data, ensure_ascii=False))
+        print(json_text(data))
         return
     for line in text:
-        print(line)
+        print(printable(line))
     if out is None:
         print("dry run: nothing written")
     else:
@@ -185,10 +185,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
                 report = getattr(exc, "report", None)
                 if report is not None:
                     if args.json:
-                        print(json.dumps(report.to_json(), ensure_ascii=False))
+                        print(json_text(report.to_json()))
                     else:
                         for line in report.lines()[1:]:
-                            print(line, file=sys.stderr)
+                            print(printable(line), file=sys.stderr)
                 raise
         report = _run(args, work)
     _emit(args, report.to_json(), report.lines(), report.written)
@@ -256,7 +256,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     _emit(args, report.to_json(), report.lines(), report.written)
     if not report.valid:
         print(f"mosqdb repair: error: {args.file}: the result would still have errors: "
-              f"{'; '.join(report.remaining_errors[:3])}", file=sys.stderr)
+              f"{printable('; '.join(report.remaining_errors[:3]))}", file=sys.stderr)
         return 1
     return 0
 
@@ -269,8 +269,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with open_input(args.file, endian=args.endian) as db:
         st = compute(db, top=args.top, depth=max(args.depth, 1))
     if args.json:
-        print(json.dumps(st.to_json(), ensure_ascii=False))
+        print(json_text(st.to_json()))
     else:
         for line in lines(st, args.by):
-            print(line)
+            print(printable(line))
     return 0

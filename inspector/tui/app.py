@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
@@ -26,6 +27,7 @@ from textual.worker import get_current_worker
 from codec import CodecError, FileChangedError
 from codec.layouts import ChunkType
 from codec.ops.check import check_file
+from codec.values import printable
 from inspector.tui.document import ChunkView, Document, EditRefused
 from inspector.tui.filters import StoreColumns, parse_filter, search_forward, stream_matches, with_edits
 from inspector.tui.messages import (
@@ -153,10 +155,11 @@ class InspectorApp(App[None]):
     # ------------------------------------------------------------ status
     def say(self, text: str, severity: str = "information") -> None:
         """Show a message in the status line (and as a toast for warnings and errors)."""
+        text = printable(text)  # file names, ids and topics: no control characters, no markup
         self.status_text = text
         self.update_status()
         if severity != "information":
-            self.notify(text, severity=severity, timeout=6)  # type: ignore[arg-type]
+            self.notify(text, severity=severity, timeout=6, markup=False)  # type: ignore[arg-type]
 
     def update_status(self) -> None:
         parts = []
@@ -165,7 +168,7 @@ class InspectorApp(App[None]):
             parts.append(f"[filter {self.filter_text!r}: {n:,} rows{' (scanning…)' if self.filter_busy else ''}]")
         if self.status_text:
             parts.append(self.status_text)
-        self.query_one("#status", Static).update(" ".join(parts))
+        self.query_one("#status", Static).update(Text(printable(" ".join(parts))))
 
     # ------------------------------------------------------------ index worker
     @work(thread=True, exclusive=True, group="scan")

@@ -17,6 +17,7 @@ import numpy as np
 from codec import CodecError, Record
 from codec.columnar import gather_u64
 from codec.layouts import ChunkType, layout_for
+from codec.values import printable as safe_text
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.tui.document import Document, chunk_kind_names
@@ -26,14 +27,14 @@ STORE_TYPES = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG), int(ChunkTyp
 
 
 def clip(text: str, n: int = 60) -> str:
-    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    text = safe_text(text.replace("\n", "\\n").replace("\r", "\\r"))
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def printable(s: str | None) -> str:
     if s is None:
         return "-"
-    return "".join(ch if ch.isprintable() and not "\udc80" <= ch <= "\udcff" else "\ufffd" for ch in s)
+    return safe_text(s)  # the one rule: control characters and bytes that are not UTF-8 shown escaped
 
 
 def summary(rec: Record) -> str:

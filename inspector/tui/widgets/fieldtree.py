@@ -21,6 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from codec.properties import BY_ID
+from codec.values import utc_text
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.timeview import expires_at, relative
 from inspector.tui.document import ChunkView, property_spans
@@ -45,10 +46,8 @@ class NodeInfo:
 def fmt_time(v: int) -> str:
     if v == 0:
         return "0 (never)"
-    try:
-        return f"{v} ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(v))})"
-    except (OverflowError, OSError, ValueError):
-        return f"{v} (out of range)"
+    text = utc_text(v, "%Y-%m-%d %H:%M:%S UTC")
+    return f"{v} ({text})" if text is not None else f"{v} (outside years 1-9999)"
 
 
 def fmt_text(s: str | None) -> str:
