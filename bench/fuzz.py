@@ -333,7 +333,7 @@ def drive(path: str, out_path: str) -> None:
             ov.insert(n, Record(4, {"store_id": 1}, db.version or 6))
             save(db, out_path, ov)
             with DbFile(out_path) as again:
-                again.index
+                len(again.index)
 
         guarded(edit_and_save)
         guarded(lambda: rewrite(db, out_path, guard=False))

@@ -25,6 +25,8 @@ except ImportError:  # pragma: no cover - depends on the build
     _framing = None
 
 BLOCK = 1 << 22
+SMALL_BLOCK = 1 << 16
+"""Window read at each chunk once chunks are big: the scan then costs per chunk, not per byte."""
 _KNOWN = {int(t) for t in ChunkType}
 
 
@@ -48,6 +50,11 @@ class BlockReader:
 
     def at_eof(self, buf_len: int) -> bool:
         return self.base + buf_len >= self.size
+
+    def sized_for(self, chunk_size: float) -> None:
+        """Big chunks (large payloads): read a small window at each header and jump over the rest;
+        small chunks: large blocks, each read once."""
+        self.block = SMALL_BLOCK if chunk_size > SMALL_BLOCK // 2 else BLOCK
 
 
 @dataclass
@@ -216,6 +223,7 @@ class _Walker:
             lens.append(length)
             off += hsize + n
             self.off = index.end = off
+            reader.sized_for(hsize + n)
 
     def _python_times(self, t: int, buf: bytes, body: int, i: int) -> None:
         for wt, name, pos, _signed in self.watch:
@@ -240,6 +248,7 @@ class _Walker:
             # tables disagree with: take this stretch field by field
             self.python_chunks(max(len(o) // 8, 1))
             return
+        reader.sized_for((end_rel - rel) / (len(o) // 8))
         if self.watch:
             self._native_times(buf, base, o, t, len(index.offsets))
         index.offsets.frombytes(o)
