@@ -21,9 +21,11 @@ import argparse
 import os
 import random
 import resource
+import signal
 import struct
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -359,8 +361,11 @@ def campaign(inputs: int, seed: int, findings_dir: str | None = None, *, report_
     slowest = (0.0, 0)
     t0 = time.monotonic()
     done = 0
+    stop: list[bool] = []
+    if threading.current_thread() is threading.main_thread():  # SIGTERM: stop and report what ran
+        signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
     for k in range(inputs):
-        if time_limit is not None and time.monotonic() - t0 > time_limit:
+        if stop or (time_limit is not None and time.monotonic() - t0 > time_limit):
             break
         data = mut.mutate()
         with open(path, "wb") as f:
