@@ -151,3 +151,17 @@ def test_info_with_a_markup_file_name(tmp_path, capsys):
     code, out, err = run(capsys, "info", path)
     assert code == 0, err
     assert "a[/x]b/evil.db" in out
+
+
+# ---------------------------------------------------------------- migrate: a content type that is not UTF-8
+def test_migrate_sqlite_with_a_non_utf8_content_type(tmp_path, capsys):
+    import sqlite3
+
+    props = b"\x05\x03\x00\x02a\xff"  # content_type "a\xff"
+    path = write(tmp_path, "ct.db", db(6, cfg(6, 5), msg_store_v5(1, topic=b"t", payload=b"x", props=props), retain(6)))
+    out = str(tmp_path / "ct.sqlite")
+    code, stdout, err = run(capsys, "migrate", "--to", "sqlite", "-o", out, path)
+    assert code == 0, err
+    assert "skipped 1" in stdout
+    con = sqlite3.connect(out)
+    assert con.execute("select count(*) from base_msgs").fetchone()[0] == 1
