@@ -196,7 +196,7 @@ class SaveResult:
 
 
 def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None = None,
-         *, endian: str | None = None) -> SaveResult:
+         *, endian: str | None = None, verify: Callable[[str], None] | None = None) -> SaveResult:
     """Write ``db`` with ``overlay`` applied to ``out_path`` atomically (same db version).
 
     Runs of untouched chunks are copied as one raw byte range; bytes after the last
@@ -214,7 +214,7 @@ def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None =
     n = len(idx)
     special = sorted(i for i in overlay.touched() | set(overlay.inserted) if i <= n)
     encoded = 0
-    with atomic_output(out_path, guard=db) as out:
+    with atomic_output(out_path, guard=db, verify=verify) as out:
         if db.empty:
             return SaveResult(os.fspath(out_path), 0, 0, 0, 0)
         out.write(db.header)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -373,3 +373,23 @@ def check_file(db: DbFile, *, at: float | None = None) -> Iterator[Finding] | li
         checker.report("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk header "
                        "or an unknown chunk cut short); the broker ignores them", offset=idx.end)
     return checker.finish()
+
+
+def output_verifier(endian: str = "little") -> Callable[[str], None]:
+    """A ``verify`` hook for :func:`codec.writer.atomic_output`: a written result must pass check.
+
+    A writing command (convert, rm-retained, prune-sessions, renew) copies what it does not
+    touch; damage the input already had would be copied too, and the command would report
+    success for a file the broker refuses. The hook refuses instead: nothing is renamed.
+    """
+
+    def verify(tmp: str) -> None:
+        with DbFile(tmp, endian=endian) as out:
+            errors = [f for f in check_file(out) if f.severity == "error"]
+        if errors:
+            first = errors[0]
+            raise CodecError(f"the result would fail `mosqdb check` with {len(errors)} error(s), damage the input "
+                             f"already had (first: {first.where()}: {first.message}); nothing written - run "
+                             "`mosqdb repair` first")
+
+    return verify

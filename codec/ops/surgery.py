@@ -222,7 +222,9 @@ def save_masked(db: DbFile, out_path: str | os.PathLike[str] | None, drop: np.nd
     head = db.header if header is None else header
     if out_path is None:
         return write_runs(db, NullSink(), header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
-    with atomic_output(out_path, guard=db) as out:
+    from codec.ops.check import output_verifier
+
+    with atomic_output(out_path, guard=db, verify=output_verifier(db.endian)) as out:
         return write_runs(db, out, header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend)
 
 

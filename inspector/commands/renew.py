@@ -8,6 +8,7 @@ import os
 import time
 
 from codec.errors import CodecError
+from codec.ops.check import output_verifier
 from codec.ops.renew import Policy, plan_renew
 from codec.values import printable
 from codec.views.timeview import iso, parse_duration, parse_time
@@ -73,7 +74,7 @@ def cmd_renew(args: argparse.Namespace) -> int:
 
         def work(out: str | None) -> None:
             if out is not None:
-                save(db, out, plan.overlay)
+                save(db, out, plan.overlay, verify=output_verifier(db.endian))  # never copies damage silently
 
         _run(args, work)
         target = None if args.dry_run else (args.file if args.in_place else args.output)

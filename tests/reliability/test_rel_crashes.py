@@ -165,3 +165,25 @@ def test_migrate_sqlite_with_a_non_utf8_content_type(tmp_path, capsys):
     assert "skipped 1" in stdout
     con = sqlite3.connect(out)
     assert con.execute("select count(*) from base_msgs").fetchone()[0] == 1
+
+
+# ---------------------------------------------------------------- writing commands never copy damage silently
+@pytest.mark.parametrize("argv", [
+    ["convert", "--to-version", "6", "-o", "{out}"],
+    ["rm-retained", "-o", "{out}", "{file}", "nothing/matches/#"],
+    ["prune-sessions", "--expired", "-o", "{out}"],
+    ["renew", "--sessions", "1d", "-o", "{out}"],
+])
+def test_writing_commands_refuse_to_copy_damage(tmp_path, capsys, argv):
+    # a retain that points at no store: `check` reports an error (the 1.4/1.5 loaders refuse the file)
+    path = write(tmp_path, "dangling.db", db(6, cfg(6, 5), msg_store_v5(1, topic=b"a"), retain(6, 1), retain(6, 77),
+                                            client_v6(b"c", session_expiry_time=1, interval=5)))
+    out = str(tmp_path / "out.db")
+    full = [a.replace("{out}", out).replace("{file}", path) for a in argv]
+    if "{file}" not in argv:
+        full.append(path)
+    code, _stdout, err = run(capsys, *full)
+    assert code == 1, err
+    assert "fail `mosqdb check`" in err and "repair" in err and len(err.strip().splitlines()) == 1
+    assert not Path(out).exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
