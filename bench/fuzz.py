@@ -18,6 +18,7 @@ input under 100 KB that takes longer than 2 s. Findings are written to ``--findi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import resource
@@ -410,7 +411,41 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def atheris_main(args: list[str]) -> int:
+    """Coverage-guided (libFuzzer via atheris): the seeds become the corpus, only CodecError is expected.
+
+    ``python bench/fuzz.py --atheris CORPUS_DIR -max_total_time=600 -rss_limit_mb=2048``
+    """
+    import atheris
+
+    with atheris.instrument_imports(include=["codec", "exporters", "inspector"]):
+        import codec.ops.check  # noqa: F401
+        import codec.ops.stats  # noqa: F401
+        import inspector.commands.core  # noqa: F401
+    corpus = next((a for a in args if not a.startswith("-")), None)
+    if corpus and not (os.path.isdir(corpus) and os.listdir(corpus)):  # a new corpus starts from the seeds
+        os.makedirs(corpus, exist_ok=True)
+        for k, (_v, data, _b) in enumerate(load_seeds()):
+            with open(os.path.join(corpus, f"seed-{k:04d}"), "wb") as f:
+                f.write(data)
+    scratch = _scratch_dir()
+    path, out_path = os.path.join(scratch, "in.db"), os.path.join(scratch, "out.db")
+
+    def one(data: bytes) -> None:
+        with open(path, "wb") as f:
+            f.write(data)
+        with contextlib.suppress(CodecError):
+            drive(path, out_path)
+
+    atheris.Setup([sys.argv[0], *args], one)
+    atheris.Fuzz()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--atheris":
+        return atheris_main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--inputs", type=int, default=20_000)
     ap.add_argument("--seed", type=int, default=1)
