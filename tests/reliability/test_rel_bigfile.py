@@ -115,15 +115,22 @@ async def _goto_last(path: str) -> tuple[int, int, str]:
         await pilot.pause()
         await app.workers.wait_for_complete()
         await pilot.pause()
-        return app.chunks.cursor, len(idx), str(app.query_one("#status").render())
+        hex_line = "".join(seg.text for seg in app.hex.render_line(0))
+        gutter = len(f"{target:x}") + 2
+        await pilot.click("HexView", offset=(gutter + 3 * 5 + 2, 0))  # the gap after byte 5 of the first row
+        await pilot.pause()
+        hex_line += f" cursor={app.hex.cursor}"
+        return app.chunks.cursor, len(idx), str(app.query_one("#status").render()), hex_line, target
 
 
 def test_tui_goto_last_chunk(big):
     import asyncio
 
-    cursor, n, status = asyncio.run(_goto_last(big["path"]))
+    cursor, n, status, hex_line, target = asyncio.run(_goto_last(big["path"]))
     assert cursor == n - 1, status
     assert f"chunk {n - 1}" in status
+    assert hex_line.startswith(f"{target:x}  "), hex_line  # the whole offset, aligned (9 hex digits)
+    assert hex_line.endswith(" cursor=5"), hex_line  # a click lands on the byte under it
 
 
 @pytest.mark.skipif(not FULL, reason="reads (and for rewrite writes) 4.5 GB: set MOSQDB_BIGFILE_FULL=1")
