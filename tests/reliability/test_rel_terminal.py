@@ -71,3 +71,33 @@ def test_renew_and_prune_reports(evil_db, capsys, tmp_path):
         out, err = capsys.readouterr()
         for stream in (out, err):
             assert UNSAFE.search(stream) is None, (argv, stream)
+
+
+async def _tui_text(path: str) -> str:
+    from inspector.tui.app import InspectorApp
+    from inspector.tui.document import Document
+
+    app = InspectorApp(Document(path, read_only=True), check_at=1_795_305_600, detail_delay=0.0)
+    seen = []
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause()
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        for _ in range(len(app.doc.index())):
+            for widget in (app.chunks, app.fields):
+                for y in range(widget.size.height):
+                    seen.append("".join(seg.text for seg in widget.render_line(y)))
+            await pilot.press("down")
+            await pilot.pause()
+        seen.append(str(app.query_one("#status").render()))
+        seen.append(app.screen.export_screenshot() if hasattr(app.screen, "export_screenshot") else "")
+    return "\n".join(seen)
+
+
+def test_tui_shows_controls_escaped(evil_db):
+    import asyncio
+
+    text = asyncio.run(_tui_text(evil_db))
+    bad = UNSAFE.search(text)
+    assert bad is None, text[max(bad.start() - 60, 0):bad.end() + 60]
+    assert "\\x1b[2J" in text or "\\x1b" in text

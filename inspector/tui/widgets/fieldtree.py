@@ -21,7 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from codec.properties import BY_ID
-from codec.values import utc_text
+from codec.values import printable, utc_text
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.timeview import expires_at, relative
 from inspector.tui.document import ChunkView, property_spans
@@ -190,9 +190,9 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
     def show_message(self, title: str, lines: list[str]) -> None:
         self.clear()
         self.view = None
-        self.root.set_label(Text(title, style="bold red"))
+        self.root.set_label(Text(printable(title), style="bold red"))
         for line in lines:
-            self.root.add_leaf(line)
+            self.root.add_leaf(printable(line))
         self._flatten()
         self.cursor = 0
 
