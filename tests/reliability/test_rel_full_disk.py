@@ -60,3 +60,23 @@ def test_export_refuses_a_fifo_as_output(tmp_path, to):
     assert res.returncode == 1 and "not a regular file" in res.stderr, res.stderr
     assert fifo.exists() and not fifo.is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["pipe"]
+
+
+@pytest.mark.parametrize("to", ["jsonl", "parquet"])
+def test_export_to_a_read_only_file_system(tmp_path, monkeypatch, capsys, to):
+    """EROFS (root ignores directory modes, so the file system refusal is injected): one line, exit 1."""
+    import errno
+
+    import exporters.files as files
+    from inspector.cli import main
+
+    def refuse(*_a, **_k):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(files.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(files.os, "makedirs", refuse)
+    out = str(tmp_path / ("x.jsonl" if to == "jsonl" else "ds"))
+    code = main(["export", "--to", to, "-o", out, str(SOURCE)])
+    _out, err = capsys.readouterr()
+    assert code == 1 and "Read-only file system" in err and len(err.strip().splitlines()) == 1, err
+    assert list(tmp_path.iterdir()) == []
