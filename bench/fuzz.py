@@ -19,10 +19,12 @@ the wall clock would measure the neighbours). Findings are written to ``--findin
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import os
 import random
 import resource
+import shutil
 import signal
 import struct
 import sys
@@ -77,6 +79,7 @@ def _scratch_dir() -> str:
     if not _SCRATCH:
         base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
         _SCRATCH.append(tempfile.mkdtemp(prefix="mosqdb-fuzz-", dir=base))
+        atexit.register(shutil.rmtree, _SCRATCH[0], True)
     return _SCRATCH[0]
 
 

@@ -137,9 +137,12 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
             declared = body + lengths - pos
             size_arr = np.where((declared == 4) | (declared == 8), declared, 8)
             ok &= pos + size_arr <= ends
-            p = np.where(ok, pos, 0)
-            v8 = _gather_host(d, p, 8, endian, True) if np.any(size_arr == 8) else np.zeros(len(p), np.int64)
-            v4 = _gather_host(d, p, 4, endian, True) if np.any(size_arr == 4) else np.zeros(len(p), np.int64)
+            # each width is read only where it is the chunk's width: a 4-byte time_t at the very end of
+            # the data has no 8 bytes to read
+            p8 = np.where(ok & (size_arr == 8), pos, 0)
+            p4 = np.where(ok & (size_arr == 4), pos, 0)
+            v8 = _gather_host(d, p8, 8, endian, True) if np.any(size_arr == 8) else np.zeros(len(pos), np.int64)
+            v4 = _gather_host(d, p4, 4, endian, True) if np.any(size_arr == 4) else np.zeros(len(pos), np.int64)
             ints[f.name] = np.where(size_arr == 4, v4, v8)
             pos = pos + size_arr
             continue
