@@ -29,7 +29,7 @@ from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, ChunkType, Layout, 
 from codec.properties import decode_properties, property_problems
 from codec.reader import DbFile
 from codec.textscan import TextColumn as _Text
-from codec.values import NEVER, is_utf8
+from codec.values import NEVER, is_utf8, time_text
 from codec.views.query import valid_filter
 
 # state -> (qos values, direction) it is consistent with (spec §8 / §11 rule 13)
@@ -81,7 +81,7 @@ def _text_problem(value: str | None) -> str | None:
 
 
 def _iso(ts: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+    return time_text(ts, "%Y-%m-%d %H:%M:%S UTC")  # outside years 1-9999: the raw integer with a note
 
 
 def _text(raw: bytes) -> str:
@@ -786,8 +786,16 @@ def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT
     ``limit``: findings shown per rule (None: all); past it one finding says how many more there are.
     ``progress(done, total)`` is called after each batch of chunks.
     """
+    return _checked(db, at=at, limit=limit, progress=progress).result()
+
+
+def _checked(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
+             progress: Callable[[int, int], None] | None = None) -> _Findings:
+    """:func:`check_file`'s findings before they are listed (with every rule's full count)."""
     if db.empty:
-        return [Finding("warning", "empty", "empty file: the broker treats it as no saved state")]
+        out = _Findings(limit)
+        out.one(Finding("warning", "empty", "empty file: the broker treats it as no saved state"), _END, 0)
+        return out
     assert db.version is not None
     idx = db.index
     tail = nul_tail(db)
@@ -808,4 +816,26 @@ def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT
         run.out.one(Finding("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk "
                             "header or an unknown chunk cut short); the broker ignores them", idx.end), _END, 0)
     run.finish()
-    return run.out.result()
+    return run.out
+
+
+def output_verifier(endian: str = "little") -> Callable[[str], None]:
+    """A ``verify`` hook for :func:`codec.writer.atomic_output`: a written result must pass check.
+
+    A writing command (convert, rm-retained, prune-sessions, renew) copies what it does not
+    touch; damage the input already had would be copied too, and the command would report
+    success for a file the broker refuses. The hook refuses instead: nothing is renamed.
+    """
+
+    def verify(tmp: str) -> None:
+        with DbFile(tmp, endian=endian) as out:
+            found = _checked(out)
+        errors = [f for f in found.result() if f.severity == "error"]
+        if errors:
+            first = errors[0]
+            count = sum(found.total[rule] for rule in {f.rule for f in errors})
+            raise CodecError(f"the result would fail `mosqdb check` with {count} error(s), damage the input "
+                             f"already had (first: {first.where()}: {first.message}); nothing written - run "
+                             "`mosqdb repair` first")
+
+    return verify

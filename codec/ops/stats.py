@@ -112,7 +112,9 @@ class _Stores:
         sorted_ids, order = self.sorted_ids, self.order
         w = np.searchsorted(sorted_ids, ids)
         wc = np.minimum(w, max(len(sorted_ids) - 1, 0))
-        ok = (w < len(sorted_ids)) & (sorted_ids[wc] == ids) if len(sorted_ids) else np.zeros(len(ids), bool)
+        if not len(sorted_ids):  # references but no stores at all: nothing to point at
+            return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
+        ok = (w < len(sorted_ids)) & (sorted_ids[wc] == ids)
         return order[wc], ok
 
 

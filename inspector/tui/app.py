@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
@@ -27,6 +28,7 @@ from textual.worker import get_current_worker
 
 from codec import CodecError
 from codec.ops.check import check_file
+from codec.values import printable
 from inspector.tui.actions import actions, bindings, palette_help
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
@@ -119,10 +121,11 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     # ------------------------------------------------------------ status
     def say(self, text: str, severity: str = "information") -> None:
         """Show a message in the status line (and as a toast for warnings and errors)."""
+        text = printable(text)  # file names, ids and topics: no control characters, no markup
         self.status_text = text
         self.update_status()
         if severity != "information":
-            self.notify(text, severity=severity, timeout=6)  # type: ignore[arg-type]
+            self.notify(text, severity=severity, timeout=6, markup=False)  # type: ignore[arg-type]
 
     def update_status(self) -> None:
         parts = []
@@ -131,7 +134,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             parts.append(f"[filter {self.filter_text!r}: {n:,} rows{' (scanning…)' if self.filter_busy else ''}]")
         if self.status_text:
             parts.append(self.status_text)
-        self.query_one("#status", Static).update(" ".join(parts))
+        self.query_one("#status", Static).update(Text(printable(" ".join(parts))))
 
     # ------------------------------------------------------------ index worker
     @work(thread=True, exclusive=True, group="scan")

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from codec.values import printable
 from inspector.tui.actions import help_text
 
 LEGEND = """\
@@ -102,7 +103,7 @@ class CheckScreen(ModalScreen[Any]):
             options = []
             for k, f in enumerate(self.findings):
                 style = "bold red" if f.severity == "error" else "yellow"
-                label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
+                label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), printable(f"{f.where()}: {f.message}"))
                 options.append(Option(label, id=str(k)))
             if not options:
                 options.append(Option("no findings: the file is consistent", id="none", disabled=True))
