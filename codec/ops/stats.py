@@ -124,7 +124,8 @@ def _prefix_codes(tx: TextColumn, depth: int, prefixes: dict[str, int]) -> np.nd
     each group checked byte for byte against its first member; Python cuts the others."""
     n = len(tx.sizes)
     codes = np.empty(n, np.int64)
-    slow = np.arange(n) if depth < 1 else tx.long
+    # every row is cut by numpy (short) or by Python (slow); with no window (every topic empty) all go to Python
+    slow = np.arange(n) if depth < 1 or not tx.width else tx.long
     short = tx.short if depth >= 1 and tx.width else np.zeros(0, np.int64)
     if len(short):
         win, valid, width = tx.win, tx.valid, tx.width

@@ -15,7 +15,7 @@ from codec.engine import Record
 from codec.writer import Overlay, save
 from inspector.cli import main
 
-from support.crafted import cfg, chunk, client_v6, db, msg_store_v5, retain
+from support.crafted import cfg, chunk, client_v6, db, msg_store_v5, retain, sub_v6
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -189,3 +189,19 @@ def test_writing_commands_refuse_to_copy_damage(tmp_path, capsys, argv):
     assert not Path(out).exists()
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
+
+# ---------------------------------------------------------------- text columns where every value is empty
+def test_stats_and_check_with_only_empty_topics_and_client_ids(tmp_path, capsys):
+    """Every topic and client id of a batch empty: the byte window is 0 wide and the rows were left without a
+    number (ValueError in stats, found by the short fuzz run after the merge of the column-batch stats)."""
+    path = write(tmp_path, "empty-texts.db", db(6, cfg(6, 5), msg_store_v5(1, topic=b""), msg_store_v5(2, topic=b""),
+                                                retain(6, 1), client_v6(b""), sub_v6(b"", b"")))
+    code, out, err = run(capsys, "stats", "--json", path)
+    assert code == 0, err
+    st = json.loads(out)
+    assert [(t["topic"], t["stores"], t["retained"]) for t in st["by_topic"]] == [("", 2, 1)]
+    assert [(c["client_id"], c["session"], c["subscriptions"]) for c in st["by_client"]] == [("", True, 1)]
+    code, _out, err = run(capsys, "stats", "--by", "client", path)
+    assert code == 0 and "Traceback" not in err, err
+    code, _out, err = run(capsys, "check", path)
+    assert "Traceback" not in err
