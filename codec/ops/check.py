@@ -213,9 +213,12 @@ class _Check:
         return out
 
     def tick(self, k: int) -> None:
+        """``k`` more chunks checked: reported in bytes, as every codec progress is (codec.progress),
+        the file's share of the chunks done (the rules take the chunks type by type, not in file order)."""
         self.done += k
         if self.progress is not None:
-            self.progress(self.done, self.n)
+            size = self.db.size
+            self.progress(size if self.done >= self.n else size * self.done // max(self.n, 1), size)
 
     # ------------------------------------------------------------ batches
     def batches(self, t: int) -> Any:
@@ -816,6 +819,8 @@ def _checked(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
         run.out.one(Finding("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk "
                             "header or an unknown chunk cut short); the broker ignores them", idx.end), _END, 0)
     run.finish()
+    if progress is not None:
+        progress(db.size, db.size)  # the end, also when a NUL tail or damage cut the chunks short
     return run.out
 
 

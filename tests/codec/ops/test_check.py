@@ -156,6 +156,7 @@ def test_progress_reaches_the_total(tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
     with DbFile(path) as db:
         check_file(db, at=CHECK_AT, progress=lambda done, total: seen.append((done, total)))
-        total = len(db.index)
+        total = db.size  # bytes, as every codec progress reports (codec.progress)
     assert seen and seen[-1] == (total, total)
+    assert all(t == total and 0 <= d <= total for d, t in seen)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)
