@@ -259,7 +259,8 @@ def gather_u64(fd: int, positions: np.ndarray, endian: str = "little", block: in
 def iter_columns(db: DbFile, chunk_type: int | ChunkType, *, batch: int = 65536,
                  first: int = 0, stop: int | None = None) -> Iterator[Columns]:
     """Batches of every chunk of one type between chunk indexes ``first`` and ``stop``."""
-    assert db.version is not None
+    if db.version is None:  # an empty file: no saved state, no chunks
+        return
     version, hsize = db.version, header_size(db.version)
     idx = db.index
     n = len(idx) if stop is None else min(stop, len(idx))

@@ -25,6 +25,8 @@ except ImportError:  # pragma: no cover - depends on the build
     _framing = None
 
 BLOCK = 1 << 22
+SMALL_BLOCK = 1 << 16
+"""Window read at each chunk once chunks are big: the scan then costs per chunk, not per byte."""
 
 
 class BlockReader:
@@ -47,6 +49,11 @@ class BlockReader:
 
     def at_eof(self, buf_len: int) -> bool:
         return self.base + buf_len >= self.size
+
+    def sized_for(self, chunk_size: float) -> None:
+        """Big chunks (large payloads): read a small window at each header and jump over the rest;
+        small chunks: large blocks, each read once."""
+        self.block = SMALL_BLOCK if chunk_size > SMALL_BLOCK // 2 else BLOCK
 
 
 @dataclass
@@ -229,6 +236,7 @@ class _Walker:
             lens.append(length)
             off += hsize + n
             self.off = index.end = off
+            reader.sized_for(hsize + n)
 
     def _python_times(self, t: int, buf: bytes, body: int, i: int) -> None:
         for wt, name, pos, _signed in self.watch:
@@ -253,6 +261,7 @@ class _Walker:
             # tables disagree with: take this stretch field by field
             self.python_chunks(max(len(o) // 8, 1))
             return
+        reader.sized_for((end_rel - rel) / (len(o) // 8))
         if self.watch:
             self._native_times(buf, base, o, t, len(index.offsets))
         index.offsets.frombytes(o)
@@ -289,10 +298,8 @@ class _Walker:
             if not sel.any():
                 continue
             got = lengths[sel]
-            if not len_fields:
-                if not (np.all(got >= fixed) if tail else np.all(got == fixed)):
-                    return False
-                continue
+            if len_fields and (np.any(got < fixed) or int(bodies[sel].max()) + fixed > len(buf)):
+                return False  # a length below the struct (0 included), or a struct past the block: walk it
             at = bodies[sel]
             need = np.full(len(got), fixed, dtype=np.int64)
             for rel_off, width in len_fields:  # big-endian lengths, read in place (unaligned views)

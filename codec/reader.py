@@ -184,6 +184,11 @@ class DbFile:
                 except StopIteration:
                     self._scan = None
                     return
+                except BaseException:
+                    # a scan that raised is dead: forget its partial index, so the next use scans
+                    # again (and raises again) instead of finding a short index and no error
+                    self._scan = self._index = None
+                    raise
             yield count
 
     @property

@@ -127,6 +127,8 @@ class TextColumn:
                              np.int64)
             codes[short] = group[inv]
             slow = np.concatenate([slow, short[~same]])
+        elif len(self.short):  # no window (every value empty): numbered in Python too, never left unset
+            slow = np.concatenate([slow, self.short])
         for r in slow.tolist():
             codes[r] = table.setdefault(self.value(r), len(table))
         return codes

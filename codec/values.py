@@ -5,9 +5,16 @@ One definition each, so a sink, a view and the TUI cannot disagree on what a val
 
 from __future__ import annotations
 
+import json
+import re
+from datetime import datetime, timedelta, timezone
+from json.encoder import encode_basestring as _encode_basestring  # type: ignore[attr-defined]
+from typing import Any
+
 NEVER = 0xFFFF_FFFF
 """A v5/v6 session expiry interval that never expires (MQTT 5: 0xFFFFFFFF)."""
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 U64_MAX = (1 << 64) - 1
 _SIGN, _WRAP = 1 << 63, 1 << 64
 
@@ -41,3 +48,71 @@ def utf8_or_none(raw: bytes) -> str | None:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
+
+
+# ---------------------------------------------------------------- untrusted text on a terminal
+
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = ord(m.group())
+    if c < 0x100:
+        return f"\\x{c:02x}"
+    if 0xDC80 <= c <= 0xDCFF:  # a byte that is not UTF-8, kept by surrogateescape: show that byte
+        return f"\\x{c - 0xDC00:02x}"
+    return f"\\u{c:04x}"
+
+
+def printable(text: object) -> str:
+    """``text`` safe to put on a terminal: C0/C1 controls, DEL, bidi controls and bytes that are not
+    UTF-8 are shown escaped (``\\x1b``, ``\\x00``, ``\\u202e``, ``\\xff``); everything else as it is.
+
+    The one rule for every text output (dump, info, stats, check, reports, errors, the TUI): a value
+    read from a file never reaches the terminal as a control sequence (clear screen, OSC 52, …).
+    """
+    s = text if isinstance(text, str) else str(text)
+    if s.isprintable():  # the common case: nothing to escape (every target above is non-printable)
+        return s
+    return _UNSAFE.sub(_escape, s)
+
+
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def json_text(obj: Any, **kw: Any) -> str:
+    """``json.dumps(obj, ensure_ascii=False)`` that is also safe on a terminal.
+
+    json escapes C0 controls itself; DEL, C1 controls, bidi controls and lone surrogates are
+    written as ``\\uXXXX`` escapes too, so the text decodes to exactly the same values.
+    """
+    return json_safe(json.dumps(obj, ensure_ascii=False, **kw))
+
+
+def json_safe(out: str) -> str:
+    """JSON text (``ensure_ascii=False``) with DEL, C1, bidi controls and lone surrogates as ``\\uXXXX``."""
+    if out.isascii():
+        return out
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
+
+
+def json_string(s: str) -> str:
+    """One JSON string literal, exactly as :func:`json_text` writes it inside an object."""
+    return json_safe(_encode_basestring(s))
+
+
+# ---------------------------------------------------------------- times
+
+def utc_text(ts: float, fmt: str = "%Y-%m-%dT%H:%M:%SZ") -> str | None:
+    """Unix time ``ts`` as UTC text, or None when it lies outside what a calendar date can show
+    (years 1-9999): the caller shows the raw integer with a note instead."""
+    try:
+        return (_EPOCH + timedelta(seconds=ts)).strftime(fmt)
+    except (OverflowError, ValueError):
+        return None
+
+
+def time_text(ts: float, fmt: str = "%Y-%m-%dT%H:%M:%SZ") -> str:
+    """UTC text for ``ts``, or the raw integer with a note when no calendar date exists for it."""
+    text = utc_text(ts, fmt)
+    return text if text is not None else f"{ts} (outside years 1-9999)"

@@ -14,6 +14,7 @@ import os
 import stat
 import struct
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -62,17 +63,8 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
             os.fsync(out.fileno())
         if verify is not None:
             verify(tmp)
-        if existing is not None:
-            keep_owner_and_mode(tmp, existing)
-            if guard is not None and os.path.samefile(path, guard.path) and Fingerprint.of(path) != guard.fingerprint:
-                raise FileChangedError(
-                    "the file changed on disk since it was opened (size, mtime or content differ); "
-                    "not overwriting it - save elsewhere or reopen",
-                    path=path,
-                )
-        else:
-            os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        with write_lock(path):  # the fingerprint check and the rename are one step for every mosqdb
+            _replace(tmp, path, guard, existing)
         dfd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dfd)
@@ -131,6 +123,64 @@ def keep_owner_and_mode(path: str, st: os.stat_result) -> None:
             os.chown(path, -1, st.st_gid)
     with contextlib.suppress(OSError):
         os.chmod(path, st.st_mode & 0o7777)
+
+
+LOCK_WAIT = 10.0
+"""Seconds a save waits for another mosqdb's save of the same file before refusing."""
+
+
+@contextlib.contextmanager
+def write_lock(path: str) -> Iterator[None]:
+    """An exclusive advisory lock (``flock``) on the file now at ``path``, for replacing it.
+
+    Two mosqdb processes saving over one file (two ``--in-place`` runs, a TUI save while a
+    command rewrites it) take turns here; the second then finds the file changed and refuses.
+    Nothing to lock when ``path`` does not exist yet; no-op where ``flock`` is missing.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never waits on a FIFO put there meanwhile
+    except OSError:  # nothing there yet (or nothing we may open): nothing to lock
+        fd = None
+    if fd is None:
+        yield
+        return
+    try:
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise FileChangedError(f"another program has been saving over this file for {LOCK_WAIT:.0f} s "
+                                           "(an advisory lock is held); not overwriting it", path=path) from None
+                time.sleep(0.02)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _replace(tmp: str, path: str, guard: DbFile | None, existing: os.stat_result | None) -> None:
+    """Rename ``tmp`` over ``path`` unless ``path`` is ``guard``'s file and changed since it was opened.
+
+    ``existing``: the stat of the file ``path`` held when the write began (its owner and mode are kept).
+    """
+    if existing is not None:
+        keep_owner_and_mode(tmp, existing)
+        if guard is not None and os.path.samefile(path, guard.path) and Fingerprint.of(path) != guard.fingerprint:
+            raise FileChangedError(
+                "the file changed on disk since it was opened (size, mtime or content differ); "
+                "not overwriting it - save elsewhere or reopen",
+                path=path,
+            )
+    else:
+        os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 def copy_range(src_fd: int, out: BinaryIO, offset: int, size: int) -> None:
@@ -278,13 +328,18 @@ def _decode_run(db: DbFile, a: int, b: int, offsets: np.ndarray, ends: np.ndarra
 def save_masked(db: DbFile, out_path: str | os.PathLike[str] | None, drop: np.ndarray, *,
                 header: bytes | None = None, recode: np.ndarray | None = None,
                 recode_fn: Callable[[Chunk], bytes | None] | None = None, prepend: bytes = b"",
-                progress: Callable[[int, int], None] | None = None) -> WriteCounts:
-    """Atomically write ``db`` minus ``drop`` to ``out_path`` (None: dry run, nothing written)."""
+                progress: Callable[[int, int], None] | None = None,
+                verify: Callable[[str], None] | None = None) -> WriteCounts:
+    """Atomically write ``db`` minus ``drop`` to ``out_path`` (None: dry run, nothing written).
+
+    ``verify`` checks the finished result before the rename (the writing commands pass
+    :func:`codec.ops.check.output_verifier`: damage the input had is not copied silently).
+    """
     head = db.header if header is None else header
     kw = dict(header=head, drop=drop, recode=recode, recode_fn=recode_fn, prepend=prepend, progress=progress)
     if out_path is None:
         return write_runs(db, NullSink(), **kw)  # type: ignore[arg-type]
-    with atomic_output(out_path, guard=db) as out:
+    with atomic_output(out_path, guard=db, verify=verify) as out:
         return write_runs(db, out, **kw)  # type: ignore[arg-type]
 
 
@@ -330,7 +385,8 @@ class SaveResult:
 
 
 def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None = None,
-         *, endian: str | None = None, progress: Callable[[int, int], None] | None = None) -> SaveResult:
+         *, endian: str | None = None, progress: Callable[[int, int], None] | None = None,
+         verify: Callable[[str], None] | None = None) -> SaveResult:
     """Write ``db`` with ``overlay`` applied to ``out_path`` atomically (same db version).
 
     Runs of untouched chunks are copied as one raw byte range; bytes after the last
@@ -342,18 +398,21 @@ def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None =
     if idx.error is not None:
         raise CodecError(f"cannot save a damaged file as it is ({idx.error.reason}); use repair",
                          path=db.path, offset=idx.error.offset)
+    if not idx.complete:
+        raise CodecError("the chunk index is incomplete (its scan failed); not saving", path=db.path)
     version = db.version or 6
     n = len(idx)
     special = sorted(i for i in overlay.touched() | set(overlay.inserted) if i <= n)
     encoded = 0
-    with atomic_output(out_path, guard=db) as out:
+    with atomic_output(out_path, guard=db, verify=verify) as out:
         if db.empty:
             return SaveResult(os.fspath(out_path), 0, 0, 0, 0)
         out.write(db.header)
         cursor = 0  # first chunk not yet written; untouched runs are one byte range each
         for i in special:
-            if i > cursor:
-                copy_range(db.fd, out, idx.offsets[cursor], idx.offsets[i] - idx.offsets[cursor])
+            if i > cursor:  # i == n appends after the last chunk: the run ends where the chunks end
+                stop = idx.offsets[i] if i < n else idx.end
+                copy_range(db.fd, out, idx.offsets[cursor], stop - idx.offsets[cursor])
             for rec in overlay.inserted.get(i, ()):
                 out.write(encode_chunk(rec, version, endian=endian))
                 encoded += 1

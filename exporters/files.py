@@ -9,8 +9,9 @@ for the ``messages`` view, its columns with the payload as ``payload_b64``).
 from __future__ import annotations
 
 import base64
+import contextlib
+import errno
 import glob
-import json
 import os
 import queue
 import sys
@@ -25,9 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from codec import DbFile
-from codec.errors import CodecError
+from codec.errors import CodecError, WriteError
+from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
+from codec.writer import existing_target
 from exporters.arrow import DEFAULT_BATCH
 from exporters.schema import KINDS, SCHEMAS, TYPE_OF
 from exporters.select import FileView
@@ -140,15 +143,24 @@ class _Writers:
         self._stop()
         for writer, tmp in self.open.values():
             try:
-                writer.close()
+                with contextlib.suppress(OSError):  # closing fails again on a full disk: the temp goes anyway
+                    writer.close()
             finally:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
         self.open.clear()
 
 
+def _failed(exc: OSError, out: str) -> WriteError:
+    """A full disk, a read-only or missing directory: one line, and no partial output was left."""
+    hint = " (disk full)" if exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return WriteError(f"export failed{hint}: {reason}; no partial output left", path=out)
+
+
 def _publish(tmp: str, final: str) -> None:
     """Give a finished temporary file the usual permissions (mkstemp makes it 0600) and its name."""
+    existing_target(final)  # renaming over /dev/null or a FIFO would replace it: refused
     mask = os.umask(0)
     os.umask(mask)
     os.chmod(tmp, 0o666 & ~mask)
@@ -179,21 +191,26 @@ def export_parquet(
     dataset directory holding ``<kind>.parquet`` for each kind.
     """
     order = _order(kinds)
-    if single_file:
-        if len(order) != 1:
-            raise ValueError("a single Parquet file holds one kind")
-        parent = os.path.dirname(os.path.abspath(out))
-        os.makedirs(parent, exist_ok=True)
-        targets = {order[0]: os.path.abspath(out)}
-    else:
-        os.makedirs(out, exist_ok=True)
-        targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
+    if single_file and len(order) != 1:
+        raise ValueError("a single Parquet file holds one kind")
+    try:
+        if single_file:
+            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+            targets = {order[0]: os.path.abspath(out)}
+        else:
+            os.makedirs(out, exist_ok=True)
+            targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
+    except OSError as exc:
+        raise _failed(exc, out) from None
     writers = _Writers(targets, compression)
     try:
         for path in paths:
             with DbFile(path, endian=endian) as db:
                 _export_file(db, order, selection, batch_size, writers, progress, at)
         writers.finish()
+    except OSError as exc:
+        writers.abort()
+        raise _failed(exc, out) from None
     except BaseException:
         writers.abort()
         raise
@@ -275,11 +292,20 @@ def export_jsonl(
         _jsonl_into(sys.stdout, paths, order, chunk_kinds, selection, endian, progress, counts)
         return counts
     final = os.path.abspath(out)
-    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".jsonl.tmp", dir=os.path.dirname(final))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".jsonl.tmp", dir=os.path.dirname(final))
+    except OSError as exc:
+        raise _failed(exc, out) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
             _jsonl_into(fh, paths, order, chunk_kinds, selection, endian, progress, counts)
+            fh.flush()
+            os.fsync(fh.fileno())
         _publish(tmp, final)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise _failed(exc, out) from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -299,7 +325,7 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                 types = [TYPE_OF[k] for k in chunk_kinds] if not sel.by_store else None
                 selected = (c for c in sel.filter(db.stream(types=types)) if c.kind in chunk_kinds)
                 for n, chunk in enumerate(selected):
-                    fh.write(json.dumps({"file": full, **chunk_to_json(chunk)}, ensure_ascii=False) + "\n")
+                    fh.write(json_text({"file": full, **chunk_to_json(chunk)}) + "\n")
                     counts[chunk.kind] += 1
                     if progress is not None and n % 50_000 == 0:
                         progress(db.path, chunk.offset, db.size)
@@ -309,7 +335,7 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                     for row in batch.to_pylist():
                         row = {"type": "messages", **{k: _json_value(v) for k, v in row.items()}}
                         row["payload_b64"] = row.pop("payload")
-                        fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        fh.write(json_text(row) + "\n")
                     counts["messages"] += batch.num_rows
             if progress is not None:
                 progress(db.path, db.size, db.size)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
+from codec.values import printable
 from inspector.commands import UsageError
 
 # modules that define register(subparsers); a missing optional one is skipped
@@ -121,7 +122,7 @@ def error_line(command: str, error: object) -> str:
 
     A codec error prints the parts it has; a usage error without a file is ``mosqdb CMD: reason``.
     """
-    return f"mosqdb {command}: {error}"
+    return f"mosqdb {command}: {printable(error)}"  # a file name or a value from a file: no control sequences
 
 
 def located(exc: CodecError, args: argparse.Namespace) -> CodecError:

@@ -29,7 +29,7 @@ from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, ChunkType, Layout, 
 from codec.properties import decode_properties, property_problems
 from codec.reader import DbFile
 from codec.textscan import TextColumn as _Text
-from codec.values import NEVER, is_utf8
+from codec.values import NEVER, is_utf8, time_text
 from codec.views.query import valid_filter
 
 # state -> (qos values, direction) it is consistent with (spec §8 / §11 rule 13)
@@ -81,7 +81,7 @@ def _text_problem(value: str | None) -> str | None:
 
 
 def _iso(ts: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+    return time_text(ts, "%Y-%m-%d %H:%M:%S UTC")  # outside years 1-9999: the raw integer with a note
 
 
 def _text(raw: bytes) -> str:
@@ -213,9 +213,12 @@ class _Check:
         return out
 
     def tick(self, k: int) -> None:
+        """``k`` more chunks checked: reported in bytes, as every codec progress is (codec.progress),
+        the file's share of the chunks done (the rules take the chunks type by type, not in file order)."""
         self.done += k
         if self.progress is not None:
-            self.progress(self.done, self.n)
+            size = self.db.size
+            self.progress(size if self.done >= self.n else size * self.done // max(self.n, 1), size)
 
     # ------------------------------------------------------------ batches
     def batches(self, t: int) -> Any:
@@ -786,20 +789,22 @@ def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT
     ``limit``: findings shown per rule (None: all); past it one finding says how many more there are.
     ``progress(bytes_done, size)`` is called after each batch of chunks.
     """
+    return _checked(db, at=at, limit=limit, progress=progress).result()
+
+
+def _checked(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
+             progress: Callable[[int, int], None] | None = None) -> _Findings:
+    """:func:`check_file`'s findings before they are listed (with every rule's full count)."""
     if db.empty:
-        return [Finding("warning", "empty", "empty file: the broker treats it as no saved state")]
+        out = _Findings(limit)
+        out.one(Finding("warning", "empty", "empty file: the broker treats it as no saved state"), _END, 0)
+        return out
     assert db.version is not None
     idx = db.index
     tail = nul_tail(db)
     n = len(idx)
     if tail is not None:
         n = bisect.bisect_left(idx.offsets, tail[0], 0, len(idx))
-    if progress is not None:  # the batches count chunks; every codec progress callback reports bytes read
-        report, offsets = progress, idx.offsets
-
-        def progress(done: int, total: int) -> None:
-            report(db.size if done >= total else int(offsets[done]), db.size)
-
     run = _Check(db, n, at, limit, progress)
     run.run()
     if tail is not None:
@@ -814,4 +819,28 @@ def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT
         run.out.one(Finding("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk "
                             "header or an unknown chunk cut short); the broker ignores them", idx.end), _END, 0)
     run.finish()
-    return run.out.result()
+    if progress is not None:
+        progress(db.size, db.size)  # the end, also when a NUL tail or damage cut the chunks short
+    return run.out
+
+
+def output_verifier(endian: str = "little") -> Callable[[str], None]:
+    """A ``verify`` hook for :func:`codec.writer.atomic_output`: a written result must pass check.
+
+    A writing command (convert, rm-retained, prune-sessions, renew) copies what it does not
+    touch; damage the input already had would be copied too, and the command would report
+    success for a file the broker refuses. The hook refuses instead: nothing is renamed.
+    """
+
+    def verify(tmp: str) -> None:
+        with DbFile(tmp, endian=endian) as out:
+            found = _checked(out)
+        errors = [f for f in found.result() if f.severity == "error"]
+        if errors:
+            first = errors[0]
+            count = sum(found.total[rule] for rule in {f.rule for f in errors})
+            raise CodecError(f"the result would fail `mosqdb check` with {count} error(s), damage the input "
+                             f"already had (first: {first.where()}: {first.message}); nothing written - run "
+                             "`mosqdb repair` first")
+
+    return verify

@@ -30,6 +30,7 @@ import numpy as np
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, UnsupportedVersionError
 from codec.layouts import LAYOUTS, ChunkType, header_size, layout_for
+from codec.ops.check import output_verifier
 from codec.reader import Chunk, DbFile
 from codec.values import NEVER
 from codec.writer import file_header, save_masked
@@ -225,7 +226,7 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
     if db.empty:
         report.notes.append("empty file (no saved state): written as an empty file")
         if out_path is not None:
-            save_masked(db, out_path, np.zeros(0, bool), header=b"")
+            save_masked(db, out_path, np.zeros(0, bool), header=b"", verify=output_verifier(db.endian))
             report.written = os.fspath(out_path)
         return report
     source = db.version
@@ -260,7 +261,7 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
         report.losses = {}
         report.sessions_set = 0
     counts = save_masked(db, out_path, drop, header=file_header(target), recode=recode, recode_fn=conv.encode,
-                         progress=progress)
+                         progress=progress, verify=output_verifier(db.endian))
     report.copied, report.encoded, report.dropped = counts.copied, counts.encoded, counts.dropped
     report.size_after = counts.size
     report.written = None if out_path is None else os.fspath(out_path)

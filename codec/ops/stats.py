@@ -112,7 +112,9 @@ class _Stores:
         sorted_ids, order = self.sorted_ids, self.order
         w = np.searchsorted(sorted_ids, ids)
         wc = np.minimum(w, max(len(sorted_ids) - 1, 0))
-        ok = (w < len(sorted_ids)) & (sorted_ids[wc] == ids) if len(sorted_ids) else np.zeros(len(ids), bool)
+        if not len(sorted_ids):  # references but no stores at all: nothing to point at
+            return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
+        ok = (w < len(sorted_ids)) & (sorted_ids[wc] == ids)
         return order[wc], ok
 
 
@@ -122,7 +124,8 @@ def _prefix_codes(tx: TextColumn, depth: int, prefixes: dict[str, int]) -> np.nd
     each group checked byte for byte against its first member; Python cuts the others."""
     n = len(tx.sizes)
     codes = np.empty(n, np.int64)
-    slow = np.arange(n) if depth < 1 else tx.long
+    # every row is cut by numpy (short) or by Python (slow); with no window (every topic empty) all go to Python
+    slow = np.arange(n) if depth < 1 or not tx.width else tx.long
     short = tx.short if depth >= 1 and tx.width else np.zeros(0, np.int64)
     if len(short):
         win, valid, width = tx.win, tx.valid, tx.width

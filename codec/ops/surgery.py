@@ -19,9 +19,10 @@ import numpy as np
 from codec.columnar import ColumnReader, batches
 from codec.errors import CodecError
 from codec.layouts import ChunkType
+from codec.ops.check import output_verifier
 from codec.progress import Progress
 from codec.reader import DbFile
-from codec.values import NEVER
+from codec.values import NEVER, time_text
 from codec.views.query import topic_matches, valid_filter
 from codec.writer import save_masked
 
@@ -228,7 +229,7 @@ def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str]
         rem.stores = len(orphans)
     if not drop.any():
         out_path = None  # nothing matched: nothing is written
-    res = save_masked(db, out_path, drop, progress=progress)
+    res = save_masked(db, out_path, drop, progress=progress, verify=output_verifier(db.endian))
     rem.size_after = res.size
     rem.written = None if out_path is None else os.fspath(out_path)
     rem.seconds = time.perf_counter() - t0
@@ -333,7 +334,7 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     rem.subs, rem.client_msgs, rem.stores = int(sub_hit.sum()), int(cm_hit.sum()), len(orphans)
     if not drop.any():
         out_path = None  # nothing matched: nothing is written
-    res = save_masked(db, out_path, drop, progress=progress)
+    res = save_masked(db, out_path, drop, progress=progress, verify=output_verifier(db.endian))
     rem.size_after = res.size
     rem.written = None if out_path is None else os.fspath(out_path)
     rem.seconds = time.perf_counter() - t0
@@ -368,7 +369,7 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
             exp = s.session_expiry_time or 0
             if not (exp and exp < now):
                 continue
-            reasons.append(f"expired {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(exp))} UTC")
+            reasons.append(f"expired {time_text(exp, '%Y-%m-%d %H:%M:%S UTC')}")
         if idle_since is not None:
             idle = s.idle_since()
             if idle is None:
@@ -376,7 +377,7 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
                 continue
             if idle >= idle_since:
                 continue
-            reasons.append(f"offline since {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(idle))} UTC")
+            reasons.append(f"offline since {time_text(idle, '%Y-%m-%d %H:%M:%S UTC')}")
         if no_subscriptions:
             if s.subs:
                 continue

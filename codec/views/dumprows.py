@@ -1,7 +1,8 @@
 """`mosqdb dump` rows rendered from column batches: the same text as the per-record path, faster.
 
 The reference is the per-record path: :func:`codec.views.jsonview.chunk_to_json` plus the
-expiry annotation, serialised with ``json.dumps(row, ensure_ascii=False)`` (and
+expiry annotation, serialised with :func:`codec.values.json_text` (``json.dumps(row, ensure_ascii=False)``
+with DEL, C1 and bidi controls escaped; and
 ``format_text`` for the text dump). This module produces the same bytes from columns:
 
 * the index is walked in blocks of consecutive chunks (file order, types interleaved); the
@@ -9,8 +10,9 @@ expiry annotation, serialised with ``json.dumps(row, ensure_ascii=False)`` (and
   decoded for all its rows at once by :func:`codec.columnar.decode_batch`;
 * a row is one ``%``-format of a per-(version, type) template: keys, separators and constant
   values (absent fields, ``null`` properties) are baked in, numbers come from ``tolist()``,
-  text goes through the JSON module's own C string encoder (``json.encoder.encode_basestring``,
-  what ``json.dumps(..., ensure_ascii=False)`` calls: identical by construction, where orjson
+  text goes through :func:`codec.values.json_string`: the JSON module's own C string encoder
+  (``json.encoder.encode_basestring``, what ``json.dumps(..., ensure_ascii=False)`` calls) plus
+  json_text's escapes: identical by construction, where orjson
   would differ: compact separators, no lone surrogates), payloads through ``binascii``;
 * rows that need exact special treatment use the per-record path for those rows only: text
   that is not UTF-8 (the ``_b64`` extras), non-empty properties, cfg/client/unknown chunks (few,
@@ -26,9 +28,7 @@ from __future__ import annotations
 
 import binascii
 import functools
-import json
 from collections.abc import Callable, Iterator
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ import numpy as np
 from codec.columnar import decode_batch, gather_u64
 from codec.layouts import ChunkType, header_size, layout_for
 from codec.reader import Chunk, DbFile
+from codec.values import json_string, json_text
 from codec.views.jsonview import DUMP_FIELDS, chunk_to_json
 from codec.views.timeview import expires_at, iso
 
@@ -54,7 +55,7 @@ def json_line(chunk: Chunk, state: dict[str, Any] | None) -> str:
     row = chunk_to_json(chunk)
     if state is not None:
         row.update(state)
-    return json.dumps(row, ensure_ascii=False) + "\n"
+    return json_text(row) + "\n"
 
 
 # ---------------------------------------------------------------- store expiry, from the index
@@ -160,12 +161,12 @@ class _Spec:
     def texts(self, raw: bytes, starts: np.ndarray, sizes: np.ndarray, bad: np.ndarray, how: str) -> list[str]:
         vals = _slices(raw, starts, sizes)
         try:
-            out = list(map(encode_basestring, map(bytes.decode, vals)))
+            out = list(map(json_string, map(bytes.decode, vals)))
         except UnicodeDecodeError:
             out = []
             for r, b in enumerate(vals):
                 try:
-                    out.append(encode_basestring(b.decode()))
+                    out.append(json_string(b.decode()))
                 except UnicodeDecodeError:
                     bad[r] = True
                     out.append("")

@@ -17,7 +17,7 @@ from typing import Any
 
 from codec.engine import Record
 from codec.errors import CodecError
-from codec.values import NEVER
+from codec.values import NEVER, time_text
 
 DAY = 86_400
 _UNITS = {"w": 7 * DAY, "d": DAY, "h": 3600, "m": 60, "s": 1}
@@ -72,7 +72,7 @@ def expires_at(rec: Record) -> int | None:
 def iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return time_text(ts)  # a time no calendar date exists for: the raw integer with a note
 
 
 def relative(ts: float | None, at: float) -> str:

@@ -113,7 +113,10 @@ def props_json(props: list[Property]) -> tuple[str | None, int]:
     dropped = 0
     for p in props:
         name = JSON_NAMES.get(p.id)
-        if name is None:
+        texts_of = p.value if isinstance(p.value, tuple) else (p.value,)
+        if name is None or not all(is_utf8(t) for t in texts_of if isinstance(t, str)):
+            # JSON text cannot carry a string that is not UTF-8 (the plugin would read mojibake):
+            # left out and counted, like a property the plugin does not restore
             dropped += 1
         elif p.id == 38:
             items.append({"identifier": name, "name": p.value[0], "value": p.value[1]})

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Any
@@ -12,6 +11,7 @@ from codec import DbFile
 from codec.errors import CodecError
 from codec.layouts import TYPE_BY_LABEL, ChunkType
 from codec.reader import Chunk
+from codec.values import json_text, printable
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
 from codec.views.query import Selection, parse_store_ids
 from codec.views.timeview import ExpiryState, expiry_counts, iso
@@ -113,12 +113,13 @@ def cmd_info(args: argparse.Namespace) -> int:
     with open_input(args.file, endian=args.endian) as db:
         data = info_data(db, at)
     if args.json:
-        print(json.dumps(data, ensure_ascii=False))
+        print(json_text(data))
     else:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
-        table = Table(title=f"{data['file']}", show_header=False, title_justify="left")
+        table = Table(title=escape(printable(data['file'])), show_header=False, title_justify="left")
         table.add_column(style="bold")
         table.add_column()
         table.add_row("size", f"{data['size']:,} bytes")
@@ -140,7 +141,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         if data["trailing_bytes"]:
             table.add_row("trailing bytes", str(data["trailing_bytes"]))
         if data["damaged"]:
-            table.add_row("damaged", f"[red]{data['damaged']}[/red]")
+            table.add_row("damaged", f"[red]{escape(printable(data['damaged']))}[/red]")
         Console().print(table)
     return 1 if data["damaged"] else 0
 
@@ -200,13 +201,13 @@ def format_text(chunk: Chunk) -> str:
             value = f"{value} ({DIRECTION_NAMES.get(value, '?')})"
         elif value is None:
             continue
-        lines.append(f"\t{label}: {value}")
+        lines.append(f"\t{label}: {printable(value)}")
     if kind == "msg_store":
         payload = rec["payload"]
         try:
             text = payload.decode("utf-8")
             if len(payload) < 256 and text.isprintable():
-                lines.append(f"\tPayload: {text}")
+                lines.append(f"\tPayload: {printable(text)}")
         except UnicodeDecodeError:
             pass
     props = rec.get("properties")
@@ -215,7 +216,7 @@ def format_text(chunk: Chunk) -> str:
         for p in props:
             value = p.value.hex() if isinstance(p.value, bytes) else (
                 f"{p.value[0]} , {p.value[1]}" if isinstance(p.value, tuple) else p.value)
-            lines.append(f"\t\t{p.name.replace('_', ' ').capitalize()}: {value}")
+            lines.append(f"\t\t{p.name.replace('_', ' ').capitalize()}: {printable(value)}")
     return "\n".join(lines)
 
 
@@ -235,7 +236,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:
         if not args.json:
-            out.write(f"Mosquitto DB dump\nFile: {db.source_path}\n")
+            out.write(f"Mosquitto DB dump\nFile: {printable(db.source_path)}\n")
             if db.empty:
                 out.write("(empty file: the broker treats it as no saved state)\n")
                 return 0
@@ -284,7 +285,7 @@ def _dump_one(args: argparse.Namespace, out: Any, chunk: Chunk, expiry: ExpirySt
         row = chunk_to_json(chunk)
         if state is not None:
             row.update(state)
-        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+        out.write(json_text(row) + "\n")
     else:
         out.write(format_text(chunk) + "\n")
 
@@ -306,13 +307,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     warnings = len(findings) - errors
     verdict = "damaged or inconsistent" if errors else "OK"
     if args.json:
-        print(json.dumps({"file": args.file, "findings": [f.to_json() for f in findings],
-                          "summary": {"errors": errors, "warnings": warnings, "verdict": verdict}},
-                         ensure_ascii=False))
+        print(json_text({"file": args.file, "findings": [f.to_json() for f in findings],
+                         "summary": {"errors": errors, "warnings": warnings, "verdict": verdict}}))
     else:
         for f in findings:
-            print(f"{f.severity}: {args.file}: {f.where() + ': ' if f.where() else ''}{f.message} [{f.rule}]")
-        print(f"{args.file}: {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
+            print(printable(f"{f.severity}: {args.file}: {f.where() + ': ' if f.where() else ''}{f.message} [{f.rule}]"))
+        print(f"{printable(args.file)}: {verdict}: {errors} error(s), {warnings} warning(s)", file=sys.stderr)
     return 1 if errors else 0
 
 
@@ -344,7 +344,7 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
 
         result = to_stdout(args, work) if args.output == STDOUT else work(args.output)
     where = f"{result.size:,} bytes to stdout" if args.output == STDOUT else f"{result.path}: {result.size:,} bytes"
-    print(f"wrote {where}, {result.chunks_encoded:,} chunks re-encoded", file=sys.stderr)
+    print(printable(f"wrote {where}, {result.chunks_encoded:,} chunks re-encoded"), file=sys.stderr)
     return 0
 
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from codec.errors import CodecError
+from codec.values import json_text, printable
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.commands import UsageError, add_at, add_endian
 from inspector.commands.progress import progress
@@ -183,7 +184,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                                   endian=args.endian, progress=bar)
     if not args.quiet and args.output != "-":
         summary = ", ".join(f"{k} {n}" for k, n in counts.items())
-        print(f"exported {len(args.files)} file(s) to {args.output}: {summary}", file=sys.stderr)
+        print(printable(f"exported {len(args.files)} file(s) to {args.output}: {summary}"), file=sys.stderr)
     return 0
 
 
@@ -214,14 +215,15 @@ def cmd_sql(args: argparse.Namespace) -> int:
         columns = df.columns
         if args.json:
             for row in rows:
-                print(json.dumps({c: _plain(row[i]) for i, c in enumerate(columns)}, ensure_ascii=False))
+                print(json_text({c: _plain(row[i]) for i, c in enumerate(columns)}))
         else:
             from rich.console import Console
+            from rich.markup import escape
             from rich.table import Table
 
             table = Table(*columns, show_lines=False)
             for row in rows:
-                table.add_row(*[_cell(v) for v in row])
+                table.add_row(*[escape(printable(_cell(v))) for v in row])
             Console().print(table)
             if len(rows) == args.limit:
                 print(f"(first {args.limit} rows; use --limit)", file=sys.stderr)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import signal
 import sys
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
+from codec.values import json_text, printable
 from exporters.forward.content import ForwardError, Message
 from exporters.forward.frames import T_FORWARD, T_HANDSHAKE, TYPE_NAMES, FrameDecoder, Packet
 from inspector.commands import UsageError
@@ -120,11 +120,11 @@ def cmd_dump(args: argparse.Namespace) -> int:
                 packets += 1
                 messages += len(ms)
                 if args.json:
-                    print(json.dumps(packet_json(p, ms), ensure_ascii=False))
+                    print(json_text(packet_json(p, ms)))
                 else:
-                    print(packet_line(p, ms))
+                    print(printable(packet_line(p, ms)))
                     for m in ms:
-                        print(message_line(m))
+                        print(printable(message_line(m)))
         dec.finish()
     except ForwardError as exc:
         sys.stdout.flush()
@@ -152,14 +152,14 @@ def cmd_listen(args: argparse.Namespace) -> int:
             return
         if args.json:
             for m in ms:
-                print(json.dumps({"connection": conn, **message_json(m)}, ensure_ascii=False), flush=True)
+                print(json_text({"connection": conn, **message_json(m)}), flush=True)
         else:
-            print(f"[{conn}] {packet_line(p, ms).strip()}", flush=True)
+            print(printable(f"[{conn}] {packet_line(p, ms).strip()}"), flush=True)
             for m in ms:
-                print(message_line(m), flush=True)
+                print(printable(message_line(m)), flush=True)
 
     def report(msg: str) -> None:
-        print(f"mosqdb fwd-listen: {msg}", file=sys.stderr, flush=True)
+        print(f"mosqdb fwd-listen: {printable(msg)}", file=sys.stderr, flush=True)
 
     try:
         listener = Listener(args.host, args.port, out=out, on_packet=show, report=report,

@@ -16,6 +16,7 @@ from typing import Any
 from codec import DbFile
 from codec.errors import CodecError
 from codec.sources import open_any
+from codec.values import printable
 from codec.views.query import parse_store_ids, valid_filter
 from codec.writer import atomic_output
 from exporters.forward.content import Batch, ForwardError, batches, salt_of
@@ -119,7 +120,7 @@ def options_from(args: argparse.Namespace) -> Options:
 
 
 def _warn(msg: str) -> None:
-    print(f"mosqdb export: warning: {msg}", file=sys.stderr)
+    print(f"mosqdb export: warning: {printable(msg)}", file=sys.stderr)  # a peer's words: no control sequences
 
 
 class Run:
@@ -245,7 +246,7 @@ def _to_socket(args: argparse.Namespace, run: Run, target: tuple[str, int], quie
         try:
             s = client.send(run.batches())
         except SendError as exc:
-            print(f"mosqdb export: {exc}", file=sys.stderr)
+            print(f"mosqdb export: {printable(exc)}", file=sys.stderr)
             return 1
     skipped = f", {run.skipped} skipped" if run.skipped else ""
     if s.unconfirmed:  # sent on a connection that failed before an FF: not reported as delivered

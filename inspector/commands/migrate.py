@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 from collections.abc import Callable, Iterator
 from urllib.parse import urlsplit
 
 from codec.errors import CodecError
-from codec.values import NEVER
+from codec.values import NEVER, json_text, printable
 from inspector.commands import UsageError, add_at, add_deprecated, add_endian, open_input
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import parse_at, reference_time_ms
@@ -104,7 +103,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             rep = migrate_emqx(db, args.to, opts, dry_run=args.dry_run, progress=prog)
         rep.source = getattr(db, "source_path", args.file)
     if args.json:
-        print(json.dumps(rep.to_json(), ensure_ascii=False))
+        print(json_text(rep.to_json()))
     else:
-        print("\n".join(rep.lines()))
+        print("\n".join(printable(line) for line in rep.lines()))
     return 0

@@ -8,7 +8,9 @@ import os
 import time
 
 from codec.errors import CodecError
+from codec.ops.check import output_verifier
 from codec.ops.renew import Policy, plan_renew
+from codec.values import printable
 from codec.views.timeview import iso, parse_duration
 from codec.writer import save
 from inspector.commands import UsageError, add_at, check_input, open_input
@@ -69,15 +71,15 @@ def cmd_renew(args: argparse.Namespace) -> int:
                 print(json.dumps({"file": args.file, "version": db.version, "changes": [], "note": msg}),
                       file=report_stream(args))
             else:
-                print(msg, file=report_stream(args))
+                print(printable(msg), file=report_stream(args))
             return 0
         with progress(args, "renewing") as bar:
             plan = plan_renew(db, policy, progress=bar)
 
         def work(out: str | None) -> None:
             if out is not None:
-                with progress(args, "writing") as bar:
-                    save(db, out, plan.overlay, progress=bar)
+                with progress(args, "writing") as bar:  # the result is checked before the rename: damage is never copied silently
+                    save(db, out, plan.overlay, progress=bar, verify=output_verifier(db.endian))
 
         run(args, work)
         target = None if args.dry_run else (args.file if args.in_place else args.output)

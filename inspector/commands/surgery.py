@@ -8,13 +8,12 @@ Every writing command reads FILE, never touches it, and writes ``-o OUT`` atomic
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from codec.errors import CodecError
-from codec.values import NEVER
+from codec.values import NEVER, json_text, printable
 from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
@@ -98,10 +97,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
                 report = getattr(exc, "report", None)
                 if report is not None:
                     if args.json:
-                        print(json.dumps(report.to_json(), ensure_ascii=False), file=report_stream(args))
+                        print(json_text(report.to_json()), file=report_stream(args))
                     else:
                         for line in report.lines()[1:]:
-                            print(line, file=sys.stderr)
+                            print(printable(line), file=sys.stderr)
                 raise
         report = run(args, work)
     emit(args, report.to_json(), report.lines(), report.written)
@@ -168,8 +167,8 @@ def cmd_repair(args: argparse.Namespace) -> int:
     report = run(args, work)
     emit(args, report.to_json(), report.lines(), report.written)
     if not report.valid:
-        print(f"mosqdb repair: {args.file}: the result would still have errors: "
-              f"{'; '.join(report.remaining_errors[:3])}", file=sys.stderr)
+        print(printable(f"mosqdb repair: {args.file}: the result would still have errors: "
+                        f"{'; '.join(report.remaining_errors[:3])}"), file=sys.stderr)
         return 1
     return 0
 
@@ -182,8 +181,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     with open_input(args.file, endian=args.endian) as db, progress(args, "counting") as bar:
         st = compute(db, top=args.top, depth=max(args.depth, 1), progress=bar)
     if args.json:
-        print(json.dumps(st.to_json(), ensure_ascii=False))
+        print(json_text(st.to_json()))
     else:
         for line in lines(st, args.by):
-            print(line)
+            print(printable(line))
     return 0

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import sys
@@ -23,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codec.errors import CodecError
+from codec.values import json_text, printable
 from codec.writer import keep_owner_and_mode, not_regular
 from inspector.commands import UsageError, add_endian
 
@@ -223,10 +223,10 @@ def emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: s
         data["dry_run"] = out is None and args.dry_run
         if args.in_place:
             data["backup"] = backup
-        print(json.dumps(data, ensure_ascii=False), file=stream)
+        print(json_text(data), file=stream)
         return
     for line in text:
-        print(line, file=stream)
+        print(printable(line), file=stream)
     if out is None:
         print("dry run: nothing written" if args.dry_run else "nothing written", file=stream)
     elif out == STDOUT:
@@ -234,7 +234,7 @@ def emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: s
     else:
         size = os.path.getsize(out) if os.path.exists(out) else 0
         extra = f" (original kept in {backup})" if backup else ""
-        print(f"wrote {out}: {size:,} bytes{extra}")
+        print(printable(f"wrote {out}: {size:,} bytes{extra}"))
 
 
 def no_match(args: argparse.Namespace, data: dict[str, Any], what: str) -> int:
@@ -245,9 +245,9 @@ def no_match(args: argparse.Namespace, data: dict[str, Any], what: str) -> int:
         data.update(dry_run=args.dry_run, written=None, matched=False, note=msg)
         if args.in_place:
             data["backup"] = None
-        print(json.dumps(data, ensure_ascii=False), file=report_stream(args))
+        print(json_text(data), file=report_stream(args))
     else:
-        print(msg, file=report_stream(args))
+        print(printable(msg), file=report_stream(args))
     return 1 if getattr(args, "fail_if_none", False) else 0
 
 
@@ -350,7 +350,7 @@ def mtime_warning(path: str, mtime: float) -> str | None:
 
 def note_mtime(path: str, mtime: float, what: str) -> None:
     """On stderr: which time the file's mtime gave, and a warning when it looks implausible."""
-    print(f"{what}: using the mtime of {path}: {_iso(mtime)}", file=sys.stderr)
+    print(printable(f"{what}: using the mtime of {path}: {_iso(mtime)}"), file=sys.stderr)
     warning = mtime_warning(path, mtime)
     if warning:
-        print(f"warning: {path}: {warning}", file=sys.stderr)
+        print(printable(f"warning: {path}: {warning}"), file=sys.stderr)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
@@ -25,6 +26,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Input, Static
 
 from codec import CodecError
+from codec.values import printable
 from inspector.tui.actions import actions, bindings, palette_help
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
@@ -130,10 +132,11 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     # ------------------------------------------------------------ status
     def say(self, text: str, severity: str = "information") -> None:
         """Show a message in the status line (and as a toast for warnings and errors)."""
+        text = printable(text)  # file names, ids and topics: no control characters, no markup
         self.status_text = text
         self.update_status()
         if severity != "information":
-            self.notify(text, severity=severity, timeout=6)  # type: ignore[arg-type]
+            self.notify(text, severity=severity, timeout=6, markup=False)  # type: ignore[arg-type]
 
     def update_status(self) -> None:
         parts = []
@@ -142,7 +145,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             parts.append(f"[filter {self.filter_text!r}: {n:,} rows{' (scanning…)' if self.filter_busy else ''}]")
         if self.status_text:
             parts.append(self.status_text)
-        self.query_one("#status", Static).update(" ".join(parts))
+        self.query_one("#status", Static).update(Text(printable(" ".join(parts))))
 
     # ------------------------------------------------------------ jobs
     def on_scan_progress(self, msg: ScanProgress) -> None:

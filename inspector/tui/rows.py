@@ -7,6 +7,7 @@ shows is what search finds.
 from __future__ import annotations
 
 from codec import Record
+from codec.values import printable as safe_text
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 
 TYPE_SHORT = {1: "cfg", 2: "msg", 3: "cmsg", 4: "ret", 5: "sub", 6: "clnt"}
@@ -14,16 +15,17 @@ TYPE_SHORT = {1: "cfg", 2: "msg", 3: "cmsg", 4: "ret", 5: "sub", 6: "clnt"}
 
 
 def clip(text: str, n: int = 60) -> str:
-    """One line of at most ``n`` cells: newlines shown as escapes, an ellipsis when cut."""
-    text = text.replace("\n", "\\n").replace("\r", "\\r")
+    """One line of at most ``n`` cells: newlines and other controls shown as escapes, an ellipsis when cut."""
+    text = safe_text(text.replace("\n", "\\n").replace("\r", "\\r"))
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def printable(s: str | None) -> str:
-    """Text safe to show: control characters and undecodable bytes become U+FFFD, None a dash."""
+    """Text safe to show, None a dash: the one rule (:func:`codec.values.printable`), control characters,
+    bidi controls and bytes that are not UTF-8 shown escaped."""
     if s is None:
         return "-"
-    return "".join(ch if ch.isprintable() and not "\udc80" <= ch <= "\udcff" else "\ufffd" for ch in s)
+    return safe_text(s)
 
 
 def summary(rec: Record) -> str:

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from codec.values import printable
 from inspector.tui.actions import help_text
 from inspector.tui.widgets.jobbar import JobBar
 
@@ -139,7 +140,7 @@ class CheckScreen(ModalScreen[Any]):
         options = []
         for k, f in enumerate(findings, len(self.findings)):
             style = "bold red" if f.severity == "error" else "yellow"
-            label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), f"{f.where()}: {f.message}")
+            label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), printable(f"{f.where()}: {f.message}"))
             options.append(Option(label, id=str(k)))
         self.findings.extend(findings)
         if finished:

@@ -21,7 +21,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from codec.properties import BY_ID
-from codec.values import is_utf8, utf8_or_none
+from codec.values import is_utf8, printable, utc_text, utf8_or_none
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.timeview import expires_at, relative
 from inspector.tui.document import ChunkView, property_spans
@@ -46,10 +46,8 @@ class NodeInfo:
 def fmt_time(v: int) -> str:
     if v == 0:
         return "0 (never)"
-    try:
-        return f"{v} ({time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(v))})"
-    except (OverflowError, OSError, ValueError):
-        return f"{v} (out of range)"
+    text = utc_text(v, "%Y-%m-%d %H:%M:%S UTC")
+    return f"{v} ({text})" if text is not None else f"{v} (outside years 1-9999)"
 
 
 def fmt_text(s: str | None) -> str:
@@ -189,9 +187,9 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
     def show_message(self, title: str, lines: list[str]) -> None:
         self.clear()
         self.view = None
-        self.root.set_label(Text(title, style="bold red"))
+        self.root.set_label(Text(printable(title), style="bold red"))
         for line in lines:
-            self.root.add_leaf(line)
+            self.root.add_leaf(printable(line))
         self._flatten()
         self.cursor = 0
 
@@ -274,7 +272,7 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
         self._add(root, Text(f"chunk_type = {t} ({v.kind})", style="blue"), NodeInfo(None, 0, tlen))
         self._add(root, Text(f"length = {ln}", style="blue"), NodeInfo(None, tlen, hs - tlen))
         if v.error is not None:
-            root.add_leaf(Text(f"⚠ {v.error.reason} (field {v.error.field or '?'}, offset {v.error.offset})",
+            root.add_leaf(Text(printable(f"⚠ {v.error.reason} (field {v.error.field or '?'}, offset {v.error.offset})"),
                                style="bold red"))
         if rec is not None:
             for sp in v.spans:

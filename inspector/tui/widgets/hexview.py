@@ -95,10 +95,16 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
         self._row_cache: dict[int, bytes] = {}
 
     @property
+    def digits(self) -> int:
+        """Hex digits of the offset column: 8, more past 4 GiB (offsets >= 2**32 stay whole and aligned)."""
+        src = self.source
+        return 8 if src is None else max(8, len(f"{src.base + src.size:x}"))
+
+    @property
     def per_row(self) -> int:
         w = self.scrollable_content_region.width or self.size.width or 80
         for n in (16, 8, 4):
-            if 12 + 4 * n <= w:
+            if self.digits + 4 + 4 * n <= w:
                 return n
         return 4
 
@@ -165,9 +171,10 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
         if self.source is None:
             return
         row = int(self.scroll_offset.y) + event.y
-        col = event.x - 10
+        gutter = self.digits + 2
+        col = event.x - gutter
         n = self.per_row
-        k = col // 3 if 0 <= col < 3 * n else (event.x - 11 - 3 * n if event.x >= 11 + 3 * n else -1)
+        k = col // 3 if 0 <= col < 3 * n else (event.x - gutter - 1 - 3 * n if event.x >= gutter + 1 + 3 * n else -1)
         if 0 <= k < n:
             self.cursor = self._clamp(row * n + k)
 
@@ -207,7 +214,7 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
             return Strip.blank(width)
         data = self._read_row(row)
         start = row * n
-        segs = [Segment(f"{src.base + start:08x}  ", OFFSET_STYLE)]
+        segs = [Segment(f"{src.base + start:0{self.digits}x}  ", OFFSET_STYLE)]
         asc: list[Segment] = []
         sel = self.select
         for k in range(n):

@@ -8,6 +8,7 @@ import numpy as np
 from rich.text import Text
 from textual.widgets import Static
 
+from codec.values import printable
 from inspector.tui.document import Document
 from inspector.tui.rows import TYPE_SHORT
 
@@ -36,7 +37,7 @@ class SummaryBar(Static):
     def refresh_summary(self, doc: Document) -> None:
         db = doc.db
         idx = doc.index()
-        name = os.path.basename(doc.path)
+        name = printable(os.path.basename(doc.path))
         line1 = Text.assemble(("mosqdb ", "bold"), (name, "bold cyan"), f"  {db.size:,} bytes  ")
         if db.empty:
             line1.append("empty file (0 bytes): the broker starts with no saved state", style="yellow")

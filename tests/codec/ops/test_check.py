@@ -158,4 +158,5 @@ def test_progress_reaches_the_total(tmp_path: Path) -> None:
         check_file(db, at=CHECK_AT, progress=lambda done, total: seen.append((done, total)))
         total = db.size  # bytes read, as every codec progress callback reports
     assert seen and seen[-1] == (total, total)
+    assert all(t == total and 0 <= d <= total for d, t in seen)
     assert [d for d, _ in seen] == sorted(d for d, _ in seen)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from codec import CodecError, DbFile
 from codec.engine import Record
 from codec.layouts import ChunkType
 from codec.properties import Property
+from codec.values import json_text
 from codec.views import dumprows
 from codec.views.jsonview import chunk_to_json
 from codec.views.timeview import ExpiryState
@@ -37,7 +37,7 @@ def reference(path: Path, at: float = AT, kinds: set[str] | None = None) -> tupl
                 row = chunk_to_json(chunk)
                 if state is not None:
                     row.update(state)
-                out.append(json.dumps(row, ensure_ascii=False) + "\n")
+                out.append(json_text(row) + "\n")  # the one JSON rule of every text output
     except (CodecError, ValueError, OverflowError, OSError) as exc:  # iso() of a year past 9999: a ValueError, both ways
         return "".join(out), repr(exc)
     return "".join(out), None
