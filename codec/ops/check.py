@@ -68,7 +68,8 @@ class Finding:
         return asdict(self)
 
 
-def _text_problem(value: str | None) -> str | None:
+def text_problem(value: str | None) -> str | None:
+    """What is wrong with a text field as a broker would see it (a NUL inside, not UTF-8), or None."""
     if value is None:
         return None
     nul = value.find("\0")
@@ -370,7 +371,7 @@ class _Check:
                 continue
             tx = _Text(c, name)
             for r in np.flatnonzero(tx.odd()).tolist():
-                problem = _text_problem(_text(tx.value(r)))
+                problem = text_problem(_text(tx.value(r)))
                 if problem:
                     self.out.one(Finding("warning", "utf8", f"{name} {problem}", int(c.offset[r]), int(c.index[r]),
                                          c.kind, name), _CHUNK, rule_no + k)

@@ -227,13 +227,7 @@ def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str]
         rem.retained_count = int(ret_hit.sum())
         rem.retained = [topics.get(int(i), "?") for i in ret_ids[ret_hit][:EXAMPLES]]
         rem.stores = len(orphans)
-    if not drop.any():
-        out_path = None  # nothing matched: nothing is written
-    res = save_masked(db, out_path, drop, progress=progress, verify=output_verifier(db.endian))
-    rem.size_after = res.size
-    rem.written = None if out_path is None else os.fspath(out_path)
-    rem.seconds = time.perf_counter() - t0
-    return rem
+    return _write(db, out_path, drop, rem, t0, progress)
 
 
 def _finish_empty(db: DbFile, out_path: str | os.PathLike[str] | None, rem: Removal) -> None:
@@ -332,13 +326,7 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     for c in missing:
         rem.notes.append(f"no session {c!r} in the file")
     rem.subs, rem.client_msgs, rem.stores = int(sub_hit.sum()), int(cm_hit.sum()), len(orphans)
-    if not drop.any():
-        out_path = None  # nothing matched: nothing is written
-    res = save_masked(db, out_path, drop, progress=progress, verify=output_verifier(db.endian))
-    rem.size_after = res.size
-    rem.written = None if out_path is None else os.fspath(out_path)
-    rem.seconds = time.perf_counter() - t0
-    return rem
+    return _write(db, out_path, drop, rem, t0, progress)
 
 
 def drop_clients(db: DbFile, client_ids: list[str], out_path: str | os.PathLike[str] | None, *,
@@ -389,6 +377,18 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
                          "(v5/v6 sessions that never expire carry no disconnect time)")
     return rem
 
+
+
+def _write(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, progress: Any) -> Any:
+    """Write FILE less the ``drop``ped chunks (nothing at all when nothing matched), verified before the
+    rename, and complete the removal report."""
+    if not drop.any():
+        out_path = None  # nothing matched: nothing is written
+    res = save_masked(db, out_path, drop, progress=progress, verify=output_verifier(db.endian))
+    rem.size_after = res.size
+    rem.written = None if out_path is None else os.fspath(out_path)
+    rem.seconds = time.perf_counter() - t0
+    return rem
 
 __all__ = [
     "Removal", "SessionInfo", "drop_clients", "drop_sessions", "filter_patterns", "orphaned_stores",

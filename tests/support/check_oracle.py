@@ -16,10 +16,9 @@ import numpy as np
 from codec.engine import Record
 from codec.errors import CodecError
 from codec.layouts import PAYLOAD_MAX
-from codec.ops.check import Finding, nul_tail
+from codec.ops.check import Finding, nul_tail, text_problem
 from codec.properties import property_problems
 from codec.reader import Chunk, DbFile
-from codec.values import is_utf8
 from codec.views.query import valid_filter
 
 # state -> (qos values, direction) it is consistent with (spec §8 / §11 rule 13)
@@ -30,16 +29,6 @@ STATE_RULES = {
 _SANE_TIME = (946_684_800, 4_102_444_800)
 
 
-def _text_problem(value: str | None) -> str | None:
-    if value is None:
-        return None
-    nul = value.find("\0")
-    if nul >= 0:
-        return (f"contains a NUL at character {nul}: the {len(value) - nul} characters after it are probably "
-                "stray broker memory (a length written larger than the string)")
-    if not is_utf8(value):  # undecodable bytes were kept as lone surrogates
-        return "is not valid UTF-8"
-    return None
 
 
 class Checker:
@@ -132,7 +121,7 @@ class Checker:
         elif "+" in topic or "#" in topic:
             self.report("warning", "topic", f"stored topic {topic!r} contains a wildcard", c, "topic")
         for name in ("topic", "source_id", "source_username"):
-            problem = _text_problem(rec.get(name))
+            problem = text_problem(rec.get(name))
             if problem:
                 self.report("warning", "utf8", f"{name} {problem}", c, name)
         self._props(c, rec)
@@ -192,7 +181,7 @@ class Checker:
         if topic and not valid_filter(topic):
             self.report("warning", "topic", f"{topic!r} is not a valid topic filter", c, "topic")
         for name in ("client_id", "topic"):
-            problem = _text_problem(rec.get(name))
+            problem = text_problem(rec.get(name))
             if problem:
                 self.report("warning", "utf8", f"{name} {problem}", c, name)
 
@@ -205,7 +194,7 @@ class Checker:
             self.report("warning", "duplicate", f"second client chunk for {cid!r}", c, "client_id")
         self.clients.add(cid)
         for name in ("client_id", "username"):
-            problem = _text_problem(rec.get(name))
+            problem = text_problem(rec.get(name))
             if problem:
                 self.report("warning", "utf8", f"{name} {problem}", c, name)
         exp = rec.get("session_expiry_time") or 0
