@@ -122,9 +122,9 @@ def expiry_counts(db: Any, at: float) -> dict[str, dict[str, int]]:
     needs no decoding: only the (few) sessions with times are decoded to see whether
     their interval says "never". v2-v4 files have no expiry times: everything is "never".
     """
-    from codec.layouts import ChunkType
-
     import numpy as np
+
+    from codec.layouts import ChunkType
 
     idx = db.index
     types = np.frombuffer(idx.types, dtype=np.uint32) if len(idx.types) else np.zeros(0, np.uint32)

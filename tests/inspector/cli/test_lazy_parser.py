@@ -24,7 +24,7 @@ def choices(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParse
 
 
 def test_table_matches_registration() -> None:
-    assert COMMANDS == registered()
+    assert registered() == COMMANDS
 
 
 def test_one_command_parser_equals_full_one() -> None:
