@@ -236,7 +236,8 @@ def _bake_constants(template: str, cols: list[list[Any]]) -> tuple[str, list[lis
     kept = []
     for k, col in enumerate(cols):
         first = col[0]
-        if col.count(first) == n and (type(first) is int or type(first) is str):
+        # index and offset (k 0, 1) always differ; the last value rejects most other columns at once
+        if k > 1 and col[-1] == first and col.count(first) == n and (type(first) is int or type(first) is str):
             conv = pieces[k + 1][0]
             value = ("%" + conv) % first
             pieces[k + 1] = value.replace("%", "%%") + pieces[k + 1][1:]
