@@ -73,13 +73,18 @@ class _Writers:
     """
 
     QUEUE = 3
+    # rows per Parquet row group: the batches of a kind are gathered up to this many (fewer,
+    # larger row groups encode faster and smaller than one per 32 K-row batch)
+    ROW_GROUP = 1 << 17
 
     def __init__(self, targets: dict[str, str], compression: str) -> None:
         self.targets, self.compression = targets, compression
         self.open: dict[str, tuple[pq.ParquetWriter, str]] = {}
         self.rows = dict.fromkeys(targets, 0)
+        self.pending: dict[str, list[pa.RecordBatch]] = {k: [] for k in targets}
         self.queues: dict[str, queue.Queue[pa.RecordBatch | None]] = {k: queue.Queue(self.QUEUE) for k in targets}
         self.error: BaseException | None = None
+        self.aborting = False  # abort(): the gathered batches are dropped, not written
         self.threads = {k: threading.Thread(target=self._run, args=(k,), name=f"parquet-writer-{k}", daemon=True)
                         for k in targets}
         for t in self.threads.values():
@@ -96,6 +101,11 @@ class _Writers:
         while True:
             item = q.get()
             if item is None:
+                if self.error is None and not self.aborting:
+                    try:
+                        self._flush(kind)
+                    except BaseException as exc:
+                        self.error = exc
                 return
             if self.error is not None:
                 continue  # drain after a failure
@@ -118,7 +128,18 @@ class _Writers:
             )
             self.open[kind] = (writer, tmp)
         if batch.num_rows:
-            self.open[kind][0].write_batch(batch)
+            pending = self.pending[kind]
+            pending.append(batch)
+            if sum(b.num_rows for b in pending) >= self.ROW_GROUP:
+                self._flush(kind)
+
+    def _flush(self, kind: str) -> None:
+        """Write the gathered batches of ``kind`` as one row group."""
+        pending = self.pending[kind]
+        if pending:
+            table = pa.Table.from_batches(pending)
+            self.pending[kind] = []
+            self.open[kind][0].write_table(table, row_group_size=max(table.num_rows, 1))
 
     def _stop(self) -> None:
         for kind, t in self.threads.items():
@@ -140,6 +161,7 @@ class _Writers:
         self.open.clear()
 
     def abort(self) -> None:
+        self.aborting = True
         self._stop()
         for writer, tmp in self.open.values():
             try:

@@ -30,6 +30,20 @@ COMMAND_MODULES = (
     "inspector.commands.migrate",
 )
 
+# which module registers each command: `mosqdb CMD` imports that module only (the others pull
+# numpy, rich, pyarrow... at start-up); anything else (help, a file, an unknown name) builds them all.
+# tests/inspector/cli/test_lazy_parser.py keeps this table equal to what the modules register.
+COMMANDS = {
+    **dict.fromkeys(("info", "dump", "check", "rewrite"), "inspector.commands.core"),
+    "inspect": "inspector.commands.inspect",
+    **dict.fromkeys(("convert", "rm-retained", "drop-client", "prune-sessions", "repair", "stats"),
+                    "inspector.commands.surgery"),
+    "renew": "inspector.commands.renew",
+    **dict.fromkeys(("export", "sql"), "inspector.commands.export"),
+    **dict.fromkeys(("fwd-dump", "fwd-listen"), "inspector.commands.forward"),
+    "migrate": "inspector.commands.migrate",
+}
+
 
 def version() -> str:
     from mosqdb import __version__
@@ -95,7 +109,8 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or (``command`` named in :data:`COMMANDS`) of that one only."""
     parser = Parser(
         prog="mosqdb",
         description="Inspect, check, edit, repair, convert and export Mosquitto persistence files (mosquitto.db).",
@@ -106,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    for name in COMMAND_MODULES:
+    for name in (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -139,9 +154,12 @@ def located(exc: CodecError, args: argparse.Namespace) -> CodecError:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # type: ignore[union-attr]
     first = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(first)
+    commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # type: ignore[union-attr]
+    if first in COMMANDS and first not in commands:  # its module is missing: say so as the full parser does
+        parser = build_parser()
+        commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # type: ignore[union-attr]
     if first is not None and first not in commands and os.path.exists(first) and "inspect" in commands:
         argv.insert(argv.index(first), "inspect")  # `mosqdb FILE` opens the TUI
     elif first is not None and first not in commands and ("." in first or os.sep in first):

@@ -158,7 +158,14 @@ class _Spec:
         self.tail = "}\n"
         self.template = ", ".join(parts)  # + the expiry part and the tail, chosen per batch
 
-    def texts(self, raw: bytes, starts: np.ndarray, sizes: np.ndarray, bad: np.ndarray, how: str) -> list[str]:
+    def texts(self, raw: bytes, starts: np.ndarray, sizes: np.ndarray, bad: np.ndarray, how: str,
+              d: np.ndarray | None = None) -> list[str]:
+        out_fast = None if d is None else _quoted_ascii(d, starts, sizes)
+        if out_fast is not None:
+            if how == "strnull":
+                for r in np.flatnonzero(sizes == 0).tolist():
+                    out_fast[r] = "null"
+            return out_fast
         vals = _slices(raw, starts, sizes)
         try:
             out = list(map(json_string, map(bytes.decode, vals)))
@@ -182,6 +189,65 @@ def _slices(raw: bytes, starts: np.ndarray, sizes: np.ndarray) -> list[bytes]:
 
 
 _B64 = functools.partial(binascii.b2a_base64, newline=False)
+# a 2-D gather of a column costs rows x longest value: beyond this, per value
+_GRID_MAX = 1 << 22
+
+
+def _grid(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray, width: int, lead: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows x ``width`` bytes, valid mask): value r at columns ``lead``.., zeros elsewhere."""
+    j = np.arange(width, dtype=np.int64) - lead
+    valid = (j >= 0) & (j < sizes[:, None])
+    g = d[np.minimum(starts[:, None] + np.maximum(j, 0), len(d) - 1)] if len(d) else np.zeros((len(starts), width), np.uint8)
+    g *= valid
+    return g, valid
+
+
+def _as_strs(g: np.ndarray) -> list[str]:
+    """Rows of an ASCII grid (no NUL inside a value: numpy's S type strips trailing NULs) as str."""
+    width = g.shape[1]
+    return np.ascontiguousarray(g).view(f"S{width}").ravel().astype(f"U{width}").tolist()
+
+
+def _quoted_ascii(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> list[str] | None:
+    """The JSON strings (quotes included) of a text column in one pass, when every value is
+    printable ASCII without ``"`` or ``\\`` (then encode_basestring would return it quoted, as is);
+    None otherwise (or when the column is too wide for a grid)."""
+    n = len(starts)
+    if not n:
+        return []
+    longest = int(sizes.max())
+    if n * (longest + 2) > _GRID_MAX:
+        return None
+    g, valid = _grid(d, starts, sizes, longest + 2, 1)
+    if (((g >= 0x7F) | (g < 0x20) | (g == 0x22) | (g == 0x5C)) & valid).any():
+        return None
+    g[:, 0] = 0x22
+    g[np.arange(n), sizes + 1] = 0x22
+    return _as_strs(g)
+
+
+def _bake_constants(template: str, cols: list[list[Any]]) -> tuple[str, list[list[Any]]]:
+    """The template with every column that holds one value in all rows written in (formatted as
+    its ``%d``/``%s`` would), and the columns left: fewer conversions per row (qos, retain, flags,
+    "no expiry" are usually constant in a block). The templates hold no literal ``%``."""
+    n = len(cols[0]) if cols else 0
+    if n < 2:
+        return template, cols
+    pieces = template.split("%")  # pieces[k + 1] starts with column k's conversion letter
+    kept = []
+    for k, col in enumerate(cols):
+        first = col[0]
+        # index and offset (k 0, 1) always differ; the last value rejects most other columns at once
+        if k > 1 and col[-1] == first and col.count(first) == n and (type(first) is int or type(first) is str):
+            conv = pieces[k + 1][0]
+            value = ("%" + conv) % first
+            pieces[k + 1] = value.replace("%", "%%") + pieces[k + 1][1:]
+        else:
+            pieces[k + 1] = "%" + pieces[k + 1]
+            kept.append(col)
+    if len(kept) == len(cols):
+        return template, cols
+    return "".join(pieces), kept
 
 
 class JsonRows:
@@ -218,7 +284,7 @@ class JsonRows:
                 cols.append(list(map(bytes.decode, map(_B64, _slices(raw, starts, sizes)))))
             else:
                 starts, sizes = spans[name]
-                cols.append(spec.texts(raw, starts, sizes, bad, how))
+                cols.append(spec.texts(raw, starts, sizes, bad, how, d))
         if spec.has_props:
             bad |= spans[spec.props][1] > 0
         template = spec.template
@@ -239,6 +305,7 @@ class JsonRows:
                 cols.append(expired.tolist())
                 template += ', "expires_at": %s, "expired": %s'
         template += spec.tail
+        template, cols = _bake_constants(template, cols)
         out: list[str | None] = list(map(template.__mod__, zip(*cols)))
         for r in np.flatnonzero(bad).tolist():
             out[r] = None
