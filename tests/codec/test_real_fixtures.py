@@ -11,7 +11,7 @@ import pytest
 from codec import DbFile
 from codec.layouts import ChunkType
 
-from support.paths import REAL_FILES, manifest
+from support.paths import REAL_FILES, manifest, persisted_options
 
 
 def decode_all(path: Path) -> list:
@@ -135,8 +135,8 @@ def test_clients_subscriptions_and_queues_match_manifest(path: Path) -> None:
             assert s["qos"] == exp["qos"]
             if m["db_version"] >= 5:
                 assert s["identifier"] == exp.get("sid", 0)
-                options = (0x04 if exp.get("no_local") else 0) | (0x08 if exp.get("rap") else 0)
-                assert s["options"] == options  # retain handling is not persisted
+                # retain handling is persisted from 2.1 on (layouts.SUB_OPTIONS_PERSISTED)
+                assert s["options"] == persisted_options(m, exp)
 
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)

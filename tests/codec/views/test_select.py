@@ -22,7 +22,6 @@ from codec.views.select import failure, pick, topic_mask
 
 from support.paths import REAL, REAL_FILES, SHARED, UNIT_FILES
 
-INCOMING = sorted((SHARED / "fixtures" / "incoming").glob("*.db"))
 
 
 def _damaged(tmp: Path) -> list[Path]:
@@ -52,7 +51,7 @@ def _damaged(tmp: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def all_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files = [*REAL_FILES, *INCOMING, *UNIT_FILES, *_damaged(tmp_path_factory.mktemp("damaged"))]
+    files = [*REAL_FILES, *UNIT_FILES, *_damaged(tmp_path_factory.mktemp("damaged"))]
     out = []
     for f in files:
         try:

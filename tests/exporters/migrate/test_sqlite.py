@@ -19,7 +19,7 @@ from exporters.migrate.sqlite import db_to_sqlite
 from support.cli import MOSQDB
 from support.clock import LATER, WRITTEN
 from support.migrate import state, store_expired
-from support.paths import DOCS, REAL_FILES, manifest
+from support.paths import DOCS, REAL_FILES, manifest, persisted_options
 
 SCHEMA_SQL = DOCS / "persist-sqlite-schema.sql"
 NEVER = 0xFFFF_FFFF
@@ -101,7 +101,7 @@ def test_rows_match_manifest(src: Path, migrated: dict[str, Path]) -> None:
         for s in c["subscriptions"]:
             if s["filter"].startswith("$share/") and m["db_version"] >= 5:
                 continue
-            opts = s["qos"] | (4 if s.get("no_local") else 0) | (8 if s.get("rap") else 0)
+            opts = s["qos"] | (persisted_options(m, s) if m["db_version"] >= 5 else 0)
             want_subs[(c["client_id"], s["filter"])] = (opts, s.get("sid", 0))
     assert subs == want_subs
     # queue: per client in file order with real store ids, cmsg_id 1..n, counts per manifest
