@@ -20,8 +20,7 @@ from codec.errors import CodecError
 from codec.views.query import Selection, topic_matches
 from codec.views.select import failure, pick, topic_mask
 
-from support.paths import REAL, REAL_FILES, SHARED, UNIT_FILES
-
+from support.paths import REAL, REAL_FILES, UNIT_FILES
 
 
 def _damaged(tmp: Path) -> list[Path]:
