@@ -293,8 +293,8 @@ _SUB_V5_6 = (
 # SUB `options` (v5, v6): the MQTT v5 SUBSCRIBE option bits with the QoS bits left out (format doc, SUB).
 SUB_OPTION_BITS = {"no_local": 0x04, "retain_as_published": 0x08, "retain_handling": 0x30}
 SUB_OPTIONS_VALID = 0x3C  # bits 2-5; bits 0-1 and 6-7 are never written
-# what each broker line persists of them: up to 2.0 no-local and retain-as-published only,
-# 2.1 `options & 0xFC` (retain handling too; persist_write.c)
+# what each broker line persists of them: up to 2.0 no-local and retain-as-published only (2.0.22
+# persist_write.c: no_local<<2 | retain_as_published<<3), 2.1 `options & 0xFC` (retain handling too)
 SUB_OPTIONS_PERSISTED = {(1, 6): 0x0C, (2, 0): 0x0C, (2, 1): 0x3C}
 
 
