@@ -290,6 +290,23 @@ _SUB_V5_6 = (
     Str("client_id"), Str("topic"),
 )
 
+# SUB `options` (v5, v6): the MQTT v5 SUBSCRIBE option bits with the QoS bits left out (format doc, SUB).
+SUB_OPTION_BITS = {"no_local": 0x04, "retain_as_published": 0x08, "retain_handling": 0x30}
+SUB_OPTIONS_VALID = 0x3C  # bits 2-5; bits 0-1 and 6-7 are never written
+# what each broker line persists of them: up to 2.0 no-local and retain-as-published only (2.0.22
+# persist_write.c: no_local<<2 | retain_as_published<<3), 2.1 `options & 0xFC` (retain handling too)
+SUB_OPTIONS_PERSISTED = {(1, 6): 0x0C, (2, 0): 0x0C, (2, 1): 0x3C}
+
+
+def sub_options(no_local: bool = False, retain_as_published: bool = False, retain_handling: int = 0,
+                persisted: int = SUB_OPTIONS_VALID) -> int:
+    """The SUB chunk's options byte for these MQTT v5 subscription options, as a writer persisting `persisted`."""
+    full = ((SUB_OPTION_BITS["no_local"] if no_local else 0)
+            | (SUB_OPTION_BITS["retain_as_published"] if retain_as_published else 0)
+            | (retain_handling << 4) & SUB_OPTION_BITS["retain_handling"])
+    return full & persisted
+
+
 _CLIENT_V2 = (Len16("client_id"), Str("client_id"), U16("last_mid"))
 _CLIENT_V3_4 = _CLIENT_V2 + (TimeT("disconnect_t"),)
 _CLIENT_V5 = (

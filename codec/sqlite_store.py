@@ -209,9 +209,12 @@ def sqlite_records(con: sqlite3.Connection, rep: MigrationReport | None = None) 
 
     for cid_v, user, exp_t, port, interval in clients:
         cid = _s(cid_v) or ""
-        mids = [int(r[4] or 0) for r in queues.get(cid, [])]
+        # as the broker restores it (plugin_public.c, mosquitto_persist_client_msg_add): the mid of the
+        # last outgoing QoS 1/2 entry in rowid order whose message exists; incoming mids are the peer's
+        mids = [int(r[4] or 0) for r in queues.get(cid, [])
+                if int(r[3] or 0) == 1 and int(r[5] or 0) > 0 and unsigned64(r[1] or 0) in stored]
         yield Record(int(ChunkType.CLIENT), {
-            "client_id": cid, "last_mid": max(mids, default=0) & 0xFFFF, "session_expiry_time": int(exp_t or 0),
+            "client_id": cid, "last_mid": (mids[-1] if mids else 0) & 0xFFFF, "session_expiry_time": int(exp_t or 0),
             "session_expiry_interval": int(interval or 0) & NEVER, "listener_port": int(port or 0) & 0xFFFF,
             "username": _s(user) or None}, v6)
         if rep is not None:

@@ -25,7 +25,7 @@ import numpy as np
 
 from codec.columnar import Columns, decode_batch
 from codec.errors import CodecError
-from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, ChunkType, Layout, header_size
+from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, SUB_OPTIONS_VALID, ChunkType, Layout, header_size
 from codec.properties import decode_properties, property_problems
 from codec.reader import DbFile
 from codec.textscan import TextColumn as _Text
@@ -503,7 +503,7 @@ class _Check:
         self.range(c, "qos", 2, 12)
         if "options" in c.ints:
             opts = c.ints["options"]
-            self.flag(c, np.flatnonzero(opts & 0xC3), "warning", "options", 13, "options",
+            self.flag(c, np.flatnonzero(opts & ~SUB_OPTIONS_VALID & 0xFF), "warning", "options", 13, "options",
                       lambda r: f"options 0x{int(opts[r]):02x} set bits outside 2-5")
         for r in np.flatnonzero((topic.sizes > 0) & topic.wildcard()).tolist():
             flt = _text(topic.value(r))

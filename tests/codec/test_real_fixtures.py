@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 from codec import DbFile
 from codec.layouts import ChunkType
 
-from support.paths import REAL_FILES, manifest
+from support.paths import REAL_FILES, manifest, persisted_options
 
 
 def decode_all(path: Path) -> list:
@@ -135,8 +137,8 @@ def test_clients_subscriptions_and_queues_match_manifest(path: Path) -> None:
             assert s["qos"] == exp["qos"]
             if m["db_version"] >= 5:
                 assert s["identifier"] == exp.get("sid", 0)
-                options = (0x04 if exp.get("no_local") else 0) | (0x08 if exp.get("rap") else 0)
-                assert s["options"] == options  # retain handling is not persisted
+                # retain handling is persisted from 2.1 on (layouts.SUB_OPTIONS_PERSISTED)
+                assert s["options"] == persisted_options(m, exp)
 
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
@@ -200,3 +202,39 @@ def test_agrees_with_mosquitto_db_dump_field_by_field(path: Path) -> None:
                 assert text.replace("FFFFFFFF", "FF") == p.value.hex().upper()
             else:
                 assert text == str(p.value), label
+
+
+@pytest.mark.parametrize("path", [p for p in REAL_FILES if Path(f"{p}.db_dump21.json").exists()], ids=lambda p: p.name)
+def test_decode_matches_db_dump_21_json(path: Path) -> None:
+    # Mosquitto 2.1.2's `mosquitto_db_dump --json`, every chunk in file order; its client messages' "storeid" is
+    # the subscription identifier (apps/db_dump/json.c line 153), so store ids there come from the text output
+    want = json.loads(Path(f"{path}.db_dump21.json").read_text())
+    got: dict[str, list] = defaultdict(list)
+    for c in decode_all(path):
+        v = c.record.values
+        if c.kind == "msg_store":
+            row = {"storeid": v["store_id"], "expiry-time": v["expiry_time"], "source-mid": v["source_mid"],
+                   "source-port": v["source_port"], "qos": v["qos"], "retain": v["retain"], "topic": v["topic"]}
+            row |= {"clientid": v["source_id"]} if v["source_id"] is not None else {}
+            row |= {"username": v["source_username"]} if v["source_username"] is not None else {}
+            row |= {"payload": base64.b64encode(v["payload"]).decode()} if v["payload"] else {}
+            got["base-messages"].append(row)
+        elif c.kind == "client":
+            row = {"clientid": v["client_id"]} | ({"username": v["username"]} if v["username"] is not None else {})
+            got["clients"].append(row | {"session-expiry-time": v["session_expiry_time"],
+                                         "session-expiry-interval": v["session_expiry_interval"],
+                                         "last-mid": v["last_mid"], "listener-port": v["listener_port"]})
+        elif c.kind == "client_msg":
+            sid = next((p.value for p in v["properties"] or [] if p.id == 11), 0)
+            got["client-messages"].append({"clientid": v["client_id"], "storeid": sid, "mid": v["mid"],
+                                           "qos": v["qos"], "state": v["state"],
+                                           "retain-dup": (v["retain"] & 0x0F) << 4 | (v["dup"] & 0x0F),
+                                           "direction": v["direction"], "subscription-identifier": sid})
+        elif c.kind == "retain":
+            got["retained-messages"].append({"storeid": v["store_id"]})
+        elif c.kind == "sub":
+            got["subscriptions"].append({"clientid": v["client_id"], "topic": v["topic"], "qos": v["qos"],
+                                         "options": v["options"], "identifier": v["identifier"]})
+    for row in want["base-messages"]:
+        row.pop("properties", None)  # compared with the text output in test_agrees_with_mosquitto_db_dump_field_by_field
+    assert dict(got) == want

@@ -12,9 +12,9 @@ from codec.layouts import ChunkType
 from codec.writer import write_records
 from exporters.select import FileView
 
-from support.paths import INCOMING, REAL_FILES, UNIT_FILES
+from support.paths import REAL_FILES, UNIT_FILES
 
-FILES = [*REAL_FILES, *sorted(INCOMING.glob("*.db")), *UNIT_FILES]
+FILES = [*REAL_FILES, *UNIT_FILES]
 
 
 def python_join(path: Path) -> list[tuple[int, bool, int, list[str]]]:

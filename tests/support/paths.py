@@ -11,7 +11,10 @@ DOCS = SHARED / "docs"
 REAL = SHARED / "fixtures" / "real"
 UNIT = SHARED / "fixtures" / "mosquitto-unit"
 INCOMING = SHARED / "fixtures" / "incoming"
-REAL_FILES = sorted(REAL.glob("*.db"))
+# the corpus of real-broker files: real/ plus incoming/ (2.0.22, 2.1.2)
+INCOMING_FILES = sorted(INCOMING.glob("*.db"))
+REAL_FILES = sorted(REAL.glob("*.db")) + INCOMING_FILES
+SQLITE_STORES = sorted(INCOMING.glob("*.sqlite3"))
 UNIT_FILES = sorted(UNIT.glob("persist_*/*.test-db"))
 
 # one real file per format version
@@ -25,3 +28,17 @@ def manifest(path: Path) -> dict:
 
 def unit_expected() -> dict:
     return json.loads((UNIT / "EXPECTED.json").read_text())["files"]
+
+
+def writer(m: dict) -> tuple[int, int]:
+    """(major, minor) of the broker that wrote a manifest's file ("mosquitto 2.1.2 (...)" -> (2, 1))."""
+    major, minor = m["written_by"].split()[1].split(".")[:2]
+    return int(major), int(minor)
+
+
+def persisted_options(m: dict, sub: dict) -> int:
+    """The SUB options byte the manifest's writer saves for a workload subscription (layouts' tables)."""
+    from codec.layouts import SUB_OPTIONS_PERSISTED, sub_options
+
+    return sub_options(bool(sub.get("no_local")), bool(sub.get("rap")), sub.get("rh", 0),
+                       SUB_OPTIONS_PERSISTED[writer(m)])

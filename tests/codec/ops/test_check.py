@@ -18,9 +18,9 @@ from codec.writer import write_records
 
 from support.check_oracle import check_file as oracle_check
 from support.clock import AT, CHECK_AT
-from support.paths import INCOMING, REAL_FILES, UNIT_FILES
+from support.paths import REAL_FILES, UNIT_FILES
 
-FILES = REAL_FILES + sorted(INCOMING.glob("*.db")) + UNIT_FILES
+FILES = REAL_FILES + UNIT_FILES
 
 
 def loadable(path: Path) -> bool:

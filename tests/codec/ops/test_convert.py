@@ -14,7 +14,7 @@ from codec.ops.convert import NEVER, convert
 
 from support.cli import run as run_proc
 from support.cli import run_in_process as run_cli
-from support.paths import BY_VERSION, REAL, V3, V4, V5, V6
+from support.paths import BY_VERSION, INCOMING_FILES, REAL, V3, V4, V5, V6
 from support.records import by_kind, errors, records, sha
 
 # fields each kind keeps in every version (what a conversion must carry over unchanged)
@@ -308,3 +308,19 @@ def test_upstream_unit_fixtures_convert_both_ways(tmp_path: Path, src: Path) -> 
         wide = any(r.kind == "unknown" and r.type > 0xFFFF for r in records(src))
         expected = [e for e in project(src) if not (wide and target <= 4 and e[0] == "unknown")]
         assert project(back) == expected, target
+
+
+@pytest.mark.parametrize("target", [3, 4, 5, 6])
+@pytest.mark.parametrize("source", INCOMING_FILES, ids=lambda p: p.name)
+def test_incoming_files_convert_every_way(tmp_path: Path, source: Path, target: int) -> None:
+    # 2.0.22 and 2.1.2 files (2.1: clock-based store ids, retain handling in sub options) like the real/ ones
+    out = tmp_path / "out.db"
+    r = run_cli("convert", source, "--to-version", target, "-o", out, "--force")
+    assert r.returncode == 0, r.stderr
+    with DbFile(out) as db:
+        assert db.version == target and db.index.error is None
+    assert project(out) == project(source)
+    assert errors(out) == []
+    if target >= 5:  # v5 keeps the whole options byte, retain-handling bits included
+        src, dst = by_kind(source), by_kind(out)
+        assert [(s["identifier"], s["options"]) for s in dst["sub"]] == [(s["identifier"], s["options"]) for s in src["sub"]]

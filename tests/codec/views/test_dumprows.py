@@ -18,10 +18,10 @@ from codec.views.jsonview import chunk_to_json
 from codec.views.timeview import ExpiryState
 from codec.writer import write_records
 
-from support.paths import INCOMING, REAL_FILES, UNIT, UNIT_FILES
+from support.paths import REAL_FILES, UNIT, UNIT_FILES
 
 AT = 1_700_000_000.0
-FILES = [*REAL_FILES, *sorted(INCOMING.glob("*.db")), *UNIT_FILES]
+FILES = [*REAL_FILES, *UNIT_FILES]
 
 
 def reference(path: Path, at: float = AT, kinds: set[str] | None = None) -> tuple[str, str | None]:

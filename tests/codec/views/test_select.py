@@ -20,9 +20,7 @@ from codec.errors import CodecError
 from codec.views.query import Selection, topic_matches
 from codec.views.select import failure, pick, topic_mask
 
-from support.paths import REAL, REAL_FILES, SHARED, UNIT_FILES
-
-INCOMING = sorted((SHARED / "fixtures" / "incoming").glob("*.db"))
+from support.paths import REAL, REAL_FILES, UNIT_FILES
 
 
 def _damaged(tmp: Path) -> list[Path]:
@@ -52,7 +50,7 @@ def _damaged(tmp: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def all_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files = [*REAL_FILES, *INCOMING, *UNIT_FILES, *_damaged(tmp_path_factory.mktemp("damaged"))]
+    files = [*REAL_FILES, *UNIT_FILES, *_damaged(tmp_path_factory.mktemp("damaged"))]
     out = []
     for f in files:
         try:

@@ -17,12 +17,13 @@ from codec.sqlite_store import sqlite_to_db
 from exporters.migrate.sqlite import db_to_sqlite
 
 from support.cli import MOSQDB
-from support.clock import LATER, WRITTEN
+from support.clock import LATER, WRITTEN, later
 from support.migrate import state, store_expired
-from support.paths import DOCS, REAL_FILES, manifest
+from support.paths import DOCS, REAL_FILES, V6, manifest, persisted_options
 
 SCHEMA_SQL = DOCS / "persist-sqlite-schema.sql"
 NEVER = 0xFFFF_FFFF
+V5_FILES = [f for f in REAL_FILES if manifest(f)["db_version"] >= 5]
 
 
 def migrate(src: Path, out: Path, now: float = WRITTEN, **kw) -> object:
@@ -101,7 +102,7 @@ def test_rows_match_manifest(src: Path, migrated: dict[str, Path]) -> None:
         for s in c["subscriptions"]:
             if s["filter"].startswith("$share/") and m["db_version"] >= 5:
                 continue
-            opts = s["qos"] | (4 if s.get("no_local") else 0) | (8 if s.get("rap") else 0)
+            opts = s["qos"] | (persisted_options(m, s) if m["db_version"] >= 5 else 0)
             want_subs[(c["client_id"], s["filter"])] = (opts, s.get("sid", 0))
     assert subs == want_subs
     # queue: per client in file order with real store ids, cmsg_id 1..n, counts per manifest
@@ -122,7 +123,7 @@ def test_rows_match_manifest(src: Path, migrated: dict[str, Path]) -> None:
     assert {s for (s,) in rows(out, "SELECT store_id FROM base_msgs")} == referenced
 
 
-@pytest.mark.parametrize("src", [f for f in REAL_FILES if f.name.startswith(("1.6", "2.0"))], ids=lambda p: p.name)
+@pytest.mark.parametrize("src", V5_FILES, ids=lambda p: p.name)
 def test_v5_properties_and_subscription_identifiers(src: Path, migrated: dict[str, Path]) -> None:
     out = migrated[src.name]
     (props,) = rows(out, "SELECT b.properties FROM base_msgs b JOIN retains r USING (store_id) "
@@ -142,9 +143,9 @@ def test_v5_properties_and_subscription_identifiers(src: Path, migrated: dict[st
     assert dict(q) == {"corp/v5/retained": 42, "corp/v5/a": 42, "corp/v5opts/z": 7, "corp/shared/s1": 0}
 
 
-@pytest.mark.parametrize("src", [f for f in REAL_FILES if f.name.startswith(("1.6", "2.0"))], ids=lambda p: p.name)
+@pytest.mark.parametrize("src", V5_FILES, ids=lambda p: p.name)
 def test_expired_messages_are_left_out(src: Path, tmp_path: Path) -> None:
-    rep = migrate(src, tmp_path / "o.sqlite3", now=LATER)
+    rep = migrate(src, tmp_path / "o.sqlite3", now=later(manifest(src)))
     topics = {t for (t,) in rows(tmp_path / "o.sqlite3", "SELECT topic FROM base_msgs")}
     assert "corp/v5/a" not in topics and "corp/v5/retained" in topics
     assert rep.skipped["stored message expired (and its queue entries and retain)"] == 1
@@ -206,7 +207,7 @@ def test_cli_reads_sqlite_stores(migrated: dict[str, Path], tmp_path: Path) -> N
     r = subprocess.run([*MOSQDB, "convert", str(src), "--to-version", "6", "-o", str(tmp_path / "c.db")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert comparable(tmp_path / "c.db", WRITTEN) == comparable(REAL_FILES[-1], WRITTEN)
+    assert comparable(tmp_path / "c.db", WRITTEN) == comparable(V6, WRITTEN)
     r = subprocess.run([*MOSQDB, "dump", str(src), "--json"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     kinds = [json.loads(line)["type"] for line in r.stdout.splitlines()]
@@ -229,26 +230,26 @@ def test_refuses_a_non_empty_database_without_force(migrated: dict[str, Path], t
 
 def test_cli_summary_dry_run_and_errors(tmp_path: Path) -> None:
     out = tmp_path / "o.sqlite3"
-    r = subprocess.run([*MOSQDB, "migrate", str(REAL_FILES[-1]), "--to", "sqlite", "-o", str(out), "--dry-run",
+    r = subprocess.run([*MOSQDB, "migrate", str(V6), "--to", "sqlite", "-o", str(out), "--dry-run",
                         "--json", "--at", str(WRITTEN)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert not out.exists()
     j = json.loads(r.stdout)
     assert j["dry_run"] and j["written"] == {"messages": 31, "retains": 10, "clients": 7, "subscriptions": 11,
                                              "queued": 30}
-    r = subprocess.run([*MOSQDB, "migrate", str(REAL_FILES[-1]), "--to", "sqlite", "-o", str(out), "--at",
+    r = subprocess.run([*MOSQDB, "migrate", str(V6), "--to", "sqlite", "-o", str(out), "--at",
                         str(LATER)], capture_output=True, text=True)
     assert r.returncode == 0 and "wrote 30 messages" in r.stdout and "skipped 1: stored message expired" in r.stdout
-    r = subprocess.run([*MOSQDB, "migrate", str(REAL_FILES[-1]), "--to", "sqlite", "-o", str(out)],
+    r = subprocess.run([*MOSQDB, "migrate", str(V6), "--to", "sqlite", "-o", str(out)],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "use --force" in r.stderr and len(r.stderr.splitlines()) == 1
     bad = tmp_path / "bad.db"
-    bad.write_bytes(REAL_FILES[-1].read_bytes()[:5000])
+    bad.write_bytes(V6.read_bytes()[:5000])
     r = subprocess.run([*MOSQDB, "migrate", str(bad), "--to", "sqlite", "-o", str(tmp_path / "b.sqlite3")],
                        capture_output=True, text=True)
     assert r.returncode == 1 and len(r.stderr.splitlines()) == 1 and "offset" in r.stderr and "repair" in r.stderr
     assert not (tmp_path / "b.sqlite3").exists()
-    r = subprocess.run([*MOSQDB, "migrate", str(REAL_FILES[-1]), "--to", "sqlite"], capture_output=True, text=True)
+    r = subprocess.run([*MOSQDB, "migrate", str(V6), "--to", "sqlite"], capture_output=True, text=True)
     assert r.returncode == 2
 
 

@@ -11,7 +11,7 @@ import pytest
 from codec.views.jsonview import DUMP_FIELDS
 
 from support.cli import run as mosqdb
-from support.paths import REAL, REAL_FILES, UNIT, manifest
+from support.paths import REAL, REAL_FILES, SQLITE_STORES, UNIT, manifest
 
 
 def dump(*args: str) -> list[dict]:
@@ -178,3 +178,22 @@ def test_dump_json_keeps_the_exact_bytes_of_text_that_is_not_utf8(tmp_path: Path
     user, ctype = store["properties"]
     assert user["value"] == ["k\ufffd", "v"] and [base64.b64decode(v) for v in user["value_b64"]] == [b"k\xc3", b"v"]
     assert base64.b64decode(ctype["value_b64"]) == b"t/\xff\xfeok"
+
+
+@pytest.mark.parametrize("path", SQLITE_STORES, ids=lambda p: p.name)
+def test_info_dump_check_on_a_sqlite_store(path: Path) -> None:
+    # a Mosquitto 2.1 store is read as the v6 records it holds (codec.sqlite_store), counted per its manifest
+    m = manifest(path)
+    tables = {"msg_store": "base_msgs", "client_msg": "client_msgs", "retain": "retains", "sub": "subscriptions",
+              "client": "clients"}
+    p = mosqdb("info", "--json", str(path))
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["version"] == 6 and info["chunks"]["unknown"] == 0 and info["chunks"]["cfg"] == 1
+    assert {k: info["chunks"][k] for k in tables} == {k: m["table_row_counts"][t] for k, t in tables.items()}
+    rows = dump(str(path))
+    assert info["last_db_id"] == max(r["store_id"] for r in rows if r["type"] == "msg_store")
+    p = mosqdb("check", str(path), "--at", "2026-11-23T00:00:00Z")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert sorted(x.name for x in path.parent.iterdir() if x.name.startswith(path.name)) == \
+        sorted(f"{path.name}{s}" for s in ("", ".manifest.json", ".sqlite-dump.sql"))  # no -wal/-shm left beside it
