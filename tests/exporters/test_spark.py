@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from support.paths import REAL, REAL_FILES, manifest
+from support.paths import REAL, manifest
+
+DIR_FILES = sorted(REAL.glob("*.db"))  # what the data source reads from the directory REAL
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -47,7 +49,7 @@ def test_directory_of_all_versions_counts(spark) -> None:  # type: ignore[no-unt
         union = union.unionAll(df)
     got = Counter((r["file"], r["db_version"], r["kind"]) for r in union.collect())  # one job for every kind
     want = {(os.path.abspath(p), manifest(p)["db_version"], kind): manifest(p)["chunk_counts"][f"DB_CHUNK_{kind.upper()}"]
-            for p in REAL_FILES for kind in kinds}
+            for p in DIR_FILES for kind in kinds}
     assert got == want
 
 
@@ -55,7 +57,7 @@ def test_retained_payload_hashes_by_join(spark) -> None:  # type: ignore[no-unty
     stores = load(spark, "msg_store", REAL)
     retain = load(spark, "retain", REAL).select("file", "store_id")
     rows = retain.join(stores, ["file", "store_id"]).select("file", "topic", "qos", "payload").collect()
-    for path in REAL_FILES:
+    for path in DIR_FILES:
         got = {r["topic"]: (hashlib.sha256(r["payload"]).hexdigest(), r["qos"])
                for r in rows if r["file"] == os.path.abspath(path)}
         want = {r["topic"]: (r["payload_sha256"], r["qos"]) for r in manifest(path)["workload"]["retained"]}
@@ -64,12 +66,12 @@ def test_retained_payload_hashes_by_join(spark) -> None:  # type: ignore[no-unty
 
 def test_queued_per_client_and_v5_properties(spark) -> None:  # type: ignore[no-untyped-def]
     rows = load(spark, "client_msg", REAL).select("file", "client_id").collect()
-    for path in REAL_FILES:
+    for path in DIR_FILES:
         got = Counter(r["client_id"] for r in rows if r["file"] == os.path.abspath(path))
         want = {c: v["queued_or_inflight_messages"] for c, v in manifest(path)["clients_observed"].items()
                 if v["queued_or_inflight_messages"]}
         assert got == want
-    v6 = next(p for p in REAL_FILES if manifest(p)["db_version"] == 6)
+    v6 = next(p for p in DIR_FILES if manifest(p)["db_version"] == 6)
     row = load(spark, "msg_store", v6).where("topic = 'corp/retained/v5props'").collect()[0]
     want = next(r for r in manifest(v6)["workload"]["retained"] if r["topic"] == "corp/retained/v5props")
     props = row["properties"]
@@ -81,9 +83,9 @@ def test_queued_per_client_and_v5_properties(spark) -> None:  # type: ignore[no-
 def test_tiny_partitions_split_at_chunk_boundaries(spark) -> None:  # type: ignore[no-untyped-def]
     kind = "msg_store"
     df = load(spark, kind, REAL, partitionRows=10, batchSize=3)
-    total = sum(manifest(p)["chunk_counts"][f"DB_CHUNK_{kind.upper()}"] for p in REAL_FILES)
+    total = sum(manifest(p)["chunk_counts"][f"DB_CHUNK_{kind.upper()}"] for p in DIR_FILES)
     assert df.rdd.getNumPartitions() == sum(-(-manifest(p)["chunk_counts"][f"DB_CHUNK_{kind.upper()}"] // 10)
-                                            for p in REAL_FILES)
+                                            for p in DIR_FILES)
     rows = df.collect()
     keys = [(r["file"], r["chunk_index"]) for r in rows]
     assert len(keys) == total == len(set(keys))
@@ -92,18 +94,18 @@ def test_tiny_partitions_split_at_chunk_boundaries(spark) -> None:  # type: igno
 
 
 def test_bad_file_in_directory(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    for p in REAL_FILES:
+    for p in DIR_FILES:
         shutil.copyfile(p, tmp_path / p.name)
     (tmp_path / "zz-not-a-db.db").write_bytes(b"this is not a mosquitto database at all")
     cut = tmp_path / "cut.db"
-    data = (REAL_FILES[-1]).read_bytes()
+    data = (DIR_FILES[-1]).read_bytes()
     cut.write_bytes(data[:4000])
     with pytest.raises(Exception) as err:
         load(spark, "msg_store", tmp_path).count()
     assert "cut.db" in str(err.value) or "zz-not-a-db.db" in str(err.value)
     # skip: the good files only, and the plan reports each bad one in one line
     assert load(spark, "msg_store", tmp_path, onError="skip").count() == sum(
-        manifest(p)["chunk_counts"]["DB_CHUNK_MSG_STORE"] for p in REAL_FILES)
+        manifest(p)["chunk_counts"]["DB_CHUNK_MSG_STORE"] for p in DIR_FILES)
     _, skipped = xs.plan(xs.db_files(str(tmp_path)), "msg_store", on_error="skip")
     assert len(skipped) == 2
     assert any(str(cut) in s and "offset" in s for s in skipped)
@@ -114,7 +116,7 @@ def test_bad_file_in_directory(spark, tmp_path: Path) -> None:  # type: ignore[n
 
 
 def test_to_dataframe_selections_match_arrow(spark) -> None:  # type: ignore[no-untyped-def]
-    v6 = str(next(p for p in REAL_FILES if manifest(p)["db_version"] == 6))
+    v6 = str(next(p for p in DIR_FILES if manifest(p)["db_version"] == 6))
     with DbFile(v6) as db:
         sel = Selection(topics=["corp/plain/#"])
         view = FileView(db, sel)
@@ -141,23 +143,23 @@ def test_sql_command_uses_views(spark, capsys: pytest.CaptureFixture[str]) -> No
          "GROUP BY m.file ORDER BY m.file")
     assert main(["sql", q, str(REAL), "--json"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert rows == [{"file": os.path.abspath(p), "n": len(manifest(p)["workload"]["retained"])} for p in REAL_FILES]
+    assert rows == [{"file": os.path.abspath(p), "n": len(manifest(p)["workload"]["retained"])} for p in DIR_FILES]
     assert main(["sql", "SELECT topic, queued, clients FROM messages WHERE queued > 1 ORDER BY topic LIMIT 3",
-                 str(REAL_FILES[0])]) == 0
+                 str(DIR_FILES[0])]) == 0
     out = capsys.readouterr().out
     assert "corp/plain/q1" in out and "a-sub-q1" in out
-    assert main(["sql", "SELEC nonsense", str(REAL_FILES[0])]) == 2
+    assert main(["sql", "SELEC nonsense", str(DIR_FILES[0])]) == 2
     err = capsys.readouterr().err
     assert err.startswith("mosqdb sql: SQL error") and err.count("\n") == 1
 
 
 def test_schema_types_in_spark(spark) -> None:  # type: ignore[no-untyped-def]
-    df = load(spark, "msg_store", REAL_FILES[0])
+    df = load(spark, "msg_store", DIR_FILES[0])
     types = dict(df.dtypes)
     assert types["store_id"] == "bigint" and types["payload"] == "binary" and types["expiry_ts"] == "timestamp"
     assert types["properties"].startswith("array<struct<id:int,name:string")
     assert Counter(r["db_version"] for r in df.select("db_version").collect()) == {3: 26}
-    narrow = load(spark, "msg_store", REAL_FILES[0], columns="topic,qos")
+    narrow = load(spark, "msg_store", DIR_FILES[0], columns="topic,qos")
     assert narrow.columns == ["topic", "qos"]
     assert sorted(tuple(r) for r in narrow.collect()) == sorted(tuple(r) for r in df.select("topic", "qos").collect())
 
