@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codec.errors import CodecError
-from codec.layouts import FIXED_SIZES, ChunkType, Layout, header_size, layout_for
+from codec.layouts import FIXED_SIZES, ChunkType, Field, Layout, header_size, layout_for
 from codec.reader import DbFile
 
 MAX_BATCH_BYTES = 64 << 20
@@ -115,6 +115,21 @@ class _Head:
         return np.ascontiguousarray(self.bytes[:, rel:rel + size]).view(code).ravel()
 
 
+def _put_small(f: Field, v: np.ndarray, ints: dict[str, np.ndarray], lens: dict[str, np.ndarray],
+               ok: np.ndarray) -> np.ndarray:
+    """Store a batch of one-, two- or four-byte values of field ``f`` (split nibbles, a length, or a number,
+    checked against the one value a loader accepts); the rows still valid."""
+    if f.kind == "nibbles":
+        ints[f.names[0]], ints[f.names[1]] = (v >> np.uint64(4)).astype(np.int64), (v & np.uint64(15)).astype(np.int64)
+    elif f.kind in ("len16", "len32"):
+        lens[f.target or ""] = v.astype(np.int64)
+    else:
+        ints[f.name] = v.astype(np.int64)
+        if f.must is not None:
+            ok &= ints[f.name] == f.must
+    return ok
+
+
 def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray, lengths: np.ndarray,
                  ends: np.ndarray, endian: str = "little", fields: set[str] | None = None,
                  layout: Layout | None = None) -> tuple[dict, dict] | None:
@@ -150,16 +165,7 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
             rel = layout.fixed_fields[i_field][1]
             if k in ("u8", "nibbles", "u16", "u32", "len16", "len32"):
                 size = FIXED_SIZES[k]
-                v = head.get(rel, size, f">u{size}").astype(np.uint64)  # type: ignore[union-attr]
-                if k == "nibbles":
-                    ints[f.names[0]] = (v >> np.uint64(4)).astype(np.int64)
-                    ints[f.names[1]] = (v & np.uint64(15)).astype(np.int64)
-                elif k in ("len16", "len32"):
-                    lens[f.target or ""] = v.astype(np.int64)
-                else:
-                    ints[f.name] = v.astype(np.int64)
-                    if f.must is not None:
-                        ok &= ints[f.name] == f.must
+                ok = _put_small(f, head.get(rel, size, f">u{size}").astype(np.uint64), ints, lens, ok)  # type: ignore[union-attr]
             elif k in ("u64h", "i64h"):
                 size = 8
                 code = host + ("i8" if k == "i64h" else "u8")
@@ -183,15 +189,7 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
             size = FIXED_SIZES[k]
             ok &= pos + size <= ends
             p = np.where(ok, pos, 0)
-            v = _gather_be(d, p, size)
-            if k == "nibbles":
-                ints[f.names[0]], ints[f.names[1]] = (v >> np.uint64(4)).astype(np.int64), (v & np.uint64(15)).astype(np.int64)
-            elif k in ("len16", "len32"):
-                lens[f.target or ""] = v.astype(np.int64)
-            else:
-                ints[f.name] = v.astype(np.int64)
-                if f.must is not None:
-                    ok &= ints[f.name] == f.must
+            ok = _put_small(f, _gather_be(d, p, size), ints, lens, ok)
         elif k in ("u64h", "i64h"):
             ok &= pos + 8 <= ends
             v = _gather_host(d, np.where(ok, pos, 0), 8, endian, k == "i64h")
