@@ -1,0 +1,1 @@
+"""What a Mosquitto broker does around its db: its configuration (and, later, its loader's rules)."""
