@@ -94,7 +94,7 @@ TABLE: tuple[Action, ...] = (
     Action("delete", "d", EDIT, "delete chunk / restore (a client: with its subs, queue\n"
                                 "and the stored messages no one else references)", "Delete",
            "Delete chunk", "Delete (or restore) the chunk; a client with its subs, queue and unreferenced stores",
-           footer=7, panes=(LIST, HEX), writes=True),
+           footer=7, panes=(LIST,), writes=True),
     Action("add_copy", "a", EDIT, "add a copy / a blank chunk after it, then edit", "Add copy", "Add a copy",
            "Insert a copy of the chunk after it, to edit into a new one", footer=14, panes=(LIST,), writes=True),
     Action("add_new", "A", EDIT, None, "Add new", "Add a new chunk",

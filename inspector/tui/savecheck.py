@@ -21,11 +21,21 @@ from codec.writer import Overlay
 
 
 class NewErrors(CodecError):
-    """The written file would have errors the open one has not (``errors``: the new findings)."""
+    """The written file would have errors the open one has not (``errors``: the new findings;
+    ``where``: each one's place as the inspector numbers chunks, ``retain[new]`` for an inserted one)."""
 
-    def __init__(self, errors: list[Any]) -> None:
+    def __init__(self, errors: list[Any], where: list[str]) -> None:
         super().__init__(f"{len(errors)} new error(s)")
         self.errors = errors
+        self.where = where
+
+
+def where_before(f: Any, mapping: np.ndarray) -> str:
+    """A finding's place with the open file's chunk numbers (what the list shows), not the saved file's."""
+    if f.chunk_index is None or f.chunk_type is None:
+        return f.where()
+    i = int(mapping[f.chunk_index]) if 0 <= f.chunk_index < len(mapping) else -1
+    return f"{f.chunk_type}[{'new' if i < 0 else i}]" + (f".{f.field}" if f.field else "")
 
 
 def after_to_before(count: int, overlay: Overlay) -> np.ndarray:
@@ -85,9 +95,9 @@ class SaveCheck:
             mapping = after_to_before(count, overlay)
             new = [f for f, key in zip(after, error_keys(after, mapping), strict=True) if key not in before]
             if new:
-                raise NewErrors(new)
+                raise NewErrors(new, [where_before(f, mapping) for f in new])
 
         return verify
 
 
-__all__ = ["NewErrors", "SaveCheck", "after_to_before", "error_keys"]
+__all__ = ["NewErrors", "SaveCheck", "after_to_before", "error_keys", "where_before"]

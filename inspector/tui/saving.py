@@ -54,8 +54,8 @@ class SavingMixin:
             result = self.doc.save(path, verify=verify)
         except NewErrors as exc:
             target = path or self.doc.path
-            self.say(f"not saved yet: {len(exc.errors)} new error(s) — s saves anyway, Esc goes back", "warning")
-            self.push_screen(ConfirmSave(exc.errors, target),
+            self.say(f"not saved yet: {len(exc.errors)} new error(s) — s saves anyway, Esc goes back")
+            self.push_screen(ConfirmSave(exc.errors, exc.where, target),
                              lambda save: self.do_save(path, then_exit, confirmed=True) if save else None)
             return False
         except FileChangedError as exc:

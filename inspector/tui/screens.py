@@ -3,6 +3,7 @@ save, help, and check results."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.text import Text
@@ -88,17 +89,19 @@ class ConfirmSave(ModalScreen[bool]):
     ]
     SHOWN = 12
 
-    def __init__(self, errors: list[Any], target: str) -> None:
+    def __init__(self, errors: list[Any], where: list[str], target: str) -> None:
         super().__init__()
         self.errors = errors
+        self.where = where  # each error's chunk as the list numbers it (retain[new] for an added one)
         self.target = target
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box", id="confirm-save-box"):
-            yield Label(f"Saving would write {len(self.errors):,} new error(s) that `mosqdb check` reports "
-                        "(the broker drops or refuses what they name):", id="confirm-save-title")
-            lines = [Text.assemble(("error ", "bold red"), (f"{f.rule} ", "bold"), printable(f"{f.where()}: {f.message}"))
-                     for f in self.errors[: self.SHOWN]]
+            yield Static(f"Saving {printable(os.path.basename(self.target))} would write {len(self.errors):,} new error(s) that "
+                         "`mosqdb check` reports (the broker drops or refuses what they name):",
+                         id="confirm-save-title")
+            lines = [Text.assemble(("error ", "bold red"), (f"{f.rule} ", "bold"), printable(f"{w}: {f.message}"))
+                     for f, w in zip(self.errors[: self.SHOWN], self.where, strict=False)]
             if len(self.errors) > self.SHOWN:
                 lines.append(Text(f"… and {len(self.errors) - self.SHOWN:,} more"))
             yield Static(Text("\n").join(lines), id="confirm-save-list")

@@ -48,7 +48,7 @@ class KeyBar(Widget):
         for a in self.entries():
             key = a.keys.split(",")[0]
             cell = Text.assemble((f" {key_display(key)} ", KEY_STYLE),
-                                 (f" {a.label} ", DISABLED_STYLE if a.writes and self.read_only else LABEL_STYLE))
+                                 (f"{a.label} ", DISABLED_STYLE if a.writes and self.read_only else LABEL_STYLE))
             if out.cell_len + cell.cell_len > width:
                 continue  # a shorter one further on may still fit
             self.spans.append((out.cell_len, out.cell_len + cell.cell_len, key))
