@@ -85,6 +85,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "mosqdb inspect"
     ENABLE_COMMAND_PALETTE = True
+    AUTO_FOCUS = "ChunkList, ModalScreen *"  # the list, not the hidden filter bar; in a dialog its first field
     BINDINGS = bindings()  # from the actions table, like the help screen and the palette
 
     def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
