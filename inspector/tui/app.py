@@ -117,7 +117,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         self.pending_offset: int | None = None  # a goto by offset: the hex byte to show once the chunk is shown
         self.topics: dict[int, str | None] = {}  # store id -> topic, for the visible retain/client_msg rows
         self.layout_mode = LAYOUTS[0]
-        self.save_check = SaveCheck(check_at)
+        self.save_check = SaveCheck(check_at, check_process_from)
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:

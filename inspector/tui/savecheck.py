@@ -68,16 +68,28 @@ def error_keys(findings: list[Any], mapping: np.ndarray | None = None) -> list[t
 
 
 class SaveCheck:
-    """The open file's errors (checked once) and the ``verify`` hook that compares a save against them."""
+    """The open file's errors (checked once) and the ``verify`` hook that compares a save against them.
 
-    def __init__(self, at: float | None) -> None:
+    Files of ``process_from`` chunks and more are checked in a child process, as the check panel
+    checks them (:mod:`inspector.tui.checkproc`): the checker's memory never joins the TUI's.
+    """
+
+    def __init__(self, at: float | None, process_from: int | None = 200_000) -> None:
         self.at = at
+        self.process_from = process_from
         self._before: tuple[DbFile, set[tuple[Any, ...]]] | None = None
 
     def errors(self, db: DbFile) -> list[Any]:
-        from codec.ops.check import check_file  # loaded when a save first needs it
+        from codec.ops.check import Finding, check_file  # loaded when a save first needs it
 
-        return [f for f in check_file(db, at=self.at) if f.severity == "error"]
+        if self.process_from is not None and len(db.index) >= self.process_from:
+            from inspector.tui.checkproc import run_check
+
+            found = (Finding(**f) for f in run_check(db.path, db.endian, self.at, lambda _d, _t: None,
+                                                      lambda: False))
+        else:
+            found = iter(check_file(db, at=self.at))
+        return [f for f in found if f.severity == "error"]
 
     def before(self, db: DbFile) -> set[tuple[Any, ...]]:
         if self._before is None or self._before[0] is not db:

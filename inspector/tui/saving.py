@@ -110,6 +110,14 @@ class SavingMixin:
         except ImportError:
             self.call_from_thread(self.say, "export needs the exporters package (not installed)", "error")
             return
+        if spec is not None and spec.prefixes:  # exported before the filter worker resolved its prefixes
+            from inspector.tui.filters import resolve_prefixes
+
+            try:
+                spec = resolve_prefixes(self.doc, spec)
+            except ValueError as exc:
+                self.call_from_thread(self.say, f"export failed: {exc}", "error")
+                return
         selection = spec.selection() if spec is not None else None
         kinds = sorted(spec.kinds) if spec is not None and spec.kinds else list(files.KINDS)
         progress = Progress(self, "export", self.doc.db.size)

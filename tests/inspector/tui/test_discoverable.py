@@ -245,3 +245,18 @@ async def test_saving_a_clean_edit_does_not_ask(v6_copy: Path) -> None:
         assert "saved" in status(app) and not isinstance(app.screen, PromptScreen)
     with DbFile(v6_copy) as db:
         assert [f for f in check_file(db, at=AT) if f.severity == "error"] == before
+
+
+async def test_export_follows_a_topic_prefix_filter(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "b.jsonl"
+    app = make_app(V6)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        app.apply_filter("type:msg_store corp/retained/b")
+        await settle(pilot)
+        app.do_export(str(out))
+        await settle(pilot)
+    topics = sorted(json.loads(line)["topic"] for line in out.read_text().splitlines())
+    assert topics == ["corp/retained/big", "corp/retained/binary"]

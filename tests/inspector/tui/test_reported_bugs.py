@@ -286,3 +286,18 @@ async def test_deleting_a_client_removes_its_unreferenced_stores_as_drop_client_
         await keys(pilot, "ctrl+s")
         await settle(pilot)
     assert v6_copy.read_bytes() == expected.read_bytes()
+
+
+def test_the_pre_save_check_in_a_child_process_finds_what_one_in_a_thread_does(tmp_path: Path) -> None:
+    """Big files (200 k chunks and more) are checked before a save in a child process, as the panel does."""
+    from inspector.tui.savecheck import SaveCheck
+
+    path = tmp_path / "dangling.db"
+    with DbFile(V6) as db:
+        store = next(c.index for c in db.stream() if c.kind == "msg_store" and c.record["store_id"] == 63)
+        save(db, path, Overlay({}, {store}, {}))
+    with DbFile(path) as db:
+        thread = SaveCheck(AT, None).errors(db)
+        child = SaveCheck(AT, 0).errors(db)
+    assert [f.rule for f in thread] == ["dangling"]
+    assert [(f.rule, f.chunk_index, f.message) for f in child] == [(f.rule, f.chunk_index, f.message) for f in thread]
