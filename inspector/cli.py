@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "inspector.commands.forward",
     "inspector.commands.migrate",
     "inspector.commands.diff",
+    "inspector.commands.serve",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -44,6 +45,7 @@ COMMANDS = {
     **dict.fromkeys(("fwd-dump", "fwd-listen"), "inspector.commands.forward"),
     "migrate": "inspector.commands.migrate",
     "diff": "inspector.commands.diff",
+    "serve": "inspector.commands.serve",
 }
 
 

@@ -14,6 +14,7 @@ if [ "${MOSQDB_SYSTEM_DEPS:-0}" = "1" ]; then
   command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
   command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server)
   command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
+  command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the browser test of mosqdb serve (DevTools protocol)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing system packages: ${need_apt[*]}" >&2

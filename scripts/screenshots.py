@@ -1,13 +1,23 @@
-"""Regenerate screenshots/ (SVG, plus PNG when rsvg-convert is installed) from the real fixtures.
+"""Regenerate screenshots/ from the real fixtures: Textual's SVG of each screen, and a PNG of it.
 
-Usage: python scripts/screenshots.py [OUT_DIR]   (default: screenshots/ in the repository)
-Fixtures are read from ../shared/fixtures/real beside the repository.
+Usage: python scripts/screenshots.py [OUT_DIR] [--no-setup] [--only=NAME,...]   (default: screenshots/)
+
+Set-up (skipped with --no-setup): installs what is missing with apt-get, as scripts/bootstrap.sh does:
+Debian's chromium and the fonts fonts-noto-cjk, fonts-noto-color-emoji, fonts-symbola and
+fonts-firacode. The PNGs are drawn by headless Chromium, whose font fallback has a glyph for
+every character the inspector shows (⌛, CJK topics, emoji); rsvg-convert drew empty boxes and
+broken shapes for them. The browser picture is `mosqdb serve` in that Chromium. Fixtures are read
+from ../shared/fixtures/real beside the repository; the reference time is fixed, so the pictures
+do not age.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,25 +26,60 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
 
-from codec import DbFile  # noqa: E402
+from codec import ChunkType, DbFile  # noqa: E402
 from inspector.tui.app import InspectorApp  # noqa: E402
 from inspector.tui.document import Document  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
 V6 = REAL / "2.0.20-a.db"
+AT = 1_795_305_600  # 2026-11-22T00:00:00Z: a fixed reference time, so the pictures do not age
+PNG_WIDTH = 1600
+
+APT = {  # package: how to tell it is there
+    "chromium": lambda: shutil.which("chromium") is not None,
+    "fonts-noto-cjk": lambda: has_font("Noto Sans CJK"),
+    "fonts-noto-color-emoji": lambda: has_font("Noto Color Emoji"),
+    "fonts-symbola": lambda: has_font("Symbola"),
+    "fonts-firacode": lambda: has_font("Fira Code"),  # the SVGs' own font
+}
 
 
-async def shoot(path: Path, out: Path, size: tuple[int, int], steps: Callable[[InspectorApp, object], Awaitable[None]]) -> None:
+def has_font(family: str) -> bool:
+    out = subprocess.run(["fc-list", ":", "family"], capture_output=True, text=True).stdout if shutil.which(
+        "fc-list") else ""
+    return family.lower() in out.lower()
+
+
+def setup() -> None:
+    """Install the missing Debian packages (apt-get; sudo when not root)."""
+    missing = [name for name, present in APT.items() if not present()]
+    if not missing:
+        return
+    print("installing:", " ".join(missing), file=sys.stderr)
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run([*sudo, "apt-get", "update", "-qq"], check=True, env=env, stdout=subprocess.DEVNULL)
+    subprocess.run([*sudo, "apt-get", "install", "-y", "-qq", "--no-install-recommends", *missing], check=True,
+                   env=env, stdout=subprocess.DEVNULL)
+    subprocess.run(["fc-cache", "-f"], check=False, stdout=subprocess.DEVNULL)
+
+
+# ---------------------------------------------------------------- the TUI screens
+async def shoot(path: Path, out: Path, size: tuple[int, int],
+                steps: Callable[[InspectorApp, object], Awaitable[None]], *, settle_after: bool = True) -> None:
     app = InspectorApp(Document(str(path)), detail_delay=0, check_at=AT)
     async with app.run_test(size=size) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
         await steps(app, pilot)
-        await app.workers.wait_for_complete()
+        if settle_after:
+            await app.workers.wait_for_complete()
         await pilot.pause()
         await pilot.pause()
         app.save_screenshot(filename=out.name, path=str(out.parent))
+        app.cancel_jobs()
     app.doc.close()
 
 
@@ -70,29 +115,129 @@ async def damaged(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-
 
 
 async def filtered(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
-    await pilot.press("f", *"topic:corp/plain/#", "enter")
+    await pilot.press("f", *"type:retain corp/retained/", "enter")  # a bare word: topics starting with it
     await settle(app, pilot)
     await pilot.press("down", "down", "down")
 
 
-AT = 1_795_305_600  # 2026-11-22T00:00:00Z: a fixed reference time, so the pictures do not age
+async def wide(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    await pilot.press("end", *["up"] * 8)
 
+
+async def editing_bytes(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    app.do_goto("#59")
+    await settle(app, pilot)
+    await pilot.press("tab", "tab", "i", *["down"] * 5, "3")
+
+
+async def new_errors(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    await pilot.press("A", *"retain", "enter")
+    await settle(app, pilot)
+    await pilot.press("ctrl+s")
+
+
+async def check_progress(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The checker on 600,000 chunks, caught part-way (its batches paced, so the picture can be taken)."""
+    await pilot.press("c")
+    for _ in range(3000):
+        job = app.jobs.get("check")
+        if job is not None and job.total and 0.3 < job.done / job.total < 0.8:
+            break
+        await pilot.pause(0.01)
+    await pilot.pause(0.05)
+
+
+def pace_checker() -> None:
+    """Slow the checker's child process (a file this size is checked in one) to 0.1 s a batch."""
+    os.environ["MOSQDB_TEST_CHECK_PACE"] = "0.1"
+
+
+def many_chunks(out: Path) -> Path:
+    """2.0.20-a up to its first client_msg, then that chunk 600,000 times more (19 MB)."""
+    with DbFile(V6) as db:
+        idx = db.index
+        first = next(i for i in range(len(idx)) if idx.types[i] == int(ChunkType.CLIENT_MSG))
+        head_end = idx.chunk_end(first)
+        chunk = db.raw(first)
+    out.write_bytes(V6.read_bytes()[:head_end] + chunk * 600_000)
+    return out
+
+
+# ---------------------------------------------------------------- the browser
+def browser_shot(path: Path, png: Path) -> None:
+    """`mosqdb serve` in headless Chromium: the page after a goto, the picture the browser took."""
+    from support.brokers import free_port
+    from support.browser import Browser
+
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen([sys.executable, "-m", "mosqdb", "serve", str(path), "--port", str(port), "--at",
+                               str(AT)], env=env, cwd=ROOT, text=True, stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert server.stderr is not None
+    server.stderr.readline()
+
+    async def drive() -> None:
+        async with Browser(1400, 860) as browser:
+            await browser.open(f"http://127.0.0.1:{port}/")
+            await browser.wait_for("corp/retained/plain")
+            await browser.press("g")
+            await browser.wait_for("Go to")
+            await browser.press("#", "5", "9", "enter")
+            await browser.wait_for("went to chunk")
+            await browser.press("tab")
+            await browser.wait_for("FIELDS")
+            await asyncio.sleep(0.5)
+            await browser.screenshot(png)
+
+    try:
+        asyncio.run(drive())
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(30)
+
+
+# ---------------------------------------------------------------- SVG -> PNG
 def to_png(svg: Path) -> Path | None:
+    """Draw the SVG with headless Chromium (every glyph has a font there); rsvg-convert if no Chromium."""
+    png = svg.with_suffix(".png")
+    text = svg.read_text()
+    box = re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', text)
+    exe = shutil.which("chromium")
+    if exe is not None and box is not None:
+        width, height = PNG_WIDTH, round(PNG_WIDTH * float(box.group(2)) / float(box.group(1)))
+        with tempfile.TemporaryDirectory() as tmp:
+            # Fira Code's ligatures would draw 0x1f as 0×1f and -> as an arrow: bytes are shown as typed
+            plain = Path(tmp) / svg.name
+            plain.write_text(text.replace("<style>", '<style>\n    text { font-variant-ligatures: none; '
+                                          'font-feature-settings: "calt" 0, "liga" 0; }', 1))
+            page = Path(tmp) / "page.html"
+            page.write_text(f'<html><body style="margin:0;background:#000">'
+                            f'<img src="{plain.as_uri()}" width="{width}" height="{height}"></body></html>')
+            subprocess.run([exe, "--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                            "--force-device-scale-factor=1", "--host-resolver-rules=MAP * ~NOTFOUND",
+                            f"--user-data-dir={tmp}/profile", f"--window-size={width},{height}",
+                            f"--screenshot={png}", page.as_uri()],
+                           check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return png
     tool = shutil.which("rsvg-convert")
     if tool is None:
         return None
     # rsvg drops the SVG's non-breaking-space runs unless whitespace is preserved
-    text = svg.read_text().replace("<svg ", '<svg xml:space="preserve" ', 1)
-    with tempfile.NamedTemporaryFile("w", suffix=".svg", delete=False) as tmp:
-        tmp.write(text)
-    png = svg.with_suffix(".png")
-    subprocess.run([tool, "-w", "1600", tmp.name, "-o", str(png)], check=True)
-    Path(tmp.name).unlink()
+    with tempfile.NamedTemporaryFile("w", suffix=".svg", delete=False) as tmp_svg:
+        tmp_svg.write(text.replace("<svg ", '<svg xml:space="preserve" ', 1))
+    subprocess.run([tool, "-w", str(PNG_WIDTH), tmp_svg.name, "-o", str(png)], check=True)
+    Path(tmp_svg.name).unlink()
     return png
 
 
 def main() -> None:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "screenshots"
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    if "--no-setup" not in sys.argv:
+        setup()
+    only = next((a.split("=", 1)[1].split(",") for a in sys.argv[1:] if a.startswith("--only=")), None)
+    wanted = (lambda name: only is None or name in only)  # noqa: E731
+    out = Path(args[0]) if args else ROOT / "screenshots"
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         broken = Path(tmp) / "damaged-2.0.20-a.db"
@@ -101,18 +246,31 @@ def main() -> None:
         broken.write_bytes(V6.read_bytes()[:cut])
         editable = Path(tmp) / "2.0.20-a.db"
         shutil.copyfile(V6, editable)
+        many = many_chunks(Path(tmp) / "600k-chunks.db")
         shots = [
             ("fields-and-hex", V6, (120, 36), fields_and_hex),
             ("edit-in-progress", editable, (120, 36), edit_in_progress),
             ("damaged-file", broken, (120, 36), damaged),
             ("filter", V6, (120, 36), filtered),
             ("small-terminal-80x24", V6, (80, 24), fields_and_hex),
+            ("wide-200x60", V6, (200, 60), wide),
+            ("editing-bytes", V6, (120, 36), editing_bytes),
+            ("save-new-errors", editable, (120, 36), new_errors),
         ]
         for name, path, size, steps in shots:
+            if not wanted(name):
+                continue
             svg = out / f"{name}.svg"
             asyncio.run(shoot(path, svg, size, steps))
-            png = to_png(svg)
-            print(svg, png or "(no rsvg-convert: SVG only)")
+            print(svg, to_png(svg) or "(no chromium or rsvg-convert: SVG only)")
+        if wanted("check-progress"):
+            pace_checker()
+            svg = out / "check-progress.svg"
+            asyncio.run(shoot(many, svg, (120, 36), check_progress, settle_after=False))
+            print(svg, to_png(svg) or "(SVG only)")
+        if shutil.which("chromium") and wanted("browser"):
+            browser_shot(editable, out / "browser.png")
+            print(out / "browser.png")
 
 
 if __name__ == "__main__":

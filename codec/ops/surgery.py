@@ -308,15 +308,7 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
         info, aux = sessions(db)
     cols = aux["cols"]
     rem.chunks_before = len(cols.offsets)
-    drop = np.zeros(len(cols.offsets), bool)
-    names = set(victims)
-    for i, cid in zip(aux["cl_idx"].tolist(), aux["cl_ids"], strict=True):
-        if cid in names:
-            drop[i] = True
-    sub_hit = np.array([c in names for c in aux["sub_ids"]], bool)
-    drop[aux["sub_idx"][sub_hit]] = True
-    cm_hit = np.array([c in names for c in aux["cm_ids"]], bool)
-    drop[aux["cm_idx"][cm_hit]] = True
+    drop, rem.subs, rem.client_msgs = session_chunks(aux, set(victims))
     refs = gather_refs(cols)
     orphans = orphaned_stores(refs, drop)
     drop[orphans] = True
@@ -325,8 +317,24 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     missing = sorted(c for c in victims if c not in info)
     for c in missing:
         rem.notes.append(f"no session {c!r} in the file")
-    rem.subs, rem.client_msgs, rem.stores = int(sub_hit.sum()), int(cm_hit.sum()), len(orphans)
+    rem.stores = len(orphans)
     return _write(db, out_path, drop, rem, t0, progress)
+
+
+def session_chunks(aux: dict[str, Any], names: set[str]) -> tuple[np.ndarray, int, int]:
+    """The chunks of the sessions ``names`` (``aux`` from :func:`sessions`): a drop mask over chunk numbers
+    (their CLIENT, SUB and CLIENT_MSG chunks), the number of subscriptions and of queued messages in it.
+    The stores this leaves unreferenced are :func:`orphaned_stores` of the mask (the inspector's delete
+    and ``drop-client`` alike)."""
+    drop = np.zeros(len(aux["cols"].offsets), bool)
+    for i, cid in zip(aux["cl_idx"].tolist(), aux["cl_ids"], strict=True):
+        if cid in names:
+            drop[i] = True
+    sub_hit = np.array([c in names for c in aux["sub_ids"]], bool)
+    drop[aux["sub_idx"][sub_hit]] = True
+    cm_hit = np.array([c in names for c in aux["cm_ids"]], bool)
+    drop[aux["cm_idx"][cm_hit]] = True
+    return drop, int(sub_hit.sum()), int(cm_hit.sum())
 
 
 def drop_clients(db: DbFile, client_ids: list[str], out_path: str | os.PathLike[str] | None, *,
@@ -391,6 +399,6 @@ def _write(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, pro
     return rem
 
 __all__ = [
-    "Removal", "SessionInfo", "drop_clients", "drop_sessions", "filter_patterns", "orphaned_stores",
-    "prune_sessions", "rm_retained", "sessions",
+    "Refs", "Removal", "SessionInfo", "drop_clients", "drop_sessions", "filter_patterns", "gather_refs",
+    "orphaned_stores", "prune_sessions", "rm_retained", "session_chunks", "sessions",
 ]

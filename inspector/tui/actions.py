@@ -1,10 +1,15 @@
 """The inspector's keys, once: one table drives the App's bindings, the footer, the help screen and
 the command palette (the Harlequin and Posting way), so they cannot drift apart.
 
-Each :class:`Action` is one ``action_<name>`` of :class:`~inspector.tui.app.InspectorApp`; an entry
-without a name is a key a widget or Textual handles (arrows, Tab, hex digits, ctrl+p), listed in
-the help only. Help lines are laid out from the table: an entry whose ``help`` is None adds its
-keys to the line above (``/  n``), one marked ``beside`` takes the second column of it.
+Each :class:`Action` with a name is one ``action_<name>`` of :class:`~inspector.tui.app.InspectorApp`,
+bound at the App. An entry without a name is a key a widget handles (arrows, Tab, hex digits while
+editing bytes, Enter in the filter bar); it is listed in the help and may be shown in the footer.
+
+The footer (:class:`~inspector.tui.widgets.keybar.KeyBar`) shows what the keys do *in the focused
+pane*: the entries whose ``panes`` name it (or that name none: every pane), by ``footer`` rank, as
+many as fit; Save, Undo and Help rank first, so they stay at 80 columns. Help lines are laid out
+from the table: an entry whose ``help`` is None adds its keys to the line above (``/  n``), one
+marked ``beside`` takes the second column of it; entries of no help group are footer-only.
 """
 
 from __future__ import annotations
@@ -21,72 +26,93 @@ class Action:
     """One key (or a few) and what it does, as every place that shows it needs it."""
 
     name: str | None
-    """The App's ``action_<name>``; None: a key handled elsewhere, listed in the help only."""
+    """The App's ``action_<name>``; None: a key a pane handles itself (listed, not bound)."""
     keys: str
-    """Textual key names, comma-separated (``u,ctrl+z``); for a help-only entry, the text shown."""
+    """Textual key names, comma-separated (``u,ctrl+z``); for an unbound entry, the text shown."""
     group: str
-    """The help screen section (a key of :data:`GROUPS`)."""
+    """The help screen section (a key of :data:`GROUPS`); "": footer only."""
     help: str | None
     """The help screen text (lines after the first are indented under it); None: on the line above."""
     label: str = ""
-    """Short name in the footer and Textual's keys panel."""
+    """Short name in the footer."""
     title: str = ""
     """Command palette title."""
     description: str = ""
     """Command palette help line."""
     footer: int = 0
-    """Place in the footer, 1 = leftmost; 0: bound but not shown there."""
+    """Footer rank, 1 = first (shown first, dropped last); 0: never in the footer."""
+    panes: tuple[str, ...] = ()
+    """Panes whose footer shows it (:data:`PANES`); empty: every pane."""
     beside: bool = False
     """Help: in the second column of the line above."""
     writes: bool = False
     """Edits the document, so refused on a read-only file (the palette says so)."""
 
 
+LIST, FIELDS, HEX, BYTES, FILTER = "list", "fields", "hex", "bytes", "filter"
+PANES = {LIST: "chunk list", FIELDS: "fields", HEX: "hex", BYTES: "editing bytes", FILTER: "filter bar"}
+"""Where the focus can be, as the footer and the mode line name it (BYTES: the hex view in edit mode)."""
+
 NAV, EDIT, OTHER = "Navigation", "Editing", "Other"
 GROUPS = {NAV: "", EDIT: " (an overlay: nothing is written until you save)", OTHER: ""}
 """Help sections in order, with what follows the bold heading."""
 
+CHUNK = (LIST, FIELDS, HEX)  # the panes that act on the selected chunk
+
 TABLE: tuple[Action, ...] = (
     Action(None, "↑↓ PgUp PgDn", NAV, "move in the focused pane (mouse: click, wheel)"),
-    Action(None, "Tab", NAV, "chunk list → fields → hex"),
+    Action(None, "tab", NAV, "next pane: chunk list → fields → hex", "Pane", footer=9, panes=CHUNK),
     Action("goto", "g", NAV, "go to: 123 chunk, 0x1f / @31 offset, #12 store id", "Goto", "Go to",
-           "Jump to a chunk index, file offset (0x.., @..) or store id (#..)", footer=3),
+           "Jump to a chunk index, file offset (0x.., @..) or store id (#..)", footer=10, panes=CHUNK),
+    Action("filter", "f", NAV, "filter: type:retain topic:a/+/# client:ID store:1-9;\n"
+                               "a bare word: topics starting with it", "Filter", "Filter",
+           "Filter by type, topic (filter or prefix), client id, store id", footer=5, panes=CHUNK),
     Action("search", "slash", NAV, "search topic, client id, payload; next match", "Search", "Search",
-           "Find text in topics, client ids and payloads", footer=4),
+           "Find text in topics, client ids and payloads", footer=11, panes=CHUNK),
     Action("search_next", "n", NAV, None, "Next", "Search next", "Repeat the last search"),
-    Action("filter", "f", NAV, "filter: type:msg topic:a/# client:x store:1-9", "Filter", "Filter",
-           "Filter by type, topic filter, client id, store id", footer=5),
     Action("clear_filter", "escape", NAV, None, "Clear", "Clear filter",
            "Stop a running filter, search, check or export; show every chunk again"),
     Action("follow", "r", NAV, "follow: client_msg/retain → msg_store → referrers", "Ref", "Follow reference",
-           "client_msg/retain → msg_store; msg_store → everything referencing it", footer=6),
+           "client_msg/retain → msg_store; msg_store → everything referencing it", footer=8, panes=(LIST, FIELDS)),
     Action("check", "c", NAV, "check the file; Enter on a finding jumps to it", "Check", "Check file",
-           "Run the integrity rules and list findings", footer=7),
+           "Run the integrity rules and list findings", footer=12, panes=(LIST,)),
+    Action("layout", "w", NAV, "layout: a wider chunk list, the list alone, back", "Layout", "Change layout",
+           "Widen the chunk list (for long topics), show it alone, or go back to three panes",
+           footer=13, panes=(LIST,)),
     Action("export", "x", NAV, "export the filtered chunks (.jsonl or Parquet dir)", "Export", "Export selection",
            "Write the filtered chunks as JSON lines (.jsonl) or a Parquet dataset (directory)"),
     Action("edit_field", "e", EDIT, "edit the selected field (text, 0x.., hex:..)", "Edit", "Edit field",
-           "Edit the selected field's value", footer=8, writes=True),
-    Action(None, "Enter", EDIT, None),  # the field tree's select edits too
-    Action(None, "0-9 a-f", EDIT, "in the hex view: overwrite bytes (must decode);\n"
-                                  "there a-f are digits: Tab out for c, d, e, f"),
-    Action("delete", "d", EDIT, "delete chunk / restore (a client: with its subs\nand queued messages)", "Del",
-           "Delete chunk", "Delete (or restore) the chunk; a client with its subs and queue", footer=9, writes=True),
+           "Edit the selected field's value", footer=6, panes=(FIELDS,), writes=True),
+    Action(None, "enter", EDIT, None),  # the field tree's select edits too
+    Action("edit_bytes", "i", EDIT, "edit bytes in the hex view: type hex digits over\n"
+                                    "the cursor (must decode); Esc stops", "Edit bytes", "Edit bytes",
+           "Overwrite bytes of the chunk in the hex view (Esc stops)", footer=6, panes=(HEX,), writes=True),
+    Action(None, "0-9 a-f", "", None, "type a byte", footer=5, panes=(BYTES,)),
+    Action(None, "escape", "", None, "Done", footer=6, panes=(BYTES,)),
+    Action(None, "enter", "", None, "Apply", footer=5, panes=(FILTER,)),
+    Action(None, "escape", "", None, "Clear", footer=6, panes=(FILTER,)),
+    Action("delete", "d", EDIT, "delete chunk / restore (a client: with its subs, queue\n"
+                                "and the stored messages no one else references)", "Delete",
+           "Delete chunk", "Delete (or restore) the chunk; a client with its subs, queue and unreferenced stores",
+           footer=7, panes=(LIST,), writes=True),
     Action("add_copy", "a", EDIT, "add a copy / a blank chunk after it, then edit", "Add copy", "Add a copy",
-           "Insert a copy of the chunk after it, to edit into a new one", writes=True),
+           "Insert a copy of the chunk after it, to edit into a new one", footer=14, panes=(LIST,), writes=True),
     Action("add_new", "A", EDIT, None, "Add new", "Add a new chunk",
-           "Insert a blank msg_store, client_msg, retain, sub or client after the chunk", writes=True),
-    Action("undo", "u,ctrl+z", EDIT, "undo", "Undo", "Undo", "Undo the last edit", footer=10),
-    Action("redo", "U,ctrl+y", EDIT, "redo", "Redo", "Redo", "Redo the last undone edit", beside=True),
-    Action("save", "ctrl+s", EDIT, "save atomically", "Save", "Save", "Save atomically over the file", footer=11,
+           "Insert a blank msg_store, client_msg, retain, sub or client after the chunk", footer=15, panes=(LIST,),
            writes=True),
+    Action("undo", "u,ctrl+z", EDIT, "undo", "Undo", "Undo", "Undo the last edit", footer=2),
+    Action("redo", "U,ctrl+y", EDIT, "redo", "Redo", "Redo", "Redo the last undone edit", beside=True),
+    Action("save", "ctrl+s", EDIT, "save atomically (asks first if the\nchecker finds new errors)", "Save", "Save",
+           "Save atomically over the file", footer=1, writes=True),
     Action("save_as", "S", EDIT, "save as", "Save as", "Save as", "Save to another file", beside=True),
-    Action(None, "ctrl+p", OTHER, "command palette with every action"),
-    Action("help", "question_mark", OTHER, "this help", "Help", "Help", "List keys", footer=2),
+    Action(None, "ctrl+p", OTHER, "command palette with every action and its key", "Commands", footer=16,
+           panes=(LIST,)),
+    Action("help", "question_mark", OTHER, "this help", "Help", "Help", "List keys", footer=3),
     Action("quit_app", "q", OTHER, "quit (asks if edits are unsaved)", "Quit", "Quit",
-           "Quit (asks when edits are unsaved)", footer=1, beside=True),
+           "Quit (asks when edits are unsaved)", footer=4, panes=CHUNK, beside=True),
 )
 
-KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "Esc"}
+KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "Esc", "enter": "Enter", "tab": "Tab"}
 
 
 def actions() -> Iterator[Action]:
@@ -99,10 +125,20 @@ def key_names(a: Action) -> list[str]:
     return [KEY_NAMES.get(k, k) for k in a.keys.split(",")]
 
 
+def key_display(key: str) -> str:
+    """A Textual key name as the footer shows it (``^s`` for ctrl+s)."""
+    return KEY_NAMES.get(key, key.replace("ctrl+", "^"))
+
+
 def bindings() -> list[Binding]:
-    """The App's BINDINGS: the footer's in footer order, then the others."""
-    bound = sorted(actions(), key=lambda a: (a.footer == 0, a.footer))
-    return [Binding(a.keys, str(a.name), a.label, show=a.footer > 0) for a in bound]
+    """The App's BINDINGS (the footer is drawn from the table by the key bar, not from these)."""
+    return [Binding(a.keys, str(a.name), a.label, show=False) for a in actions()]
+
+
+def footer(pane: str) -> list[Action]:
+    """The footer's entries for the focused pane, most important first."""
+    shown = [a for a in TABLE if a.footer and (not a.panes or pane in a.panes)]
+    return sorted(shown, key=lambda a: a.footer)
 
 
 def palette_help(a: Action, read_only: bool = False) -> str:
@@ -110,6 +146,11 @@ def palette_help(a: Action, read_only: bool = False) -> str:
     keys = ", ".join(f"[b]{escape(k)}[/b]" for k in key_names(a))
     text = escape(a.description) + (" (not on a read-only file)" if read_only and a.writes else "")
     return f"{keys}  {text}"
+
+
+def palette_title(a: Action) -> str:
+    """The palette's title: the action's name and its key, so the palette teaches the keys."""
+    return f"{a.title}  ({' '.join(key_names(a))})"
 
 
 def _cell(keys: str, width: int) -> str:
@@ -136,8 +177,9 @@ def help_text() -> str:
         for row in rows:
             (k1, t1), *second = row
             line = "  " + _cell(k1, 14) + (t1.ljust(16) + _cell(second[0][0], 0) + second[0][1] if second else t1)
-            out.append(line.replace("\n", "\n" + " " * 16))
+            out.append(escape(line).replace("\n", "\n" + " " * 16))
     return "\n".join(out)
 
 
-__all__ = ["Action", "TABLE", "actions", "bindings", "help_text", "key_names", "palette_help"]
+__all__ = ["PANES", "Action", "TABLE", "actions", "bindings", "footer", "help_text", "key_display", "key_names",
+           "palette_help", "palette_title"]

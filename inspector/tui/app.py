@@ -4,14 +4,16 @@ The app owns a :class:`~inspector.tui.document.Document`; the index is built in 
 that posts progress, so rows appear before the scan ends. Filters that need decoding,
 search, reference lookups and checks run in workers too, and never block keystrokes.
 
-This module is the composition root: layout, status line, the index worker, what the panes show
-for the selected chunk, check and help. The actions live beside it, mixed in:
+This module is the composition root: layout (a header that features can add lines to, the three
+panes, a job bar, the mode line, the status line and the key bar), the index worker, what the panes
+show for the selected chunk, check and help. The actions live beside it, mixed in:
 :mod:`~inspector.tui.navigation` (goto, search, follow, filter), :mod:`~inspector.tui.editing`
 and :mod:`~inspector.tui.saving` (save, quit, export); their keys are in :mod:`~inspector.tui.actions`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Iterable
@@ -21,31 +23,47 @@ from rich.text import Text
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
+from textual.events import DescendantBlur, DescendantFocus
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Static
+from textual.widgets import Input, Static
 
 from codec import CodecError
 from codec.values import printable
-from inspector.tui.actions import actions, bindings, palette_help
+from inspector.tui.actions import (
+    BYTES,
+    FIELDS,
+    FILTER,
+    HEX,
+    LIST,
+    PANES,
+    actions,
+    bindings,
+    palette_help,
+    palette_title,
+)
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
 from inspector.tui.filters import StoreColumns
-from inspector.tui.jobs import Cancelled, Progress
+from inspector.tui.jobs import Cancelled, JobThreads, Progress
 from inspector.tui.messages import (
     CheckFindings,
     HexCursorMoved,
+    HexModeChanged,
     RowHighlighted,
     ScanProgress,
     SpanSelected,
 )
 from inspector.tui.navigation import NavigationMixin
+from inspector.tui.rows import clip
+from inspector.tui.savecheck import SaveCheck
 from inspector.tui.saving import SavingMixin
 from inspector.tui.screens import CheckScreen, HelpScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.hexview import HexSource, HexView
 from inspector.tui.widgets.jobbar import JobBar
+from inspector.tui.widgets.keybar import KeyBar
 from inspector.tui.widgets.summary import SummaryBar
 
 CANCELLABLE = ("filter", "search", "check", "export")
@@ -54,6 +72,12 @@ CANCELLABLE = ("filter", "search", "check", "export")
 # (title, action, description) of each palette command, read from the actions table
 ACTIONS = [(a.title, a.name, a.description) for a in actions()]
 
+FILTER_PLACEHOLDER = "type:retain  topic:site/+/temp  client:dev-1  store:10-20  or a topic prefix: site/te"
+FILTER_HELP = ("types: cfg msg_store client_msg retain sub client (msg, cmsg, ret…) · topic: an MQTT filter · "
+               "a bare word: topics starting with it · criteria combine (AND) · Enter applies, Esc clears")
+LAYOUTS = ("normal", "wide", "list")
+"""The layout toggle (w): three panes, a wider chunk list, the chunk list alone."""
+
 
 class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     """mosqdb inspect: one document, three panes, the actions of the mixins bound from the actions table."""
@@ -61,6 +85,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "mosqdb inspect"
     ENABLE_COMMAND_PALETTE = True
+    AUTO_FOCUS = "ChunkList, ModalScreen *"  # the list, not the hidden filter bar; in a dialog its first field
     BINDINGS = bindings()  # from the actions table, like the help screen and the palette
 
     def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
@@ -89,20 +114,32 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         self.stopped_at: dict[str, int] = {}  # how far a cancelled job had got when its worker stopped
         self.job_started: dict[str, float] = {}  # when each running job was first heard of
         self.job_bar_delay = 0.3
+        self.pending_offset: int | None = None  # a goto by offset: the hex byte to show once the chunk is shown
+        self.topics: dict[int, str | None] = {}  # store id -> topic, for the visible retain/client_msg rows
+        self.layout_mode = LAYOUTS[0]
+        self.save_check = SaveCheck(check_at, check_process_from)
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
-        yield SummaryBar(id="summary")
-        yield Input(placeholder="filter: type:msg topic:a/# client:ID store:1-9   (Enter applies, Esc clears)",
-                    id="filter")
+        yield SummaryBar(id="summary")  # the header: features add lines with header_line()
+        yield Input(placeholder=FILTER_PLACEHOLDER, id="filter")
+        yield Static(FILTER_HELP, id="filter-help")
         with Horizontal(id="main"):
-            yield ChunkList(self.doc, id="chunks")
+            chunks = ChunkList(self.doc, id="chunks")
+            chunks.topic_of = self.topic_of
+            yield chunks
             with Vertical(id="right"):
                 yield FieldTree(id="fields")
                 yield HexView(id="hex")
         yield JobBar(id="jobs")
+        yield Static("", id="mode")
         yield Static("", id="status")
-        yield Footer()
+        yield KeyBar(id="keys")
+
+    def header_line(self, key: str, line: Text | str | None) -> None:
+        """Add (or with None remove) a line of the header under ``key``: for features that have
+        something to say about the whole file (a broker's verdict, a store view, a diff)."""
+        self.query_one(SummaryBar).set_line(key, line)
 
     @property
     def chunks(self) -> ChunkList:
@@ -117,13 +154,17 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         return self.query_one(HexView)
 
     def on_mount(self) -> None:
+        # the workers' threads are daemons: quitting never waits for a job (inspector.tui.jobs.JobThreads)
+        asyncio.get_running_loop().set_default_executor(JobThreads())
         self.query_one("#filter").display = False
+        self.query_one("#filter-help").display = False
         self.hex.editable = not self.doc.read_only
         self.chunks.focus()
         self.query_one(SummaryBar).refresh_summary(self.doc)
         if self.doc.read_only:
             why = "--read-only" if self.doc.forced_read_only else "no write permission"
             self.say(f"opened read-only ({why}): editing is disabled", "warning")
+        self.update_mode()
         if self.doc.db.empty:
             self.fields.show_message("empty file", ["0 bytes: the broker treats this as no saved state"])
             return
@@ -146,6 +187,72 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         if self.status_text:
             parts.append(self.status_text)
         self.query_one("#status", Static).update(Text(printable(" ".join(parts))))
+        self.update_mode()
+
+    # ------------------------------------------------------------ focus, mode line, key bar, layout
+    def pane(self) -> str:
+        """Where the focus is, as the key bar and the mode line name it (:data:`~inspector.tui.actions.PANES`)."""
+        focused = self.screen_stack[0].focused if self.screen_stack else None
+        if isinstance(focused, HexView):
+            return BYTES if focused.editing else HEX
+        if isinstance(focused, FieldTree):
+            return FIELDS
+        if isinstance(focused, Input) and focused.id == "filter":
+            return FILTER
+        return LIST
+
+    def update_mode(self) -> None:
+        """The mode line: focused pane, the selected chunk, the filter, unsaved edits, read-only."""
+        try:
+            line = self.query_one("#mode", Static)
+            bar = self.query_one(KeyBar)
+        except Exception:  # noqa: BLE001 - not composed yet (or shutting down)
+            return
+        pane = self.pane()
+        bar.show_pane(pane, self.doc.read_only)
+        text = Text.assemble((f" {PANES[pane].upper()} ", "bold black on cyan" if pane != BYTES else
+                              "bold black on yellow"), " ")
+        item = self.item
+        if item is not None and not self.doc.db.empty:
+            if item == DAMAGE_ROW:
+                text.append("damage (raw bytes)", style="bold red")
+            elif item >= 0 or item in self.doc.new_records:  # (a saved insertion is gone until reselected)
+                v = self.doc.view(item)
+                text.append(v.label, style="bold")
+                if v.record is not None and v.record.get("store_id") is not None:
+                    text.append(f" #{v.record['store_id']}")
+                if v.deleted:
+                    text.append(" (deleted)", style="grey62")
+        if self.filter_text:
+            text.append(f"  filter {clip(self.filter_text, 30)!r}", style="cyan")
+        if self.doc.read_only:
+            text.append("  READ-ONLY", style="bold yellow")
+        elif self.doc.is_dirty():
+            text.append(f"  {len(self.doc.undo_stack)} unsaved edit(s): ^s saves", style="bold dark_orange")
+        if pane == BYTES:
+            text.append("  typing hex overwrites bytes, Esc stops", style="yellow")
+        line.update(text)
+
+    def on_descendant_focus(self, _event: DescendantFocus) -> None:
+        self.update_mode()
+
+    def on_descendant_blur(self, _event: DescendantBlur) -> None:
+        self.update_mode()
+
+    def on_hex_mode_changed(self, _msg: HexModeChanged) -> None:
+        self.update_mode()
+
+    def action_layout(self) -> None:
+        """Cycle the layout: three panes, a wider chunk list, the chunk list alone."""
+        self.layout_mode = LAYOUTS[(LAYOUTS.index(self.layout_mode) + 1) % len(LAYOUTS)]
+        main = self.query_one("#main")
+        for mode in LAYOUTS:
+            main.set_class(mode == self.layout_mode, f"-{mode}")
+        if self.layout_mode == "list" and self.pane() in (FIELDS, HEX, BYTES):
+            self.chunks.focus()
+        self.say({"normal": "layout: chunk list, fields and hex (w: wider list)",
+                  "wide": "layout: a wider chunk list (w: the list alone)",
+                  "list": "layout: the chunk list alone (w: back to three panes)"}[self.layout_mode])
 
     # ------------------------------------------------------------ jobs
     def on_scan_progress(self, msg: ScanProgress) -> None:
@@ -226,6 +333,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     # ------------------------------------------------------------ selection
     def on_row_highlighted(self, msg: RowHighlighted) -> None:
         self.item = msg.item
+        self.update_mode()
         if self._detail_timer is not None:
             self._detail_timer.stop()
             self._detail_timer = None
@@ -253,6 +361,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         v = self.doc.view(item)
         self.fields.show(v, self.doc.version)
         self.hex.set_source(self.hex_source(v), keep_cursor=keep_cursor)
+        self.show_pending_offset()
 
     def hex_source(self, v: ChunkView) -> HexSource:
         hs = v.header_size
@@ -284,6 +393,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         fd = db.fd
         src = HexSource(start, size, lambda s, n: os.pread(fd, n, start + s), spans=spans, default_kind="unknown")
         self.hex.set_source(src)
+        self.show_pending_offset()
 
     def on_span_selected(self, msg: SpanSelected) -> None:
         if getattr(msg, "from_hex", False):
@@ -377,7 +487,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         for a in actions():
-            yield SystemCommand(a.title, palette_help(a, self.doc.read_only), getattr(self, f"action_{a.name}"))
+            yield SystemCommand(palette_title(a), palette_help(a, self.doc.read_only), getattr(self, f"action_{a.name}"))
 
 
 def pathless(err: CodecError) -> str:

@@ -362,10 +362,11 @@ class Document:
         return self.apply(Edit(f"restore chunk {i}", after={i: (self.overlay.replaced.get(i), False)}))
 
     # ------------------------------------------------------------ save
-    def save(self, path: str | None = None) -> SaveResult:
-        """Write atomically with codec.writer.save, then reopen the written file."""
+    def save(self, path: str | None = None, verify: Any = None) -> SaveResult:
+        """Write atomically with codec.writer.save, then reopen the written file. ``verify(tmp)`` may refuse
+        the written temp file before it is renamed (nothing changes then)."""
         target = path or self.path
-        result = save(self.db, target, self.full_overlay())
+        result = save(self.db, target, self.full_overlay(), verify=verify)
         self.reopen(target)
         return result
 
@@ -461,7 +462,10 @@ def parse_bytes_text(text: str, where: str) -> bytes:
 
 
 def chunk_kind_names() -> dict[str, int]:
-    """Names accepted in the filter bar for chunk types (with short aliases)."""
+    """Names accepted in the filter bar for chunk types (with short aliases and plurals; ``retained`` is
+    ``retain``, as in every command's ``--kind``)."""
     names = {t.label: int(t) for t in ChunkType}
-    names.update({"msg": 2, "store": 2, "cmsg": 3, "queue": 3, "ret": 4, "subs": 5, "session": 6})
+    names.update({"msg": 2, "msgs": 2, "store": 2, "stores": 2, "msg_stores": 2, "cmsg": 3, "queue": 3, "queued": 3,
+                  "client_msgs": 3, "ret": 4, "retained": 4, "retains": 4, "subs": 5, "subscription": 5,
+                  "subscriptions": 5, "session": 6, "sessions": 6, "clients": 6})
     return names

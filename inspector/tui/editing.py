@@ -12,12 +12,12 @@ from collections.abc import Callable
 import numpy as np
 from textual import work
 
-from codec.layouts import ChunkType
+from codec import CodecError
 from codec.values import utf8_or_none
 from inspector.tui.document import Document, EditRefused
-from inspector.tui.filters import safe_stream
 from inspector.tui.messages import HexByteTyped
 from inspector.tui.screens import PromptScreen
+from inspector.tui.sessions import SessionDelete, session_delete
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.summary import SummaryBar
@@ -30,6 +30,8 @@ class EditingMixin:
     doc: Document
     item: int | None
     rows_version: int
+    topics: dict[int, str | None]
+    layout_mode: str
 
     def action_add_copy(self) -> None:
         if self.item is None or self.item == DAMAGE_ROW or not self.editable() or not self.need_index():
@@ -76,6 +78,7 @@ class EditingMixin:
         self.item = self.chunks.item(self.chunks.cursor)
 
     def refresh_after_edit(self) -> None:
+        self.topics.clear()  # an edited store may have a new topic for the rows that reference it
         self.sync_rows()
         self.chunks.refresh()
         self.show_item(keep_cursor=True)
@@ -151,6 +154,19 @@ class EditingMixin:
     def on_field_tree_selected(self, event: FieldTree.Selected) -> None:
         self.action_edit_field()
 
+    def action_edit_bytes(self) -> None:
+        """Start byte-edit mode in the hex view (Esc ends it)."""
+        self.flush_detail()
+        if self.item is None or self.item == DAMAGE_ROW or not self.editable():
+            if self.item == DAMAGE_ROW:
+                self.say("the bytes after the damage are shown, not edited (mosqdb repair salvages them)", "warning")
+            return
+        if self.layout_mode == "list":
+            self.action_layout()  # the hex view is hidden with the list alone: back to three panes
+        if self.hex.start_editing():
+            self.say("editing bytes: type hex digits over the cursor (a byte must keep the chunk decodable); "
+                     "Esc stops")
+
     def on_hex_byte_typed(self, msg: HexByteTyped) -> None:
         if self._detail_timer is not None:  # the hex view still shows the previous chunk
             return
@@ -205,21 +221,21 @@ class EditingMixin:
 
     @work(thread=True, exclusive=True, group="session")
     def session_worker(self, item: int, client_id: str) -> None:
-        found = [item]
-        subs = queued = 0
-        for c in safe_stream(self.doc, 0, [int(ChunkType.CLIENT_MSG), int(ChunkType.SUB)]):
-            if c.record.get("client_id") == client_id:
-                found.append(c.index)
-                if c.kind == "sub":
-                    subs += 1
-                else:
-                    queued += 1
-        self.call_from_thread(self.session_done, sorted(found), client_id, subs, queued)
-
-    def session_done(self, items: list[int], client_id: str, subs: int, queued: int) -> None:
-        label = f"delete session {client_id!r} with {subs} sub(s) and {queued} queued message(s)"
+        """The session's chunks and the stores it leaves unreferenced, as ``drop-client`` finds them."""
         try:
-            self.doc.delete(items, label)
+            found = session_delete(self.doc, client_id)
+        except CodecError as exc:
+            self.call_from_thread(self.say, f"cannot delete the session: {exc}", "error")
+            return
+        if item not in found.items:
+            found.items = sorted([*found.items, item])
+        self.call_from_thread(self.session_done, found, client_id)
+
+    def session_done(self, found: SessionDelete, client_id: str) -> None:
+        label = (f"delete session {client_id!r} with {found.subs} sub(s), {found.queued} queued message(s) "
+                 f"and {found.stores} stored message(s) no one else references")
+        try:
+            self.doc.delete(found.items, label)
         except EditRefused as exc:
             self.say(str(exc), "error")
             return

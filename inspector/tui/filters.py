@@ -8,9 +8,10 @@ same one the CLI and the exporters use, with unsaved edits standing in for file 
 
 from __future__ import annotations
 
+import difflib
 import shlex
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -26,27 +27,53 @@ from inspector.tui.rows import summary
 STORE_TYPES = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG), int(ChunkType.RETAIN))
 
 
+FILTER_KEYS = {"type": "type", "t": "type", "kind": "type", "topic": "topic", "tp": "topic", "client": "client",
+               "c": "client", "id": "client", "store": "store", "s": "store", "sid": "store"}
+"""The filter bar's criteria and their short spellings."""
+
+PREFIX_LIMIT = 2000
+"""Different topic levels a bare word may open onto (each becomes one MQTT filter)."""
+
+
 @dataclass
 class FilterSpec:
-    """What the filter bar asked for, parsed from ``type:msg topic:a/# client:x store:1-9``."""
+    """What the filter bar asked for, parsed from ``type:msg topic:a/# client:x store:1-9 sensors/te``.
+
+    ``prefixes``: bare words, topics starting with them; :func:`resolve_prefixes` turns them into
+    MQTT filters (``topics``) that match exactly those topics, so every path that takes a
+    Selection (the column engine, the exporters) answers them. ``notes``: suggestions to show.
+    """
 
     text: str
     kinds: set[str] | None = None
     topics: list[str] | None = None
     clients: set[str] | None = None
     store_ids: tuple[int, int] | None = None
+    prefixes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.kinds or self.topics or self.clients or self.store_ids)
+        return not (self.kinds or self.topics or self.clients or self.store_ids or self.prefixes)
 
     def selection(self) -> Selection:
+        assert not self.prefixes, "resolve_prefixes first"
         return Selection(kinds=self.kinds, topics=list(self.topics or []), clients=set(self.clients or ()),
                          store_ids=self.store_ids)
 
 
+def suggest(word: str, names: list[str]) -> str:
+    """`` (did you mean X?)`` for a near miss among ``names``, else nothing."""
+    close = difflib.get_close_matches(word.lower(), names, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def parse_filter(text: str) -> FilterSpec:
-    """Parse the filter bar; raises ValueError with a one-line reason."""
+    """Parse the filter bar; raises ValueError with a one-line reason (and a suggestion for a near miss).
+
+    A bare word is a chunk type when it names one (``retain``, ``retained``), an MQTT filter when
+    it holds a wildcard, and otherwise a topic prefix (``sensors/te``).
+    """
     spec = FilterSpec(text)
     kinds = chunk_kind_names()
     try:
@@ -56,27 +83,86 @@ def parse_filter(text: str) -> FilterSpec:
     for word in words:
         key, sep, val = word.partition(":")
         if not sep:
-            key, val = ("topic", word) if ("/" in word or word in ("#", "+")) else ("type", word)
-        key = key.lower()
-        if key in ("type", "t", "kind"):
+            if word.lower() in kinds:
+                key, val = "type", word
+            elif "+" in word or "#" in word:
+                key, val = "topic", word
+            else:
+                spec.prefixes.append(word)
+                hint = suggest(word, list(kinds)) if "/" not in word else ""
+                if hint:
+                    spec.notes.append(f"{word!r} is read as a topic prefix{hint.replace('mean ', 'mean type:')}")
+                continue
+        key = FILTER_KEYS.get(key.lower(), "")
+        if key == "type":
             for name in val.split(","):
                 if name.lower() not in kinds:
-                    raise ValueError(f"filter: unknown chunk type {name!r} (cfg, msg_store, client_msg, retain, sub, client)")
+                    raise ValueError(f"filter: unknown chunk type {name!r}{suggest(name, list(kinds))}; types: "
+                                     "cfg, msg_store, client_msg, retain, sub, client")
                 spec.kinds = (spec.kinds or set()) | {ChunkType(kinds[name.lower()]).label}
-        elif key in ("topic", "tp"):
+        elif key == "topic":
             if not valid_filter(val):
-                raise ValueError(f"filter: not a valid MQTT topic filter: {val!r}")
+                raise ValueError(f"filter: not a valid MQTT topic filter: {val!r} (+ and # stand for whole levels, "
+                                 "# last: a/+/c, a/#)")
             spec.topics = (spec.topics or []) + [val]
-        elif key in ("client", "c", "id"):
+        elif key == "client":
             spec.clients = (spec.clients or set()) | {val}
-        elif key in ("store", "s", "sid"):
+        elif key == "store":
             try:
                 spec.store_ids = parse_store_ids(val)
             except CodecError as exc:
                 raise ValueError(f"filter: {exc.reason}") from None
         else:
-            raise ValueError(f"filter: unknown key {key!r} (type:, topic:, client:, store:)")
+            raw = word.partition(":")[0]
+            hint = suggest(raw, sorted(set(FILTER_KEYS.values())))
+            raise ValueError(f"filter: unknown key {raw + ':'!r}{hint.replace('?)', ':?)')}; keys: type:, topic:, "
+                             "client:, store:, or a bare word for a topic prefix")
     return spec
+
+
+def resolve_prefixes(doc: Document, spec: FilterSpec) -> FilterSpec:
+    """The spec with each topic prefix turned into the MQTT filters that match exactly the topics
+    starting with it: ``corp/ret`` → ``corp/retained/#`` (which also matches ``corp/retained``) for
+    each level ``ret…`` the file's stored and subscribed topics have (one column pass per type).
+    Unsaved edits count. Raises ValueError past :data:`PREFIX_LIMIT` different levels."""
+    if not spec.prefixes:
+        return spec
+    from codec.views.select import FileColumns, literal_at
+
+    src = FileColumns(doc.db) if doc.count() else None
+    topics = list(spec.topics or [])
+    for prefix in spec.prefixes:
+        p = prefix.encode("utf-8", "surrogateescape")
+        base = p[: p.rfind(b"/") + 1]
+        levels: set[bytes] = set()
+
+        def note(topic: bytes) -> None:
+            if topic.startswith(p):  # noqa: B023 - used at once, in this pass
+                levels.add(topic[len(base):].split(b"/", 1)[0])  # noqa: B023
+                if len(levels) > PREFIX_LIMIT:  # noqa: B023
+                    raise ValueError(f"filter: topics starting {prefix!r} open onto more than {PREFIX_LIMIT:,} "  # noqa: B023
+                                     "different levels: type more of it, or use topic:FILTER")
+
+        def test(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+            out = np.zeros(len(starts), dtype=bool)
+            rows = np.flatnonzero(np.asarray(sizes) >= len(p))  # noqa: B023
+            rows = rows[literal_at(data, np.asarray(starts, dtype=np.int64)[rows], p)]  # noqa: B023
+            out[rows] = True
+            for s, n in zip(np.asarray(starts)[rows].tolist(), np.asarray(sizes)[rows].tolist(), strict=True):
+                note(bytes(data[s:s + n]))
+            return out
+
+        if src is not None:
+            for t in (int(ChunkType.MSG_STORE), int(ChunkType.SUB)):
+                src.gather(t, (), {"topic": test})
+        for rec in [*doc.overlay.replaced.values(), *doc.new_records.values()]:
+            if rec.kind in ("msg_store", "sub") and rec.get("topic"):
+                note(rec["topic"].encode("utf-8", "surrogateescape"))
+        found = sorted(level.decode("utf-8", "surrogateescape") for level in levels
+                       if b"+" not in level and b"#" not in level)
+        head = base.decode("utf-8", "surrogateescape")
+        topics += [f"{head}{level}/#" for level in found] or [prefix]  # none: the prefix itself matches nothing more
+    return FilterSpec(spec.text, spec.kinds, topics, spec.clients, spec.store_ids, [], list(spec.notes))
 
 
 class StoreColumns:

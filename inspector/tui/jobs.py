@@ -5,13 +5,17 @@ exporter functions take a ``progress`` callable). Each call posts a
 :class:`~inspector.tui.messages.ScanProgress` at most ``rate`` times a second, which the app shows
 as a progress bar with "N found", and raises :class:`Cancelled` once the worker is cancelled: by
 Esc, by a newer job of the same kind, or by quitting, which cancels every worker. The worker
-catches it and returns, so quitting never waits for a scan to run to its end.
+catches it and returns. Quitting does not wait for that either: the workers' threads come from
+:class:`JobThreads`, daemon threads that the interpreter does not join at exit, so a job stuck in a
+long step with no progress call (the checker's final pass on a big file) cannot hold the terminal.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from textual.worker import get_current_worker
@@ -76,4 +80,32 @@ class Progress:
         self.post(True)
 
 
-__all__ = ["JOB_TITLES", "Cancelled", "Progress"]
+class JobThreads(ThreadPoolExecutor):
+    """The event loop's default executor for the app's thread workers: one daemon thread per job.
+
+    asyncio's default pool is joined when the loop closes (``asyncio.run`` waits for it) and again
+    at interpreter exit, so a quit waited for every worker thread to return. These threads are
+    never joined: a cancelled job stops at its next progress call, or with the process.
+    """
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task, as the pool does
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+        threading.Thread(target=run, name="mosqdb-job", daemon=True).start()
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Nothing to wait for: the threads are daemons (see the class)."""
+
+
+__all__ = ["JOB_TITLES", "Cancelled", "JobThreads", "Progress"]

@@ -77,6 +77,14 @@ class HexByteTyped(Message):
         super().__init__()
 
 
+class HexModeChanged(Message):
+    """The hex view entered or left byte-edit mode (the footer and the mode line follow)."""
+
+    def __init__(self, editing: bool) -> None:
+        self.editing = editing
+        super().__init__()
+
+
 class CheckFindings(Message):
     """The checker's findings, in batches as they come (``finished`` with the last one).
 

@@ -15,7 +15,14 @@ from textual.widgets import Input
 
 from codec import CodecError
 from inspector.tui.document import Document
-from inspector.tui.filters import StoreColumns, filter_rows, parse_filter, search_forward, with_edits
+from inspector.tui.filters import (
+    StoreColumns,
+    filter_rows,
+    parse_filter,
+    resolve_prefixes,
+    search_forward,
+    with_edits,
+)
 from inspector.tui.jobs import Progress
 from inspector.tui.messages import FilterProgress
 from inspector.tui.screens import PromptScreen
@@ -35,6 +42,8 @@ class NavigationMixin:
     filter_spec: Any
     filter_busy: bool
     last_search: str
+    pending_offset: int | None
+    topics: dict[int, str | None]
 
     # ------------------------------------------------------------ goto / search / refs
     def need_index(self) -> bool:
@@ -58,6 +67,30 @@ class NavigationMixin:
     def _columns_ready(self, doc: Document, cols: StoreColumns) -> None:
         if self.columns is None and doc is self.doc and doc.db.partial_index() is cols.index:
             self.columns = cols
+            self.topics.clear()
+            self.chunks.refresh()  # retain and client_msg rows can show their topics now
+
+    def topic_of(self, store_id: int) -> str | None:
+        """The topic of the stored message with this id (unsaved edits count), for retain and client_msg
+        rows; None until the store ids are gathered, or when no msg_store has it. Asked for visible rows
+        only, and remembered."""
+        if store_id in self.topics:
+            return self.topics[store_id]
+        cols = self.columns
+        if cols is None:
+            return None
+        topic = None
+        target = cols.find_store(store_id)
+        rec = self.doc.record(target) if target is not None else None
+        if rec is None or rec.kind != "msg_store" or rec["store_id"] != store_id:
+            rec = next((r for r in self.doc.new_records.values()
+                        if r.kind == "msg_store" and r["store_id"] == store_id), None)
+        if rec is not None:
+            topic = rec.get("topic")
+        if len(self.topics) > 4096:
+            self.topics.clear()
+        self.topics[store_id] = topic
+        return topic
 
     def jump(self, item: int) -> None:
         if not self.chunks.goto_item(item):
@@ -83,6 +116,7 @@ class NavigationMixin:
                     return
             elif text.startswith(("0x", "@")):
                 off = int(text.lstrip("@"), 0)
+                self.pending_offset = off  # the hex view goes to this byte once it shows the chunk
                 found = idx.find(off)
                 if found is None:
                     if idx.end <= off < self.doc.db.size and self.chunks.show_damage:
@@ -99,8 +133,20 @@ class NavigationMixin:
         except ValueError:
             self.say(f"goto: cannot read {text!r}", "warning")
             return
+        same = item == self.item
         self.jump(item)
-        self.say(f"went to {'damage' if item == DAMAGE_ROW else f'chunk {item}'}")
+        if same:  # no new row: the details are not shown again, so move the hex view here
+            self.show_pending_offset()
+        where = f" at offset {self.pending_offset} (0x{self.pending_offset:x})" if self.pending_offset is not None else ""
+        self.say(f"went to {'damage' if item == DAMAGE_ROW else f'chunk {item}'}{where}")
+
+    def show_pending_offset(self) -> None:
+        """Put the hex cursor on the byte a goto by offset asked for, when the hex view shows it."""
+        off, self.pending_offset = self.pending_offset, None
+        src = self.hex.source
+        if off is not None and src is not None and src.base <= off < src.base + src.size:
+            self.hex.highlight(off - src.base, 1)
+            self.hex.call_after_refresh(self.hex.highlight, off - src.base, 1)  # once the new size is laid out
 
     def action_search(self) -> None:
         self.push_screen(PromptScreen("Search", self.last_search, "text in topic, client id, source, payload"),
@@ -164,6 +210,7 @@ class NavigationMixin:
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True
+        self.query_one("#filter-help").display = True
         box.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
@@ -177,8 +224,11 @@ class NavigationMixin:
         if stopped:
             self.say(", ".join(stopped) + " cancelled")
         if self.filter_text or self.query_one("#filter").display:
+            had = self.filter_text
             self.clear_filter()
             self.chunks.focus()
+            if had:
+                self.say(f"filter {had!r} cleared: every chunk shown")
 
     def clear_filter(self) -> None:
         self.filter_gen += 1
@@ -187,6 +237,9 @@ class NavigationMixin:
         box = self.query_one("#filter", Input)
         box.value = ""
         box.display = False
+        self.query_one("#filter-help").display = False
+        if self.status_text.startswith("filter applied"):
+            self.status_text = ""
         keep = self.item
         rows = self.doc.row_array(self.doc.count())
         self.chunks.set_rows(rows, keep=keep, sorted_rows=rows is None)
@@ -214,8 +267,9 @@ class NavigationMixin:
         self.filter_rows = []
         self.filter_busy = True
         self.chunks.set_rows([], keep=None)
+        self.query_one("#filter-help").display = False
         self.filter_worker(spec, self.filter_gen, dict(self.doc.overlay.replaced), keep)
-        self.say(f"filter applied: {text}")
+        self.say(f"filter applied: {text}" + ("; " + "; ".join(spec.notes) if spec.notes else ""))
 
     @work(thread=True, exclusive=True, group="filter")
     def filter_worker(self, spec: Any, gen: int, replaced: dict, keep: int | None = None) -> None:
@@ -225,8 +279,11 @@ class NavigationMixin:
         progress.post(False)
         rows: list[int] = []
         try:
-            rows = filter_rows(self.doc, spec, replaced).tolist()
-        except CodecError as exc:
+            resolved = resolve_prefixes(self.doc, spec)
+            if gen == self.filter_gen:
+                self.filter_spec = resolved  # export and edits see the topics the prefixes opened onto
+            rows = filter_rows(self.doc, resolved, replaced).tolist()
+        except (CodecError, ValueError) as exc:
             self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
         finally:
             progress.finish()
@@ -238,6 +295,9 @@ class NavigationMixin:
             return
         self.filter_rows = list(msg.rows)
         self.filter_busy = not msg.done
-        self.chunks.set_rows(with_edits(self.filter_rows, self.doc, self.filter_spec), keep=msg.keep)  # edits too
+        spec = self.filter_spec
+        if spec is not None and spec.prefixes:
+            spec = resolve_prefixes(self.doc, spec)  # a worker stopped before it resolved them
+        self.chunks.set_rows(with_edits(self.filter_rows, self.doc, spec), keep=msg.keep)  # edits too
         self.chunks.reselect()
         self.update_status()

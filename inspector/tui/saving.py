@@ -1,7 +1,9 @@
 """Writing files: save, save as, quit with unsaved edits, and export of the current selection.
 
-Mixed into :class:`~inspector.tui.app.InspectorApp`. Saving is the document's atomic save;
-export writes the file as saved (not unsaved edits) through ``exporters.files`` in a worker.
+Mixed into :class:`~inspector.tui.app.InspectorApp`. Saving is the document's atomic save, with
+the checker run on the written temp file first (:mod:`~inspector.tui.savecheck`): new errors are
+listed and the file is written only when the user says so. Export writes the file as saved (not
+unsaved edits) through ``exporters.files`` in a worker.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from textual import work
 
 from codec import CodecError, FileChangedError
 from inspector.tui.document import Document
-from inspector.tui.filters import parse_filter
 from inspector.tui.jobs import Cancelled, Progress
-from inspector.tui.screens import ConfirmQuit, PromptScreen
+from inspector.tui.savecheck import NewErrors, SaveCheck
+from inspector.tui.screens import ConfirmQuit, ConfirmSave, PromptScreen
 
 
 class SavingMixin:
@@ -23,6 +25,8 @@ class SavingMixin:
 
     doc: Document  # the app's (InspectorApp.__init__ sets it)
     stopped_at: dict[str, int]
+    save_check: SaveCheck
+    filter_spec: Any
 
     # ------------------------------------------------------------ save / quit
     def action_save(self) -> None:
@@ -42,9 +46,18 @@ class SavingMixin:
         if path:
             self.do_save(os.path.expanduser(path.strip()))
 
-    def do_save(self, path: str | None, then_exit: bool = False) -> bool:
+    def do_save(self, path: str | None, then_exit: bool = False, confirmed: bool = False) -> bool:
+        """Save (to ``path``, default the file); unless ``confirmed``, ask first when the result would
+        have errors the file has not now."""
         try:
-            result = self.doc.save(path)
+            verify = None if confirmed else self.save_check.hook(self.doc.db, self.doc.full_overlay())
+            result = self.doc.save(path, verify=verify)
+        except NewErrors as exc:
+            target = path or self.doc.path
+            self.say(f"not saved yet: {len(exc.errors)} new error(s) — s saves anyway, Esc goes back")
+            self.push_screen(ConfirmSave(exc.errors, exc.where, target),
+                             lambda save: self.do_save(path, then_exit, confirmed=True) if save else None)
+            return False
         except FileChangedError as exc:
             self.say(f"not saved: {exc}", "error")
             return False
@@ -86,7 +99,7 @@ class SavingMixin:
     def do_export(self, out: str | None) -> None:
         if not out:
             return
-        spec = parse_filter(self.filter_text) if self.filter_text else None
+        spec = self.filter_spec if self.filter_text else None  # as the filter worker resolved it
         self.say(f"exporting to {out}…")
         self.export_worker(out.strip(), spec)
 
@@ -97,6 +110,14 @@ class SavingMixin:
         except ImportError:
             self.call_from_thread(self.say, "export needs the exporters package (not installed)", "error")
             return
+        if spec is not None and spec.prefixes:  # exported before the filter worker resolved its prefixes
+            from inspector.tui.filters import resolve_prefixes
+
+            try:
+                spec = resolve_prefixes(self.doc, spec)
+            except ValueError as exc:
+                self.call_from_thread(self.say, f"export failed: {exc}", "error")
+                return
         selection = spec.selection() if spec is not None else None
         kinds = sorted(spec.kinds) if spec is not None and spec.kinds else list(files.KINDS)
         progress = Progress(self, "export", self.doc.db.size)

@@ -1,13 +1,16 @@
-"""Modal screens: a one-line prompt, the unsaved-changes question, help, and check results."""
+"""Modal screens: a one-line prompt, the unsaved-changes question, the new-errors question before a
+save, help, and check results."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
@@ -66,15 +69,51 @@ class ConfirmQuit(ModalScreen[str | None]):
         with Vertical(classes="modal-box", id="quit-box"):
             yield Label(f"{self.edits} unsaved edit(s). Save before quitting?")
             with Horizontal(id="quit-buttons"):
-                yield Button("Save [s]", id="save", variant="primary")
-                yield Button("Discard [d]", id="discard", variant="error")
-                yield Button("Cancel [esc]", id="cancel")
+                yield Button(escape("Save [s]"), id="save", variant="primary")  # not markup: the keys show
+                yield Button(escape("Discard [d]"), id="discard", variant="error")
+                yield Button(escape("Cancel [esc]"), id="cancel")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None if event.button.id == "cancel" else event.button.id)
 
     def action_choose(self, what: str | None) -> None:
         self.dismiss(what)
+
+
+class ConfirmSave(ModalScreen[bool]):
+    """The saved file would hold errors it has not now: list them, then save anyway or go back."""
+
+    BINDINGS = [
+        Binding("s", "choose(True)", "Save anyway"),
+        Binding("escape,c", "choose(False)", "Cancel"),
+    ]
+    SHOWN = 12
+
+    def __init__(self, errors: list[Any], where: list[str], target: str) -> None:
+        super().__init__()
+        self.errors = errors
+        self.where = where  # each error's chunk as the list numbers it (retain[new] for an added one)
+        self.target = target
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="modal-box", id="confirm-save-box"):
+            yield Static(f"Saving {printable(os.path.basename(self.target))} would write {len(self.errors):,} new error(s) that "
+                         "`mosqdb check` reports (the broker drops or refuses what they name):",
+                         id="confirm-save-title")
+            lines = [Text.assemble(("error ", "bold red"), (f"{f.rule} ", "bold"), printable(f"{w}: {f.message}"))
+                     for f, w in zip(self.errors[: self.SHOWN], self.where, strict=False)]
+            if len(self.errors) > self.SHOWN:
+                lines.append(Text(f"… and {len(self.errors) - self.SHOWN:,} more"))
+            yield Static(Text("\n").join(lines), id="confirm-save-list")
+            with Horizontal(id="quit-buttons"):
+                yield Button(escape("Save anyway [s]"), id="save", variant="warning")
+                yield Button(escape("Go back [esc]"), id="cancel", variant="primary")
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "save")
+
+    def action_choose(self, save: bool) -> None:
+        self.dismiss(save)
 
 
 class HelpScreen(ModalScreen[None]):
@@ -137,12 +176,22 @@ class CheckScreen(ModalScreen[Any]):
             self.more[f.severity] = self.more.get(f.severity, 0) + 1
         for severity, n in (more or {}).items():
             self.more[severity] = self.more.get(severity, 0) + n
-        options = []
-        for k, f in enumerate(findings, len(self.findings)):
-            style = "bold red" if f.severity == "error" else "yellow"
-            label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), printable(f"{f.where()}: {f.message}"))
-            options.append(Option(label, id=str(k)))
-        self.findings.extend(findings)
+        option_list = self.query_one(OptionList)
+        errors_first = [f for f in findings if f.severity == "error"] + [f for f in findings if f.severity != "error"]
+        if any(f.severity == "error" for f in findings) and any(f.severity != "error" for f in self.findings):
+            # errors come first: an error after warnings already listed rebuilds the list (rare, and at most LIMIT)
+            combined = self.findings + findings
+            self.findings = ([f for f in combined if f.severity == "error"]
+                             + [f for f in combined if f.severity != "error"])
+            highlighted = option_list.highlighted
+            option_list.clear_options()
+            options = [self.option(k, f) for k, f in enumerate(self.findings)]
+            option_list.add_options(options)
+            option_list.highlighted = 0 if highlighted is not None else None
+            options = []
+        else:
+            options = [self.option(k, f) for k, f in enumerate(errors_first, len(self.findings))]
+            self.findings.extend(errors_first)
         if finished:
             self.running = False
             if not self.findings:
@@ -150,8 +199,14 @@ class CheckScreen(ModalScreen[Any]):
             elif self.more:
                 options.append(Option(f"… and {sum(self.more.values()):,} more: `mosqdb check` lists "
                                       "every finding", id="more", disabled=True))
-        self.query_one(OptionList).add_options(options)
+        option_list.add_options(options)
         self.query_one("#check-title", Label).update(self.title_line())
+
+    @staticmethod
+    def option(k: int, f: Any) -> Option:
+        style = "bold red" if f.severity == "error" else "yellow"
+        label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), printable(f"{f.where()}: {f.message}"))
+        return Option(label, id=str(k))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

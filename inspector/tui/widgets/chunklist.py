@@ -1,12 +1,15 @@
 """The virtual chunk list: one line per chunk, only visible lines are rendered.
 
 Rows come straight from the index arrays (or from a filter's array of chunk indexes), so
-2.4 M chunks cost no widgets and no objects; only the visible chunks are decoded. The
-widget keeps its own top row and draws its own scrollbar instead of using Textual's
+2.4 M chunks cost no widgets and no objects; only the visible chunks are decoded. Retain and
+client_msg rows show the topic of the stored message they reference, looked up for the visible
+rows only (``topic_of``, the app's store-id lookup). The widget keeps its own top row and draws its own scrollbar instead of using Textual's
 scrolling, so paging is a repaint, never a relayout of the screen.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numpy as np
 from rich.segment import Segment
@@ -40,6 +43,7 @@ STYLES = {
     "cursor_focus": Style(bgcolor="dark_blue", bold=True),
     "track": Style(bgcolor="grey19"),
     "thumb": Style(bgcolor="grey58"),
+    "topic": Style(color="bright_cyan"),
 }
 
 
@@ -64,6 +68,7 @@ class ChunkList(RepaintOnFocus, Widget, can_focus=True):
         self.sorted_rows = True  # False when inserted chunks (negative ids) sit among the rows
         self.top = 0
         self._last_item: int | None = None
+        self.topic_of: Callable[[int], str | None] = lambda _sid: None  # the app's store-id -> topic lookup
 
     # ------------------------------------------------------------ model
     def total(self) -> int:
@@ -232,5 +237,22 @@ class ChunkList(RepaintOnFocus, Widget, can_focus=True):
             segs.append(Segment(f"{v.offset:08x} ", STYLES["offset"]))
         segs.append(Segment(f"{label:<4} ", label_style))
         used = sum(len(s.text) for s in segs)
-        segs.append(Segment(clip(text, max(width - used, 1)), body_style))
+        topic = None
+        if v.record is not None and v.record.kind in ("retain", "client_msg") and v.error is None:
+            topic = self.topic_of(v.record["store_id"])
+        if topic is None:
+            segs.append(Segment(clip(text, max(width - used, 1)), body_style))
+            return segs
+        # the topic right after the reference (what a person looks for), then the rest of the summary
+        head, _, tail = text.partition("→#")
+        ref, _, rest = tail.partition(" ")
+        first = f"{head}→#{ref} "
+        segs.append(Segment(clip(first, max(width - used, 1)), body_style))
+        used += len(clip(first, max(width - used, 1)))
+        if width - used > 1:
+            shown = clip(topic, max(width - used, 1))
+            segs.append(Segment(shown, body_style + STYLES["topic"] if v.deleted else STYLES["topic"]))
+            used += len(shown)
+        if rest and width - used > 2:
+            segs.append(Segment(clip(" " + rest, width - used), body_style))
         return segs

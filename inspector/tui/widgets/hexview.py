@@ -3,6 +3,11 @@
 Only visible rows are rendered and bytes are read on demand, so even megabytes of raw
 tail stay cheap. Each byte is coloured by the kind of field that owns it (header,
 length, padding, unknown); the selected field is highlighted and edited bytes marked.
+
+Typing over bytes is a mode (``editing``, started by the app's ``i``): outside it every key is a
+command as in the other panes, so ``f`` opens the filter instead of becoming a nibble. In the
+mode hex digits overwrite the byte under the cursor, any other letter is refused with a hint
+(so a command typed by mistake edits nothing), and Esc or leaving the pane ends it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from inspector.tui.messages import HexByteTyped, HexCursorMoved
+from inspector.tui.messages import HexByteTyped, HexCursorMoved, HexModeChanged
 from inspector.tui.widgets.focus import RepaintOnFocus
 
 KIND_STYLES = {
@@ -40,6 +45,9 @@ OFFSET_STYLE = Style(color="grey50")
 SELECT_STYLE = Style(bgcolor="dark_goldenrod", color="black")
 CHANGED_STYLE = Style(color="bright_yellow", bold=True, underline=True)
 CURSOR_STYLE = Style(reverse=True, bold=True)
+EDIT_CURSOR_STYLE = Style(color="black", bgcolor="yellow", bold=True)
+PASS_THROUGH = set("uU?")
+"""Keys that keep their command while editing bytes (undo, redo, help); other letters are refused."""
 
 
 @dataclass
@@ -85,6 +93,7 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
         Binding("end", "edge(1)", show=False),
     ]
     cursor = reactive(0, repaint=False)
+    editing = reactive(False, repaint=False)
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -92,7 +101,7 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
         self.select: tuple[int, int] | None = None
         self.editable = False
         self._nibble: int | None = None
-        self._row_cache: dict[int, bytes] = {}
+        self._row_cache: dict[tuple[int, int], bytes] = {}  # (bytes per row, row): a resize changes both
 
     @property
     def digits(self) -> int:
@@ -127,6 +136,23 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
 
     def on_resize(self) -> None:
         self.update_size()
+
+    # ------------------------------------------------------------ editing mode
+    def watch_editing(self, value: bool) -> None:
+        self._nibble = None
+        self.refresh()
+        self.post_message(HexModeChanged(value))
+
+    def start_editing(self) -> bool:
+        """Enter byte-edit mode (the app checks the file is writable); False if there is nothing to edit."""
+        if not self.editable or self.source is None or not self.source.size:
+            return False
+        self.focus()
+        self.editing = True
+        return True
+
+    def on_blur(self) -> None:  # RepaintOnFocus.on_blur runs too (Textual calls each class's handler)
+        self.editing = False
 
     def highlight(self, start: int, size: int) -> None:
         """Highlight a byte range (a field) and bring it into view."""
@@ -179,11 +205,22 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
             self.cursor = self._clamp(row * n + k)
 
     def on_key(self, event: Key) -> None:
-        ch = event.character or ""
-        if not self.editable or self.source is None or len(ch) != 1 or ch.lower() not in "0123456789abcdef":
+        if not self.editing:
             return
+        if event.key == "escape":
+            event.stop()
+            event.prevent_default()
+            self.editing = False
+            return
+        ch = event.character or ""
+        if len(ch) != 1 or not ch.isprintable() or ch in PASS_THROUGH:
+            return  # arrows, ctrl keys, undo and help keep their meaning
         event.stop()
         event.prevent_default()
+        if not self.editable or self.source is None or ch.lower() not in "0123456789abcdef":
+            self.app.bell()
+            self.app.say(f"editing bytes: {ch!r} is not a hex digit (0-9, a-f); Esc stops editing")
+            return
         digit = int(ch, 16)
         if self._nibble is None:
             self._nibble = digit
@@ -195,14 +232,14 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
 
     # ------------------------------------------------------------ rendering
     def _read_row(self, row: int) -> bytes:
-        data = self._row_cache.get(row)
+        n = self.per_row
+        data = self._row_cache.get((n, row))
         if data is None:
             assert self.source is not None
-            n = self.per_row
             data = self.source.read(row * n, min(n, self.source.size - row * n))
             if len(self._row_cache) > 256:
                 self._row_cache.clear()
-            self._row_cache[row] = data
+            self._row_cache[(n, row)] = data
         return data
 
     def render_line(self, y: int) -> Strip:
@@ -229,9 +266,9 @@ class HexView(RepaintOnFocus, ScrollView, can_focus=True):
                 if sel is not None and sel[0] <= pos < sel[0] + max(sel[1], 1):
                     style = style + SELECT_STYLE
                 if pos == self.cursor and self.has_focus:
-                    style = style + CURSOR_STYLE
+                    style = style + (EDIT_CURSOR_STYLE if self.editing else CURSOR_STYLE)
                 text = f"{b:02x}"
-                if pos == self.cursor and self._nibble is not None:
+                if pos == self.cursor and self.editing and self._nibble is not None:
                     text = f"{self._nibble:x}_"
                 segs.append(Segment(text, style))
                 segs.append(Segment(" "))

@@ -126,6 +126,8 @@ async def test_hex_overwrite_marks_bytes_and_refuses_bad_lengths() -> None:
         app.hex.focus()
         app.hex.cursor = qos_pos
         await settle(pilot)
+        await keys(pilot, "i")  # byte-edit mode: hex digits overwrite (outside it they are commands)
+        assert app.hex.editing
         await keys(pilot, "0", "2")
         v2 = app.doc.view(i)
         assert v2.record["qos"] == 2 and v2.changed_bytes() == {qos_pos}

@@ -143,7 +143,8 @@ async def test_check_panel_fills_as_findings_come(v6_copy: Path, monkeypatch) ->
         finally:
             release.set()
         await settle(pilot)
-        assert [f.rule for f in screen.findings] == ["first", "second"] and not screen.running
+        # errors are listed first, also when one comes after a warning already shown
+        assert [f.rule for f in screen.findings] == ["second", "first"] and not screen.running
         assert status(app) == "check: 2 finding(s)"
         assert not app.query_one("#jobs", JobBar).display
 
@@ -182,7 +183,7 @@ async def test_the_check_panel_lists_a_limited_number_and_counts_the_rest(v6_cop
         await keys(pilot, "c")
         panel = app.screen
         assert isinstance(panel, CheckScreen)
-        assert [f.message for f in panel.findings] == ["finding 0", "finding 1", "finding 2"]
+        assert [f.message for f in panel.findings] == ["finding 1", "finding 0", "finding 2"]  # errors first
         assert panel.more == {"error": 1, "warning": 1}
         assert str(panel.query_one("#check-title").render()).startswith("check: 2 error(s), 3 warning(s)")
         options = panel.query_one("#check-list")

@@ -96,5 +96,49 @@ def test_edit_prompt(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(make_app(V6), terminal_size=(80, 24), run_before=run_before)
 
 
+def test_main_screen_200x60_list_focused(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """A wide terminal: the list grows (topics, retain rows with the topic of their store), 16 bytes a row."""
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        await pilot.press("end", *["up"] * 6)
+        await settle(pilot)
+
+    assert snap_compare(make_app(V6), terminal_size=(200, 60), run_before=run_before)
+
+
+def test_editing_bytes_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    """Byte-edit mode: the key bar and the mode line say what typing does; a half-typed byte shows."""
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        pilot.app.do_goto("#59")
+        await settle(pilot)
+        await pilot.press("tab", "tab", "i", "right", "2")
+        await settle(pilot)
+
+    assert snap_compare(make_app(V6), terminal_size=(80, 24), run_before=run_before)
+
+
+def test_save_with_new_errors_asks_200x60(snap_compare, v6_copy: Path) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        await pilot.press("A", *"retain", "enter")
+        await settle(pilot)
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+
+    assert snap_compare(make_app(v6_copy), terminal_size=(200, 60), run_before=run_before)
+
+
+def test_filter_help_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:
+        await settle(pilot)
+        await pilot.press("f", *"type:retain corp/retained/")
+        await settle(pilot)
+        pilot.app.query_one("#filter").cursor_blink = False
+        await settle(pilot)
+
+    assert snap_compare(make_app(V6), terminal_size=(80, 24), run_before=run_before)
+
+
 def test_help_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(make_app(V6), terminal_size=(80, 24), press=["question_mark"], run_before=_ready)
