@@ -16,13 +16,15 @@ from typing import Any
 
 import numpy as np
 
+from codec.broker.bridges import protected
 from codec.columnar import ColumnReader, batches
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.ops.check import output_verifier
+from codec.ops.session_filter import SessionCriteria, select_sessions
 from codec.progress import Progress
 from codec.reader import DbFile
-from codec.values import NEVER, time_text
+from codec.values import NEVER
 from codec.views.query import topic_matches, valid_filter
 from codec.writer import save_masked
 
@@ -94,6 +96,7 @@ class Removal:
     written: str | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # sessions a criterion met, left alone (bridges)
 
     @property
     def changed(self) -> bool:
@@ -106,6 +109,7 @@ class Removal:
             "client_msgs_removed": self.client_msgs, "stores_removed": self.stores,
             "chunks_before": self.chunks_before, "size_before": self.size_before, "size_after": self.size_after,
             "written": self.written, "seconds": round(self.seconds, 3), "notes": self.notes,
+            "skipped_bridges": self.skipped,
         }
 
     def lines(self) -> list[str]:
@@ -330,53 +334,46 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
 
 
 def drop_clients(db: DbFile, client_ids: list[str], out_path: str | os.PathLike[str] | None, *,
-                 progress: Progress | None = None) -> Removal:
-    return drop_sessions(db, dict.fromkeys(client_ids, ""), out_path, "drop-client", progress=progress)
+                 criteria: SessionCriteria | None = None, progress: Progress | None = None) -> Removal:
+    """Remove the sessions named in ``client_ids`` (whatever they are) and those meeting ``criteria``."""
+    if criteria is None or not criteria.given():
+        return drop_sessions(db, dict.fromkeys(client_ids, ""), out_path, "drop-client", progress=progress)
+    return _select_and_drop(db, out_path, criteria, "drop-client", dict.fromkeys(client_ids, ""), progress)
 
 
-def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_since: float | None = None,
-                   expired: bool = False, no_subscriptions: bool = False, at: float | None = None,
-                   progress: Progress | None = None) -> Removal:
-    """Remove every session that meets all the given criteria.
+def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, criteria: SessionCriteria | None = None, *,
+                   idle_since: float | None = None, expired: bool = False, no_subscriptions: bool = False,
+                   at: float | None = None, progress: Progress | None = None) -> Removal:
+    """Remove every session that meets all the given criteria (:class:`SessionCriteria`; the keyword
+    arguments are the three first criteria, for callers that predate it).
 
-    ``expired``: a v5/v6 session whose ``session_expiry_time`` lies before ``at`` (default now).
-    ``idle_since``: offline since before this Unix time (sessions whose file does not say when
-    they went offline are kept and counted in the notes). ``no_subscriptions``: no SUB chunk.
+    Live bridge sessions are left alone unless ``criteria.include_bridges`` (see
+    :mod:`codec.ops.session_filter`).
     """
-    if not (expired or no_subscriptions or idle_since is not None):
-        raise CodecError("give at least one of --idle-since, --expired, --no-subscriptions")
-    now = time.time() if at is None else at
+    if criteria is None:
+        criteria = SessionCriteria(idle_since=idle_since, expired=expired, no_subscriptions=no_subscriptions, at=at)
+    if not criteria.given():
+        raise CodecError("give at least one of --client-glob, --client-regex, --idle-since, --expired, "
+                         "--no-subscriptions, --queue-larger-than")
+    return _select_and_drop(db, out_path, criteria, "prune-sessions", {}, progress)
+
+
+def _select_and_drop(db: DbFile, out_path: str | os.PathLike[str] | None, criteria: SessionCriteria, action: str,
+                     named: dict[str, str], progress: Progress | None) -> Removal:
+    criteria.check()
     if db.empty:
-        return drop_sessions(db, {}, out_path, "prune-sessions")
+        return drop_sessions(db, {}, out_path, action)
     info, aux = sessions(db)
-    victims: dict[str, str] = {}
-    unknown_idle = 0
-    for cid, s in info.items():
-        reasons = []
-        if expired:
-            exp = s.session_expiry_time or 0
-            if not (exp and exp < now):
-                continue
-            reasons.append(f"expired {time_text(exp, '%Y-%m-%d %H:%M:%S UTC')}")
-        if idle_since is not None:
-            idle = s.idle_since()
-            if idle is None:
-                unknown_idle += 1
-                continue
-            if idle >= idle_since:
-                continue
-            reasons.append(f"offline since {time_text(idle, '%Y-%m-%d %H:%M:%S UTC')}")
-        if no_subscriptions:
-            if s.subs:
-                continue
-            reasons.append("no subscriptions")
-        victims[cid] = ", ".join(reasons)
-    rem = drop_sessions(db, victims, out_path, "prune-sessions", info=info, aux=aux, progress=progress)
-    if unknown_idle:
-        rem.notes.append(f"{unknown_idle} session(s) kept: the file does not say when they went offline "
+    picked = select_sessions(info, criteria, protected(criteria.conf, info))
+    victims = {**picked.victims, **named}
+    rem = drop_sessions(db, victims, out_path, action, info=info, aux=aux, progress=progress)
+    for cid, why in picked.skipped.items():
+        rem.notes.append(f"left alone {cid!r}: {why} (--include-bridges to include it)")
+    rem.skipped = dict(picked.skipped)
+    if picked.unknown_idle:
+        rem.notes.append(f"{picked.unknown_idle} session(s) kept: the file does not say when they went offline "
                          "(v5/v6 sessions that never expire carry no disconnect time)")
     return rem
-
 
 
 def _write(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, progress: Any) -> Any:
