@@ -167,12 +167,12 @@ def cmd_info(args: argparse.Namespace) -> int:
             table.add_row("trailing bytes", str(data["trailing_bytes"]))
         if data["damaged"]:
             table.add_row("damaged", f"[red]{escape(printable(data['damaged']))}[/red]")
-        if bridges is not None:
-            table.add_row("bridges", escape(printable(f"as {bridges['conf']} configures them" if bridges["conf"]
-                                                      else "no --conf: sessions named local.*")))
-            for line in lines or ["no bridge session in the file"]:
-                table.add_row("", escape(printable(line)))
         Console().print(table)
+        if bridges is not None:  # plain lines (ids and paths are not wrapped in table cells)
+            print(printable(f"bridges, as {bridges['conf']} configures them:" if bridges["conf"]
+                            else "bridge sessions (no --conf: sessions named local.*):"))
+            for line in lines or ["no bridge session in the file"]:
+                print(printable(f"  {line}"))
     return 1 if data["damaged"] else 0
 
 
