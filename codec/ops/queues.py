@@ -118,7 +118,7 @@ def store_facts(cols: ColumnReader, ids: np.ndarray) -> StoreFacts:
         return StoreFacts(np.zeros(len(ids), bool), zeros, zeros.copy())
     sid = np.concatenate(got_ids)
     plen, exp = np.concatenate(got_len), np.concatenate(got_exp)
-    # a duplicated store id: the first in the file wins, as the broker's loader keeps it
+    # a duplicated store id (a damaged or hand-made file; check reports it): the first in the file is taken
     _u, first = np.unique(sid, return_index=True)
     sid, plen, exp = sid[first], plen[first], exp[first]
     pos = np.minimum(np.searchsorted(sid, ids), len(sid) - 1)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +54,7 @@ def is_glob(pattern: str) -> bool:
     return any(c in pattern for c in GLOB_CHARS)
 
 
-def client_matcher(patterns: tuple[str, ...] | list[str]):  # type: ignore[no-untyped-def]
+def client_matcher(patterns: tuple[str, ...] | list[str]) -> Callable[[str], bool]:
     """A predicate on client ids: equal to one of the ids, or matching one of the globs (case-sensitive)."""
     exact = {p for p in patterns if not is_glob(p)}
     globs = [p for p in patterns if is_glob(p)]
