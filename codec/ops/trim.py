@@ -266,8 +266,10 @@ def trim_queue(db: DbFile, rules: TrimRules, out_path: str | os.PathLike[str] | 
         orphans = orphaned_stores(gather_refs(cols), drop)
         drop[orphans] = True
         rep.stores = len(orphans)
-    if not drop.any():
-        out_path = None
+    if not drop.any():  # nothing matches: nothing is written (nor read again)
+        rep.size_after = db.size
+        rep.seconds = time.perf_counter() - t0
+        return rep
     res = save_masked(db, out_path, drop, progress=progress, verify=output_verifier(db.endian))
     rep.size_after = res.size
     rep.written = None if out_path is None else os.fspath(out_path)
