@@ -3,8 +3,8 @@
     python bench/bench_trim.py [BIG_DB] [--repeat N]     (default $MOSQDB_BIG_DB or /tmp/big.db; N = 3)
 
 Make the file with ../shared/tools/make-big-db.sh (2,000 sessions gw-NNNNN, 200 k queued messages).
-Prints min-median-max over N runs of the wall time inside the process (start-up excluded), its peak
-RSS and its peak anonymous memory (RSS minus the mapped file pages the kernel can drop: what the
+Prints min-median-max over N runs of the wall time inside the process (start-up excluded), its CPU
+time (user + system, whole process: what a busy machine changes least), its peak RSS and its peak anonymous memory (RSS minus the mapped file pages the kernel can drop: what the
 command itself holds). The output of ``-o`` goes to a temp dir beside the file and is removed after
 each run; its fsync is part of the time.
 """
@@ -50,14 +50,14 @@ def main() -> None:
             while f.read(1 << 24):
                 pass
         print(f"file: {big} ({big.stat().st_size / 1e6:.1f} MB), {repeat} runs each, min–median–max")
-        print(f"{'command':<48}{'seconds':>20}{'peak RSS MiB':>16}{'peak anon MiB':>16}  result")
+        print(f"{'command':<48}{'seconds':>18}{'CPU s':>18}{'peak RSS MiB':>16}{'peak anon MiB':>16}  result")
         for name, cmd in cases:
             runs = []
             for _ in range(repeat):
                 runs.append(run(cmd))
                 for p in tmp.iterdir():
                     p.unlink()
-            print(f"{name:<48}{spread([float(r['seconds']) for r in runs]):>20}"
+            print(f"{name:<48}{spread([float(r['seconds']) for r in runs]):>18}{spread([float(r['cpu']) for r in runs]):>18}"
                   f"{spread([float(r['peak_rss_mb']) for r in runs], '{:.0f}'):>16}"
                   f"{spread([float(r['peak_anon_mb']) for r in runs], '{:.0f}'):>16}  {runs[-1]['last'][:80]}")
     finally:
