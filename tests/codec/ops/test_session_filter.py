@@ -118,3 +118,18 @@ def test_glob_check() -> None:
     for ok in ("dev-*", "a[0-9]?", "[!x]*", "[]]x", "x[!]]"):
         assert check_glob(ok) == ok
     assert SessionCriteria(globs=("a*",)).given() and not SessionCriteria().given()
+
+
+@pytest.mark.parametrize("src", REAL_FILES, ids=lambda p: p.name)
+def test_diff_of_a_pattern_prune_lists_exactly_what_it_reported(src: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out.db"
+    r = cli("prune-sessions", src, "--client-regex", "^a-(sub|idle)", "--queue-larger-than", "3", "-o", out, "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    d = json.loads(cli("diff", src, out, "--json").stdout)
+    assert d["sessions"]["removed"] == sorted(rep["clients_removed"]) and not d["sessions"]["added"]
+    assert not d["sessions"]["changed"] and not d["retained"]["removed"]
+    assert len(d["subscriptions"]["removed"]) == rep["subs_removed"] and not d["subscriptions"]["added"]
+    assert sum(q["removed"] for q in d["queued"].values()) == rep["client_msgs_removed"]
+    assert set(d["queued"]) <= set(rep["clients_removed"])
+    assert d["stored"] == {"added": 0, "removed": rep["stores_removed"], "changed": 0}

@@ -207,3 +207,22 @@ def test_usage_errors_one_line_exit_2_nothing_written(args: list[str], tmp_path:
     assert not out.exists()
     if "bad.conf" in " ".join(args):
         assert "bad.conf:2" in r.stderr
+
+
+@pytest.mark.parametrize("src", REAL_FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("args", [["--keep-newest", "1"], ["--max-bytes", "30", "--include-inflight"],
+                                  ["--client", "a-sub-*", "--drop-qos0", "--keep-newest", "2"]],
+                         ids=["keep-1", "max-bytes", "glob-qos0"])
+def test_diff_of_the_output_lists_exactly_what_trim_reported(src: Path, args: list[str], tmp_path: Path) -> None:
+    """`mosqdb diff FILE OUT`: only queues changed, per client exactly the reported entries, and the stores."""
+    out = tmp_path / "out.db"
+    rep = trim(src, out, *args)
+    r = cli("diff", src, out, "--json")
+    assert r.returncode == 1, r.stderr
+    d = json.loads(r.stdout)
+    nothing = {"added": [], "removed": [], "changed": []}
+    assert d["retained"] == {**nothing, "fields": {}, "payload_sha256": {}}
+    assert d["sessions"] == {**nothing, "fields": {}} and d["subscriptions"] == nothing
+    assert {c: (q["before"], q["removed"], q["after"], q["added"], q["changed"]) for c, q in d["queued"].items()} == \
+        {c["client_id"]: (c["before"], c["removed"], c["kept"], 0, 0) for c in rep["clients"]}
+    assert d["stored"] == {"added": 0, "removed": rep["stores_removed"], "changed": 0}
