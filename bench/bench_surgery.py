@@ -37,8 +37,10 @@ from inspector.cli import main
 t = time.perf_counter()
 rc = main(sys.argv[1:])
 dt = time.perf_counter() - t
-hwm = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(f"BENCH rc={rc} seconds={dt:.3f} peak_rss_mb={hwm / 1024:.0f} peak_anon_mb={peak_anon / 1024:.0f}", file=sys.stderr)
+use = resource.getrusage(resource.RUSAGE_SELF)
+hwm, cpu = use.ru_maxrss, use.ru_utime + use.ru_stime
+print(f"BENCH rc={rc} seconds={dt:.3f} cpu={cpu:.3f} peak_rss_mb={hwm / 1024:.0f} peak_anon_mb={peak_anon / 1024:.0f}",
+      file=sys.stderr)
 """
 
 

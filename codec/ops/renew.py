@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from codec.broker.bridges import protected
+from codec.broker.conf import BrokerConf
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.progress import Progress, tick
@@ -30,6 +32,8 @@ class Policy:
     sessions: str | int = "keep"
     messages: str | int = "keep"
     only_expired: bool = False
+    conf: BrokerConf | None = None  # its bridges' sessions are left alone (without it: sessions named local.*)
+    include_bridges: bool = False
 
 
 @dataclass
@@ -54,6 +58,15 @@ class RenewPlan:
     changes: list[Change] = field(default_factory=list)
     sessions: int = 0
     messages: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)  # bridge sessions left alone -> why
+
+
+def _bridge_sessions(db: DbFile, conf: BrokerConf | None) -> dict[str, str]:
+    """The live bridges' sessions among the file's CLIENT chunks (:func:`codec.broker.bridges.protected`)."""
+    import numpy as np
+
+    where = np.flatnonzero(db.index.arrays()[1] == int(ChunkType.CLIENT)).tolist()
+    return protected(conf, [db.chunk(i).record["client_id"] for i in where])
 
 
 def plan_renew(db: DbFile, policy: Policy, *, progress: Progress | None = None) -> RenewPlan:
@@ -62,6 +75,7 @@ def plan_renew(db: DbFile, policy: Policy, *, progress: Progress | None = None) 
         raise CodecError(f"db version {db.version} files carry no expiry times: nothing to renew", path=db.path)
     plan = RenewPlan()
     at = int(policy.at)
+    bridges = {} if policy.include_bridges else _bridge_sessions(db, policy.conf)
     for chunk in tick(db.stream(types=(ChunkType.MSG_STORE, ChunkType.CLIENT)), progress, db.size):
         rec = chunk.record
         exp = expires_at(rec)
@@ -81,6 +95,9 @@ def plan_renew(db: DbFile, policy: Policy, *, progress: Progress | None = None) 
                 new["expiry_time"] = value
         else:
             who = rec["client_id"]
+            if who in bridges:
+                plan.skipped[who] = bridges[who]
+                continue
             t, interval = rec["session_expiry_time"], rec["session_expiry_interval"]
             if t > 0 and policy.shift:
                 t += policy.shift

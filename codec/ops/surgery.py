@@ -16,13 +16,16 @@ from typing import Any
 
 import numpy as np
 
+from codec.broker.bridges import protected
 from codec.columnar import ColumnReader, batches
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.ops.check import output_verifier
+from codec.ops.session_filter import SessionCriteria, select_sessions
 from codec.progress import Progress
 from codec.reader import DbFile
-from codec.values import NEVER, time_text
+from codec.textscan import TextColumn
+from codec.values import NEVER
 from codec.views.query import topic_matches, valid_filter
 from codec.writer import save_masked
 
@@ -94,6 +97,7 @@ class Removal:
     written: str | None = None
     seconds: float = 0.0
     notes: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # sessions a criterion met, left alone (bridges)
 
     @property
     def changed(self) -> bool:
@@ -106,6 +110,7 @@ class Removal:
             "client_msgs_removed": self.client_msgs, "stores_removed": self.stores,
             "chunks_before": self.chunks_before, "size_before": self.size_before, "size_after": self.size_after,
             "written": self.written, "seconds": round(self.seconds, 3), "notes": self.notes,
+            "skipped_bridges": self.skipped,
         }
 
     def lines(self) -> list[str]:
@@ -257,40 +262,51 @@ class SessionInfo:
         return None
 
 
-def _client_ids(cols: ColumnReader, where: np.ndarray, t: ChunkType) -> list[str]:
-    out: list[str] = []
+def _client_codes(cols: ColumnReader, where: np.ndarray, t: ChunkType, table: dict[bytes, int]) -> np.ndarray:
+    """Per chunk of ``where``: its client id's number in ``table`` (new ids added), hashed with numpy."""
+    parts = [np.zeros(0, np.int64)]
     for s in batches(len(where)):
-        out.extend(cols.gather(where[s], int(t), ("client_id",)).texts("client_id"))
+        parts.append(TextColumn(cols.gather(where[s], int(t), ("client_id",)), "client_id").codes(table))
         cols.release()
-    return out
+    return np.concatenate(parts)
 
 
 def sessions(db: DbFile) -> tuple[dict[str, SessionInfo], dict[str, Any]]:
-    """Every session named in the file (CLIENT chunks, and ids only SUBs or CLIENT_MSGs name)."""
+    """Every session named in the file (CLIENT chunks, and ids only SUBs or CLIENT_MSGs name).
+
+    SUB and CLIENT_MSG client ids are numbered per batch (:meth:`codec.textscan.TextColumn.codes`),
+    not turned into a string each: ``aux`` keeps those numbers for :func:`drop_sessions`.
+    """
     cols = ColumnReader(db)
     types = cols.types
-    info: dict[str, SessionInfo] = {}
+    table: dict[bytes, int] = {}
+    first: dict[int, SessionInfo] = {}
     cl = np.flatnonzero(types == int(ChunkType.CLIENT))
-    cl_ids: list[str] = []
-    for i in cl.tolist():  # decoded one by one: the v6 CLIENT layout depends on the writer's ABI
+    cl_codes = np.zeros(len(cl), np.int64)
+    for k, i in enumerate(cl.tolist()):  # decoded one by one: the v6 CLIENT layout depends on the writer's ABI
         rec = db.chunk(i).record
         cid = rec["client_id"]
-        cl_ids.append(cid)
-        if cid in info:
-            continue
-        info[cid] = SessionInfo(cid, i, disconnect_t=rec.get("disconnect_t"),
-                                session_expiry_time=rec.get("session_expiry_time"),
-                                session_expiry_interval=rec.get("session_expiry_interval"))
+        code = cl_codes[k] = table.setdefault(cid.encode("utf-8", "surrogateescape"), len(table))
+        if code not in first:
+            first[code] = SessionInfo(cid, i, disconnect_t=rec.get("disconnect_t"),
+                                      session_expiry_time=rec.get("session_expiry_time"),
+                                      session_expiry_interval=rec.get("session_expiry_interval"))
     sub_idx = np.flatnonzero(types == int(ChunkType.SUB))
-    sub_ids = _client_ids(cols, sub_idx, ChunkType.SUB)
-    for cid in sub_ids:
-        info.setdefault(cid, SessionInfo(cid)).subs += 1
+    sub_codes = _client_codes(cols, sub_idx, ChunkType.SUB, table)
     cm_idx = np.flatnonzero(types == int(ChunkType.CLIENT_MSG))
-    cm_ids = _client_ids(cols, cm_idx, ChunkType.CLIENT_MSG)
-    for cid in cm_ids:
-        info.setdefault(cid, SessionInfo(cid)).msgs += 1
-    aux = {"cols": cols, "cl_idx": cl, "cl_ids": cl_ids, "sub_idx": sub_idx, "sub_ids": sub_ids,
-           "cm_idx": cm_idx, "cm_ids": cm_ids}
+    cm_codes = _client_codes(cols, cm_idx, ChunkType.CLIENT_MSG, table)
+    subs = np.bincount(sub_codes, minlength=len(table)).tolist()
+    msgs = np.bincount(cm_codes, minlength=len(table)).tolist()
+    info: dict[str, SessionInfo] = {}
+    codes: dict[str, int] = {}
+    for code, raw in enumerate(table):  # CLIENT chunks first (file order), then ids only SUBs or queues name
+        cid = raw.decode("utf-8", "surrogateescape")
+        s = first.get(code) or SessionInfo(cid)
+        s.subs, s.msgs = subs[code], msgs[code]
+        info[cid] = s
+        codes[cid] = code
+    aux = {"cols": cols, "codes": codes, "cl_idx": cl, "cl_codes": cl_codes, "sub_idx": sub_idx,
+           "sub_codes": sub_codes, "cm_idx": cm_idx, "cm_codes": cm_codes}
     return info, aux
 
 
@@ -309,8 +325,7 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     cols = aux["cols"]
     rem.chunks_before = len(cols.offsets)
     drop, rem.subs, rem.client_msgs = session_chunks(aux, set(victims))
-    refs = gather_refs(cols)
-    orphans = orphaned_stores(refs, drop)
+    orphans = orphaned_stores(gather_refs(cols), drop) if rem.client_msgs else np.zeros(0, np.int64)
     drop[orphans] = True
     rem.clients = sorted(c for c in victims if c in info)
     rem.client_reasons = {c: victims[c] for c in rem.clients if victims[c]}
@@ -327,71 +342,65 @@ def session_chunks(aux: dict[str, Any], names: set[str]) -> tuple[np.ndarray, in
     The stores this leaves unreferenced are :func:`orphaned_stores` of the mask (the inspector's delete
     and ``drop-client`` alike)."""
     drop = np.zeros(len(aux["cols"].offsets), bool)
-    for i, cid in zip(aux["cl_idx"].tolist(), aux["cl_ids"], strict=True):
-        if cid in names:
-            drop[i] = True
-    sub_hit = np.array([c in names for c in aux["sub_ids"]], bool)
+    gone = np.array(sorted(aux["codes"][c] for c in names if c in aux["codes"]), np.int64)
+    drop[aux["cl_idx"][np.isin(aux["cl_codes"], gone)]] = True
+    sub_hit = np.isin(aux["sub_codes"], gone)
     drop[aux["sub_idx"][sub_hit]] = True
-    cm_hit = np.array([c in names for c in aux["cm_ids"]], bool)
+    cm_hit = np.isin(aux["cm_codes"], gone)
     drop[aux["cm_idx"][cm_hit]] = True
     return drop, int(sub_hit.sum()), int(cm_hit.sum())
 
 
 def drop_clients(db: DbFile, client_ids: list[str], out_path: str | os.PathLike[str] | None, *,
-                 progress: Progress | None = None) -> Removal:
-    return drop_sessions(db, dict.fromkeys(client_ids, ""), out_path, "drop-client", progress=progress)
+                 criteria: SessionCriteria | None = None, progress: Progress | None = None) -> Removal:
+    """Remove the sessions named in ``client_ids`` (whatever they are) and those meeting ``criteria``."""
+    if criteria is None or not criteria.given():
+        return drop_sessions(db, dict.fromkeys(client_ids, ""), out_path, "drop-client", progress=progress)
+    return _select_and_drop(db, out_path, criteria, "drop-client", dict.fromkeys(client_ids, ""), progress)
 
 
-def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_since: float | None = None,
-                   expired: bool = False, no_subscriptions: bool = False, at: float | None = None,
-                   progress: Progress | None = None) -> Removal:
-    """Remove every session that meets all the given criteria.
+def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, criteria: SessionCriteria | None = None, *,
+                   idle_since: float | None = None, expired: bool = False, no_subscriptions: bool = False,
+                   at: float | None = None, progress: Progress | None = None) -> Removal:
+    """Remove every session that meets all the given criteria (:class:`SessionCriteria`; the keyword
+    arguments are the three first criteria, for callers that predate it).
 
-    ``expired``: a v5/v6 session whose ``session_expiry_time`` lies before ``at`` (default now).
-    ``idle_since``: offline since before this Unix time (sessions whose file does not say when
-    they went offline are kept and counted in the notes). ``no_subscriptions``: no SUB chunk.
+    Live bridge sessions are left alone unless ``criteria.include_bridges`` (see
+    :mod:`codec.ops.session_filter`).
     """
-    if not (expired or no_subscriptions or idle_since is not None):
-        raise CodecError("give at least one of --idle-since, --expired, --no-subscriptions")
-    now = time.time() if at is None else at
+    if criteria is None:
+        criteria = SessionCriteria(idle_since=idle_since, expired=expired, no_subscriptions=no_subscriptions, at=at)
+    if not criteria.given():
+        raise CodecError("give at least one of --client-glob, --client-regex, --idle-since, --expired, "
+                         "--no-subscriptions, --queue-larger-than")
+    return _select_and_drop(db, out_path, criteria, "prune-sessions", {}, progress)
+
+
+def _select_and_drop(db: DbFile, out_path: str | os.PathLike[str] | None, criteria: SessionCriteria, action: str,
+                     named: dict[str, str], progress: Progress | None) -> Removal:
+    criteria.check()
     if db.empty:
-        return drop_sessions(db, {}, out_path, "prune-sessions")
+        return drop_sessions(db, {}, out_path, action)
     info, aux = sessions(db)
-    victims: dict[str, str] = {}
-    unknown_idle = 0
-    for cid, s in info.items():
-        reasons = []
-        if expired:
-            exp = s.session_expiry_time or 0
-            if not (exp and exp < now):
-                continue
-            reasons.append(f"expired {time_text(exp, '%Y-%m-%d %H:%M:%S UTC')}")
-        if idle_since is not None:
-            idle = s.idle_since()
-            if idle is None:
-                unknown_idle += 1
-                continue
-            if idle >= idle_since:
-                continue
-            reasons.append(f"offline since {time_text(idle, '%Y-%m-%d %H:%M:%S UTC')}")
-        if no_subscriptions:
-            if s.subs:
-                continue
-            reasons.append("no subscriptions")
-        victims[cid] = ", ".join(reasons)
-    rem = drop_sessions(db, victims, out_path, "prune-sessions", info=info, aux=aux, progress=progress)
-    if unknown_idle:
-        rem.notes.append(f"{unknown_idle} session(s) kept: the file does not say when they went offline "
+    picked = select_sessions(info, criteria, protected(criteria.conf, info))
+    victims = {**picked.victims, **named}
+    rem = drop_sessions(db, victims, out_path, action, info=info, aux=aux, progress=progress)
+    for cid, why in picked.skipped.items():
+        rem.notes.append(f"left alone {cid!r}: {why} (--include-bridges to include it)")
+    rem.skipped = dict(picked.skipped)
+    if picked.unknown_idle:
+        rem.notes.append(f"{picked.unknown_idle} session(s) kept: the file does not say when they went offline "
                          "(v5/v6 sessions that never expire carry no disconnect time)")
     return rem
-
 
 
 def _write(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, progress: Any) -> Any:
     """Write FILE less the ``drop``ped chunks (nothing at all when nothing matched), verified before the
     rename, and complete the removal report."""
-    if not drop.any():
-        out_path = None  # nothing matched: nothing is written
+    if not drop.any():  # nothing matched: nothing is written (nor read again)
+        rem.size_after = db.size
+        rem.seconds = time.perf_counter() - t0
+        return rem
     res = save_masked(db, out_path, drop, progress=progress, verify=output_verifier(db.endian))
     rem.size_after = res.size
     rem.written = None if out_path is None else os.fspath(out_path)

@@ -17,6 +17,7 @@ from codec.views.query import Selection, parse_store_ids
 from codec.views.timeview import ExpiryState, expiry_counts, iso
 from codec.writer import rewrite
 from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands.bridging import add_conf
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import check_output
 
@@ -24,10 +25,11 @@ KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unkn
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="header, chunk counts, cfg values, what has expired")
+    p = sub.add_parser("info", help="header, chunk counts, cfg values, what has expired, bridge sessions")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="one JSON object")
     add_at(p)
+    add_conf(p, include=False)
     add_endian(p)
     p.set_defaults(func=cmd_info)
 
@@ -108,10 +110,33 @@ def info_data(db: DbFile, at: float | None = None) -> dict[str, Any]:
     return data
 
 
+def bridge_data(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
+    """The bridge sessions (``--conf``'s bridges, orphans; without it, ``local.*`` look-alikes), None if none."""
+    from codec.ops.clients import bridge_map
+
+    if db.index.error is not None:
+        return None
+    bm = bridge_map(db, conf, at)
+    if conf is None and not bm.sessions:
+        return None
+    return {"conf": bm.conf, "sessions": [s.to_json() for s in bm.sessions], "lines": bm.lines()}
+
+
 def cmd_info(args: argparse.Namespace) -> int:
+    from inspector.commands.bridging import load_conf
+
     at = reference_time(args)
+    conf = load_conf(args)
     with open_input(args.file, endian=args.endian) as db:
         data = info_data(db, at)
+        try:
+            bridges = bridge_data(db, conf, at)
+        except CodecError as exc:
+            data["damaged"] = data["damaged"] or str(exc)
+            bridges = None
+    lines = bridges.pop("lines") if bridges else []
+    if bridges is not None:
+        data["bridges"] = bridges
     if args.json:
         print(json_text(data))
     else:
@@ -143,6 +168,11 @@ def cmd_info(args: argparse.Namespace) -> int:
         if data["damaged"]:
             table.add_row("damaged", f"[red]{escape(printable(data['damaged']))}[/red]")
         Console().print(table)
+        if bridges is not None:  # plain lines (ids and paths are not wrapped in table cells)
+            print(printable(f"bridges, as {bridges['conf']} configures them:" if bridges["conf"]
+                            else "bridge sessions (no --conf: sessions named local.*):"))
+            for line in lines or ["no bridge session in the file"]:
+                print(printable(f"  {line}"))
     return 1 if data["damaged"] else 0
 
 

@@ -14,6 +14,7 @@ from codec.values import printable
 from codec.views.timeview import iso, parse_duration
 from codec.writer import save
 from inspector.commands import UsageError, add_at, check_input, open_input
+from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import progress
 from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, report_stream, run
 
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="stored message expiry: never, DURATION after --at, or keep (default)")
     p.add_argument("--only-expired", action="store_true", help="touch only what has already expired at --at")
     add_at(p, "--only-expired and the new expiry times")
+    add_conf(p)
     add_writing(p)
     p.set_defaults(func=cmd_renew)
 
@@ -55,7 +57,8 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
     except CodecError as exc:
         raise UsageError(exc.reason) from None
     policy = Policy(at=at, shift=shift, sessions=_choice(args.sessions, "sessions"),
-                    messages=_choice(args.messages, "messages"), only_expired=args.only_expired)
+                    messages=_choice(args.messages, "messages"), only_expired=args.only_expired,
+                    conf=load_conf(args), include_bridges=args.include_bridges)
     if not policy.shift and policy.sessions == "keep" and policy.messages == "keep":
         raise UsageError("say what to renew: --shift, --sessions or --messages")
     return policy
@@ -89,7 +92,10 @@ def cmd_renew(args: argparse.Namespace) -> int:
         before = iso(c.before or None) if c.field.endswith("_time") else c.before
         after = iso(c.after or None) if c.field.endswith("_time") else c.after
         lines.append(f"  {c.kind} {c.who}: {c.field} {before or 'never'} -> {after or 'never'}")
+    for cid, why in plan.skipped.items():
+        lines.append(f"  left alone {cid!r}: {why} (--include-bridges to renew it)")
     data = {"file": args.file, "at": iso(policy.at), "shift": policy.shift, "sessions_changed": plan.sessions,
-            "messages_changed": plan.messages, "changes": [c.to_json() for c in plan.changes]}
+            "messages_changed": plan.messages, "changes": [c.to_json() for c in plan.changes],
+            "skipped_bridges": plan.skipped}
     emit(args, data, lines, target)
     return 0

@@ -15,6 +15,7 @@ from typing import Any
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
 from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input
+from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
 
@@ -41,16 +42,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("drop-client", help="remove sessions with their subscriptions and queued messages")
     p.add_argument("file")
-    p.add_argument("client_ids", nargs="+", metavar="CLIENT_ID")
+    p.add_argument("client_ids", nargs="*", metavar="CLIENT_ID",
+                   help="sessions to remove by id (and/or select them with the options below)")
+    add_selection(p)
     add_writing(p, filters=True)
     p.set_defaults(func=cmd_drop_client)
 
     p = sub.add_parser("prune-sessions", help="remove every session meeting all the given criteria")
     p.add_argument("file")
-    p.add_argument("--idle-since", metavar="DATE", help="offline since before DATE (ISO 8601 or Unix seconds)")
-    p.add_argument("--expired", action="store_true", help="v5/v6 sessions whose expiry time has passed")
-    p.add_argument("--no-subscriptions", action="store_true", help="sessions without any subscription")
-    add_at(p, "--expired")
+    add_selection(p)
     add_writing(p, filters=True)
     p.set_defaults(func=cmd_prune)
 
@@ -72,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
     p.add_argument("--depth", type=int, default=2, help="topic levels to group by (default 2)")
     p.add_argument("--json", action="store_true", help="one JSON object with every table")
+    add_at(p, "the bridge sessions Mosquitto 2.1 would expire at start-up")
+    add_conf(p, include=False)
     add_endian(p)
     add_quiet(p)
     p.set_defaults(func=cmd_stats)
@@ -132,25 +134,60 @@ def _removal(args: argparse.Namespace, work: Callable[[str | None, Any], Any], n
     return 0
 
 
+def add_selection(p: argparse.ArgumentParser) -> None:
+    """Session criteria (codec.ops.session_filter): every one given must hold."""
+    p.add_argument("--client-glob", action="append", default=[], metavar="GLOB",
+                   help="ids matching a shell pattern, whole id, case-sensitive ('dev-*'; repeatable: any of them)")
+    p.add_argument("--client-regex", action="append", default=[], metavar="REGEX",
+                   help="ids in which a Python regular expression is found ('^[0-9a-f]{32}$'; repeatable)")
+    p.add_argument("--idle-since", metavar="DATE",
+                   help="offline since before DATE (ISO 8601 or Unix seconds; v3/v4 disconnect time, v5/v6 "
+                        "session expiry time minus its interval; sessions that never expire carry neither)")
+    p.add_argument("--expired", action="store_true", help="v5/v6 sessions whose expiry time has passed at --at")
+    p.add_argument("--no-subscriptions", action="store_true", help="sessions without any subscription")
+    p.add_argument("--queue-larger-than", type=int, metavar="N",
+                   help="sessions with more than N client messages (queued, in flight and incoming)")
+    add_at(p, "--expired")
+    add_conf(p)
+
+
+def criteria_from_args(args: argparse.Namespace) -> Any:
+    from codec.ops.session_filter import SessionCriteria
+
+    crit = SessionCriteria(globs=tuple(args.client_glob), regexes=tuple(args.client_regex),
+                           no_subscriptions=args.no_subscriptions, queue_larger_than=args.queue_larger_than,
+                           expired=args.expired, include_bridges=args.include_bridges)
+    try:
+        crit.check()
+    except CodecError as exc:
+        raise UsageError(exc.reason) from None
+    crit.idle_since = optional_at(args.idle_since, args.file, option="--idle-since")
+    crit.at = parse_at(args.at, args.file) if args.at is not None else None
+    crit.conf = load_conf(args)
+    return crit
+
+
 def cmd_drop_client(args: argparse.Namespace) -> int:
     from codec.ops.surgery import drop_clients
 
+    crit = criteria_from_args(args)
+    if not args.client_ids and not crit.given():
+        raise UsageError("name the sessions (CLIENT_ID ...) or select them (--client-glob, --client-regex, "
+                         "--idle-since, --expired, --no-subscriptions, --queue-larger-than)")
     with open_input(args.file, endian=args.endian) as db:
-        return _removal(args, lambda out, bar: drop_clients(db, args.client_ids, out, progress=bar),
+        return _removal(args, lambda out, bar: drop_clients(db, args.client_ids, out, criteria=crit, progress=bar),
                         "no such session")
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
     from codec.ops.surgery import prune_sessions
 
-    if not (args.expired or args.no_subscriptions or args.idle_since):
-        raise UsageError("give at least one of --idle-since DATE, --expired, --no-subscriptions")
-    idle = optional_at(args.idle_since, args.file, option="--idle-since")
-    at = parse_at(args.at, args.file) if args.at is not None else None
+    crit = criteria_from_args(args)
+    if not crit.given():
+        raise UsageError("give at least one of --client-glob, --client-regex, --idle-since DATE, --expired, "
+                         "--no-subscriptions, --queue-larger-than N")
     with open_input(args.file, endian=args.endian) as db:
-        return _removal(args, lambda out, bar: prune_sessions(db, out, idle_since=idle, expired=args.expired,
-                                                              no_subscriptions=args.no_subscriptions, at=at,
-                                                              progress=bar),
+        return _removal(args, lambda out, bar: prune_sessions(db, out, crit, progress=bar),
                         "no session meets the criteria")
 
 
@@ -178,11 +215,42 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise UsageError("--top must be at least 1")
+    conf = load_conf(args)
+    at = parse_at(args.at, args.file) if args.at is not None else None
     with open_input(args.file, endian=args.endian) as db, progress(args, "counting") as bar:
         st = compute(db, top=args.top, depth=max(args.depth, 1), progress=bar)
+        extra = client_stats(db, args, conf, at)
     if args.json:
-        print(json_text(st.to_json()))
+        print(json_text({**st.to_json(), **{k: v for k, v in extra.items() if k != "lines"}}))
     else:
-        for line in lines(st, args.by):
+        text = lines(st, args.by)
+        if args.by == "client":  # the per-client table with queue bytes and generated ids grouped
+            text = text[:1] + extra["lines"] + [t for t in text if t.startswith(("biggest payloads", "  "))]
+        elif extra.get("lines"):
+            text += extra["lines"]
+        for line in text:
             print(printable(line))
     return 0
+
+
+def client_stats(db: Any, args: argparse.Namespace, conf: Any, at: float | None) -> dict[str, Any]:
+    """``--by client`` (codec.ops.clients: queue count and bytes per client, generated ids grouped) and
+    ``--conf`` (bridge sessions and their backlog): the tables added to the type/topic stats."""
+    import time
+
+    from codec.ops.clients import bridge_map, client_rows, client_table
+
+    if db.empty or (args.by != "client" and conf is None):
+        return {}
+    table = client_table(db)
+    bm = bridge_map(db, conf, time.time() if at is None else at, table=table)
+    out: dict[str, Any] = {"lines": []}
+    if conf is not None:
+        out["bridges"] = bm.to_json()
+        out["lines"] = ["bridges (" + str(conf.path) + "):"] + [f"  {line}" for line in bm.lines()]
+    if args.by == "client":
+        marks = {s.client_id: s.status for s in bm.sessions if s.present}
+        rows = client_rows(table, args.top, marks)
+        out["clients"] = rows.to_json()
+        out["lines"] = rows.lines() + out["lines"]
+    return out

@@ -70,8 +70,10 @@ class Broker:
     """
 
     def __init__(self, db: str | os.PathLike[str] | None = None, *, extra: tuple[str, ...] = (),
-                 queue_qos0: bool = True, workdir: str | os.PathLike[str] | None = None) -> None:
+                 queue_qos0: bool = True, workdir: str | os.PathLike[str] | None = None,
+                 binary: str | os.PathLike[str] | None = None) -> None:
         self.src = None if db is None else Path(db)
+        self.binary = str(binary or MOSQUITTO)  # another build (an oracle from ../shared/oracles) when given
         self.extra = extra
         self.queue_qos0 = queue_qos0
         self._own_dir = workdir is None
@@ -120,14 +122,14 @@ class Broker:
         return "\n".join(lines) + "\n"
 
     def start(self, timeout: float = 10.0, *, expect_fail: bool = False) -> Broker:
-        if not have_mosquitto():
-            raise BrokerError(f"mosquitto not found at {MOSQUITTO}")
+        if not (os.path.exists(self.binary) and os.access(self.binary, os.X_OK)):
+            raise BrokerError(f"mosquitto not found at {self.binary}")
         if self.src is not None:
             shutil.copyfile(self.src, self.db_path)
         self.port = free_port()
         conf = self.dir / "mosquitto.conf"
         conf.write_text(self.config())
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd=self.dir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
