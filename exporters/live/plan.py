@@ -78,7 +78,7 @@ class Plan:
     sessions: list[SessionSpec] = field(default_factory=list)
     queued: list[Queued] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
-    missing_unsent: dict[str, int] = field(default_factory=dict)  # file copies of queued messages not sent
+    unsent: list[dict[str, Any]] = field(default_factory=list)  # file copies of queued messages not published
     options: dict[str, Any] = field(default_factory=dict)
     made: float = field(default_factory=time.time)  # when the plan was made: --at moves on from here
 
@@ -97,10 +97,10 @@ class Plan:
                 row["target"] += t
                 row["extra"] += max(t - f, 0)
                 row["missing"] += max(f - t, 0)
-        for c, n in self.missing_unsent.items():
-            row = out.setdefault(c, {"file": 0, "target": 0, "extra": 0, "missing": 0})
-            row["file"] += n
-            row["missing"] += n
+        for u in self.unsent:
+            row = out.setdefault(u["client_id"], {"file": 0, "target": 0, "extra": 0, "missing": 0})
+            row["file"] += u["file"]
+            row["missing"] += u["file"]
         return out
 
     def extra_copies(self) -> list[dict[str, Any]]:
@@ -114,10 +114,25 @@ class Plan:
                                 "target": t})
         return out
 
+    def missing_copies(self) -> list[dict[str, Any]]:
+        """Every copy the file queues that the target will not: fewer matching subscriptions, or not published."""
+        out = []
+        for q in self.queued:
+            for c, f in q.file_copies.items():
+                t = q.target_copies.get(c, 0)
+                if f > t:
+                    out.append({"client_id": c, "topic": q.message.topic, "key": q.message.key, "file": f,
+                                "target": t, "why": "fewer matching subscriptions on the target"})
+        return out + self.unsent
+
+    def fanout_json(self) -> dict[str, Any]:
+        return {"per_client": self.per_client(), "extra_copies": self.extra_copies(),
+                "missing_copies": self.missing_copies()}
+
     def to_json(self) -> dict[str, Any]:
         return {"file": self.source, "at": self.at, "protocol": self.protocol, "options": self.options,
                 "retained": len(self.retained), "sessions": [s.to_json() for s in self.sessions],
-                "queued": len(self.queued), "per_client": self.per_client(), "extra_copies": self.extra_copies(),
+                "queued": len(self.queued), **self.fanout_json(),
                 "skipped": self.tally.skipped_json(), "notes": self.tally.notes}
 
     def lines(self) -> list[str]:
@@ -319,7 +334,7 @@ def _queued(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topic
         found = recs.get(sid)
         if found is None:
             t.skip("queued: the entry references a store the file lacks", f"store {sid}")
-            _missing(plan, copies)
+            _missing(plan, copies, None, None, "its store is not in the file")
             continue
         row, rec = found
         msg = from_store(rec, f"q{row}", row, retain=sid in retain_bit and sid in retained_ids)
@@ -329,18 +344,18 @@ def _queued(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topic
             why = "expired at the reference time (--at)"
         if why is not None:
             t.skip(f"queued: {why}", _show(msg.topic))
-            _missing(plan, copies)
+            _missing(plan, copies, msg.topic, msg.key, why)
             continue
         fan = matcher.fanout(msg.topic)
         q = Queued(msg, dict(copies), fan.copies, fan.uncertain)
         if not fan.copies and not fan.uncertain:
             t.skip("queued: no recreated subscription matches its topic (the target would queue it for nobody)",
                    _show(msg.topic))
-            _missing(plan, copies)
+            _missing(plan, copies, msg.topic, msg.key, "no recreated subscription matches it")
             continue
         if exact_only and not q.exact:
             t.skip("queued: its fan-out differs from the file's queues (--exact-only)", _show(msg.topic))
-            _missing(plan, copies)
+            _missing(plan, copies, msg.topic, msg.key, "fan-out differs (--exact-only)")
             continue
         if q.uncertain:
             t.note("a shared subscription group with several members matches some messages: which member gets "
@@ -359,9 +374,9 @@ def _queued(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topic
                "(1000) drops the rest")
 
 
-def _missing(plan: Plan, copies: dict[str, int]) -> None:
+def _missing(plan: Plan, copies: dict[str, int], topic: str | None, key: str | None, why: str) -> None:
     for c, n in copies.items():
-        plan.missing_unsent[c] = plan.missing_unsent.get(c, 0) + n
+        plan.unsent.append({"client_id": c, "topic": topic, "key": key, "file": n, "target": 0, "why": why})
 
 
 def _queue_order(queues: dict[str, list[int]], first_seen: dict[int, int], keep: set[int]) -> tuple[list[int], int]:

@@ -64,6 +64,7 @@ class Report:
     tally: Tally = field(default_factory=Tally)
     seconds: float = 0.0
     complete: bool = False
+    fanout: dict[str, Any] = field(default_factory=dict)  # the plan's per-client copies, extra and missing ones
 
     def refuse(self, reason: str, example: str) -> None:
         self.refused[reason] = self.refused.get(reason, 0) + 1
@@ -78,7 +79,8 @@ class Report:
                 "sessions_already_on_target": self.existing,
                 "refused": [{"reason": r, "count": n, "examples": self.refused_examples.get(r, [])}
                             for r, n in self.refused.items()],
-                "skipped": self.tally.skipped_json(), "notes": self.tally.notes, "seconds": round(self.seconds, 3)}
+                **self.fanout, "skipped": self.tally.skipped_json(), "notes": self.tally.notes,
+                "seconds": round(self.seconds, 3)}
 
     def lines(self) -> list[str]:
         sent = sum(self.sent.values())
@@ -97,6 +99,11 @@ class Report:
         if self.drained:
             out.append(f"  {self.drained:,} retained messages were delivered to recreated sessions as they subscribed "
                        "(acknowledged, as the original clients did)")
+        if self.fanout:
+            extra, missing = self.fanout["extra_copies"], self.fanout["missing_copies"]
+            out.append(f"  queued copies: {sum(e['target'] - e['file'] for e in extra):,} extra (the target queues "
+                       f"them, the file did not), {sum(m['file'] - m['target'] for m in missing):,} missing "
+                       "(--dry-run shows them per client)")
         for c in self.existing:
             out.append(f"  session {printable(c)}: the target already had it; left alone (not subscribed, "
                        "its copies not predicted)")
@@ -130,6 +137,8 @@ class Replay:
         self.report.tally.skipped.update(plan.tally.skipped)
         self.report.tally.examples.update(plan.tally.examples)
         self.report.tally.notes.extend(plan.tally.notes)
+        if plan.sessions:
+            self.report.fanout = plan.fanout_json()
         self.done_count = 0
         self.client_id = f"mosqdb-replay-{uuid.uuid4().hex[:12]}"
 

@@ -247,8 +247,9 @@ def _client(client_id: str, *, clean: bool, v5: bool):  # type: ignore[no-untype
 
 def _to_message(msg) -> Message:  # type: ignore[no-untyped-def]
     props = {}
-    if getattr(msg, "properties", None) is not None:
-        props = {k: v for k, v in vars(msg.properties).items() if not k.startswith("_") and k != "packetType"}
+    p = getattr(msg, "properties", None)
+    if p is not None:  # the properties the PUBLISH carried, under paho's names ("ContentType", "UserProperty", ...)
+        props = {n.replace(" ", ""): getattr(p, n.replace(" ", "")) for n in p.names if hasattr(p, n.replace(" ", ""))}
     return Message(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain), bool(msg.dup), props)
 
 
