@@ -141,6 +141,7 @@ class Replay:
             self.report.fanout = plan.fanout_json()
         self.done_count = 0
         self.client_id = f"mosqdb-replay-{uuid.uuid4().hex[:12]}"
+        self.unsent: set[str] = set()  # reserved in the current batch, not yet handed to the connection
 
     # ------------------------------------------------------------ the run
     def run(self) -> Report:
@@ -202,9 +203,12 @@ class Replay:
                       refused=lambda k, why: self.report.refuse(why, k))
 
     def _batches(self, msgs: list[Message]) -> Iterator[list[Message]]:
+        """Batches of messages, each reserved in the state before any of it is sent; what a stop leaves
+        unsent is unreserved again (so only what really went out can be unconfirmed)."""
         n = max(self.opts.reserve, 4 * self.opts.window)
         for i in range(0, len(msgs), n):
             batch = msgs[i:i + n]
+            self.unsent = {m.key for m in batch}
             if self.state is not None:
                 self.state.reserve([m.key for m in batch])
             load_payloads(self.db, batch)
@@ -225,6 +229,7 @@ class Replay:
                     self._check_stop(sender)
                     at = self.plan.at + (time.time() - self.plan.made)  # --at, moved on by the run's own time
                     why = self._refuse_locally(m, conn, at)
+                    self.unsent.discard(m.key)
                     if why is not None:
                         self.report.tally.skip(f"{PHASE_NAMES[phase]}: {why}", printable(m.topic))
                         continue
@@ -233,6 +238,9 @@ class Replay:
                     self.report.sent[PHASE_NAMES[phase]] += 1
             sender.flush()
         finally:
+            if self.state is not None:
+                self.state.unreserve(self.unsent)
+            self.unsent = set()
             conn.close()
 
     def _refuse_locally(self, m: Message, conn: Connection, at: float) -> str | None:

@@ -21,6 +21,7 @@ import bisect
 import json
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,6 +133,13 @@ class State:
             p, row = split_key(k)
             self.reserved[p].add(row)
         self.save()
+
+    def unreserve(self, keys: Iterable[str]) -> None:
+        """Take back reservations of items never sent (a run that stops before it reaches them)."""
+        for k in keys:
+            p, row = split_key(k)
+            if row not in self.done[p]:
+                self.reserved[p].discard(row)
 
     def mark_done(self, key: str) -> None:
         p, row = split_key(key)

@@ -71,8 +71,9 @@ class Broker:
 
     def __init__(self, db: str | os.PathLike[str] | None = None, *, extra: tuple[str, ...] = (),
                  queue_qos0: bool = True, workdir: str | os.PathLike[str] | None = None,
-                 binary: str | None = None) -> None:
+                 binary: str | None = None, port: int = 0) -> None:
         self.binary = binary or MOSQUITTO  # another broker: oracle_mosquitto("2.0.22")
+        self.fixed_port = port  # 0: a free port at each start
         self.src = None if db is None else Path(db)
         self.extra = extra
         self.queue_qos0 = queue_qos0
@@ -126,7 +127,7 @@ class Broker:
             raise BrokerError(f"mosquitto not found at {self.binary}")
         if self.src is not None:
             shutil.copyfile(self.src, self.db_path)
-        self.port = free_port()
+        self.port = self.fixed_port or free_port()
         conf = self.dir / "mosquitto.conf"
         conf.write_text(self.config())
         self.proc = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
