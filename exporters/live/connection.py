@@ -3,8 +3,8 @@
 Every way a connection can fail ends in one :class:`LiveError` line naming the target
 without its password: refused credentials (the CONNACK's reason), an unreachable host,
 a TLS handshake that fails (certificate, host name), a broker that goes away mid-way.
-The network loop runs in a thread of ours (``client.loop()``), not ``loop_start()``: paho
-would reconnect on its own, and a replay must stop where it is, not resend behind our back.
+The network loop is paho's thread (``loop_start()``) with ``reconnect_on_failure=False``: paho
+would otherwise reconnect on its own, and a replay must stop where it is, not resend behind our back.
 
 Ordering is what makes acknowledgements mean something: a broker handles one connection's
 packets in order, so the UNSUBACK of a :meth:`Connection.barrier` confirms that every
@@ -52,7 +52,6 @@ class Connection:
         self.session_present = False
         self.refused: str | None = None
         self.lost: str | None = None  # why the connection ended when we did not end it
-        self.closing = False  # the loop thread stops
         self.leaving = False  # we are disconnecting: the end of the connection is no loss
         self.receive_maximum = 65535  # the broker's (CONNACK), caps our QoS 1/2 window
         self.maximum_packet_size: int | None = None
@@ -61,7 +60,7 @@ class Connection:
         self.acks: dict[int, Any] = {}  # mid -> reason code (None: QoS 0 written / v3 ack)
         self.subacks: dict[int, list[Any]] = {}
         self.unsubacks: set[int] = set()
-        self._thread: threading.Thread | None = None
+        self._started = False
         self.client = self._make_client(manual_ack)
 
     # ------------------------------------------------------------ set-up
@@ -71,10 +70,10 @@ class Connection:
 
         if self.protocol == MQTT5:
             c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id, protocol=mqtt.MQTTv5,
-                            manual_ack=manual_ack)
+                            manual_ack=manual_ack, reconnect_on_failure=False)
         else:
             c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=self.client_id, protocol=mqtt.MQTTv311,
-                            clean_session=self.clean_start, manual_ack=manual_ack)
+                            clean_session=self.clean_start, manual_ack=manual_ack, reconnect_on_failure=False)
         t = self.target
         if t.username is not None:
             c.username_pw_set(t.username, t.password)
@@ -131,8 +130,11 @@ class Connection:
                 raise LiveError(f"{t.display}: TLS handshake failed: {exc.strerror or _why(exc)} "
                                 "(is it a TLS listener?)") from None
             raise LiveError(f"{t.display}: cannot connect: {exc.strerror or _why(exc)}") from None
-        self._thread = threading.Thread(target=self._loop, name=f"mqtt-{self.client_id}", daemon=True)
-        self._thread.start()
+        with contextlib.suppress(OSError, AttributeError):  # paho leaves Nagle on: a barrier behind QoS 0
+            # publishes (no answer to carry the ACK) would wait for the peer's delayed ACK, 40 ms each
+            self.client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.client.loop_start()
+        self._started = True
         with self.cond:
             if not self.cond.wait_for(lambda: self.connected or self.refused or self.lost, self.timeout):
                 self._stop()
@@ -146,27 +148,6 @@ class Connection:
             hint = "" if t.tls else " (a TLS listener? use mqtts://)"
             raise LiveError(f"{t.display}: no CONNACK: {self.lost}{hint}")
         return self
-
-    def _loop(self) -> None:
-        from paho.mqtt.enums import MQTTErrorCode
-
-        while not self.closing:
-            try:
-                rc = self.client.loop(timeout=0.05)
-            except (OSError, ssl.SSLError) as exc:  # pragma: no cover - paho turns most into a return code
-                self._lose(_why(exc))
-                return
-            if rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
-                if not self.leaving:
-                    self._lose(self.lost or _rc_text(rc))
-                return
-
-    def _lose(self, why: str) -> None:
-        with self.cond:
-            if self.lost is None and not self.leaving:
-                self.lost = why
-            self.connected = False
-            self.cond.notify_all()
 
     # ------------------------------------------------------------ callbacks (network thread)
     def _on_connect(self, _c: Any, _u: Any, flags: Any, rc: Any, props: Any) -> None:
@@ -270,19 +251,20 @@ class Connection:
     # ------------------------------------------------------------ the end
     def close(self) -> None:
         """A normal DISCONNECT (the session stays for its expiry interval), then stop the loop."""
-        if self._thread is None:
+        if not self._started:
             return
         self.leaving = True
         if self.connected and self.lost is None:
             with contextlib.suppress(Exception):
-                self.client.disconnect()
-            self._thread.join(2.0)  # the loop writes the DISCONNECT, paho closes the socket, the loop ends
+                self.client.disconnect()  # the loop writes it, paho closes the socket, the loop ends
         self._stop()
 
     def _stop(self) -> None:
-        self.closing = True
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(5.0)
+        self.leaving = True
+        if self._started:
+            self._started = False
+            with contextlib.suppress(Exception):
+                self.client.loop_stop()  # joins the network thread (not from inside it)
         with contextlib.suppress(Exception):
             sock = self.client.socket()
             if sock is not None:

@@ -84,6 +84,8 @@ def problem(msg: Message) -> str | None:
 def paho_properties(msg: Message, at: float, *, packet: str = "PUBLISH") -> Any:
     """paho ``Properties`` for a PUBLISH of ``msg`` (None when it has none): the kept
     properties, user properties in their order, and the remaining expiry at ``at``."""
+    if not msg.properties and msg.expiry_time is None:
+        return None
     from paho.mqtt.packettypes import PacketTypes
     from paho.mqtt.properties import Properties
 
