@@ -233,13 +233,19 @@ class Connection:
         with self.cond:
             return self.subacks.pop(mid)
 
-    def barrier(self, timeout: float | None = None) -> None:
-        """Round trip behind everything sent so far (an UNSUBSCRIBE of a filter nobody uses)."""
+    def mark(self) -> int:
+        """Send a round trip behind everything sent so far (an UNSUBSCRIBE of a filter nobody uses);
+        its mid lands in :attr:`unsubacks` when the broker has handled all of it."""
         self.check()
         rc, mid = self.client.unsubscribe(f"mosqdb/barrier/{uuid.uuid4().hex}")
         if mid is None:
             self.check()
             raise LiveError(f"{self.target.display}: unsubscribe failed: {_rc_text(rc)}")
+        return int(mid)
+
+    def barrier(self, timeout: float | None = None) -> None:
+        """:meth:`mark`, and wait for it."""
+        mid = self.mark()
         self.wait(lambda: mid in self.unsubacks, "UNSUBACK", timeout)
         with self.cond:
             self.unsubacks.discard(mid)

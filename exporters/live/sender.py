@@ -2,7 +2,8 @@
 
 QoS 1/2 messages count as delivered when the broker acknowledges them (a failure reason code
 in an MQTT 5 PUBACK/PUBREC is a refusal, reported, not delivered); QoS 0 messages when a round
-trip behind them (:meth:`Connection.barrier`) comes back. The window never exceeds the broker's
+trip behind them (:meth:`Connection.mark`, one per window of QoS 0 messages, not waited for:
+sending goes on while it travels) comes back. The window never exceeds the broker's
 Receive Maximum (its CONNACK): a broker that gets more QoS 2 messages than it allows drops them
 (Mosquitto answers "quota exceeded", and to an MQTT 3.1.1 client, which has no reason codes, nothing).
 """
@@ -15,6 +16,8 @@ from typing import Any
 
 from exporters.live.connection import MQTT311, Connection
 from exporters.live.messages import Message
+
+MAX_BARRIERS = 4  # round trips behind QoS 0 messages travelling at once
 
 
 class Sender:
@@ -33,6 +36,7 @@ class Sender:
         self.refused = refused
         self.outstanding: dict[int, tuple[str, int]] = {}  # mid -> (key, qos)
         self.written: list[str] = []  # QoS 0 keys written, not yet behind a barrier
+        self.barriers: dict[int, list[str]] = {}  # UNSUBSCRIBE mid -> the QoS 0 keys it confirms
         self.sent = 0
         self._t0: float | None = None
 
@@ -55,17 +59,23 @@ class Sender:
         if due > now:
             time.sleep(due - now)
 
-    def _room(self) -> None:
-        while len(self.outstanding) >= self.window:
-            self.conn.wait(lambda: any(m in self.conn.acks for m in self.outstanding), "acknowledgement")
+    def _answered(self) -> bool:
+        return any(m in self.conn.acks for m in self.outstanding) or any(m in self.conn.unsubacks
+                                                                         for m in self.barriers)
+
+    def _room(self, timeout: float | None = None) -> None:
+        while len(self.outstanding) >= self.window or len(self.barriers) >= MAX_BARRIERS:
+            self.conn.wait(self._answered, "acknowledgement", timeout)
             self._collect()
         if len(self.written) >= self.window:
-            self._barrier()
+            self._mark()
 
     def _collect(self) -> None:
         with self.conn.cond:
             got = [(m, self.conn.acks.pop(m)) for m in list(self.conn.acks) if m in self.outstanding]
             done = [(self.outstanding.pop(m), rc) for m, rc in got]
+            passed = [m for m in self.barriers if m in self.conn.unsubacks]
+            self.conn.unsubacks.difference_update(passed)
         for (key, qos), rc in done:
             if qos == 0:
                 self.written.append(key)
@@ -73,22 +83,27 @@ class Sender:
                 self.refused(key, str(rc))
             else:
                 self.confirmed(key)
+        for m in passed:
+            for k in self.barriers.pop(m):
+                self.confirmed(k)
 
-    def _barrier(self) -> None:
+    def _mark(self) -> None:
         keys, self.written = self.written, []
-        self.conn.barrier()
-        for k in keys:
-            self.confirmed(k)
+        self.barriers[self.conn.mark()] = keys
 
     def flush(self, timeout: float | None = None) -> None:
-        """Wait for every acknowledgement, then confirm the QoS 0 messages with a round trip."""
+        """Wait for every acknowledgement, and confirm the QoS 0 messages with a round trip."""
         while self.outstanding:
-            self.conn.wait(lambda: any(m in self.conn.acks for m in self.outstanding), "acknowledgement", timeout)
+            self.conn.wait(self._answered, "acknowledgement", timeout)
             self._collect()
         if self.written:
-            self._barrier()
+            self._mark()
+        while self.barriers:
+            self.conn.wait(self._answered, "UNSUBACK", timeout)
+            self._collect()
 
     @property
     def unconfirmed(self) -> list[str]:
         """Keys sent and not confirmed (after a lost connection: their fate is unknown)."""
-        return [k for k, _q in self.outstanding.values()] + list(self.written)
+        return ([k for k, _q in self.outstanding.values()] + list(self.written)
+                + [k for keys in self.barriers.values() for k in keys])
