@@ -237,3 +237,36 @@ def test_dry_run_sends_nothing(tmp_path: Path) -> None:
         r = run_in_process("replay", V6, "--to", f"mqtt://127.0.0.1:{target.port}", "--sessions", "--dry-run")
         assert r.returncode == 0 and "nothing sent" in r.stdout
         assert collect_retained(target.port) == {}
+
+
+def test_a_session_the_target_already_has_is_left_alone(tmp_path: Path) -> None:
+    """The target holds a session under a client id of the file, with a message queued: the replay does
+    not subscribe it, does not take its message, and says so."""
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+    from paho.mqtt.packettypes import PacketTypes
+    from paho.mqtt.properties import Properties
+
+    with Broker(workdir=tmp_path / "target") as target:
+        c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="a-sub-q1", protocol=mqtt.MQTTv5)
+        props = Properties(PacketTypes.CONNECT)
+        props.SessionExpiryInterval = 3600
+        c.connect("127.0.0.1", target.port, clean_start=False, properties=props)
+        c.loop_start()
+        c.subscribe("theirs/#", 1)[1]
+        time.sleep(0.3)
+        c.disconnect()
+        c.loop_stop()
+        p = mqtt.Client(CallbackAPIVersion.VERSION2, client_id="someone", protocol=mqtt.MQTTv5)
+        p.connect("127.0.0.1", target.port)
+        p.loop_start()
+        p.publish("theirs/1", b"keep me", qos=1).wait_for_publish(5)
+        p.disconnect()
+        p.loop_stop()
+        rep = replay(V6, target.port, "--sessions", "--client", "a-sub-q1", "--client", "a-sub-q2", "--at",
+                     written(manifest(V6)) + 60)
+        assert rep["sessions_already_on_target"] == ["a-sub-q1"] and rep["sent"]["sessions"] == 1
+        got = collect_many(target.port, {"a-sub-q1": None}, v5=True, timeout=1.0)["a-sub-q1"]
+    assert got.session_present
+    theirs = [m for m in got.messages if m.topic == "theirs/1"]
+    assert [m.payload for m in theirs] == [b"keep me"]
