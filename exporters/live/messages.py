@@ -10,10 +10,9 @@ identifiers and topic aliases belong to one delivery, never to the message.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from codec.engine import Record
 from codec.properties import Property
 from codec.values import is_utf8
 
@@ -23,7 +22,7 @@ _PAHO_NAMES = {1: "PayloadFormatIndicator", 3: "ContentType", 8: "ResponseTopic"
                38: "UserProperty"}
 
 
-@dataclass
+@dataclass(slots=True)
 class Message:
     """One message to publish (or received). ``key`` names it in a resume state; ``row`` is the
     msg_store chunk it came from (payloads are read again from there when sent, not held)."""
@@ -37,17 +36,12 @@ class Message:
     key: str = ""
     row: int = -1
     size: int = 0  # payload bytes (known without the payload)
-    extra: dict[str, Any] = field(default_factory=dict)
+    store_id: int = 0
 
 
-def from_store(rec: Record, key: str, row: int, *, retain: bool, keep_payload: bool = False) -> Message:
-    """The message of a msg_store record; its properties reduced to :data:`KEPT`."""
-    v = rec.values
-    props = tuple(p for p in (v.get("properties") or ()) if p.id in KEPT)
-    exp = v.get("expiry_time") or 0
-    payload = v["payload"]
-    return Message(v["topic"], v["qos"], retain, payload if keep_payload else None, props,
-                   exp if exp > 0 else None, key, row, len(payload))
+def kept(props: Any) -> tuple[Property, ...]:
+    """The properties that travel with a message (:data:`KEPT`), in their order."""
+    return tuple(p for p in (props or ()) if p.id in KEPT)
 
 
 def remaining(expiry_time: int | None, at: float) -> int | None:
@@ -64,12 +58,12 @@ def problem(msg: Message) -> str | None:
     t = msg.topic
     if not t:
         return "empty topic"
-    if not is_utf8(t):
-        return "topic is not valid UTF-8"
-    if "\0" in t:
-        return "topic holds a NUL character"
     if "+" in t or "#" in t:
         return "topic holds a wildcard (+ or #)"
+    if "\0" in t:
+        return "topic holds a NUL character"
+    if not t.isascii() and not is_utf8(t):
+        return "topic is not valid UTF-8"
     if not 0 <= msg.qos <= 2:
         return f"qos {msg.qos} is not 0-2"
     for p in msg.properties:

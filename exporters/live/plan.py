@@ -19,23 +19,26 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from codec.columnar import iter_columns
+from codec.errors import CodecError
 from codec.layouts import SUB_OPTION_BITS, ChunkType
+from codec.properties import decode_properties
 from codec.reader import DbFile
 from codec.values import NEVER, is_utf8, time_text
 from codec.views.query import Selection
 from codec.views.select import FileColumns, failure, pick
 from exporters.live.connection import MQTT5
 from exporters.live.fanout import Matcher, Sub
-from exporters.live.messages import Message, from_store, problem, remaining
+from exporters.live.messages import Message, kept, problem, remaining
 from exporters.live.tally import Tally
 
-MSG_STORE = int(ChunkType.MSG_STORE)
+MSG_STORE, CLIENT_MSG, RETAIN = int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG), int(ChunkType.RETAIN)
 
 
 @dataclass
@@ -156,15 +159,15 @@ class Plan:
 # ---------------------------------------------------------------- building the plan
 
 
-def refuse_damage(db: DbFile, src: FileColumns) -> None:
-    """A damaged file is refused whole (one line with offset and chunk): replay what repair keeps."""
-    bad = src.undecodable()
-    stop = int(bad[0]) if len(bad) else src.count
-    if len(bad) or db.index.error is not None:
-        err = failure(db, stop)
-        if err is not None:
-            err.reason = f"{err.reason} (the file is damaged: run `mosqdb repair` first)"
-            raise err
+def refuse_damage(db: DbFile) -> None:
+    """A file whose chunk walk stops on damage is refused whole (one line with offset and chunk):
+    replay what ``mosqdb repair`` keeps. A chunk the walk passes but a decode refuses is found when
+    (if) it is read, with the same precise line."""
+    idx = db.index
+    if idx.error is not None:
+        err = failure(db, len(idx)) or idx.error
+        err.reason = f"{err.reason} (the file is damaged: run `mosqdb repair` first)"
+        raise err
 
 
 def plan_replay(db: DbFile, *, at: float, topics: Iterable[str] = (), clients: Iterable[str] = (),
@@ -177,53 +180,75 @@ def plan_replay(db: DbFile, *, at: float, topics: Iterable[str] = (), clients: I
                          "exact_only": exact_only, "protocol": protocol})
     if db.empty:
         return plan
+    refuse_damage(db)
     src = FileColumns(db)
-    refuse_damage(db, src)
-    stores = _StoreIndex(db, src)
     retained_ids: set[int] = set()
     if retained:
-        _retained(db, src, stores, plan, topics, retained_ids)
+        _retained(db, src, plan, topics, retained_ids)
     if sessions:
-        _sessions(db, src, stores, plan, topics, clients, exact_only, retained_ids)
+        _sessions(db, src, plan, topics, clients, exact_only, retained_ids)
     return plan
 
 
-class _StoreIndex:
-    """Store id → msg_store chunk (the first with that id), looked up column-wise for the ids needed."""
-
-    def __init__(self, db: DbFile, src: FileColumns) -> None:
-        self.db = db
-        cols = src.gather(MSG_STORE, {"store_id"})
-        self.rows, self.ids = cols.rows, cols.ints["store_id"]
-
-    def records(self, ids: Iterable[int]) -> dict[int, tuple[int, Any]]:
-        want = np.array(sorted(set(ids)), dtype=np.uint64)
-        if not len(want) or not len(self.ids):
-            return {}
-        hit = np.flatnonzero(np.isin(self.ids, want))
-        _, first = np.unique(self.ids[hit], return_index=True)
-        rows = np.sort(self.rows[hit[first]])
-        return {c.record["store_id"]: (c.index, c.record) for c in self.db.chunks_at(rows.tolist())}
+NO_BAD = np.zeros(0, dtype=np.int64)  # picks below never ask the decoder's refusals (found when read)
 
 
-def _decode(db: DbFile, rows: np.ndarray) -> list[Any]:
-    return list(db.chunks_at(rows.tolist())) if len(rows) else []
+def _pick(db: DbFile, src: FileColumns, sel: Selection) -> np.ndarray:
+    return pick(db, sel, bad=NO_BAD, source=src).rows
 
 
-def _retained(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topics: list[str],
-              retained_ids: set[int]) -> None:
+def stored_messages(db: DbFile, ids: Iterable[int], *, retain: bool = False) -> dict[int, Message]:
+    """The messages of the msg_store chunks with these store ids (the first chunk of an id), read
+    column-wise in one pass: numbers and spans per batch, text only for the chunks wanted, property
+    tails parsed only where a chunk has one. Payloads are left in the file (``size`` says how big)."""
+    want = np.array(sorted(set(ids)), dtype=np.uint64)
+    out: dict[int, Message] = {}
+    if not len(want):
+        return out
+    for cols in iter_columns(db, MSG_STORE):
+        sids = cols.ints["store_id"].astype(np.uint64)
+        hit = np.flatnonzero(np.isin(sids, want))
+        if not len(hit):
+            continue
+        topics = cols.texts("topic", hit)
+        sizes = cols.spans["payload"][1][hit].tolist()
+        qos = cols.ints["qos"][hit].tolist()
+        exp = cols.ints["expiry_time"][hit].tolist() if "expiry_time" in cols.ints else [0] * len(hit)
+        tails = cols.spans.get("properties")
+        rows = cols.index[hit].tolist()
+        for k, h in enumerate(hit.tolist()):
+            sid = int(sids[h])
+            if sid in out:
+                continue
+            props: tuple = ()
+            if tails is not None and tails[1][h]:
+                props = _tail(db, cols, h, rows[k])
+            out[sid] = Message(topics[k], qos[k], retain, None, props, exp[k] if exp[k] > 0 else None, "",
+                               rows[k], sizes[k], sid)
+    return out
+
+
+def _tail(db: DbFile, cols: Any, h: int, row: int) -> tuple:
+    try:
+        return kept(decode_properties(cols.value("properties", h)))
+    except CodecError as exc:
+        raise exc.located(path=db.path, chunk_index=row, chunk_type="msg_store", field="properties",
+                          offset=int(cols.offset[h]), chunk_offset=int(cols.offset[h])) from None
+
+
+def _retained(db: DbFile, src: FileColumns, plan: Plan, topics: list[str], retained_ids: set[int]) -> None:
     t = plan.tally
-    chunks = _decode(db, pick(db, Selection(kinds={"retain"}, topics=topics), source=src).rows)
-    recs = stores.records(c.record["store_id"] for c in chunks)
+    rows = _pick(db, src, Selection(kinds={"retain"}, topics=topics))
+    sids = src.gather(RETAIN, {"store_id"}, rows=rows).ints["store_id"].astype(np.uint64).tolist() if len(rows) else []
+    msgs = stored_messages(db, sids, retain=True)
     by_topic: dict[str, Message] = {}
-    for c in chunks:
-        sid = c.record["store_id"]
-        found = recs.get(sid)
+    for sid in sids:
+        found = msgs.get(sid)
         if found is None:
             t.skip("retained: the RETAIN chunk references a store the file lacks", f"store {sid}")
             continue
-        row, rec = found
-        msg = from_store(rec, f"r{row}", row, retain=True)
+        msg = Message(found.topic, found.qos, True, None, found.properties, found.expiry_time, f"r{found.row}",
+                      found.row, found.size, sid)
         why = problem(msg)
         if why is not None:
             t.skip(f"retained: {why}", _show(msg.topic))
@@ -233,12 +258,12 @@ def _retained(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, top
             continue
         left = remaining(msg.expiry_time, plan.at)
         if left is not None and left <= 0:
-            t.skip("retained: expired at the reference time (--at)", f"{_show(msg.topic)} at {time_text(msg.expiry_time or 0)}")
+            t.skip("retained: expired at the reference time (--at)",
+                   f"{_show(msg.topic)} at {time_text(msg.expiry_time or 0)}")
             continue
         if msg.topic in by_topic:
             t.skip("retained: replaced by a later retained message on the same topic", _show(msg.topic))
-            retained_ids.discard(by_topic[msg.topic].extra["store_id"])
-        msg.extra["store_id"] = sid
+            retained_ids.discard(by_topic[msg.topic].store_id)
         by_topic[msg.topic] = msg
         retained_ids.add(sid)
     plan.retained = sorted(by_topic.values(), key=lambda m: m.row)
@@ -264,13 +289,13 @@ def _session_expiry(rec: Any, version: int, at: float) -> tuple[int | None, str 
     return interval, None
 
 
-def _sessions(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topics: list[str],
-              clients: set[str], exact_only: bool, retained_ids: set[int]) -> None:
+def _sessions(db: DbFile, src: FileColumns, plan: Plan, topics: list[str], clients: set[str], exact_only: bool,
+              retained_ids: set[int]) -> None:
     t = plan.tally
     assert db.version is not None
     specs: dict[str, SessionSpec] = {}
     seen: set[str] = set()
-    for c in _decode(db, pick(db, Selection(kinds={"client"}, clients=clients), source=src).rows):
+    for c in db.chunks_at(_pick(db, src, Selection(kinds={"client"}, clients=clients)).tolist()):
         cid = c.record["client_id"]
         seen.add(cid)
         if not cid or not is_utf8(cid):
@@ -283,7 +308,7 @@ def _sessions(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, top
         specs[cid] = SessionSpec(cid, int(expiry or 0), key=f"s{c.index}")
     for cid in sorted(clients - seen):
         t.note(f"--client {_show(cid)}: the file holds no session of that client")
-    for c in _decode(db, pick(db, Selection(kinds={"sub"}, clients=clients), source=src).rows):
+    for c in db.chunks_at(_pick(db, src, Selection(kinds={"sub"}, clients=clients)).tolist()):
         r = c.record
         spec = specs.get(r["client_id"])
         if spec is None:
@@ -299,10 +324,10 @@ def _sessions(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, top
         if any(s.no_local or s.retain_as_published or s.retain_handling or s.identifier
                for sp in plan.sessions for s in sp.subs):
             t.note("MQTT 3.1.1 has no subscription options or identifiers: only filter and QoS are kept")
-    _queued(db, src, stores, plan, topics, clients, specs, exact_only, retained_ids)
+    _queued(db, src, plan, topics, clients, specs, exact_only, retained_ids)
 
 
-def _queued(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topics: list[str], clients: set[str],
+def _queued(db: DbFile, src: FileColumns, plan: Plan, topics: list[str], clients: set[str],
             specs: dict[str, SessionSpec], exact_only: bool, retained_ids: set[int]) -> None:
     t = plan.tally
     queues: dict[str, list[int]] = {}  # client -> store ids, in queue order
@@ -310,34 +335,34 @@ def _queued(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topic
     file_copies: dict[int, dict[str, int]] = {}
     retain_bit: set[int] = set()
     qos0 = 0
-    for c in _decode(db, pick(db, Selection(kinds={"client_msg"}, clients=clients, topics=topics), source=src).rows):
-        r = c.record
-        cid, sid = r["client_id"], r["store_id"]
+    rows = _pick(db, src, Selection(kinds={"client_msg"}, clients=clients, topics=topics))
+    for row, cid, sid, direction, qos, retain in _queue_entries(db, rows):
         if cid not in specs:
             t.skip("queued: entry of a session that is not recreated", _show(cid))
             continue
-        if r.get("direction", 1) == 0:
+        if direction == 0:
             t.skip("queued: incoming QoS 2 message awaiting PUBREL (the client's own publish)", _show(cid))
             continue
         queues.setdefault(cid, []).append(sid)
-        first_seen.setdefault(sid, c.index)
+        first_seen.setdefault(sid, row)
         copies = file_copies.setdefault(sid, {})
         copies[cid] = copies.get(cid, 0) + 1
-        if r.get("retain"):
+        if retain:
             retain_bit.add(sid)
-        if r.get("qos") == 0:
+        if qos == 0:
             qos0 += 1
-    recs = stores.records(file_copies)
+    found_all = stored_messages(db, file_copies)
     matcher = Matcher((s for sp in specs.values() for s in sp.subs), per_subscription=plan.protocol == MQTT5)
+    fanouts: dict[str, Any] = {}  # topic -> Fanout: many messages share a topic
     publishes: dict[int, Queued] = {}
     for sid, copies in file_copies.items():
-        found = recs.get(sid)
+        found = found_all.get(sid)
         if found is None:
             t.skip("queued: the entry references a store the file lacks", f"store {sid}")
             _missing(plan, copies, None, None, "its store is not in the file")
             continue
-        row, rec = found
-        msg = from_store(rec, f"q{row}", row, retain=sid in retain_bit and sid in retained_ids)
+        msg = Message(found.topic, found.qos, sid in retain_bit and sid in retained_ids, None, found.properties,
+                      found.expiry_time, f"q{found.row}", found.row, found.size, sid)
         why = problem(msg)
         left = remaining(msg.expiry_time, plan.at)
         if why is None and left is not None and left <= 0:
@@ -346,7 +371,9 @@ def _queued(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topic
             t.skip(f"queued: {why}", _show(msg.topic))
             _missing(plan, copies, msg.topic, msg.key, why)
             continue
-        fan = matcher.fanout(msg.topic)
+        fan = fanouts.get(msg.topic)
+        if fan is None:
+            fan = fanouts[msg.topic] = matcher.fanout(msg.topic)
         q = Queued(msg, dict(copies), fan.copies, fan.uncertain)
         if not fan.copies and not fan.uncertain:
             t.skip("queued: no recreated subscription matches its topic (the target would queue it for nobody)",
@@ -372,6 +399,20 @@ def _queued(db: DbFile, src: FileColumns, stores: _StoreIndex, plan: Plan, topic
     if big:
         t.note(f"{len(big)} clients get more than 1,000 queued copies: Mosquitto's default max_queued_messages "
                "(1000) drops the rest")
+
+
+def _queue_entries(db: DbFile, rows: np.ndarray) -> Iterator[tuple[int, str, int, int, int, int]]:
+    """(chunk, client id, store id, direction, qos, retain) of the client_msg chunks ``rows``, column-wise."""
+    if not len(rows):
+        return
+    for cols in iter_columns(db, CLIENT_MSG):
+        hit = np.flatnonzero(np.isin(cols.index, rows))
+        if not len(hit):
+            continue
+        ints = cols.ints
+        yield from zip(cols.index[hit].tolist(), cols.texts("client_id", hit),
+                       ints["store_id"].astype(np.uint64)[hit].tolist(), ints["direction"][hit].tolist(),
+                       ints["qos"][hit].tolist(), ints["retain"][hit].tolist())
 
 
 def _missing(plan: Plan, copies: dict[str, int], topic: str | None, key: str | None, why: str) -> None:

@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from support.brokers import Broker, collect_retained, free_port, have_mosquitto, oracle_mosquitto, password_file, tls_files
+from support.brokers import (
+    Broker,
+    free_port,
+    have_mosquitto,
+    oracle_mosquitto,
+    password_file,
+    tls_files,
+)
 from support.cli import run_in_process
 from support.paths import V6
 

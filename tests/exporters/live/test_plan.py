@@ -202,3 +202,15 @@ def test_state_round_trip_and_refusals(tmp_path: Path) -> None:
     other.write_text(json.dumps({"hello": 1}))
     with pytest.raises(StateError, match="not a mosqdb replay state"):
         open_state(str(other), source=str(V6), target="mqtt://h:1883", options=opts)
+
+
+def test_a_damaged_file_is_refused_with_one_line(tmp_path: Path) -> None:
+    from support.cli import run_in_process
+
+    with DbFile(V6) as db:
+        cut = db.index.offsets[50] + 12
+    damaged = tmp_path / "damaged.db"
+    damaged.write_bytes(V6.read_bytes()[:cut])
+    r = run_in_process("replay", damaged, "--to", "mqtt://127.0.0.1:1", "--dry-run")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert str(damaged) in r.stderr and "offset" in r.stderr and "mosqdb repair" in r.stderr
