@@ -112,7 +112,6 @@ class State:
     options: dict[str, Any]
     done: dict[str, Rows] = field(default_factory=lambda: {p: Rows() for p in PHASES})
     reserved: dict[str, set[int]] = field(default_factory=lambda: {p: set() for p in PHASES})
-    counts: dict[str, int] = field(default_factory=dict)
     finished: bool = False
     runs: int = 0
     _saved: float = 0.0
@@ -146,14 +145,11 @@ class State:
         self.done[p].add(row)
         self.reserved[p].discard(row)
 
-    def count(self, what: str, n: int = 1) -> None:
-        self.counts[what] = self.counts.get(what, 0) + n
-
     # ------------------------------------------------------------ disk
     def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "version": VERSION, "file": self.file, "target": self.target,
                 "options": self.options, "finished": self.finished, "runs": self.runs,
-                "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "counts": self.counts,
+                "updated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "done": {p: self.done[p].ranges() for p in PHASES},
                 "reserved": {p: to_ranges(self.unconfirmed(p)) for p in PHASES}}
 
@@ -204,7 +200,7 @@ def open_state(path: str, *, source: str, target: str, options: dict[str, Any]) 
     try:
         st = State(path, ident, target, options,
                    done={p: Rows(data["done"].get(p, [])) for p in PHASES},
-                   counts=dict(data.get("counts") or {}), finished=bool(data.get("finished")),
+                   finished=bool(data.get("finished")),
                    runs=int(data.get("runs") or 0))
         st.reserved = {p: from_ranges(data["reserved"].get(p, [])) for p in PHASES}
     except (KeyError, TypeError, ValueError) as exc:

@@ -33,7 +33,6 @@ SUBSCRIBE_BATCH = 64  # filters per SUBSCRIBE packet
 class Collected:
     messages: dict[str, Message] = field(default_factory=dict)  # topic -> message
     seconds: float = 0.0
-    ended_by: str = "quiet"  # quiet | expect
 
 
 def collect(target: Target, filters: Iterable[str], *, protocol: str = MQTT5, timeout: float = 30.0,
@@ -74,7 +73,6 @@ def collect(target: Target, filters: Iterable[str], *, protocol: str = MQTT5, ti
             deadline = t0 + timeout
             while True:
                 if expect is not None and len(got.messages) >= expect:
-                    got.ended_by = "expect"
                     break
                 now = time.monotonic()
                 if now - last[0] >= quiet and (expect is None or quiet_with_expect):

@@ -101,9 +101,3 @@ class Sender:
         while self.barriers:
             self.conn.wait(self._answered, "UNSUBACK", timeout)
             self._collect()
-
-    @property
-    def unconfirmed(self) -> list[str]:
-        """Keys sent and not confirmed (after a lost connection: their fate is unknown)."""
-        return ([k for k, _q in self.outstanding.values()] + list(self.written)
-                + [k for keys in self.barriers.values() for k in keys])
