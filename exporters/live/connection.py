@@ -205,7 +205,10 @@ class Connection:
         from paho.mqtt.enums import MQTTErrorCode
 
         self.check()
-        info = self.client.publish(topic, payload, qos, retain, properties)
+        try:
+            info = self.client.publish(topic, payload, qos, retain, properties)
+        except ValueError as exc:  # paho refuses what no broker would take (a plan checks first)
+            raise LiveError(f"{self.target.display}: cannot publish to {topic!r}: {exc}") from None
         if info.rc != MQTTErrorCode.MQTT_ERR_SUCCESS:
             self.check()
             raise LiveError(f"{self.target.display}: publish to {topic!r} failed: {_rc_text(info.rc)}")

@@ -16,6 +16,7 @@ from typing import Any
 from codec.properties import Property
 from codec.values import is_utf8
 
+MAX_PACKET = 268_435_455  # the largest remaining length a fixed header can say
 KEPT = (1, 3, 8, 9, 38)  # payload_format_indicator, content_type, response_topic, correlation_data, user_property
 EXPIRY = 2
 _PAHO_NAMES = {1: "PayloadFormatIndicator", 3: "ContentType", 8: "ResponseTopic", 9: "CorrelationData",
@@ -66,6 +67,8 @@ def problem(msg: Message) -> str | None:
         return "topic is not valid UTF-8"
     if not 0 <= msg.qos <= 2:
         return f"qos {msg.qos} is not 0-2"
+    if msg.size + len(t.encode("utf-8", "surrogateescape")) + 16 > MAX_PACKET:
+        return "larger than an MQTT packet can be (268,435,455 bytes)"
     for p in msg.properties:
         values = p.value if p.id == 38 else (p.value,)
         if any(isinstance(x, str) and (not is_utf8(x) or "\0" in x) for x in values):

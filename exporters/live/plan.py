@@ -31,7 +31,7 @@ from codec.layouts import SUB_OPTION_BITS, ChunkType
 from codec.properties import decode_properties
 from codec.reader import DbFile
 from codec.values import NEVER, is_utf8, time_text
-from codec.views.query import Selection
+from codec.views.query import Selection, valid_filter
 from codec.views.select import FileColumns, failure, pick
 from exporters.live.connection import MQTT5
 from exporters.live.fanout import Matcher, Sub
@@ -313,6 +313,9 @@ def _sessions(db: DbFile, src: FileColumns, plan: Plan, topics: list[str], clien
         spec = specs.get(r["client_id"])
         if spec is None:
             continue  # its session is skipped (reported) or the file has none (the broker would make one)
+        if not valid_filter(r["topic"]) or not is_utf8(r["topic"]) or "\0" in r["topic"]:
+            t.skip("session: a subscription filter a broker refuses", f"{_show(spec.client_id)} {_show(r['topic'])}")
+            continue
         opts = r.get("options") or 0
         spec.subs.append(Sub(r["client_id"], r["topic"], r["qos"], bool(opts & SUB_OPTION_BITS["no_local"]),
                              bool(opts & SUB_OPTION_BITS["retain_as_published"]),

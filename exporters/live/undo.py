@@ -53,6 +53,7 @@ class ClearReport:
     changed: list[str] = field(default_factory=list)  # cleared topics holding a new message (published meanwhile)
     new: list[str] = field(default_factory=list)  # topics retained meanwhile, never collected: left alone
     seconds: float = 0.0
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -64,7 +65,7 @@ class ClearReport:
                 "backup": self.backup, "backup_bytes": self.backup_bytes, "cleared": self.cleared,
                 "refused": [{"topic": t, "reason": r} for t, r in self.refused.items()],
                 "still_retained": self.left, "replaced_meanwhile": self.changed, "new_meanwhile": self.new,
-                "ok": self.ok, "seconds": round(self.seconds, 3)}
+                "notes": self.notes, "ok": self.ok, "seconds": round(self.seconds, 3)}
 
     def lines(self) -> list[str]:
         n = len(self.found)
@@ -90,7 +91,7 @@ class ClearReport:
             out.append(f"  {len(self.new):,} topics were retained meanwhile and left alone (e.g. "
                        f"{', '.join(printable(t) for t in self.new[:3])})")
         out.append(f"  undo: mosqdb live restore {printable(self.backup or '')} {self.target}")
-        return out
+        return out + [f"  note: {n}" for n in self.notes]
 
 
 def rm_retained(target: Target, flt: str, backup: str | None, *, dry_run: bool = False, protocol: str = MQTT5,
@@ -101,6 +102,8 @@ def rm_retained(target: Target, flt: str, backup: str | None, *, dry_run: bool =
     col = collecting or Collecting()
     prog = progress or (lambda stage, done, total: None)
     rep = ClearReport(target.display, flt, dry_run)
+    if protocol != MQTT5:
+        rep.notes.append("MQTT 3.1.1 shows no MQTT 5 properties or expiry: the backup holds none of them")
     got = collect(target, [flt], protocol=protocol, timeout=col.timeout, quiet=col.quiet, expect=col.expect,
                   connect_timeout=col.connect_timeout, progress=lambda n: prog("collecting", n, col.expect or 0))
     rep.found = sorted(got.messages.values(), key=lambda m: m.topic)
