@@ -91,7 +91,7 @@ def json_text(obj: Any, **kw: Any) -> str:
 
 def json_safe(out: str) -> str:
     """JSON text (``ensure_ascii=False``) with DEL, C1, bidi controls and lone surrogates as ``\\uXXXX``."""
-    if out.isascii():
+    if out.isascii() and "\x7f" not in out:  # DEL is ASCII too: an ASCII-only text may still hold one
         return out
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", out)
 

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "inspector.commands.migrate",
     "inspector.commands.diff",
     "inspector.commands.serve",
+    "inspector.commands.live",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -48,6 +49,7 @@ COMMANDS = {
     "migrate": "inspector.commands.migrate",
     "diff": "inspector.commands.diff",
     "serve": "inspector.commands.serve",
+    **dict.fromkeys(("replay", "live"), "inspector.commands.live"),
 }
 
 

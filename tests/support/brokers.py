@@ -71,9 +71,10 @@ class Broker:
 
     def __init__(self, db: str | os.PathLike[str] | None = None, *, extra: tuple[str, ...] = (),
                  queue_qos0: bool = True, workdir: str | os.PathLike[str] | None = None,
-                 binary: str | os.PathLike[str] | None = None) -> None:
+                 binary: str | os.PathLike[str] | None = None, port: int = 0) -> None:
+        self.fixed_port = port  # 0: a free port at each start
         self.src = None if db is None else Path(db)
-        self.binary = str(binary or MOSQUITTO)  # another build (an oracle from ../shared/oracles) when given
+        self.binary = str(binary or MOSQUITTO)  # another build: oracle_mosquitto("2.0.22") (../shared/oracles)
         self.extra = extra
         self.queue_qos0 = queue_qos0
         self._own_dir = workdir is None
@@ -126,7 +127,7 @@ class Broker:
             raise BrokerError(f"mosquitto not found at {self.binary}")
         if self.src is not None:
             shutil.copyfile(self.src, self.db_path)
-        self.port = free_port()
+        self.port = self.fixed_port or free_port()
         conf = self.dir / "mosquitto.conf"
         conf.write_text(self.config())
         self.proc = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
@@ -181,6 +182,47 @@ class Broker:
         self.stop()
 
 
+def oracle_mosquitto(version: str) -> str | None:
+    """An upstream broker built from ../shared/oracles (cached; ``None`` when it cannot be built here)."""
+    from support.paths import SHARED
+
+    script = SHARED / "tools" / "build-mosquitto.sh"
+    if not script.exists():
+        return None
+    r = subprocess.run([str(script), version], capture_output=True, text=True, timeout=900)
+    path = r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else ""
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def password_file(directory: Path, user: str, password: str) -> Path:
+    """A Mosquitto password file made by ``mosquitto_passwd`` (config: ``password_file PATH``)."""
+    path = directory / "passwd"
+    tool = shutil.which("mosquitto_passwd") or "/usr/bin/mosquitto_passwd"
+    subprocess.run([tool, "-c", "-b", str(path), user, password], check=True, capture_output=True, timeout=30)
+    return path
+
+
+def tls_files(directory: Path, host: str = "127.0.0.1") -> dict[str, Path]:
+    """A CA and a server certificate for ``host`` (its IP in subjectAltName) made by ``openssl``: ``ca``,
+    ``cert``, ``key``; and ``other_ca``, a CA that did not sign it (for a failing verification)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    out = {n: directory / f"{n}.pem" for n in ("ca", "ca_key", "cert", "key", "other_ca", "other_ca_key")}
+
+    def ssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
+
+    for ca, key, name in (("ca", "ca_key", "mosqdb test CA"), ("other_ca", "other_ca_key", "another CA")):
+        ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name}",
+            "-keyout", str(out[key]), "-out", str(out[ca]))
+    csr = directory / "server.csr"
+    ssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={host}", "-keyout", str(out["key"]), "-out", str(csr))
+    ext = directory / "san.ext"
+    ext.write_text(f"subjectAltName=IP:{host}\n" if host[0].isdigit() else f"subjectAltName=DNS:{host}\n")
+    ssl("x509", "-req", "-in", str(csr), "-CA", str(out["ca"]), "-CAkey", str(out["ca_key"]), "-CAcreateserial",
+        "-days", "2", "-extfile", str(ext), "-out", str(out["cert"]))
+    return out
+
+
 # ---------------------------------------------------------------- clients
 
 
@@ -206,33 +248,40 @@ def _client(client_id: str, *, clean: bool, v5: bool):  # type: ignore[no-untype
 
 def _to_message(msg) -> Message:  # type: ignore[no-untyped-def]
     props = {}
-    if getattr(msg, "properties", None) is not None:
-        props = {k: v for k, v in vars(msg.properties).items() if not k.startswith("_") and k != "packetType"}
+    p = getattr(msg, "properties", None)
+    if p is not None:  # the properties the PUBLISH carried, under paho's names ("ContentType", "UserProperty", ...)
+        props = {n.replace(" ", ""): getattr(p, n.replace(" ", "")) for n in p.names if hasattr(p, n.replace(" ", ""))}
     return Message(msg.topic, bytes(msg.payload), msg.qos, bool(msg.retain), bool(msg.dup), props)
 
 
-def collect_retained(port: int, filters: tuple[str, ...] = ("#",), timeout: float = 5.0) -> dict[str, Message]:
+def collect_retained(port: int, filters: tuple[str, ...] = ("#",), timeout: float = 5.0, *, qos: int = 0,
+                     v5: bool = False) -> dict[str, Message]:
     """Every retained message the broker serves for ``filters`` (topic -> message).
 
     Subscribes at QoS 0 (so no in-flight window delays anything), then subscribes to a
     unique sentinel filter: its SUBACK comes after every retained message of the first
     subscription on the same connection, so no quiet-period guessing is needed.
+    ``qos=2`` shows each message's stored QoS; ``v5`` its MQTT 5 properties. With QoS 1/2 the
+    messages beyond the broker's in-flight window come after the sentinel: the collection then
+    also waits until nothing new arrived for 0.3 s.
     """
     got: dict[str, Message] = {}
     done = threading.Event()
     sentinel_mid: list[int] = []
-    c = _client(f"brokerlib-ret-{uuid.uuid4().hex[:8]}", clean=True, v5=False)
+    c = _client(f"brokerlib-ret-{uuid.uuid4().hex[:8]}", clean=True, v5=v5)
+    last = [time.monotonic()]
 
     def on_message(_c, _u, msg) -> None:  # type: ignore[no-untyped-def]
         if msg.retain:
             got[msg.topic] = _to_message(msg)
+            last[0] = time.monotonic()
 
     def on_subscribe(_c, _u, mid, _rc, _p) -> None:  # type: ignore[no-untyped-def]
         if sentinel_mid and mid == sentinel_mid[0]:
             done.set()
 
     def on_connect(cl, _u, _f, rc, _p) -> None:  # type: ignore[no-untyped-def]
-        cl.subscribe([(f, 0) for f in filters])
+        cl.subscribe([(f, qos) for f in filters])
         sentinel_mid.append(cl.subscribe(f"brokerlib/sentinel/{uuid.uuid4().hex}", 0)[1])
 
     c.on_message, c.on_subscribe, c.on_connect = on_message, on_subscribe, on_connect
@@ -241,6 +290,8 @@ def collect_retained(port: int, filters: tuple[str, ...] = ("#",), timeout: floa
     try:
         if not done.wait(timeout):
             raise TimeoutError(f"no SUBACK from the broker on port {port} within {timeout} s")
+        while qos and time.monotonic() - last[0] < 0.3:
+            time.sleep(0.05)
     finally:
         c.disconnect()
         c.loop_stop()
@@ -355,6 +406,6 @@ def db_state(path: str | os.PathLike[str], *, at: float | None = None) -> dict:
     }
 
 
-__all__ = ["Broker", "BrokerError", "broker_version", "expires_restored_sessions", "Message", "Session", "collect_many",
+__all__ = ["Broker", "BrokerError", "broker_version", "oracle_mosquitto", "password_file", "tls_files", "expires_restored_sessions", "Message", "Session", "collect_many",
            "collect_queued", "collect_retained", "db_state",
            "free_port", "have_mosquitto"]

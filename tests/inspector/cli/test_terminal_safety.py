@@ -45,6 +45,9 @@ def test_json_text_keeps_values_and_escapes_c1():
     out = json_text(value)
     assert not UNSAFE.search(out)
     assert json.loads(out) == value
+    for ascii_only in ({"t": "\x7f-publisher"}, "\x7f"):  # DEL is ASCII: no shortcut may let it through
+        out = json_text(ascii_only)
+        assert "\x7f" not in out and json.loads(out) == ascii_only
 
 
 @pytest.mark.parametrize("argv", [["dump"], ["dump", "--json"], ["check"], ["check", "--json"], ["stats"],
