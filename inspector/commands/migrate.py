@@ -92,7 +92,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     reference_ms = getattr(args, "reference_ms", None)
     if args.reference_time is not None:
         reference_ms = reference_time_ms(args.reference_time, args.file)
-    with open_input(args.file, endian=args.endian) as db, progress_bar(args) as prog:
+    with open_input(args.file, endian=args.endian, db_only=True) as db, progress_bar(args) as prog:
         if args.to == "sqlite":
             rep = db_to_sqlite(db, None if args.dry_run else args.output, session_expiry=args.session_expiry,
                                now=now, force=args.force, progress=prog)

@@ -87,7 +87,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write db version {args.to_version}; choose 3, 4, 5 or 6")
     if not 0 <= args.session_expiry <= NEVER:
         raise UsageError("--session-expiry must be 0..4294967295 seconds")
-    with open_input(args.file, endian=args.endian) as db:
+    with open_input(args.file, endian=args.endian, db_only=True) as db:
         def work(out: str | None) -> Any:
             try:
                 with progress(args, f"converting to v{args.to_version}") as bar:
