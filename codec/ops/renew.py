@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from codec.engine import Record
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.progress import Progress, tick
@@ -55,50 +56,61 @@ class RenewPlan:
     sessions: int = 0
     messages: int = 0
 
+    def add(self, index: int, rec: Record, new: dict[str, int]) -> None:
+        """Count the changes ``new`` of record ``rec`` (chunk ``index``; a store's rowid)."""
+        who = f"store {rec['store_id']} {rec['topic']}" if rec.kind == "msg_store" else rec["client_id"]
+        for name, value in new.items():
+            self.changes.append(Change(index, rec.kind, who, name, rec[name], value))
+        if rec.kind == "client":
+            self.sessions += 1
+        else:
+            self.messages += 1
+
 
 def plan_renew(db: DbFile, policy: Policy, *, progress: Progress | None = None) -> RenewPlan:
     """Work out the changed records (nothing is written); ``progress(bytes_read, size)`` now and then."""
     if db.empty or (db.version or 0) < 5:
         raise CodecError(f"db version {db.version} files carry no expiry times: nothing to renew", path=db.path)
     plan = RenewPlan()
-    at = int(policy.at)
     for chunk in tick(db.stream(types=(ChunkType.MSG_STORE, ChunkType.CLIENT)), progress, db.size):
         rec = chunk.record
-        exp = expires_at(rec)
-        if policy.only_expired and not (exp is not None and exp <= policy.at):
-            continue
-        new: dict[str, int] = {}
-        if rec.kind == "msg_store":
-            who = f"store {rec['store_id']} {rec['topic']}"
-            value = rec["expiry_time"]
-            if value > 0 and policy.shift:
-                value += policy.shift
-            if policy.messages == "never":
-                value = 0
-            elif isinstance(policy.messages, int):
-                value = at + policy.messages
-            if value != rec["expiry_time"]:
-                new["expiry_time"] = value
-        else:
-            who = rec["client_id"]
-            t, interval = rec["session_expiry_time"], rec["session_expiry_interval"]
-            if t > 0 and policy.shift:
-                t += policy.shift
-            if policy.sessions == "never":
-                t, interval = 0, NEVER
-            elif isinstance(policy.sessions, int):
-                t, interval = at + policy.sessions, policy.sessions
-            if t != rec["session_expiry_time"]:
-                new["session_expiry_time"] = t
-            if interval != rec["session_expiry_interval"]:
-                new["session_expiry_interval"] = interval
+        new = renewed(rec, policy)
         if not new:
             continue
-        for name, value in new.items():
-            plan.changes.append(Change(chunk.index, rec.kind, who, name, rec[name], value))
+        plan.add(chunk.index, rec, new)
         plan.overlay.replace(chunk.index, rec.with_values(**new))
-        if rec.kind == "client":
-            plan.sessions += 1
-        else:
-            plan.messages += 1
     return plan
+
+
+def renewed(rec: Record, policy: Policy) -> dict[str, int]:
+    """The time fields a MSG_STORE or CLIENT record gets under ``policy`` (only those that change).
+
+    The one decision of ``renew``, for a .db's chunks and a sqlite store's rows alike."""
+    exp = expires_at(rec)
+    if policy.only_expired and not (exp is not None and exp <= policy.at):
+        return {}
+    at = int(policy.at)
+    new: dict[str, int] = {}
+    if rec.kind == "msg_store":
+        value = rec["expiry_time"]
+        if value > 0 and policy.shift:
+            value += policy.shift
+        if policy.messages == "never":
+            value = 0
+        elif isinstance(policy.messages, int):
+            value = at + policy.messages
+        if value != rec["expiry_time"]:
+            new["expiry_time"] = value
+    else:
+        t, interval = rec["session_expiry_time"], rec["session_expiry_interval"]
+        if t > 0 and policy.shift:
+            t += policy.shift
+        if policy.sessions == "never":
+            t, interval = 0, NEVER
+        elif isinstance(policy.sessions, int):
+            t, interval = at + policy.sessions, policy.sessions
+        if t != rec["session_expiry_time"]:
+            new["session_expiry_time"] = t
+        if interval != rec["session_expiry_interval"]:
+            new["session_expiry_interval"] = interval
+    return new

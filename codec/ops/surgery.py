@@ -349,6 +349,20 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
     if db.empty:
         return drop_sessions(db, {}, out_path, "prune-sessions")
     info, aux = sessions(db)
+    victims, unknown_idle = choose_victims(info, idle_since=idle_since, expired=expired,
+                                           no_subscriptions=no_subscriptions, now=now)
+    rem = drop_sessions(db, victims, out_path, "prune-sessions", info=info, aux=aux, progress=progress)
+    if unknown_idle:
+        rem.notes.append(f"{unknown_idle} session(s) kept: the file does not say when they went offline "
+                         "(v5/v6 sessions that never expire carry no disconnect time)")
+    return rem
+
+
+
+def choose_victims(info: dict[str, SessionInfo], *, idle_since: float | None, expired: bool, no_subscriptions: bool,
+                   now: float) -> tuple[dict[str, str], int]:
+    """The sessions ``prune-sessions`` removes (client id -> reasons), and how many it kept because
+    the file does not say when they went offline: all criteria must hold (a .db or a sqlite store)."""
     victims: dict[str, str] = {}
     unknown_idle = 0
     for cid, s in info.items():
@@ -371,12 +385,7 @@ def prune_sessions(db: DbFile, out_path: str | os.PathLike[str] | None, *, idle_
                 continue
             reasons.append("no subscriptions")
         victims[cid] = ", ".join(reasons)
-    rem = drop_sessions(db, victims, out_path, "prune-sessions", info=info, aux=aux, progress=progress)
-    if unknown_idle:
-        rem.notes.append(f"{unknown_idle} session(s) kept: the file does not say when they went offline "
-                         "(v5/v6 sessions that never expire carry no disconnect time)")
-    return rem
-
+    return victims, unknown_idle
 
 
 def _write(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, progress: Any) -> Any:
@@ -391,6 +400,6 @@ def _write(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, pro
     return rem
 
 __all__ = [
-    "Removal", "SessionInfo", "drop_clients", "drop_sessions", "filter_patterns", "orphaned_stores",
+    "Removal", "SessionInfo", "choose_victims", "drop_clients", "drop_sessions", "filter_patterns", "orphaned_stores",
     "prune_sessions", "rm_retained", "sessions",
 ]

@@ -14,7 +14,7 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
-from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input
+from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input, store
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
 
@@ -114,6 +114,8 @@ def cmd_rm_retained(args: argparse.Namespace) -> int:
     bad = [f for f in args.filters if not valid_filter(f)]
     if bad:
         raise UsageError(f"not a valid MQTT topic filter: {bad[0]!r}")
+    if store.is_store_path(args.file):  # a Mosquitto 2.1 sqlite store: edited in one transaction
+        return store.rm_retained(args)
     with open_input(args.file, endian=args.endian) as db:
         return _removal(args, lambda out, bar: rm_retained(db, args.filters, out, progress=bar),
                         "no retained message matches")
@@ -135,6 +137,8 @@ def _removal(args: argparse.Namespace, work: Callable[[str | None, Any], Any], n
 def cmd_drop_client(args: argparse.Namespace) -> int:
     from codec.ops.surgery import drop_clients
 
+    if store.is_store_path(args.file):
+        return store.drop_client(args)
     with open_input(args.file, endian=args.endian) as db:
         return _removal(args, lambda out, bar: drop_clients(db, args.client_ids, out, progress=bar),
                         "no such session")
@@ -147,6 +151,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         raise UsageError("give at least one of --idle-since DATE, --expired, --no-subscriptions")
     idle = optional_at(args.idle_since, args.file, option="--idle-since")
     at = parse_at(args.at, args.file) if args.at is not None else None
+    if store.is_store_path(args.file):
+        return store.prune_sessions(args, idle, at)
     with open_input(args.file, endian=args.endian) as db:
         return _removal(args, lambda out, bar: prune_sessions(db, out, idle_since=idle, expired=args.expired,
                                                               no_subscriptions=args.no_subscriptions, at=at,
