@@ -37,8 +37,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise UsageError("--limit must be 0 or more")
     try:
-        with open_input(args.a, endian=args.endian, db_only=True) as a, \
-                open_input(args.b, endian=args.endian, db_only=True) as b:  # a sqlite store: its v6 records
+        with open_input(args.a, endian=args.endian) as a, open_input(args.b, endian=args.endian) as b:
             d = diff(a, b, details=True)
     except CodecError as exc:  # a damaged input is bad input here: exit 1 means "different"
         raise UsageError(str(exc)) from None
