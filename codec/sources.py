@@ -34,17 +34,30 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     Opening a WAL-mode store even with ``mode=ro`` makes sqlite create ``-wal`` and ``-shm``
     next to it. Without a ``-wal`` file the main file is the whole truth, so ``immutable=1``
     reads it without any side file; with one, store and log are copied together into a private
-    temp dir (a snapshot) and the copy is read, so committed changes in the log are seen.
+    temp dir (a snapshot) and the copy is read, so committed changes in the log are seen. A store a
+    running process has open (its -shm locked) is read in place, read-only, under sqlite's own
+    locks: a copy taken while the broker checkpoints could be torn.
     """
     wal = f"{path}-wal"
     if not os.path.exists(wal):
         return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    if os.path.exists(f"{path}-shm") and _live(path):
+        # a running broker's store: its -wal and -shm exist and it keeps them consistent; a read-only
+        # connection takes sqlite's read lock and sees the last commit, creating nothing
+        return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, check_same_thread=False)
     tmp = tempfile.mkdtemp(prefix="mosqdb-snapshot-")
     atexit.register(shutil.rmtree, tmp, True)
     copy = os.path.join(tmp, "store.sqlite3")
     shutil.copyfile(path, copy)
     shutil.copyfile(wal, f"{copy}-wal")
     return sqlite3.connect(f"file:{_uri_path(copy)}?mode=ro", uri=True, check_same_thread=False)
+
+
+def _live(path: str) -> bool:
+    """Does another process hold the store open in WAL mode (the -shm lock every live connection keeps)?"""
+    from codec.store.lock import SHM_DMS, lock_holder
+
+    return lock_holder(f"{os.path.realpath(path)}-shm", SHM_DMS, 1) is not None
 
 
 def _uri_path(path: str) -> str:

@@ -53,7 +53,7 @@ def _name(pid: int) -> str:
         return ""
 
 
-def _lock_holder(path: str, start: int, length: int) -> int | None:
+def lock_holder(path: str, start: int, length: int) -> int | None:
     """The pid holding a POSIX lock that overlaps ``[start, start + length)`` of ``path`` (not ours)."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -113,7 +113,7 @@ def holders(path: str | os.PathLike[str]) -> list[Holder]:
     out: dict[int, Holder] = {}
     for file, start, length in ((f"{real}-shm", SHM_DMS, 1), (real, PENDING_BYTE, LOCK_SPAN)):
         if os.path.exists(file):
-            pid = _lock_holder(file, start, length)
+            pid = lock_holder(file, start, length)
             if pid:
                 out.setdefault(pid, Holder(pid, _name(pid), "lock"))
     for pid in _openers([real] + [real + s for s in SIDE_FILES]):

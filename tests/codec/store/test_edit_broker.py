@@ -120,3 +120,29 @@ def test_renew_brings_an_expired_session_back(tmp_path: Path, plugin: Path) -> N
     for cid in renewed:  # every session the report names is served, with its queue
         assert sessions[cid].session_present and queue(sessions[cid]) == state["queues"][cid], cid
     assert sum(state["queues"]["a-sub-v5"].values()) == 4
+
+
+def test_a_running_broker_store_is_read_in_place_and_never_edited(renewed: Path, tmp_path: Path) -> None:
+    """While 2.1.2 runs on it: info and dump read it (creating no file beside it); every edit is refused, naming the
+    broker's pid, and the store is left as the broker keeps it."""
+    import hashlib
+
+    with SqliteBroker(renewed) as b:
+        live = b.db_path
+        beside = sorted(p.name for p in live.parent.iterdir())
+        assert f"{live.name}-wal" in beside and f"{live.name}-shm" in beside  # the plugin's WAL
+        info = mosqdb_json("info", live)
+        assert info["tables"]["clients"] == 7 and info["wal_size"] is not None
+        assert len(run("dump", live, "--json", ok=True).stdout.splitlines()) == sum(
+            info["tables"][t] for t in ("base_msgs", "retains", "clients", "subscriptions", "client_msgs"))
+        digest = hashlib.sha256(live.read_bytes()).hexdigest()
+        for argv in (["rm-retained", live, "#", "--in-place"], ["drop-client", live, "a-sub-q1", "-o",
+                                                               tmp_path / "copy.sqlite3"],
+                     ["renew", live, "--sessions", "never", "--in-place"]):
+            r = run(*argv)
+            assert r.returncode == 1, r.stderr
+            line = r.stderr.strip()
+            assert "\n" not in line and f"pid {b.proc.pid} (mosquitto)" in line and "stop the broker" in line
+        assert hashlib.sha256(live.read_bytes()).hexdigest() == digest
+        assert sorted(p.name for p in live.parent.iterdir()) == beside
+        assert not (tmp_path / "copy.sqlite3").exists()
