@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -85,6 +86,10 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if args.to == "sqlite":
         if not args.output and not args.dry_run:
             raise UsageError("--to sqlite needs -o mosquitto.sqlite3 (or --dry-run)")
+        if args.output and not args.dry_run and os.path.exists(args.output):
+            from codec.store.lock import require_free
+
+            require_free(args.output)  # a running broker's store is never replaced, --force or not
         if not 0 <= args.session_expiry <= NEVER:
             raise UsageError("--session-expiry must be 0..4294967295 seconds")
     else:
@@ -147,8 +152,6 @@ def _cutover(args: argparse.Namespace) -> Cutover:
 
 def _finish_cutover(args: argparse.Namespace, rep: MigrationReport, cut: Cutover) -> int:
     """The store is written: rewrite the configuration (not on a dry run) and say how to start 2.1."""
-    import os
-
     from codec.writer import keep_owner_and_mode
     from exporters.migrate.sqlite_cutover import rewrite
 

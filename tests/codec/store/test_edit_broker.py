@@ -18,7 +18,7 @@ import pytest
 
 from support.brokers import SqliteBroker, collect_many, collect_queued, collect_retained, sqlite_plugin
 from support.cli import run
-from support.paths import INCOMING
+from support.paths import INCOMING, V6
 from support.stores import store_state
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
@@ -138,7 +138,8 @@ def test_a_running_broker_store_is_read_in_place_and_never_edited(renewed: Path,
         digest = hashlib.sha256(live.read_bytes()).hexdigest()
         for argv in (["rm-retained", live, "#", "--in-place"], ["drop-client", live, "a-sub-q1", "-o",
                                                                tmp_path / "copy.sqlite3"],
-                     ["renew", live, "--sessions", "never", "--in-place"]):
+                     ["renew", live, "--sessions", "never", "--in-place"],
+                     ["migrate", V6, "--to", "sqlite", "-o", live, "--force"]):  # --force does not override it
             r = run(*argv)
             assert r.returncode == 1, r.stderr
             line = r.stderr.strip()
