@@ -174,20 +174,20 @@ class StoreFile:
             raise CodecError(f"cannot open the sqlite store ({exc})", path=self.path) from None
         try:
             self.con.text_factory = bytes
-            self._lock = threading.Lock()  # export reads kinds in two threads: one statement at a time
+            self._lock = threading.RLock()  # export reads kinds in two threads: one statement at a time
             names = require_store(self.con, self.path)
             self.figures = figures(self.con, self.path, names)
             self.size = self.figures.size
-            self.rowids: dict[ChunkType, np.ndarray] = {}
+            self.count: dict[ChunkType, int] = {t: self.figures.tables.get(ROWS[t].table, 0) for t in ORDER}
             self.first: dict[ChunkType, int] = {}
             n = 0
             for t in ORDER:
-                ids = self._rowids(ROWS[t].table)
-                self.rowids[t], self.first[t] = ids, n
-                n += len(ids)
+                self.first[t] = n
+                n += self.count[t]
             self.types = np.zeros(n, np.uint32)
             for t in ORDER:
-                self.types[self.first[t]:self.first[t] + len(self.rowids[t])] = int(t)
+                self.types[self.first[t]:self.first[t] + self.count[t]] = int(t)
+            self._rowids: dict[ChunkType, np.ndarray] = {}
         except sqlite3.DatabaseError as exc:
             self.close()
             raise CodecError(f"reading the sqlite store failed: {exc}", path=self.path) from None
@@ -195,10 +195,19 @@ class StoreFile:
             self.close()
             raise
 
-    def _rowids(self, table: str) -> np.ndarray:
-        count = self.figures.tables.get(table, 0)
-        cur = self.con.execute(f"SELECT rowid FROM {table} ORDER BY rowid")
-        return np.fromiter((r[0] for r in cur), dtype=np.int64, count=count)
+    def rowids(self, t: int) -> np.ndarray:
+        """The rowids of chunk type ``t``'s table, ascending (read once, when a row is asked for by number)."""
+        t = ChunkType(t)
+        if t not in self._rowids:
+            assert self.con is not None
+            with self._lock:
+                cur = self.con.execute(f"SELECT rowid FROM {ROWS[t].table} ORDER BY rowid")
+                ids = np.fromiter((r[0] for r in cur), dtype=np.int64)
+            if len(ids) != self.count[t]:
+                raise CodecError(f"{ROWS[t].table}: {self.count[t]} rows counted, {len(ids)} read (the store changed?)",
+                                 path=self.path)
+            self._rowids[t] = ids
+        return self._rowids[t]
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -217,12 +226,12 @@ class StoreFile:
         return len(self.types)
 
     def counts(self) -> dict[ChunkType, int]:
-        return {t: len(self.rowids[t]) for t in ORDER}
+        return dict(self.count)
 
     def rows_of(self, t: int) -> np.ndarray:
         """The numbers of every row of chunk type ``t``."""
         t = ChunkType(t)
-        return np.arange(self.first[t], self.first[t] + len(self.rowids[t]), dtype=np.int64)
+        return np.arange(self.first[t], self.first[t] + self.count[t], dtype=np.int64)
 
     def type_of(self, i: int) -> ChunkType:
         return ChunkType(int(self.types[i]))
@@ -230,27 +239,52 @@ class StoreFile:
     def where(self, i: int) -> tuple[str, int]:
         """(table, rowid) of row number ``i``."""
         t = self.type_of(i)
-        return ROWS[t].table, int(self.rowids[t][i - self.first[t]])
+        return ROWS[t].table, int(self.rowids(t)[i - self.first[t]])
 
     # ------------------------------------------------------------ column batches
     def batches(self, t: int, rows: np.ndarray | None = None, *, names: Iterable[str] | None = None,
-                size: int = BATCH) -> Iterator[Columns]:
+                size: int = BATCH, sizes_only: Iterable[str] = ()) -> Iterator[Columns]:
         """Column batches of the rows (numbers ``rows``, ascending; default all) of chunk type ``t``,
-        with the values ``names`` (default all), ``size`` rows at a time."""
+        with the values ``names`` (default all), ``size`` rows at a time. ``sizes_only``: text or blob
+        values whose lengths alone are wanted (their spans have the sizes; their bytes are not read)."""
         t = ChunkType(t)
-        pos = np.arange(len(self.rowids[t])) if rows is None else np.asarray(rows, np.int64) - self.first[t]
-        wanted = [(n, e) for n, e in ROWS[t].values if names is None or n in names]
+        lengths = set(sizes_only)
+        wanted = [(n, f"length({e})" if n in lengths else e) for n, e in ROWS[t].values
+                  if names is None or n in names]
+        if rows is None:  # every row, in rowid order: keyset pages, no rowid list needed
+            done, after = 0, None
+            while done < self.count[t]:
+                c = self._fetch(t, wanted, page=(done, after, size))
+                if not len(c):
+                    break
+                yield c
+                done, after = done + len(c), int(c.offset[-1])
+            if done != self.count[t]:
+                raise CodecError(f"{ROWS[t].table}: {self.count[t]} rows counted, {done} read (the store changed?)",
+                                 path=self.path)
+            return
+        pos = np.asarray(rows, np.int64) - self.first[t]
         for s in batches(len(pos), size):
-            yield self._fetch(t, pos[s], wanted)
+            yield self._fetch(t, wanted, pos=pos[s])
 
-    def _fetch(self, t: ChunkType, pos: np.ndarray, wanted: list[tuple[str, str]]) -> Columns:
+    def _fetch(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None = None,
+               page: tuple[int, int | None, int] | None = None) -> Columns:
+        """One batch: the rows at positions ``pos``, or the ``page`` (first position, rowid before it, size)."""
         assert self.con is not None
-        rid = self.rowids[t][pos]
         table = ROWS[t].table
         select = ", ".join(["rowid"] + [e for _n, e in wanted])
         try:
             with self._lock:
-                got = self._select(table, select, pos, rid)
+                if page is not None:
+                    first, after, size = page
+                    got = self.con.execute(f"SELECT {select} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                                           (-(1 << 63) if after is None else after, size)).fetchall()
+                    pos = np.arange(first, first + len(got), dtype=np.int64)
+                    rid = np.array([r[0] for r in got], dtype=np.int64)
+                else:
+                    assert pos is not None
+                    rid = self.rowids(t)[pos] if len(pos) else np.zeros(0, np.int64)
+                    got = self._select(table, select, pos, rid)
         except sqlite3.DatabaseError as exc:
             raise CodecError(f"{table}: reading the rows failed: {exc}", path=self.path) from None
         return self._columns(t, pos, rid, wanted, got)
@@ -278,9 +312,11 @@ class StoreFile:
         spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         parts: list[bytes] = []
         at = 0
-        for k, (name, _expr) in enumerate(wanted, start=1):
+        for k, (name, expr) in enumerate(wanted, start=1):
             kind = kinds[name]
-            if kind in ("str", "bytes", "props"):
+            if expr.startswith("length("):  # sizes only: no bytes
+                spans[name] = (np.zeros(n, np.int64), np.array([v or 0 for v in cols[k]], np.int64))
+            elif kind in ("str", "bytes", "props"):
                 values = _props_bytes(t, cols[k]) if kind == "props" else [v or b"" for v in cols[k]]
                 sizes = np.fromiter(map(len, values), np.int64, n)
                 starts = np.empty(n, np.int64)
@@ -357,7 +393,7 @@ class StoreFile:
         out = np.zeros(len(self.types), np.int64)
         for t in ORDER:
             a = self.first[t]
-            out[a:a + len(self.rowids[t])] = self.rowids[t]
+            out[a:a + self.count[t]] = self.rowids(t)
         return out
 
     def row_sizes(self) -> np.ndarray:
@@ -370,7 +406,7 @@ class StoreFile:
             expr = " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
             cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
             a = self.first[t]
-            n = len(self.rowids[t])
+            n = self.count[t]
             out[a:a + n] = np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
         return out
 
@@ -393,25 +429,23 @@ def _props_bytes(t: ChunkType, values: tuple) -> list[bytes]:
 
 
 def expiry_counts(store: StoreFile, at: float) -> dict[str, dict[str, int]]:
-    """``info``'s expiry counts (:func:`codec.views.timeview.expiry_counts`) from the store's rows."""
-    from codec.values import NEVER
+    """``info``'s expiry counts (:func:`codec.views.timeview.expiry_counts`): sessions and stored messages
+    expired, expiring within a day, never; counted by sqlite over the values the rows are read as."""
     from codec.views.timeview import DAY
 
+    assert store.con is not None
     out: dict[str, dict[str, int]] = {}
-    for kind, t, names in (("client", ChunkType.CLIENT, ("session_expiry_time", "session_expiry_interval")),
-                           ("msg_store", ChunkType.MSG_STORE, ("expiry_time",))):
-        live = [np.zeros(0, np.int64)]
-        for c in store.batches(t, names=names):
-            exp = c.ints[names[0]]
-            keep = exp > 0
-            if len(names) > 1:
-                keep &= c.ints[names[1]] != NEVER
-            live.append(exp[keep])
-        times = np.concatenate(live)
-        total = len(store.rowids[t])
-        out[kind] = {"expired": int(np.count_nonzero(times <= at)),
-                     "expiring_within_day": int(np.count_nonzero((times > at) & (times <= at + DAY))),
-                     "never": total - len(times), "total": total}
+    for kind, t, live in (("client", ChunkType.CLIENT, "e > 0 AND i != 4294967295"),
+                          ("msg_store", ChunkType.MSG_STORE, "e > 0")):
+        exprs = dict(ROWS[t].values)
+        e = exprs["session_expiry_time" if kind == "client" else "expiry_time"]
+        i = exprs.get("session_expiry_interval", "0")
+        with store._lock:
+            row = store.con.execute(
+                f"SELECT count(*), sum({live} AND e <= :at), sum({live} AND e > :at AND e <= :day), sum({live}) "
+                f"FROM (SELECT {e} AS e, {i} AS i FROM {ROWS[t].table})", {"at": at, "day": at + DAY}).fetchone()
+        total, expired, soon, timed = (int(v or 0) for v in row)
+        out[kind] = {"expired": expired, "expiring_within_day": soon, "never": total - timed, "total": total}
     return out
 
 
@@ -430,7 +464,7 @@ def info_data(store: StoreFile, at: float | None = None) -> dict[str, Any]:
     from codec.views.timeview import iso
 
     fig = store.figures
-    counts = {"cfg": 0, **{t.label: len(store.rowids[t]) for t in sorted(ORDER)}, "unknown": 0}
+    counts = {"cfg": 0, **{t.label: store.count[t] for t in sorted(ORDER)}, "unknown": 0}
     data: dict[str, Any] = {
         "file": store.source_path, "format": "sqlite", "size": fig.size, "version": None, "crc": None,
         "schema_version": fig.schema_text, "sqlite_version": fig.sqlite_version, "journal_mode": fig.journal_mode,

@@ -34,11 +34,11 @@ def store(tmp_path: Path) -> Path:
 def test_rows_are_the_column_batches_and_the_records(store: Path) -> None:
     with StoreFile(store) as s:
         n = counts(store)
-        assert {t.label: len(s.rowids[t]) for t in s.rowids} == {
+        assert {t.label: len(s.rowids(t)) for t in s.first} == {
             "msg_store": n["base_msgs"], "client": n["clients"], "client_msg": n["client_msgs"],
             "sub": n["subscriptions"], "retain": n["retains"]}
         # a batch and the records made from it agree value by value
-        for t in s.rowids:
+        for t in s.first:
             recs = list(s.rows(t))
             for c in s.batches(t, size=7):
                 for r in range(len(c)):
