@@ -1,7 +1,9 @@
 """Open whatever holds Mosquitto state: a mosquitto.db, or a Mosquitto 2.1 sqlite store.
 
-A sqlite store (``mosquitto.sqlite3``) is turned into a temporary v6 db (removed when the
-process exits), so every reader, command and exporter works on it unchanged.
+A sqlite store (``mosquitto.sqlite3``) opens as a :class:`codec.store.read.StoreFile`: its rows
+read as the column batches every engine uses (see that module). The few consumers that need the
+bytes of a .db (the TUI, the forward and EMQX exporters, ``convert``) ask :func:`as_db`, which
+writes the store's v6 records to a temporary file, removed when the process exits.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import shutil
 import sqlite3
 import tempfile
+from typing import Any
 
 from codec.reader import DbFile
 
@@ -31,17 +34,30 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     Opening a WAL-mode store even with ``mode=ro`` makes sqlite create ``-wal`` and ``-shm``
     next to it. Without a ``-wal`` file the main file is the whole truth, so ``immutable=1``
     reads it without any side file; with one, store and log are copied together into a private
-    temp dir (a snapshot) and the copy is read, so committed changes in the log are seen.
+    temp dir (a snapshot) and the copy is read, so committed changes in the log are seen. A store a
+    running process has open (its -shm locked) is read in place, read-only, under sqlite's own
+    locks: a copy taken while the broker checkpoints could be torn.
     """
     wal = f"{path}-wal"
     if not os.path.exists(wal):
-        return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True)
+        return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+    if os.path.exists(f"{path}-shm") and _live(path):
+        # a running broker's store: its -wal and -shm exist and it keeps them consistent; a read-only
+        # connection takes sqlite's read lock and sees the last commit, creating nothing
+        return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, check_same_thread=False)
     tmp = tempfile.mkdtemp(prefix="mosqdb-snapshot-")
     atexit.register(shutil.rmtree, tmp, True)
     copy = os.path.join(tmp, "store.sqlite3")
     shutil.copyfile(path, copy)
     shutil.copyfile(wal, f"{copy}-wal")
-    return sqlite3.connect(f"file:{_uri_path(copy)}?mode=ro", uri=True)
+    return sqlite3.connect(f"file:{_uri_path(copy)}?mode=ro", uri=True, check_same_thread=False)
+
+
+def _live(path: str) -> bool:
+    """Does another process hold the store open in WAL mode (the -shm lock every live connection keeps)?"""
+    from codec.store.lock import SHM_DMS, lock_holder
+
+    return lock_holder(f"{os.path.realpath(path)}-shm", SHM_DMS, 1) is not None
 
 
 def _uri_path(path: str) -> str:
@@ -51,17 +67,32 @@ def _uri_path(path: str) -> str:
     return quote(os.path.abspath(path))
 
 
-def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> DbFile:
-    """A DbFile for a db file or a sqlite store; ``db.source_path`` is what was named."""
+def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> Any:
+    """A DbFile for a db file, a StoreFile for a sqlite store; ``source_path`` is what was named."""
     path = os.fspath(path)
     if not is_sqlite_file(path):
         return DbFile(path, endian=endian)
-    from codec.sqlite_store import sqlite_to_db
+    from codec.store.read import StoreFile
 
+    return StoreFile(path)
+
+
+def is_store(db: object) -> bool:
+    """Is ``db`` (what :func:`open_any` gave) a sqlite store?"""
+    return bool(getattr(db, "is_store", False))
+
+
+def as_db(db: Any, *, endian: str = "little") -> DbFile:
+    """``db`` as a DbFile: itself, or for a store (which is closed) its v6 records in a temporary .db file."""
+    if not is_store(db):
+        return db
+    from codec.store.todb import sqlite_to_db
+
+    db.close()
     tmp = tempfile.mkdtemp(prefix="mosqdb-sqlite-")
     atexit.register(shutil.rmtree, tmp, True)
-    out = os.path.join(tmp, os.path.basename(path) + ".db")
-    sqlite_to_db(path, out)
-    db = DbFile(out, endian=endian)
-    db.source_path = path
-    return db
+    out = os.path.join(tmp, os.path.basename(db.path) + ".db")
+    sqlite_to_db(db.path, out)
+    image = DbFile(out, endian=endian)
+    image.source_path = db.source_path
+    return image

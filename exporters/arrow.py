@@ -165,6 +165,9 @@ def iter_batches(
     wanted = None if columns is None else frozenset(columns)
     if wanted is not None and wanted & {"expires_at", "expired"}:
         wanted |= frozenset(EXPIRY_SOURCES.get(kind, ()))  # derived from these
+    if getattr(db, "is_store", False):
+        yield from _store_batches(db, kind, batch_size, columns, at, rows)
+        return
     span = kind_span(db, kind, start=start, stop=stop, first_index=first_index)
     if rows is not None:
         span = Span(span.first_index, span.positions[rows], span.offsets[rows], span.ends[rows], span.lengths[rows],
@@ -191,6 +194,21 @@ def iter_batches(
         yield batch if columns is None else batch.select(columns)
     if span.error is not None:
         raise span.error
+
+
+def _store_batches(store: Any, kind: str, batch_size: int, columns: list[str] | None, at: float | None,
+                   rows: np.ndarray | None) -> Iterator[pa.RecordBatch]:
+    """A Mosquitto 2.1 sqlite store's rows of one kind (``codec.store.read``: its column batches made
+    records), as the same Arrow batches; ``chunk_index`` is the row's number, ``chunk_offset`` its rowid."""
+    ctype = TYPE_OF[kind]
+    if ctype not in store.first:  # no table holds this kind (cfg)
+        return
+    numbers = store.rows_of(ctype)
+    if rows is not None:
+        numbers = numbers[rows]
+    for a in range(0, len(numbers), batch_size):
+        batch = chunks_to_batch(store, kind, list(store.rows(ctype, numbers[a:a + batch_size])), at)
+        yield batch if columns is None else batch.select(columns)
 
 
 def read_table(path: str, kind: str, **kw: Any) -> pa.Table:

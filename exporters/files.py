@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from codec import DbFile
 from codec.errors import CodecError, WriteError
+from codec.sources import open_any
 from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
@@ -227,7 +228,7 @@ def export_parquet(
     writers = _Writers(targets, compression)
     try:
         for path in paths:
-            with DbFile(path, endian=endian) as db:
+            with open_any(path, endian=endian) as db:
                 _export_file(db, order, selection, batch_size, writers, progress, at)
         writers.finish()
     except OSError as exc:
@@ -341,7 +342,7 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
     base = selection or Selection()
     for path in paths:
         full = os.path.abspath(path)
-        with DbFile(path, endian=endian) as db:
+        with open_any(path, endian=endian) as db:
             if chunk_kinds:
                 sel = Selection(base.kinds, list(base.topics), set(base.clients), base.store_ids)
                 types = [TYPE_OF[k] for k in chunk_kinds] if not sel.by_store else None

@@ -134,6 +134,10 @@ class BrokerConf:
         p = Path(name)
         return p if p.is_absolute() else Path(self.path).resolve().parent / p
 
+    def resolve(self, name: str) -> Path:
+        """A path named in the configuration (``pid_file``, ``persistence_location``...), made absolute."""
+        return self._resolve(name)
+
     @property
     def db_path(self) -> Path:
         """Where plain persistence reads and writes (``persistence_location/persistence_file``)."""

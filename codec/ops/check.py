@@ -788,8 +788,14 @@ def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT
     """Check every chunk of an open db; chunks that do not decode become findings and the rest are checked.
 
     ``limit``: findings shown per rule (None: all); past it one finding says how many more there are.
-    ``progress(bytes_done, size)`` is called after each batch of chunks.
+    ``progress(bytes_done, size)`` is called after each batch of chunks. A Mosquitto 2.1 sqlite store
+    (:class:`codec.store.read.StoreFile`) is checked by :mod:`codec.store.check`: these rules on its
+    rows, and the store's own.
     """
+    if getattr(db, "is_store", False):
+        from codec.store.check import check_store
+
+        return check_store(db, at=at, limit=limit, progress=progress)  # type: ignore[arg-type]
     return _checked(db, at=at, limit=limit, progress=progress).result()
 
 

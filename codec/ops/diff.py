@@ -425,7 +425,12 @@ class Diff:
 
 
 def diff(a: DbFile, b: DbFile, *, details: bool = True) -> Diff:
-    """Compare two opened dbs by content. ``details``: payload hashes and the queued messages' contents."""
+    """Compare two opened dbs by content. ``details``: payload hashes and the queued messages' contents.
+
+    A Mosquitto 2.1 sqlite store (``codec.sources.open_any``) is compared through its v6 records."""
+    from codec.sources import as_db
+
+    a, b = as_db(a), as_db(b)  # a store (and only a store) becomes a temporary .db of its records
     return compare(snapshot(a), snapshot(b), details=details)
 
 

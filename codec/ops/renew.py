@@ -13,6 +13,7 @@ from typing import Any
 
 from codec.broker.bridges import protected
 from codec.broker.conf import BrokerConf
+from codec.engine import Record
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.progress import Progress, tick
@@ -68,54 +69,75 @@ def _bridge_sessions(db: DbFile, conf: BrokerConf | None) -> dict[str, str]:
     where = np.flatnonzero(db.index.arrays()[1] == int(ChunkType.CLIENT)).tolist()
     return protected(conf, [db.chunk(i).record["client_id"] for i in where])
 
+    def add(self, index: int, rec: Record, new: dict[str, int]) -> None:
+        """Count the changes ``new`` of record ``rec`` (chunk ``index``; a store's rowid)."""
+        who = f"store {rec['store_id']} {rec['topic']}" if rec.kind == "msg_store" else rec["client_id"]
+        for name, value in new.items():
+            self.changes.append(Change(index, rec.kind, who, name, rec[name], value))
+        if rec.kind == "client":
+            self.sessions += 1
+        else:
+            self.messages += 1
+
 
 def plan_renew(db: DbFile, policy: Policy, *, progress: Progress | None = None) -> RenewPlan:
     """Work out the changed records (nothing is written); ``progress(bytes_read, size)`` now and then."""
     if db.empty or (db.version or 0) < 5:
         raise CodecError(f"db version {db.version} files carry no expiry times: nothing to renew", path=db.path)
     plan = RenewPlan()
-    at = int(policy.at)
     bridges = {} if policy.include_bridges else _bridge_sessions(db, policy.conf)
     for chunk in tick(db.stream(types=(ChunkType.MSG_STORE, ChunkType.CLIENT)), progress, db.size):
         rec = chunk.record
-        exp = expires_at(rec)
-        if policy.only_expired and not (exp is not None and exp <= policy.at):
+        if left_alone(rec, policy, bridges, plan):
             continue
-        new: dict[str, int] = {}
-        if rec.kind == "msg_store":
-            who = f"store {rec['store_id']} {rec['topic']}"
-            value = rec["expiry_time"]
-            if value > 0 and policy.shift:
-                value += policy.shift
-            if policy.messages == "never":
-                value = 0
-            elif isinstance(policy.messages, int):
-                value = at + policy.messages
-            if value != rec["expiry_time"]:
-                new["expiry_time"] = value
-        else:
-            who = rec["client_id"]
-            if who in bridges:
-                plan.skipped[who] = bridges[who]
-                continue
-            t, interval = rec["session_expiry_time"], rec["session_expiry_interval"]
-            if t > 0 and policy.shift:
-                t += policy.shift
-            if policy.sessions == "never":
-                t, interval = 0, NEVER
-            elif isinstance(policy.sessions, int):
-                t, interval = at + policy.sessions, policy.sessions
-            if t != rec["session_expiry_time"]:
-                new["session_expiry_time"] = t
-            if interval != rec["session_expiry_interval"]:
-                new["session_expiry_interval"] = interval
+        new = renewed(rec, policy)
         if not new:
             continue
-        for name, value in new.items():
-            plan.changes.append(Change(chunk.index, rec.kind, who, name, rec[name], value))
+        plan.add(chunk.index, rec, new)
         plan.overlay.replace(chunk.index, rec.with_values(**new))
-        if rec.kind == "client":
-            plan.sessions += 1
-        else:
-            plan.messages += 1
     return plan
+
+
+def left_alone(rec: Record, policy: Policy, bridges: dict[str, str], plan: RenewPlan) -> bool:
+    """Whether ``rec`` is a live bridge's session (``bridges``: id -> why) that ``renew`` leaves alone;
+    noted in ``plan.skipped`` when the policy would have considered it (a .db's chunks and a store's rows)."""
+    if rec.kind != "client" or rec["client_id"] not in bridges:
+        return False
+    exp = expires_at(rec)
+    if not policy.only_expired or (exp is not None and exp <= policy.at):
+        plan.skipped[rec["client_id"]] = bridges[rec["client_id"]]
+    return True
+
+
+def renewed(rec: Record, policy: Policy) -> dict[str, int]:
+    """The time fields a MSG_STORE or CLIENT record gets under ``policy`` (only those that change).
+
+    The one decision of ``renew``, for a .db's chunks and a sqlite store's rows alike."""
+    exp = expires_at(rec)
+    if policy.only_expired and not (exp is not None and exp <= policy.at):
+        return {}
+    at = int(policy.at)
+    new: dict[str, int] = {}
+    if rec.kind == "msg_store":
+        value = rec["expiry_time"]
+        if value > 0 and policy.shift:
+            value += policy.shift
+        if policy.messages == "never":
+            value = 0
+        elif isinstance(policy.messages, int):
+            value = at + policy.messages
+        if value != rec["expiry_time"]:
+            new["expiry_time"] = value
+    else:
+        t, interval = rec["session_expiry_time"], rec["session_expiry_interval"]
+        if t > 0 and policy.shift:
+            t += policy.shift
+        if policy.sessions == "never":
+            t, interval = 0, NEVER
+        elif isinstance(policy.sessions, int):
+            t, interval = at + policy.sessions, policy.sessions
+        if t != rec["session_expiry_time"]:
+            new["session_expiry_time"] = t
+        if interval != rec["session_expiry_interval"]:
+            new["session_expiry_interval"] = interval
+    return new

@@ -23,6 +23,7 @@ import fnmatch
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from codec.broker.conf import BrokerConf
 from codec.errors import CodecError
@@ -141,4 +142,14 @@ def select_sessions(info: dict, c: SessionCriteria, bridges: dict[str, str]) -> 
     return out
 
 
-__all__ = ["Selected", "SessionCriteria", "check_glob", "compile_regex", "select_sessions"]
+def note_selection(rem: Any, picked: Selected) -> None:
+    """What the removal report ``rem`` says about sessions the criteria met but left alone (a .db or a store)."""
+    for cid, why in picked.skipped.items():
+        rem.notes.append(f"left alone {cid!r}: {why} (--include-bridges to include it)")
+    rem.skipped = dict(picked.skipped)
+    if picked.unknown_idle:
+        rem.notes.append(f"{picked.unknown_idle} session(s) kept: the file does not say when they went offline "
+                         "(v5/v6 sessions that never expire carry no disconnect time)")
+
+
+__all__ = ["Selected", "SessionCriteria", "check_glob", "compile_regex", "note_selection", "select_sessions"]

@@ -31,11 +31,17 @@ class Stats:
     by_topic: list[dict[str, Any]] = field(default_factory=list)
     biggest: list[dict[str, Any]] = field(default_factory=list)
     depth: int = 2
+    store: bool = False  # a Mosquitto 2.1 sqlite store: bytes are its values', "offset" is a rowid
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "version": self.version, "size": self.size, "by_type": self.by_type,
-                "by_client": self.by_client, "by_topic": self.by_topic, "topic_depth": self.depth,
-                "biggest_payloads": self.biggest}
+        out = {"file": self.file, "version": self.version, "size": self.size, "by_type": self.by_type,
+               "by_client": self.by_client, "by_topic": self.by_topic, "topic_depth": self.depth,
+               "biggest_payloads": self.biggest}
+        if self.store:
+            out["format"] = "sqlite"
+            for b in self.biggest:
+                b["rowid"] = b.pop("offset")
+        return out
 
 
 def _prefix(topic: str, depth: int) -> str:
@@ -56,11 +62,18 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2, progress: Callable[[in
         if progress is not None:
             progress(db.size * k // 5, db.size)
 
-    offsets, types, ends = db.index.intact_arrays(db.path)
-    sizes = ends - offsets
+    if getattr(db, "is_store", False):  # a sqlite store: rows for chunks, their values' bytes for sizes
+        from codec.store.read import StoreReader
+
+        st.version, st.store = None, True
+        offsets, types, sizes = db.all_rowids(), db.types, db.row_sizes()  # type: ignore[attr-defined]
+        cols: Any = StoreReader(db)  # type: ignore[arg-type]
+    else:
+        offsets, types, ends = db.index.intact_arrays(db.path)
+        sizes = ends - offsets
+        cols = ColumnReader(db)
     st.by_type = _by_type(types, sizes)
     step(1)
-    cols = ColumnReader(db)
     stores = _stores(cols, types, sizes, top, depth)
     step(2)
     st.by_topic = _by_topic(cols, types, stores, top)
@@ -264,6 +277,8 @@ def _biggest(cols: ColumnReader, offsets: np.ndarray, stores: _Stores) -> list[d
 
 def lines(st: Stats, by: str) -> list[str]:
     version = f"db version {st.version}" if st.version else "empty file (no saved state)"
+    if st.store:
+        version = "Mosquitto 2.1 sqlite store (bytes: the rows' values)"
     out = [f"{st.file}: {version}, {st.size:,} bytes"]
     if by == "type":
         out.append(f"{'type':<14}{'count':>12}{'bytes':>16}{'share':>8}")
@@ -282,7 +297,8 @@ def lines(st: Stats, by: str) -> list[str]:
     if st.biggest:
         out.append("biggest payloads:")
         for b in st.biggest:
-            out.append(f"  {b['payload_bytes']:>12,} bytes  store {b['store_id']}  {b['topic']}  (offset {b['offset']})")
+            where = f"base_msgs rowid {b['offset']}" if st.store else f"offset {b['offset']}"
+            out.append(f"  {b['payload_bytes']:>12,} bytes  store {b['store_id']}  {b['topic']}  ({where})")
     return out
 
 

@@ -21,7 +21,7 @@ from codec.columnar import ColumnReader, batches
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.ops.check import output_verifier
-from codec.ops.session_filter import SessionCriteria, select_sessions
+from codec.ops.session_filter import SessionCriteria, note_selection, select_sessions
 from codec.progress import Progress
 from codec.reader import DbFile
 from codec.textscan import TextColumn
@@ -383,14 +383,8 @@ def _select_and_drop(db: DbFile, out_path: str | os.PathLike[str] | None, criter
         return drop_sessions(db, {}, out_path, action)
     info, aux = sessions(db)
     picked = select_sessions(info, criteria, protected(criteria.conf, info))
-    victims = {**picked.victims, **named}
-    rem = drop_sessions(db, victims, out_path, action, info=info, aux=aux, progress=progress)
-    for cid, why in picked.skipped.items():
-        rem.notes.append(f"left alone {cid!r}: {why} (--include-bridges to include it)")
-    rem.skipped = dict(picked.skipped)
-    if picked.unknown_idle:
-        rem.notes.append(f"{picked.unknown_idle} session(s) kept: the file does not say when they went offline "
-                         "(v5/v6 sessions that never expire carry no disconnect time)")
+    rem = drop_sessions(db, {**picked.victims, **named}, out_path, action, info=info, aux=aux, progress=progress)
+    note_selection(rem, picked)
     return rem
 
 

@@ -89,6 +89,11 @@ def record_fields(rec: Record) -> dict[str, Any]:
 
 
 def chunk_to_json(chunk: Chunk) -> dict[str, Any]:
-    head = {"type": chunk.kind, "index": chunk.index, "offset": chunk.offset, "length": chunk.length}
+    table = getattr(chunk, "table", None)  # a sqlite store's row: where it is, instead of an offset
+    if table:
+        head = {"type": chunk.kind, "index": chunk.index, "table": table, "rowid": chunk.offset, "offset": None,
+                "length": None}
+    else:
+        head = {"type": chunk.kind, "index": chunk.index, "offset": chunk.offset, "length": chunk.length}
     head.update(record_fields(chunk.record))
     return head

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.reader import DbFile
-from codec.sqlite_store import MigrationReport
+from codec.store.report import MigrationReport
 from exporters.migrate.mysql import stream_mysql, write_mysql_file
 from exporters.migrate.pipeline import paused_gc
 from exporters.migrate.plan import EmqxOptions, Planner

@@ -21,7 +21,7 @@ from codec.columnar import iter_columns
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.reader import DbFile
-from codec.sqlite_store import MigrationReport
+from codec.store.report import MigrationReport
 from codec.values import is_utf8
 from codec.views.query import topic_matches
 from codec.views.timeview import expires_at

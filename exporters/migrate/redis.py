@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 from codec.errors import CodecError
-from codec.sqlite_store import MigrationReport
+from codec.store.report import MigrationReport
 from codec.writer import atomic_output
 from exporters.migrate.pipeline import background
 from exporters.migrate.plan import EmqxOptions, Msg, Plan, Planner, Sub

@@ -1,6 +1,6 @@
 """Mosquitto 2.1 persist-sqlite stores, written: migrate a mosquitto.db into one.
 
-The mapping is the format doc's §12 (the schema and the way back live in ``codec.sqlite_store``). Big types (stores, queue entries, retains) are read
+The mapping is the format doc's §12 (the schema and the way back live in ``codec.store``). Big types (stores, queue entries, retains) are read
 with the columnar walk (``codec.columnar``), and the stores are bound from Arrow in C
 (``exporters.migrate.sqlite_bulk``), so a 2.4 M chunk file migrates in seconds. The output is built in
 a temp file (the stores' transaction, then one for the rest) and renamed into place only
@@ -29,7 +29,8 @@ from codec.layouts import ChunkType
 from codec.properties import Property, decode_properties
 from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
-from codec.sqlite_store import JSON_NAMES, SCHEMA, SCHEMA_VERSION, SUB_ID, MigrationReport
+from codec.store.report import MigrationReport
+from codec.store.schema import JSON_NAMES, SCHEMA, SCHEMA_VERSION, SUB_ID
 from codec.values import NEVER, is_utf8, signed64, unsigned64, utf8_or_none
 from exporters.migrate import sqlite_bulk
 from exporters.migrate.pipeline import background, paused_gc

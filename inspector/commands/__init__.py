@@ -9,7 +9,7 @@ import sys
 from importlib import resources
 
 from codec import DbFile
-from codec.sources import open_any
+from codec.sources import as_db, is_store, open_any
 
 
 class UsageError(Exception):
@@ -21,13 +21,19 @@ def sample_path() -> str:
     return str(resources.files("inspector").joinpath("samples/mosquitto-2.0.20.db"))
 
 
-def open_input(path: str, *, endian: str = "little") -> DbFile:
+def open_input(path: str, *, endian: str = "little", db_only: bool = False) -> DbFile:
     """Open a db (or a Mosquitto 2.1 sqlite store) for a command; a missing file is a usage error (exit 2).
 
-    A byte order that reads nonsense ids where the other reads plausible ones is refused.
+    A byte order that reads nonsense ids where the other reads plausible ones is refused. A store
+    opens as a :class:`codec.store.read.StoreFile`; ``db_only``: as a DbFile of its v6 records
+    (``codec.sources.as_db``), for the commands that need a .db's bytes (convert, migrate, forward).
     """
     check_input(path)
     db = open_any(path, endian=endian)
+    if is_store(db):  # a sqlite store: no byte order to guess
+        if not db_only:
+            return db
+        return as_db(db, endian=endian)
     try:
         wrong = wrong_endian(db)
     except Exception:

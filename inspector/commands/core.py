@@ -11,6 +11,7 @@ from codec import DbFile
 from codec.errors import CodecError
 from codec.layouts import TYPE_BY_LABEL, ChunkType
 from codec.reader import Chunk
+from codec.sources import is_store
 from codec.values import json_text, printable
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
 from codec.views.query import Selection, parse_store_ids
@@ -73,6 +74,10 @@ def reference_time(args: argparse.Namespace) -> float:
 
 # ---------------------------------------------------------------- info
 def info_data(db: DbFile, at: float | None = None) -> dict[str, Any]:
+    if is_store(db):
+        from codec.store.read import info_data as store_info
+
+        return store_info(db, at)  # type: ignore[arg-type]
     idx = db.index
     counts = dict.fromkeys(KIND_ORDER, 0)
     for t, n in idx.counts().items():
@@ -148,13 +153,16 @@ def cmd_info(args: argparse.Namespace) -> int:
         table.add_column(style="bold")
         table.add_column()
         table.add_row("size", f"{data['size']:,} bytes")
-        table.add_row("db version", str(data["version"]) if data["version"] else "(empty file: no saved state)")
-        for key in ("shutdown", "dbid_size", "last_db_id"):
-            table.add_row(key, "-" if data[key] is None else str(data[key]))
-        for kind in KIND_ORDER:
-            if data["chunks"][kind] or kind != "unknown":
-                table.add_row(kind, f"{data['chunks'][kind]:,}")
-        table.add_row("chunks", f"{data['total_chunks']:,}")
+        if data.get("format") == "sqlite":
+            _store_rows(table, data)
+        else:
+            table.add_row("db version", str(data["version"]) if data["version"] else "(empty file: no saved state)")
+            for key in ("shutdown", "dbid_size", "last_db_id"):
+                table.add_row(key, "-" if data[key] is None else str(data[key]))
+            for kind in KIND_ORDER:
+                if data["chunks"][kind] or kind != "unknown":
+                    table.add_row(kind, f"{data['chunks'][kind]:,}")
+            table.add_row("chunks", f"{data['total_chunks']:,}")
         for kind, label in (("client", "sessions"), ("msg_store", "stored messages")):
             e = data.get("expiry", {}).get(kind)
             if e:
@@ -174,6 +182,20 @@ def cmd_info(args: argparse.Namespace) -> int:
             for line in lines or ["no bridge session in the file"]:
                 print(printable(f"  {line}"))
     return 1 if data["damaged"] else 0
+
+
+def _store_rows(table: Any, data: dict[str, Any]) -> None:
+    """``info``'s lines for a Mosquitto 2.1 sqlite store."""
+    table.add_row("format", "Mosquitto 2.1 persist-sqlite store (sqlite)")
+    table.add_row("schema version", data["schema_version"])
+    wal = data["wal_size"]
+    table.add_row("journal", data["journal_mode"] + ("" if wal is None else f", -wal file of {wal:,} bytes beside it"))
+    table.add_row("pages", f"{data['pages']:,} of {data['page_size']:,} bytes ({data['free_pages']:,} free)")
+    table.add_row("written by", f"sqlite {data['sqlite_version']}")
+    for name, n in data["tables"].items():
+        table.add_row(f"{name} rows", f"{n:,}")
+    if data["missing_indexes"]:
+        table.add_row("missing indexes", ", ".join(data["missing_indexes"]))
 
 
 # ---------------------------------------------------------------- dump
@@ -215,7 +237,10 @@ def format_text(chunk: Chunk) -> str:
     rec = chunk.record
     kind = rec.kind
     lines = [f"DB_CHUNK_{kind.upper()}:" if kind != "unknown" else f"UNKNOWN CHUNK {rec.type}:",
-             f"\tIndex: {chunk.index}", f"\tOffset: {chunk.offset}", f"\tLength: {chunk.length}"]
+             f"\tIndex: {chunk.index}"]
+    table = getattr(chunk, "table", None)  # a store's row (codec.store.read.Row)
+    lines += [f"\tTable: {table}", f"\tRowid: {chunk.offset}"] if table else [f"\tOffset: {chunk.offset}",
+                                                                             f"\tLength: {chunk.length}"]
     if kind == "unknown":
         lines.append(f"\tRaw: {rec['raw'].hex()}")
         return "\n".join(lines)
@@ -265,7 +290,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
     expiry = ExpiryState(reference_time(args))
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:
-        if not args.json:
+        if not args.json and is_store(db):
+            out.write(f"Mosquitto persist-sqlite store dump\nFile: {printable(db.source_path)}\n"
+                      f"Schema version: {db.figures.schema_text}\n")
+        elif not args.json:
             out.write(f"Mosquitto DB dump\nFile: {printable(db.source_path)}\n")
             if db.empty:
                 out.write("(empty file: the broker treats it as no saved state)\n")
@@ -277,10 +305,12 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
         try:
             with progress(args, "dumping", enabled=not out.isatty()) as bar:  # on a terminal the dump shows it
-                if args.json and selection.kinds is None and not (selection.clients or selection.by_store):
+                if is_store(db):
+                    chunks, shown, picked = _store_rows_selected(db, selection, expiry), None, None
+                elif args.json and selection.kinds is None and not (selection.clients or selection.by_store):
                     write_json_dump(db, out, expiry.at, None, bar)  # everything: rendered from column batches
                     return 0
-                if selection.kinds is None and not (selection.clients or selection.by_store):
+                elif selection.kinds is None and not (selection.clients or selection.by_store):
                     chunks, shown, picked = db.stream(), None, None  # everything: one pass, no index
                 else:  # decided on columns (codec.views.select); only the selected chunks are decoded
                     import numpy as np
@@ -304,6 +334,20 @@ def cmd_dump(args: argparse.Namespace) -> int:
             out.flush()
             raise exc.located(path=args.file) from None
     return 0
+
+
+def _store_rows_selected(db: Any, selection: Selection, expiry: ExpiryState) -> Any:
+    """A store's rows that ``selection`` keeps (decided on its column batches by ``pick``, as for a
+    .db); client messages inherit their stores' expiry whether or not the stores are shown."""
+    from codec.store.read import store_expiries
+    from codec.views.select import pick
+
+    expiry.stores.update(store_expiries(db))
+    if selection.kinds is None and not (selection.clients or selection.by_store):
+        return db.stream()
+    import numpy as np
+
+    return db.chunks_at(pick(db, selection, bad=np.zeros(0, np.int64), source=db.columns()).rows)
 
 
 def _dump_one(args: argparse.Namespace, out: Any, chunk: Chunk, expiry: ExpiryState, shown: set[int] | None) -> None:
@@ -363,6 +407,10 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
     if args.output == STDOUT:
         refuse_terminal()
     with open_input(args.file, endian=args.endian) as db:
+        if is_store(db):
+            raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; rewrite re-encodes a mosquitto.db chunk "
+                             "by chunk: refused, nothing written (`mosqdb convert FILE --to-version 6 -o OUT.db` "
+                             "writes its rows as a .db)")
         if args.output != STDOUT:
             if same_file(db.source_path, args.output):
                 raise UsageError("the output is the input file; write elsewhere")

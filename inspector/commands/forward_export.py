@@ -15,7 +15,7 @@ from typing import Any
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.sources import open_any
+from codec.sources import as_db, open_any
 from codec.values import printable
 from codec.views.query import parse_store_ids, valid_filter
 from codec.writer import atomic_output
@@ -137,7 +137,7 @@ class Run:
                 raise _usage(f"{path}: no such file")
             if os.path.isdir(path):
                 raise _usage(f"{path}: is a directory, not a mosquitto.db file")
-            self.dbs.append(stack.enter_context(open_any(path, endian=getattr(args, "endian", "little"))))
+            self.dbs.append(stack.enter_context(as_db(open_any(path, endian=getattr(args, "endian", "little")))))
         self.sources: list[MessageSource] = []
         self.too_large = 0
         self.done_bytes = 0

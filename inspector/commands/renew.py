@@ -9,11 +9,11 @@ import time
 
 from codec.errors import CodecError
 from codec.ops.check import output_verifier
-from codec.ops.renew import Policy, plan_renew
+from codec.ops.renew import Policy, RenewPlan, plan_renew
 from codec.values import printable
 from codec.views.timeview import iso, parse_duration
 from codec.writer import save
-from inspector.commands import UsageError, add_at, check_input, open_input
+from inspector.commands import UsageError, add_at, check_input, open_input, store
 from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import progress
 from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, report_stream, run
@@ -67,6 +67,8 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
 def cmd_renew(args: argparse.Namespace) -> int:
     check_input(args.file)
     policy = policy_from_args(args)
+    if store.is_store_path(args.file):  # a Mosquitto 2.1 sqlite store: updated in one transaction
+        return report(args, policy, *store.renew(args, policy))
     with open_input(args.file, endian=args.endian) as db:
         if db.empty or (db.version or 0) < 5:
             msg = f"{args.file}: db version {db.version} files carry no expiry times; nothing to renew, nothing written"
@@ -86,6 +88,11 @@ def cmd_renew(args: argparse.Namespace) -> int:
 
         run(args, work)
         target = None if args.dry_run else (args.file if args.in_place else args.output)
+    return report(args, policy, plan, target)
+
+
+def report(args: argparse.Namespace, policy: Policy, plan: RenewPlan, target: str | None) -> int:
+    """What renew changed (a .db's chunks or a store's rows), and where the result went."""
     lines = [f"reference time {iso(policy.at)}, shift {policy.shift} s: "
              f"{plan.sessions} session(s) and {plan.messages} message(s) changed"]
     for c in plan.changes:

@@ -14,7 +14,7 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
-from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input
+from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input, store
 from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
@@ -89,7 +89,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot write db version {args.to_version}; choose 3, 4, 5 or 6")
     if not 0 <= args.session_expiry <= NEVER:
         raise UsageError("--session-expiry must be 0..4294967295 seconds")
-    with open_input(args.file, endian=args.endian) as db:
+    with open_input(args.file, endian=args.endian, db_only=True) as db:
         def work(out: str | None) -> Any:
             try:
                 with progress(args, f"converting to v{args.to_version}") as bar:
@@ -116,6 +116,8 @@ def cmd_rm_retained(args: argparse.Namespace) -> int:
     bad = [f for f in args.filters if not valid_filter(f)]
     if bad:
         raise UsageError(f"not a valid MQTT topic filter: {bad[0]!r}")
+    if store.is_store_path(args.file):  # a Mosquitto 2.1 sqlite store: edited in one transaction
+        return store.rm_retained(args)
     with open_input(args.file, endian=args.endian) as db:
         return _removal(args, lambda out, bar: rm_retained(db, args.filters, out, progress=bar),
                         "no retained message matches")
@@ -174,6 +176,8 @@ def cmd_drop_client(args: argparse.Namespace) -> int:
     if not args.client_ids and not crit.given():
         raise UsageError("name the sessions (CLIENT_ID ...) or select them (--client-glob, --client-regex, "
                          "--idle-since, --expired, --no-subscriptions, --queue-larger-than)")
+    if store.is_store_path(args.file):
+        return store.drop_client(args, crit)
     with open_input(args.file, endian=args.endian) as db:
         return _removal(args, lambda out, bar: drop_clients(db, args.client_ids, out, criteria=crit, progress=bar),
                         "no such session")
@@ -186,6 +190,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if not crit.given():
         raise UsageError("give at least one of --client-glob, --client-regex, --idle-since DATE, --expired, "
                          "--no-subscriptions, --queue-larger-than N")
+    if store.is_store_path(args.file):
+        return store.prune_sessions(args, crit)
     with open_input(args.file, endian=args.endian) as db:
         return _removal(args, lambda out, bar: prune_sessions(db, out, crit, progress=bar),
                         "no session meets the criteria")

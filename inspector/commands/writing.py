@@ -65,7 +65,8 @@ def check_output(path: str) -> None:
 
 
 def refuse_sqlite(args: argparse.Namespace) -> None:
-    """A sqlite store may only be read here: writing a .db under its name (or as its edited copy) loses it.
+    """Only the store's own commands edit a sqlite store (``inspector.commands.store``); any other writing
+    command would write a .db under its name (or as its edited copy), which loses it.
 
     ``convert`` is the one command whose job is to change the format, and only to ``-o OUT``.
     """
@@ -74,13 +75,13 @@ def refuse_sqlite(args: argparse.Namespace) -> None:
     if args.dry_run or not is_sqlite_file(args.file):
         return
     if args.in_place:
-        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; --in-place would replace it with a "
-                         "mosquitto.db file, which the persist-sqlite plugin cannot load: refused, nothing written "
-                         "(editing a sqlite store is not supported yet; --dry-run shows what would change)")
+        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; {args.command} --in-place would replace it "
+                         "with a mosquitto.db file, which the persist-sqlite plugin cannot load: refused, nothing "
+                         "written")
     if args.command != "convert":
-        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; {args.command} -o would write a "
-                         "mosquitto.db file, not an edited store: refused, nothing written (use `mosqdb convert "
-                         "FILE --to-version 6 -o OUT.db` first to work on a .db copy)")
+        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; {args.command} works on mosquitto.db files: "
+                         "refused, nothing written (`mosqdb check` reports a store's problems; rm-retained, "
+                         "drop-client, prune-sessions and renew edit it)")
 
 
 def target(args: argparse.Namespace) -> str | None:

@@ -1,4 +1,5 @@
-"""The Mosquitto 2.1.2 persist-sqlite store of the fixture workload, read as v6 records, against its manifest."""
+"""The Mosquitto 2.1.2 persist-sqlite store of the fixture workload, read directly (its rows as v6 values), against
+its manifest."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from codec import DbFile
 from codec.sources import open_any
-from codec.sqlite_store import read_sqlite, sqlite_records
+from codec.store.read import StoreFile
 
 from support.paths import INCOMING, SQLITE_STORES, manifest, persisted_options
 
@@ -66,12 +67,8 @@ def test_store_matches_manifest(path: Path) -> None:
 def test_last_mid_is_the_last_outgoing_mid() -> None:
     # a-raw-inflight holds outgoing mids 1 (QoS 1) and 2 (QoS 2) and the incoming QoS 2 mid 77 (the peer's);
     # the broker restores last_mid from outgoing QoS>0 entries only (plugin_public.c), so 2, not 77
-    con = read_sqlite(INCOMING / "2.1.2-a.sqlite3")
-    try:
-        last = {r.values["client_id"]: r.values["last_mid"] for r in sqlite_records(con)
-                if r.values.get("last_mid") is not None}
-    finally:
-        con.close()
+    with StoreFile(INCOMING / "2.1.2-a.sqlite3") as store:
+        last = {r.record["client_id"]: r.record["last_mid"] for r in store.stream(types=[6])}
     assert last["a-raw-inflight"] == 2
     with DbFile(INCOMING / "2.1.2-a.db") as db:  # what the same broker saved in its plain file
         saved = {c.record["client_id"]: c.record["last_mid"] for c in db.stream() if c.kind == "client"}

@@ -122,14 +122,19 @@ class Broker:
         ]
         return "\n".join(lines) + "\n"
 
+    def write_config(self) -> Path:
+        """Pick the port and write the configuration the broker starts with."""
+        self.port = self.fixed_port or free_port()
+        conf = self.dir / "mosquitto.conf"
+        conf.write_text(self.config())
+        return conf
+
     def start(self, timeout: float = 10.0, *, expect_fail: bool = False) -> Broker:
         if not (os.path.exists(self.binary) and os.access(self.binary, os.X_OK)):
             raise BrokerError(f"mosquitto not found at {self.binary}")
         if self.src is not None:
             shutil.copyfile(self.src, self.db_path)
-        self.port = self.fixed_port or free_port()
-        conf = self.dir / "mosquitto.conf"
-        conf.write_text(self.config())
+        conf = self.write_config()
         self.proc = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd=self.dir)
         deadline = time.monotonic() + timeout
@@ -183,15 +188,9 @@ class Broker:
 
 
 def oracle_mosquitto(version: str) -> str | None:
-    """An upstream broker built from ../shared/oracles (cached; ``None`` when it cannot be built here)."""
-    from support.paths import SHARED
-
-    script = SHARED / "tools" / "build-mosquitto.sh"
-    if not script.exists():
-        return None
-    r = subprocess.run([str(script), version], capture_output=True, text=True, timeout=900)
-    path = r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout.strip() else ""
-    return path if path and os.access(path, os.X_OK) else None
+    """An upstream broker built from ../shared/oracles (:func:`oracle`) as a path string, or None."""
+    exe = oracle(version)
+    return str(exe) if exe is not None and os.access(exe, os.X_OK) else None
 
 
 def password_file(directory: Path, user: str, password: str) -> Path:
@@ -221,6 +220,80 @@ def tls_files(directory: Path, host: str = "127.0.0.1") -> dict[str, Path]:
     ssl("x509", "-req", "-in", str(csr), "-CA", str(out["ca"]), "-CAkey", str(out["ca_key"]), "-CAcreateserial",
         "-days", "2", "-extfile", str(ext), "-out", str(out["cert"]))
     return out
+
+
+# ---------------------------------------------------------------- Mosquitto 2.1.2 with its persist-sqlite plugin
+
+ORACLES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mosqdb-oracles"
+SQLITE_PLUGIN = "mosquitto_persist_sqlite.so"
+
+
+def oracle(version: str = "2.1.2") -> Path | None:
+    """The broker built from ../shared/oracles by build-mosquitto.sh (cached; built on first use, which takes a
+    minute), None when it cannot be built here."""
+    exe = ORACLES / version / "mosquitto"
+    if not exe.exists():
+        from support.paths import SHARED
+
+        script = SHARED / "tools" / "build-mosquitto.sh"
+        if not script.exists():
+            return None
+        try:
+            subprocess.run([str(script), version], capture_output=True, timeout=1800, check=True)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    return exe if exe.exists() else None
+
+
+def sqlite_plugin(version: str = "2.1.2") -> Path | None:
+    exe = oracle(version)
+    plugin = None if exe is None else exe.parent / SQLITE_PLUGIN
+    return plugin if plugin is not None and plugin.exists() else None
+
+
+class SqliteBroker(Broker):
+    """Mosquitto 2.1.2 with its persist-sqlite plugin: ``store`` is copied to ``<dir>/mosquitto.sqlite3``
+    (``persistence_location``; no ``persistence true``: 2.1.2 refuses it with the plugin). SIGTERM makes
+    the plugin commit and checkpoint, so after stop() the store is the broker's own final state."""
+
+    def __init__(self, store: str | os.PathLike[str] | None = None, **kw: object) -> None:
+        super().__init__(store, **kw)  # type: ignore[arg-type]
+        exe, plugin = oracle(), sqlite_plugin()
+        if exe is None or plugin is None:
+            raise BrokerError("the Mosquitto 2.1.2 oracle with persist-sqlite could not be built")
+        self.binary, self.plugin = str(exe), plugin
+
+    @property
+    def db_path(self) -> Path:
+        return self.dir / "mosquitto.sqlite3"
+
+    def config(self) -> str:
+        lines = [
+            f"listener {self.port} 127.0.0.1",
+            "allow_anonymous true",
+            f"persistence_location {self.dir}/",
+            f"plugin {self.plugin}",
+            f"queue_qos0_messages {'true' if self.queue_qos0 else 'false'}",
+            "max_queued_messages 1000",
+            f"log_dest file {self.log_path}",
+            "log_type all",
+            f"user {getpass.getuser()}",
+            *self.extra,
+        ]
+        return "\n".join(lines) + "\n"
+
+
+class ConfBroker(Broker):
+    """A broker started with a configuration written elsewhere (``conf``), listening on ``port``."""
+
+    def __init__(self, exe: str | os.PathLike[str], conf: str | os.PathLike[str], port: int,
+                 workdir: str | os.PathLike[str]) -> None:
+        super().__init__(workdir=workdir)
+        self.binary, self.conf, self.fixed_port = str(exe), Path(conf), port
+
+    def write_config(self) -> Path:
+        self.port = self.fixed_port
+        return self.conf
 
 
 # ---------------------------------------------------------------- clients
@@ -406,6 +479,6 @@ def db_state(path: str | os.PathLike[str], *, at: float | None = None) -> dict:
     }
 
 
-__all__ = ["Broker", "BrokerError", "broker_version", "oracle_mosquitto", "password_file", "tls_files", "expires_restored_sessions", "Message", "Session", "collect_many",
+__all__ = ["Broker", "BrokerError", "ConfBroker", "SqliteBroker", "oracle", "oracle_mosquitto", "sqlite_plugin", "password_file", "tls_files", "broker_version", "expires_restored_sessions", "Message", "Session", "collect_many",
            "collect_queued", "collect_retained", "db_state",
            "free_port", "have_mosquitto"]

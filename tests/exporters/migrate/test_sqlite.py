@@ -13,7 +13,7 @@ import pytest
 from codec import DbFile
 from codec.errors import CodecError
 from codec.sources import is_sqlite_file as is_sqlite
-from codec.sqlite_store import sqlite_to_db
+from codec.store.todb import sqlite_to_db
 from exporters.migrate.sqlite import db_to_sqlite
 
 from support.cli import MOSQDB

@@ -182,17 +182,23 @@ def test_dump_json_keeps_the_exact_bytes_of_text_that_is_not_utf8(tmp_path: Path
 
 @pytest.mark.parametrize("path", SQLITE_STORES, ids=lambda p: p.name)
 def test_info_dump_check_on_a_sqlite_store(path: Path) -> None:
-    # a Mosquitto 2.1 store is read as the v6 records it holds (codec.sqlite_store), counted per its manifest
+    # a Mosquitto 2.1 store is read directly (codec.store): info says what it is, its rows per table and as
+    # the chunk kinds they stand for, counted per its manifest
     m = manifest(path)
     tables = {"msg_store": "base_msgs", "client_msg": "client_msgs", "retain": "retains", "sub": "subscriptions",
               "client": "clients"}
     p = mosqdb("info", "--json", str(path))
     assert p.returncode == 0, p.stderr
     info = json.loads(p.stdout)
-    assert info["version"] == 6 and info["chunks"]["unknown"] == 0 and info["chunks"]["cfg"] == 1
+    assert info["format"] == "sqlite" and info["version"] is None and info["schema_version"] == "1.1.0"
+    assert info["size"] == path.stat().st_size and info["page_size"] * info["pages"] == info["size"]
+    assert info["chunks"]["unknown"] == 0 and info["chunks"]["cfg"] == 0
     assert {k: info["chunks"][k] for k in tables} == {k: m["table_row_counts"][t] for k, t in tables.items()}
+    assert {t: info["tables"][t] for t in tables.values()} == {t: m["table_row_counts"][t] for t in tables.values()}
+    text = mosqdb("info", str(path)).stdout
+    assert "persist-sqlite store" in text and "1.1.0" in text and f"{path.stat().st_size:,} bytes" in text
     rows = dump(str(path))
-    assert info["last_db_id"] == max(r["store_id"] for r in rows if r["type"] == "msg_store")
+    assert [(r["table"], r["rowid"]) for r in rows if r["type"] == "client"][:1] == [("clients", 1)]
     p = mosqdb("check", str(path), "--at", "2026-11-23T00:00:00Z")
     assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(x.name for x in path.parent.iterdir() if x.name.startswith(path.name)) == \

@@ -1,8 +1,8 @@
 """A Mosquitto 2.1 sqlite store given to a writing command is never replaced by (or copied as) a .db file.
 
-Until the store can be edited in place, every writing command refuses it (exit 2, one line, the store
-byte-for-byte unchanged, no .bak, no output); reading commands and `convert -o` (whose job is the format
-change) still work.
+The editing commands (rm-retained, drop-client, prune-sessions, renew) write a sqlite store, in place or as a
+copy (codec.store.edit); every other writing command refuses it (exit 2, one line, the store byte-for-byte
+unchanged, no .bak, no output), except `convert -o` (whose job is the format change).
 """
 
 from __future__ import annotations
@@ -18,12 +18,15 @@ from inspector.cli import main
 from support.paths import INCOMING
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
+SQLITE_MAGIC = b"SQLite format 3\0"
 
-WRITING = [
+EDITING = [
     ["rm-retained", "{f}", "corp/#"],
     ["drop-client", "{f}", "a-sub-q1"],
     ["prune-sessions", "{f}", "--no-subscriptions"],
     ["renew", "{f}", "--sessions", "never"],
+]
+OTHERS = [
     ["convert", "{f}", "--to-version", "6"],
     ["repair", "{f}"],
 ]
@@ -42,8 +45,23 @@ def store(tmp_path: Path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("argv", WRITING, ids=lambda a: a[0])
-def test_in_place_on_a_sqlite_store_is_refused(store: Path, argv: list[str], capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize("argv", EDITING, ids=lambda a: a[0])
+def test_editing_in_place_keeps_a_store(store: Path, argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    assert main([a.format(f=store) for a in argv] + ["--in-place"]) == 0, capsys.readouterr().err
+    assert store.read_bytes()[:16] == SQLITE_MAGIC
+    assert Path(f"{store}.bak").read_bytes() == STORE.read_bytes()
+
+
+@pytest.mark.parametrize("argv", EDITING, ids=lambda a: a[0])
+def test_editing_as_a_copy_writes_a_store(store: Path, argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    out = store.parent / "out.sqlite3"
+    before = _sha(store)
+    assert main([a.format(f=store) for a in argv] + ["-o", str(out)]) == 0, capsys.readouterr().err
+    assert out.read_bytes()[:16] == SQLITE_MAGIC and _sha(store) == before
+
+
+@pytest.mark.parametrize("argv", OTHERS, ids=lambda a: a[0])
+def test_other_writers_refuse_in_place(store: Path, argv: list[str], capsys: pytest.CaptureFixture) -> None:
     before = _sha(store)
     rc = main([a.format(f=store) for a in argv] + ["--in-place"])
     err = capsys.readouterr().err.strip().splitlines()
@@ -53,12 +71,9 @@ def test_in_place_on_a_sqlite_store_is_refused(store: Path, argv: list[str], cap
     assert sorted(p.name for p in store.parent.iterdir()) == ["mosquitto.sqlite3"]
 
 
-@pytest.mark.parametrize("argv", [a for a in WRITING if a[0] != "convert"], ids=lambda a: a[0])
-def test_editing_commands_do_not_write_a_db_copy_of_a_store(store: Path, argv: list[str],
-                                                            capsys: pytest.CaptureFixture) -> None:
+def test_repair_does_not_write_a_db_copy_of_a_store(store: Path, capsys: pytest.CaptureFixture) -> None:
     out = store.parent / "out.sqlite3"
-    rc = main([a.format(f=store) for a in argv] + ["-o", str(out)])
-    assert rc == 2
+    assert main(["repair", str(store), "-o", str(out)]) == 2
     assert "sqlite store" in capsys.readouterr().err
     assert not out.exists()
 
@@ -78,7 +93,8 @@ def test_convert_to_a_new_db_and_dry_runs_still_work(store: Path, capsys: pytest
 
 def test_reading_a_store_creates_no_file_beside_it(store: Path, capsys: pytest.CaptureFixture) -> None:
     before = _sha(store)
-    for argv in (["info", str(store)], ["check", str(store)], ["dump", str(store), "--json"]):
+    for argv in (["info", str(store)], ["check", str(store)], ["dump", str(store), "--json"],
+                 ["stats", str(store)], ["rm-retained", str(store), "#", "--dry-run"]):
         main(argv)
     capsys.readouterr()
     assert sorted(p.name for p in store.parent.iterdir()) == ["mosquitto.sqlite3"]
@@ -109,6 +125,6 @@ def test_a_store_with_a_wal_is_read_with_it(store: Path, tmp_path: Path, capsys:
     import json
 
     info = json.loads(capsys.readouterr().out)
-    assert info["chunks"]["retain"] == 0
+    assert info["chunks"]["retain"] == 0 and info["wal_size"] == (live / "copy.sqlite3-wal").stat().st_size
     assert _sha(live / "copy.sqlite3-wal") == wal_before
     assert not (live / "copy.sqlite3-shm").exists()

@@ -1,0 +1,249 @@
+"""``mosqdb check`` on a persist-sqlite store: the .db rules on its rows, and the store's own rules.
+
+The rules of :mod:`codec.ops.check` (ranges, states, UTF-8, property tails, expiry, duplicate
+in-flight mids, retains and queue qos against their stores, unreferenced stores...) run unchanged
+on the store's column batches (:mod:`codec.store.read`): :class:`_StoreCheck` only says where the
+batches come from and leaves out what a table cannot have (chunk lengths, padding, cfg, unknown
+chunk types, file order). A reference the broker cannot resolve is reported by the store's own
+rules instead, worded for tables, with what Mosquitto 2.1.2 does on load (``restore.c``,
+``plugin_public.c``):
+
+* ``schema``: ``version_info`` must say 1.1.x (1.0 is upgraded by the plugin; any other version
+  makes it refuse to start); missing indexes make every delete a table scan;
+* ``sqlite``: ``PRAGMA quick_check`` (pages, records, indexes);
+* ``missing-message``: a queue entry or retain whose ``base_msgs`` row is missing (dropped on load);
+* ``no-session``: a queue entry or subscription whose client has no ``clients`` row (2.1 drops
+  them, where 2.0 made the session);
+* ``retain-topic``: a retain filed under another topic than its message's;
+* ``payloadlen``: ``payloadlen`` other than the payload's length (the broker copies ``payloadlen``
+  bytes from the blob);
+* ``properties``: JSON the restore code skips (not JSON, unknown names, wrong value types);
+* ``number-topic``: a topic or client id stored as a number (``STRING`` columns have NUMERIC
+  affinity): the broker reads back its text rendering;
+* ``will``: a will of a client without a session (published when the broker starts);
+* ``wal``: a ``-wal`` file beside the store (a broker is running, or was not shut down cleanly).
+
+Findings name the table and rowid: ``chunk_type`` is the table, ``chunk_index`` the rowid,
+``field`` the column; ``offset`` is None.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from codec.columnar import Columns
+from codec.layouts import ChunkType, Layout, layout_for
+from codec.ops.check import LIMIT, Finding, _Check, _Findings, _Table
+from codec.store.read import StoreFile
+from codec.store.schema import ROWS, restored_properties
+
+_GENERIC_DROPPED = {"dangling", "no-client", "order"}  # answered by the store's own rules below
+_REWORDED = {"unreferenced": "referenced by no queue entry or retain: the broker deletes it after loading"}
+
+
+def _column(expr: str) -> str:
+    m = re.match(r"CAST\(IFNULL\((\w+), 0\)|CAST\((\w+) AS BLOB\)|^(\w+)$", expr)
+    return next((g for g in m.groups() if g), expr) if m else expr
+
+
+COLUMN = {(t, name): _column(expr) for t, r in ROWS.items() for name, expr in r.values}
+
+
+class _StoreCheck(_Check):
+    """The .db rules, fed with a store's row batches (see the module doc)."""
+
+    def __init__(self, store: StoreFile, at: float | None, limit: int | None,
+                 progress: Callable[[int, int], None] | None) -> None:
+        self.db, self.store = store, store  # type: ignore[assignment]
+        self.n = len(store)
+        self.version, self.hsize = 6, 0
+        self.now = time.time() if at is None else at
+        self.out = _Findings(limit)
+        self.progress = progress
+        self.done = 0
+        self.all_offsets = self.offsets = np.zeros(self.n, np.int64)  # rowids, filled as the batches come
+        self.end = 0
+        self.types = store.types
+        self.lengths = np.zeros(self.n, np.int64)
+        self.bad = []
+        counts = store.counts()
+        pos = np.int32 if self.n < 1 << 31 else np.int64
+        self.stores = _Table(counts[ChunkType.MSG_STORE], (np.uint64, pos, np.uint8, np.uint64))
+        self.refs = _Table(counts[ChunkType.CLIENT_MSG] + counts[ChunkType.RETAIN], (np.uint64, pos, np.uint8, np.int8))
+        self.flights = _Table(counts[ChunkType.CLIENT_MSG], (np.int64, pos, np.uint8))
+        self.cids = {}
+        self.cid_first = {}
+        self.clients = set()
+        self.cfg_last_db_id = None
+        self.cfg_seen = 1  # a store has no cfg row: nothing to say about one
+
+    def batches(self, t: int) -> Iterator[tuple[Layout, Columns]]:
+        if ChunkType(t) not in ROWS:
+            return
+        layout = layout_for(6, t)
+        assert layout is not None
+        for c in self.store.batches(t, sizes_only=("payload",)):  # the rules look at payload sizes only
+            self.offsets[c.index] = c.offset
+            yield layout, c
+            self.tick(len(c))
+
+    def common(self, layout: Layout, c: Columns) -> None:
+        """Rows have no stored lengths or padding."""
+
+    def unknown(self) -> None:
+        """Tables hold no unknown chunk types."""
+
+
+def check_store(store: StoreFile, *, at: float | None = None, limit: int | None = LIMIT,
+                progress: Callable[[int, int], None] | None = None) -> list[Finding]:
+    """Every finding of a store: its own rules first (schema, sqlite, the -wal), then per row."""
+    run = _StoreCheck(store, at, limit, progress)
+    run.run()
+    run.finish()
+    found: list[Finding] = []
+    rowids = run.offsets
+    for f in run.out.result():
+        if f.rule in _GENERIC_DROPPED:
+            continue
+        if f.rule in _REWORDED and f.chunk_index is not None:
+            f.message = f"store {f.message.split()[1]} is {_REWORDED[f.rule]}"
+        if f.chunk_index is not None:
+            t = store.type_of(f.chunk_index)
+            f.chunk_type, f.chunk_index = ROWS[t].table, int(rowids[f.chunk_index])
+            f.field = COLUMN.get((t, f.field or ""), f.field)
+        f.offset = None
+        found.append(f)
+    rules = _Rules(store, limit)
+    rules.run()
+    if progress is not None:
+        progress(store.size, store.size)
+    return rules.head + found + rules.rows
+
+
+class _Rules:
+    """The store's own rules, in SQL (each capped at ``limit`` findings like the .db rules)."""
+
+    def __init__(self, store: StoreFile, limit: int | None) -> None:
+        assert store.con is not None
+        self.store, self.con, self.limit = store, store.con, limit
+        self.head: list[Finding] = []  # findings about the whole store
+        self.rows: list[Finding] = []
+
+    def each(self, severity: str, rule: str, table: str, field: str | None, sql: str,
+             message: Callable[[tuple], str | None], params: tuple = ()) -> None:
+        n = 0
+        for row in self.con.execute(sql, params):
+            text = message(row)
+            if text is None:
+                continue
+            n += 1
+            if self.limit is None or n <= self.limit:
+                self.rows.append(Finding(severity, rule, text, None, int(row[0]), table, field))
+        if self.limit is not None and n > self.limit:
+            self.rows.append(Finding(severity, rule, f"… and {n - self.limit:,} more {rule} findings"))
+
+    def run(self) -> None:
+        self.schema()
+        self.integrity()
+        self.references()
+        self.values()
+
+    def schema(self) -> None:
+        fig = self.store.figures
+        v = fig.schema_version
+        if v is None:
+            self.head.append(Finding("warning", "schema", "no database_schema row in version_info: the plugin inserts "
+                                     "1.0.0 and upgrades the store to 1.1.0 on start"))
+        elif v[0] != 1 or v[1] > 1:
+            self.head.append(Finding("error", "schema", f"schema version {fig.schema_text}: Mosquitto 2.1.2's plugin "
+                                     "refuses to start ('Unknown database_schema version')"))
+        elif v[1] == 0:
+            self.head.append(Finding("warning", "schema", "schema version 1.0: the plugin adds the wills table and "
+                                     "moves it to 1.1.0 on start"))
+        for name in fig.missing_indexes:
+            self.head.append(Finding("warning", "schema", f"index {name} is missing: the plugin recreates it, but "
+                                     "until then every delete scans a table"))
+        if fig.wal_size is not None:
+            self.head.append(Finding("warning", "wal", f"a -wal file of {fig.wal_size:,} bytes is beside the store: a "
+                                     "broker has it open, or was not shut down cleanly (its committed changes were "
+                                     "read with the store)"))
+
+    def integrity(self) -> None:
+        try:
+            problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            problems = [str(exc).encode()]
+        for p in problems:
+            text = p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
+            if text != "ok":
+                self.head.append(Finding("error", "sqlite", f"sqlite integrity: {text}"))
+
+    def references(self) -> None:
+        self.each("error", "missing-message", "client_msgs", "store_id",
+                  "SELECT q.rowid, q.client_id, q.store_id FROM client_msgs q WHERE NOT EXISTS "
+                  "(SELECT 1 FROM base_msgs b WHERE b.store_id = q.store_id) ORDER BY q.rowid",
+                  lambda r: f"queue entry of {_t(r[1])!r} for store {_u(r[2])} whose base_msgs row is missing: "
+                            "the broker drops it on load")
+        self.each("error", "missing-message", "retains", "store_id",
+                  "SELECT r.rowid, r.topic, r.store_id FROM retains r WHERE NOT EXISTS "
+                  "(SELECT 1 FROM base_msgs b WHERE b.store_id = r.store_id) ORDER BY r.rowid",
+                  lambda r: f"retained message on {_t(r[1])!r} points at store {_u(r[2])} whose base_msgs row is "
+                            "missing: the broker drops it on load")
+        for table, what in (("client_msgs", "queue entry"), ("subscriptions", "subscription")):
+            self.each("warning", "no-session", table, "client_id",
+                      f"SELECT x.rowid, x.client_id FROM {table} x WHERE NOT EXISTS "
+                      "(SELECT 1 FROM clients c WHERE c.client_id = x.client_id) ORDER BY x.rowid",
+                      lambda r, what=what: f"{what} of {_t(r[1])!r}, which has no clients row: Mosquitto 2.1 drops "
+                                           "it on load (2.0 made a session)")
+        self.each("warning", "retain-topic", "retains", "topic",
+                  "SELECT r.rowid, r.topic, b.topic FROM retains r JOIN base_msgs b ON b.store_id = r.store_id "
+                  "WHERE CAST(r.topic AS BLOB) IS NOT CAST(b.topic AS BLOB) ORDER BY r.rowid",
+                  lambda r: f"retained under {_t(r[1])!r} but its message's topic is {_t(r[2])!r}: the broker "
+                            f"serves it to subscribers of {_t(r[1])!r}")
+        if "wills" in self.store.figures.tables:
+            self.each("warning", "will", "wills", "client_id",
+                      "SELECT w.rowid, w.client_id FROM wills w WHERE NOT EXISTS "
+                      "(SELECT 1 FROM clients c WHERE c.client_id = w.client_id) ORDER BY w.rowid",
+                      lambda r: f"will of {_t(r[1])!r}, which has no session: the broker publishes it when it starts")
+
+    def values(self) -> None:
+        self.each("error", "payloadlen", "base_msgs", "payloadlen",
+                  "SELECT rowid, store_id, payloadlen, IFNULL(length(CAST(payload AS BLOB)), 0) FROM base_msgs "
+                  "WHERE IFNULL(payloadlen, 0) IS NOT IFNULL(length(CAST(payload AS BLOB)), 0) ORDER BY rowid",
+                  lambda r: f"store {_u(r[1])}: payloadlen {r[2]} but the payload holds {r[3]} bytes: the broker "
+                            f"copies {r[2]} bytes from it" + (" (reading past its end)" if (r[2] or 0) > r[3] else ""))
+
+        def props(r: tuple) -> str | None:
+            _props, problems = restored_properties(r[2])
+            return f"store {_u(r[1])}: {'; '.join(problems)}" if problems else None
+
+        self.each("warning", "properties", "base_msgs", "properties",
+                  "SELECT rowid, store_id, properties FROM base_msgs WHERE properties IS NOT NULL ORDER BY rowid", props)
+        self.each("warning", "range", "subscriptions", "subscription_identifier",
+                  "SELECT rowid, subscription_identifier FROM subscriptions WHERE subscription_identifier < 0 "
+                  "OR subscription_identifier > 268435455 ORDER BY rowid",
+                  lambda r: f"subscription identifier {r[1]} is outside 0..268435455")
+        for table, col in (("base_msgs", "topic"), ("retains", "topic"), ("subscriptions", "topic"),
+                           ("clients", "client_id"), ("client_msgs", "client_id")):
+            self.each("warning", "number-topic", table, col,
+                      f"SELECT rowid, typeof({col}), CAST({col} AS TEXT) FROM {table} "
+                      f"WHERE typeof({col}) IN ('integer', 'real') ORDER BY rowid",
+                      lambda r, col=col: f"{col} is stored as {_t(r[1])} (a STRING column has NUMERIC affinity): the "
+                                         f"broker reads it back as the text {_t(r[2])!r}")
+
+
+def _t(v: Any) -> str:
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+
+
+def _u(v: Any) -> int:
+    return int(v or 0) & (1 << 64) - 1
+
+
+__all__ = ["check_store"]

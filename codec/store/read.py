@@ -1,0 +1,529 @@
+"""A Mosquitto 2.1 sqlite store opened for reading: its own figures, and its rows as column batches.
+
+Design: one query path. mosqdb answers whole-file questions with one engine: column batches
+(:class:`codec.columnar.Columns`: numbers as numpy arrays, text and payloads as spans into one
+byte buffer) named by the v6 layout's value names. A store's rows are read into exactly those
+batches (:data:`codec.store.schema.ROWS` says which SQL expression gives which value), so the
+rules of ``check`` (:mod:`codec.ops.check`), the selections of ``dump`` and ``export``
+(:func:`codec.views.select.pick`) and ``stats`` run on a store as they run on a .db file.
+
+Rows are numbered the way chunks are: stores first, then sessions, queue entries,
+subscriptions and retains, each table in rowid order. A batch's ``index`` holds those numbers
+and its ``offset`` the rows' rowids, so every answer goes back to the user as *table and rowid*
+(a row has no byte offset). The per-row :class:`Row` records that ``dump`` prints and
+``export`` turns into Arrow rows are made from the same batches. Nothing is converted to a .db
+on the way, and nothing is created beside the store: it is opened immutable, or, when a
+``-wal`` holds committed changes, read from a private snapshot of store and log
+(:func:`codec.sources.connect_readonly`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import struct
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codec.columnar import BATCH, Columns, batches
+from codec.engine import Record
+from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
+from codec.layouts import ChunkType, Layout, layout_for
+from codec.properties import VBI_MAX, Property, decode_properties, encode_properties
+from codec.reader import Chunk
+from codec.sources import connect_readonly, is_sqlite_file
+from codec.store.schema import EDITABLE_VERSION, INDEXES, ORDER, REQUIRED_TABLES, ROWS, SUB_ID, restored_properties
+from codec.views.select import TypeColumns
+
+V6 = 6
+_EMPTY = np.zeros(0, np.int64)
+
+
+def _layout(t: ChunkType) -> Layout:
+    layout = layout_for(V6, t)
+    assert layout is not None
+    return layout
+
+
+KINDS = {t: {name: f.kind for f in _layout(t).fields for name in f.values} for t in ROWS}
+
+
+@dataclass
+class Row(Chunk):
+    """A store row as a chunk: ``index`` is its number among the store's rows, ``offset`` its rowid."""
+
+    table: str = ""
+
+    @property
+    def rowid(self) -> int:
+        return self.offset
+
+    @property
+    def path(self) -> str:
+        return f"{self.table}[rowid {self.offset}]"
+
+
+@dataclass
+class Figures:
+    """What a store is, as sqlite and the plugin see it."""
+
+    size: int
+    wal_size: int | None  # None: no -wal file beside it
+    page_size: int
+    pages: int
+    free_pages: int
+    journal_mode: str  # "wal" or "rollback" (header bytes 18-19)
+    sqlite_version: str  # the library that last wrote it (header offset 96)
+    schema_version: tuple[int, int, int] | None
+    tables: dict[str, int] = field(default_factory=dict)  # rows per table
+    missing_indexes: list[str] = field(default_factory=list)
+
+    @property
+    def schema_text(self) -> str:
+        return "none" if self.schema_version is None else ".".join(map(str, self.schema_version))
+
+
+def schema_version(con: sqlite3.Connection) -> tuple[int, int, int] | None:
+    """The ``database_schema`` row of ``version_info`` (None when there is none)."""
+    try:
+        row = con.execute("SELECT major, minor, patch FROM version_info WHERE component = 'database_schema'").fetchone()
+    except sqlite3.DatabaseError:
+        return None
+    if row is None:
+        return None
+    try:
+        return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
+    except (TypeError, ValueError):
+        return None
+
+
+def require_store(con: sqlite3.Connection, path: str) -> set[str]:
+    """The store's tables; a sqlite file without the plugin's tables is refused (exit 2)."""
+    try:
+        names = {_text(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        raise NotADatabaseError(f"not a readable sqlite database ({exc})", path=path) from None
+    lacking = [t for t in REQUIRED_TABLES if t not in names]
+    if lacking:
+        raise NotADatabaseError(f"a sqlite database but not a Mosquitto 2.1 persistence store (no table "
+                                f"{', '.join(lacking)})", path=path)
+    return names
+
+
+def require_editable(version: tuple[int, int, int] | None, path: str) -> None:
+    """Edits are made for the schema this mosqdb knows (1.1.0); anything else is refused."""
+    if version != EDITABLE_VERSION:
+        have = "no version_info row" if version is None else "schema version " + ".".join(map(str, version))
+        raise UnsupportedVersionError(f"persist-sqlite store with {have}; mosqdb edits schema version "
+                                      f"{'.'.join(map(str, EDITABLE_VERSION))} (Mosquitto 2.1) only: refused, "
+                                      "nothing written", path=path)
+
+
+def _text(v: Any) -> str:
+    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+
+
+def figures(con: sqlite3.Connection, path: str, names: set[str]) -> Figures:
+    with open(path, "rb") as f:
+        head = f.read(100)
+    wal = f"{path}-wal"
+    version = struct.unpack_from(">I", head, 96)[0] if len(head) >= 100 else 0
+    fig = Figures(
+        size=os.path.getsize(path),
+        wal_size=os.path.getsize(wal) if os.path.exists(wal) else None,
+        page_size=int(con.execute("PRAGMA page_size").fetchone()[0]),
+        pages=int(con.execute("PRAGMA page_count").fetchone()[0]),
+        free_pages=int(con.execute("PRAGMA freelist_count").fetchone()[0]),
+        journal_mode="wal" if len(head) > 19 and head[18] == 2 else "rollback",
+        sqlite_version=f"{version // 1_000_000}.{version // 1000 % 1000}.{version % 1000}",
+        schema_version=schema_version(con),
+    )
+    for table in (*REQUIRED_TABLES, "wills", "version_info"):
+        if table in names:
+            fig.tables[table] = int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    have = {_text(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    fig.missing_indexes = [i for i in INDEXES if i not in have]
+    return fig
+
+
+class StoreFile:
+    """A persist-sqlite store opened for reading; use as a context manager.
+
+    ``version`` is 6: the chunk values its rows are read as. The store's own version is
+    :attr:`Figures.schema_version`.
+    """
+
+    is_store = True
+    version = V6
+    empty = False
+    endian = "little"
+    crc = 0
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = self.source_path = os.fspath(path)
+        if not is_sqlite_file(self.path):
+            raise NotADatabaseError("not a sqlite database (and not a mosquitto db)", path=self.path)
+        try:
+            self.con = connect_readonly(self.path)
+        except (OSError, sqlite3.DatabaseError) as exc:
+            raise CodecError(f"cannot open the sqlite store ({exc})", path=self.path) from None
+        try:
+            self.con.text_factory = bytes
+            self._lock = threading.RLock()  # export reads kinds in two threads: one statement at a time
+            names = require_store(self.con, self.path)
+            self.figures = figures(self.con, self.path, names)
+            self.size = self.figures.size
+            self.count: dict[ChunkType, int] = {t: self.figures.tables.get(ROWS[t].table, 0) for t in ORDER}
+            self.first: dict[ChunkType, int] = {}
+            n = 0
+            for t in ORDER:
+                self.first[t] = n
+                n += self.count[t]
+            self.types = np.zeros(n, np.uint32)
+            for t in ORDER:
+                self.types[self.first[t]:self.first[t] + self.count[t]] = int(t)
+            self._rowids: dict[ChunkType, np.ndarray] = {}
+        except sqlite3.DatabaseError as exc:
+            self.close()
+            raise CodecError(f"reading the sqlite store failed: {exc}", path=self.path) from None
+        except BaseException:
+            self.close()
+            raise
+
+    def rowids(self, t: int) -> np.ndarray:
+        """The rowids of chunk type ``t``'s table, ascending (read once, when a row is asked for by number)."""
+        t = ChunkType(t)
+        if t not in self._rowids:
+            assert self.con is not None
+            with self._lock:
+                cur = self.con.execute(f"SELECT rowid FROM {ROWS[t].table} ORDER BY rowid")
+                ids = np.fromiter((r[0] for r in cur), dtype=np.int64)
+            if len(ids) != self.count[t]:
+                raise CodecError(f"{ROWS[t].table}: {self.count[t]} rows counted, {len(ids)} read (the store changed?)",
+                                 path=self.path)
+            self._rowids[t] = ids
+        return self._rowids[t]
+
+    # ------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+            self.con = None
+
+    def __enter__(self) -> StoreFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __len__(self) -> int:
+        return len(self.types)
+
+    def counts(self) -> dict[ChunkType, int]:
+        return dict(self.count)
+
+    def rows_of(self, t: int) -> np.ndarray:
+        """The numbers of every row of chunk type ``t``."""
+        t = ChunkType(t)
+        return np.arange(self.first[t], self.first[t] + self.count[t], dtype=np.int64)
+
+    def type_of(self, i: int) -> ChunkType:
+        return ChunkType(int(self.types[i]))
+
+    def where(self, i: int) -> tuple[str, int]:
+        """(table, rowid) of row number ``i``."""
+        t = self.type_of(i)
+        return ROWS[t].table, int(self.rowids(t)[i - self.first[t]])
+
+    # ------------------------------------------------------------ column batches
+    def batches(self, t: int, rows: np.ndarray | None = None, *, names: Iterable[str] | None = None,
+                size: int = BATCH, sizes_only: Iterable[str] = ()) -> Iterator[Columns]:
+        """Column batches of the rows (numbers ``rows``, ascending; default all) of chunk type ``t``,
+        with the values ``names`` (default all), ``size`` rows at a time. ``sizes_only``: text or blob
+        values whose lengths alone are wanted (their spans have the sizes; their bytes are not read)."""
+        t = ChunkType(t)
+        lengths = set(sizes_only)
+        wanted = [(n, f"length({e})" if n in lengths else e) for n, e in ROWS[t].values
+                  if names is None or n in names]
+        if rows is None:  # every row, in rowid order: keyset pages, no rowid list needed
+            done, after = 0, None
+            while done < self.count[t]:
+                c = self._fetch(t, wanted, page=(done, after, size))
+                if not len(c):
+                    break
+                yield c
+                done, after = done + len(c), int(c.offset[-1])
+            if done != self.count[t]:
+                raise CodecError(f"{ROWS[t].table}: {self.count[t]} rows counted, {done} read (the store changed?)",
+                                 path=self.path)
+            return
+        pos = np.asarray(rows, np.int64) - self.first[t]
+        for s in batches(len(pos), size):
+            yield self._fetch(t, wanted, pos=pos[s])
+
+    def _fetch(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None = None,
+               page: tuple[int, int | None, int] | None = None) -> Columns:
+        """One batch: the rows at positions ``pos``, or the ``page`` (first position, rowid before it, size)."""
+        assert self.con is not None
+        table = ROWS[t].table
+        select = ", ".join(["rowid"] + [e for _n, e in wanted])
+        try:
+            with self._lock:
+                if page is not None:
+                    first, after, size = page
+                    got = self.con.execute(f"SELECT {select} FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                                           (-(1 << 63) if after is None else after, size)).fetchall()
+                    pos = np.arange(first, first + len(got), dtype=np.int64)
+                    rid = np.array([r[0] for r in got], dtype=np.int64)
+                else:
+                    assert pos is not None
+                    rid = self.rowids(t)[pos] if len(pos) else np.zeros(0, np.int64)
+                    got = self._select(table, select, pos, rid)
+        except sqlite3.DatabaseError as exc:
+            raise CodecError(f"{table}: reading the rows failed: {exc}", path=self.path) from None
+        return self._columns(t, pos, rid, wanted, got)
+
+    def _select(self, table: str, select: str, pos: np.ndarray, rid: np.ndarray) -> list[tuple]:
+        assert self.con is not None
+        if not len(pos):
+            return []
+        if int(pos[-1] - pos[0]) + 1 == len(pos):  # a run of consecutive rows
+            return self.con.execute(f"SELECT {select} FROM {table} WHERE rowid BETWEEN ? AND ? ORDER BY rowid",
+                                    (int(rid[0]), int(rid[-1]))).fetchall()
+        return self.con.execute(f"SELECT {select} FROM {table} WHERE rowid IN (SELECT value FROM json_each(?)) "
+                                "ORDER BY rowid", (json.dumps(rid.tolist()),)).fetchall()
+
+    def _columns(self, t: ChunkType, pos: np.ndarray, rid: np.ndarray, wanted: list[tuple[str, str]],
+                 got: list[tuple]) -> Columns:
+        table = ROWS[t].table
+        if len(got) != len(pos):
+            raise CodecError(f"{table}: {len(pos)} rows asked for, {len(got)} read (the store changed?)",
+                             path=self.path)
+        n = len(got)
+        cols = list(zip(*got)) if n else [()] * (len(wanted) + 1)
+        kinds = KINDS[t]
+        ints: dict[str, np.ndarray] = {}
+        spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        parts: list[bytes] = []
+        at = 0
+        for k, (name, expr) in enumerate(wanted, start=1):
+            kind = kinds[name]
+            if expr.startswith("length("):  # sizes only: no bytes
+                spans[name] = (np.zeros(n, np.int64), np.array([v or 0 for v in cols[k]], np.int64))
+            elif kind in ("str", "bytes", "props"):
+                values = _props_bytes(t, cols[k]) if kind == "props" else [v or b"" for v in cols[k]]
+                sizes = np.fromiter(map(len, values), np.int64, n)
+                starts = np.empty(n, np.int64)
+                if n:
+                    starts[0] = at
+                    np.cumsum(sizes[:-1], out=starts[1:])
+                    starts[1:] += at
+                spans[name] = (starts, sizes)
+                parts.extend(values)
+                at += int(sizes.sum())
+            else:
+                v = np.array(cols[k], dtype=np.int64) if n else np.zeros(0, np.int64)
+                ints[name] = v.view(np.uint64) if kind == "u64h" else v
+        data = np.frombuffer(b"".join(parts), dtype=np.uint8)
+        return Columns(t.label, V6, data, 0, pos + self.first[t], rid, np.zeros(n, np.int64), ints, spans)
+
+    # ------------------------------------------------------------ rows as records
+    def rows(self, t: int, rows: np.ndarray | None = None) -> Iterator[Row]:
+        """Every row (of numbers ``rows``) of chunk type ``t`` as a :class:`Row`, from the column batches."""
+        t = ChunkType(t)
+        layout = _layout(t)
+        table = ROWS[t].table
+        for c in self.batches(t, rows):
+            raw = c.data.tobytes()
+            cols = {name: (c.ints[name].tolist(), None) if name in c.ints else (None, c.spans[name])
+                    for name in layout.value_names}
+            for r in range(len(c)):
+                values: dict[str, Any] = {}
+                for f in layout.fields:
+                    for name in f.values:
+                        nums, span = cols[name]
+                        if nums is not None:
+                            values[name] = nums[r]
+                            continue
+                        assert span is not None
+                        s = int(span[0][r])
+                        b = raw[s:s + int(span[1][r])]
+                        if f.kind == "str":
+                            values[name] = None if f.nullable and not b else b.decode("utf-8", "surrogateescape")
+                        elif f.kind == "bytes":
+                            values[name] = b
+                        else:
+                            values[name] = decode_properties(b) if b else None
+                yield Row(int(c.index[r]), int(c.offset[r]), 0, 0, Record(int(t), values, V6), table=table)
+
+    def chunk(self, i: int) -> Row:
+        return next(self.rows(self.type_of(i), np.array([i], np.int64)))
+
+    def chunks_at(self, rows: Iterable[int]) -> Iterator[Row]:
+        """Rows by number (ascending), as ``DbFile.chunks_at``."""
+        got = np.asarray(list(rows), np.int64)
+        for t in ORDER:
+            mine = got[self.types[got] == int(t)] if len(got) else _EMPTY
+            if len(mine):
+                yield from self.rows(t, mine)
+
+    def stream(self, *, types: Iterable[int] | None = None, **_kw: Any) -> Iterator[Row]:
+        """Every row in number order (of the chunk types ``types``)."""
+        wanted = None if types is None else {int(t) for t in types}
+        for t in ORDER:
+            if wanted is None or int(t) in wanted:
+                yield from self.rows(t)
+
+    def records(self, **kw: Any) -> Iterator[Record]:
+        for row in self.stream(**kw):
+            yield row.record
+
+    # ------------------------------------------------------------ what the engines ask
+    def columns(self) -> StoreColumns:
+        return StoreColumns(self)
+
+    def all_rowids(self) -> np.ndarray:
+        """Per row number: its rowid (what a .db's chunk offset is to a chunk)."""
+        out = np.zeros(len(self.types), np.int64)
+        for t in ORDER:
+            a = self.first[t]
+            out[a:a + self.count[t]] = self.rowids(t)
+        return out
+
+    def row_sizes(self) -> np.ndarray:
+        """Per row number: the bytes its values take (text and blobs by length, numbers by their text)."""
+        assert self.con is not None
+        out = np.zeros(len(self.types), np.int64)
+        for t in ORDER:
+            table = ROWS[t].table
+            cols = [_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
+            expr = " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
+            cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
+            a = self.first[t]
+            n = self.count[t]
+            out[a:a + n] = np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
+        return out
+
+
+def _props_bytes(t: ChunkType, values: tuple) -> list[bytes]:
+    """The property tail a row's broker restores, as v5 property bytes (the v6 chunk's tail)."""
+    out: list[bytes] = []
+    for v in values:
+        if not v:
+            out.append(b"")
+        elif t == ChunkType.CLIENT_MSG:  # the subscription identifier column
+            out.append(encode_properties([Property.make(SUB_ID, int(v))]) if 0 < int(v) <= VBI_MAX else b"")
+        else:
+            props, _problems = restored_properties(v)
+            try:
+                out.append(encode_properties(props) if props else b"")
+            except CodecError:
+                out.append(b"")
+    return out
+
+
+def expiry_counts(store: StoreFile, at: float) -> dict[str, dict[str, int]]:
+    """``info``'s expiry counts (:func:`codec.views.timeview.expiry_counts`): sessions and stored messages
+    expired, expiring within a day, never; counted by sqlite over the values the rows are read as."""
+    from codec.views.timeview import DAY
+
+    assert store.con is not None
+    out: dict[str, dict[str, int]] = {}
+    for kind, t, live in (("client", ChunkType.CLIENT, "e > 0 AND i != 4294967295"),
+                          ("msg_store", ChunkType.MSG_STORE, "e > 0")):
+        exprs = dict(ROWS[t].values)
+        e = exprs["session_expiry_time" if kind == "client" else "expiry_time"]
+        i = exprs.get("session_expiry_interval", "0")
+        with store._lock:
+            row = store.con.execute(
+                f"SELECT count(*), sum({live} AND e <= :at), sum({live} AND e > :at AND e <= :day), sum({live}) "
+                f"FROM (SELECT {e} AS e, {i} AS i FROM {ROWS[t].table})", {"at": at, "day": at + DAY}).fetchone()
+        total, expired, soon, timed = (int(v or 0) for v in row)
+        out[kind] = {"expired": expired, "expiring_within_day": soon, "never": total - timed, "total": total}
+    return out
+
+
+def store_expiries(store: StoreFile) -> dict[int, int]:
+    """Store id -> expiry time of every stored message that expires (what its queue entries inherit)."""
+    out: dict[int, int] = {}
+    for c in store.batches(ChunkType.MSG_STORE, names=("store_id", "expiry_time")):
+        keep = c.ints["expiry_time"] > 0
+        out.update(zip(c.ints["store_id"][keep].tolist(), c.ints["expiry_time"][keep].tolist(), strict=True))
+    return out
+
+
+def info_data(store: StoreFile, at: float | None = None) -> dict[str, Any]:
+    """``mosqdb info`` of a store: what it is (sqlite figures, schema version, rows per table), the
+    rows as the chunk kinds they stand for, and what has expired as of ``at``."""
+    from codec.views.timeview import iso
+
+    fig = store.figures
+    counts = {"cfg": 0, **{t.label: store.count[t] for t in sorted(ORDER)}, "unknown": 0}
+    data: dict[str, Any] = {
+        "file": store.source_path, "format": "sqlite", "size": fig.size, "version": None, "crc": None,
+        "schema_version": fig.schema_text, "sqlite_version": fig.sqlite_version, "journal_mode": fig.journal_mode,
+        "wal_size": fig.wal_size, "page_size": fig.page_size, "pages": fig.pages, "free_pages": fig.free_pages,
+        "tables": dict(fig.tables), "missing_indexes": fig.missing_indexes, "chunks": counts,
+        "total_chunks": len(store), "shutdown": None, "dbid_size": None, "last_db_id": None, "damaged": None,
+        "trailing_bytes": 0,
+    }
+    if at is not None:
+        data["at"] = iso(at)
+        data["expiry"] = expiry_counts(store, at)
+    return data
+
+
+class StoreColumns:
+    """The gathers :func:`codec.views.select.pick` and :mod:`codec.ops.stats` ask of a file
+    (``FileColumns`` / ``ColumnReader``), answered from a store's rows."""
+
+    def __init__(self, store: StoreFile) -> None:
+        self.store = store
+        self.types = store.types
+        self.count = len(store.types)
+
+    def rows(self, chunk_type: int) -> np.ndarray:
+        return self.store.rows_of(chunk_type)
+
+    def gather(self, chunk_type: int, names: Iterable[str] = (), tests: dict | None = None,
+               rows: np.ndarray | None = None) -> TypeColumns:
+        """``FileColumns.gather``: numbers ``names`` and answers of ``tests`` on text values."""
+        tests = dict(tests or {})
+        names = set(names)
+        rows = self.rows(chunk_type) if rows is None else np.asarray(rows, np.int64)
+        ints: dict[str, list[np.ndarray]] = {n: [] for n in names}
+        marks: dict[str, list[np.ndarray]] = {n: [] for n in tests}
+        for c in self.store.batches(chunk_type, rows, names=names | set(tests)):
+            for n in names:
+                ints[n].append(c.ints[n])
+            for n, test in tests.items():
+                marks[n].append(test(c.data, *c.spans[n]))
+        kinds = KINDS[ChunkType(chunk_type)]
+        return TypeColumns(rows, {n: np.concatenate(v) if v else np.zeros(0, np.uint64 if kinds.get(n) == "u64h"
+                                                                              else np.int64) for n, v in ints.items()},
+                           {n: np.concatenate(v) if v else np.zeros(0, bool) for n, v in marks.items()}, _EMPTY)
+
+
+
+class StoreReader:
+    """:class:`codec.columnar.ColumnReader` for a store: chosen rows' values, one batch at a time."""
+
+    def __init__(self, store: StoreFile) -> None:
+        self.store = store
+        self.types = store.types
+
+    def gather(self, which: np.ndarray, chunk_type: int, names: tuple[str, ...]) -> Columns:
+        """One batch of the values ``names`` of rows ``which`` (all of type ``chunk_type``)."""
+        return next(self.store.batches(chunk_type, which, names=names, size=max(len(which), 1)))
+
+    def release(self) -> None:
+        """Nothing is mapped."""
+
+
+__all__ = ["expiry_counts", "store_expiries", "info_data", "Figures", "Row", "StoreColumns", "StoreFile", "StoreReader", "require_editable", "require_store", "schema_version"]

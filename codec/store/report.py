@@ -1,0 +1,49 @@
+"""The report every migration prints: what it wrote, what it left out and why (all targets share it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+EXAMPLES = 5
+
+
+@dataclass
+class MigrationReport:
+    """What a migration wrote and what it left out, with the reasons (shared by all targets)."""
+
+    source: str
+    target: str
+    dry_run: bool = False
+    written: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[str]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def count(self, what: str, n: int = 1) -> None:
+        self.written[what] = self.written.get(what, 0) + n
+
+    def skip(self, reason: str, example: str | None = None, n: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + n
+        if example is not None:
+            ex = self.examples.setdefault(reason, [])
+            if len(ex) < EXAMPLES:
+                ex.append(example)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"source": self.source, "target": self.target, "dry_run": self.dry_run, "written": self.written,
+                "skipped": [{"reason": r, "count": n, "examples": self.examples.get(r, [])}
+                            for r, n in self.skipped.items()],
+                "notes": self.notes, "seconds": round(self.seconds, 3)}
+
+    def lines(self) -> list[str]:
+        verb = "would write" if self.dry_run else "wrote"
+        out = [f"{self.source} -> {self.target}: {verb} "
+               + (", ".join(f"{n:,} {k}" for k, n in self.written.items()) or "nothing")
+               + f" in {self.seconds:.2f} s"]
+        for r, n in self.skipped.items():
+            ex = self.examples.get(r)
+            out.append(f"  skipped {n:,}: {r}" + (f" (e.g. {'; '.join(ex)})" if ex else ""))
+        out.extend(f"  note: {n}" for n in self.notes)
+        return out

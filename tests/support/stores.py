@@ -1,0 +1,47 @@
+"""What a Mosquitto 2.1 sqlite store holds, read with plain sqlite3 (not the code under test): tests only."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Read-only, creating nothing beside the store (immutable: only for stores no one is writing)."""
+    con = sqlite3.connect(f"file:{quote(str(Path(path).resolve()))}?mode=ro&immutable=1", uri=True)
+    con.text_factory = lambda b: b.decode("utf-8", "surrogateescape")
+    return con
+
+
+def store_state(path: Path) -> dict:
+    """retained {topic: payload}; sessions {client id}; queues {client id: Counter((topic, payload))} of the
+    outgoing entries whose message exists (what a reconnecting client is sent)."""
+    con = connect(path)
+    try:
+        retained = {t: bytes(p or b"") for t, p in con.execute(
+            "SELECT r.topic, b.payload FROM retains r JOIN base_msgs b ON b.store_id = r.store_id")}
+        sessions = {c for (c,) in con.execute("SELECT client_id FROM clients")}
+        queues: dict[str, Counter] = {c: Counter() for c in sessions}
+        for cid, topic, payload in con.execute(
+                "SELECT q.client_id, b.topic, b.payload FROM client_msgs q JOIN base_msgs b ON b.store_id = q.store_id "
+                "WHERE q.direction = 1 ORDER BY q.rowid"):
+            queues.setdefault(cid, Counter())[(topic, bytes(payload or b""))] += 1
+        return {"retained": retained, "sessions": sessions, "queues": queues}
+    finally:
+        con.close()
+
+
+def counts(path: Path) -> dict[str, int]:
+    con = connect(path)
+    try:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("base_msgs", "retains", "clients", "subscriptions", "client_msgs")}
+    finally:
+        con.close()
