@@ -298,3 +298,24 @@ def test_usage_errors(store: Path) -> None:
                         (["convert", store, "--to-version", "6", "--in-place"], "cannot load")):
         r = run_in_process(*argv)
         assert r.returncode == 2 and words in one_line(r.stderr), (argv, r.stderr)
+
+
+def test_the_session_selectors_of_a_db_work_on_a_store(store: Path, tmp_path: Path) -> None:
+    """--client-glob, --client-regex, --queue-larger-than and bridge protection pick on a store what they pick on
+    the same sessions in a .db (one selection, codec.ops.session_filter)."""
+    (tmp_path / "bridge.conf").write_text("connection up\naddress 127.0.0.1:1\nlocal_clientid a-sub-q2\n")
+    cases = [
+        (["prune-sessions", "--client-glob", "a-sub-q?"], ["a-sub-q0", "a-sub-q1", "a-sub-q2"]),
+        (["prune-sessions", "--client-regex", "^a-(idle|raw)"], ["a-idle", "a-raw-inflight"]),
+        (["prune-sessions", "--client-glob", "a-sub-*", "--queue-larger-than", "5"], ["a-sub-q1", "a-sub-q2"]),
+        (["drop-client", "a-idle", "--client-glob", "a-sub-q?", "--conf", tmp_path / "bridge.conf"],
+         ["a-idle", "a-sub-q0", "a-sub-q1"]),
+    ]
+    digest = sha256(store)
+    for argv, want in cases:
+        r = run_in_process(argv[0], store, *argv[1:], "--dry-run", "--json")
+        assert r.returncode == 0, (argv, r.stderr)
+        rep = json.loads(r.stdout)
+        assert rep["clients_removed"] == want, argv
+    assert rep["skipped_bridges"] == {"a-sub-q2": "the session of bridge 'up'"}
+    assert sha256(store) == digest
