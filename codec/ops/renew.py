@@ -61,14 +61,6 @@ class RenewPlan:
     messages: int = 0
     skipped: dict[str, str] = field(default_factory=dict)  # bridge sessions left alone -> why
 
-
-def _bridge_sessions(db: DbFile, conf: BrokerConf | None) -> dict[str, str]:
-    """The live bridges' sessions among the file's CLIENT chunks (:func:`codec.broker.bridges.protected`)."""
-    import numpy as np
-
-    where = np.flatnonzero(db.index.arrays()[1] == int(ChunkType.CLIENT)).tolist()
-    return protected(conf, [db.chunk(i).record["client_id"] for i in where])
-
     def add(self, index: int, rec: Record, new: dict[str, int]) -> None:
         """Count the changes ``new`` of record ``rec`` (chunk ``index``; a store's rowid)."""
         who = f"store {rec['store_id']} {rec['topic']}" if rec.kind == "msg_store" else rec["client_id"]
@@ -78,6 +70,14 @@ def _bridge_sessions(db: DbFile, conf: BrokerConf | None) -> dict[str, str]:
             self.sessions += 1
         else:
             self.messages += 1
+
+
+def _bridge_sessions(db: DbFile, conf: BrokerConf | None) -> dict[str, str]:
+    """The live bridges' sessions among the file's CLIENT chunks (:func:`codec.broker.bridges.protected`)."""
+    import numpy as np
+
+    where = np.flatnonzero(db.index.arrays()[1] == int(ChunkType.CLIENT)).tolist()
+    return protected(conf, [db.chunk(i).record["client_id"] for i in where])
 
 
 def plan_renew(db: DbFile, policy: Policy, *, progress: Progress | None = None) -> RenewPlan:

@@ -118,7 +118,12 @@ def info_data(db: DbFile, at: float | None = None) -> dict[str, Any]:
 def bridge_data(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
     """The bridge sessions (``--conf``'s bridges, orphans; without it, ``local.*`` look-alikes), None if none."""
     from codec.ops.clients import bridge_map
+    from codec.sources import as_db, is_store
 
+    if is_store(db):
+        if conf is None:  # no look-alike scan: it would build the store's v6 image for every `info`
+            return None
+        db = as_db(db)  # with --conf: the per-client columns come from the store's v6 image
     if db.index.error is not None:
         return None
     bm = bridge_map(db, conf, at)

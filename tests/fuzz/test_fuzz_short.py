@@ -1,5 +1,6 @@
-"""The fuzzing campaign's short run (bench/fuzz.py): ~20k mutated inputs within ~30 s, no exception
-outside the codec's error hierarchy, no input under 100 KB over 2 s. The long run's figures are in the README."""
+"""The fuzzing campaign's short run (bench/fuzz.py): 3,000 mutated inputs (MOSQDB_FUZZ_INPUTS for more), no
+exception outside the codec's error hierarchy, no input under 100 KB over 2 s of CPU. No time cap: on a loaded
+machine a capped run would test the neighbours' speed. The long runs' figures are in the README."""
 
 from __future__ import annotations
 
@@ -24,9 +25,9 @@ def _fuzz():
 
 def test_short_fuzz_run(tmp_path):
     fuzz = _fuzz()
-    inputs = int(os.environ.get("MOSQDB_FUZZ_INPUTS", "20000"))
-    res = fuzz.campaign(inputs, seed=18, findings_dir=str(tmp_path), time_limit=30.0)
-    assert res["inputs"] >= min(inputs, 2000)
+    inputs = int(os.environ.get("MOSQDB_FUZZ_INPUTS", "3000"))
+    res = fuzz.campaign(inputs, seed=18, findings_dir=str(tmp_path))
+    assert res["inputs"] == inputs
     details = {k: (h["count"], h["message"], h.get("traceback", "")[-800:]) for k, h in res["findings"].items()}
     assert not details, details
     assert not res["slow_over_2s"], res["slow_over_2s"]
