@@ -35,6 +35,34 @@ def have_mosquitto() -> bool:
     return os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)
 
 
+# The five real brokers the broker model is compared with: Debian's package and the upstream oracles
+# (../shared/oracles, built by ../shared/tools/build-mosquitto.sh into ~/.cache/mosqdb-oracles, once).
+DEBIAN_VERSION = "2.0.11"
+ORACLE_VERSIONS = ("2.0.14", "2.0.18", "2.0.22", "2.1.2")
+FIVE_BROKERS = (DEBIAN_VERSION, *ORACLE_VERSIONS)
+
+
+def oracle_binary(version: str, *, build: bool = True) -> str | None:
+    """The path of the broker of ``version``: Debian's for 2.0.11, else the cached oracle build.
+
+    A missing oracle is built (20-60 s, once; the script waits on a lock when another worker
+    builds it); None when it cannot be (no tarball, no compiler and no apt).
+    """
+    if version == DEBIAN_VERSION:
+        return MOSQUITTO if have_mosquitto() and broker_version() == (2, 0, 11) else None
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mosqdb-oracles" / version / "mosquitto"
+    if cache.exists() and os.access(cache, os.X_OK):
+        return str(cache)
+    from support.paths import SHARED
+
+    script = SHARED / "tools" / "build-mosquitto.sh"
+    if not build or not script.exists():
+        return None
+    done = subprocess.run([str(script), version], capture_output=True, text=True, timeout=900)
+    path = done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else ""
+    return path if path and os.access(path, os.X_OK) else None
+
+
 def broker_version() -> tuple[int, ...]:
     """(2, 0, 11) for Debian bookworm's package; parsed from ``mosquitto -h``."""
     import re
@@ -70,8 +98,12 @@ class Broker:
     """
 
     def __init__(self, db: str | os.PathLike[str] | None = None, *, extra: tuple[str, ...] = (),
-                 queue_qos0: bool = True, workdir: str | os.PathLike[str] | None = None) -> None:
+                 queue_qos0: bool = True, workdir: str | os.PathLike[str] | None = None,
+                 binary: str | None = None, max_queued: int = 1000) -> None:
         self.src = None if db is None else Path(db)
+        self.binary = binary or MOSQUITTO
+        self.max_queued = max_queued
+        self.stderr = ""
         self.extra = extra
         self.queue_qos0 = queue_qos0
         self._own_dir = workdir is None
@@ -111,7 +143,7 @@ class Broker:
             "persistence_file mosquitto.db",
             "autosave_interval 0",
             f"queue_qos0_messages {'true' if self.queue_qos0 else 'false'}",
-            "max_queued_messages 1000",
+            f"max_queued_messages {self.max_queued}",
             f"log_dest file {self.log_path}",
             "log_type all",
             f"user {getpass.getuser()}",
@@ -120,20 +152,21 @@ class Broker:
         return "\n".join(lines) + "\n"
 
     def start(self, timeout: float = 10.0, *, expect_fail: bool = False) -> Broker:
-        if not have_mosquitto():
-            raise BrokerError(f"mosquitto not found at {MOSQUITTO}")
+        if not (os.path.exists(self.binary) and os.access(self.binary, os.X_OK)):
+            raise BrokerError(f"mosquitto not found at {self.binary}")
         if self.src is not None:
             shutil.copyfile(self.src, self.db_path)
         self.port = free_port()
         conf = self.dir / "mosquitto.conf"
         conf.write_text(self.config())
-        self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=subprocess.DEVNULL,
+        self.proc = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd=self.dir)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.returncode = self.proc.returncode
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                self.stderr = err
                 if expect_fail:
                     return self
                 raise BrokerError(f"mosquitto exited with {self.returncode}: {err.strip()} {self.log()[-2000:]}")
@@ -158,6 +191,7 @@ class Broker:
                 self.proc.wait()
                 raise BrokerError("mosquitto did not stop within the timeout after SIGTERM") from None
         if self.proc.stderr:
+            self.stderr += self.proc.stderr.read().decode(errors="replace")
             self.proc.stderr.close()
         self.returncode = self.proc.returncode
         self.proc = None
@@ -353,6 +387,6 @@ def db_state(path: str | os.PathLike[str], *, at: float | None = None) -> dict:
     }
 
 
-__all__ = ["Broker", "BrokerError", "broker_version", "expires_restored_sessions", "Message", "Session", "collect_many",
+__all__ = ["Broker", "BrokerError", "DEBIAN_VERSION", "FIVE_BROKERS", "ORACLE_VERSIONS", "broker_version", "expires_restored_sessions", "Message", "Session", "collect_many",
            "collect_queued", "collect_retained", "db_state",
-           "free_port", "have_mosquitto"]
+           "free_port", "have_mosquitto", "oracle_binary"]
