@@ -105,6 +105,21 @@ class Loaded:
     misread_at: int | None = None  # file offset where the broker's reads leave the chunk framing
     read_to: int | None = None  # file offset where the broker stopped reading (None: the end)
     tables: dict[str, Table] = field(default_factory=lambda: {k: Table(k) for k in _COLUMNS})
+    expired: list[np.ndarray] = field(default_factory=list)  # ids of stored messages dropped as expired
+    _expired_sorted: bool = False
+
+    def add_expired(self, ids: np.ndarray) -> None:
+        self.expired.append(np.asarray(ids, dtype=np.uint64))
+        self._expired_sorted = False
+
+    def expired_ids(self) -> np.ndarray:
+        """Sorted ids of the expired stored messages (their references are not "dangling")."""
+        if not self.expired:
+            return np.zeros(0, dtype=np.uint64)
+        if len(self.expired) > 1 or not self._expired_sorted:
+            self.expired = [np.unique(np.concatenate(self.expired))]
+            self._expired_sorted = True
+        return self.expired[0]
 
     def code(self, client_id: bytes) -> int:
         c = self.codes.get(client_id)

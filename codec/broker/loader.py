@@ -85,6 +85,9 @@ class Emulator:
     def __init__(self, buf: Any, size: int, v: Version, loaded: Loaded, now: float, *,
                  lookup: Callable[[int], bool | None] = lambda sid: None, framing: set[int] | None = None,
                  framing_end: int = 0, endian: str = "little") -> None:
+        import numpy as np
+
+        self._np = np
         self.buf, self.size, self.v, self.loaded, self.now = buf, size, v, loaded, now
         self.dbv = loaded.db_version
         self.lookup_before = lookup
@@ -106,12 +109,6 @@ class Emulator:
         out = bytes(self.buf[self.p:self.p + n])
         self.p += n
         return out
-
-    def read_partial(self, n: int) -> tuple[bytes, bool]:
-        """What a short ``fread`` leaves in a zeroed struct: the bytes there, padded with zeros; complete?"""
-        got = bytes(self.buf[self.p:min(self.p + n, self.size)])
-        self.p = min(self.p + n, self.size)
-        return got + bytes(n - len(got)), len(got) == n
 
     def read_e(self, n: int) -> bytes:
         got = self.read(n)
@@ -154,6 +151,11 @@ class Emulator:
         eff = effect(rule, self.v)
         self.loaded.event(Event(rule, self.pos, offset, LABELS.get(ctype), values),
                           fill(eff.log, self.v, **values))
+
+    def was_expired(self, sid: int) -> bool:
+        ids = self.loaded.expired_ids()
+        k = int(self._np.searchsorted(ids, self._np.uint64(sid)))
+        return k < len(ids) and int(ids[k]) == sid
 
     def store_state(self, sid: int) -> bool | None:
         if sid in self.stores:
@@ -202,6 +204,8 @@ class Emulator:
         return loaded
 
     def short(self, kind: str, chunk_type: int, at: int) -> Stop:
+        if self.v >= V21 and chunk_type in (MSG_STORE, SUB):
+            return self.fatal("short-read-quiet", chunk_type, at)
         rule = "short-string" if kind == "string" else "short-read"
         return self.fatal(rule, chunk_type, at)
 
@@ -244,16 +248,14 @@ class Emulator:
     def _expired(self, expiry: int) -> bool:
         return expiry > 0 and (expiry - int(self.now) < 0 or expiry - int(self.now) > U32 - 1)
 
-    def _add_store(self, at: int, sid: int, expiry: int, topic_off: int, topic: bytes | None, *,
-                   partial: bool = False) -> None:
+    def _add_store(self, at: int, sid: int, expiry: int, topic_off: int, topic: bytes | None) -> None:
         if self.v >= V16 and self._expired(expiry):
             self.loaded.event(Event("expired-message", self.pos, at, "msg_store", {"store_id": sid}))
+            self.loaded.add_expired(self._np.array([sid], dtype=self._np.uint64))
             return
         self.stores[sid] = topic is None
         self.loaded["stores"].add(self.pos, sid, expiry, topic_off if topic is not None else -1,
                                   len(topic or b""), topic is None, at)
-        if partial:
-            self.loaded.event(Event("short-read-silent", self.pos, at, "msg_store", {"store_id": sid}))
 
     def msg_store(self, length: int, at: int) -> Stop | None:
         if self.dbv >= 5:
@@ -262,52 +264,35 @@ class Emulator:
 
     def msg_store_v56(self, length: int, at: int) -> Stop | None:
         st = self.structs[MSG_STORE]
-        size = st.size
-        silent = self.v >= V21  # 2.1's error path returns rc 0: the message is kept as read so far
-        raw, whole = self.read_partial(size)
-        if not whole and not silent:
-            raise _Short("read")
+        raw = self.read_e(st.size)
         sid, expiry, payload_len = st.get(raw, "store_id"), st.get(raw, "expiry_time"), st.get(raw, "payload_len")
         id_len, user_len = st.get(raw, "source_id_len"), st.get(raw, "source_username_len")
         topic_len = st.get(raw, "topic_len")
-        if not whole:
-            return self._partial_store(at, sid, expiry, topic_len, None)
         if payload_len > PAYLOAD_MAX:
             raise _Fatal("payload-too-large")
-        rest = (length - (size + payload_len + id_len + user_len + topic_len)) % U32
-        if silent and rest > PAYLOAD_MAX:
-            return self._partial_store(at, sid, expiry, topic_len, None)
+        rest = (length - (st.size + payload_len + id_len + user_len + topic_len)) % U32
+        if self.v >= V21 and rest > PAYLOAD_MAX:  # `goto error` with rc 0: kept as read so far (no topic)
+            if topic_len == 0:
+                raise _Fatal("empty-topic-store")
+            self.loaded.event(Event("props-length-wrap", self.pos, at, "msg_store", {"store_id": sid}))
+            self._add_store(at, sid, expiry, -1, None)
+            return None
         if id_len:
             self.string_len(id_len)
         if user_len:
             self.string_len(user_len)
         topic_off = self.p
         topic = self.string_len(topic_len)
-        if payload_len and self.read(payload_len) is None:
-            if not silent:
-                raise _Short("read")
-            return self._partial_store(at, sid, expiry, topic_len, topic, topic_off)
+        if payload_len:
+            self.read_e(payload_len)
         if rest > 0:
-            if rest > MALLOC_LIMIT and not silent:
+            if rest > MALLOC_LIMIT:
                 raise _Fatal("bad-properties")
-            tail = self.read(rest)
-            if tail is None:
-                if not silent:
-                    raise _Short("read")
-                return self._partial_store(at, sid, expiry, topic_len, topic, topic_off)
-            if not self._properties_ok(tail):
+            if not self._properties_ok(self.read_e(rest)):
                 raise _Fatal("bad-properties")
         if self.v >= V21 and topic_len == 0:
             raise _Fatal("empty-topic-store")
         self._add_store(at, sid, expiry, topic_off, topic)
-        return None
-
-    def _partial_store(self, at: int, sid: int, expiry: int, topic_len: int, topic: bytes | None,
-                       topic_off: int = -1) -> Stop | None:
-        """2.1 after a failed read inside a stored message: restored as far as it was read (topic length 0: refused)."""
-        if topic_len == 0:
-            raise _Fatal("empty-topic-store")
-        self._add_store(at, sid, expiry, topic_off, topic, partial=True)
         return None
 
     def _properties_ok(self, tail: bytes) -> bool:
@@ -330,38 +315,22 @@ class Emulator:
                 self.read_e(payload_len)
             self._add_store(at, sid, 0, topic_off, topic)
             return None
-        silent = self.v >= V21
-        try:
-            sid = struct.unpack(e + "Q", self.read_e(8))[0]
-        except _Short:
-            if silent:
-                raise _Fatal("empty-topic-store") from None  # topic_len stays 0 in 2.1's v2-v4 path
-            raise
+        sid = struct.unpack(e + "Q", self.read_e(8))[0]
         self.string()
-        topic: bytes | None = None
-        topic_off = -1
-        try:
-            if self.dbv == 4:
-                self.string()
-                self.read_e(2)
-            self.read_e(4)
-            topic_off = self.p + 2
-            topic = self.string()
-            if silent and topic is None:
-                raise _Fatal("empty-topic-store")
+        if self.dbv == 4:
+            self.string()
             self.read_e(2)
-            payload_len = struct.unpack(">I", self.read_e(4))[0]
-            if (silent or self.v >= V2023) and payload_len > PAYLOAD_MAX:
-                raise _Fatal("payload-too-large")
-            if payload_len:
-                self.read_e(payload_len)
-        except _Short as s:
-            if not silent or s.kind == "string":
-                raise
-            if topic is None:
-                raise _Fatal("empty-topic-store") from None
-            self._add_store(at, sid, 0, topic_off, topic, partial=True)
-            return None
+        self.read_e(4)
+        topic_off = self.p + 2
+        topic = self.string()
+        if self.v >= V21 and topic is None:
+            raise _Fatal("empty-topic-store")
+        self.read_e(2)
+        payload_len = struct.unpack(">I", self.read_e(4))[0]
+        if self.v >= V2023 and payload_len > PAYLOAD_MAX:
+            raise _Fatal("payload-too-large")
+        if payload_len:
+            self.read_e(payload_len)
         self._add_store(at, sid, 0, topic_off, topic)
         return None
 
@@ -400,7 +369,8 @@ class Emulator:
         if state is None:
             if self.v < V16:
                 raise _Fatal("dangling-client-msg", store_id=sid)
-            self.loaded.event(Event("dangling-client-msg", self.pos, at, "client_msg", {"store_id": sid}))
+            if not self.was_expired(sid):
+                self.loaded.event(Event("dangling-client-msg", self.pos, at, "client_msg", {"store_id": sid}))
             return None
         if cid is None:
             if self.v < V2:
@@ -416,7 +386,8 @@ class Emulator:
         if state is None:
             if self.v < V16:
                 raise _Fatal("dangling-retain", store_id=sid)
-            self.loaded.event(Event("dangling-retain", self.pos, at, "retain", {"store_id": sid}))
+            if not self.was_expired(sid):
+                self.loaded.event(Event("dangling-retain", self.pos, at, "retain", {"store_id": sid}))
             return None
         if state:  # a NULL topic: strlen(NULL) while tokenising it
             stop = Stop("empty-topic-store", "crashes", [], self.pos, at, "retain",
@@ -427,18 +398,11 @@ class Emulator:
         return None
 
     def sub(self, at: int) -> Stop | None:
-        silent = self.v >= V21
         if self.dbv >= 5:
             st = self.structs[SUB]
-            raw, whole = self.read_partial(st.size)
-            if not whole and not silent:
-                raise _Short("read")
-            id_len, topic_len = st.get(raw, "client_id_len"), st.get(raw, "topic_len")
-            if whole:
-                cid = self.string_len(id_len)
-                topic = self.string_len(topic_len)
-            else:  # 2.1: `rc` is still MOSQ_ERR_SUCCESS at the error label: nothing read, nothing refused
-                cid = topic = None
+            raw = self.read_e(st.size)
+            cid = self.string_len(st.get(raw, "client_id_len"))
+            topic = self.string_len(st.get(raw, "topic_len"))
         elif self.v < V15:
             cid = self.old_string(empty_fatal=False)
             topic = self.old_string(empty_fatal=False)
@@ -446,17 +410,12 @@ class Emulator:
         else:
             cid = self.string()
             topic = self.string()
-            try:
-                self.read_e(1)
-            except _Short:
-                if not silent:
-                    raise
-                cid = topic = None  # 2.1 frees both and returns rc 0
-        if not cid:
+            self.read_e(1)
+        if not cid and self.v >= V15:
             return self._sub_effect("sub-no-client-id", at)
         if not topic:
             return self._sub_effect("sub-no-topic", at)
-        self.loaded["subs"].add(self.pos, self.loaded.code(cid))
+        self.loaded["subs"].add(self.pos, self.loaded.code(cid or b""))
         return None
 
     def _sub_effect(self, rule: str, at: int) -> Stop | None:

@@ -119,11 +119,14 @@ class Prediction:
 
 # ---------------------------------------------------------------- entry point
 def predict(path: str | os.PathLike[str], version: Version, *, at: float | None = None,
-            conf: BrokerConf | None = None, db: DbFile | None = None, hostname: str | None = None) -> Prediction:
+            conf: BrokerConf | None = None, db: DbFile | None = None, hostname: str | None = None,
+            emulate_all: bool = False) -> Prediction:
     """What Mosquitto ``version`` does with the file at ``path`` when it starts at ``at`` (default: now).
 
-    ``db``: the file already open (the TUI's document; it is not closed here). Raises
-    :class:`~codec.errors.CodecError` only when the file cannot be read at all.
+    ``db``: the file already open (the TUI's document; it is not closed here). ``emulate_all``: read
+    every chunk with the emulation of the broker's reads (the reference the columnar pass is tested
+    against; slow on big files). Raises :class:`~codec.errors.CodecError` only when the file cannot
+    be read at all.
     """
     path = os.fspath(path)
     at = time.time() if at is None else at
@@ -154,7 +157,7 @@ def predict(path: str | os.PathLike[str], version: Version, *, at: float | None 
     if own:
         db = DbFile(path)
     try:
-        loaded = _load(db, version, at)
+        loaded = _load(db, version, at, emulate_all=emulate_all)
     finally:
         if own:
             db.close()
@@ -190,7 +193,7 @@ def _stop(rule: str, v: Version, *, offset: int | None = None, pos: int | None =
 
 
 # ---------------------------------------------------------------- the load
-def _load(db: DbFile, v: Version, at: float) -> Loaded:
+def _load(db: DbFile, v: Version, at: float, *, emulate_all: bool = False) -> Loaded:
     """The columnar pass over the chunks read as framed, then the emulation from where that ends."""
     assert db.version is not None
     loaded = Loaded(db.version)
@@ -200,7 +203,7 @@ def _load(db: DbFile, v: Version, at: float) -> Loaded:
     offsets = np.asarray(offsets, dtype=np.int64)
     types = np.asarray(types, dtype=np.uint32)
     ends = np.asarray(ends, dtype=np.int64)
-    prefix, per_record = _framing_agrees(db, v, n, offsets, types, ends)
+    prefix, per_record = (0, {}) if emulate_all else _framing_agrees(db, v, n, offsets, types, ends)
     fatal = _columns(db, v, at, loaded, prefix, offsets, types, per_record)
     if fatal is not None:
         loaded.stop = fatal
@@ -360,12 +363,21 @@ def _stores(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, fata
         for r in np.flatnonzero(gone).tolist():
             loaded.event(Event("expired-message", int(pos[r]), int(c.offset[r]), "msg_store",
                                {"store_id": int(sid[r])}))
+        if gone.any():
+            loaded.add_expired(sid[gone])
         keep = ~gone
         table.extend(pos=pos[keep], store_id=sid[keep], expiry=expiry[keep],
                      topic_off=np.where(null, -1, t_start + c.base)[keep], topic_len=t_size[keep],
                      topic_null=null[keep], offset=c.offset[keep])
     cols = table.columns()
     return _index_stores(cols["store_id"], cols["pos"], cols["topic_null"])
+
+
+def _in(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    if not len(sorted_ids):
+        return np.zeros(len(ids), dtype=bool)
+    k = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return sorted_ids[k] == ids
 
 
 def _index_stores(ids: np.ndarray, pos: np.ndarray, null: np.ndarray) -> _Stores:
@@ -419,7 +431,7 @@ def _client_msgs(db: DbFile, v: Version, loaded: Loaded, prefix: int, stores: _S
                 fatal.append(_stop("dangling-client-msg", v, offset=int(c.offset[r]), pos=int(pos[r]),
                                    chunk_type="client_msg", store_id=int(sid[r])))
         else:
-            for r in np.flatnonzero(~found).tolist():
+            for r in np.flatnonzero(~found & ~_in(loaded.expired_ids(), sid)).tolist():
                 loaded.event(Event("dangling-client-msg", int(pos[r]), int(c.offset[r]), "client_msg",
                                    {"store_id": int(sid[r])}))
             for r in np.flatnonzero(found & empty).tolist():
@@ -445,7 +457,7 @@ def _retains(db: DbFile, v: Version, loaded: Loaded, prefix: int, stores: _Store
                 fatal.append(_stop("dangling-retain", v, offset=int(c.offset[r]), pos=int(pos[r]), chunk_type="retain",
                                    store_id=int(sid[r])))
         else:
-            for r in np.flatnonzero(~found).tolist():
+            for r in np.flatnonzero(~found & ~_in(loaded.expired_ids(), sid)).tolist():
                 loaded.event(Event("dangling-retain", int(pos[r]), int(c.offset[r]), "retain", {"store_id": int(sid[r])}))
         for r in np.flatnonzero(null).tolist()[:1]:
             fatal.append(Stop("empty-topic-store", "crashes", [], int(pos[r]), int(c.offset[r]), "retain",

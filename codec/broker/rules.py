@@ -109,11 +109,17 @@ RULES: tuple[Rule, ...] = (
          ((ANY_LOW, _until(V15), _refuses("Error: {errno}.")),
           (V15, ANY_HIGH, _refuses(note="persist__read_string_len() returns MOSQ_ERR_NOMEM without a log line"))),
          "1.4.15 persist.c read_e of strings; 1.5+ persist__read_string(_len)", measured=True),
-    Rule("short-read-silent", "a 2.1 loader's fixed-field read fails inside a stored message (v2-v6)",
-         ((V21, ANY_HIGH, Effect("keeps", (), "2.1 returns rc 0 from the error path (read_e jumps to `error:` with "
-                                 "rc still 0): the message is kept with the bytes read so far")),),
-         "2.1.2 persist_read_v5.c persist__chunk_base_msg_read_v56(), persist_read_v234.c "
-         "persist__chunk_base_msg_read_v234()"),
+    Rule("short-read-quiet", "a 2.1 loader's read fails inside a stored message or a subscription",
+         ((V21, ANY_HIGH, _refuses(note="the error paths of the base_msg and sub readers log nothing")),),
+         "2.1.2 persist_read_v5.c / persist_read_v234.c: read_e() sets rc = MOSQ_ERR_UNKNOWN (persist.h), the "
+         "`error:` labels of persist__chunk_base_msg_read_*() and persist__chunk_sub_read_*() do not log",
+         measured=True),
+    Rule("props-length-wrap", "a 2.1 v5/v6 stored message whose chunk length is shorter than its fields",
+         ((V21, ANY_HIGH, Effect("misreads", (), "the property length wraps past MQTT's maximum: the reader "
+                                 "returns rc 0 after the struct, the message is kept without its topic and the "
+                                 "loader reads on from inside it")),),
+         "2.1.2 persist_read_v5.c persist__chunk_base_msg_read_v56(): `if(length > MQTT_MAX_PAYLOAD) goto error;` "
+         "with rc still 0"),
     Rule("unknown-chunk", "a chunk of a type the loader does not know",
          ((ANY_LOW, ANY_HIGH, Effect("skips", ('Warning: Unsupported chunk "{chunk_type}" in persistent database file. '
                                                'Ignoring.',))),),

@@ -75,6 +75,17 @@ def truncated(path: Path, now: float) -> bytes:
     return data[:cut]
 
 
+def truncated_in_payload(path: Path, now: float) -> bytes:
+    """Cut inside the payload of the biggest stored message (a copy cut short in the middle of a write)."""
+    data = Path(path).read_bytes()
+    with DbFile(path) as db:
+        idx = db.index
+        lengths = idx.lengths_array()
+        biggest = max(range(len(idx)), key=lambda i: (int(idx.types[i]) == 2, int(lengths[i])))
+        cut = int(idx.offsets[biggest]) + db.header_size + int(lengths[biggest]) // 2
+    return data[:cut]
+
+
 def truncated_header(path: Path, now: float) -> bytes:
     """Cut inside the last chunk's header."""
     data = Path(path).read_bytes()
@@ -187,6 +198,22 @@ def missing_retained_store(path: Path, now: float) -> bytes:
     return _edit(path, change)
 
 
+def no_client_chunk(path: Path, now: float) -> bytes:
+    """a-sub-q1's client chunk removed: its subscriptions and queue stay."""
+    def change(recs: list[Record]) -> list[Record]:
+        return [r for r in recs if not (r.kind == "client" and r["client_id"] == "a-sub-q1")]
+    return _edit(path, change)
+
+
+def interval_zero(path: Path, now: float) -> bytes:
+    """a-sub-q1's session expiry interval set to 0 (v5/v6), its expiry time a day ahead."""
+    def change(recs: list[Record]) -> list[Record]:
+        i = _first(recs, "client", lambda r: r["client_id"] == "a-sub-q1")
+        recs[i] = recs[i].with_values(session_expiry_interval=0, session_expiry_time=int(now + DAY))
+        return recs
+    return _edit(path, change)
+
+
 # ---------------------------------------------------------------- times, relative to now
 def _times(path: Path, *, sessions: float | None = None, messages: float | None = None,
            zero_sessions: bool = False) -> bytes:
@@ -232,6 +259,7 @@ VARIANTS: dict[str, Callable[[Path, float], bytes]] = {
     "nul-tail": nul_tail,
     "truncated-chunk": truncated,
     "truncated-header": truncated_header,
+    "truncated-in-payload": truncated_in_payload,
     "short-header": short_header,
     "unsupported-version": unsupported_version,
     "dbid-size-4": dbid_size_4,
@@ -244,6 +272,8 @@ VARIANTS: dict[str, Callable[[Path, float], bytes]] = {
     "empty-topic-queued": empty_topic_queued,
     "missing-store": missing_store,
     "missing-retained-store": missing_retained_store,
+    "no-client-chunk": no_client_chunk,
+    "interval-zero": interval_zero,
     "sessions-alive": sessions_alive,
     "sessions-expired": sessions_expired,
     "messages-expired": messages_expired,
