@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "inspector.commands.export",
     "inspector.commands.forward",
     "inspector.commands.migrate",
+    "inspector.commands.guard",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -42,6 +43,7 @@ COMMANDS = {
     **dict.fromkeys(("export", "sql"), "inspector.commands.export"),
     **dict.fromkeys(("fwd-dump", "fwd-listen"), "inspector.commands.forward"),
     "migrate": "inspector.commands.migrate",
+    "guard": "inspector.commands.guard",
 }
 
 

@@ -137,6 +137,10 @@ def predict(path: str | os.PathLike[str], version: Version, *, at: float | None 
         head = _head(path, size)
     except OSError as exc:
         raise CodecError(f"cannot read it: {exc.strerror}", path=path) from None
+    if conf is not None and not conf.persistence:
+        pred.ignored = "persistence-off"
+        pred.counts["persistence-off"] += 1
+        return pred  # persist__restore() returns at once: nothing is read
     if version >= V21 and os.path.islink(path):
         pred.ignored = "symlink"
         pred.counts["symlink"] += 1

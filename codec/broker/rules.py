@@ -248,6 +248,10 @@ RULES: tuple[Rule, ...] = (
           (V2015, ANY_HIGH, Effect("drops", ("Expiring client {client_id} due to timeout.",),
                                    "expired right after start"))),
          "handle_connect.c connect__on_authorised(); session_expiry.c session_expiry__add_from_persistence()"),
+    Rule("persistence-off", "the configuration does not enable persistence (persistence false, the default)",
+         ((ANY_LOW, ANY_HIGH, Effect("drops", (), "the file is never read: the broker starts empty and overwrites "
+                                     "nothing (it saves nothing either)")),),
+         "persist_read.c persist__restore(): `if(!db.config->persistence ...) return MOSQ_ERR_SUCCESS;`"),
     Rule("world-readable", "the persistence file is readable by every user",
          ((V2016, ANY_HIGH, Effect("keeps", ("Warning: File {path} has world readable permissions. Future versions "
                                              "will refuse to load this file.",))),),
