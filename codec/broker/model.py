@@ -17,6 +17,7 @@ table in :mod:`codec.broker.rules`; this module finds them in a file:
 
 from __future__ import annotations
 
+import mmap
 import os
 import stat
 import struct
@@ -55,6 +56,8 @@ CFG, MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT = (int(t) for t in (
     ChunkType.CFG, ChunkType.MSG_STORE, ChunkType.CLIENT_MSG, ChunkType.RETAIN, ChunkType.SUB, ChunkType.CLIENT))
 KNOWN = np.array([int(t) for t in ChunkType], dtype=np.uint32)
 LOG_CAP = 200  # log lines shown; the rest are counted
+TOPIC_SLICE = 1 << 16  # retained topics copied out of the map at once
+WIDE_TOPIC = 1024  # topics up to this long are sorted as a fixed-width byte matrix; longer ones one by one
 V2 = (2, 0, 0)
 
 
@@ -387,8 +390,15 @@ def _in(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 def _index_stores(ids: np.ndarray, pos: np.ndarray, null: np.ndarray) -> _Stores:
     order = np.lexsort((pos, ids))
     ids, pos, null = ids[order], pos[order], null[order]
-    uniq, first = np.unique(ids, return_index=True)
-    return _Stores(uniq, pos[first], null[first])
+    first = _firsts(ids)
+    return _Stores(ids[first], pos[first], null[first])
+
+
+def _firsts(sorted_values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values starts in a sorted array."""
+    keep = np.ones(len(sorted_values), dtype=bool)
+    keep[1:] = sorted_values[1:] != sorted_values[:-1]
+    return np.flatnonzero(keep)
 
 
 def _store_lookup(loaded: Loaded) -> Any:
@@ -599,7 +609,12 @@ def _session_fate(pred: Prediction, dbv: int, row: int | bool, clients: dict[str
 
 
 def _retained_topics(path: str, loaded: Loaded, sidx: _Stores) -> list[str]:
-    """The retained topics served: the topics of the stored messages the retain chunks found."""
+    """The retained topics served, sorted: the topics of the stored messages the retain chunks found.
+
+    The topics are copied out of a read-only map of the file as one (rows, width) byte matrix (a
+    strided view: one short copy per row), deduplicated and sorted by numpy as fixed-width byte
+    strings (UTF-8 byte order is code point order); only the result becomes Python text.
+    """
     retains = loaded["retains"].columns()
     stores = loaded["stores"].columns()
     if not len(retains["store_id"]) or not len(stores["store_id"]):
@@ -613,16 +628,38 @@ def _retained_topics(path: str, loaded: Loaded, sidx: _Stores) -> list[str]:
     offs, lens = offs[keep], lens[keep]
     if not len(offs):
         return []
-    mm = np.memmap(path, mode="r", dtype=np.uint8)
-    try:
-        starts = np.zeros(len(lens) + 1, dtype=np.int64)
-        np.cumsum(lens, out=starts[1:])
-        gather = np.repeat(offs - starts[:-1], lens) + np.arange(int(starts[-1]), dtype=np.int64)
-        blob = mm[gather].tobytes()
-    finally:
-        del mm
-    topics = {blob[a:b] for a, b in zip(starts[:-1].tolist(), starts[1:].tolist())}
-    return sorted(t.decode("utf-8", "surrogateescape") for t in topics)
+    order = np.argsort(offs, kind="stable")  # in file order: each slice of rows touches one stretch of the map
+    offs, lens = offs[order], lens[order]
+    width = int(lens.max())
+    names: set[bytes] = set()
+    parts: list[np.ndarray] = []
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        data = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            fits = (offs + width <= len(data)) & (0 < width <= WIDE_TOPIC)
+            view = np.ndarray((len(data) - width + 1,), dtype=np.dtype((np.void, width)), buffer=data, strides=(1,)) \
+                if fits.any() else None
+            rows = np.flatnonzero(fits)
+            for a in range(0, len(rows), TOPIC_SLICE):
+                sel = rows[a:a + TOPIC_SLICE]
+                assert view is not None
+                matrix = view[offs[sel]].view(np.uint8).reshape(-1, width)  # a copy: the map is not written
+                matrix[np.arange(width)[None, :] >= lens[sel][:, None]] = 0
+                parts.append(matrix.view(f"S{width}").ravel())
+                if hasattr(mm, "madvise"):
+                    mm.madvise(mmap.MADV_DONTNEED)  # hand the pages back: RSS stays flat on big files
+            for off, n in zip(offs[~fits].tolist(), lens[~fits].tolist()):
+                names.add(bytes(data[off:off + n]))
+        finally:
+            del data, view
+    if parts:
+        strings = np.concatenate(parts)
+        strings.sort()
+        uniq = strings[_firsts(strings)].tolist()
+        if not names:
+            return [t.decode("utf-8", "surrogateescape") for t in uniq]
+        names.update(uniq)
+    return [t.decode("utf-8", "surrogateescape") for t in sorted(names)]
 
 
 def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:
