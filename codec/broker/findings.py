@@ -76,6 +76,9 @@ def model_findings(pred: Prediction) -> list[Finding]:
         note = f" ({stop.note})" if stop.note else ""
         out.append(Finding("error", f"broker:{pred.verdict}", f"{b} {'refuses the file' if pred.verdict == 'refuses' else 'crashes while loading'}: "
                            f"{what}{note}{said}", stop.offset, stop.pos, stop.chunk_type))
+        if pred.counts.get("refusal-overwrites"):
+            out.append(Finding("error", "broker:refusal-overwrites", f"{b} then {effect('refusal-overwrites', v).note} "
+                               "(run `mosqdb guard` before the broker starts: it keeps the bytes)"))
         return out
     if pred.crash_when:
         out.append(Finding("error", "broker:crashes", f"{b} starts, then crashes {pred.crash_when}"))

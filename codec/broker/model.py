@@ -668,6 +668,10 @@ def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:
         pred.verdict = "crashes" if stop.action == "crashes" else "refuses"
         pred.log.extend(stop.log)
         pred.counts[stop.rule] += 1
+        after = effect("refusal-overwrites", pred.version)
+        if pred.verdict == "refuses" and after.log:
+            pred.log.extend(fill(after.log, pred.version, version=pred.broker, path=pred.path))
+            pred.counts["refusal-overwrites"] += 1
         pred.kept, pred.dropped, pred.queued, pred.incoming, pred.retained = [], [], {}, {}, []
     if len(pred.log) > LOG_CAP:
         pred.log_more = len(pred.log) - LOG_CAP

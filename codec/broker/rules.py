@@ -97,8 +97,8 @@ RULES: tuple[Rule, ...] = (
                                        "expected 8)")),),
          "persist_read.c persist__restore(), DB_CHUNK_CFG", measured=True),
     Rule("cut-header", "the file ends inside a chunk header",
-         ((V14, _until(V16), Effect("refuses", (), "1.4/1.5 read the type and the length apart: a cut after the "
-                                    "type is a short read")),
+         ((V14, _until(V16), _refuses("Error: {errno}.", note="1.4/1.5 read the type and the length apart: a cut "
+                                      "after the type is a short read")),
           (V16, ANY_HIGH, Effect("stops", (), "the header read fails and the loop ends: what came before loads"))),
          "1.4.15/1.5.11 persist.c persist__restore() (read_e of the length); 1.6+ persist__chunk_header_read()",
          measured=True),
@@ -248,6 +248,13 @@ RULES: tuple[Rule, ...] = (
           (V2015, ANY_HIGH, Effect("drops", ("Expiring client {client_id} due to timeout.",),
                                    "expired right after start"))),
          "handle_connect.c connect__on_authorised(); session_expiry.c session_expiry__add_from_persistence()"),
+    Rule("refusal-overwrites", "the broker refused the file (not a crash)",
+         ((V21, ANY_HIGH, Effect("drops", ("mosquitto version {version} terminating",
+                                           "Saving in-memory database to {path}."),
+                                 "on its way out it saves what it had loaded so far over the file: the rest of "
+                                 "the original is gone, and the next start loads the remains without a word")),),
+         "2.1.2 src/mosquitto.c: the db__open() error path calls post_shutdown_cleanup(), which calls "
+         "persist__backup(true); 2.0.22 returns without saving", measured=True),
     Rule("persistence-off", "the configuration does not enable persistence (persistence false, the default)",
          ((ANY_LOW, ANY_HIGH, Effect("drops", (), "the file is never read: the broker starts empty and overwrites "
                                      "nothing (it saves nothing either)")),),
