@@ -19,12 +19,37 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from codec.broker.model import Prediction, predict
 from codec.broker.versions import parse_version
 
-from support.brokers import Broker, Session, collect_queued, collect_retained, oracle_binary
+from support.brokers import FIVE_BROKERS, Broker, Session, collect_queued, collect_retained, oracle_binary
+from support.paths import INCOMING, REAL_FILES, V4
+from support.variants import VARIANTS
 
 MARGIN = 90  # seconds around "now" in which an expiry is not asserted either way
+V2022 = INCOMING / "2.0.22-a.db"
+# the variants that read differently in a v4 file (1.5.6): client ids as counted strings, no expiry
+V4_VARIANTS = ("truncated-chunk", "truncated-header", "truncated-in-payload", "client-without-id",
+               "client-msg-without-client-id", "sub-without-client-id", "sub-without-topic", "empty-topic-retained",
+               "empty-topic-queued", "missing-store", "no-client-chunk", "unknown-chunk")
+# every real file as it is, every variant of 2.0.22-a (v6), the v4 ones of 1.5.6-a
+CASES = ([pytest.param(p, None, id=p.name) for p in REAL_FILES]
+         + [pytest.param(V2022, name, id=f"2.0.22-a.{name}") for name in VARIANTS]
+         + [pytest.param(V4, name, id=f"1.5.6-a.{name}") for name in V4_VARIANTS])
+
+
+@pytest.fixture(scope="session")
+def five() -> tuple[str, ...]:
+    """The five brokers, built once (the oracles are cached under ~/.cache/mosqdb-oracles)."""
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        found = dict(zip(FIVE_BROKERS, pool.map(oracle_binary, FIVE_BROKERS)))
+    missing = [v for v, b in found.items() if b is None]
+    if missing:
+        pytest.skip(f"cannot build or find Mosquitto {', '.join(missing)}")
+    return FIVE_BROKERS
+
 STAMP = re.compile(r"^\d+: ")
 
 
@@ -150,4 +175,4 @@ def compare(obs: Observed, pred: Prediction, lo: Prediction, hi: Prediction) -> 
         assert any(line in o for o in obs.lines), f"{who} did not print {line!r}"
 
 
-__all__ = ["MARGIN", "Observed", "compare", "observe", "place", "predictions"]
+__all__ = ["CASES", "MARGIN", "Observed", "compare", "five", "observe", "place", "predictions"]

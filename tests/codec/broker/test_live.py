@@ -17,33 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from support.brokers import FIVE_BROKERS, have_mosquitto, oracle_binary
-from support.live import compare, observe, place, predictions
-from support.paths import INCOMING, REAL_FILES, V4
-from support.variants import VARIANTS, make
+from support.brokers import have_mosquitto
+from support.live import CASES, compare, five, observe, place, predictions  # noqa: F401  (five: a fixture)
+from support.variants import make
 
 pytestmark = [pytest.mark.broker, pytest.mark.skipif(not have_mosquitto(), reason="mosquitto not installed")]
-
-V2022 = INCOMING / "2.0.22-a.db"
-# the variants that read differently in a v4 file (1.5.6): client ids as counted strings, no expiry
-V4_VARIANTS = ("truncated-chunk", "truncated-header", "truncated-in-payload", "client-without-id",
-               "client-msg-without-client-id", "sub-without-client-id", "sub-without-topic", "empty-topic-retained",
-               "empty-topic-queued", "missing-store", "no-client-chunk", "unknown-chunk")
-
-CASES = ([pytest.param(p, None, id=p.name) for p in REAL_FILES]
-         + [pytest.param(V2022, name, id=f"2.0.22-a.{name}") for name in VARIANTS]
-         + [pytest.param(V4, name, id=f"1.5.6-a.{name}") for name in V4_VARIANTS])
-
-
-@pytest.fixture(scope="session")
-def five() -> tuple[str, ...]:
-    """The five brokers, built once (the oracles are cached under ~/.cache/mosqdb-oracles)."""
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        found = dict(zip(FIVE_BROKERS, pool.map(oracle_binary, FIVE_BROKERS)))
-    missing = [v for v, b in found.items() if b is None]
-    if missing:
-        pytest.skip(f"cannot build or find Mosquitto {', '.join(missing)}")
-    return FIVE_BROKERS
 
 
 def run_five(versions: tuple[str, ...], src: Path, tmp: Path) -> None:
@@ -58,7 +36,7 @@ def run_five(versions: tuple[str, ...], src: Path, tmp: Path) -> None:
 
 
 @pytest.mark.parametrize(("source", "variant"), CASES)
-def test_five_brokers_do_what_the_model_predicts(five: tuple[str, ...], tmp_path: Path, source: Path,
+def test_five_brokers_do_what_the_model_predicts(five: tuple[str, ...], tmp_path: Path, source: Path,  # noqa: F811
                                                   variant: str | None) -> None:
     src = source if variant is None else make(variant, source, tmp_path / "variant.db", time.time())
     run_five(five, src, tmp_path)
