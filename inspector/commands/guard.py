@@ -26,8 +26,17 @@ from inspector.commands.broker import add_broker_options, report, resolve
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("guard", help="before the broker starts: set aside and salvage a file it would refuse or "
-                       "crash on (exit 0 so it starts; 1 could not finish; 2 usage)")
+    p = sub.add_parser(
+        "guard", help="before the broker starts: set aside and salvage a file it would refuse or crash on",
+        description="If Mosquitto VERSION would load FILE, change nothing. If it would refuse or crash: keep the "
+                    "bytes as FILE.bad-<UTC timestamp> (never overwriting an earlier one), salvage FILE and a "
+                    "leftover FILE.new with repair's engine, verify the result with the broker model and put it in "
+                    "place atomically; with nothing loadable (or --no-salvage) remove FILE so the broker starts "
+                    "empty. One line per decision on stderr.",
+        epilog="exit codes: 0 the broker can start with what is in place (nothing to do, salvaged, set aside; a "
+               "dry run); 1 the guard could not finish (I/O error: the bytes are still in FILE or FILE.bad-*); "
+               "2 usage error (unknown version, unreadable conf, FILE a directory, directory not writable): "
+               "nothing touched")
     p.add_argument("file", nargs="?", help="the persistence file (default: from --conf)")
     add_broker_options(p)
     p.add_argument("--no-salvage", action="store_true", help="set a bad file aside and start empty (no repair)")

@@ -250,3 +250,20 @@ def test_empty_and_missing_header(tmp_path: Path) -> None:
     assert predict(short, v("2.1.2"), at=AT).log == ["Error: Success.", COULDNT_OPEN, "mosquitto version 2.1.2 terminating",
                                                      f"Saving in-memory database to {short}."]
     assert predict(short, v("2.0.22"), at=AT).log == ["Error: Not a directory.", COULDNT_OPEN]  # 2.0 saves nothing
+
+
+def test_verdict_for_an_open_file(tmp_path: Path) -> None:
+    """The call the TUI makes: an open DbFile and a release (or auto) in, the prediction out."""
+    from codec import DbFile
+    from codec.broker import verdict_for
+
+    bad = make("sub-without-client-id", V2022, tmp_path / "s.db", AT)
+    with DbFile(bad) as db:
+        assert verdict_for(db, "2.0.18", at=AT).verdict == "crashes"
+        p = verdict_for(db, "auto", at=AT)
+        assert p.broker == "2.0.22" and p.verdict == "loads"
+        assert db.chunk(0).record.kind == "cfg"  # still open: the caller's document
+    with DbFile(INCOMING / "2.1.2-a.db") as db:
+        assert verdict_for(db, "auto", at=AT).broker == "2.1.2"
+    with pytest.raises(UnknownVersion), DbFile(V2022) as db:
+        verdict_for(db, "3.0.0")
