@@ -15,6 +15,7 @@ Import it as ``from support.brokers import Broker, ...``.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -156,9 +157,19 @@ class Broker:
             raise BrokerError(f"mosquitto not found at {self.binary}")
         if self.src is not None:
             shutil.copyfile(self.src, self.db_path)
+        for _attempt in range(5):
+            if self._launch(timeout, expect_fail) != "port taken":
+                return self
+        raise BrokerError("no free port after 5 attempts")
+
+    def _launch(self, timeout: float, expect_fail: bool) -> str:
+        """One start on a fresh free port; "port taken" when another process bound it first (a race
+        between free_port() and the broker's bind, with brokers starting side by side)."""
         self.port = free_port()
         conf = self.dir / "mosquitto.conf"
         conf.write_text(self.config())
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.unlink()
         self.proc = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd=self.dir)
         deadline = time.monotonic() + timeout
@@ -167,12 +178,15 @@ class Broker:
                 self.returncode = self.proc.returncode
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
                 self.stderr = err
+                if "Address already in use" in err + self.log():
+                    self.proc, self.returncode = None, None
+                    return "port taken"
                 if expect_fail:
-                    return self
+                    return "exited"
                 raise BrokerError(f"mosquitto exited with {self.returncode}: {err.strip()} {self.log()[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
+                    return "listening"
             except OSError:
                 time.sleep(0.02)
         self.stop()

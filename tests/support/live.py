@@ -18,6 +18,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,11 +80,12 @@ def place(path: Path, workdir: Path) -> Path:
     return db
 
 
-def observe(version: str, workdir: Path, pred: Prediction, *, extra: tuple[str, ...] = ()) -> Observed:
+def observe(version: str, workdir: Path, pred: Prediction, *, extra: tuple[str, ...] = (), queue_qos0: bool = True,
+            max_queued: int = 1000) -> Observed:
     """Start ``version`` on ``workdir/mosquitto.db`` and ask it what ``pred`` says it serves."""
     binary = oracle_binary(version)
     assert binary is not None, f"no Mosquitto {version}"
-    b = Broker(None, binary=binary, workdir=workdir, extra=extra)
+    b = Broker(None, binary=binary, workdir=workdir, extra=extra, queue_qos0=queue_qos0, max_queued=max_queued)
     try:
         b.start(expect_fail=True)
         if b.returncode is not None:
@@ -124,11 +126,11 @@ def _crashing_clients(pred: Prediction) -> list[str]:
     return [c for c in pred.kept if f" {c}" in pred.crash_when or f"{c}," in pred.crash_when]
 
 
-def predictions(version: str, db: Path) -> tuple[Prediction, Prediction, Prediction]:
+def predictions(version: str, db: Path, conf: Any = None) -> tuple[Prediction, Prediction, Prediction]:
     """(now, now - MARGIN, now + MARGIN): what differs between them is too close to call."""
     now = time.time()
     v = parse_version(version)
-    return (predict(db, v, at=now), predict(db, v, at=now - MARGIN), predict(db, v, at=now + MARGIN))
+    return tuple(predict(db, v, at=t, conf=conf) for t in (now, now - MARGIN, now + MARGIN))  # type: ignore[return-value]
 
 
 def _fate(p: Prediction, cid: str) -> tuple[bool, int]:

@@ -248,6 +248,20 @@ def messages_expired(path: Path, now: float) -> bytes:
     return _times(path, sessions=now + DAY, messages=now - DAY)
 
 
+def never_session_dated(path: Path, now: float) -> bytes:
+    """Sessions that never expire (interval 0xFFFFFFFF) given a session_expiry_time a day before ``now``:
+    only ``persistent_client_expiration`` makes a broker look at it."""
+    def change(recs: list[Record]) -> list[Record]:
+        return [r.with_values(session_expiry_time=int(now - DAY))
+                if r.kind == "client" and r.get("session_expiry_interval") == NEVER else r for r in recs]
+    return _edit(path, change)
+
+
+def empty(path: Path, now: float) -> bytes:
+    """A 0-byte file (the broker's "no saved state")."""
+    return b""
+
+
 def sessions_expiry_zero(path: Path, now: float) -> bytes:
     """Sessions with an interval but session_expiry_time 0 (2.0.15 expired them at once; 2.0.16+ give now+interval)."""
     data = _times(path, messages=now + DAY, zero_sessions=True)
@@ -278,6 +292,8 @@ VARIANTS: dict[str, Callable[[Path, float], bytes]] = {
     "sessions-expired": sessions_expired,
     "messages-expired": messages_expired,
     "sessions-expiry-zero": sessions_expiry_zero,
+    "never-session-dated": never_session_dated,
+    "empty": empty,
 }
 
 

@@ -232,6 +232,25 @@ def test_configuration(tmp_path: Path) -> None:
     assert {d.client_id: d.rule for d in p.dropped}["a-sub-q1"] == "bridge-local-session"
 
 
+def test_queue_settings_change_nothing_restored(tmp_path: Path) -> None:
+    """queue_qos0_messages false and a small max_queued_messages drop no restored entry (measured: test_live)."""
+    conf = tmp_path / "m.conf"
+    conf.write_text("persistence true\nqueue_qos0_messages false\nmax_queued_messages 2\n")
+    for release in ("2.0.11", "2.1.2"):
+        assert predict(V2022, v(release), at=AT, conf=read_conf(conf)).to_json() == \
+            predict(V2022, v(release), at=AT).to_json()
+
+
+def test_persistent_client_expiration(tmp_path: Path) -> None:
+    dated = make("never-session-dated", V2022, tmp_path / "n.db", AT)
+    conf = tmp_path / "m.conf"
+    conf.write_text("persistence true\npersistent_client_expiration 1h\n")
+    with_pce = predict(dated, v("2.0.18"), at=AT, conf=read_conf(conf))
+    assert {d.client_id: d.rule for d in with_pce.dropped}["a-raw-inflight"] == "persistent-client-expiration"
+    assert "a-raw-inflight" in predict(dated, v("2.0.18"), at=AT).kept  # no global expiry: never looked at
+    assert "a-raw-inflight" in predict(dated, v("2.0.14"), at=AT, conf=read_conf(conf)).kept
+
+
 def test_symlink_ignored_by_21(tmp_path: Path) -> None:
     real = tmp_path / "real.db"
     shutil.copyfile(V2022, real)

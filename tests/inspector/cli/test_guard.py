@@ -89,6 +89,11 @@ def test_check_broker_nul_file_is_a_verdict_not_a_usage_error(tmp_path: Path) ->
     assert run_in_process("check", db).returncode == 2  # plain check: not a mosquitto db
 
 
+def test_check_broker_on_a_sqlite_store_is_a_usage_error() -> None:
+    r = run_in_process("check", INCOMING / "2.1.2-a.sqlite3", "--broker", "2.1.2")
+    assert r.returncode == 2 and "sqlite store" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
 def test_check_conf_names_the_file(tmp_path: Path) -> None:
     db = bad_file(tmp_path)
     conf = tmp_path / "mosquitto.conf"
