@@ -102,6 +102,7 @@ class Loaded:
     counts: Counter = field(default_factory=Counter)
     log: list[str] = field(default_factory=list)
     stop: Stop | None = None
+    read: Counter = field(default_factory=Counter)  # sub / client_msg chunks read without an error
     misread_at: int | None = None  # file offset where the broker's reads leave the chunk framing
     read_to: int | None = None  # file offset where the broker stopped reading (None: the end)
     tables: dict[str, Table] = field(default_factory=lambda: {k: Table(k) for k in _COLUMNS})

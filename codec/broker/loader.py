@@ -366,6 +366,7 @@ class Emulator:
             direction = self.read_e(1)[0]
             self.read_e(2)
         state = self.store_state(sid)
+        self.loaded.read["client_msg"] += 1
         if state is None:
             if self.v < V16:
                 raise _Fatal("dangling-client-msg", store_id=sid)
@@ -411,6 +412,7 @@ class Emulator:
             cid = self.string()
             topic = self.string()
             self.read_e(1)
+        self.loaded.read["sub"] += 1
         if not cid and self.v >= V15:
             return self._sub_effect("sub-no-client-id", at)
         if not topic:

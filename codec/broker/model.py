@@ -455,6 +455,7 @@ def _client_msgs(db: DbFile, v: Version, loaded: Loaded, prefix: int, stores: _S
                     break
                 loaded.event(Event("client-msg-no-client-id", int(pos[r]), int(c.offset[r]), "client_msg"),
                              fill(warn.log, v))
+        loaded.read["client_msg"] += len(c)
         keep = found & ~empty
         table.extend(pos=pos[keep], store_id=sid[keep], client=codes[keep],
                      direction=c.ints["direction"][keep], qos=c.ints["qos"][keep], offset=c.offset[keep])
@@ -498,6 +499,7 @@ def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]
                     break
                 keep[r] = False
                 loaded.event(Event(rule, int(pos[r]), int(c.offset[r]), "sub"), fill(eff.log, v))
+        loaded.read["sub"] += len(c)
         table.extend(pos=pos[keep], client=codes[keep])
 
 
@@ -509,6 +511,11 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     pred.log.extend(loaded.log)
     if loaded.stop is not None:
         return _finish(pred, stop=loaded.stop)
+    stats = effect("restore-stats", v)
+    if stats.log:  # printed at the end of persist__restore(), before the expiry pass
+        pred.log.extend(fill(stats.log, v, base=len(loaded["stores"]), retained=len(loaded["retains"]),
+                             clients=len(loaded["clients"]), subs=loaded.read["sub"],
+                             cmsgs=loaded.read["client_msg"]))
     names = [n.decode("utf-8", "surrogateescape") for n in loaded.names]
     clients = loaded["clients"].columns()
     cmsgs = loaded["cmsgs"].columns()
