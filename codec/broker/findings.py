@@ -28,30 +28,31 @@ QUIET = {"world-readable", "empty-file", "queue-qos0-off", "max-queued"}
 
 
 def regrade(plain: list[Finding], pred: Prediction) -> list[Finding]:
-    """The plain findings, severities as they matter for this broker (the message says why)."""
-    fatal = set()
-    if pred.stop is not None:
-        fatal.add(pred.stop.rule)
-    if pred.crash_when:
-        fatal.add("empty-topic-store")
+    """The plain findings, severities as they matter for this broker (the message says what it does).
+
+    A plain finding at the chunk where the broker stops (refuses, crashes) is an error; one at a chunk
+    where the model met the same situation without harm (the broker skips or drops it) is a warning
+    saying so; the rest keep their severity. Plain expiry warnings give way to the model's, which know
+    what this release expires.
+    """
+    stop = pred.stop
+    met = {(ev.pos, ev.rule) for ev in pred.events if ev.pos is not None}
     out = []
     for f in plain:
         if f.rule == "expired":
             continue  # the model says per release what expiry does (broker:expired-message, dropped sessions)
-        rules = PLAIN_TO_MODEL.get(f.rule)
-        if not rules:
-            out.append(f)
-            continue
-        hit = [r for r in rules if r in fatal]
-        if hit:
+        rules = PLAIN_TO_MODEL.get(f.rule, ())
+        here = f.chunk_index
+        if stop is not None and here is not None and here == stop.pos and stop.rule in rules:
+            out.append(Finding("error", f.rule, f"{f.message} — Mosquitto {pred.broker} {pred.verdict} here "
+                               f"({stop.rule})", f.offset, here, f.chunk_type, f.field))
+        elif pred.crash_when and f.rule == "topic" and "empty-topic-store" in rules:
+            out.append(Finding("error", f.rule, f"{f.message} — Mosquitto {pred.broker} crashes {pred.crash_when}",
+                               f.offset, here, f.chunk_type, f.field))
+        elif here is not None and (hit := [r for r in rules if (here, r) in met]):
             eff = effect(hit[0], pred.version)
-            out.append(Finding("error", f.rule, f"{f.message} — Mosquitto {pred.broker} {eff.action} "
-                               f"({BY_ID[hit[0]].id})", f.offset, f.chunk_index, f.chunk_type, f.field))
-        elif f.severity == "error" and pred.verdict == "loads":
-            acts = {effect(r, pred.version).action for r in rules} - {"keeps"}
-            out.append(Finding("warning", f.rule, f"{f.message} — Mosquitto {pred.broker}: "
-                               f"{'/'.join(sorted(acts)) or 'keeps'} it", f.offset, f.chunk_index, f.chunk_type,
-                               f.field))
+            out.append(Finding("warning", f.rule, f"{f.message} — Mosquitto {pred.broker} {eff.action} it "
+                               f"({hit[0]})", f.offset, here, f.chunk_type, f.field))
         else:
             out.append(f)
     return out

@@ -532,8 +532,7 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     expiring: list[str] = []
     for code in known.tolist():
         cid = names[code]
-        rule, reason = _session_fate(pred, loaded.db_version, code in last and last[code], clients, conf, hostname,
-                                     cid)
+        rule, reason = _session_fate(pred, loaded.db_version, last.get(code), clients, conf, hostname, cid)
         if rule is None:
             kept_codes.add(code)
             pred.kept.append(cid)
@@ -571,7 +570,7 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     return _finish(pred)
 
 
-def _session_fate(pred: Prediction, dbv: int, row: int | bool, clients: dict[str, np.ndarray],
+def _session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str, np.ndarray],
                   conf: BrokerConf | None, hostname: str | None, cid: str) -> tuple[str | None, str]:
     """(None, "") when the session is kept, else (rule, why it is dropped)."""
     v, at = pred.version, pred.at
@@ -583,10 +582,10 @@ def _session_fate(pred: Prediction, dbv: int, row: int | bool, clients: dict[str
         if eff.action == "drops" and bridge.cleansession != bridge.local_clean:
             return "bridge-local-session", f"bridge {bridge.name!r}: {eff.note}"
         return None, ""
-    if row is False:
+    if row is None:  # known from subscriptions or client messages only
         eff = effect("no-client-chunk", v)
         return (None, "") if eff.action == "keeps" else ("no-client-chunk", "no client chunk: " + eff.note)
-    k = int(row)
+    k = row
     pce = conf.persistent_client_expiration if conf is not None else None
     if dbv <= 4:
         if v < V16:

@@ -65,7 +65,7 @@ def cmd_guard(args: argparse.Namespace) -> int:
         raise UsageError(f"{path}: is not a regular file")
     if not args.dry_run:
         writable_dir(path)
-    at = parse_at(getattr(args, "at", None), path) if os.path.exists(path) else parse_at(args.at, path)
+    at = parse_at(args.at, path)
 
     def say(text: str) -> None:
         print(printable(f"mosqdb guard: {path}: {text}"), file=sys.stderr, flush=True)
