@@ -116,7 +116,7 @@ def _fsync_dir(directory: str) -> None:
 
 def summary(p: Prediction) -> str:
     return (f"{len(p.kept):,} session(s) kept, {len(p.dropped):,} dropped, {sum(p.queued.values()):,} queued "
-            f"message(s), {len(p.retained):,} retained topic(s)")
+            f"message(s), {p.retained_count:,} retained topic(s)")
 
 
 def why(p: Prediction) -> str:
@@ -136,8 +136,11 @@ def why(p: Prediction) -> str:
 
 def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at: float | None = None,
               salvage: bool = True, dry_run: bool = False, say: Callable[[str], None] = lambda line: None,
-              now: float | None = None) -> GuardReport:
-    """Check ``path`` for ``version`` and, if the broker would not start with it, set it aside and salvage it."""
+              now: float | None = None, topics: bool = False) -> GuardReport:
+    """Check ``path`` for ``version`` and, if the broker would not start with it, set it aside and salvage it.
+
+    ``topics``: also list the retained topics of the file as found (``before.retained``; costs time on big files).
+    """
     from codec.broker.versions import text as version_text
 
     at = time.time() if at is None else at
@@ -153,7 +156,7 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
         line(f"no file: Mosquitto {rep.broker} starts empty; nothing to do")
         return rep
     if has_file:
-        rep.before = predict(path, version, at=at, conf=conf)
+        rep.before = predict(path, version, at=at, conf=conf, topics=topics)
         if rep.before.verdict == "loads":
             line(f"Mosquitto {rep.broker} loads it ({summary(rep.before)}); nothing to do"
                  + (f"; {leftover} (an unfinished save) left as it is" if has_new else ""))
@@ -216,7 +219,7 @@ def _salvage(rep: GuardReport, sources: list[str], version: Version, conf: Broke
         cand.report = report
         cand.kept = sum(report.kept.values())
         cand.dropped = len(report.dropped)
-        cand.prediction = predict(cand.scratch, version, at=at, conf=conf)
+        cand.prediction = predict(cand.scratch, version, at=at, conf=conf, topics=False)
         if cand.prediction.verdict != "loads":
             cand.problem = why(cand.prediction)
             line(f"salvage of {src} is not loadable either: {cand.problem}")
@@ -249,7 +252,7 @@ def _put(rep: GuardReport, chosen: Candidate | None, path: str, leftover: str, h
         assert chosen.scratch is not None
 
         def verify(tmp: str) -> None:
-            got = predict(tmp, version, at=at, conf=conf)
+            got = predict(tmp, version, at=at, conf=conf, topics=False)
             if got.verdict != "loads":
                 raise WriteError(f"the salvaged file is still not loadable: {why(got)}; nothing put in place",
                                  path=path)

@@ -89,6 +89,7 @@ class Prediction:
     queued: dict[str, int] = field(default_factory=dict)
     incoming: dict[str, int] = field(default_factory=dict)
     retained: list[str] = field(default_factory=list)
+    retained_count: int = 0  # distinct retained topics (also when their text was not asked for)
     events: list[Event] = field(default_factory=list)
     counts: Counter = field(default_factory=Counter)
     misread_at: int | None = None
@@ -123,12 +124,13 @@ class Prediction:
 # ---------------------------------------------------------------- entry point
 def predict(path: str | os.PathLike[str], version: Version, *, at: float | None = None,
             conf: BrokerConf | None = None, db: DbFile | None = None, hostname: str | None = None,
-            emulate_all: bool = False) -> Prediction:
+            emulate_all: bool = False, topics: bool = True) -> Prediction:
     """What Mosquitto ``version`` does with the file at ``path`` when it starts at ``at`` (default: now).
 
     ``db``: the file already open (the TUI's document; it is not closed here). ``emulate_all``: read
     every chunk with the emulation of the broker's reads (the reference the columnar pass is tested
-    against; slow on big files). Raises :class:`~codec.errors.CodecError` only when the file cannot
+    against; slow on big files). ``topics=False``: count the retained topics without making their text
+    (``retained`` stays empty; what the guard needs on a big file). Raises :class:`~codec.errors.CodecError` only when the file cannot
     be read at all.
     """
     path = os.fspath(path)
@@ -168,7 +170,7 @@ def predict(path: str | os.PathLike[str], version: Version, *, at: float | None 
     finally:
         if own:
             db.close()
-    return _after_load(pred, loaded, conf, hostname)
+    return _after_load(pred, loaded, conf, hostname, topics)
 
 
 def _head(path: str, size: int) -> bytes:
@@ -504,7 +506,8 @@ def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]
 
 
 # ---------------------------------------------------------------- after the load
-def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostname: str | None) -> Prediction:
+def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostname: str | None,
+                topics: bool = True) -> Prediction:
     v, _at = pred.version, pred.at
     pred.misread_at, pred.read_to = loaded.misread_at, loaded.read_to
     pred.events, pred.counts = loaded.events, pred.counts + loaded.counts
@@ -566,7 +569,7 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
             pred.crash_when = f"when {', '.join(bad[:5])}{' …' if len(bad) > 5 else ''} resume{'s' if len(bad) == 1 else ''} " \
                               "the session: a queued message without a topic (segfault)"
             pred.counts["empty-topic-store"] += 1
-    pred.retained = _retained_topics(pred.path, loaded, sidx)
+    pred.retained, pred.retained_count = _retained_topics(pred.path, loaded, decode=topics)
     return _finish(pred)
 
 
@@ -614,7 +617,7 @@ def _session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str
     return None, ""
 
 
-def _retained_topics(path: str, loaded: Loaded, sidx: _Stores) -> list[str]:
+def _retained_topics(path: str, loaded: Loaded, *, decode: bool = True) -> tuple[list[str], int]:
     """The retained topics served, sorted: the topics of the stored messages the retain chunks found.
 
     The topics are copied out of a read-only map of the file as one (rows, width) byte matrix (a
@@ -624,7 +627,7 @@ def _retained_topics(path: str, loaded: Loaded, sidx: _Stores) -> list[str]:
     retains = loaded["retains"].columns()
     stores = loaded["stores"].columns()
     if not len(retains["store_id"]) or not len(stores["store_id"]):
-        return []
+        return [], 0
     order = np.lexsort((stores["pos"], stores["store_id"]))
     ids = stores["store_id"][order]
     k = np.minimum(np.searchsorted(ids, retains["store_id"]), len(ids) - 1)
@@ -633,7 +636,7 @@ def _retained_topics(path: str, loaded: Loaded, sidx: _Stores) -> list[str]:
     keep = offs >= 0
     offs, lens = offs[keep], lens[keep]
     if not len(offs):
-        return []
+        return [], 0
     order = np.argsort(offs, kind="stable")  # in file order: each slice of rows touches one stretch of the map
     offs, lens = offs[order], lens[order]
     width = int(lens.max())
@@ -661,11 +664,11 @@ def _retained_topics(path: str, loaded: Loaded, sidx: _Stores) -> list[str]:
     if parts:
         strings = np.concatenate(parts)
         strings.sort()
-        uniq = strings[_firsts(strings)].tolist()
+        uniq = strings[_firsts(strings)]
         if not names:
-            return [t.decode("utf-8", "surrogateescape") for t in uniq]
-        names.update(uniq)
-    return [t.decode("utf-8", "surrogateescape") for t in sorted(names)]
+            return ([t.decode("utf-8", "surrogateescape") for t in uniq.tolist()] if decode else []), len(uniq)
+        names.update(uniq.tolist())
+    return ([t.decode("utf-8", "surrogateescape") for t in sorted(names)] if decode else []), len(names)
 
 
 def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:
@@ -679,6 +682,7 @@ def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:
             pred.log.extend(fill(after.log, pred.version, version=pred.broker, path=pred.path))
             pred.counts["refusal-overwrites"] += 1
         pred.kept, pred.dropped, pred.queued, pred.incoming, pred.retained = [], [], {}, {}, []
+        pred.retained_count = 0
     if len(pred.log) > LOG_CAP:
         pred.log_more = len(pred.log) - LOG_CAP
         pred.log = pred.log[:LOG_CAP]

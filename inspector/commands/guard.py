@@ -71,7 +71,8 @@ def cmd_guard(args: argparse.Namespace) -> int:
         print(printable(f"mosqdb guard: {path}: {text}"), file=sys.stderr, flush=True)
 
     try:
-        rep = run_guard(path, version, conf=conf, at=at, salvage=not args.no_salvage, dry_run=args.dry_run, say=say)
+        rep = run_guard(path, version, conf=conf, at=at, salvage=not args.no_salvage, dry_run=args.dry_run, say=say,
+                        topics=args.json)
     except (CodecError, OSError) as exc:
         reason = exc.reason if isinstance(exc, CodecError) else (exc.strerror or str(exc))
         say(f"could not finish: {reason}; the original bytes are still in {path} or {path}.bad-*")
