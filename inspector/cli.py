@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "inspector.commands.diff",
     "inspector.commands.serve",
     "inspector.commands.live",
+    "inspector.commands.guard",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -50,6 +51,7 @@ COMMANDS = {
     "diff": "inspector.commands.diff",
     "serve": "inspector.commands.serve",
     **dict.fromkeys(("replay", "live"), "inspector.commands.live"),
+    "guard": "inspector.commands.guard",
 }
 
 

@@ -47,10 +47,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_quiet(p)
     p.set_defaults(func=cmd_dump)
 
-    p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent")
-    p.add_argument("file")
+    p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent "
+                       "(--broker: what that Mosquitto release does with the file)")
+    p.add_argument("file", nargs="?")
     p.add_argument("--json", action="store_true",
                    help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
+    from inspector.commands.broker import add_broker_options
+
+    add_broker_options(p)
     add_at(p)
     add_endian(p)
     add_quiet(p)
@@ -371,6 +375,12 @@ def _dump_one(args: argparse.Namespace, out: Any, chunk: Chunk, expiry: ExpirySt
 
 # ---------------------------------------------------------------- check
 def cmd_check(args: argparse.Namespace) -> int:
+    if args.broker or args.conf:
+        from inspector.commands.broker import cmd_check_broker
+
+        return cmd_check_broker(args)
+    if args.file is None:
+        raise UsageError("the following arguments are required: file")
     from codec.ops.check import check_file  # numpy: only when checking
 
     at = reference_time(args)

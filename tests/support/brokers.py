@@ -15,6 +15,7 @@ Import it as ``from support.brokers import Broker, ...``.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import shutil
@@ -33,6 +34,37 @@ MOSQUITTO = shutil.which("mosquitto") or "/usr/sbin/mosquitto"
 
 def have_mosquitto() -> bool:
     return os.path.exists(MOSQUITTO) and os.access(MOSQUITTO, os.X_OK)
+
+
+# The five real brokers the broker model is compared with: Debian's package and the upstream oracles
+# (../shared/oracles, built by ../shared/tools/build-mosquitto.sh into ~/.cache/mosqdb-oracles, once).
+DEBIAN_VERSION = "2.0.11"
+ORACLE_VERSIONS = ("2.0.14", "2.0.18", "2.0.22", "2.1.2")
+FIVE_BROKERS = (DEBIAN_VERSION, *ORACLE_VERSIONS)
+
+
+def oracle_binary(version: str, *, build: bool = True) -> str | None:
+    """The path of the broker of ``version``: Debian's for 2.0.11, else the cached oracle build.
+
+    A missing oracle is built (20-60 s, once; the script waits on a lock when another worker
+    builds it); None when it cannot be (no tarball, no compiler and no apt).
+    """
+    if version == DEBIAN_VERSION:
+        return MOSQUITTO if have_mosquitto() and broker_version() == (2, 0, 11) else None
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "mosqdb-oracles" / version / "mosquitto"
+    if cache.exists() and os.access(cache, os.X_OK):
+        return str(cache)
+    from support.paths import SHARED
+
+    script = SHARED / "tools" / "build-mosquitto.sh"
+    if not build or not script.exists():
+        return None
+    try:
+        done = subprocess.run([str(script), version], capture_output=True, text=True, timeout=1800)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    path = done.stdout.strip().splitlines()[-1] if done.returncode == 0 and done.stdout.strip() else ""
+    return path if path and os.access(path, os.X_OK) else None
 
 
 def broker_version() -> tuple[int, ...]:
@@ -71,10 +103,12 @@ class Broker:
 
     def __init__(self, db: str | os.PathLike[str] | None = None, *, extra: tuple[str, ...] = (),
                  queue_qos0: bool = True, workdir: str | os.PathLike[str] | None = None,
-                 binary: str | os.PathLike[str] | None = None, port: int = 0) -> None:
+                 binary: str | os.PathLike[str] | None = None, port: int = 0, max_queued: int = 1000) -> None:
         self.fixed_port = port  # 0: a free port at each start
         self.src = None if db is None else Path(db)
-        self.binary = str(binary or MOSQUITTO)  # another build: oracle_mosquitto("2.0.22") (../shared/oracles)
+        self.binary = str(binary or MOSQUITTO)  # another build: oracle_binary("2.0.22") (../shared/oracles)
+        self.max_queued = max_queued
+        self.stderr = ""
         self.extra = extra
         self.queue_qos0 = queue_qos0
         self._own_dir = workdir is None
@@ -114,7 +148,7 @@ class Broker:
             "persistence_file mosquitto.db",
             "autosave_interval 0",
             f"queue_qos0_messages {'true' if self.queue_qos0 else 'false'}",
-            "max_queued_messages 1000",
+            f"max_queued_messages {self.max_queued}",
             f"log_dest file {self.log_path}",
             "log_type all",
             f"user {getpass.getuser()}",
@@ -134,7 +168,17 @@ class Broker:
             raise BrokerError(f"mosquitto not found at {self.binary}")
         if self.src is not None:
             shutil.copyfile(self.src, self.db_path)
+        for _attempt in range(5):
+            if self._launch(timeout, expect_fail) != "port taken":
+                return self
+        raise BrokerError("no free port after 5 attempts")
+
+    def _launch(self, timeout: float, expect_fail: bool) -> str:
+        """One start on a fresh free port; "port taken" when another process bound it first (a race
+        between free_port() and the broker's bind, with brokers starting side by side)."""
         conf = self.write_config()
+        with contextlib.suppress(FileNotFoundError):
+            self.log_path.unlink()
         self.proc = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, cwd=self.dir)
         deadline = time.monotonic() + timeout
@@ -142,12 +186,16 @@ class Broker:
             if self.proc.poll() is not None:
                 self.returncode = self.proc.returncode
                 err = self.proc.stderr.read().decode(errors="replace") if self.proc.stderr else ""
+                self.stderr = err
+                if "Address already in use" in err + self.log():
+                    self.proc, self.returncode = None, None
+                    return "port taken"
                 if expect_fail:
-                    return self
+                    return "exited"
                 raise BrokerError(f"mosquitto exited with {self.returncode}: {err.strip()} {self.log()[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
+                    return "listening"
             except OSError:
                 time.sleep(0.02)
         self.stop()
@@ -166,6 +214,7 @@ class Broker:
                 self.proc.wait()
                 raise BrokerError("mosquitto did not stop within the timeout after SIGTERM") from None
         if self.proc.stderr:
+            self.stderr += self.proc.stderr.read().decode(errors="replace")
             self.proc.stderr.close()
         self.returncode = self.proc.returncode
         self.proc = None
@@ -188,9 +237,8 @@ class Broker:
 
 
 def oracle_mosquitto(version: str) -> str | None:
-    """An upstream broker built from ../shared/oracles (:func:`oracle`) as a path string, or None."""
-    exe = oracle(version)
-    return str(exe) if exe is not None and os.access(exe, os.X_OK) else None
+    """:func:`oracle_binary` (the name the live-broker tests use)."""
+    return oracle_binary(version)
 
 
 def password_file(directory: Path, user: str, password: str) -> Path:
@@ -224,25 +272,13 @@ def tls_files(directory: Path, host: str = "127.0.0.1") -> dict[str, Path]:
 
 # ---------------------------------------------------------------- Mosquitto 2.1.2 with its persist-sqlite plugin
 
-ORACLES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mosqdb-oracles"
 SQLITE_PLUGIN = "mosquitto_persist_sqlite.so"
 
 
 def oracle(version: str = "2.1.2") -> Path | None:
-    """The broker built from ../shared/oracles by build-mosquitto.sh (cached; built on first use, which takes a
-    minute), None when it cannot be built here."""
-    exe = ORACLES / version / "mosquitto"
-    if not exe.exists():
-        from support.paths import SHARED
-
-        script = SHARED / "tools" / "build-mosquitto.sh"
-        if not script.exists():
-            return None
-        try:
-            subprocess.run([str(script), version], capture_output=True, timeout=1800, check=True)
-        except (OSError, subprocess.SubprocessError):
-            return None
-    return exe if exe.exists() else None
+    """:func:`oracle_binary` as a Path (the sqlite tests: the plugin sits beside the broker)."""
+    exe = oracle_binary(version)
+    return Path(exe) if exe else None
 
 
 def sqlite_plugin(version: str = "2.1.2") -> Path | None:
@@ -479,6 +515,6 @@ def db_state(path: str | os.PathLike[str], *, at: float | None = None) -> dict:
     }
 
 
-__all__ = ["Broker", "BrokerError", "ConfBroker", "SqliteBroker", "oracle", "oracle_mosquitto", "sqlite_plugin", "password_file", "tls_files", "broker_version", "expires_restored_sessions", "Message", "Session", "collect_many",
+__all__ = ["Broker", "BrokerError", "ConfBroker", "DEBIAN_VERSION", "FIVE_BROKERS", "ORACLE_VERSIONS", "SqliteBroker", "oracle", "oracle_mosquitto", "sqlite_plugin", "password_file", "tls_files", "broker_version", "expires_restored_sessions", "Message", "Session", "collect_many",
            "collect_queued", "collect_retained", "db_state",
-           "free_port", "have_mosquitto"]
+           "free_port", "have_mosquitto", "oracle_binary"]

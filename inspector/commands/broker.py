@@ -1,0 +1,201 @@
+"""`mosqdb check FILE --broker VERSION|auto [--conf mosquitto.conf]`: what that Mosquitto does with the file.
+
+The verdict (loads / refuses / crashes, with the lines the broker logs) and what it serves after
+loading: sessions kept and dropped (and why), messages queued per client, retained topics. The
+model is :mod:`codec.broker`; this module parses the options, runs it with the plain checker's
+findings, and prints text or one JSON object. Exit 0 when the broker loads the file and nothing
+that matters for it is wrong, 1 otherwise, 2 for usage errors (unknown version, unreadable conf).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from codec.broker.conf import BrokerConf, ConfError, read_conf
+from codec.broker.versions import ACCEPTED, UnknownVersion, Version, auto_version, parse_version
+from codec.broker.versions import text as version_text
+from codec.errors import CodecError
+from codec.values import json_text, printable
+from inspector.commands import UsageError
+
+SHOWN = 20  # rows of each list in the text output (--json lists all)
+
+
+def add_broker_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", metavar="VERSION", help="predict what this Mosquitto release does with the file "
+                   f"(MAJOR.MINOR.PATCH in {ACCEPTED}, or auto: the release the file's db version suggests)")
+    p.add_argument("--conf", metavar="MOSQUITTO.CONF", help="the broker's configuration: persistence_location/"
+                   "persistence_file (FILE may then be left out), persistent_client_expiration, bridges")
+
+
+def load_conf(path: str | None) -> BrokerConf | None:
+    if path is None:
+        return None
+    try:
+        return read_conf(path)
+    except ConfError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def resolve(args: argparse.Namespace) -> tuple[str, Version, BrokerConf | None]:
+    """(the db file, the release, the configuration) from ``FILE``, ``--broker`` and ``--conf``; usage errors exit 2."""
+    conf = load_conf(args.conf)
+    if conf is not None and conf.sqlite_plugin is not None and not conf.persistence:
+        raise UsageError(f"{args.conf}: the broker uses the persist-sqlite plugin and reads {conf.sqlite_path}, "
+                         "not a mosquitto.db file: the broker model covers mosquitto.db files only")
+    path = args.file
+    if path is None:
+        if conf is None:
+            raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
+        path = str(conf.db_path)
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
+    if not os.path.lexists(path) and not (getattr(args, "command", "") == "guard"):
+        raise UsageError(f"{path}: no such file")
+    return path, version_of(args.broker, path), conf
+
+
+def version_of(text: str | None, path: str) -> Version:
+    if not text:
+        raise UsageError("--broker VERSION is required (e.g. --broker 2.0.18, or --broker auto)")
+    if text == "auto":
+        return auto_for(path)
+    try:
+        return parse_version(text)
+    except UnknownVersion as exc:
+        raise UsageError(exc.reason) from None
+
+
+def auto_for(path: str) -> Version:
+    """The release ``--broker auto`` models: from the header's db version (and 2.1's clock-based ids)."""
+    import struct
+
+    try:
+        with open(path, "rb") as f:
+            head = f.read(23)
+    except OSError:
+        return auto_version(None)
+    db_version = struct.unpack(">I", head[19:23])[0] if len(head) == 23 else None
+    clock = False
+    if db_version == 6:
+        try:
+            from codec import DbFile
+
+            with DbFile(path) as db:
+                for c in db.stream():
+                    if c.record.kind == "cfg":
+                        from codec.broker.versions import CLOCK_ID_MIN
+
+                        clock = int(c.record["last_db_id"]) >= CLOCK_ID_MIN
+                    break
+        except CodecError:
+            pass
+    return auto_version(db_version, clock)
+
+
+def plain_findings(args: argparse.Namespace, path: str, at: float) -> list[Any]:
+    """The plain checker's findings (none when the file cannot be opened as a db: the model says why)."""
+    from codec.ops.check import Finding, check_file
+    from codec.sources import open_any
+    from inspector.commands.progress import progress
+
+    try:
+        db = open_any(path, endian=getattr(args, "endian", "little"))
+    except CodecError:
+        return []
+    with db, progress(args, "checking") as bar:
+        findings = list(check_file(db, at=at, progress=bar))
+    if os.path.islink(path):
+        findings.append(Finding("warning", "symlink", f"the path is a symlink to {os.path.realpath(path)}"))
+    return findings
+
+
+def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -> Any:
+    from codec.broker.model import predict
+    from codec.sources import is_sqlite_file
+
+    if os.path.exists(path) and is_sqlite_file(path):
+        raise UsageError(f"{path}: is a Mosquitto 2.1 sqlite store: the persist-sqlite plugin loads it, and the "
+                         "broker model covers mosquitto.db files only")
+    return predict(path, version, at=at, conf=conf)
+
+
+def cmd_check_broker(args: argparse.Namespace) -> int:
+    from inspector.commands.writing import parse_at
+
+    path, version, conf = resolve(args)
+    at = parse_at(getattr(args, "at", None), path)
+    pred = run_model(path, version, conf, at)
+    from codec.broker.findings import broker_findings
+
+    findings = broker_findings(plain_findings(args, path, at), pred)
+    errors = sum(1 for f in findings if f.severity == "error")
+    warnings = len(findings) - errors
+    bad = pred.verdict != "loads" or errors > 0
+    verdict = f"Mosquitto {pred.broker} {pred.verdict}"
+    if args.json:
+        data = report(path, args.broker, pred)
+        data["findings"] = [f.to_json() for f in findings]
+        data["summary"] = {"errors": errors, "warnings": warnings, "verdict": verdict}
+        print(json_text(data))
+    else:
+        for line in text_lines(path, pred):
+            print(printable(line))
+        for f in findings:
+            print(printable(f"{f.severity}: {path}: {f.where() + ': ' if f.where() else ''}{f.message} [{f.rule}]"))
+        print(printable(f"{path}: {verdict}: {errors} error(s), {warnings} warning(s)"), file=sys.stderr)
+    return 1 if bad else 0
+
+
+def report(path: str, asked: str | None, pred: Any) -> dict[str, Any]:
+    """The JSON object: the keys the issue fixes first (broker, verdict, log, sessions, queued, retained)."""
+    from codec.views.timeview import iso
+
+    data = {"file": path, **pred.to_json(), "asked": asked, "at": iso(pred.at), "db_version": pred.db_version,
+            "ignored": pred.ignored}
+    if pred.log_more:
+        data["log_more"] = pred.log_more
+    return data
+
+
+def _some(items: list[str], n: int = SHOWN) -> str:
+    more = f", … and {len(items) - n:,} more (--json lists all)" if len(items) > n else ""
+    return ", ".join(items[:n]) + more
+
+
+def text_lines(path: str, pred: Any) -> list[str]:
+    from codec.views.timeview import iso
+
+    head = f"{path}: Mosquitto {pred.broker} {pred.verdict}"
+    if pred.crash_when:
+        head += f" (it starts, then crashes {pred.crash_when})"
+    if pred.ignored == "symlink":
+        head += " (a symlinked file is ignored: it starts empty)"
+    if pred.ignored == "persistence-off":
+        head += " (persistence is off in the configuration: the file is not read)"
+    lines = [head + f"   [db version {pred.db_version or '-'}, as of {iso(pred.at)}]"]
+    for i, line in enumerate(pred.log[:SHOWN]):
+        lines.append(("  log:      " if i == 0 else "            ") + line)
+    if len(pred.log) > SHOWN or pred.log_more:
+        lines.append(f"            … and {len(pred.log) - SHOWN + pred.log_more:,} more log lines")
+    if pred.verdict == "refuses" or (pred.verdict == "crashes" and not pred.crash_when):
+        return lines
+    lines.append(f"  sessions: {len(pred.kept):,} kept, {len(pred.dropped):,} dropped")
+    for cid in pred.kept[:SHOWN]:
+        extra = f", {pred.incoming[cid]} incoming" if pred.incoming.get(cid) else ""
+        lines.append(f"    kept     {cid}: {pred.queued.get(cid, 0):,} queued{extra}")
+    if len(pred.kept) > SHOWN:
+        lines.append(f"    … and {len(pred.kept) - SHOWN:,} more kept (--json lists all)")
+    for d in pred.dropped[:SHOWN]:
+        lines.append(f"    dropped  {d.client_id}: {d.reason}")
+    if len(pred.dropped) > SHOWN:
+        lines.append(f"    … and {len(pred.dropped) - SHOWN:,} more dropped (--json lists all)")
+    lines.append(f"  retained: {len(pred.retained):,} topic(s)" + (f": {_some(pred.retained)}" if pred.retained else ""))
+    return lines
+
+
+__all__ = ["add_broker_options", "cmd_check_broker", "report", "resolve", "run_model", "text_lines",
+           "version_text"]

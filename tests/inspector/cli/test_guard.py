@@ -1,0 +1,247 @@
+"""`mosqdb guard` and `mosqdb check --broker` as a user runs them: decisions, kept bytes, exit codes, bad input.
+
+What the real brokers then do with the guarded files is test_guard_live.py; here the model decides.
+Every test works on copies in a temp dir and states the directory's exact contents before and after.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from support.cli import run, run_in_process
+from support.paths import INCOMING, V4
+from support.variants import make
+
+V2022 = INCOMING / "2.0.22-a.db"
+AT = "2026-11-23T04:41:49Z"  # four hours after 2.0.22-a.db was written: what expires there is fixed
+REQUIRED = {"broker", "verdict", "log", "sessions", "queued", "retained", "findings"}
+
+
+def listing(d: Path) -> dict[str, str]:
+    """Every file in ``d`` with the sha256 of its bytes."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(d.iterdir()) if p.is_file()}
+
+
+def sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def bad_file(tmp_path: Path, variant: str = "sub-without-client-id", src: Path = V2022) -> Path:
+    d = tmp_path / "lib"
+    d.mkdir(exist_ok=True)
+    return make(variant, src, d / "mosquitto.db", time.time())
+
+
+# ---------------------------------------------------------------- check --broker
+def test_check_broker_json_has_the_issue_keys(tmp_path: Path) -> None:
+    db = bad_file(tmp_path)
+    r = run_in_process("check", db, "--broker", "2.0.18", "--json")
+    assert r.returncode == 1
+    data = json.loads(r.stdout)
+    assert set(data) >= REQUIRED
+    assert data["broker"] == "2.0.18" and data["verdict"] == "crashes"
+    assert data["log"] == ["persist__restore_sub: Assertion `client_id' failed."]
+    assert data["sessions"] == {"kept": [], "dropped": []} and data["queued"] == {} and data["retained"] == []
+    assert {f["rule"] for f in data["findings"]} >= {"broker:crashes", "sub"}
+    ok = json.loads(run_in_process("check", db, "--broker", "2.0.22", "--json", "--at", AT).stdout)
+    assert ok["verdict"] == "loads" and ok["retained"] == sorted(ok["retained"]) and len(ok["retained"]) == 10
+    assert all(set(d) >= {"client_id", "reason"} for d in ok["sessions"]["dropped"])
+    assert set(ok["queued"]) == set(ok["sessions"]["kept"])
+
+
+def test_check_broker_text_and_exit_codes(tmp_path: Path) -> None:
+    db = bad_file(tmp_path)
+    r = run_in_process("check", db, "--broker", "2.0.22", "--at", AT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Mosquitto 2.0.22 loads" in r.stdout and "kept     a-sub-q1: 8 queued" in r.stdout
+    assert "Warning: Persistence found a subscription with no client id, ignoring." in r.stdout
+    assert run_in_process("check", db, "--broker", "2.0.14").returncode == 1
+    # a 1.5 file on 2.x: the sessions are lost: an error, though the file loads
+    r = run_in_process("check", V4, "--broker", "2.1.2", "--json")
+    data = json.loads(r.stdout)
+    assert r.returncode == 1 and data["verdict"] == "loads" and data["sessions"]["kept"] == []
+    assert any(f["rule"] == "broker:v34-session" and f["severity"] == "error" for f in data["findings"])
+    # plain check stays as it is
+    assert run_in_process("check", db).returncode == 0
+
+
+def test_check_broker_auto(tmp_path: Path) -> None:
+    data = json.loads(run_in_process("check", INCOMING / "2.1.2-a.db", "--broker", "auto", "--json").stdout)
+    assert data["broker"] == "2.1.2" and data["asked"] == "auto"  # clock-based store ids
+    assert json.loads(run_in_process("check", V2022, "--broker", "auto", "--json").stdout)["broker"] == "2.0.22"
+    assert json.loads(run_in_process("check", V4, "--broker", "auto", "--json").stdout)["broker"] == "1.5.11"
+
+
+def test_check_broker_nul_file_is_a_verdict_not_a_usage_error(tmp_path: Path) -> None:
+    db = bad_file(tmp_path, "nul-filled")
+    r = run_in_process("check", db, "--broker", "2.0.22", "--json")
+    assert r.returncode == 1 and json.loads(r.stdout)["verdict"] == "refuses"
+    assert run_in_process("check", db).returncode == 2  # plain check: not a mosquitto db
+
+
+def test_check_broker_on_a_sqlite_store_is_a_usage_error() -> None:
+    r = run_in_process("check", INCOMING / "2.1.2-a.sqlite3", "--broker", "2.1.2")
+    assert r.returncode == 2 and "sqlite store" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_check_conf_names_the_file(tmp_path: Path) -> None:
+    db = bad_file(tmp_path)
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text(f"persistence true\npersistence_location {db.parent}/\n")
+    data = json.loads(run_in_process("check", "--broker", "2.0.22", "--conf", conf, "--json").stdout)
+    assert data["file"] == str(db.parent / "mosquitto.db") and data["verdict"] == "loads"
+
+
+# ---------------------------------------------------------------- bad input: one line, exit 2, nothing touched
+@contextlib.contextmanager
+def unwritable(d: Path) -> Iterator[None]:
+    """``d`` made unwritable for this user: chmod for others, the immutable flag for root."""
+    if os.geteuid() != 0:
+        d.chmod(0o555)
+        try:
+            yield
+        finally:
+            d.chmod(0o755)
+        return
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(d)], capture_output=True).returncode:
+        pytest.skip("root, and no immutable flag on this file system: cannot make a directory unwritable")
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(d)], check=True)
+
+
+@pytest.mark.parametrize("case", ["unknown-version", "not-a-version", "missing-conf", "conf-is-a-dir", "bad-conf",
+                                  "no-file", "file-is-a-dir", "unwritable"])
+def test_bad_input_is_one_line_exit_2_nothing_touched(tmp_path: Path, case: str) -> None:
+    db = bad_file(tmp_path)
+    d = db.parent
+    args: list[object] = ["guard", db, "--broker", "2.0.18"]
+    if case == "unknown-version":
+        args[3] = "2.2.0"
+    elif case == "not-a-version":
+        args[3] = "latest"
+    elif case == "missing-conf":
+        args += ["--conf", tmp_path / "nope.conf"]
+    elif case == "conf-is-a-dir":
+        args += ["--conf", tmp_path]
+    elif case == "bad-conf":
+        (tmp_path / "m.conf").write_text("persistence maybe\n")
+        args += ["--conf", tmp_path / "m.conf"]
+    elif case == "no-file":
+        args = ["guard", "--broker", "2.0.18"]
+    elif case == "file-is-a-dir":
+        args[1] = d
+    before = listing(d)
+    with unwritable(d) if case == "unwritable" else contextlib.nullcontext():
+        r = run(*args)
+        assert listing(d) == before
+    assert r.returncode == 2, r.stderr
+    assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.startswith("mosqdb guard: ") and "Traceback" not in r.stderr
+    # the same for check --broker (which writes nothing anyway)
+    if case in ("unknown-version", "missing-conf", "bad-conf"):
+        args[0] = "check"
+        r = run(*args)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------- guard decisions
+def test_guard_leaves_a_loadable_file_alone(tmp_path: Path) -> None:
+    db = bad_file(tmp_path, "sessions-alive")
+    before = listing(db.parent)
+    r = run_in_process("guard", db, "--broker", "2.0.22")
+    assert r.returncode == 0 and "nothing to do" in r.stderr
+    assert listing(db.parent) == before
+
+
+def test_guard_salvages_keeps_the_bytes_and_a_second_run_changes_nothing(tmp_path: Path) -> None:
+    db = bad_file(tmp_path)
+    original = sha(db)
+    mode = db.stat().st_mode
+    r = run_in_process("guard", db, "--broker", "2.0.18", "--json", "--at", AT)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert set(data) >= REQUIRED and data["verdict"] == "crashes" and data["action"] == "salvaged"
+    assert data["after"]["verdict"] == "loads" and data["after"]["queued"]["a-sub-q1"] == 8
+    aside = [p for p in db.parent.iterdir() if p.name.startswith("mosquitto.db.bad-")]
+    assert len(aside) == 1 and sha(aside[0]) == original  # the bytes are all still there
+    assert data["kept_aside"] == [str(aside[0])]
+    assert db.stat().st_mode == mode and sha(db) != original
+    lines = r.stderr.strip().splitlines()
+    assert all(line.startswith(f"mosqdb guard: {db}: ") for line in lines) and len(lines) >= 4
+    assert not any("\x1b" in line for line in lines)  # journald: no colours
+    after = listing(db.parent)
+    r2 = run_in_process("guard", db, "--broker", "2.0.18", "--at", AT)
+    assert r2.returncode == 0 and "nothing to do" in r2.stderr and listing(db.parent) == after
+
+
+def test_guard_never_overwrites_an_earlier_bad_copy(tmp_path: Path) -> None:
+    db = bad_file(tmp_path)
+    stamp = "20300101T000000Z"
+    from codec.broker.guard import aside_name, keep_aside
+
+    first = keep_aside(str(db), f"bad-{stamp}")
+    assert first == f"{db}.bad-{stamp}"
+    assert keep_aside(str(db), f"bad-{stamp}") == f"{db}.bad-{stamp}.1"
+    assert aside_name(str(db), f"bad-{stamp}") == f"{db}.bad-{stamp}.2"
+    assert sha(Path(first)) == sha(Path(f"{first}.1")) == sha(db)
+
+
+def test_guard_no_salvage_and_dry_run(tmp_path: Path) -> None:
+    db = bad_file(tmp_path, "truncated-chunk")
+    original = sha(db)
+    before = listing(db.parent)
+    r = run_in_process("guard", db, "--broker", "2.0.22", "--dry-run", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["action"] == "would-salvage"
+    assert "dry run: nothing changed" in r.stderr and listing(db.parent) == before
+    r = run_in_process("guard", db, "--broker", "2.0.22", "--no-salvage")
+    assert r.returncode == 0, r.stderr
+    assert not db.exists() and "starts empty" in r.stderr
+    (aside,) = [p for p in db.parent.iterdir() if p.name.startswith("mosquitto.db.bad-")]
+    assert sha(aside) == original
+    r = run_in_process("guard", db, "--broker", "2.0.22")
+    assert r.returncode == 0 and "no file" in r.stderr
+
+
+def test_guard_uses_a_leftover_new_file(tmp_path: Path) -> None:
+    """Only mosquitto.db.new is left (the broker died between writing it and renaming it)."""
+    d = tmp_path / "lib"
+    d.mkdir()
+    new = d / "mosquitto.db.new"
+    shutil.copyfile(V2022, new)
+    new.chmod(0o600)
+    r = run_in_process("guard", d / "mosquitto.db", "--broker", "2.0.22")
+    assert r.returncode == 0, r.stderr
+    assert (d / "mosquitto.db").exists() and not new.exists()
+    (aside,) = [p for p in d.iterdir() if p.name.startswith("mosquitto.db.new.bad-")]
+    assert sha(aside) == sha(V2022)
+    assert (d / "mosquitto.db").stat().st_mode & 0o777 == 0o600
+    data = json.loads(run_in_process("check", d / "mosquitto.db", "--broker", "2.0.22", "--json", "--at", AT).stdout)
+    assert data["verdict"] == "loads" and len(data["retained"]) == 10
+
+
+def test_guard_nothing_salvageable_starts_empty(tmp_path: Path) -> None:
+    db = bad_file(tmp_path, "nul-filled")
+    original = sha(db)
+    r = run_in_process("guard", db, "--broker", "2.1.2", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["action"] == "emptied"
+    assert not db.exists()
+    (aside,) = [p for p in db.parent.iterdir() if p.name.startswith("mosquitto.db.bad-")]
+    assert sha(aside) == original
+
+
+def test_guard_exit_code_in_a_child_process(tmp_path: Path) -> None:
+    db = bad_file(tmp_path)
+    r = run("guard", db, "--broker", "2.0.11")
+    assert r.returncode == 0 and "put the salvage" in r.stderr
