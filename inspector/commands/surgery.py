@@ -245,7 +245,6 @@ def client_stats(db: Any, args: argparse.Namespace, conf: Any, at: float | None)
     import time
 
     from codec.ops.clients import bridge_map, client_rows, client_table
-
     from codec.sources import as_db
 
     if db.empty or (args.by != "client" and conf is None):
