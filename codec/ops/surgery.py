@@ -232,7 +232,7 @@ def rm_retained(db: DbFile, filters: list[str], out_path: str | os.PathLike[str]
         rem.retained_count = int(ret_hit.sum())
         rem.retained = [topics.get(int(i), "?") for i in ret_ids[ret_hit][:EXAMPLES]]
         rem.stores = len(orphans)
-    return _write(db, out_path, drop, rem, t0, progress)
+    return write_removal(db, out_path, drop, rem, t0, progress)
 
 
 def _finish_empty(db: DbFile, out_path: str | os.PathLike[str] | None, rem: Removal) -> None:
@@ -333,7 +333,7 @@ def drop_sessions(db: DbFile, victims: dict[str, str], out_path: str | os.PathLi
     for c in missing:
         rem.notes.append(f"no session {c!r} in the file")
     rem.stores = len(orphans)
-    return _write(db, out_path, drop, rem, t0, progress)
+    return write_removal(db, out_path, drop, rem, t0, progress)
 
 
 def session_chunks(aux: dict[str, Any], names: set[str]) -> tuple[np.ndarray, int, int]:
@@ -388,9 +388,10 @@ def _select_and_drop(db: DbFile, out_path: str | os.PathLike[str] | None, criter
     return rem
 
 
-def _write(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, progress: Any) -> Any:
+def write_removal(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, progress: Any) -> Any:
     """Write FILE less the ``drop``ped chunks (nothing at all when nothing matched), verified before the
-    rename, and complete the removal report."""
+    rename, and complete the removal report ``rem`` (size after, where written, seconds since ``t0``): every
+    removing command (the surgeries, trim-queue) ends here."""
     if not drop.any():  # nothing matched: nothing is written (nor read again)
         rem.size_after = db.size
         rem.seconds = time.perf_counter() - t0
@@ -402,6 +403,6 @@ def _write(db: DbFile, out_path: Any, drop: np.ndarray, rem: Any, t0: float, pro
     return rem
 
 __all__ = [
-    "Refs", "Removal", "SessionInfo", "drop_clients", "drop_sessions", "filter_patterns", "gather_refs",
+    "Refs", "Removal", "SessionInfo", "drop_clients", "write_removal", "drop_sessions", "filter_patterns", "gather_refs",
     "orphaned_stores", "prune_sessions", "rm_retained", "session_chunks", "sessions",
 ]

@@ -38,12 +38,10 @@ from codec.broker.bridges import protected
 from codec.broker.conf import BrokerConf
 from codec.columnar import ColumnReader
 from codec.errors import CodecError
-from codec.ops.check import output_verifier
 from codec.ops.queues import IN, OUT, Queues, StoreFacts, read_queues, store_facts
-from codec.ops.surgery import gather_refs, orphaned_stores
+from codec.ops.surgery import gather_refs, orphaned_stores, write_removal
 from codec.progress import Progress
 from codec.reader import DbFile
-from codec.writer import save_masked
 
 GLOB_CHARS = "*?["
 DIRECTIONS = {"out": OUT, "in": IN}
@@ -266,15 +264,7 @@ def trim_queue(db: DbFile, rules: TrimRules, out_path: str | os.PathLike[str] | 
         orphans = orphaned_stores(gather_refs(cols), drop)
         drop[orphans] = True
         rep.stores = len(orphans)
-    if not drop.any():  # nothing matches: nothing is written (nor read again)
-        rep.size_after = db.size
-        rep.seconds = time.perf_counter() - t0
-        return rep
-    res = save_masked(db, out_path, drop, progress=progress, verify=output_verifier(db.endian))
-    rep.size_after = res.size
-    rep.written = None if out_path is None else os.fspath(out_path)
-    rep.seconds = time.perf_counter() - t0
-    return rep
+    return write_removal(db, out_path, drop, rep, t0, progress)
 
 
 __all__ = ["DIRECTIONS", "REASONS", "TrimPlan", "TrimReport", "TrimRules", "client_matcher", "is_glob",
