@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-EXAMPLES = 5
+from codec.skips import Skips
 
 
 @dataclass
-class MigrationReport:
+class MigrationReport(Skips):
     """What a migration wrote and what it left out, with the reasons (shared by all targets)."""
 
     source: str
@@ -23,13 +23,6 @@ class MigrationReport:
 
     def count(self, what: str, n: int = 1) -> None:
         self.written[what] = self.written.get(what, 0) + n
-
-    def skip(self, reason: str, example: str | None = None, n: int = 1) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + n
-        if example is not None:
-            ex = self.examples.setdefault(reason, [])
-            if len(ex) < EXAMPLES:
-                ex.append(example)
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "target": self.target, "dry_run": self.dry_run, "written": self.written,

@@ -5,23 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from codec.skips import Skips
+
 EXAMPLES = 3
 
 
 @dataclass
-class Tally:
+class Tally(Skips):
     """``skip(reason, example)``: one more item left out for ``reason``; ``note``: a line worth reading."""
 
     skipped: dict[str, int] = field(default_factory=dict)
     examples: dict[str, list[str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-    def skip(self, reason: str, example: str | None = None, n: int = 1) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + n
-        if example is not None:
-            ex = self.examples.setdefault(reason, [])
-            if len(ex) < EXAMPLES:
-                ex.append(example)
+    max_examples = EXAMPLES
 
     def note(self, text: str) -> None:
         if text not in self.notes:
