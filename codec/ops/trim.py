@@ -6,7 +6,9 @@ the queue columns, one of the store ids (and, when a rule needs them, payload le
 times), and one streamed copy — whatever the number of clients.
 
 A client's queue is its entries of one direction in file order, which is the broker's delivery
-order (it writes each list in queue order); "newest" is the end of it. Rules, in this order:
+order (it writes each list in queue order); "newest" is the end of it. (A 2.1 sqlite store feeds the
+same decision, :func:`decide`, its ``client_msgs`` rows in rowid order: :mod:`codec.store.trim`.)
+Rules, in this order:
 
 1. candidates: entries of the chosen clients (``clients``: ids or globs; default all), of the chosen
    direction, not in flight (:data:`codec.ops.queues.IN_FLIGHT_STATES`) unless ``include_inflight``,

@@ -20,16 +20,19 @@ CLIENT_MSG state (:data:`codec.ops.queues.IN_FLIGHT_STATES`), kept unless ``--in
 
 **Applied** in the edit's one transaction (:class:`codec.store.edit.StoreEdit`): the chosen
 ``client_msgs`` rows by rowid, then the ``base_msgs`` rows that lose their last reference (no kept
-queue entry, no retain); a message nobody referenced before is left alone, as for a .db.
+queue entry — the arrays say which — and no retain — the ``retains_storeid`` index does); a message
+nobody referenced before is left alone, as for a .db. The decision goes back to sqlite as temp
+tables filled a slice at a time, so the cost is the queue columns, not the store's size.
 """
 
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
 
-from codec.columnar import BATCH
+from codec.columnar import batches
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.ops.queues import Queues, StoreFacts
@@ -39,6 +42,8 @@ from codec.store.schema import ROWS
 
 _QUEUE = dict(ROWS[ChunkType.CLIENT_MSG].values)
 _STORED = dict(ROWS[ChunkType.MSG_STORE].values)
+FETCH = 4096  # rows per fetch: sqlite hands rows over as Python tuples, so they are taken a few at a time
+SLICE = 1 << 16  # integers per statement when the decision goes back to sqlite
 
 
 def store_queues(ed: StoreEdit) -> Queues:
@@ -52,7 +57,7 @@ def store_queues(ed: StoreEdit) -> Queues:
     cur = ed.execute(f"SELECT rowid, {_QUEUE['client_id']}, {_QUEUE['store_id']}, {_QUEUE['qos']}, "
                      f"{_QUEUE['state']}, {_QUEUE['direction']} FROM client_msgs ORDER BY rowid")
     at = 0
-    while rows := cur.fetchmany(BATCH):
+    while rows := cur.fetchmany(FETCH):
         k = len(rows)
         if at + k > n:
             break
@@ -77,7 +82,7 @@ def queue_facts(ed: StoreEdit, count: int) -> StoreFacts:
                      f"LEFT JOIN (SELECT store_id, length({_STORED['payload']}) AS plen, {_STORED['expiry_time']} "
                      "AS exp FROM base_msgs) b ON b.store_id = q.store_id ORDER BY q.rowid")
     at = 0
-    while rows := cur.fetchmany(BATCH):
+    while rows := cur.fetchmany(FETCH):
         k = len(rows)
         if at + k > count:
             break
@@ -87,6 +92,13 @@ def queue_facts(ed: StoreEdit, count: int) -> StoreFacts:
     if at != count:
         raise CodecError("client_msgs: the rows changed while they were read", path=ed.path)
     return StoreFacts(found, np.where(found, plen, 0), np.where(found, exp, 0))
+
+
+def _insert(ed: StoreEdit, sql: str, values: np.ndarray) -> None:
+    """Run ``sql`` (an INSERT ... SELECT over ``json_each(?)``) for ``values``, a slice at a time: one statement
+    per 65,536 integers instead of one step per value, and no list of them all in memory."""
+    for s in batches(len(values), SLICE):
+        ed.execute(sql, (json.dumps(values[s].tolist()),))
 
 
 def trim_queue(ed: StoreEdit, rules: TrimRules) -> TrimReport:
@@ -99,15 +111,14 @@ def trim_queue(ed: StoreEdit, rules: TrimRules) -> TrimReport:
     plan = decide(q, rules, lambda _ids: queue_facts(ed, len(q)), rep)
     if rep.client_msgs:
         gone = ed.temp("mq_trim", "rid INTEGER PRIMARY KEY")
-        ed.con.executemany(f"INSERT INTO {gone} VALUES (?)",  # type: ignore[union-attr]
-                           ((r,) for r in q.idx[plan.drop].tolist()))
+        _insert(ed, f"INSERT INTO {gone} SELECT value FROM json_each(?)", q.idx[plan.drop])
+        # a message loses its last reference when no kept entry holds it (the arrays say so) and no retain does
+        lost = np.unique(q.store_id[plan.drop])
+        lost = lost[~np.isin(lost, q.store_id[~plan.drop])]
         orphans = ed.temp("mq_store", "store_id INTEGER PRIMARY KEY")
-        ed.execute(f"INSERT INTO {orphans} SELECT DISTINCT c.store_id FROM client_msgs c "
-                   f"WHERE c.rowid IN (SELECT rid FROM {gone}) "
-                   "AND EXISTS (SELECT 1 FROM base_msgs b WHERE b.store_id = c.store_id) "
-                   "AND NOT EXISTS (SELECT 1 FROM retains r WHERE r.store_id = c.store_id) "
-                   "AND NOT EXISTS (SELECT 1 FROM client_msgs o WHERE o.store_id = c.store_id "
-                   f"AND o.rowid NOT IN (SELECT rid FROM {gone}))")
+        _insert(ed, f"INSERT INTO {orphans} SELECT value FROM json_each(?) "
+                "WHERE EXISTS (SELECT 1 FROM base_msgs b WHERE b.store_id = value) "
+                "AND NOT EXISTS (SELECT 1 FROM retains r WHERE r.store_id = value)", lost.view(np.int64))
         rep.stores = ed.scalar(f"SELECT count(*) FROM {orphans}")
         if not ed.dry_run:
             ed.execute(f"DELETE FROM client_msgs WHERE rowid IN (SELECT rid FROM {gone})")
