@@ -43,7 +43,7 @@ from codec.store.schema import ROWS
 _QUEUE = dict(ROWS[ChunkType.CLIENT_MSG].values)
 _STORED = dict(ROWS[ChunkType.MSG_STORE].values)
 FETCH = 4096  # rows per fetch: sqlite hands rows over as Python tuples, so they are taken a few at a time
-SLICE = 1 << 16  # integers per statement when the decision goes back to sqlite
+SLICE = 8192  # integers per statement when the decision goes back to sqlite (its JSON parse stays small)
 
 
 def store_queues(ed: StoreEdit) -> Queues:
@@ -95,8 +95,8 @@ def queue_facts(ed: StoreEdit, count: int) -> StoreFacts:
 
 
 def _insert(ed: StoreEdit, sql: str, values: np.ndarray) -> None:
-    """Run ``sql`` (an INSERT ... SELECT over ``json_each(?)``) for ``values``, a slice at a time: one statement
-    per 65,536 integers instead of one step per value, and no list of them all in memory."""
+    """Run ``sql`` (an INSERT ... SELECT over ``json_each(?)``) for ``values``, :data:`SLICE` at a time: one
+    statement per slice instead of one step per value, and no list of them all in memory."""
     for s in batches(len(values), SLICE):
         ed.execute(sql, (json.dumps(values[s].tolist()),))
 
