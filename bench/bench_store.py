@@ -6,7 +6,8 @@ usage: python bench/bench_store.py [BIG.db] [--runs 3] [--tmp DIR]
 The store is made once from the big file (`mosqdb migrate BIG.db --to sqlite`, in a temp dir, never in the
 repository). Each run copies it afresh and times, as a child process, `rm-retained STORE 'fleet/site000/#'
 --in-place` and `prune-sessions STORE --no-subscriptions --in-place` (every session of the big file has subscriptions: it
-finds none), and `drop-client` of 1,000 of its 2,000 sessions (the backup copy included); the child's
+finds none), `drop-client` of 1,000 of its 2,000 sessions and `trim-queue --keep-newest 10 --in-place` (every
+session keeps its newest 10 of about 100 queued messages), the backup copy included; the child's
 peak RSS comes from wait4. The same commands on the 168 KB 2.1.2 fixture store give the memory baseline: a
 flat footprint is the same peak on both.
 """
@@ -30,6 +31,8 @@ COMMANDS = {
     # every session of the big file has subscriptions: this one removes half of them, with their queues
     "drop-client gw-00000..gw-00999": ["drop-client", "{s}", *(f"gw-{i:05d}" for i in range(1000)), "--in-place",
                                        "--json"],
+    # every session keeps its newest 10 queued messages; the messages nothing else refers to go with the rest
+    "trim-queue --keep-newest 10": ["trim-queue", "{s}", "--keep-newest", "10", "--in-place", "--json"],
 }
 
 
@@ -98,14 +101,21 @@ def main() -> None:
                             os.unlink(os.path.join(tmp, name))
                     shutil.copyfile(FIXTURE, fx)
                     small.append(run_child([x.format(s=fx) for x in argv])[1])
-            what = (f"{report['retained_removed']:,} retained, {report['stores_removed']:,} messages"
-                    if report["retained_removed"] else
-                    f"{len(report['clients_removed']):,} sessions, {report['client_msgs_removed']:,} queued, "
-                    f"{report['stores_removed']:,} messages")
             print(f"{label}: {spread(times, '{:.2f}')} s, peak RSS {spread(peaks, '{:.0f}')} MiB "
-                  f"(the 168 KB fixture store: {spread(small, '{:.0f}') if small else '-'} MiB); removed {what}")
+                  f"(the 168 KB fixture store: {spread(small, '{:.0f}') if small else '-'} MiB); removed {removed(report)}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def removed(report: dict) -> str:
+    """What a command's --json report says it removed."""
+    if report.get("action") == "trim-queue":
+        return (f"{report['client_msgs_removed']:,} queued from {report['clients_trimmed']:,} sessions, "
+                f"{report['stores_removed']:,} messages")
+    if report["retained_removed"]:
+        return f"{report['retained_removed']:,} retained, {report['stores_removed']:,} messages"
+    return (f"{len(report['clients_removed']):,} sessions, {report['client_msgs_removed']:,} queued, "
+            f"{report['stores_removed']:,} messages")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@ the queue columns, one of the store ids (and, when a rule needs them, payload le
 times), and one streamed copy — whatever the number of clients.
 
 A client's queue is its entries of one direction in file order, which is the broker's delivery
-order (it writes each list in queue order); "newest" is the end of it. Rules, in this order:
+order (it writes each list in queue order); "newest" is the end of it. (A 2.1 sqlite store feeds the
+same decision, :func:`decide`, its ``client_msgs`` rows in rowid order: :mod:`codec.store.trim`.)
+Rules, in this order:
 
 1. candidates: entries of the chosen clients (``clients``: ids or globs; default all), of the chosen
    direction, not in flight (:data:`codec.ops.queues.IN_FLIGHT_STATES`) unless ``include_inflight``,
@@ -239,6 +241,20 @@ class TrimReport:
         return out
 
 
+def decide(q: Queues, rules: TrimRules, facts_of: Callable[[np.ndarray], StoreFacts], rep: TrimReport) -> TrimPlan:
+    """The decision on a file's queue arrays, recorded in ``rep``: what a .db file and a 2.1 sqlite store
+    (:mod:`codec.store.trim`) share. ``q`` in the broker's delivery order; ``facts_of(store_ids)``, the
+    stored messages' facts per entry, is asked only when --max-bytes or --drop-expired needs them."""
+    need = len(q) and (rules.max_bytes is not None or rules.drop_expired)
+    facts = facts_of(q.store_id) if need else None
+    bridges = protected(rules.conf, q.names) if len(q) else {}
+    plan = plan_trim(q, rules, facts, bridges)
+    rep.client_msgs = int(plan.drop.sum())
+    rep.reasons = {k: v for k, v in plan.reasons.items() if v}
+    rep.clients, rep.skipped, rep.in_flight_kept = plan.clients, plan.skipped, plan.in_flight_kept
+    return plan
+
+
 def trim_queue(db: DbFile, rules: TrimRules, out_path: str | os.PathLike[str] | None, *,
                progress: Progress | None = None) -> TrimReport:
     """Cut queues by ``rules``; write FILE less those entries and their orphaned stores to ``out_path``
@@ -252,14 +268,9 @@ def trim_queue(db: DbFile, rules: TrimRules, out_path: str | os.PathLike[str] | 
     cols = ColumnReader(db)
     rep.chunks_before = len(cols.offsets)
     q = read_queues(cols)
-    facts = store_facts(cols, q.store_id) if len(q) and (rules.max_bytes is not None or rules.drop_expired) else None
-    bridges = protected(rules.conf, q.names) if len(q) else {}
-    plan = plan_trim(q, rules, facts, bridges)
+    plan = decide(q, rules, lambda ids: store_facts(cols, ids), rep)
     drop = np.zeros(len(cols.offsets), bool)
     drop[q.idx[plan.drop]] = True
-    rep.client_msgs = int(plan.drop.sum())
-    rep.reasons = {k: v for k, v in plan.reasons.items() if v}
-    rep.clients, rep.skipped, rep.in_flight_kept = plan.clients, plan.skipped, plan.in_flight_kept
     if rep.client_msgs:
         orphans = orphaned_stores(gather_refs(cols), drop)
         drop[orphans] = True
@@ -267,5 +278,5 @@ def trim_queue(db: DbFile, rules: TrimRules, out_path: str | os.PathLike[str] | 
     return write_removal(db, out_path, drop, rep, t0, progress)
 
 
-__all__ = ["DIRECTIONS", "REASONS", "TrimPlan", "TrimReport", "TrimRules", "client_matcher", "is_glob",
+__all__ = ["DIRECTIONS", "REASONS", "TrimPlan", "TrimReport", "TrimRules", "client_matcher", "decide", "is_glob",
            "plan_trim", "trim_queue"]

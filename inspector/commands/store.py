@@ -1,5 +1,5 @@
 """The writing commands on a Mosquitto 2.1 sqlite store: ``rm-retained``, ``drop-client``,
-``prune-sessions`` and ``renew`` (the commands dispatch here when FILE is a store).
+``prune-sessions``, ``trim-queue`` and ``renew`` (the commands dispatch here when FILE is a store).
 
 The options mean what they mean for a .db: ``--in-place`` edits the store itself, in one
 transaction, keeping ``FILE.bak`` first (a complete store); ``-o OUT`` writes an edited copy (a
@@ -52,13 +52,15 @@ def edit(args: argparse.Namespace, work: Callable[[Any], Any]) -> tuple[Any, Any
     return result, ed
 
 
-def _removal(args: argparse.Namespace, work: Callable[[Any], Any], none: str) -> int:
-    """A removal on a store, reported as for a .db (nothing matched: nothing written, no backup)."""
+def _removal(args: argparse.Namespace, work: Callable[[Any], Any], none: str | Callable[[Any], str]) -> int:
+    """A removal on a store, reported as for a .db (nothing matched: nothing written, no backup).
+    ``none``: what to say then (a text followed by the report's notes, or the .db command's own wording)."""
     rem, ed = edit(args, work)
     rem.written = ed.written
     rem.size_after = os.path.getsize(ed.written) if ed.written else rem.size_before
     if not rem.changed:
-        return no_match(args, rem.to_json(), f"{none}{'; ' + '; '.join(rem.notes) if rem.notes else ''}")
+        text = none(rem) if callable(none) else f"{none}{'; ' + '; '.join(rem.notes) if rem.notes else ''}"
+        return no_match(args, rem.to_json(), text)
     emit(args, rem.to_json(), rem.lines(), rem.written)
     return 0
 
@@ -81,6 +83,14 @@ def prune_sessions(args: argparse.Namespace, criteria: Any) -> int:
     return _removal(args, lambda ed: store.prune_sessions(ed, criteria), "no session meets the criteria")
 
 
+def trim_queue(args: argparse.Namespace, rules: Any) -> int:
+    """``trim-queue`` on a store: the .db decision (:mod:`codec.store.trim`), the .db report."""
+    from codec.store import trim
+    from inspector.commands.trim import nothing_matched
+
+    return _removal(args, lambda ed: trim.trim_queue(ed, rules), nothing_matched)
+
+
 def renew(args: argparse.Namespace, policy: Any) -> tuple[Any, str | None]:
     """``renew`` on a store: the plan (as for a .db) and where the result went (None: dry run)."""
     from codec.store import edit as store
@@ -89,4 +99,4 @@ def renew(args: argparse.Namespace, policy: Any) -> tuple[Any, str | None]:
     return plan, ed.written
 
 
-__all__ = ["drop_client", "edit", "is_store_path", "prune_sessions", "renew", "rm_retained"]
+__all__ = ["drop_client", "edit", "is_store_path", "prune_sessions", "renew", "rm_retained", "trim_queue"]

@@ -6,7 +6,7 @@ import argparse
 import re
 from typing import Any
 
-from inspector.commands import UsageError, add_at, open_input
+from inspector.commands import UsageError, add_at, open_input, store
 from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import progress
 from inspector.commands.writing import add_writing, emit, no_match, parse_at, run
@@ -72,10 +72,18 @@ def rules_from_args(args: argparse.Namespace) -> Any:
     return rules
 
 
+def nothing_matched(rep: Any) -> str:
+    """What a trim that removes nothing says (a .db or a store): the notes and the bridges left alone."""
+    extra = "; ".join(rep.notes + [f"left alone {c!r}: {w}" for c, w in rep.skipped.items()])
+    return "no queued message matches" + (f"; {extra}" if extra else "")
+
+
 def cmd_trim(args: argparse.Namespace) -> int:
     from codec.ops.trim import trim_queue
 
     rules = rules_from_args(args)
+    if store.is_store_path(args.file):  # a Mosquitto 2.1 sqlite store: trimmed in one transaction
+        return store.trim_queue(args, rules)
     with open_input(args.file, endian=args.endian) as db:
         def work(out: str | None) -> Any:
             with progress(args, "trimming") as bar:
@@ -83,7 +91,6 @@ def cmd_trim(args: argparse.Namespace) -> int:
 
         rep = run(args, work, changed=lambda r: r.changed)
     if not rep.changed:
-        extra = "; ".join(rep.notes + [f"left alone {c!r}: {w}" for c, w in rep.skipped.items()])
-        return no_match(args, rep.to_json(), "no queued message matches" + (f"; {extra}" if extra else ""))
+        return no_match(args, rep.to_json(), nothing_matched(rep))
     emit(args, rep.to_json(), rep.lines(), rep.written)
     return 0
