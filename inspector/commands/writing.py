@@ -81,7 +81,7 @@ def refuse_sqlite(args: argparse.Namespace) -> None:
     if args.command != "convert":
         raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; {args.command} works on mosquitto.db files: "
                          "refused, nothing written (`mosqdb check` reports a store's problems; rm-retained, "
-                         "drop-client, prune-sessions and renew edit it)")
+                         "drop-client, prune-sessions, trim-queue and renew edit it)")
 
 
 def target(args: argparse.Namespace) -> str | None:
