@@ -18,7 +18,6 @@ import bisect
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -26,10 +25,12 @@ import numpy as np
 from codec.columnar import Columns, decode_batch
 from codec.errors import CodecError
 from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, SUB_OPTIONS_VALID, ChunkType, Layout, header_size
+from codec.ops.check_xref import CrossReferences, Table
+from codec.ops.findings import CHUNK, END, Finding, Findings, text_problem
 from codec.properties import decode_properties, property_problems
 from codec.reader import DbFile
 from codec.textscan import TextColumn as _Text
-from codec.values import NEVER, is_utf8, time_text
+from codec.values import NEVER, time_text
 from codec.views.query import valid_filter
 
 # state -> (qos values, direction) it is consistent with (spec §8 / §11 rule 13)
@@ -41,44 +42,7 @@ _SANE_TIME = (946_684_800, 4_102_444_800)
 LIMIT = 1000  # findings shown per rule before "… and N more"
 BATCH = 16384  # chunks per column batch: text scans keep their temporaries to a few MB
 MAX_BATCH_BYTES = 16 << 20  # and bytes read at once
-REF_SLICE = 1 << 18  # references resolved at once
 TYPE_SPAN = 1 << 18  # chunks whose types are sifted at once
-
-
-@dataclass
-class Finding:
-    severity: str  # "error" (the broker fails or misbehaves) or "warning"
-    rule: str
-    message: str
-    offset: int | None = None
-    chunk_index: int | None = None
-    chunk_type: str | None = None
-    field: str | None = None
-
-    def where(self) -> str:
-        parts = []
-        if self.offset is not None:
-            parts.append(f"offset {self.offset}")
-        if self.chunk_type is not None:
-            path = f"{self.chunk_type}[{self.chunk_index}]" if self.chunk_index is not None else self.chunk_type
-            parts.append(f"{path}.{self.field}" if self.field else path)
-        return ": ".join(parts)
-
-    def to_json(self) -> dict[str, object]:
-        return asdict(self)
-
-
-def text_problem(value: str | None) -> str | None:
-    """What is wrong with a text field as a broker would see it (a NUL inside, not UTF-8), or None."""
-    if value is None:
-        return None
-    nul = value.find("\0")
-    if nul >= 0:
-        return (f"contains a NUL at character {nul}: the {len(value) - nul} characters after it are probably "
-                "stray broker memory (a length written larger than the string)")
-    if not is_utf8(value):  # undecodable bytes were kept as lone surrogates
-        return "is not valid UTF-8"
-    return None
 
 
 def _iso(ts: int) -> str:
@@ -89,63 +53,6 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-# ---------------------------------------------------------------- findings, capped per rule
-# phases of the order findings come out in, for one chunk index: the chunk's own rules, then what
-# ended the walk (NUL tail, damage, trailing bytes), then the cross-reference rules
-_CHUNK, _END, _XREF = 1, 2, 3
-
-
-class _Findings:
-    """Findings with their sort keys; at most ``limit + 1`` built per emitting rule, every one counted."""
-
-    def __init__(self, limit: int | None) -> None:
-        self.limit = limit
-        self.items: list[tuple[tuple[int, int, int], Finding]] = []
-        self.total: dict[str, int] = {}
-        self.built: dict[tuple[str, int, int, str | None], int] = {}
-
-    def room(self, group: tuple[str, int, int, str | None], n: int) -> int:
-        if self.limit is None:
-            return n
-        return max(0, min(n, self.limit + 1 - self.built.get(group, 0)))
-
-    def one(self, f: Finding, phase: int, rule_no: int) -> None:
-        """A finding found by Python (counted; kept while its rule has room)."""
-        self.total[f.rule] = self.total.get(f.rule, 0) + 1
-        group = (f.rule, phase, rule_no, f.chunk_type)
-        if self.room(group, 1):
-            self.built[group] = self.built.get(group, 0) + 1
-            key = -1 if f.chunk_index is None else f.chunk_index
-            self.items.append(((key, phase, rule_no), f))
-
-    def rows(self, rule: str, phase: int, rule_no: int, kind: str | None, n: int,
-             make: Callable[[int], Finding]) -> None:
-        """``n`` findings, the ``j``-th built by ``make(j)``, in ascending chunk order."""
-        if not n:
-            return
-        self.total[rule] = self.total.get(rule, 0) + n
-        group = (rule, phase, rule_no, kind)
-        k = self.room(group, n)
-        self.built[group] = self.built.get(group, 0) + k
-        for j in range(k):
-            f = make(j)
-            self.items.append(((-1 if f.chunk_index is None else f.chunk_index, phase, rule_no), f))
-
-    def result(self) -> list[Finding]:
-        self.items.sort(key=lambda item: item[0])
-        out: list[Finding] = []
-        shown: dict[str, int] = {}
-        for _key, f in self.items:
-            k = shown.get(f.rule, 0)
-            shown[f.rule] = k + 1
-            if self.limit is None or k < self.limit:
-                out.append(f)
-            elif k == self.limit:
-                more = self.total[f.rule] - self.limit
-                out.append(Finding(f.severity, f.rule, f"… and {more:,} more {f.rule} findings"))
-        return out
-
-
 def _subset(c: Columns, keep: np.ndarray) -> Columns:
     return Columns(c.kind, c.version, c.data, c.base, c.index[keep], c.offset[keep], c.length[keep],
                    {k: v[keep] for k, v in c.ints.items()},
@@ -153,7 +60,9 @@ def _subset(c: Columns, keep: np.ndarray) -> Columns:
 
 
 # ---------------------------------------------------------------- the run
-class _Check:
+class Checker(CrossReferences):
+    """One run of the format rules over a file's column batches (the cross-reference rules: the mixin)."""
+
     def __init__(self, db: DbFile, n: int, at: float | None, limit: int | None,
                  progress: Callable[[int, int], None] | None) -> None:
         assert db.version is not None
@@ -161,7 +70,7 @@ class _Check:
         self.version = db.version
         self.hsize = header_size(db.version)
         self.now = time.time() if at is None else at
-        self.out = _Findings(limit)
+        self.out = Findings(limit)
         self.progress = progress
         self.done = 0
         idx = db.index
@@ -175,9 +84,9 @@ class _Check:
         pos = np.int32 if len(idx) < 1 << 31 else np.int64
         count = np.bincount(np.minimum(self.types, 7), minlength=8)
         stores, refs = int(count[ChunkType.MSG_STORE]), int(count[ChunkType.CLIENT_MSG] + count[ChunkType.RETAIN])
-        self.stores = _Table(stores, (np.uint64, pos, np.uint8, np.uint64))  # id, chunk, flags, topic hash
-        self.refs = _Table(refs, (np.uint64, pos, np.uint8, np.int8))  # store id, chunk, kind, qos
-        self.flights = _Table(int(count[ChunkType.CLIENT_MSG]), (np.int64, pos, np.uint8))  # key, chunk, qos
+        self.stores = Table(stores, (np.uint64, pos, np.uint8, np.uint64))  # id, chunk, flags, topic hash
+        self.refs = Table(refs, (np.uint64, pos, np.uint8, np.int8))  # store id, chunk, kind, qos
+        self.flights = Table(int(count[ChunkType.CLIENT_MSG]), (np.int64, pos, np.uint8))  # key, chunk, qos
         self.cids: dict[bytes, int] = {}
         self.cid_first: dict[int, tuple[int, str]] = {}  # client id -> first (chunk, kind) referring to it
         self.clients: set[int] = set()
@@ -194,7 +103,7 @@ class _Check:
             r = int(rows[j])
             return Finding(severity, rule, message(r), int(c.offset[r]), int(c.index[r]), kind, field)
 
-        self.out.rows(rule, _CHUNK, rule_no, kind, len(rows), make)
+        self.out.rows(rule, CHUNK, rule_no, kind, len(rows), make)
 
     def at_chunk(self, i: int, severity: str, rule: str, message: str, phase: int, rule_no: int,
                  field: str | None = None, kind: str | None = None) -> None:
@@ -203,7 +112,7 @@ class _Check:
 
     def decode_error(self, exc: CodecError) -> None:
         self.out.one(Finding("error", "decode", exc.reason, exc.offset, exc.chunk_index, exc.chunk_type, exc.field),
-                     _CHUNK, 0)
+                     CHUNK, 0)
 
     def ends(self, sel: np.ndarray) -> np.ndarray:
         """Where chunks ``sel`` end (the next chunk's offset; the index end for the last)."""
@@ -374,7 +283,7 @@ class _Check:
                 problem = text_problem(_text(tx.value(r)))
                 if problem:
                     self.out.one(Finding("warning", "utf8", f"{name} {problem}", int(c.offset[r]), int(c.index[r]),
-                                         c.kind, name), _CHUNK, rule_no + k)
+                                         c.kind, name), CHUNK, rule_no + k)
 
     def time_rules(self, c: Columns, name: str, rule_no: int) -> np.ndarray:
         """Sanity of an absolute time (endianness); the rows where it is set."""
@@ -390,7 +299,7 @@ class _Check:
         for r in sorted(problems):
             for problem in problems[r]:
                 self.out.one(Finding("error", "properties", problem + " (Mosquitto's loader refuses the file)",
-                                     int(c.offset[r]), int(c.index[r]), c.kind, "properties"), _CHUNK, rule_no)
+                                     int(c.offset[r]), int(c.index[r]), c.kind, "properties"), CHUNK, rule_no)
 
     def intern(self, c: Columns, name: str) -> np.ndarray:
         """A number per distinct client id (exact bytes), the same across batches and chunk types."""
@@ -509,7 +418,7 @@ class _Check:
             flt = _text(topic.value(r))
             if not valid_filter(flt):
                 self.out.one(Finding("warning", "topic", f"{flt!r} is not a valid topic filter", int(c.offset[r]),
-                                     int(c.index[r]), c.kind, "topic"), _CHUNK, 14)
+                                     int(c.index[r]), c.kind, "topic"), CHUNK, 14)
         self.texts(c, ("client_id", "topic"), 15)
 
     subs_seen: set[tuple[int, bytes]]
@@ -554,13 +463,13 @@ class _Check:
                 i = int(c.index[r])
                 self.cfg_seen += 1
                 if self.cfg_seen > 1:
-                    self.at_chunk(i, "warning", "cfg", "more than one cfg chunk", _CHUNK, 10)
+                    self.at_chunk(i, "warning", "cfg", "more than one cfg chunk", CHUNK, 10)
                 elif i - int(np.searchsorted(bad, i)) != 0:
-                    self.at_chunk(i, "warning", "cfg", "cfg chunk is not the first chunk", _CHUNK, 10)
+                    self.at_chunk(i, "warning", "cfg", "cfg chunk is not the first chunk", CHUNK, 10)
                 self.cfg_last_db_id = int(c.ints["last_db_id"][r])
                 shutdown = int(c.ints["shutdown"][r])
                 if shutdown not in (0, 1):
-                    self.at_chunk(i, "warning", "range", f"shutdown is {shutdown}, expected 0 or 1", _CHUNK, 11,
+                    self.at_chunk(i, "warning", "range", f"shutdown is {shutdown}, expected 0 or 1", CHUNK, 11,
                                   "shutdown")
 
     def unknown(self) -> None:
@@ -572,7 +481,7 @@ class _Check:
             return Finding("warning", "unknown-chunk", f"unknown chunk type {int(types[i])}; the broker skips it",
                            int(self.offsets[i]), i, "unknown", None)
 
-        self.out.rows("unknown-chunk", _CHUNK, 0, "unknown", len(rows), make)
+        self.out.rows("unknown-chunk", CHUNK, 0, "unknown", len(rows), make)
         self.tick(len(rows))
 
     # ------------------------------------------------------------ the walk
@@ -590,168 +499,6 @@ class _Check:
         self.cfg_rules()
 
     # ------------------------------------------------------------ cross-references
-    def xref(self, rule_no: int, severity: str, rule: str, message: Callable[[int], str], chunks: np.ndarray,
-             kinds: Callable[[int], str], field: str, rows: np.ndarray) -> None:
-        """Findings for ``rows`` (any order) of a rule over chunk numbers ``chunks``."""
-        rows = rows[np.argsort(chunks[rows], kind="stable")]
-
-        def make(j: int) -> Finding:
-            r = int(rows[j])
-            i = int(chunks[r])
-            return Finding(severity, rule, message(r), None, i, kinds(r), field)
-
-        self.out.rows(rule, _XREF, rule_no, None, len(rows), make)
-
-    def finish(self) -> None:
-        decoded = self.n - len(self.bad)
-        if decoded and not self.cfg_seen:
-            self.out.one(Finding("warning", "cfg", "no cfg chunk: the broker assumes last_db_id 0"), _XREF, 0)
-        ids, spos, flags, topics = self.stores.columns()
-        if len(ids) > 1 and not np.all(ids[1:] >= ids[:-1]):  # store ids usually ascend in file order
-            order = np.argsort(ids, kind="stable")
-            self.stores = _Table(0, ())
-            sids = ids[order]
-            del ids
-            spos, flags, topics = spos[order], flags[order], topics[order]
-            del order
-        else:
-            sids = ids
-        if len(sids) > 1:
-            dup = np.flatnonzero(sids[1:] == sids[:-1])
-            self.xref(1, "error", "duplicate-store",
-                      lambda j: f"store id {int(sids[j + 1])} appears twice (first at chunk {int(spos[j])})",
-                      spos[1:], lambda j: "msg_store", "store_id", dup)
-        if self.cfg_last_db_id is not None and len(sids) and int(sids[-1]) > self.cfg_last_db_id:
-            self.out.one(Finding("warning", "last-db-id", f"last_db_id {self.cfg_last_db_id} is below the highest "
-                                 f"store id {int(sids[-1])}: the broker could hand out an id twice (or the file is "
-                                 "big-endian)"), _XREF, 2)
-        refs, rpos, rkind, rqos = self.refs.columns()
-        flagged: dict[str, list[np.ndarray]] = {"dangling": [], "order": [], "flag0": [], "sys": [], "qos": []}
-        referenced = np.zeros(len(sids), bool)
-        ret_store: list[np.ndarray] = []
-        ret_row: list[np.ndarray] = []
-        for part in range(0, len(refs), REF_SLICE):  # temporaries stay a few MB
-            sl = slice(part, part + REF_SLICE)
-            r_ids = refs[sl]
-            where = np.searchsorted(sids, r_ids)
-            found = where < len(sids)
-            if len(sids):
-                np.minimum(where, len(sids) - 1, out=where)
-                found &= sids[where] == r_ids
-            else:
-                found[:] = False
-            flagged["dangling"].append(np.flatnonzero(~found) + part)
-            if not len(sids):
-                continue
-            flagged["order"].append(np.flatnonzero(found & (spos[where] > rpos[sl])) + part)
-            referenced[where[found]] = True
-            kinds = rkind[sl]
-            is_ret = np.flatnonzero(found & (kinds == 1))
-            st = where[is_ret]
-            ret_store.append(st.astype(spos.dtype))
-            ret_row.append((is_ret + part).astype(spos.dtype))
-            flagged["flag0"].append(is_ret[(flags[st] & 4) == 0] + part)
-            flagged["sys"].append(is_ret[(flags[st] & 8) != 0] + part)
-            is_cm = np.flatnonzero(found & (kinds == 0))
-            st = where[is_cm]
-            higher = rqos[sl][is_cm] > (flags[st] & 3).astype(np.int8)
-            flagged["qos"].append(is_cm[higher] + part)
-        rows = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in flagged.items()}
-        labels = ("client_msg", "retain")
-
-        def ref_kind(j: int) -> str:
-            return labels[rkind[j]]
-
-        self.xref(3, "error", "dangling",
-                  lambda j: f"store id {int(refs[j])} is not in the file: the broker drops this reference (2.0) "
-                            "or refuses the file (1.4/1.5)", rpos, ref_kind, "store_id", rows["dangling"])
-        self.xref(4, "error", "order",
-                  lambda j: f"store {int(refs[j])} appears after this reference; the single-pass loader does not "
-                            "see it", rpos, ref_kind, "store_id", rows["order"])
-        if len(sids):
-            self.xref(5, "warning", "unreferenced",
-                      lambda j: f"store {int(sids[j])} is referenced by no client message or retain: the broker "
-                                "drops it on its next save", spos, lambda j: "msg_store", "store_id",
-                      np.flatnonzero(~referenced))
-            del referenced
-            def store_of(j: int) -> int:  # the store a found reference points at
-                return int(np.searchsorted(sids, refs[j]))
-
-            self.xref(6, "warning", "retain", lambda j: f"retain points at store {int(sids[store_of(j)])} whose "
-                      "retain flag is 0", rpos, lambda j: "retain", "store_id", rows["flag0"])
-            self.xref(7, "warning", "retain", lambda j: "retained $SYS message (the broker never saves these)",
-                      rpos, lambda j: "retain", "store_id", rows["sys"])
-            rstore = np.concatenate(ret_store) if ret_store else np.zeros(0, np.int64)
-            if len(rstore) > 1:  # every retain after the first on a topic (in file order)
-                t = topics[rstore]
-                del rstore
-                ordered = np.sort(t)
-                twice = np.unique(ordered[1:][ordered[1:] == ordered[:-1]])  # usually none
-                del ordered
-                cand = np.flatnonzero(np.isin(t, twice))
-                t = t[cand]
-                o = np.argsort(t, kind="stable")
-                t = t[o]
-                dup = np.concatenate(ret_row)[cand[o[1:][t[1:] == t[:-1]]]]
-                del t, o, cand
-                self.xref(8, "warning", "retain", lambda j: "second retained message for the same topic",
-                          rpos, lambda j: "retain", "store_id", dup)
-            self.xref(9, "warning", "qos", lambda j: f"client message qos {int(rqos[j])} above its store's qos "
-                      f"{int(flags[store_of(j)]) & 3}", rpos, lambda j: "client_msg", "qos", rows["qos"])
-        self.inflight()
-        self.no_client()
-
-    def inflight(self) -> None:
-        """A second in-flight message with the same client, direction and mid (QoS > 0)."""
-        key, ci, qos = self.flights.columns()
-        if len(key) < 2:
-            return
-        order = np.argsort(key, kind="stable")  # file order within one key
-        k = key[order]
-        later = np.zeros(len(k), bool)
-        later[1:] = k[1:] == k[:-1]
-        rows = order[later]
-        rows = np.sort(rows[qos[rows] > 0])
-        names = list(self.cids)
-
-        def make(j: int) -> Finding:
-            r = int(rows[j])
-            i = int(ci[r])
-            cid = _text(names[int(key[r]) >> 24])
-            return Finding("warning", "duplicate", f"second in-flight message for {cid!r} with mid {int(key[r]) & 0xFFFF}",
-                           int(self.offsets[i]), i, "client_msg", "mid")
-
-        self.out.rows("duplicate", _CHUNK, 17, "client_msg", len(rows), make)
-
-    def no_client(self) -> None:
-        names = list(self.cids)
-        missing = sorted((i, kind, code) for code, (i, kind) in self.cid_first.items() if code not in self.clients)
-
-        def make(j: int) -> Finding:
-            i, kind, code = missing[j]
-            return Finding("warning", "no-client", f"{kind} for client {_text(names[code])!r} which has no client "
-                           "chunk (the broker creates the session anyway)", int(self.offsets[i]), i, kind, "client_id")
-
-        self.out.rows("no-client", _XREF, 10, None, len(missing), make)
-
-
-class _Table:
-    """Typed columns of a known most rows, filled batch by batch."""
-
-    def __init__(self, rows: int, dtypes: tuple[Any, ...]) -> None:
-        self.cols = [np.empty(rows, dt) for dt in dtypes]
-        self.n = 0
-
-    def add(self, *values: Any) -> None:
-        k = next(len(v) for v in values if isinstance(v, np.ndarray))
-        for col, v in zip(self.cols, values, strict=True):
-            col[self.n:self.n + k] = v
-        self.n += k
-
-    def columns(self) -> tuple[np.ndarray, ...]:
-        return tuple(col[:self.n] for col in self.cols)
-
-
 # ---------------------------------------------------------------- the file
 NUL_BLOCK = 1 << 20
 
@@ -800,11 +547,11 @@ def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT
 
 
 def _checked(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
-             progress: Callable[[int, int], None] | None = None) -> _Findings:
+             progress: Callable[[int, int], None] | None = None) -> Findings:
     """:func:`check_file`'s findings before they are listed (with every rule's full count)."""
     if db.empty:
-        out = _Findings(limit)
-        out.one(Finding("warning", "empty", "empty file: the broker treats it as no saved state"), _END, 0)
+        out = Findings(limit)
+        out.one(Finding("warning", "empty", "empty file: the broker treats it as no saved state"), END, 0)
         return out
     assert db.version is not None
     idx = db.index
@@ -812,19 +559,19 @@ def _checked(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
     n = len(idx)
     if tail is not None:
         n = bisect.bisect_left(idx.offsets, tail[0], 0, len(idx))
-    run = _Check(db, n, at, limit, progress)
+    run = Checker(db, n, at, limit, progress)
     run.run()
     if tail is not None:
         start, count = tail
         run.out.one(Finding("error", "nul-tail", f"{count:,} NUL bytes from offset {start:,}: an interrupted write "
-                            "(the save never reached the disk; `mosqdb repair` drops them)", start), _END, 0)
+                            "(the save never reached the disk; `mosqdb repair` drops them)", start), END, 0)
     elif idx.error is not None:
         exc = idx.error
         run.out.one(Finding("error", "decode", exc.reason, exc.offset, exc.chunk_index, exc.chunk_type, exc.field),
-                    _END, 0)
+                    END, 0)
     elif idx.trailing:
         run.out.one(Finding("warning", "trailing", f"{idx.trailing} bytes after the last chunk (an incomplete chunk "
-                            "header or an unknown chunk cut short); the broker ignores them", idx.end), _END, 0)
+                            "header or an unknown chunk cut short); the broker ignores them", idx.end), END, 0)
     run.finish()
     if progress is not None:
         progress(db.size, db.size)  # the end, also when a NUL tail or damage cut the chunks short

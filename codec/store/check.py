@@ -39,7 +39,9 @@ import numpy as np
 
 from codec.columnar import Columns
 from codec.layouts import ChunkType, Layout, layout_for
-from codec.ops.check import LIMIT, Finding, _Check, _Findings, _Table
+from codec.ops.check import LIMIT, Checker
+from codec.ops.check_xref import Table
+from codec.ops.findings import Finding, Findings
 from codec.store.read import StoreFile
 from codec.store.schema import ROWS, restored_properties
 
@@ -55,7 +57,7 @@ def _column(expr: str) -> str:
 COLUMN = {(t, name): _column(expr) for t, r in ROWS.items() for name, expr in r.values}
 
 
-class _StoreCheck(_Check):
+class _StoreCheck(Checker):
     """The .db rules, fed with a store's row batches (see the module doc)."""
 
     def __init__(self, store: StoreFile, at: float | None, limit: int | None,
@@ -64,7 +66,7 @@ class _StoreCheck(_Check):
         self.n = len(store)
         self.version, self.hsize = 6, 0
         self.now = time.time() if at is None else at
-        self.out = _Findings(limit)
+        self.out = Findings(limit)
         self.progress = progress
         self.done = 0
         self.all_offsets = self.offsets = np.zeros(self.n, np.int64)  # rowids, filled as the batches come
@@ -74,9 +76,9 @@ class _StoreCheck(_Check):
         self.bad = []
         counts = store.counts()
         pos = np.int32 if self.n < 1 << 31 else np.int64
-        self.stores = _Table(counts[ChunkType.MSG_STORE], (np.uint64, pos, np.uint8, np.uint64))
-        self.refs = _Table(counts[ChunkType.CLIENT_MSG] + counts[ChunkType.RETAIN], (np.uint64, pos, np.uint8, np.int8))
-        self.flights = _Table(counts[ChunkType.CLIENT_MSG], (np.int64, pos, np.uint8))
+        self.stores = Table(counts[ChunkType.MSG_STORE], (np.uint64, pos, np.uint8, np.uint64))
+        self.refs = Table(counts[ChunkType.CLIENT_MSG] + counts[ChunkType.RETAIN], (np.uint64, pos, np.uint8, np.int8))
+        self.flights = Table(counts[ChunkType.CLIENT_MSG], (np.int64, pos, np.uint8))
         self.cids = {}
         self.cid_first = {}
         self.clients = set()
