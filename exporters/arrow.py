@@ -79,14 +79,17 @@ def kind_span(db: DbFile, kind: str, *, start: int | None = None, stop: int | No
     return Span(first_index, pos, offsets[pos], ends_all[pos], _np(idx.lengths)[pos].astype(np.int64), err)
 
 
-def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray) -> dict[str, pa.Array]:
+def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray,
+          names: frozenset[str] | None = None) -> dict[str, pa.Array]:
+    """The columns every row has (``names``: only those of them)."""
     n = len(offsets)
-    return {
-        "file": pa.repeat(pa.scalar(os.path.abspath(db.path), pa.string()), n),
-        "db_version": pa.repeat(pa.scalar(db.version or 0, pa.int16()), n),
-        "chunk_index": pa.array(chunk_index.astype(np.int64)),
-        "chunk_offset": pa.array(offsets.astype(np.int64)),
+    make = {
+        "file": lambda: pa.repeat(pa.scalar(os.path.abspath(db.path), pa.string()), n),
+        "db_version": lambda: pa.repeat(pa.scalar(db.version or 0, pa.int16()), n),
+        "chunk_index": lambda: pa.array(chunk_index.astype(np.int64)),
+        "chunk_offset": lambda: pa.array(offsets.astype(np.int64)),
     }
+    return {name: build() for name, build in make.items() if names is None or name in names}
 
 
 def store_rows(db: DbFile, wanted: np.ndarray) -> np.ndarray:
@@ -180,7 +183,11 @@ def iter_batches(
             cols = arrow_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b], wanted)
         if cols is not None:
             chunk_index = span.positions[a:b] + span.first_index
-            batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a, at)
+            if columns is None:
+                batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a, at)
+            else:  # a projection: only the columns asked for are built
+                batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs, frozenset(columns)), b - a, at,
+                                 only=columns)
         else:
             first = int(span.positions[a]) + span.first_index
             if rows is None:

@@ -261,12 +261,15 @@ def expiry_columns(kind: str, cols: dict[str, pa.Array], n: int, at: float | Non
 
 
 def assemble(kind: str, cols: dict[str, pa.Array], meta: dict[str, pa.Array], n: int,
-             at: float | None = None) -> pa.RecordBatch:
-    """A batch in the kind's fixed schema: absent fields null, timestamps and expiry derived."""
+             at: float | None = None, only: list[str] | None = None) -> pa.RecordBatch:
+    """A batch in the kind's fixed schema: absent fields null, timestamps and expiry derived.
+    ``only``: just these columns, in this order (a projection: the others are not built)."""
     schema = SCHEMAS[kind]
+    if only is not None:
+        schema = pa.schema([schema.field(name) for name in only])
     arrays = []
     ts_of = {v: k for k, v in TIME_COLUMNS.items()}
-    expiry = expiry_columns(kind, cols, n, at) if "expired" in schema.names else None
+    expiry = expiry_columns(kind, cols, n, at) if {"expired", "expires_at"} & set(schema.names) else None
     for field in schema:
         name = field.name
         if name in meta:
