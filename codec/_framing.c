@@ -1,5 +1,7 @@
-/* Chunk framing walk for mosqdb's v5/v6 index scan. It reads the file itself (pread, the GIL
- * released) and follows "offset += header + length", recording each chunk's offset, type and
+/* mosqdb's optional C accelerators: the chunk framing walk of the v5/v6 index scan, and a gather of
+ * byte ranges into one buffer for the exporters' columns.
+ *
+ * The framing walk reads the file itself (pread, the GIL released) and follows "offset += header + length", recording each chunk's offset, type and
  * stored length. It knows no chunk layout: codec/index.py passes, per chunk type, the rule its
  * layout table implies (fixed struct size, the big-endian length fields inside it, whether a
  * property tail may follow, where the absolute times are). A chunk that breaks its rule, runs
@@ -222,7 +224,68 @@ static PyObject *walk(int fd, int64_t off, int64_t size, int hsize, const Rule *
     return result;
 }
 
+/* gather(data, starts int64, sizes int64) -> (offsets int32[n+1], values): the byte ranges
+ * data[starts[i]:starts[i]+sizes[i]] copied end to end, as an Arrow binary/string column holds
+ * them (the exporters' columns, without a Python object per value). */
+static PyObject *gather(PyObject *self, PyObject *args) {
+    Py_buffer data, bs, bz;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &data, &bs, &bz))
+        return NULL;
+    PyObject *result = NULL, *offsets = NULL, *values = NULL;
+    Py_ssize_t n = bs.len / (Py_ssize_t)sizeof(int64_t);
+    const int64_t *starts = (const int64_t *)bs.buf, *sizes = (const int64_t *)bz.buf;
+    int64_t total = 0;
+    if (bz.len != bs.len || bs.len % (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "gather: starts and sizes differ in length");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t a, z;
+        memcpy(&a, starts + i, sizeof a);
+        memcpy(&z, sizes + i, sizeof z);
+        if (a < 0 || z < 0 || a > (int64_t)data.len || z > (int64_t)data.len - a) {
+            PyErr_SetString(PyExc_ValueError, "gather: a range runs outside the data");
+            goto done;
+        }
+        total += z;
+        if (total > INT32_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "gather: more than 2 GiB of values");
+            goto done;
+        }
+    }
+    offsets = PyBytes_FromStringAndSize(NULL, (n + 1) * (Py_ssize_t)sizeof(int32_t));
+    values = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!offsets || !values) goto done;
+    {
+        char *out = PyBytes_AS_STRING(values);
+        char *offs = PyBytes_AS_STRING(offsets);
+        const char *src = (const char *)data.buf;
+        Py_BEGIN_ALLOW_THREADS
+        int32_t at = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t a, z;
+            memcpy(&a, starts + i, sizeof a);
+            memcpy(&z, sizes + i, sizeof z);
+            memcpy(offs + i * sizeof(int32_t), &at, sizeof at);
+            memcpy(out + at, src + a, (size_t)z);
+            at += (int32_t)z;
+        }
+        memcpy(offs + n * sizeof(int32_t), &at, sizeof at);
+        Py_END_ALLOW_THREADS
+    }
+    result = PyTuple_Pack(2, offsets, values);
+done:
+    Py_XDECREF(offsets);
+    Py_XDECREF(values);
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&bs);
+    PyBuffer_Release(&bz);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"gather", gather, METH_VARARGS,
+     "gather(data, starts int64, sizes int64) -> (offsets int32[n+1], values): the ranges copied end to end"},
     {"scan", scan, METH_VARARGS,
      "scan(fd, offset, size, hsize, rules, big_endian, first_chunk, offsets_out, types_out, lengths_out,\n"
      "     read_buffer, small_window)\n"

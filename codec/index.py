@@ -26,6 +26,10 @@ except ImportError:  # pragma: no cover - depends on the build
 if _framing is not None and getattr(_framing, "API", 0) != 2:  # pragma: no cover - a stale build
     _framing = None  # compiled from an older _framing.c: rebuild it (pip install -e .); Python meanwhile
 
+gather_ranges = _framing.gather if _framing is not None else None
+"""``gather(data, starts, sizes) -> (int32 offsets, values)``: byte ranges copied end to end (the C
+accelerator's; None without it)."""
+
 BLOCK = 1 << 22
 SMALL_BLOCK = 1 << 16
 """Window read at each chunk once chunks are big: the scan then costs per chunk, not per byte."""

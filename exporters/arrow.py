@@ -43,11 +43,6 @@ class Span:
     error: CodecError | None
 
 
-def _np(arr: Any, signed: bool = False) -> np.ndarray:
-    code = ("i" if signed else "u") + str(arr.itemsize)
-    return np.frombuffer(arr, dtype=code) if len(arr) else np.zeros(0, dtype=code)
-
-
 def range_index(db: DbFile, start: int, stop: int) -> ChunkIndex:
     """Walk the chunk headers of ``[start, stop)`` only (a partition of a file)."""
     assert db.version is not None
@@ -67,16 +62,15 @@ def kind_span(db: DbFile, kind: str, *, start: int | None = None, stop: int | No
         idx, first_index = db.index, 0
     else:
         idx = range_index(db, start if start is not None else 23, stop if stop is not None else db.size)
-    offsets = _np(idx.offsets, signed=True)
-    types = _np(idx.types)
-    pos = np.flatnonzero(types == int(TYPE_OF[kind]))
-    ends_all = np.append(offsets[1:], np.int64(idx.end)) if len(offsets) else offsets
+    pos = np.flatnonzero(idx.types_array() == int(TYPE_OF[kind]))
     err = idx.error
     if err is not None:
         if err.chunk_index is not None and first_index:
             err.chunk_index += first_index
         err.located(path=db.path)
-    return Span(first_index, pos, offsets[pos], ends_all[pos], _np(idx.lengths)[pos].astype(np.int64), err)
+    # the kind's rows only: no array over every chunk of the file is made
+    return Span(first_index, pos, idx.offsets_array()[pos], idx.ends_of(pos), idx.lengths_array()[pos].astype(np.int64),
+                err)
 
 
 def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray,

@@ -17,13 +17,19 @@ import queue
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+# Arrow's allocator, chosen before pyarrow first allocates (the user's own choice wins): an export
+# allocates and frees the same few hundred MB of batches, row groups and Parquet pages over and over;
+# mimalloc (Arrow's default on Linux) hands freed pages back and the next batch faults them in again,
+# zeroed (a fifth of an export's CPU went to the kernel clearing pages); the C library's malloc keeps them.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
+import pyarrow as pa  # noqa: E402 - after the allocator is chosen
+import pyarrow.parquet as pq  # noqa: E402
 
 from codec import DbFile
 from codec.errors import CodecError, WriteError
@@ -233,41 +239,19 @@ def export_parquet(
             targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
     except OSError as exc:
         raise _failed(exc, out) from None
-    with _retaining_pool():
-        writers = _Writers(targets, compression)
-        try:
-            for path in paths:
-                with DbFile(path, endian=endian) as db:
-                    _export_file(db, order, selection, batch_size, writers, progress, at)
-            writers.finish()
-        except OSError as exc:
-            writers.abort()
-            raise _failed(exc, out) from None
-        except BaseException:
-            writers.abort()
-            raise
+    writers = _Writers(targets, compression)
+    try:
+        for path in paths:
+            with DbFile(path, endian=endian) as db:
+                _export_file(db, order, selection, batch_size, writers, progress, at)
+        writers.finish()
+    except OSError as exc:
+        writers.abort()
+        raise _failed(exc, out) from None
+    except BaseException:
+        writers.abort()
+        raise
     return writers.rows
-
-
-@contextlib.contextmanager
-def _retaining_pool() -> Iterator[None]:
-    """Arrow's jemalloc pool while exporting (where the build has it), the previous one after.
-
-    An export allocates and frees the same few hundred MB of batches and row groups over and over;
-    mimalloc (Arrow's default on Linux) gives freed pages back at once and the next batch faults
-    them in again, zeroed: a fifth of an export's CPU went to the kernel clearing pages. jemalloc
-    keeps them for reuse a while."""
-    previous = pa.default_memory_pool()
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:  # pragma: no cover - a pyarrow build without jemalloc
-        yield
-        return
-    pa.set_memory_pool(pool)
-    try:
-        yield
-    finally:
-        pa.set_memory_pool(previous)
 
 
 def _export_file(db: DbFile, order: list[str], selection: Selection | None, batch_size: int,
