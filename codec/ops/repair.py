@@ -53,7 +53,8 @@ KNOWN = {int(t) for t in ChunkType}
 STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),
                                                int(ChunkType.RETAIN), int(ChunkType.SUB), int(ChunkType.CLIENT),
                                                int(ChunkType.CFG))
-RELEASE = 64 << 20  # the mapped pages behind the walk go back to the page cache every this many bytes
+RELEASE = 16 << 20  # the mapped pages behind the walk go back to the page cache every this many bytes
+BLOCK_ROWS = 1 << 18  # references checked this many at a time
 
 
 @dataclass
@@ -124,11 +125,13 @@ class Salvager:
         self.progress: Callable[[int, int], None] | None = None  # (bytes walked, size) every few thousand chunks
         self.released = 0  # the mapped pages before this offset were handed back
 
-    def release(self, upto: int) -> None:
-        """Hand the mapped pages before ``upto`` back (they stay in the page cache): RSS stays flat."""
+    def release(self, upto: int, *, now: bool = False) -> None:
+        """Hand the mapped pages before ``upto`` back (they stay in the page cache): RSS stays flat.
+        Done every RELEASE bytes (``now``: at once)."""
         upto -= upto % mmap.PAGESIZE
-        if upto - self.released >= RELEASE and hasattr(self.buf, "madvise"):
-            self.buf.madvise(mmap.MADV_DONTNEED, 0, upto)
+        start = self.released if upto >= self.released else 0  # a second pass starts again from 0
+        if (now or upto - start >= RELEASE) and upto > start and hasattr(self.buf, "madvise"):
+            self.buf.madvise(mmap.MADV_DONTNEED, start, upto - start)
             self.released = upto
 
     def only_nul(self, start: int, stop: int) -> bool:
@@ -367,6 +370,7 @@ def _semantic(s: Salvager, report: RepairReport, *, recover_retained: bool = Fal
     the payloads or with Python objects per chunk.
     """
     found = _collect(s, report)
+    s.release(s.size, now=True)  # the rules need no file bytes (a few key texts are read back)
     t = _Table(found)
     stores = t.first_stores(report)
     kept, retain_rows = t.references(s, report)
@@ -471,21 +475,42 @@ def _collect(s: Salvager, report: RepairReport) -> _Found:
     return found
 
 
-def _first_of_groups(keys: np.ndarray, rows: np.ndarray, *, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """For rows grouped by ``keys`` (one key per row; rows ascending): (the first - or last - row of
-    each row's group, per row; the rows that are that row)."""
-    if not len(rows):
-        return rows, np.zeros(0, bool)
-    order = np.lexsort((rows, *reversed(keys.T))) if keys.ndim == 2 else np.lexsort((rows, keys))
-    k = keys[order]
-    same = np.all(k[1:] == k[:-1], axis=1) if keys.ndim == 2 else k[1:] == k[:-1]
-    start = np.flatnonzero(np.r_[True, ~same])  # group starts, in sorted order
-    group = np.cumsum(np.r_[True, ~same]) - 1
-    pick = np.r_[start[1:] - 1, len(order) - 1] if last else start
-    chosen_sorted = rows[order][pick][group]  # per sorted position: its group's chosen row
-    chosen = np.empty_like(rows)
-    chosen[order] = chosen_sorted
-    return chosen, chosen == rows
+def _chosen(keys: np.ndarray, rows: np.ndarray, *, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (ascending) grouped by ``keys`` (one key per row: a number, or a digest as two uint64):
+    (which rows are the first - or ``last`` - of their group; for every other row, in order, that row).
+
+    A stable sort on the key's first word keeps each group in file order; the second word only
+    breaks a tie of first words (odds 2^-64), and then both are sorted on."""
+    n = len(rows)
+    if not n:
+        return np.zeros(0, bool), rows[:0]
+    first_word = keys[:, 0] if keys.ndim == 2 else keys
+    order = np.argsort(first_word, kind="stable")
+    new = np.empty(n, bool)
+    new[0] = True
+    sorted_words = first_word[order]
+    np.not_equal(sorted_words[1:], sorted_words[:-1], out=new[1:])
+    if keys.ndim == 2:
+        second = keys[:, 1][order]
+        split = ~new[1:] & (second[1:] != second[:-1])
+        if split.any():  # first words alike, second not: sort on both (lexsort is stable too)
+            order = np.lexsort((keys[:, 1], keys[:, 0]))
+            sorted_words, second = keys[order, 0], keys[order, 1]
+            np.not_equal(sorted_words[1:], sorted_words[:-1], out=new[1:])
+            new[1:] |= second[1:] != second[:-1]
+        del second, split
+    del sorted_words
+    starts = np.flatnonzero(new)
+    pick = np.r_[starts[1:] - 1, n - 1] if last else starts
+    chosen = np.zeros(n, bool)
+    chosen[order[pick]] = True
+    others = np.flatnonzero(~chosen)
+    if not len(others):
+        return chosen, rows[:0]
+    at = np.empty(n, np.int64)  # each row's place in the sorted order
+    at[order] = np.arange(n)
+    group = np.cumsum(new) - 1
+    return chosen, rows[order[pick[group[at[others]]]]]
 
 
 class _Table:
@@ -503,8 +528,12 @@ class _Table:
         self.flags = np.frombuffer(found.retain_flag, np.uint8).astype(bool) if n else np.zeros(0, bool)
         self.keys = np.frombuffer(found.keys, np.uint64).reshape(n, 2) if n else np.zeros((0, 2), np.uint64)
         self.reordered = False
+        self.index = np.int32 if n < 2**31 else np.int64  # row numbers: half the memory where they fit
         self.store_sids = np.zeros(0, np.uint64)  # sorted ids of the stores kept (first copies)
-        self.store_rows = np.zeros(0, np.int64)  # their rows, in the same order
+        self.store_rows = np.zeros(0, self.index)  # their rows, in the same order
+
+    def rows(self, mask: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(mask).astype(self.index)
 
     def label(self, row: int) -> str:
         return ChunkType(int(self.kinds[row])).label
@@ -515,12 +544,11 @@ class _Table:
 
     def first_stores(self, report: RepairReport) -> np.ndarray:
         """The first copy of every store id (rows, file order); later copies are dropped."""
-        rows = np.flatnonzero(self.kinds == STORE)
-        first, is_first = _first_of_groups(self.sids[rows], rows)
-        for k in np.flatnonzero(~is_first).tolist():
-            row = int(rows[k])
+        rows = self.rows(self.kinds == STORE)
+        is_first, firsts = _chosen(self.sids[rows], rows)
+        for row, first in zip(rows[~is_first].tolist(), firsts.tolist()):
             self.drop(report, row, f"duplicate store id {int(self.sids[row])} (first at offset "
-                                   f"{int(self.offsets[first[k]])})")
+                                   f"{int(self.offsets[first])})")
         stores = rows[is_first]
         order = np.argsort(self.sids[stores], kind="stable")
         self.store_sids, self.store_rows = self.sids[stores][order], stores[order]
@@ -530,23 +558,24 @@ class _Table:
         """(row of the kept store with each id, whether there is one)."""
         k = np.minimum(np.searchsorted(self.store_sids, sids), max(len(self.store_sids) - 1, 0))
         found = self.store_sids[k] == sids if len(self.store_sids) else np.zeros(len(sids), bool)
-        return (self.store_rows[k] if len(self.store_rows) else np.zeros(len(sids), np.int64)), found
+        return (self.store_rows[k] if len(self.store_rows) else np.zeros(len(sids), self.index)), found
 
     def references(self, s: Salvager, report: RepairReport) -> tuple[np.ndarray, np.ndarray]:
         """Drop dangling references and second client chunks: (rows kept among the rest, file order;
         the retains among them). Stores may appear anywhere in a damaged file (they are written first)."""
-        rest = np.flatnonzero(self.kinds != STORE)
+        rest = self.rows(self.kinds != STORE)
         kinds = self.kinds[rest]
         keep = np.ones(len(rest), bool)
-        refs = np.flatnonzero((kinds == CLIENT_MSG) | (kinds == RETAIN))
-        srow, there = self.store_row(self.sids[rest[refs]])
-        for k in np.flatnonzero(~there).tolist():
-            row = int(rest[refs[k]])
-            self.drop(report, row, f"dangling reference to store id {int(self.sids[row])}, which is not in the file")
-        keep[refs[~there]] = False
-        self.reordered = bool(np.any(self.offsets[srow[there]] > self.offsets[rest[refs[there]]]))
-        clients = np.flatnonzero(kinds == CLIENT)
-        _first, is_first = _first_of_groups(self.keys[rest[clients]], rest[clients])
+        refs = self.rows((kinds == CLIENT_MSG) | (kinds == RETAIN))
+        for part in (refs[a:a + BLOCK_ROWS] for a in range(0, len(refs), BLOCK_ROWS)):  # bounded temporaries
+            rows = rest[part]
+            srow, there = self.store_row(self.sids[rows])
+            for row in rows[~there].tolist():
+                self.drop(report, row, f"dangling reference to store id {int(self.sids[row])}, which is not in the file")
+            keep[part[~there]] = False
+            self.reordered = self.reordered or bool(np.any(self.offsets[srow[there]] > self.offsets[rows[there]]))
+        clients = self.rows(kinds == CLIENT)
+        is_first, _firsts = _chosen(self.keys[rest[clients]], rest[clients])
         for row in rest[clients[~is_first]].tolist():  # named with the text read back from the file
             self.drop(report, row, f"second client chunk for {_record(s, self, row)['client_id']!r}")
         keep[clients[~is_first]] = False
@@ -563,13 +592,13 @@ class _Table:
         """A retained topic or a subscription stored twice keeps its last copy (what the broker's loader
         ends up with): (rows written after the stores, store ids still referenced, sorted)."""
         drop = np.zeros(len(self.kinds), bool)
-        _last, is_last = _first_of_groups(self.topic_keys(retain_rows), retain_rows, last=True)
+        is_last, _lasts = _chosen(self.topic_keys(retain_rows), retain_rows, last=True)
         for row in retain_rows[~is_last].tolist():
             topic = _record(s, self, int(self.store_row(self.sids[[row]])[0][0]))["topic"]
             self.drop(report, row, f"retained message for {topic!r} superseded by a later one")
         drop[retain_rows[~is_last]] = True
         subs = kept[self.kinds[kept] == SUB]
-        _last, is_last = _first_of_groups(self.keys[subs], subs, last=True)
+        is_last, _lasts = _chosen(self.keys[subs], subs, last=True)
         for row in subs[~is_last].tolist():
             v = _record(s, self, row)
             self.drop(report, row, f"subscription {v['topic']!r} of {v['client_id']!r} superseded by a later one")
