@@ -45,6 +45,16 @@ def timed(cmd: list[str]) -> tuple[float, float]:
         return wall, float("nan")
 
 
+def timed_cpu(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one child (wait4)."""
+    with open(os.devnull, "wb") as null:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=null, stderr=null, cwd=ROOT)
+        _, _status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
+
+
 def vm_hwm(pid: int) -> float:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
@@ -121,16 +131,23 @@ def main() -> None:
     print(f"file: {path} ({os.path.getsize(path) / 1e6:.0f} MB); oracles: {oracles or 'none'}")
     runs: dict[str, list[tuple[float, float]]] = {}
     ratios: dict[str, list[float]] = {v: [] for v in oracles}
+    cpu_ratios: dict[str, list[float]] = {v: [] for v in oracles}
+    cpus: dict[str, list[float]] = {}
     info_only = "--info-only" in sys.argv
     for r in range(repeat):
         row = {} if info_only else {
             "check": timed(mosqdb + ["check", path]),
             "stats --by topic --depth 2": timed(mosqdb + ["stats", path, "--by", "topic", "--depth", "2"]),
         }
-        row["info"] = timed(mosqdb + ["info", path])
+        wall, cpu, rss = timed_cpu(mosqdb + ["info", path])
+        row["info"] = (wall, rss)
+        cpus.setdefault("info", []).append(cpu)
         for v, oracle in oracles.items():
-            row[f"{v} --stats"] = timed([oracle, "--stats", path])
-            ratios[v].append(row["info"][0] / row[f"{v} --stats"][0])
+            o_wall, o_cpu, o_rss = timed_cpu([oracle, "--stats", path])
+            row[f"{v} --stats"] = (o_wall, o_rss)
+            cpus.setdefault(f"{v} --stats", []).append(o_cpu)
+            ratios[v].append(wall / o_wall)
+            cpu_ratios[v].append(cpu / o_cpu)
         if "--no-tui" not in sys.argv and not info_only:
             wall, peak, before = tui_check(path)
             row["tui c (after the index)"] = (wall, peak)
@@ -139,12 +156,16 @@ def main() -> None:
             runs.setdefault(name, []).append(v)
         print(f"round {r + 1} (load {os.getloadavg()[0]:.1f}): "
               + "; ".join(f"{k} {w:.2f} s {m:.0f} MiB" for k, (w, m) in row.items())
-              + "".join(f"; info/{v} {rs[-1]:.2f}x" for v, rs in ratios.items()), flush=True)
+              + "".join(f"; info/{v} {rs[-1]:.2f}x (CPU {cpu_ratios[v][-1]:.2f}x)" for v, rs in ratios.items()),
+              flush=True)
     print("\nmin-median-max over", repeat, "rounds")
     for name, vs in runs.items():
         print(f"  {name:28s} {spread([w for w, _ in vs])} s   peak RSS {spread([m for _, m in vs])} MiB")
+    for name, vs in cpus.items():
+        print(f"  {name + ' CPU':28s} {spread(vs)} s")
     for v, rs in ratios.items():
-        print(f"  {'info / ' + v + ' --stats':28s} {spread(rs)}x (ratio within each round)")
+        print(f"  {'info / ' + v + ' --stats':28s} {spread(rs)}x wall, {spread(cpu_ratios[v])}x CPU "
+              "(ratios within each round)")
 
 
 if __name__ == "__main__":

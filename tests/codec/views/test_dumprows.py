@@ -218,7 +218,7 @@ def test_text_payload_lines(version: int, tmp_path: Path) -> None:
                 b"\xc3\xa9" * 127 + b"a", b"\xc3\xa9" * 128, b"\x00", b"%s %d %%", b"\xe2\x80\xa8"]
     recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, version)]
     for k, payload in enumerate(payloads, 1):
-        recs.append(_store(version, k, "t/%d" % k, None if k % 2 else "src", payload))
+        recs.append(_store(version, k, f"t/{k}", None if k % 2 else "src", payload))
         recs.append(Record(int(ChunkType.RETAIN), {"store_id": k}, version))
     p = tmp_path / "payloads.db"
     write_records(p, version, recs)
