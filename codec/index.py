@@ -197,11 +197,13 @@ def scan(fd: int, size: int, version: int, index: ChunkIndex, *, endian: str = "
     fast = native and _framing is not None and version >= 5
     n_next = step
     while not walker.done:
+        counted = index.tallied == len(index.types)  # the tally covers every chunk so far
         if fast:
             walker.native_chunks(max(step, NATIVE_RUN))
         else:
             walker.python_chunks(50_000)
-        index.tallied = len(index.types)
+        if counted:
+            index.tallied = len(index.types)
         if len(index.offsets) >= n_next:
             n_next = len(index.offsets) + step
             yield len(index.offsets)
