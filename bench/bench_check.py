@@ -1,18 +1,20 @@
 """`check`, `stats` and `info` on a big file, each run in its own process, with peak RSS.
 
-usage: python bench/bench_check.py [FILE] [--repeat N] [--no-tui]
+usage: python bench/bench_check.py [FILE] [--repeat N] [--no-tui] [--info-only]
        (default FILE: $MOSQDB_BIG or /tmp/big.db; N: 3)
 
 Prints, for every round, the wall time and peak RSS of
 
   * ``mosqdb check FILE``
   * ``mosqdb stats FILE --by topic --depth 2``
-  * ``mosqdb info FILE`` and ``mosquitto_db_dump --stats FILE`` (the oracle, when found), and their ratio
+  * ``mosqdb info FILE`` and ``mosquitto_db_dump --stats FILE`` of 2.0.22 and of 2.1.2 (the oracles found
+    in ~/.cache/mosqdb-oracles; build them with ../shared/tools/build-mosquitto.sh), and the ratios
   * the TUI: ``mosqdb inspect FILE`` in a pty, ``c`` pressed once the index is done: seconds until the
     findings show, and the process's peak RSS (VmHWM)
 
-then min-median-max over the rounds. The machine is shared and noisy: the info/oracle ratio is taken
-within each round (the two runs back to back), and the summary gives its spread.
+then min-median-max over the rounds. The machine is shared and noisy: each info/oracle ratio is taken
+within a round (the runs back to back), the summary gives its spread, and each round prints the load
+average. ``--info-only``: only info and the oracles.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import time
 
 # MOSQDB_REPO: time the CLI of another checkout (a baseline) with this script
 ROOT = os.environ.get("MOSQDB_REPO") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ORACLES = ("/root/.cache/mosqdb-oracles/2.0.22/mosquitto_db_dump",)
+ORACLES = {v: os.path.expanduser(f"~/.cache/mosqdb-oracles/{v}/mosquitto_db_dump") for v in ("2.0.22", "2.1.2")}
 
 
 def timed(cmd: list[str]) -> tuple[float, float]:
@@ -41,6 +43,16 @@ def timed(cmd: list[str]) -> tuple[float, float]:
         return wall, int(p.stderr.strip().splitlines()[-1]) / 1024
     except (ValueError, IndexError):
         return wall, float("nan")
+
+
+def timed_cpu(cmd: list[str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one child (wait4)."""
+    with open(os.devnull, "wb") as null:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=null, stderr=null, cwd=ROOT)
+        _, _status, ru = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
 
 
 def vm_hwm(pid: int) -> float:
@@ -109,36 +121,51 @@ def main() -> None:
     if "--repeat" in sys.argv:
         repeat = int(sys.argv[sys.argv.index("--repeat") + 1])
         args = [a for a in args if a != str(repeat)]
-    path = args[0] if args else os.environ.get("MOSQDB_BIG", "/tmp/big.db")
+    path = args[0] if args else os.environ.get("MOSQDB_BIG") or os.environ.get("MOSQDB_BIG_DB") or "/tmp/big.db"
     if not os.path.exists(path):
         sys.exit(f"{path} not found")
     mosqdb = [sys.executable, "-m", "inspector.cli"]
-    oracle = next((o for o in ORACLES if os.path.exists(o)), None) or shutil.which("mosquitto_db_dump")
-    print(f"file: {path} ({os.path.getsize(path) / 1e6:.0f} MB); oracle: {oracle or 'none'}")
+    oracles = {v: o for v, o in ORACLES.items() if os.path.exists(o)}
+    if not oracles and shutil.which("mosquitto_db_dump"):
+        oracles = {"PATH": shutil.which("mosquitto_db_dump")}
+    print(f"file: {path} ({os.path.getsize(path) / 1e6:.0f} MB); oracles: {oracles or 'none'}")
     runs: dict[str, list[tuple[float, float]]] = {}
-    ratios: list[float] = []
+    ratios: dict[str, list[float]] = {v: [] for v in oracles}
+    cpu_ratios: dict[str, list[float]] = {v: [] for v in oracles}
+    cpus: dict[str, list[float]] = {}
+    info_only = "--info-only" in sys.argv
     for r in range(repeat):
-        row = {
+        row = {} if info_only else {
             "check": timed(mosqdb + ["check", path]),
             "stats --by topic --depth 2": timed(mosqdb + ["stats", path, "--by", "topic", "--depth", "2"]),
-            "info": timed(mosqdb + ["info", path]),
         }
-        if oracle:
-            row["mosquitto_db_dump --stats"] = timed([oracle, "--stats", path])
-            ratios.append(row["info"][0] / row["mosquitto_db_dump --stats"][0])
-        if "--no-tui" not in sys.argv:
+        wall, cpu, rss = timed_cpu(mosqdb + ["info", path])
+        row["info"] = (wall, rss)
+        cpus.setdefault("info", []).append(cpu)
+        for v, oracle in oracles.items():
+            o_wall, o_cpu, o_rss = timed_cpu([oracle, "--stats", path])
+            row[f"{v} --stats"] = (o_wall, o_rss)
+            cpus.setdefault(f"{v} --stats", []).append(o_cpu)
+            ratios[v].append(wall / o_wall)
+            cpu_ratios[v].append(cpu / o_cpu)
+        if "--no-tui" not in sys.argv and not info_only:
             wall, peak, before = tui_check(path)
             row["tui c (after the index)"] = (wall, peak)
             runs.setdefault("tui peak before c", []).append((float("nan"), before))
         for name, v in row.items():
             runs.setdefault(name, []).append(v)
-        print(f"round {r + 1}: " + "; ".join(f"{k} {w:.2f} s {m:.0f} MiB" for k, (w, m) in row.items())
-              + (f"; info/oracle {ratios[-1]:.2f}x" if oracle else ""), flush=True)
+        print(f"round {r + 1} (load {os.getloadavg()[0]:.1f}): "
+              + "; ".join(f"{k} {w:.2f} s {m:.0f} MiB" for k, (w, m) in row.items())
+              + "".join(f"; info/{v} {rs[-1]:.2f}x (CPU {cpu_ratios[v][-1]:.2f}x)" for v, rs in ratios.items()),
+              flush=True)
     print("\nmin-median-max over", repeat, "rounds")
     for name, vs in runs.items():
         print(f"  {name:28s} {spread([w for w, _ in vs])} s   peak RSS {spread([m for _, m in vs])} MiB")
-    if ratios:
-        print(f"  {'info / mosquitto_db_dump':28s} {spread(ratios)}x (ratio within each round)")
+    for name, vs in cpus.items():
+        print(f"  {name + ' CPU':28s} {spread(vs)} s")
+    for v, rs in ratios.items():
+        print(f"  {'info / ' + v + ' --stats':28s} {spread(rs)}x wall, {spread(cpu_ratios[v])}x CPU "
+              "(ratios within each round)")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,10 @@ time and peak RSS come from wait4, its wall time from the clock, output to /dev/
   2. ``mosqdb export --to parquet`` (every kind, the messages view included) vs
      ``mosquitto_db_dump FILE`` (2.0.22, full text dump): wall ratio (goal: <= 1.0);
   3. with ``--compression``: the export with each Parquet codec (snappy, zstd, lz4, none):
-     wall, CPU and dataset size.
-The two sides of a ratio run back to back, so a ratio is measured on the same (noisy) machine state.
+     wall, CPU and dataset size;
+  0. with ``--text`` (first): the text ``mosqdb dump`` vs ``mosquitto_db_dump FILE`` (2.0.22): wall, CPU ratios.
+The two sides of a ratio run back to back, so a ratio is measured on the same (noisy) machine state;
+each run prints the load average.
 """
 
 from __future__ import annotations
@@ -54,10 +56,12 @@ def dir_size(path: str) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("db", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/tmp/big.db"))
+    ap.add_argument("db", nargs="?",
+                    default=os.environ.get("MOSQDB_BIG") or os.environ.get("MOSQDB_BIG_DB") or "/tmp/big.db")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--compression", action="store_true", help="also compare the Parquet codecs")
-    ap.add_argument("--skip-dump", action="store_true")
+    ap.add_argument("--skip-dump", action="store_true", help="no dump --json part")
+    ap.add_argument("--text", action="store_true", help="also the text dump against 2.0.22's")
     args = ap.parse_args()
     db = args.db
     out = tempfile.mkdtemp(prefix="bench-dump-")
@@ -72,12 +76,29 @@ def main() -> None:
                 theirs.append(b)
                 print(f"  run {run + 1}: mosqdb wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB | "
                       f"2.1.2 --json wall {b['wall']:.2f} s cpu {b['cpu']:.2f} s rss {b['rss']:.0f} MiB | "
-                      f"cpu ratio {a['cpu'] / b['cpu']:.2f}, wall ratio {a['wall'] / b['wall']:.2f}")
+                      f"cpu ratio {a['cpu'] / b['cpu']:.2f}, wall ratio {a['wall'] / b['wall']:.2f} | "
+                      f"load {os.getloadavg()[0]:.1f}")
             for name, rows in (("mosqdb dump --json", mine), ("mosquitto_db_dump --json", theirs)):
                 print(f"  {name:26s} wall {spread([r['wall'] for r in rows])} s, cpu {spread([r['cpu'] for r in rows])}"
                       f" s, peak RSS {spread([r['rss'] for r in rows], '{:.0f}')} MiB (min-median-max)")
             ratios = [a["cpu"] / b["cpu"] for a, b in zip(mine, theirs)]
             print(f"  cpu ratio mosqdb / 2.1.2: {spread(ratios)} (goal <= 0.5); peak RSS goal <= 200 MiB")
+
+        if args.text:
+            mine, theirs = [], []
+            print(f"text dump of every chunk: mosqdb dump vs mosquitto_db_dump (2.0.22), {args.runs} runs")
+            for run in range(args.runs):
+                a = measure([*MOSQDB, "dump", db, "-q"])
+                b = measure([DUMP20, db])
+                mine.append(a)
+                theirs.append(b)
+                print(f"  run {run + 1}: mosqdb wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB | "
+                      f"2.0.22 wall {b['wall']:.2f} s cpu {b['cpu']:.2f} s rss {b['rss']:.0f} MiB | "
+                      f"cpu ratio {a['cpu'] / b['cpu']:.2f}, wall ratio {a['wall'] / b['wall']:.2f} | "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+            print(f"  mosqdb dump wall {spread([r['wall'] for r in mine])} s, cpu {spread([r['cpu'] for r in mine])} s; "
+                  f"cpu ratio {spread([a['cpu'] / b['cpu'] for a, b in zip(mine, theirs)])}, wall ratio "
+                  f"{spread([a['wall'] / b['wall'] for a, b in zip(mine, theirs)])}")
 
         mine, theirs = [], []
         print(f"export --to parquet (all kinds + messages) vs mosquitto_db_dump (2.0.22 text), {args.runs} runs")
@@ -90,7 +111,7 @@ def main() -> None:
             theirs.append(b)
             print(f"  run {run + 1}: export wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB "
                   f"({dir_size(target) / 2**20:.0f} MiB) | 2.0.22 dump wall {b['wall']:.2f} s cpu {b['cpu']:.2f} s | "
-                  f"wall ratio {a['wall'] / b['wall']:.2f}")
+                  f"wall ratio {a['wall'] / b['wall']:.2f} | load {os.getloadavg()[0]:.1f}", flush=True)
         ratios = [a["wall"] / b["wall"] for a, b in zip(mine, theirs)]
         print(f"  export wall {spread([r['wall'] for r in mine])} s vs dump {spread([r['wall'] for r in theirs])} s; "
               f"wall ratio {spread(ratios)} (goal <= 1.0)")

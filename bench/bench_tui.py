@@ -1,6 +1,6 @@
 """Benchmark the inspector on a big db: first paint in a real pty, keystroke latency, memory.
 
-Usage: python bench/bench_tui.py [--runs N] [--check] [BIG_DB]   (default $MOSQDB_BIG_DB or /tmp/big.db,
+Usage: python bench/bench_tui.py [--runs N] [--check] [--no-keys] [BIG_DB]   (default $MOSQDB_BIG, $MOSQDB_BIG_DB or /tmp/big.db,
 made by ../shared/tools/make-big-db.sh). ``--runs N`` starts the TUI N times and prints min, median
 and max of the first paint; ``--check`` also runs the checker (`c`) in the TUI and samples memory.
 Prints figures; nothing is asserted.
@@ -128,6 +128,9 @@ def first_paint(path: str, cols: int = 120, rows: int = 40) -> dict[str, float]:
         time.sleep(0.5)
         while select.select([master], [], [], 0.05)[0]:
             os.read(master, 1 << 16)
+    time.sleep(2)  # a busy machine: let the last filter and paging finish before sampling
+    while select.select([master], [], [], 0.05)[0]:
+        os.read(master, 1 << 16)
     marks["rss_after_use_mib"], marks["peak_after_use_mib"] = rss_mib(proc.pid)
     os.write(master, b"q")
     try:
@@ -209,7 +212,9 @@ def main() -> None:
     import argparse
 
     ap = argparse.ArgumentParser(description="benchmark the inspector TUI on a big db")
-    ap.add_argument("path", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/tmp/big.db"))
+    ap.add_argument("path", nargs="?",
+                    default=os.environ.get("MOSQDB_BIG") or os.environ.get("MOSQDB_BIG_DB") or "/tmp/big.db")
+    ap.add_argument("--no-keys", action="store_true", help="skip the keystroke latencies (pilot)")
     ap.add_argument("--runs", type=int, default=1, help="start the TUI this many times (min, median, max)")
     ap.add_argument("--check", action="store_true", help="also run the checker in the TUI and sample its memory")
     args = ap.parse_args()
@@ -217,13 +222,21 @@ def main() -> None:
     if not os.path.exists(path):
         sys.exit(f"{path}: not found; make it with bash ../shared/tools/make-big-db.sh {path}")
     print(f"file: {path} ({os.path.getsize(path) / 2**20:.0f} MiB)")
-    runs = [first_paint(path) for _ in range(max(args.runs, 1))]
+    runs = []
+    for k in range(max(args.runs, 1)):
+        runs.append(first_paint(path))
+        r = runs[-1]
+        print(f"pty run {k + 1} (load {os.getloadavg()[0]:.1f}): first row {r.get('first_row', float('nan')):.2f} s, "
+              f"index {r.get('index_done', float('nan')):.2f} s, RSS {r['rss_mib']:.0f} MiB after the index, "
+              f"{r['rss_after_use_mib']:.0f} MiB (peak {r['peak_after_use_mib']:.0f}) after goto + filter + paging",
+              flush=True)
     marks = runs[0]
     if len(runs) > 1:
-        for key in ("first_row", "index_done"):
-            vals = sorted(r.get(key, float("nan")) for r in runs)
-            print(f"pty, {len(runs)} runs: {key} min {vals[0]:.2f}  median {statistics.median(vals):.2f}  "
-                  f"max {vals[-1]:.2f} s")
+        for key in ("first_row", "index_done", "rss_mib", "rss_after_use_mib", "peak_after_use_mib"):
+            vals = sorted(v for r in runs if (v := r.get(key, float("nan"))) == v)  # the runs that saw it
+            if vals:
+                print(f"pty, {len(vals)} of {len(runs)} runs: {key} min {vals[0]:.2f}  median "
+                      f"{statistics.median(vals):.2f}  max {vals[-1]:.2f}")
     print(f"pty: first chunk row painted after {marks.get('first_row', float('nan')):.2f} s, "
           f"index complete on screen after {marks.get('index_done', float('nan')):.2f} s")
     print(f"pty: RSS {marks['rss_mib']:.0f} MiB (peak {marks['peak_rss_mib']:.0f} MiB) after the index; "
@@ -235,6 +248,8 @@ def main() -> None:
               f"{c.get('rss_before_check_mib', float('nan')):.0f} MiB before, {c['rss_after_check_mib']:.0f} after, "
               f"peak {c['peak_rss_mib']:.0f} MiB; checker child process peak {c['child_peak_mib']:.0f} MiB "
               "(0: checked in the TUI's own process)")
+    if args.no_keys:
+        return
     print("pilot (medians, ms):                      app CPU   list repainted   details drawn")
     for name, (cpu, first, last) in asyncio.run(keystrokes(path)).items():
         print(f"  {name:44} {cpu:7.1f}   {first:14.1f}   {last:13.1f}")

@@ -23,10 +23,22 @@ try:  # optional C accelerator for the framing loop; the pure-Python walk gives 
     from codec import _framing
 except ImportError:  # pragma: no cover - depends on the build
     _framing = None
+if _framing is not None and getattr(_framing, "API", 0) != 2:  # pragma: no cover - a stale build
+    _framing = None  # compiled from an older _framing.c: rebuild it (pip install -e .); Python meanwhile
+
+gather_ranges = _framing.gather if _framing is not None else None
+"""``gather(data, starts, sizes) -> (int32 offsets, values)``: byte ranges copied end to end (the C
+accelerator's; None without it)."""
 
 BLOCK = 1 << 22
 SMALL_BLOCK = 1 << 16
 """Window read at each chunk once chunks are big: the scan then costs per chunk, not per byte."""
+NATIVE_RUN, MAX_RUN = 1 << 18, 1 << 20
+"""Chunks the C walk takes per call, at least and at most (it reads the file itself, without the GIL)."""
+PYTHON_RUN = 256
+"""Chunks walked field by field where the C walk stopped on a chunk its rule does not confirm."""
+OTHER = 7
+"""The chunk-count slot shared by types 0 and >= 7 (unknown types: counted exactly on demand)."""
 
 
 class BlockReader:
@@ -75,6 +87,10 @@ class ChunkIndex:
     error: CodecError | None = None
     trailing: int = 0
     complete: bool = False
+    # chunks per type as the scan counts them (slot OTHER: types 0 and >= 7), valid for the first
+    # ``tallied`` chunks: counts() then needs no pass over ``types``
+    tally: array = field(default_factory=lambda: array("q", bytes(8 * (OTHER + 1))))
+    tallied: int = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -100,6 +116,30 @@ class ChunkIndex:
 
         return np.frombuffer(self.lengths, dtype=np.uint32) if len(self.lengths) else np.zeros(0, np.uint32)
 
+    def offsets_array(self) -> Any:
+        """The chunk offsets as a numpy int64 array (a view)."""
+        import numpy as np
+
+        return np.frombuffer(self.offsets, dtype=np.int64) if len(self.offsets) else np.zeros(0, np.int64)
+
+    def types_array(self) -> Any:
+        """The raw chunk types as a numpy uint32 array (a view)."""
+        import numpy as np
+
+        return np.frombuffer(self.types, dtype=np.uint32) if len(self.types) else np.zeros(0, np.uint32)
+
+    def ends_of(self, rows: Any) -> Any:
+        """Where chunks ``rows`` end (int64): the next chunk's offset, the index end for the last.
+        What :meth:`arrays` gives for every chunk, for the rows asked only (8 bytes a chunk less)."""
+        import numpy as np
+
+        offsets = self.offsets_array()
+        nxt = np.asarray(rows, dtype=np.int64) + 1
+        last = nxt >= len(offsets)
+        out = offsets[np.where(last, 0, nxt)] if len(offsets) else np.zeros(len(nxt), np.int64)
+        out[last] = self.end
+        return out
+
     def intact_arrays(self, path: str | None = None) -> tuple[Any, Any, Any]:
         """:meth:`arrays`, refusing an index the scan stopped on damage (operations that rewrite
         or summarise a file need every chunk; repair comes first)."""
@@ -118,11 +158,15 @@ class ChunkIndex:
         return i
 
     def counts(self) -> dict[int, int]:
-        """Chunks per raw type, vectorised (a Python loop over millions of chunks costs 0.3 s)."""
-        import numpy as np
-
+        """Chunks per raw type: the scan's tally, or vectorised (a Python loop over millions of chunks
+        costs 0.3 s) when unknown types need their exact numbers."""
         if not len(self.types):
             return {}
+        if self.tallied == len(self.types) and not self.tally[0] and not self.tally[OTHER]:
+            return {t: n for t, n in enumerate(self.tally) if n}
+
+        import numpy as np
+
         types = np.frombuffer(self.types, dtype=np.uint32)
         known = np.bincount(np.minimum(types, 7), minlength=8)
         out = {t: int(known[t]) for t in range(1, 7) if known[t]}
@@ -153,10 +197,13 @@ def scan(fd: int, size: int, version: int, index: ChunkIndex, *, endian: str = "
     fast = native and _framing is not None and version >= 5
     n_next = step
     while not walker.done:
+        counted = index.tallied == len(index.types)  # the tally covers every chunk so far
         if fast:
-            walker.native_block()
+            walker.native_chunks(max(step, NATIVE_RUN))
         else:
             walker.python_chunks(50_000)
+        if counted:
+            index.tallied = len(index.types)
         if len(index.offsets) >= n_next:
             n_next = len(index.offsets) + step
             yield len(index.offsets)
@@ -185,6 +232,9 @@ class _Walker:
         self.tail_min = {t: (c[0], c[1]) for t, c in self.checks.items() if c[2]}
         self.fixed = {t: c[0] for t, c in self.checks.items()
                       if not c[1] and not c[2] and len(LAYOUTS[(version, ChunkType(t))]) == 1}
+        self.slots = list(dict.fromkeys(name for _t, name, _pos, _signed in self.watch))
+        self.rules = _rules(self.checks, self.watch, self.slots) if _framing is not None and version >= 5 else b""
+        self.read_buffer: bytearray | None = None
 
     def finish(self, trailing_from: int) -> None:
         self.index.end = trailing_from
@@ -194,7 +244,7 @@ class _Walker:
     def python_chunks(self, limit: int) -> None:
         """Walk up to ``limit`` chunks field by field (the reference behaviour)."""
         reader, index, hsize, size = self.reader, self.index, self.hsize, self.reader.size
-        offs, types, lens = index.offsets, index.types, index.lengths
+        offs, types, lens, tally = index.offsets, index.types, index.lengths, index.tally
         off = self.off
         for _ in range(limit):
             if off + hsize > size:
@@ -234,6 +284,7 @@ class _Walker:
             offs.append(off)
             types.append(t)
             lens.append(length)
+            tally[t if t < OTHER else OTHER] += 1
             off += hsize + n
             self.off = index.end = off
             reader.sized_for(hsize + n)
@@ -247,77 +298,79 @@ class _Walker:
                     ids.append(i)
                     values.append(value)
 
-    def native_block(self) -> None:
-        """Walk one block with the C framing loop, then confirm the sizes with the layout tables."""
-        reader, index, off = self.reader, self.index, self.off
-        if off + self.hsize > reader.size:
-            self.finish(off)
-            return
-        buf, rel = reader.window(off, self.hsize)
-        base = reader.base
-        o, t, ln, end_rel = _framing.walk(buf, rel, reader.size - base, base, self.hsize)
-        if not o or not self._sizes_agree(buf, base, o, t, ln):
-            # nothing walked (a chunk larger than the block, or one cut short) or a size the
-            # tables disagree with: take this stretch field by field
-            self.python_chunks(max(len(o) // 8, 1))
-            return
-        reader.sized_for((end_rel - rel) / (len(o) // 8))
-        if self.watch:
-            self._native_times(buf, base, o, t, len(index.offsets))
-        index.offsets.frombytes(o)
-        index.types.frombytes(t)
-        index.lengths.frombytes(ln)
-        self.off = index.end = base + end_rel
+    def native_chunks(self, limit: int) -> None:
+        """Walk up to ``limit`` chunks with the C loop (it reads the file itself, the GIL released),
+        each confirmed by its type's rule from the layout tables; where a chunk is not confirmed
+        (or runs past the file) the next stretch is walked field by field.
 
-    def _native_times(self, buf: bytes, base: int, o: bytes, t: bytes, first: int) -> None:
-        import numpy as np
-
-        types = np.frombuffer(t, dtype=np.uint32)
-        bodies = np.frombuffer(o, dtype=np.int64) - base + self.hsize
-        at_every_byte = _strided(buf, "<i8" if self.endian == "little" else ">i8")
-        for wt, name, pos, _signed in self.watch:
-            rows = np.nonzero(types == wt)[0]
-            if not len(rows):
-                continue
-            values = at_every_byte[bodies[rows] + pos].astype(np.int64)
-            keep = values != 0
-            if keep.any():
-                ids, vals = self.index.times[name]
-                ids.frombytes((rows[keep] + first).astype(np.int64).tobytes())
-                vals.frombytes(values[keep].tobytes())
-
-    def _sizes_agree(self, buf: bytes, base: int, o: bytes, t: bytes, ln: bytes) -> bool:
-        import numpy as np  # only the native path needs it; keeps `import codec` light
-
-        types = np.frombuffer(t, dtype=np.uint32)
-        lengths = np.frombuffer(ln, dtype=np.uint32).astype(np.int64)
-        bodies = np.frombuffer(o, dtype=np.int64) - base + self.hsize
-        views: dict[int, np.ndarray] = {}
-        for chunk_type, (fixed, len_fields, tail) in self.checks.items():
-            sel = types == chunk_type
-            if not sel.any():
-                continue
-            got = lengths[sel]
-            if len_fields and (np.any(got < fixed) or int(bodies[sel].max()) + fixed > len(buf)):
-                return False  # a length below the struct (0 included), or a struct past the block: walk it
-            at = bodies[sel]
-            need = np.full(len(got), fixed, dtype=np.int64)
-            for rel_off, width in len_fields:  # big-endian lengths, read in place (unaligned views)
-                view = views.get(width)
-                if view is None:
-                    view = views[width] = _strided(buf, f">u{width}")
-                need += view[at + rel_off]
-            if not (np.all(got >= need) if tail else np.array_equal(got, need)):
-                return False
-        return True
+        The C loop writes straight into the index's arrays (grown by ``limit``, cut back to what
+        it found): no intermediate copies, so a big file's index costs its own pages only."""
+        index, reader = self.index, self.reader
+        if self.read_buffer is None:
+            self.read_buffer = bytearray(BLOCK)
+        arrays = (index.offsets, index.types, index.lengths)
+        first = len(index.offsets)
+        limit = min(limit, MAX_RUN, (reader.size - self.off) // self.hsize + 1)  # no more than can fit
+        for arr in arrays:
+            _grow(arr, limit)
+        count = 0
+        try:
+            with memoryview(index.offsets) as o, memoryview(index.types) as t, memoryview(index.lengths) as ln:
+                count, end, status, counts, times = _framing.scan(
+                    reader.fd, self.off, reader.size, self.hsize, self.rules, self.endian == "big", first,
+                    o[first:], t[first:], ln[first:], self.read_buffer, SMALL_BLOCK)
+        finally:
+            for arr in arrays:
+                del arr[first + count:]
+        tally = index.tally
+        for slot, n in enumerate(array("q", counts)):
+            tally[slot] += n
+        for name, (ids, values) in zip(self.slots, times):
+            if ids:
+                index.times[name][0].frombytes(ids)
+                index.times[name][1].frombytes(values)
+        self.off = index.end = end
+        if status == _END:
+            self.finish(end)
+        elif status == _PYTHON:
+            self.python_chunks(PYTHON_RUN)
 
 
-def _strided(buf: bytes, code: str) -> Any:
-    """Numbers of dtype ``code`` starting at every byte of ``buf`` (unaligned, no copy)."""
-    import numpy as np
+_ZERO = memoryview(bytes(1 << 19))
 
-    dt = np.dtype(code)
-    return np.ndarray((max(len(buf) - dt.itemsize + 1, 0),), dtype=dt, buffer=buf, strides=(1,))
+
+def _grow(arr: array, n: int) -> None:
+    """Append ``n`` zeros to ``arr`` (the slots the C walk then fills)."""
+    need = n * arr.itemsize
+    while need:
+        k = min(need, len(_ZERO))
+        arr.frombytes(_ZERO[:k])
+        need -= k
+
+
+_END, _PYTHON = 1, 2  # statuses of _framing.scan (0: it walked as many chunks as asked)
+
+
+def _rules(checks: dict[int, tuple[int, list, bool]], watch: list[tuple[int, str, int, bool]],
+           slots: list[str]) -> bytes:
+    """The C walk's rule per chunk type, packed: what the layout table says a chunk of that type
+    must satisfy for its stored length to be its size, and where its absolute times are."""
+    assert _framing is not None
+    ints: list[int] = []
+    for t in range(_framing.NTYPES):
+        if t not in checks:
+            ints += [0] * _framing.RULE_INTS
+            continue
+        fixed, len_fields, tail = checks[t]
+        times = [(pos, slots.index(name)) for wt, name, pos, _signed in watch if wt == t]
+        assert len(len_fields) <= _framing.MAXLEN and len(times) <= _framing.MAXTIME <= _framing.NSLOTS
+        ints += [1, fixed, int(tail), len(len_fields)]
+        for k in range(_framing.MAXLEN):
+            ints += len_fields[k] if k < len(len_fields) else (0, 0)
+        ints.append(len(times))
+        for k in range(_framing.MAXTIME):
+            ints += times[k] if k < len(times) else (0, 0)
+    return struct.pack(f"={len(ints)}i", *ints)
 
 
 def _time_fields(layouts: dict[int, Layout | None]) -> list[tuple[int, str, int, bool]]:

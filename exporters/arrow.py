@@ -43,11 +43,6 @@ class Span:
     error: CodecError | None
 
 
-def _np(arr: Any, signed: bool = False) -> np.ndarray:
-    code = ("i" if signed else "u") + str(arr.itemsize)
-    return np.frombuffer(arr, dtype=code) if len(arr) else np.zeros(0, dtype=code)
-
-
 def range_index(db: DbFile, start: int, stop: int) -> ChunkIndex:
     """Walk the chunk headers of ``[start, stop)`` only (a partition of a file)."""
     assert db.version is not None
@@ -67,26 +62,28 @@ def kind_span(db: DbFile, kind: str, *, start: int | None = None, stop: int | No
         idx, first_index = db.index, 0
     else:
         idx = range_index(db, start if start is not None else 23, stop if stop is not None else db.size)
-    offsets = _np(idx.offsets, signed=True)
-    types = _np(idx.types)
-    pos = np.flatnonzero(types == int(TYPE_OF[kind]))
-    ends_all = np.append(offsets[1:], np.int64(idx.end)) if len(offsets) else offsets
+    pos = np.flatnonzero(idx.types_array() == int(TYPE_OF[kind]))
     err = idx.error
     if err is not None:
         if err.chunk_index is not None and first_index:
             err.chunk_index += first_index
         err.located(path=db.path)
-    return Span(first_index, pos, offsets[pos], ends_all[pos], _np(idx.lengths)[pos].astype(np.int64), err)
+    # the kind's rows only: no array over every chunk of the file is made
+    return Span(first_index, pos, idx.offsets_array()[pos], idx.ends_of(pos), idx.lengths_array()[pos].astype(np.int64),
+                err)
 
 
-def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray) -> dict[str, pa.Array]:
+def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray,
+          names: frozenset[str] | None = None) -> dict[str, pa.Array]:
+    """The columns every row has (``names``: only those of them)."""
     n = len(offsets)
-    return {
-        "file": pa.repeat(pa.scalar(os.path.abspath(db.path), pa.string()), n),
-        "db_version": pa.repeat(pa.scalar(db.version or 0, pa.int16()), n),
-        "chunk_index": pa.array(chunk_index.astype(np.int64)),
-        "chunk_offset": pa.array(offsets.astype(np.int64)),
+    make = {
+        "file": lambda: pa.repeat(pa.scalar(os.path.abspath(db.path), pa.string()), n),
+        "db_version": lambda: pa.repeat(pa.scalar(db.version or 0, pa.int16()), n),
+        "chunk_index": lambda: pa.array(chunk_index.astype(np.int64)),
+        "chunk_offset": lambda: pa.array(offsets.astype(np.int64)),
     }
+    return {name: build() for name, build in make.items() if names is None or name in names}
 
 
 def store_rows(db: DbFile, wanted: np.ndarray) -> np.ndarray:
@@ -183,7 +180,11 @@ def iter_batches(
             cols = arrow_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b], wanted)
         if cols is not None:
             chunk_index = span.positions[a:b] + span.first_index
-            batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a, at)
+            if columns is None:
+                batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a, at)
+            else:  # a projection: only the columns asked for are built
+                batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs, frozenset(columns)), b - a, at,
+                                 only=columns)
         else:
             first = int(span.positions[a]) + span.first_index
             if rows is None:

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 
 from codec import columnar
 from codec.errors import CodecError
+from codec.index import gather_ranges
 from codec.layouts import LAYOUTS, ChunkType, Layout, header_size
 from codec.properties import BY_ID, decode_properties
 from codec.values import NEVER
@@ -83,6 +84,22 @@ def _views_array(block: Block, starts: np.ndarray, lens: np.ndarray, valid: np.n
         v[short, 3] = u32[s + 8] & _MASKS[np.clip(ln - 8, 0, 4)]
     bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
     return pa.Array.from_buffers(pa.binary_view(), n, [bitmap, pa.py_buffer(v), pa.py_buffer(block.data)])
+
+
+def _plain_array(block: Block, starts: np.ndarray, lens: np.ndarray, valid: np.ndarray | None,
+                 atype: pa.DataType) -> pa.Array | None:
+    """A binary or string array of ``block[starts[i]:starts[i]+lens[i]]``, the bytes gathered end to end
+    in C (codec.index.gather_ranges; a string array is not validated here). None without the C
+    accelerator, or past 2 GiB of values: then the view array and an Arrow cast do it."""
+    if gather_ranges is None:
+        return None
+    try:
+        offsets, values = gather_ranges(block.data, np.ascontiguousarray(starts, dtype=np.int64),
+                                        np.ascontiguousarray(lens, dtype=np.int64))
+    except OverflowError:
+        return None
+    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(atype, len(starts), [bitmap, pa.py_buffer(offsets), pa.py_buffer(values)])
 
 
 Issues = dict[int, list[dict[str, Any]]]  # row -> [{field, bytes}] of its text that is not UTF-8
@@ -202,6 +219,15 @@ def arrow_batch(
         if f.kind in ("str", "bytes"):
             starts, sizes = spans[f.name]
             valid = (sizes > 0) if f.nullable else None
+            plain = _plain_array(block, starts, sizes, valid, pa.binary() if f.kind == "bytes" else pa.string())
+            if plain is not None and f.kind == "str":
+                try:
+                    plain.validate(full=True)  # UTF-8, as a cast to string checks it
+                except pa.ArrowInvalid:
+                    plain = None  # text that is not UTF-8: the views and _text find and keep it
+            if plain is not None:
+                cols[f.name] = plain
+                continue
             views = _views_array(block, starts, sizes, valid)
             cols[f.name] = (views.cast(pa.binary()) if f.kind == "bytes"
                             else _text(views, block, starts, sizes, f.name, issues))
@@ -261,12 +287,15 @@ def expiry_columns(kind: str, cols: dict[str, pa.Array], n: int, at: float | Non
 
 
 def assemble(kind: str, cols: dict[str, pa.Array], meta: dict[str, pa.Array], n: int,
-             at: float | None = None) -> pa.RecordBatch:
-    """A batch in the kind's fixed schema: absent fields null, timestamps and expiry derived."""
+             at: float | None = None, only: list[str] | None = None) -> pa.RecordBatch:
+    """A batch in the kind's fixed schema: absent fields null, timestamps and expiry derived.
+    ``only``: just these columns, in this order (a projection: the others are not built)."""
     schema = SCHEMAS[kind]
+    if only is not None:
+        schema = pa.schema([schema.field(name) for name in only])
     arrays = []
     ts_of = {v: k for k, v in TIME_COLUMNS.items()}
-    expiry = expiry_columns(kind, cols, n, at) if "expired" in schema.names else None
+    expiry = expiry_columns(kind, cols, n, at) if {"expired", "expires_at"} & set(schema.names) else None
     for field in schema:
         name = field.name
         if name in meta:

@@ -22,8 +22,14 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+# Arrow's allocator, chosen before pyarrow first allocates (the user's own choice wins): an export
+# allocates and frees the same few hundred MB of batches, row groups and Parquet pages over and over;
+# mimalloc (Arrow's default on Linux) hands freed pages back and the next batch faults them in again,
+# zeroed (a fifth of an export's CPU went to the kernel clearing pages); the C library's malloc keeps them.
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+
+import pyarrow as pa  # noqa: E402 - after the allocator is chosen
+import pyarrow.parquet as pq  # noqa: E402
 
 from codec import DbFile
 from codec.errors import CodecError, WriteError
@@ -126,6 +132,7 @@ class _Writers:
                 use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names],
                 # min/max of payloads and property lists cost time and help no reader
                 write_statistics=[c for c in schema.names if c not in _NO_STATS],
+                column_encoding=_delta_columns(schema),
             )
             self.open[kind] = (writer, tmp)
         if batch.num_rows:
@@ -172,6 +179,14 @@ class _Writers:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
         self.open.clear()
+
+
+def _delta_columns(schema: pa.Schema) -> dict[str, str]:
+    """Integer and timestamp columns written DELTA_BINARY_PACKED (a standard Parquet encoding every
+    reader supports): chunk numbers and offsets ascend, store ids and times mostly do, flags repeat,
+    so they shrink before compression: a quarter of the CPU of plain pages with zstd, smaller files."""
+    return {f.name: "DELTA_BINARY_PACKED" for f in schema
+            if pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type)}
 
 
 def _failed(exc: OSError, out: str) -> WriteError:

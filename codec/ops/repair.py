@@ -13,10 +13,18 @@ up with), ``last_db_id`` raised to the highest store id, every length recomputed
 
 The output is written next to its destination, checked with :func:`codec.ops.check.check_file`,
 and only renamed into place when the check finds no error.
+
+Memory stays flat in the file size and small per chunk: the walk keeps, per chunk, its place,
+type, store id and a 16-byte digest of its key (a store's topic, a subscription's client and
+filter, a session's client id) in typed arrays; the rules run on those with numpy; the text of
+a key is read back from the file only for a chunk the report names. The mapped file is handed
+back to the page cache behind the walk, and the second pass streams every kept chunk whose
+bytes are already what the encoder would write as raw byte ranges (re-encoding the others).
 """
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import re
@@ -24,9 +32,12 @@ import shutil
 import struct
 import tempfile
 import time
+from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from codec.engine import Record, decode_chunk, encode_chunk
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
@@ -36,12 +47,14 @@ from codec.progress import EVERY as PROGRESS_EVERY
 from codec.reader import DbFile
 from codec.values import is_utf8
 from codec.views.query import valid_filter
-from codec.writer import atomic_output, file_header, write_records
+from codec.writer import atomic_output, copy_range, file_header
 
 KNOWN = {int(t) for t in ChunkType}
 STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),
                                                int(ChunkType.RETAIN), int(ChunkType.SUB), int(ChunkType.CLIENT),
                                                int(ChunkType.CFG))
+RELEASE = 16 << 20  # the mapped pages behind the walk go back to the page cache every this many bytes
+BLOCK_ROWS = 1 << 18  # references checked this many at a time
 
 
 @dataclass
@@ -108,7 +121,27 @@ class Salvager:
         self.unpack = struct.Struct(">II" if version >= 5 else ">HI").unpack_from
         pattern = rb"\x00\x00\x00[\x01-\x06]" if version >= 5 else rb"\x00[\x01-\x06]"
         self.header_re = re.compile(pattern)
+        self.header_len = 4 if version >= 5 else 2  # bytes a match of the pattern spans
         self.progress: Callable[[int, int], None] | None = None  # (bytes walked, size) every few thousand chunks
+        self.released = 0  # the mapped pages before this offset were handed back
+
+    def release(self, upto: int, *, now: bool = False) -> None:
+        """Hand the mapped pages before ``upto`` back (they stay in the page cache): RSS stays flat.
+        Done every RELEASE bytes (``now``: at once)."""
+        upto -= upto % mmap.PAGESIZE
+        start = self.released if upto >= self.released else 0  # a second pass starts again from 0
+        if (now or upto - start >= RELEASE) and upto > start and hasattr(self.buf, "madvise"):
+            self.buf.madvise(mmap.MADV_DONTNEED, start, upto - start)
+            self.released = upto
+
+    def only_nul(self, start: int, stop: int) -> bool:
+        """Whether ``[start, stop)`` holds NUL bytes only (read window by window)."""
+        for a in range(start, stop, RELEASE):
+            b = min(a + RELEASE, stop)
+            if self.buf[a:b].strip(b"\0"):
+                return False
+            self.release(b)
+        return True
 
     def header(self, pos: int) -> tuple[int, int]:
         return self.unpack(self.buf, pos)
@@ -151,9 +184,15 @@ class Salvager:
         return None if isinstance(second, str) else first
 
     def resync(self, start: int) -> int | None:
-        for m in self.header_re.finditer(self.buf, start):
-            if self.confirmed(m.start()) is not None:
-                return m.start()
+        """The next confirmed chunk header after ``start``, searched window by window."""
+        for a in range(start, self.size, RELEASE):
+            b = min(a + RELEASE, self.size)
+            for m in self.header_re.finditer(self.buf, a, min(b + self.header_len - 1, self.size)):
+                if m.start() >= b:
+                    break
+                if self.confirmed(m.start()) is not None:
+                    return m.start()
+            self.release(b)
         return None
 
     def walk(self) -> Iterator[tuple[int, int, Record] | Dropped]:
@@ -166,8 +205,10 @@ class Salvager:
                 yield pos, end, rec
                 pos = end
                 n += 1
-                if self.progress is not None and not n & PROGRESS_EVERY:
-                    self.progress(pos, self.size)
+                if not n & PROGRESS_EVERY:
+                    self.release(pos)
+                    if self.progress is not None:
+                        self.progress(pos, self.size)
                 continue
             reason = got
             if self.size - pos < self.hsize:
@@ -182,9 +223,8 @@ class Salvager:
                 continue
             nxt = self.resync(pos + 1)
             stop = self.size if nxt is None else nxt
-            region = bytes(self.buf[pos:stop])
             kind = ChunkType(t).label if t in KNOWN else "bytes"
-            if not region.strip(b"\0"):
+            if self.only_nul(pos, stop):
                 kind, reason = "bytes", "NUL bytes (a crash before the data reached the disk)"
             elif nxt is None and t in KNOWN:
                 reason = f"truncated: {reason}"
@@ -294,11 +334,14 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
                 report.fixes.append(f"file header rebuilt (only {size} bytes were there)")
             salvager = Salvager(mm, size, ver, endian)
             salvager.progress = progress
-            records = _semantic(salvager, report, recover_retained=recover_retained)
+            plan = _semantic(salvager, report, recover_retained=recover_retained)
             header = file_header(ver)
 
             def write(o: str, verify: Any) -> None:
-                write_records(o, ver, records, header=header, endian=endian, verify=verify)
+                salvager.released = 0
+                with atomic_output(o, verify=verify) as out:
+                    _write_plan(out, salvager, plan, header, fd, endian)
+                    plan.release()  # the walk's arrays are not needed by the check of the result
 
             if out_path is not None:
                 _write_verified(out_path, write, report, path, at=at, endian=endian)
@@ -319,57 +362,89 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
     return report
 
 
-def _semantic(s: Salvager, report: RepairReport, *, recover_retained: bool = False) -> Iterator[Record]:
-    """Run the walk and the consistency rules; returns the records to write (cfg, stores, the rest).
+def _semantic(s: Salvager, report: RepairReport, *, recover_retained: bool = False) -> _Plan:
+    """Run the walk and the consistency rules; returns what to write (cfg, stores, the rest).
 
-    Only offsets and the few keys the rules need are kept per chunk; the records are decoded
-    again while writing, so memory does not grow with the payloads.
+    Only places, store ids and key digests are kept per chunk (typed arrays); the rules run on
+    them with numpy, and the chunks are read again while writing, so memory does not grow with
+    the payloads or with Python objects per chunk.
     """
     found = _collect(s, report)
-    kept, retained_last = _references(found, report)
-    final, referenced = _latest_copies(found, kept, retained_last, report)
-    recreated = _recreated_retains(found, retained_last, referenced, report, s.version) if recover_retained else []
-    kept_stores = _referenced_stores(found, referenced, report)
-    cfg = _cfg(found, referenced, report, s.version)
+    s.release(s.size, now=True)  # the rules need no file bytes (a few key texts are read back)
+    t = _Table(found)
+    stores = t.first_stores(report)
+    kept, retain_rows = t.references(s, report)
+    final, referenced = t.latest_copies(s, kept, retain_rows, report)
+    recreated: list[Record] = []
+    if recover_retained:
+        recreated, referenced = _recreated_retains(s, t, stores, retain_rows, referenced, report)
+    kept_stores = t.referenced_stores(stores, referenced, report)
+    cfg = _cfg(found, t, kept_stores, report, s.version)
     if found.lengths_fixed:
         report.fixes.append(f"stored length recomputed on {found.lengths_fixed} chunk(s)")
-    if found.reordered:
+    if t.reordered:
         report.fixes.append("stored messages moved before the chunks that reference them")
     report.dropped.sort(key=lambda d: d.offset)
     counts: dict[str, int] = {"cfg": 1, "msg_store": len(kept_stores)}
-    for off in final:
-        kind = ChunkType(s.header(off)[0]).label
-        counts[kind] = counts.get(kind, 0) + 1
+    if len(final):
+        codes, first = np.unique(t.kinds[final], return_index=True)
+        for code in codes[np.argsort(first)].tolist():
+            counts[ChunkType(code).label] = int(np.count_nonzero(t.kinds[final] == code))
     if recreated:
         counts["retain"] = counts.get("retain", 0) + len(recreated)
     report.kept = counts
-    return _records(s, cfg, kept_stores + final, recreated)
+    return _Plan(cfg, np.concatenate([kept_stores, final]), t, recreated)
 
 
 @dataclass
 class _Found:
-    """What the structural walk kept, reduced to what the rules need."""
+    """What the structural walk kept, reduced to what the rules need: per chunk (file order, the
+    first cfg aside) its place, type, whether its bytes are already what the encoder writes, its
+    store id (stores and their references) and a digest of its key (see :func:`_digest`)."""
 
     cfg: Record | None = None
-    stores: list[tuple[int, int, int]] = field(default_factory=list)  # (offset, size, store id)
-    rest: list[tuple[int, int, str, Any]] = field(default_factory=list)  # (offset, size, kind, key) in file order
-    store_at: dict[int, int] = field(default_factory=dict)  # store id -> offset
-    topic_of: dict[int, str] = field(default_factory=dict)  # store id -> topic
-    flagged: list[int] = field(default_factory=list)  # stores published with the retain flag
+    offsets: array = field(default_factory=lambda: array("q"))
+    ends: array = field(default_factory=lambda: array("q"))
+    types: array = field(default_factory=lambda: array("B"))
+    as_is: array = field(default_factory=lambda: array("B"))
+    store_ids: array = field(default_factory=lambda: array("Q"))
+    retain_flag: array = field(default_factory=lambda: array("B"))
+    keys: bytearray = field(default_factory=bytearray)  # 16 bytes per chunk (zeros: no key)
     lengths_fixed: int = 0
-    reordered: bool = False  # a reference came before its store
+
+
+_NO_KEY = bytes(16)
+
+
+def _digest(*texts: str | None) -> bytes:
+    """16 bytes standing for a key (a topic, a client id, a (client id, filter) pair): equal keys,
+    equal digests; different keys collide with probability 2^-128, so grouping by digest is
+    grouping by key. Texts are encoded injectively (lone surrogates included, None apart)."""
+    h = hashlib.blake2b(digest_size=16)
+    for text in texts:
+        if text is None:
+            h.update(b"\xff")
+        else:
+            raw = text.encode("utf-8", "surrogatepass")
+            h.update(len(raw).to_bytes(8, "little") + raw)
+    return h.digest()
 
 
 def _collect(s: Salvager, report: RepairReport) -> _Found:
-    """The walk: one cfg, stores by id (duplicates dropped), every other chunk by its key."""
+    """The walk: one cfg, and every other chunk by its place and key (duplicate stores are found
+    afterwards, on the arrays)."""
     found = _Found()
+    f_off, f_end, f_type, f_as_is, f_sid, f_flag, f_keys = (found.offsets, found.ends, found.types, found.as_is,
+                                                           found.store_ids, found.retain_flag, found.keys)
+    version, endian, buf = s.version, s.endian, s.buf
     for item in s.walk():
         if isinstance(item, Dropped):
             report.dropped.append(item)
             continue
         report.chunks_found += 1
         off, end, rec = item
-        if rec.length != len(encode_chunk(rec.with_values())) - s.hsize:
+        encoded = encode_chunk(rec.with_values(), version, endian=endian)
+        if rec.length != len(encoded) - s.hsize:
             found.lengths_fixed += 1
         kind, size = rec.kind, end - off
         if kind == "cfg":
@@ -377,111 +452,216 @@ def _collect(s: Salvager, report: RepairReport) -> _Found:
                 report.dropped.append(Dropped(off, size, kind, "second cfg chunk"))
                 continue
             found.cfg = rec.with_values()
-            if found.rest or found.stores:
+            if len(f_off):
                 report.fixes.append("cfg chunk moved to the front")
-        elif kind == "msg_store":
-            sid = rec["store_id"]
-            if sid in found.store_at:
-                report.dropped.append(Dropped(off, size, kind,
-                                              f"duplicate store id {sid} (first at offset {found.store_at[sid]})"))
-                continue
-            found.store_at[sid] = off
-            found.topic_of[sid] = rec["topic"]
-            if rec["retain"]:
-                found.flagged.append(sid)
-            found.stores.append((off, size, sid))
+            continue
+        v = rec.values
+        sid, flag, key = 0, 0, _NO_KEY
+        if kind == "msg_store":
+            sid, flag, key = v["store_id"], 1 if v["retain"] else 0, _digest(v["topic"])
         elif kind in ("client_msg", "retain"):
-            found.rest.append((off, size, kind, rec["store_id"]))
+            sid = v["store_id"]
         elif kind == "sub":
-            found.rest.append((off, size, kind, (rec["client_id"], rec["topic"])))
+            key = _digest(v["client_id"], v["topic"])
         else:
-            found.rest.append((off, size, kind, rec["client_id"]))
+            key = _digest(v["client_id"])
+        f_off.append(off)
+        f_end.append(end)
+        f_type.append(rec.type)
+        f_as_is.append(1 if len(encoded) == size and encoded == buf[off:end] else 0)
+        f_sid.append(sid)
+        f_flag.append(flag)
+        f_keys += key
     return found
 
 
-def _references(found: _Found, report: RepairReport) -> tuple[list[int], dict[str, int]]:
-    """Drop dangling references and second client chunks: (positions in ``rest`` kept, the last
-    retain position per topic). Stores may appear anywhere in a damaged file (they are written first)."""
-    kept: list[int] = []
-    retained_last: dict[str, int] = {}
-    clients_seen: set[str] = set()
-    for pos, (off, size, kind, key) in enumerate(found.rest):
-        if kind in ("client_msg", "retain"):
-            if key not in found.store_at:
-                report.dropped.append(Dropped(off, size, kind,
-                                              f"dangling reference to store id {key}, which is not in the file"))
-                continue
-            found.reordered = found.reordered or found.store_at[key] > off
-            if kind == "retain":
-                retained_last[found.topic_of[key]] = pos
-        elif kind == "client":
-            if key in clients_seen:
-                report.dropped.append(Dropped(off, size, kind, f"second client chunk for {key!r}"))
-                continue
-            clients_seen.add(key)
-        kept.append(pos)
-    return kept, retained_last
+def _chosen(keys: np.ndarray, rows: np.ndarray, *, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (ascending) grouped by ``keys`` (one key per row: a number, or a digest as two uint64):
+    (which rows are the first - or ``last`` - of their group; for every other row, in order, that row).
+
+    A stable sort on the key's first word keeps each group in file order; the second word only
+    breaks a tie of first words (odds 2^-64), and then both are sorted on."""
+    n = len(rows)
+    if not n:
+        return np.zeros(0, bool), rows[:0]
+    first_word = keys[:, 0] if keys.ndim == 2 else keys
+    order = np.argsort(first_word, kind="stable")
+    new = np.empty(n, bool)
+    new[0] = True
+    sorted_words = first_word[order]
+    np.not_equal(sorted_words[1:], sorted_words[:-1], out=new[1:])
+    if keys.ndim == 2:
+        second = keys[:, 1][order]
+        split = ~new[1:] & (second[1:] != second[:-1])
+        if split.any():  # first words alike, second not: sort on both (lexsort is stable too)
+            order = np.lexsort((keys[:, 1], keys[:, 0]))
+            sorted_words, second = keys[order, 0], keys[order, 1]
+            np.not_equal(sorted_words[1:], sorted_words[:-1], out=new[1:])
+            new[1:] |= second[1:] != second[:-1]
+        del second, split
+    del sorted_words
+    starts = np.flatnonzero(new)
+    pick = np.r_[starts[1:] - 1, n - 1] if last else starts
+    chosen = np.zeros(n, bool)
+    chosen[order[pick]] = True
+    others = np.flatnonzero(~chosen)
+    if not len(others):
+        return chosen, rows[:0]
+    at = np.empty(n, np.int64)  # each row's place in the sorted order
+    at[order] = np.arange(n)
+    group = np.cumsum(new) - 1
+    return chosen, rows[order[pick[group[at[others]]]]]
 
 
-def _latest_copies(found: _Found, kept: list[int], retained_last: dict[str, int],
-                   report: RepairReport) -> tuple[list[int], set[int]]:
-    """A retained topic or a subscription stored twice keeps its last copy (what the broker's loader
-    ends up with): (offsets written after the stores, store ids still referenced)."""
-    sub_last: dict[tuple[str, str], int] = {}
-    for pos in kept:
-        _off, _size, kind, key = found.rest[pos]
-        if kind == "sub":
-            sub_last[key] = pos
-    final: list[int] = []
-    referenced: set[int] = set()
-    for pos in kept:
-        off, size, kind, key = found.rest[pos]
-        if kind == "retain" and retained_last[found.topic_of[key]] != pos:
-            report.dropped.append(Dropped(off, size, kind,
-                                          f"retained message for {found.topic_of[key]!r} superseded by a later one"))
-            continue
-        if kind == "sub" and sub_last[key] != pos:
-            report.dropped.append(Dropped(off, size, kind,
-                                          f"subscription {key[1]!r} of {key[0]!r} superseded by a later one"))
-            continue
-        if kind in ("client_msg", "retain"):
-            referenced.add(key)
-        final.append(off)
-    return final, referenced
+class _Table:
+    """The walk's arrays, as numpy, and the rules on them (each as the loop of the reference would
+    apply it in file order: the first copy of a store id, the first session per client, the last
+    retained message per topic and subscription per client and filter)."""
+
+    def __init__(self, found: _Found) -> None:
+        n = len(found.offsets)
+        self.offsets = np.frombuffer(found.offsets, np.int64) if n else np.zeros(0, np.int64)
+        self.ends = np.frombuffer(found.ends, np.int64) if n else np.zeros(0, np.int64)
+        self.kinds = np.frombuffer(found.types, np.uint8) if n else np.zeros(0, np.uint8)
+        self.as_is = np.frombuffer(found.as_is, np.uint8).astype(bool) if n else np.zeros(0, bool)
+        self.sids = np.frombuffer(found.store_ids, np.uint64) if n else np.zeros(0, np.uint64)
+        self.flags = np.frombuffer(found.retain_flag, np.uint8).astype(bool) if n else np.zeros(0, bool)
+        self.keys = np.frombuffer(found.keys, np.uint64).reshape(n, 2) if n else np.zeros((0, 2), np.uint64)
+        self.reordered = False
+        self.index = np.int32 if n < 2**31 else np.int64  # row numbers: half the memory where they fit
+        self.store_sids = np.zeros(0, np.uint64)  # sorted ids of the stores kept (first copies)
+        self.store_rows = np.zeros(0, self.index)  # their rows, in the same order
+
+    def rows(self, mask: np.ndarray) -> np.ndarray:
+        return np.flatnonzero(mask).astype(self.index)
+
+    def label(self, row: int) -> str:
+        return ChunkType(int(self.kinds[row])).label
+
+    def drop(self, report: RepairReport, row: int, reason: str) -> None:
+        off = int(self.offsets[row])
+        report.dropped.append(Dropped(off, int(self.ends[row]) - off, self.label(row), reason))
+
+    def first_stores(self, report: RepairReport) -> np.ndarray:
+        """The first copy of every store id (rows, file order); later copies are dropped."""
+        rows = self.rows(self.kinds == STORE)
+        is_first, firsts = _chosen(self.sids[rows], rows)
+        for row, first in zip(rows[~is_first].tolist(), firsts.tolist()):
+            self.drop(report, row, f"duplicate store id {int(self.sids[row])} (first at offset "
+                                   f"{int(self.offsets[first])})")
+        stores = rows[is_first]
+        order = np.argsort(self.sids[stores], kind="stable")
+        self.store_sids, self.store_rows = self.sids[stores][order], stores[order]
+        return stores
+
+    def store_row(self, sids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row of the kept store with each id, whether there is one)."""
+        k = np.minimum(np.searchsorted(self.store_sids, sids), max(len(self.store_sids) - 1, 0))
+        found = self.store_sids[k] == sids if len(self.store_sids) else np.zeros(len(sids), bool)
+        return (self.store_rows[k] if len(self.store_rows) else np.zeros(len(sids), self.index)), found
+
+    def references(self, s: Salvager, report: RepairReport) -> tuple[np.ndarray, np.ndarray]:
+        """Drop dangling references and second client chunks: (rows kept among the rest, file order;
+        the retains among them). Stores may appear anywhere in a damaged file (they are written first)."""
+        rest = self.rows(self.kinds != STORE)
+        kinds = self.kinds[rest]
+        keep = np.ones(len(rest), bool)
+        refs = self.rows((kinds == CLIENT_MSG) | (kinds == RETAIN))
+        for part in (refs[a:a + BLOCK_ROWS] for a in range(0, len(refs), BLOCK_ROWS)):  # bounded temporaries
+            rows = rest[part]
+            srow, there = self.store_row(self.sids[rows])
+            for row in rows[~there].tolist():
+                self.drop(report, row, f"dangling reference to store id {int(self.sids[row])}, which is not in the file")
+            keep[part[~there]] = False
+            self.reordered = self.reordered or bool(np.any(self.offsets[srow[there]] > self.offsets[rows[there]]))
+        clients = self.rows(kinds == CLIENT)
+        is_first, _firsts = _chosen(self.keys[rest[clients]], rest[clients])
+        for row in rest[clients[~is_first]].tolist():  # named with the text read back from the file
+            self.drop(report, row, f"second client chunk for {_record(s, self, row)['client_id']!r}")
+        keep[clients[~is_first]] = False
+        kept = rest[keep]
+        retain_rows = kept[self.kinds[kept] == RETAIN]
+        return kept, retain_rows
+
+    def topic_keys(self, retain_rows: np.ndarray) -> np.ndarray:
+        """The digest of each retain's topic: its store's."""
+        return self.keys[self.store_row(self.sids[retain_rows])[0]]
+
+    def latest_copies(self, s: Salvager, kept: np.ndarray, retain_rows: np.ndarray,
+                      report: RepairReport) -> tuple[np.ndarray, np.ndarray]:
+        """A retained topic or a subscription stored twice keeps its last copy (what the broker's loader
+        ends up with): (rows written after the stores, store ids still referenced, sorted)."""
+        drop = np.zeros(len(self.kinds), bool)
+        is_last, _lasts = _chosen(self.topic_keys(retain_rows), retain_rows, last=True)
+        for row in retain_rows[~is_last].tolist():
+            topic = _record(s, self, int(self.store_row(self.sids[[row]])[0][0]))["topic"]
+            self.drop(report, row, f"retained message for {topic!r} superseded by a later one")
+        drop[retain_rows[~is_last]] = True
+        subs = kept[self.kinds[kept] == SUB]
+        is_last, _lasts = _chosen(self.keys[subs], subs, last=True)
+        for row in subs[~is_last].tolist():
+            v = _record(s, self, row)
+            self.drop(report, row, f"subscription {v['topic']!r} of {v['client_id']!r} superseded by a later one")
+        drop[subs[~is_last]] = True
+        final = kept[~drop[kept]]
+        refs = final[(self.kinds[final] == CLIENT_MSG) | (self.kinds[final] == RETAIN)]
+        return final, np.unique(self.sids[refs])
+
+    def referenced_stores(self, stores: np.ndarray, referenced: np.ndarray, report: RepairReport) -> np.ndarray:
+        """Rows of the stores something references (the broker drops the others), file order."""
+        used = _in_sorted(referenced, self.sids[stores])
+        for row in stores[~used].tolist():
+            self.drop(report, row, f"store id {int(self.sids[row])} is referenced by nothing (the broker drops it)")
+        return stores[used]
 
 
-def _recreated_retains(found: _Found, retained_last: dict[str, int], referenced: set[int], report: RepairReport,
-                       version: int) -> list[Record]:
-    """A RETAIN again for each topic that lost its own: the newest store published with the retain flag."""
+def _in_sorted(wanted: np.ndarray, values: np.ndarray) -> np.ndarray:
+    if not len(wanted):
+        return np.zeros(len(values), bool)
+    return wanted[np.minimum(np.searchsorted(wanted, values), len(wanted) - 1)] == values
+
+
+def _record(s: Salvager, t: _Table, row: int) -> Record:
+    """A kept chunk decoded again (for the text of its key, or to be written)."""
+    got = s.try_chunk(int(t.offsets[row]), strict=False)
+    assert not isinstance(got, str), got
+    return got[0]
+
+
+def _recreated_retains(s: Salvager, t: _Table, stores: np.ndarray, retain_rows: np.ndarray,
+                       referenced: np.ndarray, report: RepairReport) -> tuple[list[Record], np.ndarray]:
+    """A RETAIN again for each topic that lost its own: the newest store published with the retain
+    flag. Returns them and the referenced store ids with theirs added."""
+    flagged = stores[t.flags[stores]]
+    if len(flagged) and len(retain_rows):  # topics that still have a RETAIN chunk are not candidates
+        have = set(_as_bytes(t.topic_keys(retain_rows)))
+        flagged = flagged[np.array([k not in have for k in _as_bytes(t.keys[flagged])], bool)]
     newest: dict[str, int] = {}
-    for sid in found.flagged:
-        topic = found.topic_of[sid]
-        if topic not in retained_last and not topic.startswith("$") and sid > newest.get(topic, -1):
+    offset_of: dict[int, int] = {}
+    for row in flagged.tolist():
+        topic = _record(s, t, row)["topic"]
+        sid = int(t.sids[row])
+        offset_of[sid] = int(t.offsets[row])
+        if not topic.startswith("$") and sid > newest.get(topic, -1):
             newest[topic] = sid
     recreated: list[Record] = []
-    for topic, sid in sorted(newest.items(), key=lambda kv: found.store_at[kv[1]]):
-        recreated.append(Record(RETAIN, {"store_id": sid}, version))
-        referenced.add(sid)
+    for topic, sid in sorted(newest.items(), key=lambda kv: offset_of[kv[1]]):
+        recreated.append(Record(RETAIN, {"store_id": sid}, s.version))
         report.fixes.append(f"retained message for {topic!r} recreated from store {sid} "
                             "(published with the retain flag; its RETAIN chunk was lost)")
-    return recreated
+    if recreated:
+        referenced = np.union1d(referenced, np.array([r["store_id"] for r in recreated], np.uint64))
+    return recreated, referenced
 
 
-def _referenced_stores(found: _Found, referenced: set[int], report: RepairReport) -> list[int]:
-    """Offsets of the stores something references (the broker drops the others)."""
-    kept_stores = []
-    for off, size, sid in found.stores:
-        if sid not in referenced:
-            report.dropped.append(Dropped(off, size, "msg_store",
-                                          f"store id {sid} is referenced by nothing (the broker drops it)"))
-            continue
-        kept_stores.append(off)
-    return kept_stores
+def _as_bytes(keys: np.ndarray) -> list[bytes]:
+    """Digests (rows of two uint64) as bytes."""
+    return np.ascontiguousarray(keys).view("V16").ravel().tolist()
 
 
-def _cfg(found: _Found, referenced: set[int], report: RepairReport, version: int) -> Record:
+def _cfg(found: _Found, t: _Table, kept_stores: np.ndarray, report: RepairReport, version: int) -> Record:
     """The cfg to write first: inserted if missing, ``last_db_id`` raised to the highest store id kept."""
-    top = max((sid for _, _, sid in found.stores if sid in referenced), default=0)
+    top = int(t.sids[kept_stores].max()) if len(kept_stores) else 0
     cfg = found.cfg
     if cfg is None:
         cfg = Record(CFG, {"shutdown": 1, "dbid_size": 8, "last_db_id": top}, version)
@@ -492,14 +672,41 @@ def _cfg(found: _Found, referenced: set[int], report: RepairReport, version: int
     return cfg
 
 
-def _records(s: Salvager, cfg: Record, offsets: list[int], extra: list[Record]) -> Iterator[Record]:
-    """Decode the kept chunks again, one at a time, for the writer (lengths recomputed)."""
-    yield cfg
-    for off in offsets:
-        got = s.try_chunk(off, strict=False)
-        assert not isinstance(got, str), got
-        yield got[0].with_values()
-    yield from extra
+@dataclass
+class _Plan:
+    """What the second pass writes: the cfg, kept chunks (rows, in output order), recreated retains."""
+
+    cfg: Record
+    rows: np.ndarray
+    table: _Table | None
+    recreated: list[Record]
+
+    def release(self) -> None:
+        self.rows, self.table = np.zeros(0, np.int64), None
+
+
+def _write_plan(out: Any, s: Salvager, plan: _Plan, header: bytes, fd: int, endian: str) -> None:
+    """Header and cfg, then every kept chunk: runs of chunks whose bytes are already what the encoder
+    writes (adjacent in the file) copied as raw byte ranges, the others decoded and encoded again."""
+    t, rows, version = plan.table, plan.rows, s.version
+    assert t is not None
+    out.write(header)
+    out.write(encode_chunk(plan.cfg, version, endian=endian))
+    offs, ends, as_is = t.offsets[rows], t.ends[rows], t.as_is[rows]
+    # a run breaks where a chunk must be encoded or the next one does not follow it in the file
+    breaks = np.flatnonzero(~as_is[1:] | ~as_is[:-1] | (offs[1:] != ends[:-1])) + 1
+    bounds = np.r_[0, breaks, len(rows)].tolist()
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        if a == b:
+            continue
+        if as_is[a]:
+            copy_range(fd, out, int(offs[a]), int(ends[b - 1]) - int(offs[a]))
+            continue
+        for row in rows[a:b].tolist():
+            out.write(encode_chunk(_record(s, t, row).with_values(), version, endian=endian))
+            s.release(int(t.offsets[row]))
+    for rec in plan.recreated:
+        out.write(encode_chunk(rec, version, endian=endian))
 
 
 def _write_verified(out_path: str | os.PathLike[str], write: Any, report: RepairReport, src: str, *,

@@ -491,6 +491,10 @@ class StoreColumns:
     def rows(self, chunk_type: int) -> np.ndarray:
         return self.store.rows_of(chunk_type)
 
+    def type_counts(self) -> dict[int, int]:
+        """Rows per chunk type (the tables' row counts)."""
+        return {int(t): n for t, n in self.store.count.items()}
+
     def gather(self, chunk_type: int, names: Iterable[str] = (), tests: dict | None = None,
                rows: np.ndarray | None = None) -> TypeColumns:
         """``FileColumns.gather``: numbers ``names`` and answers of ``tests`` on text values."""

@@ -1,5 +1,8 @@
 """`mosqdb dump` rows rendered from column batches: the same text as the per-record path, faster.
 
+Both dumps: ``--json`` (:class:`JsonRows`) and the text one (:class:`TextRows`, the reference
+being :func:`codec.views.textview.format_text`).
+
 The reference is the per-record path: :func:`codec.views.jsonview.chunk_to_json` plus the
 expiry annotation, serialised with :func:`codec.values.json_text` (``json.dumps(row, ensure_ascii=False)``
 with DEL, C1 and bidi controls escaped; and
@@ -29,6 +32,7 @@ from __future__ import annotations
 import binascii
 import functools
 from collections.abc import Callable, Iterator
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -37,7 +41,9 @@ from codec.columnar import decode_batch, gather_u64
 from codec.layouts import ChunkType, header_size, layout_for
 from codec.reader import Chunk, DbFile
 from codec.values import json_string, json_text
-from codec.views.jsonview import DUMP_FIELDS, chunk_to_json
+from codec.views.jsonview import DIRECTION_NAMES, DUMP_FIELDS, STATE_NAMES, chunk_to_json
+from codec.views.select import any_in_spans
+from codec.views.textview import TEXT_LABELS, format_text
 from codec.views.timeview import expires_at, iso
 
 BLOCK_CHUNKS = 1 << 12
@@ -418,6 +424,104 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
     return data
 
 
+# ---------------------------------------------------------------- the text dump
+class _TextSpec:
+    """How one (version, type) chunk is printed by the text dump: a template of its lines and the
+    columns it takes (the fields of TEXT_LABELS its layout has, in that order)."""
+
+    def __init__(self, version: int, ctype: int) -> None:
+        layout = layout_for(version, ctype)
+        assert layout is not None
+        self.kind = ChunkType(ctype).label
+        kinds, nullable = {}, {}
+        for f in layout.fields:
+            for name in f.values:
+                kinds[name] = f.kind
+                nullable[name] = f.nullable
+        parts = [f"DB_CHUNK_{self.kind.upper()}:\n\tIndex: %d\n\tOffset: %d\n\tLength: %d\n"]
+        self.columns: list[tuple[str, str, str]] = []  # (value name, how, label)
+        for name, label in TEXT_LABELS[self.kind]:
+            k = kinds.get(name)
+            if k is None:
+                continue
+            if name == "payload":
+                how = "length"
+            elif name in ("state", "direction"):
+                how = name
+            elif k == "str":
+                how = "strnull" if nullable[name] else "str"
+            elif k in ("u8", "nibbles", "u16", "u32", "u64h", "i64h"):
+                how = "int"
+            else:  # pragma: no cover - no other kinds among the labelled fields of these types
+                raise AssertionError(k)
+            parts.append("%s" if how == "strnull" else f"\t{label}: %{'d' if how in ('int', 'length') else 's'}\n")
+            self.columns.append((name, how, label))
+        self.template = "".join(parts)
+        self.props = next((f.name for f in layout.fields if f.kind == "props"), None)
+
+
+class TextRows(JsonRows):
+    """Renders the text dump of chunks from column batches (:meth:`JsonRows.blocks` walks them):
+    values that are printable ASCII go through a template; a row with any other text (escapes,
+    Unicode rules), a payload of 128-255 that may be UTF-8, or a property tail is printed by
+    :func:`format_text` itself."""
+
+    def __init__(self, db: DbFile) -> None:
+        self.db = db
+        self.stores = None
+        self.text_specs: dict[int, _TextSpec] = {}
+
+    def line(self, chunk: Chunk) -> str:
+        return format_text(chunk) + "\n"
+
+    def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str | None]:
+        spec = self.text_specs.get(ctype)
+        if spec is None:
+            spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
+        n = len(rows)
+        odd = np.zeros(len(d) + 1, dtype=bool)  # per byte: not printable ASCII (False after the end)
+        np.logical_or(d < 0x20, d >= 0x7F, out=odd[:-1])
+        bad = np.zeros(n, dtype=bool)
+        cols: list[list[Any]] = [rows.tolist(), offs.tolist(), lengths.tolist()]
+        for name, how, label in spec.columns:
+            if how == "int":
+                cols.append(ints[name].tolist())
+            elif how == "length":
+                cols.append(spans[name][1].tolist())
+            elif how in ("state", "direction"):
+                names = STATE_NAMES if how == "state" else DIRECTION_NAMES
+                cols.append([f"{v} ({names.get(v, '?')})" for v in ints[name].tolist()])
+            else:
+                starts, sizes = spans[name]
+                bad |= any_in_spans(odd, starts, starts + sizes)
+                values = list(map(bytes.decode, _slices(raw, starts, sizes), repeat("latin-1")))
+                if how == "strnull":  # an empty nullable text is None: no line
+                    values = [f"\t{label}: {v}\n" if v else "" for v in values]
+                cols.append(values)
+        if spec.props is not None:
+            bad |= spans[spec.props][1] > 0
+        template, cols = _bake_constants(spec.template, cols)
+        out: list[str | None] = list(map(template.__mod__, zip(*cols)))
+        if spec.kind == "msg_store":
+            starts, sizes = spans["payload"]
+            short = sizes < 256
+            high = np.zeros(len(d) + 1, dtype=bool)
+            np.greater_equal(d, 0x80, out=high[:-1])
+            bad |= short & any_in_spans(high, starts, starts + sizes)  # may be UTF-8: Unicode's rules decide
+            shown = np.flatnonzero(short & ~bad & ~any_in_spans(odd, starts, starts + sizes))
+            for r, value in zip(shown.tolist(), _slices(raw, starts[shown], sizes[shown])):
+                out[r] += "\tPayload: " + value.decode("ascii") + "\n"
+        for r in np.flatnonzero(bad).tolist():
+            out[r] = None
+        return out
+
+
+def text_blocks(db: DbFile, progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
+    """The text dump of every chunk of a file (after its header lines), block by block."""
+    return TextRows(db).blocks(None, None, progress)
+
+
 def kinds_mask(db: DbFile, kinds: set[str] | None) -> tuple[np.ndarray | None, Callable[[Chunk], bool] | None]:
     """(``keep``, ``keep_chunk``) of :meth:`JsonRows.blocks` for a ``--type`` list (None: all)."""
     if kinds is None or db.empty:
@@ -437,4 +541,4 @@ def json_blocks(db: DbFile, at: float, kinds: set[str] | None = None,
     return JsonRows(db, at).blocks(keep, keep_chunk, progress)
 
 
-__all__ = ["JsonRows", "StoreExpiry", "expiry_state", "json_blocks", "json_line", "kinds_mask"]
+__all__ = ["JsonRows", "StoreExpiry", "TextRows", "expiry_state", "json_blocks", "json_line", "kinds_mask", "text_blocks"]

@@ -323,14 +323,18 @@ class FileColumns:
     def __init__(self, db: DbFile) -> None:
         assert db.version is not None
         self.db = db
-        idx = db.index
+        self.index = idx = db.index
         self.count = len(idx)
-        self.offsets, self.types, self.ends = idx.arrays()
+        self.offsets, self.types = idx.offsets_array(), idx.types_array()  # views: nothing copied
         self.lengths = idx.lengths_array()
         self.hsize = header_size(db.version)
 
     def rows(self, chunk_type: int) -> np.ndarray:
         return np.flatnonzero(self.types == chunk_type)
+
+    def type_counts(self) -> dict[int, int]:
+        """Chunks per type, from the scan's tally (no pass over the types)."""
+        return self.index.counts()
 
     def gather(self, chunk_type: int, names: Iterable[str] = (), tests: Mapping[str, Test] | None = None,
                rows: np.ndarray | None = None) -> TypeColumns:
@@ -353,33 +357,34 @@ class FileColumns:
         ints: dict[str, list[np.ndarray]] = {n: [] for n in numbers}
         marks: dict[str, list[np.ndarray]] = {n: [] for n in tests}
         bad: list[int] = []
-        offs, ends = self.offsets[rows], self.ends[rows]
         i = 0
-        while i < len(rows):
-            lo = int(offs[i])
-            j = min(max(int(np.searchsorted(ends, lo + self.batch_bytes, side="right")), i + 1), i + BATCH)
+        while i < len(rows):  # places of a window of rows at a time: temporaries bounded by BATCH
+            window = rows[i:i + BATCH]
+            offs, ends = self.offsets[window], self.index.ends_of(window)
+            lo = int(offs[0])
+            j = min(max(int(np.searchsorted(ends, lo + self.batch_bytes, side="right")), 1), len(window))
             data = np.frombuffer(os.pread(db.fd, int(ends[j - 1]) - lo, lo), dtype=np.uint8)
-            part = rows[i:j]
-            got, spans = self._decode(chunk_type, data, lo, part, wanted, kinds, bad)
+            part = window[:j]
+            got, spans = self._decode(chunk_type, data, lo, part, offs[:j], ends[:j], wanted, kinds, bad)
             for n in numbers:
                 ints[n].append(got[n])
             for n, test in tests.items():
                 marks[n].append(test(data, *spans[n]))
             if "properties" in spans:
                 bad.extend(_bad_properties(data, part, *spans["properties"]))
-            i = j
+            i += j
         marks.update({n: [np.zeros(len(rows), dtype=bool)] for n in absent})
         return TypeColumns(rows, {n: _join(v, kinds.get(n)) for n, v in ints.items()},
                            {n: _join(v, "mark") for n, v in marks.items()}, np.unique(np.array(bad, dtype=np.int64)))
 
-    def _decode(self, chunk_type: int, data: np.ndarray, base: int, part: np.ndarray, names: set[str],
-                kinds: dict[str, str], bad: list[int]) -> tuple[dict, dict]:
-        """One batch through the layout table; a batch that breaks a check is halved until the
-        chunks that break it are found (they become ``bad``, their values zero)."""
+    def _decode(self, chunk_type: int, data: np.ndarray, base: int, part: np.ndarray, offs: np.ndarray,
+                ends: np.ndarray, names: set[str], kinds: dict[str, str], bad: list[int]) -> tuple[dict, dict]:
+        """One batch (chunks ``part`` at ``offs`` up to ``ends``) through the layout table; a batch that
+        breaks a check is halved until the chunks that break it are found (they become ``bad``, their
+        values zero)."""
         assert self.db.version is not None
-        got = decode_batch(self.db.version, chunk_type, data, self.offsets[part] - base + self.hsize,
-                           self.lengths[part].astype(np.int64), self.ends[part] - base, self.db.endian,
-                           fields=names)
+        got = decode_batch(self.db.version, chunk_type, data, offs - base + self.hsize,
+                           self.lengths[part].astype(np.int64), ends - base, self.db.endian, fields=names)
         if got is not None:
             return got
         if len(part) == 1:
@@ -387,8 +392,8 @@ class FileColumns:
             return ({n: np.zeros(1, np.uint64 if kinds.get(n) == "u64h" else np.int64) for n in names},
                     {n: (np.zeros(1, np.int64), np.zeros(1, np.int64)) for n in names})
         half = len(part) // 2
-        a = self._decode(chunk_type, data, base, part[:half], names, kinds, bad)
-        b = self._decode(chunk_type, data, base, part[half:], names, kinds, bad)
+        a = self._decode(chunk_type, data, base, part[:half], offs[:half], ends[:half], names, kinds, bad)
+        b = self._decode(chunk_type, data, base, part[half:], offs[half:], ends[half:], names, kinds, bad)
         return ({n: np.concatenate([a[0][n], b[0][n]]) for n in a[0] if n in b[0]},
                 {n: (np.concatenate([a[1][n][0], b[1][n][0]]), np.concatenate([a[1][n][1], b[1][n][1]]))
                  for n in a[1] if n in b[1]})
@@ -509,7 +514,9 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
     def sub_topic_test(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         return topic_mask(data, starts, sizes, sel.topics, exact=True)
 
-    present = {t: bool(keep[types == t].any()) for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT)}
+    counts = src.type_counts()
+    present = {t: counts.get(t, 0) > 0 and (sel.kinds is None or ChunkType(t).label in sel.kinds)
+               for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT)}
     if sel.by_store:
         numbers.setdefault(MSG_STORE, set()).add("store_id")
         if sel.topics:
@@ -538,7 +545,7 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
     for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT):
         if not present[t]:
             continue
-        rows = src.rows(t)
+        rows = passes[t].rows if t in passes else src.rows(t)
         ok = np.ones(len(rows), dtype=bool)
         if sel.clients:
             ok &= passes[t].marks["client_id"] if t in (CLIENT, CLIENT_MSG, SUB) else False

@@ -13,8 +13,9 @@ from codec.layouts import TYPE_BY_LABEL, ChunkType
 from codec.reader import Chunk
 from codec.sources import is_store
 from codec.values import json_text, printable
-from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES, chunk_to_json
+from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection, parse_store_ids
+from codec.views.textview import format_text
 from codec.views.timeview import ExpiryState, expiry_counts, iso
 from codec.writer import rewrite
 from inspector.commands import UsageError, add_at, add_endian, open_input
@@ -136,9 +137,27 @@ def bridge_data(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
     return {"conf": bm.conf, "sessions": [s.to_json() for s in bm.sessions], "lines": bm.lines()}
 
 
+def _preload(*modules: str) -> None:
+    """Import ``modules`` in a background thread: ``info`` spends most of its time in the header scan,
+    which runs in C without the GIL, so on a second core the table's imports cost no wall time."""
+    import importlib
+    import threading
+
+    def run() -> None:
+        for name in modules:
+            try:
+                importlib.import_module(name)
+            except ImportError:  # pragma: no cover - the main thread's own import then says why
+                return
+
+    threading.Thread(target=run, name="info-preload", daemon=True).start()
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     from inspector.commands.bridging import load_conf
 
+    if not args.json:
+        _preload("numpy", "rich.console", "rich.table")
     at = reference_time(args)
     conf = load_conf(args)
     with open_input(args.file, endian=args.endian) as db:
@@ -226,64 +245,6 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
         raise UsageError(exc.reason) from None
 
 
-_TEXT_LABELS = {
-    "cfg": [("shutdown", "Shutdown"), ("dbid_size", "DB ID size"), ("last_db_id", "Last DB ID")],
-    "msg_store": [("store_id", "Store ID"), ("source_id", "Source ID"), ("source_username", "Source Username"),
-                  ("source_port", "Source Port"), ("source_mid", "Source MID"), ("topic", "Topic"), ("qos", "QoS"),
-                  ("retain", "Retain"), ("payload", "Payload Length"), ("expiry_time", "Expiry Time")],
-    "client_msg": [("client_id", "Client ID"), ("store_id", "Store ID"), ("mid", "MID"), ("qos", "QoS"),
-                   ("retain", "Retain"), ("direction", "Direction"), ("state", "State"), ("dup", "Dup")],
-    "retain": [("store_id", "Store ID")],
-    "sub": [("client_id", "Client ID"), ("topic", "Topic"), ("qos", "QoS"), ("options", "Subscription options"),
-            ("identifier", "Subscription identifier")],
-    "client": [("client_id", "Client ID"), ("username", "Username"), ("last_mid", "Last MID"),
-               ("disconnect_t", "Disconnect time"), ("session_expiry_time", "Session expiry time"),
-               ("session_expiry_interval", "Session expiry interval"), ("listener_port", "Listener port")],
-}
-
-
-def format_text(chunk: Chunk) -> str:
-    rec = chunk.record
-    kind = rec.kind
-    lines = [f"DB_CHUNK_{kind.upper()}:" if kind != "unknown" else f"UNKNOWN CHUNK {rec.type}:",
-             f"\tIndex: {chunk.index}"]
-    table = getattr(chunk, "table", None)  # a store's row (codec.store.read.Row)
-    lines += [f"\tTable: {table}", f"\tRowid: {chunk.offset}"] if table else [f"\tOffset: {chunk.offset}",
-                                                                             f"\tLength: {chunk.length}"]
-    if kind == "unknown":
-        lines.append(f"\tRaw: {rec['raw'].hex()}")
-        return "\n".join(lines)
-    for key, label in _TEXT_LABELS[kind]:
-        if key not in rec.values:
-            continue
-        value = rec.values[key]
-        if key == "payload":
-            value = len(value)
-        elif key == "state":
-            value = f"{value} ({STATE_NAMES.get(value, '?')})"
-        elif key == "direction":
-            value = f"{value} ({DIRECTION_NAMES.get(value, '?')})"
-        elif value is None:
-            continue
-        lines.append(f"\t{label}: {printable(value)}")
-    if kind == "msg_store":
-        payload = rec["payload"]
-        try:
-            text = payload.decode("utf-8")
-            if len(payload) < 256 and text.isprintable():
-                lines.append(f"\tPayload: {printable(text)}")
-        except UnicodeDecodeError:
-            pass
-    props = rec.get("properties")
-    if props:
-        lines.append("\tProperties:")
-        for p in props:
-            value = p.value.hex() if isinstance(p.value, bytes) else (
-                f"{p.value[0]} , {p.value[1]}" if isinstance(p.value, tuple) else p.value)
-            lines.append(f"\t\t{p.name.replace('_', ' ').capitalize()}: {printable(value)}")
-    return "\n".join(lines)
-
-
 def write_json_dump(db: DbFile, out: Any, at: float, kinds: set[str] | None = None, bar: Any = None) -> None:
     # a --type selection goes through codec.views.select instead: it also reports chunks the index
     # passes but the decoder refuses (a bad cfg) when they are not of the selected kinds
@@ -314,14 +275,19 @@ def cmd_dump(args: argparse.Namespace) -> int:
 
         try:
             with progress(args, "dumping", enabled=not out.isatty()) as bar:  # on a terminal the dump shows it
+                picked = None
                 if is_store(db):
-                    chunks, shown, picked = _store_rows_selected(db, selection, expiry), None, None
-                elif args.json and selection.kinds is None and not (selection.clients or selection.by_store):
-                    write_json_dump(db, out, expiry.at, None, bar)  # everything: rendered from column batches
-                    return 0
+                    chunks, shown = _store_rows_selected(db, selection, expiry), None
                 elif selection.kinds is None and not (selection.clients or selection.by_store):
-                    chunks, shown, picked = db.stream(), None, None  # everything: one pass, no index
-                else:  # decided on columns (codec.views.select); only the selected chunks are decoded
+                    if args.json:  # everything: rendered from column batches
+                        write_json_dump(db, out, expiry.at, None, bar)
+                    else:
+                        from codec.views.dumprows import text_blocks  # numpy: only when dumping
+
+                        for text in text_blocks(db, bar):
+                            out.write(text)
+                    return 0
+                else:  # a selection: decided on columns (codec.views.select); only the selected chunks are decoded
                     import numpy as np
 
                     from codec.views.select import expiry_sources, pick

@@ -26,6 +26,9 @@ END = {"end": True}
 def child_main(argv: list[str]) -> int:
     from codec import CodecError, DbFile
     from codec.ops.check import check_file
+    from inspector.tui.memory import one_malloc_arena
+
+    one_malloc_arena()  # the check's big temporaries go back to the system as they are freed
 
     path, endian, at_text = argv
     at = float(at_text) if at_text != "now" else None

@@ -1,4 +1,5 @@
-"""The column-batch dump renderer gives the per-record path's text, byte for byte, and its error."""
+"""The column-batch dump renderers give the per-record path's text, byte for byte, and its error:
+``dump --json`` (chunk_to_json + json_text) and the text dump (format_text)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from codec.properties import Property
 from codec.values import json_text
 from codec.views import dumprows
 from codec.views.jsonview import chunk_to_json
+from codec.views.textview import format_text
 from codec.views.timeview import ExpiryState
 from codec.writer import write_records
 
@@ -54,10 +56,37 @@ def rendered(path: Path, at: float = AT, kinds: set[str] | None = None) -> tuple
     return "".join(out), None
 
 
+def reference_text(path: Path) -> tuple[str, str | None]:
+    """What the text `mosqdb dump` printed before the column renderer: one record at a time."""
+    out = []
+    try:
+        with DbFile(path) as db:
+            for chunk in db.stream():
+                out.append(format_text(chunk) + "\n")
+    except CodecError as exc:
+        return "".join(out), repr(exc)
+    return "".join(out), None
+
+
+def rendered_text(path: Path) -> tuple[str, str | None]:
+    out = []
+    try:
+        with DbFile(path) as db:
+            for text in dumprows.text_blocks(db):
+                out.append(text)
+    except CodecError as exc:
+        return "".join(out), repr(exc)
+    return "".join(out), None
+
+
 def same(path: Path, **kw: object) -> None:
     want, got = reference(path, **kw), rendered(path, **kw)  # type: ignore[arg-type]
     assert got[1] == want[1]
     assert got[0] == want[0]
+    if kw.get("kinds") is None:  # the text dump has no --type of its own here, nor expiry
+        want, got = reference_text(path), rendered_text(path)
+        assert got[1] == want[1]
+        assert got[0] == want[0]
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
@@ -179,3 +208,20 @@ def test_stores_expire_only_for_later_client_messages(tmp_path: Path) -> None:
     same(p)
     text, _ = rendered(p)
     assert '"client_id": "second", "store_id": 5' in text and "2033-05-18T03:33:20Z" in text
+
+
+@pytest.mark.parametrize("version", [3, 4, 5, 6])
+def test_text_payload_lines(version: int, tmp_path: Path) -> None:
+    """The text dump's ``Payload:`` line: shown for printable text under 256 bytes only (Unicode's
+    rules for anything beyond ASCII), never for bytes that are not UTF-8 or hold controls."""
+    payloads = [b"", b"a" * 255, b"a" * 256, b"caf\xc3\xa9", b"\xe2\x80\xae" + b"x", b"\xff\xfe", b"a\x1bb", b"a\x7f",
+                b"\xc3\xa9" * 127 + b"a", b"\xc3\xa9" * 128, b"\x00", b"%s %d %%", b"\xe2\x80\xa8"]
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, version)]
+    for k, payload in enumerate(payloads, 1):
+        recs.append(_store(version, k, f"t/{k}", None if k % 2 else "src", payload))
+        recs.append(Record(int(ChunkType.RETAIN), {"store_id": k}, version))
+    p = tmp_path / "payloads.db"
+    write_records(p, version, recs)
+    same(p)
+    text, _ = rendered_text(p)
+    assert "\tPayload: " + "a" * 255 + "\n" in text and "a" * 256 not in text and "\tPayload: café\n" in text
