@@ -189,9 +189,10 @@ def scan(fd: int, size: int, version: int, index: ChunkIndex, *, endian: str = "
     other known chunk is as long as its layout's fields make it (a RETAIN is 8 bytes
     whatever its length says); an unknown chunk is skipped by its stored length.
 
-    For v5/v6 the optional C walker follows the stored lengths through a block, and the
-    layout tables then confirm every walked size at once (numpy); a block where they
-    disagree is walked again field by field in Python, as v2-v4 files always are.
+    For v5/v6 the optional C walker follows the stored lengths, reading the file itself, and
+    confirms each size with its type's rule from the layout tables (:func:`_rules`); from a
+    chunk it cannot confirm a stretch is walked field by field in Python, as v2-v4 files
+    always are. Both walks give the same index (tests/codec/test_native_scan.py).
     """
     walker = _Walker(BlockReader(fd, size), version, index, endian)
     fast = native and _framing is not None and version >= 5

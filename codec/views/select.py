@@ -537,7 +537,7 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
                                    + [p.bad for p in passes.values()]))
     if not (sel.clients or sel.by_store):
         keep[bad] = False
-        return Picked(np.flatnonzero(keep).astype(np.int64), bad, src.count)
+        return Picked(np.flatnonzero(keep).astype(np.int64, copy=False), bad, src.count)
 
     crit = np.zeros(src.count, dtype=bool)
     crit[types == CFG] = sel.kinds is not None
@@ -560,7 +560,7 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
         crit[rows] = ok
     keep &= crit
     keep[bad] = False
-    return Picked(np.flatnonzero(keep).astype(np.int64), bad, src.count)
+    return Picked(np.flatnonzero(keep).astype(np.int64, copy=False), bad, src.count)
 
 
 def select_chunks(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = None) -> np.ndarray:
