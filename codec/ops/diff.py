@@ -425,13 +425,14 @@ class Diff:
 
 
 def diff(a: DbFile, b: DbFile, *, details: bool = True) -> Diff:
-    """Compare two opened dbs by content. ``details``: payload hashes and the queued messages' contents."""
+    """Compare two opened dbs by content. ``details``: list each queued message that came, went or changed
+    (topic, payload sha256, ...), not only the counts per client."""
     return compare(snapshot(a), snapshot(b), details=details)
 
 
 def compare(sa: Snapshot, sb: Snapshot, *, details: bool = True) -> Diff:
     out = Diff(sa.db.source_path, sb.db.source_path)
-    _compare_retained(sa, sb, out, details)
+    _compare_retained(sa, sb, out)
     _compare_sessions(sa, sb, out)
     _compare_subs(sa, sb, out)
     _compare_queued(sa, sb, out, details)
@@ -440,7 +441,7 @@ def compare(sa: Snapshot, sb: Snapshot, *, details: bool = True) -> Diff:
     return out
 
 
-def _compare_retained(sa: Snapshot, sb: Snapshot, out: Diff, details: bool) -> None:
+def _compare_retained(sa: Snapshot, sb: Snapshot, out: Diff) -> None:
     m = match(sa.retained, sb.retained)
     topics_a = _gather_texts(sa.db, sa.retained.rows[np.concatenate([m.removed, m.changed_a])], MSG_STORE,
                              ("topic",))["topic"]
@@ -448,15 +449,14 @@ def _compare_retained(sa: Snapshot, sb: Snapshot, out: Diff, details: bool) -> N
     removed, changed = topics_a[:len(m.removed)], topics_a[len(m.removed):]
     out.retained = {"added": sorted(topics_b), "removed": sorted(removed), "changed": sorted(changed)}
     out.retained_fields = dict(zip(changed, m.fields, strict=True))
-    if details:
-        sha_a = _sha256s(sa.db, sa.retained.rows[np.concatenate([m.removed, m.changed_a])])
-        sha_b = _sha256s(sb.db, sb.retained.rows[np.concatenate([m.added, m.changed_b])])
-        for t, h in zip(topics_b, sha_b[:len(m.added)], strict=True):
-            out.retained_sha256[t] = {"before": None, "after": h}
-        for t, h in zip(removed, sha_a[:len(m.removed)], strict=True):
-            out.retained_sha256[t] = {"before": h, "after": None}
-        for t, h0, h1 in zip(changed, sha_a[len(m.removed):], sha_b[len(m.added):], strict=True):
-            out.retained_sha256[t] = {"before": h0, "after": h1}
+    sha_a = _sha256s(sa.db, sa.retained.rows[np.concatenate([m.removed, m.changed_a])])
+    sha_b = _sha256s(sb.db, sb.retained.rows[np.concatenate([m.added, m.changed_b])])
+    for t, h in zip(topics_b, sha_b[:len(m.added)], strict=True):
+        out.retained_sha256[t] = {"before": None, "after": h}
+    for t, h in zip(removed, sha_a[:len(m.removed)], strict=True):
+        out.retained_sha256[t] = {"before": h, "after": None}
+    for t, h0, h1 in zip(changed, sha_a[len(m.removed):], sha_b[len(m.added):], strict=True):
+        out.retained_sha256[t] = {"before": h0, "after": h1}
 
 
 def _compare_sessions(sa: Snapshot, sb: Snapshot, out: Diff) -> None:

@@ -51,11 +51,13 @@ PACKAGES = ("codec", "exporters")  # what executors import (inspector and mosqdb
 
 
 def register(spark: Any) -> None:
-    """Register the ``mosquitto`` data source with a SparkSession."""
+    """Register the ``mosquitto`` and ``mosquitto-changes`` data sources with a SparkSession."""
     need_spark()
+    from exporters.spark.changes import MosquittoChangesDataSource
     from exporters.spark.source import MosquittoDataSource
 
     spark.dataSource.register(MosquittoDataSource)
+    spark.dataSource.register(MosquittoChangesDataSource)
 
 
 def is_local(master: str) -> bool:
