@@ -11,10 +11,12 @@ and never re-scans the file from the start. ``read()`` yields Arrow batches deco
 wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows`` (500000),
 ``minPartitions`` (default: the planning machine's CPUs; the part count is rounded up to a
 multiple of it, parts shrinking down to 50,000 rows, so the cores share the work evenly),
-``batchSize`` (65536), ``topic`` (MQTT filter, msg_store/sub), ``client`` (client id,
-client/client_msg/sub), ``columns`` (comma separated: a projection by hand - Spark 4.0 does
-not push column pruning into Python data sources - so leaving out ``payload`` skips building
-it), ``onError`` (``fail``: an unreadable file stops the query with a
+``batchSize`` (rows per Arrow batch; default: about 16 MB a batch, from the mean chunk size
+when strings or payloads are read, up to a million rows for a projection of numbers), ``topic`` (MQTT filter, msg_store/sub), ``client`` (client id,
+client/client_msg/sub), ``columns`` (comma separated: a projection by hand - PySpark's Python
+data source API (4.0-4.3) tells a source neither the columns a query reads nor offers to prune
+them, so every column is built and shipped unless the reader is told; a user schema,
+``.schema("qos smallint, retain smallint")``, is a projection too), ``onError`` (``fail``: an unreadable file stops the query with a
 line naming it; ``skip``: it is left out and reported on stderr), ``endian``.
 """
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,20 +34,61 @@ import pyarrow.compute as pc
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.layouts import ChunkType
+from codec.layouts import ChunkType, header_size
 from codec.views.query import valid_filter
-from exporters.arrow import iter_batches
+from exporters.arrow import Span, iter_batches
 from exporters.files import db_files
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
 from exporters.select import topic_mask
 from exporters.spark.base import DataSource, DataSourceReader, InputPartition
 
 NAME = "mosquitto"
-DEFAULT_PARTITION_ROWS = 500_000
+DEFAULT_PARTITION_ROWS = 1_000_000
 MIN_AUTO_ROWS = 50_000  # never split finer than this just to feed more cores
-DEFAULT_BATCH = 65_536
+DEFAULT_BATCH = 65_536  # rows per Arrow batch when every column is read (see batch_rows)
+BATCH_BYTES = 16 << 20  # what one Arrow batch should weigh on its way to the JVM
+MAX_BATCH_ROWS = 1 << 20
 
 # ---------------------------------------------------------------- planning (driver side)
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """Where a partition's chunks of its kind are, from the driver's index of the file, so the
+    executor does not walk the range again. Sent with every task, so kept small: the stored
+    lengths (4 bytes a chunk), and chunk numbers, offsets and sizes only where they do not
+    follow from them (a run of chunks of one kind, back to back, sized by their lengths)."""
+
+    count: int
+    lengths: np.ndarray  # uint32
+    rel: np.ndarray | None  # uint32 chunk numbers - first_index (None: 0, 1, 2, ...)
+    offsets: np.ndarray | None  # offsets - start (None: back to back from 0)
+    sizes: np.ndarray | None  # uint32 (None: header + stored length)
+
+    @classmethod
+    def of(cls, pos: np.ndarray, offsets: np.ndarray, ends: np.ndarray, lengths: np.ndarray, start: int,
+           first_index: int, hsize: int) -> Chunks:
+        rel = pos - first_index
+        sizes = ends - offsets
+        back_to_back = bool(np.all(offsets[1:] == ends[:-1])) and (not len(offsets) or offsets[0] == start)
+        return cls(len(pos), lengths.astype(np.uint32),
+                   None if np.array_equal(rel, np.arange(len(rel))) else rel.astype(np.uint32),
+                   None if back_to_back else (offsets - start).astype(np.int64),
+                   None if np.array_equal(sizes, lengths.astype(np.int64) + hsize) else sizes.astype(np.uint32))
+
+    def span(self, start: int, first_index: int, hsize: int) -> Span:
+        lengths = self.lengths.astype(np.int64)
+        sizes = lengths + hsize if self.sizes is None else self.sizes.astype(np.int64)
+        if self.offsets is None:
+            offsets = np.empty(self.count, np.int64)
+            if self.count:
+                offsets[0] = start
+                np.cumsum(sizes[:-1], out=offsets[1:])
+                offsets[1:] += start
+        else:
+            offsets = self.offsets + start
+        rel = np.arange(self.count, dtype=np.int64) if self.rel is None else self.rel.astype(np.int64)
+        return Span(first_index, rel, offsets, offsets + sizes, lengths, None)
 
 
 @dataclass(frozen=True)
@@ -56,6 +99,15 @@ class Part:
     start: int
     stop: int
     first_index: int
+    chunks: Chunks | None = field(default=None, compare=False, repr=False)
+    fingerprint: tuple[int, int, int] | None = None  # size, mtime_ns, inode of the file planned
+
+    def span(self, st: os.stat_result, version: int) -> Span | None:
+        """The chunks as ``iter_batches`` takes them, if the file is still the one planned."""
+        c = self.chunks
+        if c is None or self.fingerprint != (st.st_size, st.st_mtime_ns, st.st_ino):
+            return None
+        return c.span(self.start, self.first_index, header_size(version))
 
 
 class MosquittoPartition(InputPartition):  # type: ignore[misc]
@@ -64,29 +116,47 @@ class MosquittoPartition(InputPartition):  # type: ignore[misc]
         self.part = part
 
 
-# The planner's Python worker is reused across queries: keep the last files' chunk tables
-# (offsets and types, 12 bytes a chunk), keyed by a fingerprint that changes with the file.
-_TABLES: OrderedDict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, int]] = OrderedDict()
+@dataclass(frozen=True)
+class Table:
+    """Every chunk of a file: offsets, types, stored lengths (16 bytes a chunk), end, and the file's stat."""
+
+    offsets: np.ndarray
+    types: np.ndarray
+    lengths: np.ndarray
+    end: int
+    fingerprint: tuple[int, int, int]
+    hsize: int
+
+    def chunks(self, pos: np.ndarray, start: int, first_index: int) -> Chunks:
+        ends = np.append(self.offsets[1:], np.int64(self.end))[pos]
+        return Chunks.of(pos, self.offsets[pos], ends, self.lengths[pos], start, first_index, self.hsize)
+
+
+# The planner's Python worker is reused across queries: keep the last files' chunk tables,
+# keyed by a fingerprint that changes with the file.
+_TABLES: OrderedDict[tuple[Any, ...], Table] = OrderedDict()
 _TABLES_MAX = 4
 
 
-def _chunk_table(path: str, endian: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """Offsets, types and end of every chunk (from the codec index; cached per file version)."""
+def _chunk_table(path: str, endian: str) -> Table:
+    """Every chunk of a file (from the codec index; cached per file version)."""
     st = os.stat(path)
     key = (path, endian, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
     hit = _TABLES.get(key)
     if hit is not None:
         _TABLES.move_to_end(key)
         return hit
+    fp = (st.st_size, st.st_mtime_ns, st.st_ino)
     with DbFile(path, endian=endian) as db:
         if db.empty:
-            table = (np.zeros(0, "i8"), np.zeros(0, "u4"), 0)
+            table = Table(np.zeros(0, "i8"), np.zeros(0, "u4"), np.zeros(0, "u4"), 0, fp, 0)
         else:
             idx = db.index
             if idx.error is not None:
                 raise idx.error.located(path=path)
             offsets, types, _ = idx.arrays()
-            table = (offsets.copy(), types.astype(np.uint32), int(idx.end))
+            table = Table(offsets.copy(), types.astype(np.uint32), idx.lengths_array().astype(np.uint32),
+                          int(idx.end), fp, header_size(db.version or 6))
     _TABLES[key] = table
     while len(_TABLES) > _TABLES_MAX:
         _TABLES.popitem(last=False)
@@ -106,11 +176,11 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
     parts: list[Part] = []
     skipped: list[str] = []
     ctype = int(ChunkType[kind.upper()])
-    found: list[tuple[str, np.ndarray, np.ndarray, int]] = []
+    found: list[tuple[str, Table, np.ndarray]] = []
     for path in paths:
         try:
-            offsets, types, end = _chunk_table(path, endian)
-            found.append((path, offsets, np.flatnonzero(types == ctype), end))
+            table = _chunk_table(path, endian)
+            found.append((path, table, np.flatnonzero(table.types == ctype)))
         except CodecError as exc:
             exc.located(path=path)
             if on_error != "skip":
@@ -120,25 +190,44 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
             if on_error != "skip":
                 raise CodecError(f"cannot read: {exc.strerror}", path=path) from None
             skipped.append(f"skipped {path}: cannot read: {exc.strerror}")
-    total = sum(len(pos) for _p, _o, pos, _e in found)
+    total = sum(len(pos) for _p, _t, pos in found)
     target = partition_rows
     if min_partitions > 1 and total:
         wanted = -(-total // partition_rows)
         wanted = -(-wanted // min_partitions) * min_partitions  # whole waves: no core idles on the last one
         target = min(partition_rows, max(-(-total // wanted), min_rows))
-    for path, offsets, pos, end in found:
+    for path, table, pos in found:
         if not len(pos):
             continue
         k = -(-len(pos) // target)
         step = -(-len(pos) // k)
         for a in range(0, len(pos), step):
             b = a + step
-            stop = int(offsets[pos[b]]) if b < len(pos) else end
-            parts.append(Part(path, int(offsets[pos[a]]), stop, int(pos[a])))
+            start = int(table.offsets[pos[a]])
+            stop = int(table.offsets[pos[b]]) if b < len(pos) else table.end
+            first = int(pos[a])
+            parts.append(Part(path, start, stop, first, table.chunks(pos[a:b], start, first), table.fingerprint))
     return parts, skipped
 
 
-def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: str | None = None,
+def batch_rows(kind: str, columns: list[str] | None, span: Span | None, target: int = BATCH_BYTES) -> int:
+    """Rows per Arrow batch so that a batch weighs about ``target`` bytes: whole chunks' worth when
+    variable-size columns are read, a few bytes a row for a projection of numbers (fewer, bigger
+    batches: less per-batch work on both sides of the Python-JVM pipe)."""
+    schema = SCHEMAS[kind]
+    names = schema.names if columns is None else columns
+    variable = [n for n in names if not pa.types.is_primitive(schema.field(n).type)
+                and not pa.types.is_timestamp(schema.field(n).type)]
+    if variable and span is not None and len(span.offsets):
+        per_row = float(np.mean(span.ends - span.offsets)) + 16 * len(names)
+    elif variable:
+        return DEFAULT_BATCH
+    else:
+        per_row = sum(max(schema.field(n).type.bit_width // 8, 1) for n in names) or 1
+    return int(min(max(target // per_row, 4096), MAX_BATCH_ROWS))
+
+
+def read_part(part: Part, kind: str, *, batch_size: int | None = None, topic: str | None = None,
               client: str | None = None, endian: str = "little", on_error: str = "fail",
               columns: list[str] | None = None) -> Any:
     """Arrow batches of one partition (runs on an executor).
@@ -146,14 +235,17 @@ def read_part(part: Part, kind: str, *, batch_size: int = DEFAULT_BATCH, topic: 
     A chunk that fails to decode (damage the header walk cannot see, e.g. a bad property
     tail) raises the codec's one-line error naming file, offset and chunk; with
     ``on_error="skip"`` the rest of the partition is dropped and the line goes to stderr.
+    ``batch_size``: rows per batch (default: :func:`batch_rows`).
     """
     need = None
     if columns is not None:  # decode what the filters need too, then project
         need = list(dict.fromkeys(columns + (["topic"] if topic else []) + (["client_id"] if client else [])))
     try:
         with DbFile(part.path, endian=endian) as db:
-            for batch in iter_batches(db, kind, batch_size=batch_size, start=part.start, stop=part.stop,
-                                      first_index=part.first_index, columns=need):
+            span = part.span(os.fstat(db.fd), db.version or 6)
+            rows = batch_size or batch_rows(kind, need, span)
+            for batch in iter_batches(db, kind, batch_size=rows, start=part.start, stop=part.stop,
+                                      first_index=part.first_index, columns=need, span=span):
                 if topic is not None:
                     batch = batch.filter(topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
                 if client is not None:
@@ -199,7 +291,8 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "client": client,
         "partition_rows": max(1, int(options.get("partitionRows", options.get("partitionrows",
                                                                             DEFAULT_PARTITION_ROWS)))),
-        "batch_size": max(1, int(options.get("batchSize", options.get("batchsize", DEFAULT_BATCH)))),
+        "batch_size": (max(1, int(options.get("batchSize", options.get("batchsize"))))
+                       if options.get("batchSize", options.get("batchsize")) else None),
         "min_partitions": max(1, int(options.get("minPartitions", options.get("minpartitions",
                                                                             os.cpu_count() or 1)))),
         "endian": options.get("endian", "little"),
@@ -231,6 +324,14 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, options: dict[str, str], schema: Any = None) -> None:
         self.opts = _options(options)
         self.spark_schema = schema
+        names = list(getattr(schema, "names", None) or [])
+        full = self.opts["columns"] or SCHEMAS[self.opts["kind"]].names
+        if names and names != list(full):  # .schema("qos smallint, retain smallint"): a projection by schema
+            unknown = [n for n in names if n not in SCHEMAS[self.opts["kind"]].names]
+            if unknown:
+                raise ValueError(f"mosquitto: the schema names {unknown[0]!r}, which {self.opts['kind']} has not "
+                                 f"(its columns: {', '.join(SCHEMAS[self.opts['kind']].names)})")
+            self.opts["columns"] = names
         path = options.get("path")
         if not path:
             raise ValueError("mosquitto: load(PATH) needs a db file or a directory of *.db files")
