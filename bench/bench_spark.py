@@ -7,7 +7,8 @@ Prints, in one run, min-median-max of N runs (default 5, after one warm-up run e
 
 1. local[*]: Spark's own Parquet reader over mosqdb's ``msg_store.parquet`` (what a Spark user
    would pick instead: export once, read with Spark), and the ``mosquitto`` data source with
-   every column, with ``columns="qos,retain"`` and with a user schema; the ratio of each to
+   every column, with ``columns="qos,retain"`` and with a user schema, and a Python source that
+   yields the two columns from memory (the floor of any Python source); the ratio of each to
    the Parquet reader (goal for the groupBy: >= 0.5x);
 2. a standalone cluster on this machine (master + 2 workers of 1 core, started from the
    installed PySpark, as the tests start it): the data source with 1 worker
@@ -58,10 +59,41 @@ def ratio(ref: list[float], xs: list[float]) -> str:
     return f"{statistics.median(ref) / statistics.median(xs):.2f}x (best runs {min(ref) / min(xs):.2f}x)"
 
 
+def floor_source(rows: int):  # type: ignore[no-untyped-def]
+    """A Python data source that yields ``rows`` of (qos, retain) int16 from memory: what any Python
+    source costs Spark for those columns (the floor under the ``mosquitto`` source's projection)."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Reader(DataSourceReader):
+        def partitions(self):  # type: ignore[no-untyped-def]
+            return [InputPartition(0), InputPartition(1)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            n = rows // 2 + (rows % 2 if partition.value else 0)
+            cols = [pa.array(np.zeros(n, np.int16)), pa.array(np.zeros(n, np.int16))]
+            yield pa.RecordBatch.from_arrays(cols, names=list(GROUPS))
+
+    class Floor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-floor"
+
+        def schema(self) -> str:
+            return "qos smallint, retain smallint"
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Reader()
+
+    return Floor
+
+
 def local_part(path: str, parquet: str, rows: int, runs: int) -> None:
     import exporters.spark as xs
 
     spark = xs.session("local[*]", app="bench-spark-local")
+    spark.dataSource.register(floor_source(rows))
     print(f"local[*] ({spark.sparkContext.defaultParallelism} cores)")
     frames = {
         "Parquet reader": spark.read.parquet(parquet),
@@ -70,6 +102,7 @@ def local_part(path: str, parquet: str, rows: int, runs: int) -> None:
         .option("columns", "qos,retain").load(path),
         "data source, schema qos, retain": spark.read.format("mosquitto").option("kind", "msg_store")
         .schema("qos smallint, retain smallint").load(path),
+        "in-memory Python source (qos, retain)": spark.read.format("bench-floor").load(),
     }
     got: dict[str, dict[str, list[float]]] = {}
     for name, df in frames.items():
@@ -79,7 +112,7 @@ def local_part(path: str, parquet: str, rows: int, runs: int) -> None:
         assert n == rows, (name, n, rows)
     ref = got["Parquet reader"]
     for name, t in got.items():
-        line = f"  {name:34s} count {mmm(t['count'])} ({rate(rows, t['count'])}); groupBy {mmm(t['groupBy'])} " \
+        line = f"  {name:38s} count {mmm(t['count'])} ({rate(rows, t['count'])}); groupBy {mmm(t['groupBy'])} " \
                f"({rate(rows, t['groupBy'])})"
         if name != "Parquet reader":
             line += f"; vs Parquet: count {ratio(ref['count'], t['count'])}, groupBy {ratio(ref['groupBy'], t['groupBy'])}"

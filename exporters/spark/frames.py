@@ -138,4 +138,9 @@ def error_line(exc: BaseException) -> str:
         if at >= 0:
             return text[at + len(marker) + 2:].splitlines()[0]
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    missing = [ln.strip() for ln in lines if ln.strip().startswith("ModuleNotFoundError: No module named '")]
+    if missing and any(f"'{p}" in missing[-1] for p in ("codec", "exporters")):
+        return (f"the executors' Python cannot import mosqdb ({missing[-1]}): let mosqdb ship its code (leave out "
+                "--no-ship-code), give it with --conf spark.submit.pyFiles=ZIP, or name a Python that has mosqdb "
+                "with --conf spark.pyspark.python=PATH")
     return lines[0] if lines else type(exc).__name__

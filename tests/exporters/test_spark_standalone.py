@@ -48,7 +48,7 @@ def read_all(spark, path: Path) -> dict[str, list[tuple]]:  # type: ignore[no-un
     """Every kind's rows, ordered by (file, chunk index): what "row for row" compares."""
     out: dict = {"columns": {}}
     for kind in KINDS:
-        df = spark.read.format("mosquitto").option("kind", kind).option("partitionRows", "1000").load(str(path))
+        df = spark.read.format("mosquitto").option("kind", kind).load(str(path))
         rows = [tuple(r) for r in df.collect()]
         names = df.columns
         f, c = names.index("file"), names.index("chunk_index")
@@ -111,36 +111,39 @@ def bare_python(root: Path) -> str:
     return python
 
 
-def test_executors_without_mosqdb_use_the_archive(fleet: Path, local_rows: dict, cluster,  # type: ignore[no-untyped-def]
-                                                  tmp_path: Path) -> None:
-    python = bare_python(tmp_path)
-    conf = {**cluster.driver_conf(), "spark.pyspark.python": python}
-    spark = xs.session(cluster.url, app="mosqdb-bare-executors", conf=conf, ship_code=False)
-    try:
-        wait_for_executors(spark, 2)
-        df = spark.read.format("mosquitto").option("kind", "retain").load(str(fleet))
-        with pytest.raises(Exception, match="No module named 'exporters'"):
-            df.count()
-    finally:
-        spark.stop()
+def test_executors_without_mosqdb_get_the_shipped_code(fleet: Path, local_rows: dict, cluster,  # type: ignore[no-untyped-def]
+                                                       tmp_path: Path) -> None:
+    conf = {**cluster.driver_conf(), "spark.pyspark.python": bare_python(tmp_path)}
     spark = xs.session(cluster.url, app="mosqdb-shipped", conf=conf)  # ship_code: the default off local[...]
     try:
         wait_for_executors(spark, 2)
         df = spark.read.format("mosquitto").option("kind", "retain").load(str(fleet))
-        assert df.count() == len(local_rows["retain"])
+        f, c = df.columns.index("file"), df.columns.index("chunk_index")
+        assert sorted((tuple(r) for r in df.collect()), key=lambda r: (r[f], r[c])) == local_rows["retain"]
     finally:
         spark.stop()
 
 
 def test_sql_master_conf_and_py_files(fleet: Path, local_rows: dict, cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    """`mosqdb sql --master URL --conf K=V`, as a user runs it (a new driver process): workers whose Python
-    lacks mosqdb, the archive given the documented way (spark.submit.pyFiles, what --py-files sets)."""
-    archive = xs.code_archive(str(tmp_path))
-    confs = {**cluster.driver_conf(), "spark.pyspark.python": bare_python(tmp_path), "spark.submit.pyFiles": archive}
-    args = [a for k, v in confs.items() for a in ("--conf", f"{k}={v}")]
+    """`mosqdb sql --master URL --conf K=V`, as a user runs it (a new driver process each time): workers whose
+    Python lacks mosqdb get one clear line without the code, and the rows with the archive given the documented
+    way (spark.submit.pyFiles, what --py-files sets)."""
+    confs = {**cluster.driver_conf(), "spark.pyspark.python": bare_python(tmp_path)}
     query = "SELECT file, chunk_index, client_id, store_id, mid FROM client_msg ORDER BY file, chunk_index"
-    r = run("sql", query, fleet, "--master", cluster.url, *args, "--no-ship-code", "--json", "--limit", "1000000",
-            timeout=900)
+
+    def sql(extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        args = [a for k, v in {**confs, **extra}.items() for a in ("--conf", f"{k}={v}")]
+        return run("sql", query, fleet, "--master", cluster.url, *args, "--no-ship-code", "--json", "--limit",
+                   "1000000", timeout=900)
+
+    r = sql({})
+    assert r.returncode == 1 and not r.stdout
+    lines = r.stderr.strip().splitlines()  # the JVM's own start-up warning and Spark's task log may come first
+    [line] = [ln for ln in lines if ln.startswith("mosqdb ")]
+    assert line == lines[-1]
+    assert line.startswith(f"mosqdb sql: {fleet}: the executors' Python cannot import mosqdb (ModuleNotFoundError: "
+                           "No module named 'exporters") and "spark.submit.pyFiles" in line
+    r = sql({"spark.submit.pyFiles": xs.code_archive(str(tmp_path))})
     assert r.returncode == 0, r.stderr
     got = [json.loads(line) for line in r.stdout.splitlines()]
     cols = ("file", "chunk_index", "client_id", "store_id", "mid")
