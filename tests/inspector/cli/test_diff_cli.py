@@ -158,3 +158,17 @@ def test_child_process_and_sqlite_store(tmp_path: Path) -> None:
     r = run("diff", store, out, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["same"] is True
+
+
+def test_names_are_shown_escaped(tmp_path: Path) -> None:
+    """Text from a file is escaped on the terminal (bytes that are not UTF-8 as \\xff), kept exact in JSON."""
+    from support.dbfiles import not_utf8_db
+
+    bad = not_utf8_db(tmp_path / "bad.db")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    r = run_in_process("diff", empty, bad)
+    assert r.returncode == 1
+    assert any(line.startswith("+ retained 't/\\xff\\xfeok' (payload sha256 ") for line in r.stdout.splitlines())
+    rc, d = diff_json(empty, bad)
+    assert rc == 1 and d["retained"]["added"] == [b"t/\xff\xfeok".decode("utf-8", "surrogateescape")]
