@@ -130,6 +130,30 @@ def _put_small(f: Field, v: np.ndarray, ints: dict[str, np.ndarray], lens: dict[
     return ok
 
 
+_NUMBER_KINDS = ("u8", "nibbles", "u16", "u32", "u64h", "i64h")
+
+
+def _few_head_fields(layout: Layout, want: set[str], d: np.ndarray, pos: np.ndarray,
+                     endian: str) -> tuple[dict, dict] | None:
+    """The values ``want`` (and the fields with a required value) gathered one field at a time, when
+    they are all numbers in the fixed struct and few of its fields: a query for qos and retain then
+    touches two bytes a chunk instead of copying the struct. None when that does not apply (or a
+    required value is wrong: the caller's full walk finds it)."""
+    chosen = [(f, rel) for f, rel in layout.fixed_fields if want.intersection(f.values) or f.must is not None]
+    covered = {v for f, _rel in chosen for v in f.values}
+    if not want <= covered or any(f.kind not in _NUMBER_KINDS for f, _rel in chosen) \
+            or 2 * len(chosen) > len(layout.fixed_fields):
+        return None
+    ints: dict[str, np.ndarray] = {}
+    ok = np.ones(len(pos), dtype=bool)
+    for f, rel in chosen:
+        if f.kind in ("u64h", "i64h"):
+            ints[f.name] = _gather_host(d, pos + rel, 8, endian, f.kind == "i64h")
+        else:
+            ok = _put_small(f, _gather_be(d, pos + rel, FIXED_SIZES[f.kind]), ints, {}, ok)
+    return (ints, {}) if ok.all() else None
+
+
 def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray, lengths: np.ndarray,
                  ends: np.ndarray, endian: str = "little", fields: set[str] | None = None,
                  layout: Layout | None = None) -> tuple[dict, dict] | None:
@@ -152,6 +176,10 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
     head, rel = None, 0
     if layout.fixed_prefix_size and len(pos) \
             and bool(np.all(pos + layout.fixed_prefix_size <= ends)):
+        if want is not None:
+            few = _few_head_fields(layout, want, d, pos, endian)
+            if few is not None:  # a few numbers of the fixed struct: gathered alone, not the struct
+                return few
         head = _Head(d, pos, layout.fixed_prefix_size)  # every fixed field is in bounds
     n_head = len(layout.fixed_fields) if head is not None else 0
     host = "<" if endian == "little" else ">"

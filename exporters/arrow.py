@@ -21,13 +21,22 @@ from codec import DbFile
 from codec.columnar import gather_u64, in_sorted
 from codec.errors import CodecError
 from codec.index import ChunkIndex, scan
-from codec.layouts import header_size
+from codec.layouts import LAYOUTS, header_size
 from codec.reader import Chunk
 from codec.values import signed64
-from exporters.arrow_columns import arrow_batch, assemble, invalid_column, property_rows, read_block, shown_text
-from exporters.schema import EXPIRY_SOURCES, KINDS, SCHEMAS, TYPE_OF, VALUE_NAMES
+from exporters.arrow_columns import (
+    Block,
+    arrow_batch,
+    assemble,
+    invalid_column,
+    property_rows,
+    read_block,
+    shown_text,
+)
+from exporters.schema import EXPIRY_SOURCES, KINDS, SCHEMAS, TIME_COLUMNS, TYPE_OF, VALUE_NAMES
 
 DEFAULT_BATCH = 32_768
+META_COLUMNS = ("file", "db_version", "chunk_index", "chunk_offset")
 MAX_BLOCK = 64 << 20
 
 
@@ -75,15 +84,54 @@ def kind_span(db: DbFile, kind: str, *, start: int | None = None, stop: int | No
 
 def _meta(db: DbFile, kind: str, chunk_index: np.ndarray, offsets: np.ndarray,
           names: frozenset[str] | None = None) -> dict[str, pa.Array]:
-    """The columns every row has (``names``: only those of them)."""
+    """The columns that say where a row comes from (``names``: only those asked for)."""
     n = len(offsets)
-    make = {
+    makers = {  # the keys: META_COLUMNS
         "file": lambda: pa.repeat(pa.scalar(os.path.abspath(db.path), pa.string()), n),
         "db_version": lambda: pa.repeat(pa.scalar(db.version or 0, pa.int16()), n),
         "chunk_index": lambda: pa.array(chunk_index.astype(np.int64)),
         "chunk_offset": lambda: pa.array(offsets.astype(np.int64)),
     }
-    return {name: build() for name, build in make.items() if names is None or name in names}
+    return {k: make() for k, make in makers.items() if names is None or k in names}
+
+
+def heads_only(version: int, kind: str, wanted: frozenset[str] | None, fields: frozenset[str] | None) -> bool:
+    """Whether a projection reads only fixed fields at the head of each body (v5/v6: the C struct):
+    then the file is mapped and those bytes gathered, instead of reading every payload."""
+    if wanted is None or fields is None or not version:
+        return False
+    options = LAYOUTS.get((version, TYPE_OF[kind]))
+    if not options or len(options) > 1:
+        return False
+    layout = options[0]
+    if any(layout.offset_of(n) is None for n in fields):
+        return False
+    derived = set(META_COLUMNS) | set(TIME_COLUMNS.values()) | {"expires_at", "expired"}
+    return wanted <= set(fields) | derived
+
+
+def _mapped(db: DbFile) -> Block | None:
+    """The whole file, mapped read-only, as a block at offset 0 (None if it cannot be mapped)."""
+    import mmap
+
+    try:
+        mm = mmap.mmap(db.fd, db.size, prot=mmap.PROT_READ) if db.size else None
+    except (OSError, ValueError):
+        return None
+    return None if mm is None else Block(np.frombuffer(mm, np.uint8), 0, db.endian)
+
+
+def decode_plan(kind: str, columns: list[str] | None) -> tuple[frozenset[str] | None, frozenset[str] | None]:
+    """For a projection: (columns whose values must be built, values to decode at all); (None, None) for all."""
+    if columns is None:
+        return None, None
+    need = set(columns)
+    if need & {"expires_at", "expired"}:
+        need |= set(EXPIRY_SOURCES.get(kind, ()))  # derived from these
+    need |= {src for src, ts in TIME_COLUMNS.items() if ts in need}
+    if "invalid_utf8" in need:  # every text field: a row's list of bad fields must be complete
+        need |= {f.name for f in SCHEMAS[kind] if f.type == pa.string() and f.name in VALUE_NAMES[kind]}
+    return frozenset(need), frozenset(n for n in need if n in VALUE_NAMES[kind])
 
 
 def store_rows(db: DbFile, wanted: np.ndarray) -> np.ndarray:
@@ -144,6 +192,7 @@ def iter_batches(
     columns: list[str] | None = None,
     at: float | None = None,
     rows: np.ndarray | None = None,
+    span: Span | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Batches of one kind's rows in file order; raises the codec error after the last good row.
 
@@ -152,6 +201,8 @@ def iter_batches(
     ``at``: reference time of the ``expires_at``/``expired`` columns (default: now).
     ``rows`` (optional): ascending positions among the kind's chunks; only those are decoded
     (a block still covers the bytes between them, but nothing else is walked or built).
+    ``span``: where the kind's chunks are, when the caller knows (a partition planned from the
+    file's index: no walk of the range again).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
@@ -159,39 +210,35 @@ def iter_batches(
         unknown = [c for c in columns if c not in SCHEMAS[kind].names]
         if unknown:
             raise ValueError(f"{kind} has no column {unknown[0]!r}")
-    wanted = None if columns is None else frozenset(columns)
-    if wanted is not None and wanted & {"expires_at", "expired"}:
-        wanted |= frozenset(EXPIRY_SOURCES.get(kind, ()))  # derived from these
-    if getattr(db, "is_store", False):
+    if getattr(db, "is_store", False):  # a Mosquitto 2.1 sqlite store: its rows as column batches
         yield from _store_batches(db, kind, batch_size, columns, at, rows)
         return
-    span = kind_span(db, kind, start=start, stop=stop, first_index=first_index)
+    wanted, fields = decode_plan(kind, columns)
+    if span is None:
+        span = kind_span(db, kind, start=start, stop=stop, first_index=first_index)
     if rows is not None:
         span = Span(span.first_index, span.positions[rows], span.offsets[rows], span.ends[rows], span.lengths[rows],
                     span.error)
     assert db.version is not None or not len(span.positions)
     ctype = TYPE_OF[kind]
     block = None
-    for a, b in _slices(span, batch_size, max_block):
+    mapped = _mapped(db) if vectorised and heads_only(db.version or 0, kind, wanted, fields) else None
+    for a, b in _slices(span, batch_size, max_block if mapped is None else 1 << 62):
         offs, ends = span.offsets[a:b], span.ends[a:b]
         cols = None
         if vectorised:
-            block = read_block(db.fd, int(offs[0]), int(ends[-1] - offs[0]), db.endian, block)
-            cols = arrow_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b], wanted)
+            block = mapped or read_block(db.fd, int(offs[0]), int(ends[-1] - offs[0]), db.endian, block)
+            cols = arrow_batch(block, db.version or 0, ctype, offs, ends, span.lengths[a:b], wanted, fields)
         if cols is not None:
             chunk_index = span.positions[a:b] + span.first_index
-            if columns is None:
-                batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs), b - a, at)
-            else:  # a projection: only the columns asked for are built
-                batch = assemble(kind, cols, _meta(db, kind, chunk_index, offs, frozenset(columns)), b - a, at,
-                                 only=columns)
-        else:
-            first = int(span.positions[a]) + span.first_index
-            if rows is None:
-                chunks = list(db.stream(types=[ctype], start=int(offs[0]), stop=int(ends[-1]), first_index=first))
-            else:  # a subset: only the chunks asked for
-                chunks = [db.chunk(int(i) + span.first_index) for i in span.positions[a:b]]
-            batch = chunks_to_batch(db, kind, chunks, at)
+            yield assemble(kind, cols, _meta(db, kind, chunk_index, offs, wanted), b - a, at, names=columns)
+            continue
+        first = int(span.positions[a]) + span.first_index
+        if rows is None:
+            chunks = list(db.stream(types=[ctype], start=int(offs[0]), stop=int(ends[-1]), first_index=first))
+        else:  # a subset: only the chunks asked for
+            chunks = [db.chunk(int(i) + span.first_index) for i in span.positions[a:b]]
+        batch = chunks_to_batch(db, kind, chunks, at)
         yield batch if columns is None else batch.select(columns)
     if span.error is not None:
         raise span.error

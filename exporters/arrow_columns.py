@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -184,11 +185,13 @@ def arrow_batch(
     ends: np.ndarray,
     lengths: np.ndarray,
     columns: frozenset[str] | None = None,
+    fields: frozenset[str] | None = None,
 ) -> dict[str, pa.Array] | None:
     """Arrow columns of the chunks at absolute ``offsets`` (ending at ``ends``), or None if unusual.
 
     ``columns`` limits which variable-size values are built (the others are left out and
-    come out null): strings and payloads are most of the work.
+    come out null): strings and payloads are most of the work. ``fields``: the values to
+    decode at all (the walk stops after the last of them; types with ABI variants walk on).
 
     The layout walk is the codec's (:func:`codec.columnar.decode_batch`); this turns its
     integer vectors and (start, size) spans into Arrow arrays.
@@ -199,7 +202,8 @@ def arrow_batch(
     layout = options[0]
     body = offsets - block.base + header_size(version)
     lengths = lengths.astype(np.int64)
-    got = columnar.decode_batch(version, int(ctype), block.data, body, lengths, ends - block.base, block.endian)
+    got = columnar.decode_batch(version, int(ctype), block.data, body, lengths, ends - block.base, block.endian,
+                                fields=None if fields is None or len(options) > 1 else set(fields))
     if got is None:
         return None
     ints, spans = got
@@ -216,6 +220,8 @@ def arrow_batch(
     for f in layout.fields:
         if columns is not None and f.kind in ("str", "bytes", "props") and f.name not in columns:
             continue
+        if f.name not in spans and f.kind in ("str", "bytes", "props"):
+            continue  # not decoded (``fields``)
         if f.kind in ("str", "bytes"):
             starts, sizes = spans[f.name]
             valid = (sizes > 0) if f.nullable else None
@@ -287,12 +293,12 @@ def expiry_columns(kind: str, cols: dict[str, pa.Array], n: int, at: float | Non
 
 
 def assemble(kind: str, cols: dict[str, pa.Array], meta: dict[str, pa.Array], n: int,
-             at: float | None = None, only: list[str] | None = None) -> pa.RecordBatch:
+             at: float | None = None, names: Sequence[str] | None = None) -> pa.RecordBatch:
     """A batch in the kind's fixed schema: absent fields null, timestamps and expiry derived.
-    ``only``: just these columns, in this order (a projection: the others are not built)."""
+    ``names``: only these columns, in this order (what is not asked for is not built)."""
     schema = SCHEMAS[kind]
-    if only is not None:
-        schema = pa.schema([schema.field(name) for name in only])
+    if names is not None:
+        schema = pa.schema([schema.field(c) for c in names])
     arrays = []
     ts_of = {v: k for k, v in TIME_COLUMNS.items()}
     expiry = expiry_columns(kind, cols, n, at) if {"expired", "expires_at"} & set(schema.names) else None

@@ -76,10 +76,6 @@ class Table:
         return self.take(np.sort(rev[first]))
 
 
-def _table(key: np.ndarray, attrs: dict[str, np.ndarray], rows: np.ndarray) -> Table:
-    return Table(key, attrs, rows)
-
-
 @dataclass
 class Stores:
     """Every stored message, sorted by store id, with the hashes the other tables look up."""
@@ -124,6 +120,15 @@ def _span(c: Columns, name: str, seed: int = 0) -> np.ndarray:
     return span_hash(c.data, *c.spans[name], seed=seed)
 
 
+def _optional(c: Columns, name: str, seed: int) -> np.ndarray:
+    """:func:`_span` of a field that may be absent (no properties, no username): empty and absent are one
+    value, so a file and its conversion to a version with (or without) the field compare equal."""
+    h = _span(c, name, seed)
+    if name in c.spans:
+        h[c.spans[name][1] == 0] = _NONE
+    return h
+
+
 def _int(c: Columns, name: str) -> np.ndarray:
     v = c.ints.get(name)
     return np.zeros(len(c), np.int64) if v is None else v.astype(np.int64)
@@ -161,12 +166,12 @@ def _stores(db: DbFile) -> tuple[Stores, Table]:
         ids.append(c.ints["store_id"].astype(np.uint64))
         topic.append(_span(c, "topic"))
         payload.append(_span(c, "payload", 1))
-        props.append(_span(c, "properties", 2))
+        props.append(_optional(c, "properties", 2))
         qos.append(_int(c, "qos"))
         retain.append(_int(c, "retain"))
         expiry.append(_int(c, "expiry_time"))
         rows.append(c.index.astype(np.int64))
-        source.append(combine(_span(c, "source_id", 3), _span(c, "source_username", 4), _int(c, "source_port"),
+        source.append(combine(_optional(c, "source_id", 3), _optional(c, "source_username", 4), _int(c, "source_port"),
                               _int(c, "source_mid")))
     sid = _concat(ids, np.uint64)
     cols = {n: _concat(v, np.uint64 if n in ("topic", "payload", "props", "source") else np.int64)
@@ -174,7 +179,7 @@ def _stores(db: DbFile) -> tuple[Stores, Table]:
                          ("retain", retain), ("expiry", expiry), ("rows", rows), ("source", source))}
     content = combine(cols["topic"], cols["payload"], cols["qos"], cols["retain"], cols["props"], cols["source"])
     rank = _ranked(None, content, cols["rows"])
-    stored = _table(combine(content, rank), {"expiry_time": cols["expiry"]}, cols["rows"])
+    stored = Table(combine(content, rank), {"expiry_time": cols["expiry"]}, cols["rows"])
     order = np.argsort(sid, kind="stable")
     uniq, first = np.unique(sid[order], return_index=True)
     pick = order[first]
@@ -188,7 +193,7 @@ def _retained(db: DbFile, stores: Stores) -> Table:
     ids = _concat(refs, np.uint64)
     pos, found = stores.find(ids)
     pos = pos[found]  # a retain without its store: the broker drops it on load
-    t = _table(stores.topic[pos], {"payload": stores.payload[pos], "qos": stores.qos[pos],
+    t = Table(stores.topic[pos], {"payload": stores.payload[pos], "qos": stores.qos[pos],
                                    "properties": stores.props[pos], "expiry_time": stores.expiry[pos]},
                stores.rows[pos])
     return t.last_per_key()
@@ -199,7 +204,7 @@ def _queued(db: DbFile, stores: Stores) -> Table:
     for c in iter_columns(db, CLIENT_MSG):
         client.append(_span(c, "client_id"))
         sid.append(c.ints["store_id"].astype(np.uint64))
-        props.append(_span(c, "properties", 2))
+        props.append(_optional(c, "properties", 2))
         for lst, name in ((qos, "qos"), (retain, "retain"), (direction, "direction"), (state, "state"),
                           (dup, "dup"), (mid, "mid")):
             lst.append(_int(c, name))
@@ -225,7 +230,7 @@ def _subs(db: DbFile) -> Table:
         options.append(_int(c, "options"))
         ident.append(_int(c, "identifier"))
         rows.append(c.index.astype(np.int64))
-    return _table(_concat(key, np.uint64), {"qos": _concat(qos, np.int64), "options": _concat(options, np.int64),
+    return Table(_concat(key, np.uint64), {"qos": _concat(qos, np.int64), "options": _concat(options, np.int64),
                                             "identifier": _concat(ident, np.int64)},
                   _concat(rows, np.int64)).last_per_key()
 
@@ -237,7 +242,7 @@ def _sessions(db: DbFile) -> Table:
     try:
         for c in iter_columns(db, CLIENT):
             key.append(_span(c, "client_id"))
-            user.append(_span(c, "username", 5))
+            user.append(_optional(c, "username", 5))
             for n in attrs:
                 attrs[n].append(_int(c, n))
             rows.append(c.index.astype(np.int64))
@@ -245,15 +250,13 @@ def _sessions(db: DbFile) -> Table:
         where = np.flatnonzero(db.index.arrays()[1] == CLIENT)
         recs = [db.chunk(int(i)).record for i in where]
         key = [hash_values([r["client_id"].encode("utf-8", "surrogateescape") for r in recs])]
-        if recs and "username" in recs[0].values:  # v6 (nullable: absent and empty are the same bytes)
-            user = [hash_values([(r.get("username") or "").encode("utf-8", "surrogateescape") for r in recs], 5)]
-        else:
-            user = [np.full(len(recs), _NONE, np.uint64)]
+        names = [(r.get("username") or "").encode("utf-8", "surrogateescape") for r in recs]
+        user = [np.where([not u for u in names], _U64(_NONE), hash_values(names, 5))]
         attrs = {n: [np.array([int(r.get(n) or 0) for r in recs], np.int64)] for n in attrs}
         rows = [where.astype(np.int64)]
     cols = {n: _concat(v, np.int64) for n, v in attrs.items()}
     cols["username"] = _concat(user, np.uint64)
-    return _table(_concat(key, np.uint64), {n: cols[n] for n in SESSION_FIELDS}, _concat(rows, np.int64)).last_per_key()
+    return Table(_concat(key, np.uint64), {n: cols[n] for n in SESSION_FIELDS}, _concat(rows, np.int64)).last_per_key()
 
 
 def snapshot(db: DbFile) -> Snapshot:
@@ -425,7 +428,8 @@ class Diff:
 
 
 def diff(a: DbFile, b: DbFile, *, details: bool = True) -> Diff:
-    """Compare two opened dbs by content. ``details``: payload hashes and the queued messages' contents.
+    """Compare two opened dbs by content. ``details``: list each queued message that came, went or changed
+    (topic, payload sha256, ...), not only the counts per client.
 
     A Mosquitto 2.1 sqlite store (``codec.sources.open_any``) is compared through its v6 records."""
     from codec.sources import as_db
@@ -436,7 +440,7 @@ def diff(a: DbFile, b: DbFile, *, details: bool = True) -> Diff:
 
 def compare(sa: Snapshot, sb: Snapshot, *, details: bool = True) -> Diff:
     out = Diff(sa.db.source_path, sb.db.source_path)
-    _compare_retained(sa, sb, out, details)
+    _compare_retained(sa, sb, out)
     _compare_sessions(sa, sb, out)
     _compare_subs(sa, sb, out)
     _compare_queued(sa, sb, out, details)
@@ -445,7 +449,7 @@ def compare(sa: Snapshot, sb: Snapshot, *, details: bool = True) -> Diff:
     return out
 
 
-def _compare_retained(sa: Snapshot, sb: Snapshot, out: Diff, details: bool) -> None:
+def _compare_retained(sa: Snapshot, sb: Snapshot, out: Diff) -> None:
     m = match(sa.retained, sb.retained)
     topics_a = _gather_texts(sa.db, sa.retained.rows[np.concatenate([m.removed, m.changed_a])], MSG_STORE,
                              ("topic",))["topic"]
@@ -453,15 +457,14 @@ def _compare_retained(sa: Snapshot, sb: Snapshot, out: Diff, details: bool) -> N
     removed, changed = topics_a[:len(m.removed)], topics_a[len(m.removed):]
     out.retained = {"added": sorted(topics_b), "removed": sorted(removed), "changed": sorted(changed)}
     out.retained_fields = dict(zip(changed, m.fields, strict=True))
-    if details:
-        sha_a = _sha256s(sa.db, sa.retained.rows[np.concatenate([m.removed, m.changed_a])])
-        sha_b = _sha256s(sb.db, sb.retained.rows[np.concatenate([m.added, m.changed_b])])
-        for t, h in zip(topics_b, sha_b[:len(m.added)], strict=True):
-            out.retained_sha256[t] = {"before": None, "after": h}
-        for t, h in zip(removed, sha_a[:len(m.removed)], strict=True):
-            out.retained_sha256[t] = {"before": h, "after": None}
-        for t, h0, h1 in zip(changed, sha_a[len(m.removed):], sha_b[len(m.added):], strict=True):
-            out.retained_sha256[t] = {"before": h0, "after": h1}
+    sha_a = _sha256s(sa.db, sa.retained.rows[np.concatenate([m.removed, m.changed_a])])
+    sha_b = _sha256s(sb.db, sb.retained.rows[np.concatenate([m.added, m.changed_b])])
+    for t, h in zip(topics_b, sha_b[:len(m.added)], strict=True):
+        out.retained_sha256[t] = {"before": None, "after": h}
+    for t, h in zip(removed, sha_a[:len(m.removed)], strict=True):
+        out.retained_sha256[t] = {"before": h, "after": None}
+    for t, h0, h1 in zip(changed, sha_a[len(m.removed):], sha_b[len(m.added):], strict=True):
+        out.retained_sha256[t] = {"before": h0, "after": h1}
 
 
 def _compare_sessions(sa: Snapshot, sb: Snapshot, out: Diff) -> None:

@@ -49,6 +49,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 0 if d.same else 1
 
 
+def q(text: str) -> str:
+    """A name from a file, quoted, its control characters and bytes that are not UTF-8 escaped (``\\xff``)."""
+    return f"'{printable(text)}'"
+
+
 def _more(shown: int, total: int, what: str) -> list[str]:
     return [f"  ... and {total - shown:,} more {what}"] if total > shown else []
 
@@ -74,28 +79,28 @@ def text_lines(d: Any, limit: int) -> list[str]:
             if change == "changed":
                 extra = f": {', '.join(d.retained_fields.get(t, []))}"
             h = sha.get("before" if change == "removed" else "after")
-            out.append(f"{mark} retained {t!r}{extra}" + (f" (payload sha256 {h[:16]})" if h else ""))
+            out.append(f"{mark} retained {q(t)}{extra}" + (f" (payload sha256 {h[:16]})" if h else ""))
         out += _more(min(limit, len(topics)), len(topics), f"retained messages {change}")
     for change, mark in (("added", "+"), ("removed", "-"), ("changed", "~")):
         ids = d.sessions[change]
         for cid in ids[:limit]:
             extra = f": {', '.join(d.session_fields.get(cid, []))}" if change == "changed" else ""
-            out.append(f"{mark} session {cid!r}{extra}")
+            out.append(f"{mark} session {q(cid)}{extra}")
         out += _more(min(limit, len(ids)), len(ids), f"sessions {change}")
     for change, mark in (("added", "+"), ("removed", "-"), ("changed", "~")):
         subs = d.subscriptions[change]
         for s in subs[:limit]:
             extra = f": {', '.join(s['fields'])}" if change == "changed" else ""
-            out.append(f"{mark} subscription {s['client_id']!r} {s['topic']!r} qos {s['qos']}{extra}")
+            out.append(f"{mark} subscription {q(s['client_id'])} {q(s['topic'])} qos {s['qos']}{extra}")
         out += _more(min(limit, len(subs)), len(subs), f"subscriptions {change}")
     queues = list(d.queued.values())
-    for q in queues[:limit]:
-        out.append(f"~ queue {q.client_id!r}: {q.before:,} -> {q.after:,} messages (+{q.added:,} -{q.removed:,} "
-                   f"~{q.changed:,})")
+    for queue in queues[:limit]:
+        out.append(f"~ queue {q(queue.client_id)}: {queue.before:,} -> {queue.after:,} messages (+{queue.added:,} "
+                   f"-{queue.removed:,} ~{queue.changed:,})")
         for change, mark in (("added", "+"), ("removed", "-"), ("changed", "~")):
-            msgs = q.messages[change]
+            msgs = queue.messages[change]
             for m in msgs[:limit]:
-                what = f"{m['topic']!r} payload sha256 {m['payload_sha256'][:16]}" if m["topic"] is not None \
+                what = f"{q(m['topic'])} payload sha256 {m['payload_sha256'][:16]}" if m["topic"] is not None \
                     else f"store {m.get('store_id')} (missing)"
                 extra = f": {', '.join(m['fields'])}" if change == "changed" else ""
                 out.append(f"    {mark} {what} qos {m['qos']} {'out' if m['direction'] == 1 else 'in'}{extra}")

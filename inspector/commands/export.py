@@ -79,6 +79,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per row")
     p.add_argument("--limit", type=int, default=1000, help="rows to print at most (default 1000)")
     p.add_argument("--on-error", choices=("fail", "skip"), default="fail", help="what to do with unreadable files")
+    p.add_argument("--master", metavar="URL", help="Spark master: local[*] (default), local-cluster[N,C,M], "
+                   "spark://HOST:PORT, yarn, ... (on a cluster the files must be readable at the same path on "
+                   "every worker)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="any Spark setting, repeatable (e.g. spark.executor.memory=2g, "
+                        "spark.pyspark.python=/opt/venv/bin/python)")
+    p.add_argument("--no-ship-code", action="store_true",
+                   help="do not add mosqdb's code to the executors' Python path (their Python has mosqdb "
+                        "installed); by default a zip of it is shipped to every master but local[...]")
     p.set_defaults(func=cmd_sql)
 
 
@@ -197,10 +206,18 @@ def cmd_sql(args: argparse.Namespace) -> int:
             raise UsageError(f"{path}: no such file or directory")
     try:
         import exporters.spark as xs
-
-        spark = xs.local_session()
-    except xs.SparkMissing:
+    except ImportError:
         raise UsageError(SPARK_HINT) from None
+    if not xs.HAVE_SPARK:
+        raise UsageError(SPARK_HINT)
+    try:
+        conf = xs.parse_conf(args.conf)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        spark = xs.session(args.master, conf=conf, ship_code=False if args.no_ship_code else None)
+    except Exception as exc:  # a bad master URL or setting: Spark's first line
+        raise UsageError(f"cannot start Spark: {xs.error_line(exc)}") from None
     try:
         xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail")
         try:

@@ -173,3 +173,16 @@ def test_text_that_is_not_utf8_reaches_spark_with_its_bytes(spark, tmp_path: Pat
     assert rows[2]["topic"] == "t/\ufffd\ufffdok"
     assert [(i["field"], bytes(i["bytes"])) for i in rows[2]["invalid_utf8"]] == [
         ("topic", b"t/\xff\xfeok"), ("properties[0].key", b"k\xc3"), ("properties[1].value", b"t/\xff\xfeok")]
+
+
+def test_a_user_schema_is_a_projection(spark) -> None:  # type: ignore[no-untyped-def]
+    """PySpark's Python data source API tells a source no required columns: a schema given by the user says them."""
+    full = load(spark, "msg_store", REAL).select("file", "chunk_index", "qos", "retain", "expiry_ts")
+    narrow = spark.read.format("mosquitto").option("kind", "msg_store") \
+        .schema("file string, chunk_index bigint, qos smallint, retain smallint, expiry_ts timestamp").load(str(REAL))
+    assert narrow.columns == ["file", "chunk_index", "qos", "retain", "expiry_ts"]
+    assert sorted(tuple(r) for r in narrow.collect()) == sorted(tuple(r) for r in full.collect())
+    assert narrow.groupBy("qos", "retain").count().collect() != []
+    bad = spark.read.format("mosquitto").option("kind", "msg_store").schema("qos smallint, colour string").load(str(REAL))
+    with pytest.raises(Exception, match="the schema names 'colour', which msg_store has not"):
+        bad.collect()

@@ -158,3 +158,34 @@ def test_child_process_and_sqlite_store(tmp_path: Path) -> None:
     r = run("diff", store, out, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["same"] is True
+
+
+def test_names_are_shown_escaped(tmp_path: Path) -> None:
+    """Text from a file is escaped on the terminal (bytes that are not UTF-8 as \\xff), kept exact in JSON."""
+    from support.dbfiles import not_utf8_db
+
+    bad = not_utf8_db(tmp_path / "bad.db")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    r = run_in_process("diff", empty, bad)
+    assert r.returncode == 1
+    assert any(line.startswith("+ retained 't/\\xff\\xfeok' (payload sha256 ") for line in r.stdout.splitlines())
+    rc, d = diff_json(empty, bad)
+    assert rc == 1 and d["retained"]["added"] == [b"t/\xff\xfeok".decode("utf-8", "surrogateescape")]
+
+
+@pytest.mark.parametrize("path", [p for p in REAL_FILES if manifest(p)["db_version"] <= 4], ids=lambda p: p.name)
+def test_an_upgrade_changes_only_session_times(path: Path, tmp_path: Path) -> None:
+    """convert v3/v4 -> v6 keeps every message, subscription and queue; sessions get an expiry interval and lose
+    the v3/v4 disconnect time. Fields a version lacks and empty ones are one value (no username, no properties)."""
+    out = tmp_path / "v6.db"
+    assert run_in_process("convert", path, "--to-version", "6", "-o", out, "-q").returncode == 0
+    rc, d = diff_json(path, out)
+    assert rc == 1
+    assert d["retained"] == {**NOTHING, "fields": {}, "payload_sha256": {}}
+    assert d["subscriptions"] == NOTHING and d["queued"] == {}
+    assert d["stored"] == {"added": 0, "removed": 0, "changed": 0}
+    assert not d["sessions"]["added"] and not d["sessions"]["removed"]
+    assert d["sessions"]["changed"] == sorted(manifest(path)["clients_observed"])
+    assert {f for fields in d["sessions"]["fields"].values() for f in fields} <= {
+        "session_expiry_interval", "session_expiry_time", "disconnect_t"}

@@ -1,0 +1,172 @@
+"""Spark benchmark on the big db (make it with ../shared/tools/make-big-db.sh /tmp/big.db).
+
+    python bench/bench_spark.py [BIG_DB] [--runs N]      (or MOSQDB_BIG_DB=...; default /tmp/big.db)
+
+Prints, in one run, min-median-max of N runs (default 5, after one warm-up run each) of
+``count()`` and ``groupBy(qos, retain).count()`` over the big file's msg_store:
+
+1. local[*]: Spark's own Parquet reader over mosqdb's ``msg_store.parquet`` (what a Spark user
+   would pick instead: export once, read with Spark), and the ``mosquitto`` data source with
+   every column, with ``columns="qos,retain"`` and with a user schema, and a Python source that
+   yields the two columns from memory (the floor of any Python source); the ratio of each to
+   the Parquet reader (goal for the groupBy: >= 0.5x);
+2. a standalone cluster on this machine (master + 2 workers of 1 core, started from the
+   installed PySpark, as the tests start it): the data source with 1 worker
+   (``spark.cores.max=1``) and with 2, rows/s and the speed-up.
+DataFrames are built once and each query is timed as an action (planning included).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+
+from codec import DbFile  # noqa: E402
+from exporters.files import export_parquet  # noqa: E402
+
+GROUPS = ("qos", "retain")
+
+
+def timed(action: Callable[[], object], runs: int) -> list[float]:
+    action()  # warm-up: JIT, Python workers, the planner's cached index
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        action()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def mmm(xs: list[float]) -> str:
+    return f"{min(xs):.2f}-{statistics.median(xs):.2f}-{max(xs):.2f} s"
+
+
+def rate(rows: int, xs: list[float]) -> str:
+    return f"{rows / max(xs) / 1e6:.2f}-{rows / statistics.median(xs) / 1e6:.2f}-{rows / min(xs) / 1e6:.2f} M rows/s"
+
+
+def ratio(ref: list[float], xs: list[float]) -> str:
+    """This one's speed over the reference's, from the medians (and from the best runs)."""
+    return f"{statistics.median(ref) / statistics.median(xs):.2f}x (best runs {min(ref) / min(xs):.2f}x)"
+
+
+def floor_source(rows: int):  # type: ignore[no-untyped-def]
+    """A Python data source that yields ``rows`` of (qos, retain) int16 from memory: what any Python
+    source costs Spark for those columns (the floor under the ``mosquitto`` source's projection)."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+    class Reader(DataSourceReader):
+        def partitions(self):  # type: ignore[no-untyped-def]
+            return [InputPartition(0), InputPartition(1)]
+
+        def read(self, partition):  # type: ignore[no-untyped-def]
+            n = rows // 2 + (rows % 2 if partition.value else 0)
+            cols = [pa.array(np.zeros(n, np.int16)), pa.array(np.zeros(n, np.int16))]
+            yield pa.RecordBatch.from_arrays(cols, names=list(GROUPS))
+
+    class Floor(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "bench-floor"
+
+        def schema(self) -> str:
+            return "qos smallint, retain smallint"
+
+        def reader(self, schema):  # type: ignore[no-untyped-def]
+            return Reader()
+
+    return Floor
+
+
+def local_part(path: str, parquet: str, rows: int, runs: int) -> None:
+    import exporters.spark as xs
+
+    spark = xs.session("local[*]", app="bench-spark-local")
+    spark.dataSource.register(floor_source(rows))
+    print(f"local[*] ({spark.sparkContext.defaultParallelism} cores)")
+    frames = {
+        "Parquet reader": spark.read.parquet(parquet),
+        "data source, every column": spark.read.format("mosquitto").option("kind", "msg_store").load(path),
+        "data source, columns=qos,retain": spark.read.format("mosquitto").option("kind", "msg_store")
+        .option("columns", "qos,retain").load(path),
+        "data source, schema qos, retain": spark.read.format("mosquitto").option("kind", "msg_store")
+        .schema("qos smallint, retain smallint").load(path),
+        "in-memory Python source (qos, retain)": spark.read.format("bench-floor").load(),
+    }
+    got: dict[str, dict[str, list[float]]] = {}
+    for name, df in frames.items():
+        got[name] = {"count": timed(lambda df=df: df.count(), runs),
+                     "groupBy": timed(lambda df=df: df.groupBy(*GROUPS).count().collect(), runs)}
+        n = df.count()
+        assert n == rows, (name, n, rows)
+    ref = got["Parquet reader"]
+    for name, t in got.items():
+        line = f"  {name:38s} count {mmm(t['count'])} ({rate(rows, t['count'])}); groupBy {mmm(t['groupBy'])} " \
+               f"({rate(rows, t['groupBy'])})"
+        if name != "Parquet reader":
+            line += f"; vs Parquet: count {ratio(ref['count'], t['count'])}, groupBy {ratio(ref['groupBy'], t['groupBy'])}"
+        print(line)
+    spark.stop()
+
+
+def cluster_part(path: str, rows: int, runs: int) -> None:
+    import exporters.spark as xs
+
+    from support.spark_cluster import StandaloneCluster, wait_for_executors
+
+    with tempfile.TemporaryDirectory(prefix="bench-spark-") as tmp, StandaloneCluster(Path(tmp), workers=2) as cluster:
+        print(f"standalone cluster {cluster.url}: 2 workers of 1 core")
+        got = {}
+        for workers in (1, 2):
+            conf = {**cluster.driver_conf(), "spark.cores.max": str(workers)}
+            spark = xs.session(cluster.url, app=f"bench-spark-{workers}", conf=conf)
+            wait_for_executors(spark, workers)
+            full = spark.read.format("mosquitto").option("kind", "msg_store").option("minPartitions", "2").load(path)
+            proj = spark.read.format("mosquitto").option("kind", "msg_store").option("minPartitions", "2") \
+                .option("columns", "qos,retain").load(path)
+            got[workers] = {"count, every column": timed(lambda df=full: df.count(), runs),
+                            "groupBy, every column": timed(lambda df=full: df.groupBy(*GROUPS).count().collect(), runs),
+                            "groupBy, columns=qos,retain": timed(
+                                lambda df=proj: df.groupBy(*GROUPS).count().collect(), runs)}
+            spark.stop()
+        for what in got[1]:
+            one, two = got[1][what], got[2][what]
+            print(f"  {what:28s} 1 worker {mmm(one)} ({rate(rows, one)}); 2 workers {mmm(two)} ({rate(rows, two)}); "
+                  f"speed-up {statistics.median(one) / statistics.median(two):.2f}x")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/tmp/big.db"))
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--skip-cluster", action="store_true")
+    args = ap.parse_args()
+    if not os.path.exists(args.path):
+        print(f"{args.path}: missing; make it with: bash ../shared/tools/make-big-db.sh {args.path}", file=sys.stderr)
+        return 2
+    with DbFile(args.path) as db:
+        rows = db.index.counts().get(2, 0)
+    print(f"bench_spark on {args.path}: {rows:,} stored messages (load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores); min-median-max of {args.runs} runs")
+    with tempfile.TemporaryDirectory(prefix="bench-spark-pq-") as tmp:
+        parquet = os.path.join(tmp, "msg_store.parquet")
+        export_parquet([args.path], parquet, kinds=["msg_store"], single_file=True)
+        local_part(args.path, parquet, rows, args.runs)
+    if not args.skip_cluster:
+        cluster_part(args.path, rows, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,146 @@
+"""DataFrames over db files: a kind with references followed, the ``messages`` view, SQL temp views."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from codec import DbFile
+from codec.errors import CodecError
+from codec.values import signed64
+from codec.views.query import valid_filter
+from exporters.files import db_files
+from exporters.schema import KINDS
+from exporters.spark.session import register
+from exporters.spark.source import NAME
+
+
+def _reader(spark: Any, kind: str, options: dict[str, Any]) -> Any:
+    r = spark.read.format(NAME).option("kind", kind)
+    for k, v in options.items():
+        if v is not None:
+            r = r.option(k, str(v))
+    return r
+
+
+def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, topic: str | None = None,
+                 client: str | None = None, store_ids: tuple[int, int] | None = None, on_error: str = "fail",
+                 **options: Any) -> Any:
+    """A DataFrame of one kind (or the ``messages`` view) of a file, a directory or a list of them.
+
+    ``topic`` selects stored messages by MQTT filter and, by (file, store_id), the client
+    messages and retains that reference them; ``client`` selects a client's rows (for
+    ``messages``: those with a delivery waiting for it); ``store_ids`` is an inclusive range
+    of unsigned store ids (kinds with a store_id).
+    """
+    register(spark)
+    if topic is not None and not valid_filter(topic):
+        raise ValueError(f"not a valid MQTT topic filter: {topic!r}")
+    if store_ids is not None and kind not in ("msg_store", "client_msg", "retain", "messages"):
+        raise ValueError(f"{kind} has no store_id to select by")
+    paths = ",".join(path) if isinstance(path, list) else path
+    opts = {"onError": on_error, **options}
+
+    def load(k: str, **extra: Any) -> Any:
+        return _reader(spark, k, {**opts, **extra}).load(paths)
+
+    if kind == "messages":
+        df = messages_dataframe(load("msg_store", topic=topic), load("client_msg"), load("retain"))
+        if client is not None:
+            from pyspark.sql import functions as F
+
+            df = df.where(F.array_contains("clients", client))
+    elif kind in ("client_msg", "retain") and topic is not None:
+        stores = load("msg_store", topic=topic).select("file", "store_id")
+        df = load(kind, client=client if kind == "client_msg" else None)
+        df = df.join(stores, ["file", "store_id"], "left_semi")
+    else:
+        df = load(kind, topic=topic if kind in ("msg_store", "sub") else None,
+                  client=client if kind in ("client", "client_msg", "sub") else None)
+    return df if store_ids is None else df.where(store_id_condition(*store_ids))
+
+
+def store_id_condition(lo: int, hi: int) -> Any:
+    """``lo <= store_id <= hi`` for unsigned ids held as signed int64 (ids >= 2**63 are negative)."""
+    from pyspark.sql import functions as F
+
+    col = F.col("store_id")
+    if hi < lo:
+        return F.lit(False)
+    if hi < 1 << 63 or lo >= 1 << 63:  # one side of 2**63: an ordinary range
+        return col.between(signed64(lo), signed64(hi))
+    return (col >= lo) | (col <= signed64(hi))  # the range crosses 2**63
+
+
+def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:
+    """One row per stored message with ``retained``, ``queued`` and ``clients`` (the joined view)."""
+    from pyspark.sql import functions as F
+
+    deliveries = client_msg.groupBy("file", "store_id").agg(
+        F.count(F.lit(1)).alias("queued"), F.collect_list("client_id").alias("clients"))
+    retained = retain.select("file", "store_id").distinct().withColumn("retained", F.lit(True))
+    df = msg_store.join(retained, ["file", "store_id"], "left").join(deliveries, ["file", "store_id"], "left")
+    cols = [c for c in msg_store.columns]
+    return df.select(
+        *cols,
+        F.coalesce("retained", F.lit(False)).alias("retained"),
+        F.coalesce("queued", F.lit(0)).cast("bigint").alias("queued"),
+        F.coalesce("clients", F.array().cast("array<string>")).alias("clients"),
+    )
+
+
+def register_views(spark: Any, paths: list[str], *, on_error: str = "fail") -> list[str]:
+    """Temp views cfg, msg_store, client_msg, retain, sub, client and messages over the inputs.
+
+    Unreadable files fail with a line naming them, or (``skip``) are left out; returns the
+    skip lines (also kept for :func:`report_skipped`).
+    """
+    register(spark)
+    files = [f for p in paths for f in db_files(p)]
+    if not files:
+        raise CodecError("no *.db files found", path=",".join(paths))
+    good, skipped = [], []
+    for f in files:  # open each once here so a bad file is named before Spark starts working
+        try:
+            with DbFile(f) as db:
+                if not db.empty and db.index.error is not None:
+                    raise db.index.error.located(path=f)
+            good.append(f)
+        except CodecError as exc:
+            exc.located(path=f)
+            if on_error != "skip":
+                raise
+            skipped.append(f"skipped {f}: {exc}")
+    _SKIPPED.setdefault(id(spark), []).extend(skipped)
+    if not good:
+        raise CodecError("no readable *.db files", path=",".join(paths))
+    joined = ",".join(good)
+    frames = {k: _reader(spark, k, {}).load(joined) for k in KINDS}
+    for k, df in frames.items():
+        df.createOrReplaceTempView(k)
+    messages_dataframe(frames["msg_store"], frames["client_msg"], frames["retain"]).createOrReplaceTempView("messages")
+    return skipped
+
+
+_SKIPPED: dict[int, list[str]] = {}
+
+
+def report_skipped(spark: Any) -> None:
+    for line in _SKIPPED.pop(id(spark), []):
+        print(f"mosqdb: {line}", file=sys.stderr)
+
+
+def error_line(exc: BaseException) -> str:
+    """The useful line of a Spark/Python worker error (the codec's one-line message if there is one)."""
+    text = str(exc)
+    for marker in ("CodecError", "TruncatedError", "FieldError", "NotADatabaseError", "PropertyError"):
+        at = text.find(marker + ": ")
+        if at >= 0:
+            return text[at + len(marker) + 2:].splitlines()[0]
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    missing = [ln.strip() for ln in lines if ln.strip().startswith("ModuleNotFoundError: No module named '")]
+    if missing and any(f"'{p}" in missing[-1] for p in ("codec", "exporters")):
+        return (f"the executors' Python cannot import mosqdb ({missing[-1]}): let mosqdb ship its code (leave out "
+                "--no-ship-code), give it with --conf spark.submit.pyFiles=ZIP, or name a Python that has mosqdb "
+                "with --conf spark.pyspark.python=PATH")
+    return lines[0] if lines else type(exc).__name__

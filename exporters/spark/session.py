@@ -1,0 +1,170 @@
+"""SparkSessions for mosqdb: local and offline by default, or on a cluster (``master``), with the code shipped.
+
+    spark = xs.session()                                   # local[*], UI off, loopback only, UTC
+    spark = xs.session("spark://head:7077", conf={"spark.executor.memory": "2g"})
+
+On a cluster the executors' Python must import ``codec`` and ``exporters``. Either every worker
+has mosqdb installed (``pip install mosqdb[spark]`` into the Python that ``spark.pyspark.python``
+names), or the driver ships them: :func:`session` zips the two packages it runs from
+(:func:`code_archive`, pure Python; the optional C framing walk stays behind, executors fall
+back to the Python walk) and adds the zip with ``addPyFile``, so it is first on the executors'
+path. The workers still need Python 3.10+ with numpy and pyarrow. The same zip works with
+``spark-submit --py-files`` or ``--conf spark.submit.pyFiles=...``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import sys
+import tempfile
+import zipfile
+from collections.abc import Mapping
+from typing import Any
+
+from exporters.spark.base import need_spark
+
+# root and org.apache.spark at the same level (then Spark's shell check prints no banner); the chatty
+# packages at ERROR
+_LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.spark.name = org.apache.spark
+logger.spark.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.sparkproject.name = org.sparkproject
+logger.sparkproject.level = error
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+"""
+
+_USER_PYTHON = os.environ.get("PYSPARK_PYTHON")  # as the user set it, before any session of ours
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+PACKAGES = ("codec", "exporters")  # what executors import (inspector and mosqdb stay on the driver)
+
+
+def register(spark: Any) -> None:
+    """Register the ``mosquitto`` and ``mosquitto-changes`` data sources with a SparkSession."""
+    need_spark()
+    from exporters.spark.changes import MosquittoChangesDataSource
+    from exporters.spark.source import MosquittoDataSource
+
+    spark.dataSource.register(MosquittoDataSource)
+    spark.dataSource.register(MosquittoChangesDataSource)
+
+
+def is_local(master: str) -> bool:
+    """Whether every executor runs on this machine: local[...], local-cluster[...], or a loopback master URL."""
+    if master == "local" or master.startswith(("local[", "local-cluster[")):
+        return True
+    m = re.match(r"^[a-z]+://\[?([^\]/:]+)\]?(?::\d+)?", master)
+    return bool(m) and m.group(1) in LOOPBACK  # type: ignore[union-attr]
+
+
+def code_archive(directory: str | None = None) -> str:
+    """A zip of the ``codec`` and ``exporters`` packages this process imports (``.py`` files only), for
+    executors whose Python lacks mosqdb. Named by its content, so it is built once per version of the code."""
+    import codec
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(codec.__file__)))
+    files: list[tuple[str, str]] = []
+    for package in PACKAGES:
+        for base, dirs, names in os.walk(os.path.join(root, package)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(names):
+                if name.endswith(".py"):
+                    full = os.path.join(base, name)
+                    files.append((full, os.path.relpath(full, root)))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for full, arc in files:
+            info = zipfile.ZipInfo(arc, date_time=(1980, 1, 1, 0, 0, 0))  # same code, same bytes
+            info.compress_type = zipfile.ZIP_DEFLATED
+            with open(full, "rb") as fh:
+                z.writestr(info, fh.read())
+    data = buf.getvalue()
+    out_dir = directory or tempfile.gettempdir()
+    path = os.path.join(out_dir, f"mosqdb-code-{hashlib.sha256(data).hexdigest()[:16]}.zip")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    return path
+
+
+def _log4j_file() -> str:
+    tag = hashlib.sha256(_LOG4J.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"mosqdb-spark-log4j2-{tag}.properties")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as fh:
+            fh.write(_LOG4J)
+        os.replace(tmp, path)
+    return path
+
+
+def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str, str] | None = None,
+            ship_code: bool | None = None) -> Any:
+    """A quiet SparkSession (UI off, UTC) with the data sources registered.
+
+    ``master``: ``local[*]`` (default), ``local-cluster[N,C,M]``, ``spark://HOST:PORT``, ``yarn``, ...
+    A master on this machine keeps the driver on loopback (offline, nothing listens outside);
+    otherwise Spark picks the driver's address (set ``spark.driver.host`` if the executors must use
+    another). ``conf``: any Spark settings, applied last (they win). ``ship_code``: add the
+    :func:`code_archive` to the executors' Python path (default: for every master but ``local``).
+    """
+    need_spark()
+    from pyspark.sql import SparkSession
+
+    master = master or "local[*]"
+    conf = dict(conf or {})
+    here = is_local(master)
+    # the Python of the workers: PySpark reads it from the environment when the context starts (a
+    # ``spark.pyspark.python`` setting reaches it only through spark-submit), so put it there
+    os.environ["PYSPARK_PYTHON"] = conf.get("spark.pyspark.python") or _USER_PYTHON or sys.executable
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    builder = (
+        SparkSession.builder.master(master).appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.extraJavaOptions", java_opts)
+    )
+    if here:
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+                   .config("spark.executor.extraJavaOptions", java_opts))  # the file exists on this machine only
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    if ship_code if ship_code is not None else not (master == "local" or master.startswith("local[")):
+        spark.sparkContext.addPyFile(code_archive())  # executors import this code, not what their Python has
+    register(spark)
+    return spark
+
+
+def local_session(master: str = "local[*]", app: str = "mosqdb", **conf: str) -> Any:
+    """:func:`session` with Spark settings as keywords (the older spelling)."""
+    return session(master, app=app, conf=conf)
+
+
+def parse_conf(items: list[str]) -> dict[str, str]:
+    """``K=V`` strings (``--conf``) as a dict; ValueError names the first one without ``=`` or key."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--conf {item!r}: use KEY=VALUE (any Spark setting, e.g. spark.executor.memory=2g)")
+        out[key.strip()] = value
+    return out

@@ -1,0 +1,387 @@
+"""The ``mosquitto`` PySpark data source: one chunk kind of db files as a DataFrame.
+
+    import exporters.spark as xs
+    xs.register(spark)
+    df = spark.read.format("mosquitto").option("kind", "msg_store").load("/var/lib/mosquitto")
+
+PATH is a db file or a directory (every ``*.db`` in it). The driver builds each file's chunk
+index once and cuts it into partitions of at most ``partitionRows`` rows of the kind; a
+partition is (path, byte range, first chunk index), so an executor walks only its own range
+and never re-scans the file from the start. ``read()`` yields Arrow batches decoded column-
+wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows`` (500000),
+``minPartitions`` (default: the planning machine's CPUs; the part count is rounded up to a
+multiple of it, parts shrinking down to 50,000 rows, so the cores share the work evenly),
+``batchSize`` (rows per Arrow batch; default: about 16 MB a batch, from the mean chunk size
+when strings or payloads are read, up to a million rows for a projection of numbers), ``topic`` (MQTT filter, msg_store/sub), ``client`` (client id,
+client/client_msg/sub), ``columns`` (comma separated: a projection by hand - PySpark's Python
+data source API (4.0-4.3) tells a source neither the columns a query reads nor offers to prune
+them, so every column is built and shipped unless the reader is told; a user schema,
+``.schema("qos smallint, retain smallint")``, is a projection too), ``onError`` (``fail``: an unreadable file stops the query with a
+line naming it; ``skip``: it is left out and reported on stderr), ``endian``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from codec import DbFile
+from codec.errors import CodecError
+from codec.layouts import ChunkType, header_size
+from codec.views.query import valid_filter
+from exporters.arrow import Span, iter_batches
+from exporters.files import db_files
+from exporters.schema import KINDS, SCHEMAS, spark_ddl
+from exporters.select import topic_mask
+from exporters.spark.base import DataSource, DataSourceReader, InputPartition
+
+NAME = "mosquitto"
+DEFAULT_PARTITION_ROWS = 1_000_000
+MIN_AUTO_ROWS = 50_000  # never split finer than this just to feed more cores
+DEFAULT_BATCH = 65_536  # rows per Arrow batch when every column is read (see batch_rows)
+BATCH_BYTES = 16 << 20  # what one Arrow batch should weigh on its way to the JVM
+MAX_BATCH_ROWS = 1 << 20
+
+# ---------------------------------------------------------------- planning (driver side)
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """Where a partition's chunks of its kind are, from the driver's index of the file, so the
+    executor does not walk the range again. Sent with every task, so kept small: the stored
+    lengths (4 bytes a chunk), and chunk numbers, offsets and sizes only where they do not
+    follow from them (a run of chunks of one kind, back to back, sized by their lengths)."""
+
+    count: int
+    lengths: np.ndarray  # uint32
+    rel: np.ndarray | None  # uint32 chunk numbers - first_index (None: 0, 1, 2, ...)
+    offsets: np.ndarray | None  # offsets - start (None: back to back from 0)
+    sizes: np.ndarray | None  # uint32 (None: header + stored length)
+
+    @classmethod
+    def of(cls, pos: np.ndarray, offsets: np.ndarray, ends: np.ndarray, lengths: np.ndarray, start: int,
+           first_index: int, hsize: int) -> Chunks:
+        rel = pos - first_index
+        sizes = ends - offsets
+        back_to_back = bool(np.all(offsets[1:] == ends[:-1])) and (not len(offsets) or offsets[0] == start)
+        return cls(len(pos), lengths.astype(np.uint32),
+                   None if np.array_equal(rel, np.arange(len(rel))) else rel.astype(np.uint32),
+                   None if back_to_back else (offsets - start).astype(np.int64),
+                   None if np.array_equal(sizes, lengths.astype(np.int64) + hsize) else sizes.astype(np.uint32))
+
+    def span(self, start: int, first_index: int, hsize: int) -> Span:
+        lengths = self.lengths.astype(np.int64)
+        sizes = lengths + hsize if self.sizes is None else self.sizes.astype(np.int64)
+        if self.offsets is None:
+            offsets = np.empty(self.count, np.int64)
+            if self.count:
+                offsets[0] = start
+                np.cumsum(sizes[:-1], out=offsets[1:])
+                offsets[1:] += start
+        else:
+            offsets = self.offsets + start
+        rel = np.arange(self.count, dtype=np.int64) if self.rel is None else self.rel.astype(np.int64)
+        return Span(first_index, rel, offsets, offsets + sizes, lengths, None)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A partition's work: one file, a byte range at chunk boundaries, its first chunk index."""
+
+    path: str
+    start: int
+    stop: int
+    first_index: int
+    chunks: Chunks | None = field(default=None, compare=False, repr=False)
+    fingerprint: tuple[int, int, int] | None = None  # size, mtime_ns, inode of the file planned
+
+    def span(self, st: os.stat_result, version: int) -> Span | None:
+        """The chunks as ``iter_batches`` takes them, if the file is still the one planned."""
+        c = self.chunks
+        if c is None or self.fingerprint != (st.st_size, st.st_mtime_ns, st.st_ino):
+            return None
+        return c.span(self.start, self.first_index, header_size(version))
+
+
+class MosquittoPartition(InputPartition):  # type: ignore[misc]
+    def __init__(self, part: Part) -> None:
+        super().__init__(part)
+        self.part = part
+
+
+@dataclass(frozen=True)
+class Table:
+    """Every chunk of a file: offsets, types, stored lengths (16 bytes a chunk), end, and the file's stat."""
+
+    offsets: np.ndarray
+    types: np.ndarray
+    lengths: np.ndarray
+    end: int
+    fingerprint: tuple[int, int, int]
+    hsize: int
+
+    def chunks(self, pos: np.ndarray, start: int, first_index: int) -> Chunks:
+        ends = np.append(self.offsets[1:], np.int64(self.end))[pos]
+        return Chunks.of(pos, self.offsets[pos], ends, self.lengths[pos], start, first_index, self.hsize)
+
+
+# The planner's Python worker is reused across queries: keep the last files' chunk tables,
+# keyed by a fingerprint that changes with the file.
+_TABLES: OrderedDict[tuple[Any, ...], Table] = OrderedDict()
+_TABLES_MAX = 4
+
+
+def _chunk_table(path: str, endian: str) -> Table:
+    """Every chunk of a file (from the codec index; cached per file version)."""
+    st = os.stat(path)
+    key = (path, endian, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    hit = _TABLES.get(key)
+    if hit is not None:
+        _TABLES.move_to_end(key)
+        return hit
+    fp = (st.st_size, st.st_mtime_ns, st.st_ino)
+    with DbFile(path, endian=endian) as db:
+        if db.empty:
+            table = Table(np.zeros(0, "i8"), np.zeros(0, "u4"), np.zeros(0, "u4"), 0, fp, 0)
+        else:
+            idx = db.index
+            if idx.error is not None:
+                raise idx.error.located(path=path)
+            offsets, types, _ = idx.arrays()
+            table = Table(offsets.copy(), types.astype(np.uint32), idx.lengths_array().astype(np.uint32),
+                          int(idx.end), fp, header_size(db.version or 6))
+    _TABLES[key] = table
+    while len(_TABLES) > _TABLES_MAX:
+        _TABLES.popitem(last=False)
+    return table
+
+
+def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION_ROWS,
+         min_partitions: int = 1, min_rows: int = MIN_AUTO_ROWS, on_error: str = "fail",
+         endian: str = "little") -> tuple[list[Part], list[str]]:
+    """Partitions for every readable file, and one line per skipped file (``on_error="skip"``).
+
+    Each file is cut into equal parts of at most ``partition_rows`` rows, and the number of
+    parts is rounded up to a multiple of ``min_partitions`` (the cores), parts shrinking to
+    no fewer than ``min_rows`` rows, so every core gets an equal share instead of one core
+    reading the odd last part alone.
+    """
+    parts: list[Part] = []
+    skipped: list[str] = []
+    ctype = int(ChunkType[kind.upper()])
+    found: list[tuple[str, Table, np.ndarray]] = []
+    for path in paths:
+        try:
+            table = _chunk_table(path, endian)
+            found.append((path, table, np.flatnonzero(table.types == ctype)))
+        except CodecError as exc:
+            exc.located(path=path)
+            if on_error != "skip":
+                raise
+            skipped.append(f"skipped {path}: {exc}")
+        except OSError as exc:
+            if on_error != "skip":
+                raise CodecError(f"cannot read: {exc.strerror}", path=path) from None
+            skipped.append(f"skipped {path}: cannot read: {exc.strerror}")
+    total = sum(len(pos) for _p, _t, pos in found)
+    target = partition_rows
+    if min_partitions > 1 and total:
+        wanted = -(-total // partition_rows)
+        wanted = -(-wanted // min_partitions) * min_partitions  # whole waves: no core idles on the last one
+        target = min(partition_rows, max(-(-total // wanted), min_rows))
+    for path, table, pos in found:
+        if not len(pos):
+            continue
+        k = -(-len(pos) // target)
+        step = -(-len(pos) // k)
+        for a in range(0, len(pos), step):
+            b = a + step
+            start = int(table.offsets[pos[a]])
+            stop = int(table.offsets[pos[b]]) if b < len(pos) else table.end
+            first = int(pos[a])
+            parts.append(Part(path, start, stop, first, table.chunks(pos[a:b], start, first), table.fingerprint))
+    return parts, skipped
+
+
+def batch_rows(kind: str, columns: list[str] | None, span: Span | None, target: int = BATCH_BYTES) -> int:
+    """Rows per Arrow batch so that a batch weighs about ``target`` bytes: whole chunks' worth when
+    variable-size columns are read, a few bytes a row for a projection of numbers (fewer, bigger
+    batches: less per-batch work on both sides of the Python-JVM pipe)."""
+    schema = SCHEMAS[kind]
+    names = schema.names if columns is None else columns
+    variable = [n for n in names if not pa.types.is_primitive(schema.field(n).type)
+                and not pa.types.is_timestamp(schema.field(n).type)]
+    if variable and span is not None and len(span.offsets):
+        per_row = float(np.mean(span.ends - span.offsets)) + 16 * len(names)
+    elif variable:
+        return DEFAULT_BATCH
+    else:
+        per_row = sum(max(schema.field(n).type.bit_width // 8, 1) for n in names) or 1
+    return int(min(max(target // per_row, 4096), MAX_BATCH_ROWS))
+
+
+def read_part(part: Part, kind: str, *, batch_size: int | None = None, topic: str | None = None,
+              client: str | None = None, endian: str = "little", on_error: str = "fail",
+              columns: list[str] | None = None) -> Any:
+    """Arrow batches of one partition (runs on an executor).
+
+    A chunk that fails to decode (damage the header walk cannot see, e.g. a bad property
+    tail) raises the codec's one-line error naming file, offset and chunk; with
+    ``on_error="skip"`` the rest of the partition is dropped and the line goes to stderr.
+    ``batch_size``: rows per batch (default: :func:`batch_rows`).
+    """
+    need = None
+    if columns is not None:  # decode what the filters need too, then project
+        need = list(dict.fromkeys(columns + (["topic"] if topic else []) + (["client_id"] if client else [])))
+    try:
+        with DbFile(part.path, endian=endian) as db:
+            span = part.span(os.fstat(db.fd), db.version or 6)
+            rows = batch_size or batch_rows(kind, need, span)
+            for batch in iter_batches(db, kind, batch_size=rows, start=part.start, stop=part.stop,
+                                      first_index=part.first_index, columns=need, span=span):
+                if topic is not None:
+                    batch = batch.filter(topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
+                if client is not None:
+                    batch = batch.filter(pc.equal(batch.column("client_id"), pa.scalar(client, pa.string())))
+                if columns is not None and need != columns:
+                    batch = batch.select(columns)
+                if batch.num_rows:
+                    yield batch
+    except CodecError as exc:
+        exc.located(path=part.path)
+        if on_error != "skip":
+            raise
+        print(f"mosquitto data source: skipped the rest of {part.path} from offset {part.start}: {exc}",
+              file=sys.stderr)
+
+
+def _options(options: dict[str, str]) -> dict[str, Any]:
+    kind = options.get("kind", "msg_store")
+    if kind not in KINDS:
+        raise ValueError(f"mosquitto: option kind={kind!r}: use one of {', '.join(KINDS)} "
+                         "(the messages view: exporters.spark.to_dataframe(spark, path, kind='messages'))")
+    on_error = options.get("onError", options.get("onerror", "fail"))
+    if on_error not in ("fail", "skip"):
+        raise ValueError(f"mosquitto: option onError={on_error!r}: use fail or skip")
+    topic = options.get("topic")
+    if topic is not None and (kind not in ("msg_store", "sub") or not valid_filter(topic)):
+        raise ValueError(f"mosquitto: option topic={topic!r} needs a valid MQTT filter and kind msg_store or sub "
+                         "(for references use to_dataframe(..., topic=...))")
+    client = options.get("client")
+    if client is not None and kind not in ("client", "client_msg", "sub"):
+        raise ValueError("mosquitto: option client needs kind client, client_msg or sub")
+    columns = None
+    if options.get("columns"):
+        columns = [c.strip() for c in options["columns"].split(",") if c.strip()]
+        unknown = [c for c in columns if c not in SCHEMAS[kind].names]
+        if unknown:
+            raise ValueError(f"mosquitto: option columns: {kind} has no column {unknown[0]!r}")
+    return {
+        "columns": columns,
+        "kind": kind,
+        "on_error": on_error,
+        "topic": topic,
+        "client": client,
+        "partition_rows": max(1, int(options.get("partitionRows", options.get("partitionrows",
+                                                                            DEFAULT_PARTITION_ROWS)))),
+        "batch_size": (max(1, int(options.get("batchSize", options.get("batchsize"))))
+                       if options.get("batchSize", options.get("batchsize")) else None),
+        "min_partitions": max(1, int(options.get("minPartitions", options.get("minpartitions",
+                                                                            os.cpu_count() or 1)))),
+        "endian": options.get("endian", "little"),
+    }
+
+
+# ---------------------------------------------------------------- the data source
+
+
+class MosquittoDataSource(DataSource):  # type: ignore[misc]
+    """``spark.read.format("mosquitto")``: one chunk kind of db files as a DataFrame."""
+
+    @classmethod
+    def name(cls) -> str:
+        return NAME
+
+    def schema(self) -> str:
+        o = _options(self.options)
+        schema = SCHEMAS[o["kind"]]
+        if o["columns"]:
+            schema = pa.schema([schema.field(c) for c in o["columns"]])
+        return spark_ddl(schema)
+
+    def reader(self, schema: Any) -> MosquittoReader:
+        return MosquittoReader(self.options, schema)
+
+
+class MosquittoReader(DataSourceReader):  # type: ignore[misc]
+    def __init__(self, options: dict[str, str], schema: Any = None) -> None:
+        self.opts = _options(options)
+        self.spark_schema = schema
+        names = list(getattr(schema, "names", None) or [])
+        full = self.opts["columns"] or SCHEMAS[self.opts["kind"]].names
+        if names and names != list(full):  # .schema("qos smallint, retain smallint"): a projection by schema
+            unknown = [n for n in names if n not in SCHEMAS[self.opts["kind"]].names]
+            if unknown:
+                raise ValueError(f"mosquitto: the schema names {unknown[0]!r}, which {self.opts['kind']} has not "
+                                 f"(its columns: {', '.join(SCHEMAS[self.opts['kind']].names)})")
+            self.opts["columns"] = names
+        path = options.get("path")
+        if not path:
+            raise ValueError("mosquitto: load(PATH) needs a db file or a directory of *.db files")
+        self.paths = [p for item in path.split(",") for p in db_files(item)]
+
+    def partitions(self) -> list[MosquittoPartition]:
+        o = self.opts
+        parts, skipped = plan(self.paths, o["kind"], partition_rows=o["partition_rows"],
+                              min_partitions=o["min_partitions"], on_error=o["on_error"], endian=o["endian"])
+        for line in skipped:
+            print(f"mosquitto data source: {line}", file=sys.stderr)
+        return [MosquittoPartition(p) for p in parts] or [MosquittoPartition(None)]  # type: ignore[arg-type]
+
+    def read(self, partition: MosquittoPartition) -> Any:
+        if partition.part is None:
+            return iter(())
+        o = self.opts
+        batches = read_part(partition.part, o["kind"], batch_size=o["batch_size"], topic=o["topic"],
+                            client=o["client"], endian=o["endian"], on_error=o["on_error"], columns=o["columns"])
+        target = _arrow_target(self.spark_schema)
+        if target is None:
+            return batches
+        # Spark compares batches with its own Arrow rendering of the schema, whose list
+        # field names and nullability differ between PySpark versions: relabel to exactly that
+        return (b if b.schema.equals(target) else conform(b, target) for b in batches)
+
+
+def conform(batch: Any, target: Any) -> Any:
+    """``batch`` under the schema ``target``: types that differ only in names are relabelled in
+    place (``Array.view``, no copy); anything else is cast."""
+    try:
+        arrays = [c if c.type == f.type else c.view(f.type) for c, f in zip(batch.columns, target, strict=True)]
+        return pa.RecordBatch.from_arrays(arrays, schema=target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError):
+        return batch.cast(target)
+
+
+def _arrow_target(schema: Any) -> Any:
+    """The Arrow schema this PySpark expects back for a Spark schema (None if it cannot say)."""
+    if schema is None:
+        return None
+    try:
+        from pyspark.sql.pandas.types import to_arrow_schema
+    except ImportError:  # pragma: no cover - depends on the PySpark version
+        return None
+    for kwargs in ({"timezone": "UTC"}, {"timestamp_utc": True}, {}):  # the signature changed across 4.x
+        try:
+            return to_arrow_schema(schema, **kwargs)
+        except TypeError:
+            continue
+        except Exception:  # noqa: BLE001 - an unsupported type: let Spark report its own error
+            return None
+    return None
