@@ -147,6 +147,14 @@ async def check_progress(app: InspectorApp, pilot) -> None:  # type: ignore[no-u
     await pilot.pause(0.05)
 
 
+async def broker_verdict(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """Mosquitto 2.0.18's verdict in the header, and the check panel graded for it."""
+    app.set_broker("2.0.18")
+    await settle(app, pilot)
+    await pilot.press("c")
+    await settle(app, pilot)
+
+
 def pace_checker() -> None:
     """Slow the checker's child process (a file this size is checked in one) to 0.1 s a batch."""
     os.environ["MOSQDB_TEST_CHECK_PACE"] = "0.1"
@@ -246,6 +254,9 @@ def main() -> None:
         broken.write_bytes(V6.read_bytes()[:cut])
         editable = Path(tmp) / "2.0.20-a.db"
         shutil.copyfile(V6, editable)
+        private = Path(tmp) / "mosquitto.db"  # mode 0600, as a broker leaves it (no world-readable warning)
+        shutil.copyfile(V6, private)
+        private.chmod(0o600)
         many = many_chunks(Path(tmp) / "600k-chunks.db")
         shots = [
             ("fields-and-hex", V6, (120, 36), fields_and_hex),
@@ -256,6 +267,7 @@ def main() -> None:
             ("wide-200x60", V6, (200, 60), wide),
             ("editing-bytes", V6, (120, 36), editing_bytes),
             ("save-new-errors", editable, (120, 36), new_errors),
+            ("broker-verdict", private, (120, 36), broker_verdict),
         ]
         for name, path, size, steps in shots:
             if not wanted(name):

@@ -14,6 +14,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                                           "edit as an undoable overlay and save atomically.")
     p.add_argument("file", nargs="?", help="the db file (default: the bundled sample)")
     p.add_argument("--read-only", action="store_true", help="open without editing")
+    p.add_argument("--broker", metavar="VERSION", help="show what this Mosquitto release does with the file "
+                   "(MAJOR.MINOR.PATCH, or auto) in the header, and grade the checker's findings for it (key b)")
+    p.add_argument("--conf", metavar="MOSQUITTO.CONF", help="the broker's configuration, for --broker "
+                   "(persistent_client_expiration, bridges)")
     add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_inspect)
@@ -29,12 +33,32 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     path = args.file or sample_path()
     open_input(path, endian=args.endian).close()  # missing file / not a db: one line, right exit code
     at = parse_at(args.at, path)
+    broker = broker_option(args.broker, args.conf)
     try:
         doc = Document(path, endian=args.endian, read_only=args.read_only)
     except PermissionError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
     try:
-        InspectorApp(doc, check_at=at).run()
+        InspectorApp(doc, check_at=at, broker=broker, broker_conf=args.conf).run()
     finally:
         doc.close()
     return 0
+
+
+def broker_option(text: str | None, conf: str | None) -> str | None:
+    """``--broker`` as the app takes it (a release, or auto); an unknown release or a conf that cannot be
+    read is a usage error (exit 2) before the TUI starts."""
+    from codec.broker.versions import UnknownVersion, parse_version
+    from codec.broker.versions import text as version_text
+    from inspector.commands.broker import load_conf
+
+    if conf is not None:
+        if text is None:
+            raise UsageError("--conf is read for the broker verdict: give --broker VERSION (or auto) too")
+        load_conf(conf)
+    if text is None or text == "auto":
+        return text
+    try:
+        return version_text(parse_version(text))
+    except UnknownVersion as exc:
+        raise UsageError(exc.reason) from None

@@ -76,6 +76,10 @@ TABLE: tuple[Action, ...] = (
            "client_msg/retain → msg_store; msg_store → everything referencing it", footer=8, panes=(LIST, FIELDS)),
     Action("check", "c", NAV, "check the file; Enter on a finding jumps to it", "Check", "Check file",
            "Run the integrity rules and list findings", footer=12, panes=(LIST,)),
+    Action("broker", "b", NAV, "broker verdict: what a Mosquitto release (2.0.18, auto)\n"
+                               "does with the file; c then grades findings for it", "Broker", "Broker verdict",
+           "Pick a Mosquitto release: the header says whether it loads, refuses or crashes on the file",
+           footer=17, panes=(LIST,)),
     Action("layout", "w", NAV, "layout: a wider chunk list, the list alone, back", "Layout", "Change layout",
            "Widen the chunk list (for long topics), show it alone, or go back to three panes",
            footer=13, panes=(LIST,)),

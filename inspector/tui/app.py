@@ -59,6 +59,7 @@ from inspector.tui.rows import clip
 from inspector.tui.savecheck import SaveCheck
 from inspector.tui.saving import SavingMixin
 from inspector.tui.screens import CheckScreen, HelpScreen
+from inspector.tui.verdict import VerdictMixin, graded, model_findings, panel_lines
 from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.hexview import HexSource, HexView
@@ -66,7 +67,7 @@ from inspector.tui.widgets.jobbar import JobBar
 from inspector.tui.widgets.keybar import KeyBar
 from inspector.tui.widgets.summary import SummaryBar
 
-CANCELLABLE = ("filter", "search", "check", "export")
+CANCELLABLE = ("filter", "search", "check", "export", "broker")
 """Jobs (worker groups) that Esc stops; the index scan runs on."""
 
 # (title, action, description) of each palette command, read from the actions table
@@ -79,7 +80,7 @@ LAYOUTS = ("normal", "wide", "list")
 """The layout toggle (w): three panes, a wider chunk list, the chunk list alone."""
 
 
-class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
+class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App[None]):
     """mosqdb inspect: one document, three panes, the actions of the mixins bound from the actions table."""
 
     CSS_PATH = "app.tcss"
@@ -89,7 +90,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     BINDINGS = bindings()  # from the actions table, like the help screen and the palette
 
     def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
-                 detail_delay: float = 0.05, check_process_from: int | None = 200_000) -> None:
+                 detail_delay: float = 0.05, check_process_from: int | None = 200_000,
+                 broker: str | None = None, broker_conf: str | None = None) -> None:
         super().__init__()
         self.doc = doc
         self.scan_step = scan_step
@@ -118,6 +120,10 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         self.topics: dict[int, str | None] = {}  # store id -> topic, for the visible retain/client_msg rows
         self.layout_mode = LAYOUTS[0]
         self.save_check = SaveCheck(check_at, check_process_from)
+        self.broker = broker  # the release whose verdict the header shows (--broker, b)
+        self.broker_conf = broker_conf
+        self.verdict: Any = None
+        self.verdict_before: str | None = None
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -165,6 +171,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             why = "--read-only" if self.doc.forced_read_only else "no write permission"
             self.say(f"opened read-only ({why}): editing is disabled", "warning")
         self.update_mode()
+        if self.broker is not None:
+            self.set_broker(self.broker)
         if self.doc.db.empty:
             self.fields.show_message("empty file", ["0 bytes: the broker treats this as no saved state"])
             return
@@ -329,6 +337,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             self.chunks.reselect()
         if msg.finished and self.doc.count():
             self.columns_worker()
+        if msg.finished and self.broker is not None and self.verdict is None and "broker" not in self.jobs:
+            self.refresh_verdict()  # the model reads the index: it starts once the index is built
 
     # ------------------------------------------------------------ selection
     def on_row_highlighted(self, msg: RowHighlighted) -> None:
@@ -411,12 +421,17 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         if self.doc.db.empty or not self.need_index():
             return
         self.say("checking…")
-        self.push_screen(CheckScreen([], running=True), self.finding_chosen)
+        broker = self.broker if not getattr(self.doc, "is_store", False) else None
+        self.push_screen(CheckScreen([], running=True, broker=broker), self.finding_chosen)
+        if broker is not None and self.verdict is not None:
+            self.show_check_verdict(broker, self.verdict)
         self.refresh_jobs()
-        self.check_worker()
+        self.check_worker(broker)
 
     @work(thread=True, exclusive=True, group="check")
-    def check_worker(self) -> None:
+    def check_worker(self, broker: str | None = None) -> None:
+        """The checker's findings into the panel; with a broker chosen, graded for it (its verdict
+        first, computed here if the header has none yet) and followed by the model's own findings."""
         from codec.ops.check import Finding, check_file  # loaded on first use: the first screen does not need it
 
         progress = Progress(self, "check", self.doc.count())
@@ -425,7 +440,16 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         kept = 0  # findings sent to the panel; past its limit only their severities are counted (memory)
         more: dict[str, int] = {}
         findings: Iterable[Any]
+        pred = None
         try:
+            if broker is not None:
+                pred = self.verdict
+                if pred is None:
+                    pred = self.compute_verdict(broker, progress)
+                    if pred is None:  # a child process killed before it was through
+                        raise Cancelled("check")
+                    self.call_from_thread(self.verdict_ready, broker, self.doc.path, pred)
+                    self.call_from_thread(self.show_check_verdict, broker, pred)
             if self.check_process_from is not None and self.doc.count() >= self.check_process_from:
                 from inspector.tui.checkproc import run_check
 
@@ -433,20 +457,22 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
                                                             progress, progress.cancelled))
             else:  # a list today; should check_file yield its findings, the panel fills as they come
                 findings = check_file(self.doc.db, at=self.check_at, progress=progress)
-            for finding in findings:
-                if kept < CheckScreen.LIMIT:
-                    batch.append(finding)
-                    kept += 1
-                else:
-                    more[finding.severity] = more.get(finding.severity, 0) + 1
+            for plain in findings:
+                for finding in graded([plain], pred):
+                    if kept < CheckScreen.LIMIT:
+                        batch.append(finding)
+                        kept += 1
+                    else:
+                        more[finding.severity] = more.get(finding.severity, 0) + 1
                 if time.monotonic() - progress.last >= progress.interval:
                     progress(progress.done, found=kept + sum(more.values()))
                     self.post_message(CheckFindings(batch, False, progress.worker, more))
                     batch, more = [], {}
+            batch += model_findings(pred)
         except Cancelled:
             self.stopped_at["check"] = progress.done
             return
-        except RuntimeError as exc:  # the child process failed
+        except (RuntimeError, CodecError, ValueError) as exc:  # the child process failed; the model refused
             self.post_message(CheckFindings(batch, True, progress.worker, more))
             self.call_from_thread(self.say, f"check failed: {exc}", "error")
             return
@@ -456,6 +482,16 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             self.stopped_at["check"] = progress.done
             return
         self.post_message(CheckFindings(batch, True, progress.worker, more))
+
+    def file_saved(self) -> None:
+        """The file on disk changed (a save): what was computed from it is computed again."""
+        self.refresh_verdict()
+
+    def show_check_verdict(self, broker: str, pred: Any) -> None:
+        """The verdict at the head of the check panel, if it is open."""
+        for screen in self.screen_stack:
+            if isinstance(screen, CheckScreen) and screen.broker == broker:
+                screen.set_verdict(panel_lines(pred, broker), pred.broker)
 
     def on_check_findings(self, msg: CheckFindings) -> None:
         if msg.worker is not None and msg.worker.is_cancelled:

@@ -220,9 +220,11 @@ class NavigationMixin:
             self.chunks.focus()
 
     def action_clear_filter(self) -> None:
-        stopped = self.cancel_jobs()  # Esc stops a running filter, search, check or export first
+        stopped = self.cancel_jobs()  # Esc stops a running filter, search, check, export or broker verdict first
         if stopped:
             self.say(", ".join(stopped) + " cancelled")
+        if "broker" in stopped:
+            self.verdict_stopped()
         if self.filter_text or self.query_one("#filter").display:
             had = self.filter_text
             self.clear_filter()

@@ -71,6 +71,7 @@ class SavingMixin:
         self.refresh_after_edit()
         self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
                  f"{result.chunks_deleted} deleted)")
+        self.file_saved()
         if then_exit:
             self.exit()
         return True
