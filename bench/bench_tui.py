@@ -4,7 +4,7 @@ Usage: python bench/bench_tui.py [--runs N] [--check] [--broker VERSION] [BIG_DB
 or /tmp/big.db, made by ../shared/tools/make-big-db.sh). ``--runs N`` starts the TUI N times and prints min,
 median and max of the first paint; ``--check`` also runs the checker (`c`) in the TUI and samples memory;
 ``--broker VERSION`` starts ``inspect --broker VERSION`` N times: how long until the verdict is in the header,
-and the memory of the TUI and of the model's child process. Prints figures; nothing is asserted.
+and the memory of the TUI and of the model's child process; ``--diff OTHER`` the same for ``inspect --diff``. Prints figures; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -93,9 +93,20 @@ def check_in_tui(path: str, cols: int = 120, rows: int = 40, limit: float = 600)
     return marks
 
 
-def verdict_in_tui(path: str, version: str, cols: int = 160, rows: int = 40, limit: float = 600) -> dict[str, float]:
-    """Start ``inspect --broker VERSION`` in a pty; time until the verdict is in the header (the index and
-    the model, which starts once the index is built), sampling the TUI's RSS and the model's child's."""
+def verdict_in_tui(path: str, version: str) -> dict[str, float]:
+    """``inspect --broker VERSION``: until the verdict is in the header (the model starts once the index is built)."""
+    return header_in_tui(path, ["--broker", version], rb"Mosquitto [0-9.]+(?: \(auto\))?: (loads|refuses|crashes|starts)")
+
+
+def diff_in_tui(path: str, other: str) -> dict[str, float]:
+    """``inspect --diff OTHER``: until the comparison's line is in the header."""
+    return header_in_tui(path, ["--diff", other], rb"rows? not in it \(\+\)|: same content \(")
+
+
+def header_in_tui(path: str, extra: list[str], pattern: bytes, cols: int = 160, rows: int = 40,
+                  limit: float = 600) -> dict[str, float]:
+    """Start ``inspect PATH *extra`` in a pty; time until ``pattern`` is on screen (the index, then the
+    feature's worker), sampling the TUI's RSS and the peak of a child process (big files' jobs run in one)."""
     import re
 
     master, slave = pty.openpty()
@@ -106,10 +117,10 @@ def verdict_in_tui(path: str, version: str, cols: int = 160, rows: int = 40, lim
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path, "--broker", version],
+    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path, *extra],
                             stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env, close_fds=True)
     os.close(slave)
-    done = re.compile(rb"Mosquitto [0-9.]+(?: \(auto\))?: (loads|refuses|crashes|starts)")
+    done = re.compile(pattern)
     out = b""
     marks: dict[str, float] = {"child_peak_mib": 0.0}
     while time.perf_counter() - t0 < limit:
@@ -122,7 +133,7 @@ def verdict_in_tui(path: str, version: str, cols: int = 160, rows: int = 40, lim
         if "index_s" not in marks and b"chunks:" in out:
             marks["index_s"] = time.perf_counter() - t0
         if done.search(out):
-            marks["verdict_s"] = time.perf_counter() - t0
+            marks["answer_s"] = time.perf_counter() - t0
             break
     marks["rss_mib"], marks["peak_rss_mib"] = rss_mib(proc.pid)
     os.write(master, b"q")
@@ -256,16 +267,19 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="start the TUI this many times (min, median, max)")
     ap.add_argument("--check", action="store_true", help="also run the checker in the TUI and sample its memory")
     ap.add_argument("--broker", metavar="VERSION", help="only time `inspect --broker VERSION` until its verdict")
+    ap.add_argument("--diff", metavar="OTHER", help="only time `inspect --diff OTHER` until the comparison is shown")
     args = ap.parse_args()
     path = args.path
     if not os.path.exists(path):
         sys.exit(f"{path}: not found; make it with bash ../shared/tools/make-big-db.sh {path}")
     print(f"file: {path} ({os.path.getsize(path) / 2**20:.0f} MiB)")
-    if args.broker:
-        got = [verdict_in_tui(path, args.broker) for _ in range(max(args.runs, 1))]
-        for key, unit in (("index_s", "s"), ("verdict_s", "s"), ("peak_rss_mib", "MiB"), ("child_peak_mib", "MiB")):
+    if args.broker or args.diff:
+        what = f"--broker {args.broker}" if args.broker else f"--diff {args.diff}"
+        got = [verdict_in_tui(path, args.broker) if args.broker else diff_in_tui(path, args.diff)
+               for _ in range(max(args.runs, 1))]
+        for key, unit in (("index_s", "s"), ("answer_s", "s"), ("peak_rss_mib", "MiB"), ("child_peak_mib", "MiB")):
             vals = sorted(g.get(key, float("nan")) for g in got)
-            print(f"inspect --broker {args.broker}, {len(got)} runs: {key} min {vals[0]:.2f}  "
+            print(f"inspect {what}, {len(got)} runs: {key} min {vals[0]:.2f}  "
                   f"median {statistics.median(vals):.2f}  max {vals[-1]:.2f} {unit}")
         return
     runs = [first_paint(path) for _ in range(max(args.runs, 1))]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.commands import UsageError, add_at, add_endian, open_input, sample_path
+from inspector.commands import UsageError, add_at, add_endian, check_input, open_input, sample_path
 from inspector.commands.writing import parse_at
 
 
@@ -18,6 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "(MAJOR.MINOR.PATCH, or auto) in the header, and grade the checker's findings for it (key b)")
     p.add_argument("--conf", metavar="MOSQUITTO.CONF", help="the broker's configuration, for --broker "
                    "(persistent_client_expiration, bridges)")
+    p.add_argument("--diff", metavar="OTHER", help="mark the rows that differ from OTHER (a db or a 2.1 sqlite "
+                   "store), by content as `mosqdb diff OTHER FILE` compares: + not in OTHER, ~ changed (key v)")
     add_at(p)
     add_endian(p)
     p.set_defaults(func=cmd_inspect)
@@ -34,12 +36,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     open_input(path, endian=args.endian).close()  # missing file / not a db: one line, right exit code
     at = parse_at(args.at, path)
     broker = broker_option(args.broker, args.conf)
+    if args.diff is not None:
+        check_input(args.diff)  # a missing other file: one line, exit 2
     try:
         doc = Document(path, endian=args.endian, read_only=args.read_only)
     except PermissionError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
     try:
-        InspectorApp(doc, check_at=at, broker=broker, broker_conf=args.conf).run()
+        InspectorApp(doc, check_at=at, broker=broker, broker_conf=args.conf, diff=args.diff).run()
     finally:
         doc.close()
     return 0

@@ -80,6 +80,12 @@ TABLE: tuple[Action, ...] = (
                                "does with the file; c then grades findings for it", "Broker", "Broker verdict",
            "Pick a Mosquitto release: the header says whether it loads, refuses or crashes on the file",
            footer=17, panes=(LIST,)),
+    Action("diff", "v", NAV, "compare with another file: rows it lacks +, rows it\n"
+                             "holds otherwise ~ (the content diff)", "Diff", "Compare with a file",
+           "Mark the rows that differ from a second file (mosqdb diff by content)", footer=18, panes=(LIST,)),
+    Action("diff_list", "V", NAV, "what differs: what only the other file holds, the\n"
+                                  "marked rows (Enter jumps)", "Diff list", "List differences",
+           "List what only the other file holds, and this file's added and changed rows"),
     Action("layout", "w", NAV, "layout: a wider chunk list, the list alone, back", "Layout", "Change layout",
            "Widen the chunk list (for long topics), show it alone, or go back to three panes",
            footer=13, panes=(LIST,)),

@@ -42,6 +42,7 @@ from inspector.tui.actions import (
     palette_help,
     palette_title,
 )
+from inspector.tui.diffing import DiffMixin
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
 from inspector.tui.filters import StoreColumns
@@ -67,7 +68,7 @@ from inspector.tui.widgets.jobbar import JobBar
 from inspector.tui.widgets.keybar import KeyBar
 from inspector.tui.widgets.summary import SummaryBar
 
-CANCELLABLE = ("filter", "search", "check", "export", "broker")
+CANCELLABLE = ("filter", "search", "check", "export", "broker", "diff")
 """Jobs (worker groups) that Esc stops; the index scan runs on."""
 
 # (title, action, description) of each palette command, read from the actions table
@@ -80,7 +81,7 @@ LAYOUTS = ("normal", "wide", "list")
 """The layout toggle (w): three panes, a wider chunk list, the chunk list alone."""
 
 
-class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App[None]):
+class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, DiffMixin, App[None]):
     """mosqdb inspect: one document, three panes, the actions of the mixins bound from the actions table."""
 
     CSS_PATH = "app.tcss"
@@ -91,7 +92,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App
 
     def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
                  detail_delay: float = 0.05, check_process_from: int | None = 200_000,
-                 broker: str | None = None, broker_conf: str | None = None) -> None:
+                 broker: str | None = None, broker_conf: str | None = None, diff: str | None = None) -> None:
         super().__init__()
         self.doc = doc
         self.scan_step = scan_step
@@ -124,6 +125,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App
         self.broker_conf = broker_conf
         self.verdict: Any = None
         self.verdict_before: str | None = None
+        self.diff_other = diff  # the file whose differences the rows are marked with (--diff, v)
+        self.diff: Any = None
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -133,6 +136,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App
         with Horizontal(id="main"):
             chunks = ChunkList(self.doc, id="chunks")
             chunks.topic_of = self.topic_of
+            chunks.diff_mark = self.diff_mark
             yield chunks
             with Vertical(id="right"):
                 yield FieldTree(id="fields")
@@ -173,6 +177,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App
         self.update_mode()
         if self.broker is not None:
             self.set_broker(self.broker)
+        if self.diff_other is not None:
+            self.refresh_diff()
         if self.doc.db.empty:
             self.fields.show_message("empty file", ["0 bytes: the broker treats this as no saved state"])
             return
@@ -231,6 +237,11 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App
                     text.append(f" #{v.record['store_id']}")
                 if v.deleted:
                     text.append(" (deleted)", style="grey62")
+            mark = self.diff_mark(item) if item >= 0 else None
+            if mark is not None:
+                name = os.path.basename(self.diff_other or "")
+                text.append(f"  {mark} {'not in' if mark == '+' else 'changed from'} {clip(name, 30)}",
+                            style="green" if mark == "+" else "yellow")
         if self.filter_text:
             text.append(f"  filter {clip(self.filter_text, 30)!r}", style="cyan")
         if self.doc.read_only:
@@ -339,6 +350,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App
             self.columns_worker()
         if msg.finished and self.broker is not None and self.verdict is None and "broker" not in self.jobs:
             self.refresh_verdict()  # the model reads the index: it starts once the index is built
+        if msg.finished and self.diff_other is not None and self.diff is None and "diff" not in self.jobs:
+            self.refresh_diff()
 
     # ------------------------------------------------------------ selection
     def on_row_highlighted(self, msg: RowHighlighted) -> None:
@@ -486,6 +499,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, App
     def file_saved(self) -> None:
         """The file on disk changed (a save): what was computed from it is computed again."""
         self.refresh_verdict()
+        self.refresh_diff()
 
     def show_check_verdict(self, broker: str, pred: Any) -> None:
         """The verdict at the head of the check panel, if it is open."""

@@ -1,14 +1,16 @@
 """Whole-file jobs in a child process, for big files: ``python -m inspector.tui.checkproc JOB ARGS…``.
 
 A check of millions of chunks is a long pure-Python loop that builds arrays and sets of its own
-(140 MiB on 2.4 M chunks); the broker model's prediction builds hundreds of MB of numpy tables.
+(140 MiB on 2.4 M chunks); the broker model's prediction and the content diff build hundreds of MB
+of numpy tables.
 Run in a thread of the TUI, such a job shares the GIL with every keystroke and its memory stays
 in the TUI's heap. In a child process the TUI keeps its own size and speed, the
 memory goes back to the system when the job ends, and a cancel or quit is a kill, even inside a
 long numpy pass. Jobs:
 
 * ``check PATH ENDIAN AT`` (also without ``check``, as before): the checker's findings;
-* ``verdict PATH ENDIAN AT VERSION [CONF]``: :func:`codec.broker.verdict_for` (retained topics counted).
+* ``verdict PATH ENDIAN AT VERSION [CONF]``: :func:`codec.broker.verdict_for` (retained topics counted);
+* ``diff PATH OTHER ENDIAN``: :func:`inspector.tui.diffmarks.diff_marks` (the content diff as row marks).
 
 The child writes JSON lines to stdout: ``{"p": [done, total]}`` now and then, ``{"f": finding}``
 per finding, ``{"result": base64 pickle}`` for a job with one answer, ``{"end": true}`` last
@@ -88,8 +90,16 @@ def _verdict(args: list[str], emit: Callable[[dict[str, Any]], None], progress: 
     emit({"result": _pack(pred)})
 
 
+
+def _diff(args: list[str], emit: Callable[[dict[str, Any]], None], progress: Callable[[int, int], None]) -> None:
+    from inspector.tui.diffmarks import diff_marks
+
+    path, other, endian = args
+    emit({"result": _pack(diff_marks(path, other, endian=endian, progress=progress))})
+
+
 JOBS: dict[str, Callable[[list[str], Callable[[dict[str, Any]], None], Callable[[int, int], None]], None]] = {
-    "check": _check, "verdict": _verdict}
+    "check": _check, "verdict": _verdict, "diff": _diff}
 
 
 def _at(text: str) -> float | None:

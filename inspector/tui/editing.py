@@ -84,6 +84,7 @@ class EditingMixin:
         self.show_item(keep_cursor=True)
         self.query_one(SummaryBar).refresh_summary(self.doc)
         self.update_verdict_line()  # unsaved edits: the verdict says it is of the file on disk
+        self.update_diff_line()
 
     def editable(self) -> bool:
         if self.doc.read_only:

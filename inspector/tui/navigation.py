@@ -225,6 +225,8 @@ class NavigationMixin:
             self.say(", ".join(stopped) + " cancelled")
         if "broker" in stopped:
             self.verdict_stopped()
+        if "diff" in stopped:
+            self.diff_stopped()
         if self.filter_text or self.query_one("#filter").display:
             had = self.filter_text
             self.clear_filter()

@@ -21,6 +21,7 @@ from inspector.tui.widgets.jobbar import JobBar
 
 LEGEND = """\
 [b]Marks[/b]  * edited  + new  D deleted  !! does not decode  ⚠ damage
+         second column (v): + not in the other file  ~ changed from it
 [b]Hex[/b]    blue header, grey lengths, dim padding, magenta
          unknown bytes, underlined = edited, gold = selected field"""
 
