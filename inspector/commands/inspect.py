@@ -11,8 +11,9 @@ from inspector.commands.writing import parse_at
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("inspect", help="browse, edit and save a db in a terminal UI",
                               description="Browse a mosquitto.db chunk by chunk with decoded fields and hex; "
-                                          "edit as an undoable overlay and save atomically.")
-    p.add_argument("file", nargs="?", help="the db file (default: the bundled sample)")
+                                          "edit as an undoable overlay and save atomically. A Mosquitto 2.1 "
+                                          "sqlite store opens row by row, read-only.")
+    p.add_argument("file", nargs="?", help="the db file or 2.1 sqlite store (default: the bundled sample)")
     p.add_argument("--read-only", action="store_true", help="open without editing")
     p.add_argument("--broker", metavar="VERSION", help="show what this Mosquitto release does with the file "
                    "(MAJOR.MINOR.PATCH, or auto) in the header, and grade the checker's findings for it (key b)")
@@ -27,8 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from inspector.tui.app import InspectorApp  # Textual loads only for this command
-    from inspector.tui.document import Document
     from inspector.tui.memory import one_malloc_arena
+    from inspector.tui.storedoc import open_document
 
     one_malloc_arena()  # before the app's worker threads: their big arrays would stay in arenas of their own
 
@@ -39,7 +40,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.diff is not None:
         check_input(args.diff)  # a missing other file: one line, exit 2
     try:
-        doc = Document(path, endian=args.endian, read_only=args.read_only)
+        doc = open_document(path, endian=args.endian, read_only=args.read_only)
     except PermissionError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
     try:

@@ -60,6 +60,7 @@ from inspector.tui.rows import clip
 from inspector.tui.savecheck import SaveCheck
 from inspector.tui.saving import SavingMixin
 from inspector.tui.screens import CheckScreen, HelpScreen
+from inspector.tui.storedoc import open_document
 from inspector.tui.verdict import VerdictMixin, graded, model_findings, panel_lines
 from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
 from inspector.tui.widgets.fieldtree import FieldTree
@@ -171,9 +172,10 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.hex.editable = not self.doc.read_only
         self.chunks.focus()
         self.query_one(SummaryBar).refresh_summary(self.doc)
-        if self.doc.read_only:
-            why = "--read-only" if self.doc.forced_read_only else "no write permission"
-            self.say(f"opened read-only ({why}): editing is disabled", "warning")
+        if self.doc.is_store:
+            self.say(f"opened read-only: {self.doc.read_only_why}", "warning")
+        elif self.doc.read_only:
+            self.say(f"opened read-only ({self.doc.read_only_why}): editing is disabled", "warning")
         self.update_mode()
         if self.broker is not None:
             self.set_broker(self.broker)
@@ -244,7 +246,9 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
                             style="green" if mark == "+" else "yellow")
         if self.filter_text:
             text.append(f"  filter {clip(self.filter_text, 30)!r}", style="cyan")
-        if self.doc.read_only:
+        if self.doc.is_store:
+            text.append("  READ-ONLY sqlite store (edits: mosqdb … --in-place)", style="bold yellow")
+        elif self.doc.read_only:
             text.append("  READ-ONLY", style="bold yellow")
         elif self.doc.is_dirty():
             text.append(f"  {len(self.doc.undo_stack)} unsaved edit(s): ^s saves", style="bold dark_orange")
@@ -382,11 +386,16 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
             self.show_damage()
             return
         v = self.doc.view(item)
-        self.fields.show(v, self.doc.version)
+        if v.row is not None:
+            self.fields.show_row(v)
+        else:
+            self.fields.show(v, self.doc.version)
         self.hex.set_source(self.hex_source(v), keep_cursor=keep_cursor)
         self.show_pending_offset()
 
     def hex_source(self, v: ChunkView) -> HexSource:
+        if v.row is not None:  # a store's row: its text and blob columns as stored
+            return HexSource.of_bytes(0, v.data, spans=[(s.offset, s.size, s.name, s.kind) for s in v.spans])
         hs = v.header_size
         tlen = 4 if hs == 8 else 2
         spans = [(0, tlen, "chunk_type", "hdr"), (tlen, hs - tlen, "length", "hdr")]
@@ -526,7 +535,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         assert idx is not None
         if finding.chunk_index is not None and finding.chunk_index < len(idx):
             self.jump(finding.chunk_index)
-        elif finding.offset is not None:
+        elif finding.offset is not None and not self.doc.is_store:  # (a store's findings name rows, not offsets)
             found = idx.find(finding.offset)
             self.jump(found if found is not None else DAMAGE_ROW)
         self.say(f"{finding.rule}: {finding.message}")
@@ -553,7 +562,7 @@ def run(path: str, *, endian: str = "little", read_only: bool = False) -> None:
     from inspector.tui.memory import one_malloc_arena
 
     one_malloc_arena()
-    doc = Document(path, endian=endian, read_only=read_only)
+    doc = open_document(path, endian=endian, read_only=read_only)
     try:
         InspectorApp(doc).run()
     finally:

@@ -8,8 +8,10 @@ message it lacks) and *changed* when the other has it with other values (a paylo
 session's fields, a queued entry's state). What only the other file holds cannot be marked here:
 it is counted (:attr:`DiffMarks.removed`) and listed from the report (:func:`codec.ops.diff.compare`).
 
-A retained message is a RETAIN chunk and the msg_store it points at: both are marked. This module
-imports no Textual: the big files' diff runs it in a child process (:mod:`inspector.tui.checkproc`).
+A retained message is a RETAIN chunk and the msg_store it points at: both are marked. A 2.1 sqlite
+store is compared through its v6 records (:func:`codec.store.todb.store_records`, which names the row
+each record comes from), so its rows are marked too. This module imports no Textual: the big files'
+diff runs it in a child process (:mod:`inspector.tui.checkproc`).
 """
 
 from __future__ import annotations
@@ -99,26 +101,47 @@ def diff_marks(path: str, other: str, *, endian: str = "little",
                progress: Callable[[int, int], None] | None = None) -> DiffMarks:
     """Compare the file ``path`` with ``other`` (a .db or a 2.1 sqlite store) by content; raises CodecError
     for a file that cannot be compared (damaged: ``mosqdb repair`` first), OSError for one not read."""
+    import tempfile
+
     from codec import DbFile
     from codec.ops.diff import compare, snapshot
-    from codec.sources import as_db, open_any
+    from codec.sources import as_db, is_sqlite_file, open_any
 
     def step(k: int) -> None:
         if progress is not None:
             progress(k, STEPS)
 
     step(0)
-    with as_db(open_any(other, endian=endian), endian=endian) as b, DbFile(path, endian=endian) as a:
-        sa = snapshot(b)
-        step(1)
-        sb = snapshot(a)
-        step(2)
-        report = compare(sa, sb, details=False)
-        step(3)
-        added, changed = marks_of(sa, sb)
-        step(STEPS)
+    with tempfile.TemporaryDirectory(prefix="mosqdb-diff-") as tmp:
+        rows = None
+        mine = path
+        if is_sqlite_file(path):  # a store: its records as a .db, each chunk naming its row
+            mine, rows = store_image(path, os.path.join(tmp, "store.db"))
+        with as_db(open_any(other, endian=endian), endian=endian) as b, DbFile(mine, endian=endian) as a:
+            sa = snapshot(b)
+            step(1)
+            sb = snapshot(a)
+            step(2)
+            report = compare(sa, sb, details=False)
+            step(3)
+            added, changed = marks_of(sa, sb)
+            step(STEPS)
+    if rows is not None:
+        added, changed = (np.unique(rows[m][rows[m] >= 0]) for m in (added, changed))
     report.a, report.b = os.fspath(other), os.fspath(path)
     return DiffMarks(os.fspath(path), os.fspath(other), added, changed, report)
 
 
-__all__ = ["STEPS", "DiffMarks", "diff_marks", "marks_of", "retain_rows"]
+def store_image(path: str, out: str) -> tuple[str, np.ndarray]:
+    """(a .db of the store's v6 records, the store row of each of its chunks: -1 for the cfg)."""
+    from codec.store.read import StoreFile
+    from codec.store.todb import store_records
+    from codec.writer import write_records
+
+    rows: list[int] = []
+    with StoreFile(path) as store:
+        write_records(out, 6, store_records(store, rows=rows))
+    return out, np.asarray(rows, np.int64)
+
+
+__all__ = ["STEPS", "DiffMarks", "diff_marks", "marks_of", "retain_rows", "store_image"]

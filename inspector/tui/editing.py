@@ -87,6 +87,9 @@ class EditingMixin:
         self.update_diff_line()
 
     def editable(self) -> bool:
+        if self.doc.is_store:
+            self.say(f"not edited: {self.doc.read_only_why}", "warning")
+            return False
         if self.doc.read_only:
             self.say("read-only: editing is disabled (reopen without --read-only, or check permissions)", "warning")
             return False

@@ -224,7 +224,7 @@ class ChunkList(RepaintOnFocus, Widget, can_focus=True):
             text = f"!! {v.error.reason}"
             label_style = STYLES["bad"]
         else:
-            text = summary(v.record) if v.record is not None else ""
+            text = doc.row_text(item) if v.row is not None else summary(v.record) if v.record is not None else ""
             label_style = STYLES.get(label, STYLES["bad"])
             exp = expires_at(v.record) if v.record is not None else None
             if exp is not None and exp <= getattr(self.app, "at", exp):
@@ -237,12 +237,15 @@ class ChunkList(RepaintOnFocus, Widget, can_focus=True):
             diff = self.diff_mark(item) if item >= 0 else None
             segs.append(Segment(diff or " ", STYLES["diff_added" if diff == "+" else "diff_changed"]))
         segs.append(Segment(f"{'new' if v.inserted else item:>{digits}} ", STYLES["index"]))
-        if width >= 40:
+        if v.row is not None:  # a store's row: its table where a chunk shows its offset
+            segs.append(Segment(f"{v.row.table:<13} " if width >= 40 else "", STYLES["offset"]))
+        elif width >= 40:
             segs.append(Segment(f"{v.offset:08x} ", STYLES["offset"]))
         segs.append(Segment(f"{label:<4} ", label_style))
         used = sum(len(s.text) for s in segs)
         topic = None
-        if v.record is not None and v.record.kind in ("retain", "client_msg") and v.error is None:
+        if v.record is not None and v.record.kind in ("retain", "client_msg") and v.error is None and (
+                v.row is None or v.record.kind == "client_msg"):  # a store's retain shows its own topic (its key)
             topic = self.topic_of(v.record["store_id"])
         if topic is None:
             segs.append(Segment(clip(text, max(width - used, 1)), body_style))
