@@ -278,6 +278,10 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
                   "list": "layout: the chunk list alone (w: back to three panes)"}[self.layout_mode])
 
     # ------------------------------------------------------------ jobs
+    def in_child(self) -> bool:
+        """Big files: whole-file jobs (check, broker model, diff) run in a child process (inspector.tui.checkproc)."""
+        return self.check_process_from is not None and self.doc.count() >= self.check_process_from
+
     def on_scan_progress(self, msg: ScanProgress) -> None:
         """Any long job's progress: keep the running ones, show the job bar, act on the index's."""
         current = self.jobs.get(msg.job)
@@ -472,7 +476,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
                         raise Cancelled("check")
                     self.call_from_thread(self.verdict_ready, broker, self.doc.path, pred)
                     self.call_from_thread(self.show_check_verdict, broker, pred)
-            if self.check_process_from is not None and self.doc.count() >= self.check_process_from:
+            if self.in_child():
                 from inspector.tui.checkproc import run_check
 
                 findings = (Finding(**f) for f in run_check(self.doc.db.path, self.doc.endian, self.check_at,

@@ -140,7 +140,6 @@ class VerdictMixin:
     verdict: Any  # the Prediction for ``broker`` of the file on disk, once computed
     verdict_before: str | None  # the verdict before it was computed again (a save): said again only if it changed
     check_at: float | None
-    check_process_from: int | None
 
     def action_broker(self) -> None:
         from codec.broker.versions import ACCEPTED
@@ -192,10 +191,6 @@ class VerdictMixin:
         """The header line again (unsaved edits: it says the verdict is of the file on disk)."""
         if self.broker is not None and self.verdict is not None:
             self.header_line(HEADER_KEY, verdict_text(self.verdict, self.broker, unsaved=self.doc.is_dirty()))
-
-    def in_child(self) -> bool:
-        """Big files: whole-file jobs run in a child process (:mod:`inspector.tui.checkproc`)."""
-        return self.check_process_from is not None and self.doc.count() >= self.check_process_from
 
     def compute_verdict(self, asked: str, progress: Progress) -> Any:
         """The Prediction for release ``asked`` (None when cancelled); raises CodecError/RuntimeError/ValueError."""
