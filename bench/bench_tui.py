@@ -1,9 +1,11 @@
 """Benchmark the inspector on a big db: first paint in a real pty, keystroke latency, memory.
 
-Usage: python bench/bench_tui.py [--runs N] [--check] [--no-keys] [BIG_DB]   (default $MOSQDB_BIG, $MOSQDB_BIG_DB or /tmp/big.db,
-made by ../shared/tools/make-big-db.sh). ``--runs N`` starts the TUI N times and prints min, median
-and max of the first paint; ``--check`` also runs the checker (`c`) in the TUI and samples memory.
-Prints figures; nothing is asserted.
+Usage: python bench/bench_tui.py [--runs N] [--check] [--no-keys] [--broker VERSION] [--diff OTHER] [BIG_DB]
+(default $MOSQDB_BIG, $MOSQDB_BIG_DB or /tmp/big.db, made by ../shared/tools/make-big-db.sh). ``--runs N`` starts
+the TUI N times and prints min, median and max of the first paint; ``--check`` also runs the checker (`c`) in the
+TUI and samples memory; ``--broker VERSION`` starts ``inspect --broker VERSION`` N times: how long until the
+verdict is in the header, and the memory of the TUI and of the model's child process; ``--diff OTHER`` the same
+for ``inspect --diff``. Prints figures; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -82,6 +84,59 @@ def check_in_tui(path: str, cols: int = 120, rows: int = 40, limit: float = 600)
     marks["rss_after_check_mib"], marks["peak_rss_mib"] = rss_mib(proc.pid)
     os.write(master, b"\x1b")
     time.sleep(0.3)
+    os.write(master, b"q")
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        proc.wait()
+    os.close(master)
+    return marks
+
+
+def verdict_in_tui(path: str, version: str) -> dict[str, float]:
+    """``inspect --broker VERSION``: until the verdict is in the header (the model starts once the index is built)."""
+    return header_in_tui(path, ["--broker", version], rb"Mosquitto [0-9.]+(?: \(auto\))?: (loads|refuses|crashes|starts)")
+
+
+def diff_in_tui(path: str, other: str) -> dict[str, float]:
+    """``inspect --diff OTHER``: until the comparison's line is in the header."""
+    return header_in_tui(path, ["--diff", other], rb"rows? not in it \(\+\)|: same content \(")
+
+
+def header_in_tui(path: str, extra: list[str], pattern: bytes, cols: int = 160, rows: int = 40,
+                  limit: float = 600) -> dict[str, float]:
+    """Start ``inspect PATH *extra`` in a pty; time until ``pattern`` is on screen (the index, then the
+    feature's worker), sampling the TUI's RSS and the peak of a child process (big files' jobs run in one)."""
+    import re
+
+    master, slave = pty.openpty()
+    import fcntl
+    import struct
+    import termios
+
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path, *extra],
+                            stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env, close_fds=True)
+    os.close(slave)
+    done = re.compile(pattern)
+    out = b""
+    marks: dict[str, float] = {"child_peak_mib": 0.0}
+    while time.perf_counter() - t0 < limit:
+        if select.select([master], [], [], 0.05)[0]:
+            try:
+                out = (out + os.read(master, 1 << 16))[-(1 << 18):]
+            except OSError:
+                break
+        marks["child_peak_mib"] = max(marks["child_peak_mib"], children_peak(proc.pid))
+        if "index_s" not in marks and b"chunks:" in out:
+            marks["index_s"] = time.perf_counter() - t0
+        if done.search(out):
+            marks["answer_s"] = time.perf_counter() - t0
+            break
+    marks["rss_mib"], marks["peak_rss_mib"] = rss_mib(proc.pid)
     os.write(master, b"q")
     try:
         proc.wait(timeout=10)
@@ -217,11 +272,22 @@ def main() -> None:
     ap.add_argument("--no-keys", action="store_true", help="skip the keystroke latencies (pilot)")
     ap.add_argument("--runs", type=int, default=1, help="start the TUI this many times (min, median, max)")
     ap.add_argument("--check", action="store_true", help="also run the checker in the TUI and sample its memory")
+    ap.add_argument("--broker", metavar="VERSION", help="only time `inspect --broker VERSION` until its verdict")
+    ap.add_argument("--diff", metavar="OTHER", help="only time `inspect --diff OTHER` until the comparison is shown")
     args = ap.parse_args()
     path = args.path
     if not os.path.exists(path):
         sys.exit(f"{path}: not found; make it with bash ../shared/tools/make-big-db.sh {path}")
     print(f"file: {path} ({os.path.getsize(path) / 2**20:.0f} MiB)")
+    if args.broker or args.diff:
+        what = f"--broker {args.broker}" if args.broker else f"--diff {args.diff}"
+        got = [verdict_in_tui(path, args.broker) if args.broker else diff_in_tui(path, args.diff)
+               for _ in range(max(args.runs, 1))]
+        for key, unit in (("index_s", "s"), ("answer_s", "s"), ("peak_rss_mib", "MiB"), ("child_peak_mib", "MiB")):
+            vals = sorted(g.get(key, float("nan")) for g in got)
+            print(f"inspect {what}, {len(got)} runs: {key} min {vals[0]:.2f}  "
+                  f"median {statistics.median(vals):.2f}  max {vals[-1]:.2f} {unit}")
+        return
     runs = []
     for k in range(max(args.runs, 1)):
         runs.append(first_paint(path))

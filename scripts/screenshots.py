@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from codec import ChunkType, DbFile  # noqa: E402
 from inspector.tui.app import InspectorApp  # noqa: E402
-from inspector.tui.document import Document  # noqa: E402
+from inspector.tui.storedoc import open_document  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
 V6 = REAL / "2.0.20-a.db"
@@ -69,7 +69,7 @@ def setup() -> None:
 # ---------------------------------------------------------------- the TUI screens
 async def shoot(path: Path, out: Path, size: tuple[int, int],
                 steps: Callable[[InspectorApp, object], Awaitable[None]], *, settle_after: bool = True) -> None:
-    app = InspectorApp(Document(str(path)), detail_delay=0, check_at=AT)
+    app = InspectorApp(open_document(str(path)), detail_delay=0, check_at=AT)
     async with app.run_test(size=size) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -145,6 +145,24 @@ async def check_progress(app: InspectorApp, pilot) -> None:  # type: ignore[no-u
             break
         await pilot.pause(0.01)
     await pilot.pause(0.05)
+
+
+async def broker_verdict(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """Mosquitto 2.0.18's verdict in the header, and the check panel graded for it."""
+    app.set_broker("2.0.18")
+    await settle(app, pilot)
+    await pilot.press("c")
+    await settle(app, pilot)
+
+
+async def store_row(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """A 2.1 sqlite store: a base_msgs row with properties, its payload selected in the hex view."""
+    app.do_search("corp/retained/v5props")
+    await settle(app, pilot)
+    tree = app.fields
+    node = next(n for _s, _z, n in tree.nodes_by_span if n.data.name == "payload")
+    tree.focus()
+    tree.move_cursor(node)
 
 
 def pace_checker() -> None:
@@ -246,6 +264,11 @@ def main() -> None:
         broken.write_bytes(V6.read_bytes()[:cut])
         editable = Path(tmp) / "2.0.20-a.db"
         shutil.copyfile(V6, editable)
+        private = Path(tmp) / "mosquitto.db"  # mode 0600, as a broker leaves it (no world-readable warning)
+        store = Path(tmp) / "mosquitto.sqlite3"
+        shutil.copyfile(ROOT.parent / "shared" / "fixtures" / "incoming" / "2.1.2-a.sqlite3", store)
+        shutil.copyfile(V6, private)
+        private.chmod(0o600)
         many = many_chunks(Path(tmp) / "600k-chunks.db")
         shots = [
             ("fields-and-hex", V6, (120, 36), fields_and_hex),
@@ -256,6 +279,8 @@ def main() -> None:
             ("wide-200x60", V6, (200, 60), wide),
             ("editing-bytes", V6, (120, 36), editing_bytes),
             ("save-new-errors", editable, (120, 36), new_errors),
+            ("broker-verdict", private, (120, 36), broker_verdict),
+            ("sqlite-store", store, (120, 36), store_row),
         ]
         for name, path, size, steps in shots:
             if not wanted(name):

@@ -11,17 +11,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from codec.broker.conf import BrokerConf
     from codec.broker.model import Prediction
     from codec.reader import DbFile
 
 
-def verdict_for(db: DbFile, version: str, *, at: float | None = None, conf: BrokerConf | None = None) -> Prediction:
+def verdict_for(db: DbFile, version: str, *, at: float | None = None, conf: BrokerConf | None = None,
+                topics: bool = True, progress: Callable[[int, int], None] | None = None) -> Prediction:
     """What Mosquitto ``version`` (``"2.0.18"``, or ``"auto"``) does with the file ``db`` holds, at ``at``
     (default now): ``.verdict`` (loads/refuses/crashes), ``.log``, ``.kept``/``.dropped``, ``.queued``,
     ``.retained``; ``codec.broker.findings.model_findings(prediction)`` gives checker findings.
 
-    The file is read as it is on disk (unsaved edits are not seen). Raises
+    ``topics=False``: retained topics counted (``.retained_count``), not listed; ``progress(done, total)``
+    after each step of the load (:data:`codec.broker.model.STEPS`). The file is read as it is on disk
+    (unsaved edits are not seen). Raises
     :class:`~codec.broker.versions.UnknownVersion` for a release the model does not know.
     """
     from codec.broker.model import predict
@@ -38,7 +43,7 @@ def verdict_for(db: DbFile, version: str, *, at: float | None = None, conf: Brok
         v = auto_version(db.version, clock)
     else:
         v = parse_version(version)
-    return predict(db.path, v, at=at, conf=conf, db=db)
+    return predict(db.path, v, at=at, conf=conf, db=db, topics=topics, progress=progress)
 
 
 __all__ = ["verdict_for"]

@@ -23,6 +23,7 @@ import stat
 import struct
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +60,9 @@ LOG_CAP = 200  # log lines shown; the rest are counted
 TOPIC_SLICE = 1 << 16  # retained topics copied out of the map at once
 WIDE_TOPIC = 1024  # topics up to this long are sorted as a fixed-width byte matrix; longer ones one by one
 V2 = (2, 0, 0)
+STEPS = 8
+"""Steps :func:`predict` reports to its ``progress(done, STEPS)``: the framing, stored messages, client messages,
+retains, subscriptions, the reads past the framing, sessions and queues, retained topics."""
 
 
 @dataclass
@@ -124,13 +128,15 @@ class Prediction:
 # ---------------------------------------------------------------- entry point
 def predict(path: str | os.PathLike[str], version: Version, *, at: float | None = None,
             conf: BrokerConf | None = None, db: DbFile | None = None, hostname: str | None = None,
-            emulate_all: bool = False, topics: bool = True) -> Prediction:
+            emulate_all: bool = False, topics: bool = True,
+            progress: Callable[[int, int], None] | None = None) -> Prediction:
     """What Mosquitto ``version`` does with the file at ``path`` when it starts at ``at`` (default: now).
 
     ``db``: the file already open (the TUI's document; it is not closed here). ``emulate_all``: read
     every chunk with the emulation of the broker's reads (the reference the columnar pass is tested
     against; slow on big files). ``topics=False``: count the retained topics without making their text
-    (``retained`` stays empty; what the guard needs on a big file). Raises :class:`~codec.errors.CodecError` only when the file cannot
+    (``retained`` stays empty; what the guard needs on a big file). ``progress(done, STEPS)``: called
+    after each step of the load (:data:`STEPS`; a step takes a second on millions of chunks). Raises :class:`~codec.errors.CodecError` only when the file cannot
     be read at all.
     """
     path = os.fspath(path)
@@ -166,11 +172,11 @@ def predict(path: str | os.PathLike[str], version: Version, *, at: float | None 
     if own:
         db = DbFile(path)
     try:
-        loaded = _load(db, version, at, emulate_all=emulate_all)
+        loaded = _load(db, version, at, emulate_all=emulate_all, progress=progress)
     finally:
         if own:
             db.close()
-    return _after_load(pred, loaded, conf, hostname, topics)
+    return _after_load(pred, loaded, conf, hostname, topics, progress)
 
 
 def _head(path: str, size: int) -> bytes:
@@ -202,8 +208,10 @@ def _stop(rule: str, v: Version, *, offset: int | None = None, pos: int | None =
 
 
 # ---------------------------------------------------------------- the load
-def _load(db: DbFile, v: Version, at: float, *, emulate_all: bool = False) -> Loaded:
+def _load(db: DbFile, v: Version, at: float, *, emulate_all: bool = False,
+          progress: Callable[[int, int], None] | None = None) -> Loaded:
     """The columnar pass over the chunks read as framed, then the emulation from where that ends."""
+    step = _stepper(progress)
     assert db.version is not None
     loaded = Loaded(db.version)
     idx = db.index
@@ -213,7 +221,8 @@ def _load(db: DbFile, v: Version, at: float, *, emulate_all: bool = False) -> Lo
     types = np.asarray(types, dtype=np.uint32)
     ends = np.asarray(ends, dtype=np.int64)
     prefix, per_record = (0, {}) if emulate_all else _framing_agrees(db, v, n, offsets, types, ends)
-    fatal = _columns(db, v, at, loaded, prefix, offsets, types, per_record)
+    step()
+    fatal = _columns(db, v, at, loaded, prefix, offsets, types, per_record, step)
     if fatal is not None:
         loaded.stop = fatal
         return loaded
@@ -226,7 +235,20 @@ def _load(db: DbFile, v: Version, at: float, *, emulate_all: bool = False) -> Lo
         with open(db.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
             emulate(buf, len(buf), v, loaded, at, start, prefix, lookup=lookup, framing=framing,
                     framing_end=idx.end, endian=db.endian)
+    step()
     return loaded
+
+
+def _stepper(progress: Callable[[int, int], None] | None) -> Callable[[], None]:
+    """A call per step of :data:`STEPS` (nothing without ``progress``)."""
+    done = [0]
+
+    def step() -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(min(done[0], STEPS - 2), STEPS)
+
+    return step
 
 
 def _framing_agrees(db: DbFile, v: Version, n: int, offsets: np.ndarray, types: np.ndarray,
@@ -259,7 +281,7 @@ def _framing_agrees(db: DbFile, v: Version, n: int, offsets: np.ndarray, types: 
 
 
 def _columns(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, offsets: np.ndarray,
-             types: np.ndarray, records: dict[int, Any]) -> Stop | None:
+             types: np.ndarray, records: dict[int, Any], step: Callable[[], None] = lambda: None) -> Stop | None:
     """Fill ``loaded`` from chunks ``0..prefix`` on columns; the earliest fatal situation among them, if any."""
     dbv = db.version
     assert dbv is not None
@@ -291,9 +313,13 @@ def _columns(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, off
                               int(offsets[i]))
 
     stores = _stores(db, v, at, loaded, prefix, fatal)
+    step()
     _client_msgs(db, v, loaded, prefix, stores, fatal)
+    step()
     _retains(db, v, loaded, prefix, stores, fatal)
+    step()
     _subs(db, v, loaded, prefix, fatal)
+    step()
     first_fatal = min(fatal, key=lambda s: s.pos if s.pos is not None else -1) if fatal else None
     limit = first_fatal.pos if first_fatal is not None and first_fatal.pos is not None else prefix
     for i in unknown.tolist():
@@ -507,7 +533,7 @@ def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]
 
 # ---------------------------------------------------------------- after the load
 def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostname: str | None,
-                topics: bool = True) -> Prediction:
+                topics: bool = True, progress: Callable[[int, int], None] | None = None) -> Prediction:
     v, _at = pred.version, pred.at
     pred.misread_at, pred.read_to = loaded.misread_at, loaded.read_to
     pred.events, pred.counts = loaded.events, pred.counts + loaded.counts
@@ -569,7 +595,11 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
             pred.crash_when = f"when {', '.join(bad[:5])}{' …' if len(bad) > 5 else ''} resume{'s' if len(bad) == 1 else ''} " \
                               "the session: a queued message without a topic (segfault)"
             pred.counts["empty-topic-store"] += 1
+    if progress is not None:
+        progress(STEPS - 1, STEPS)
     pred.retained, pred.retained_count = _retained_topics(pred.path, loaded, decode=topics)
+    if progress is not None:
+        progress(STEPS, STEPS)
     return _finish(pred)
 
 
@@ -689,4 +719,4 @@ def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:
     return pred
 
 
-__all__ = ["Dropped", "Prediction", "predict"]
+__all__ = ["STEPS", "Dropped", "Prediction", "predict"]

@@ -23,14 +23,22 @@ from codec.writer import write_records
 V6 = 6
 
 
-def store_records(store: StoreFile, rep: MigrationReport | None = None) -> Iterator[Record]:
-    """v6 records for a store, in the order Mosquitto 2.0 writes them."""
+def store_records(store: StoreFile, rep: MigrationReport | None = None, *,
+                  rows: list[int] | None = None) -> Iterator[Record]:
+    """v6 records for a store, in the order Mosquitto 2.0 writes them. ``rows``: gets, per record yielded,
+    the store's row number it comes from (-1 for the cfg chunk), so a chunk of the image names its row."""
+    def came(row: int) -> None:
+        if rows is not None:
+            rows.append(row)
+
     ids = np.concatenate([c.ints["store_id"] for c in store.batches(ChunkType.MSG_STORE, names=("store_id",))]
                          or [np.zeros(0, np.uint64)])
     stored = np.unique(ids)
+    came(-1)
     yield Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8,
                                       "last_db_id": int(stored[-1]) if len(stored) else 0}, V6)
     for row in store.rows(ChunkType.MSG_STORE):
+        came(row.index)
         yield row.record
         if rep is not None:
             rep.count("messages")
@@ -39,22 +47,24 @@ def store_records(store: StoreFile, rep: MigrationReport | None = None) -> Itera
         k = int(np.searchsorted(stored, np.uint64(store_id)))
         return k < len(stored) and int(stored[k]) == store_id
 
-    queues: dict[str, list[Record]] = {}
+    queues: dict[str, list[tuple[int, Record]]] = {}
     for row in store.rows(ChunkType.CLIENT_MSG):
-        queues.setdefault(row.record["client_id"], []).append(row.record)
+        queues.setdefault(row.record["client_id"], []).append((row.index, row.record))
 
     def queue(cid: str) -> Iterator[Record]:
-        for rec in queues.pop(cid, []):
+        for number, rec in queues.pop(cid, []):
             if not known(rec["store_id"]):
                 if rep is not None:
                     rep.skip("queue entry whose base_msgs row is missing (Mosquitto would drop it)",
                              f"{cid} store {rec['store_id']}")
                 continue
+            came(number)
             yield rec
             if rep is not None:
                 rep.count("queued")
 
     for row in store.rows(ChunkType.CLIENT):
+        came(row.index)
         yield row.record
         if rep is not None:
             rep.count("clients")
@@ -64,6 +74,7 @@ def store_records(store: StoreFile, rep: MigrationReport | None = None) -> Itera
             rep.skip("queue entries of a client without a session row (written without one)", cid, n=len(queues[cid]))
         yield from queue(cid)
     for row in store.rows(ChunkType.SUB):
+        came(row.index)
         yield row.record
         if rep is not None:
             rep.count("subscriptions")
@@ -73,6 +84,7 @@ def store_records(store: StoreFile, rep: MigrationReport | None = None) -> Itera
                 rep.skip("retain whose base_msgs row is missing (Mosquitto would drop it)",
                          f"store {row.record['store_id']}")
             continue
+        came(row.index)
         yield row.record
         if rep is not None:
             rep.count("retains")

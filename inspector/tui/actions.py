@@ -76,6 +76,16 @@ TABLE: tuple[Action, ...] = (
            "client_msg/retain → msg_store; msg_store → everything referencing it", footer=8, panes=(LIST, FIELDS)),
     Action("check", "c", NAV, "check the file; Enter on a finding jumps to it", "Check", "Check file",
            "Run the integrity rules and list findings", footer=12, panes=(LIST,)),
+    Action("broker", "b", NAV, "broker verdict: what a Mosquitto release (2.0.18, auto)\n"
+                               "does with the file; c then grades findings for it", "Broker", "Broker verdict",
+           "Pick a Mosquitto release: the header says whether it loads, refuses or crashes on the file",
+           footer=17, panes=(LIST,)),
+    Action("diff", "v", NAV, "compare with another file: rows it lacks +, rows it\n"
+                             "holds otherwise ~ (the content diff)", "Diff", "Compare with a file",
+           "Mark the rows that differ from a second file (mosqdb diff by content)", footer=18, panes=(LIST,)),
+    Action("diff_list", "V", NAV, "what differs: what only the other file holds, the\n"
+                                  "marked rows (Enter jumps)", "Diff list", "List differences",
+           "List what only the other file holds, and this file's added and changed rows"),
     Action("layout", "w", NAV, "layout: a wider chunk list, the list alone, back", "Layout", "Change layout",
            "Widen the chunk list (for long topics), show it alone, or go back to three panes",
            footer=13, panes=(LIST,)),

@@ -42,6 +42,7 @@ from inspector.tui.actions import (
     palette_help,
     palette_title,
 )
+from inspector.tui.diffing import DiffMixin
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
 from inspector.tui.filters import StoreColumns
@@ -59,6 +60,8 @@ from inspector.tui.rows import clip
 from inspector.tui.savecheck import SaveCheck
 from inspector.tui.saving import SavingMixin
 from inspector.tui.screens import CheckScreen, HelpScreen
+from inspector.tui.storedoc import open_document
+from inspector.tui.verdict import VerdictMixin, graded, model_findings, panel_lines
 from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.hexview import HexSource, HexView
@@ -66,7 +69,7 @@ from inspector.tui.widgets.jobbar import JobBar
 from inspector.tui.widgets.keybar import KeyBar
 from inspector.tui.widgets.summary import SummaryBar
 
-CANCELLABLE = ("filter", "search", "check", "export")
+CANCELLABLE = ("filter", "search", "check", "export", "broker", "diff")
 """Jobs (worker groups) that Esc stops; the index scan runs on."""
 
 # (title, action, description) of each palette command, read from the actions table
@@ -79,7 +82,7 @@ LAYOUTS = ("normal", "wide", "list")
 """The layout toggle (w): three panes, a wider chunk list, the chunk list alone."""
 
 
-class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
+class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, DiffMixin, App[None]):
     """mosqdb inspect: one document, three panes, the actions of the mixins bound from the actions table."""
 
     CSS_PATH = "app.tcss"
@@ -89,7 +92,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
     BINDINGS = bindings()  # from the actions table, like the help screen and the palette
 
     def __init__(self, doc: Document, *, scan_step: int = 100_000, check_at: float | None = None,
-                 detail_delay: float = 0.05, check_process_from: int | None = 200_000) -> None:
+                 detail_delay: float = 0.05, check_process_from: int | None = 200_000,
+                 broker: str | None = None, broker_conf: str | None = None, diff: str | None = None) -> None:
         super().__init__()
         self.doc = doc
         self.scan_step = scan_step
@@ -118,6 +122,12 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         self.topics: dict[int, str | None] = {}  # store id -> topic, for the visible retain/client_msg rows
         self.layout_mode = LAYOUTS[0]
         self.save_check = SaveCheck(check_at, check_process_from)
+        self.broker = broker  # the release whose verdict the header shows (--broker, b)
+        self.broker_conf = broker_conf
+        self.verdict: Any = None
+        self.verdict_before: str | None = None
+        self.diff_other = diff  # the file whose differences the rows are marked with (--diff, v)
+        self.diff: Any = None
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -127,6 +137,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         with Horizontal(id="main"):
             chunks = ChunkList(self.doc, id="chunks")
             chunks.topic_of = self.topic_of
+            chunks.diff_mark = self.diff_mark
             yield chunks
             with Vertical(id="right"):
                 yield FieldTree(id="fields")
@@ -161,10 +172,15 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         self.hex.editable = not self.doc.read_only
         self.chunks.focus()
         self.query_one(SummaryBar).refresh_summary(self.doc)
-        if self.doc.read_only:
-            why = "--read-only" if self.doc.forced_read_only else "no write permission"
-            self.say(f"opened read-only ({why}): editing is disabled", "warning")
+        if self.doc.is_store:
+            self.say(f"opened read-only: {self.doc.read_only_why}", "warning")
+        elif self.doc.read_only:
+            self.say(f"opened read-only ({self.doc.read_only_why}): editing is disabled", "warning")
         self.update_mode()
+        if self.broker is not None:
+            self.set_broker(self.broker)
+        if self.diff_other is not None:
+            self.refresh_diff()
         if self.doc.db.empty:
             self.fields.show_message("empty file", ["0 bytes: the broker treats this as no saved state"])
             return
@@ -223,9 +239,16 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
                     text.append(f" #{v.record['store_id']}")
                 if v.deleted:
                     text.append(" (deleted)", style="grey62")
+            mark = self.diff_mark(item) if item >= 0 else None
+            if mark is not None:
+                name = os.path.basename(self.diff_other or "")
+                text.append(f"  {mark} {'not in' if mark == '+' else 'changed from'} {clip(name, 30)}",
+                            style="green" if mark == "+" else "yellow")
         if self.filter_text:
             text.append(f"  filter {clip(self.filter_text, 30)!r}", style="cyan")
-        if self.doc.read_only:
+        if self.doc.is_store:
+            text.append("  READ-ONLY sqlite store (edits: mosqdb … --in-place)", style="bold yellow")
+        elif self.doc.read_only:
             text.append("  READ-ONLY", style="bold yellow")
         elif self.doc.is_dirty():
             text.append(f"  {len(self.doc.undo_stack)} unsaved edit(s): ^s saves", style="bold dark_orange")
@@ -255,6 +278,10 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
                   "list": "layout: the chunk list alone (w: back to three panes)"}[self.layout_mode])
 
     # ------------------------------------------------------------ jobs
+    def in_child(self) -> bool:
+        """Big files: whole-file jobs (check, broker model, diff) run in a child process (inspector.tui.checkproc)."""
+        return self.check_process_from is not None and self.doc.count() >= self.check_process_from
+
     def on_scan_progress(self, msg: ScanProgress) -> None:
         """Any long job's progress: keep the running ones, show the job bar, act on the index's."""
         current = self.jobs.get(msg.job)
@@ -329,6 +356,10 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             self.chunks.reselect()
         if msg.finished and self.doc.count():
             self.columns_worker()
+        if msg.finished and self.broker is not None and self.verdict is None and "broker" not in self.jobs:
+            self.refresh_verdict()  # the model reads the index: it starts once the index is built
+        if msg.finished and self.diff_other is not None and self.diff is None and "diff" not in self.jobs:
+            self.refresh_diff()
 
     # ------------------------------------------------------------ selection
     def on_row_highlighted(self, msg: RowHighlighted) -> None:
@@ -359,11 +390,16 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             self.show_damage()
             return
         v = self.doc.view(item)
-        self.fields.show(v, self.doc.version)
+        if v.row is not None:
+            self.fields.show_row(v)
+        else:
+            self.fields.show(v, self.doc.version)
         self.hex.set_source(self.hex_source(v), keep_cursor=keep_cursor)
         self.show_pending_offset()
 
     def hex_source(self, v: ChunkView) -> HexSource:
+        if v.row is not None:  # a store's row: its text and blob columns as stored
+            return HexSource.of_bytes(0, v.data, spans=[(s.offset, s.size, s.name, s.kind) for s in v.spans])
         hs = v.header_size
         tlen = 4 if hs == 8 else 2
         spans = [(0, tlen, "chunk_type", "hdr"), (tlen, hs - tlen, "length", "hdr")]
@@ -411,12 +447,17 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         if self.doc.db.empty or not self.need_index():
             return
         self.say("checking…")
-        self.push_screen(CheckScreen([], running=True), self.finding_chosen)
+        broker = self.broker if not getattr(self.doc, "is_store", False) else None
+        self.push_screen(CheckScreen([], running=True, broker=broker), self.finding_chosen)
+        if broker is not None and self.verdict is not None:
+            self.show_check_verdict(broker, self.verdict)
         self.refresh_jobs()
-        self.check_worker()
+        self.check_worker(broker)
 
     @work(thread=True, exclusive=True, group="check")
-    def check_worker(self) -> None:
+    def check_worker(self, broker: str | None = None) -> None:
+        """The checker's findings into the panel; with a broker chosen, graded for it (its verdict
+        first, computed here if the header has none yet) and followed by the model's own findings."""
         from codec.ops.check import Finding, check_file  # loaded on first use: the first screen does not need it
 
         progress = Progress(self, "check", self.doc.count())
@@ -425,28 +466,39 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         kept = 0  # findings sent to the panel; past its limit only their severities are counted (memory)
         more: dict[str, int] = {}
         findings: Iterable[Any]
+        pred = None
         try:
-            if self.check_process_from is not None and self.doc.count() >= self.check_process_from:
+            if broker is not None:
+                pred = self.verdict
+                if pred is None:
+                    pred = self.compute_verdict(broker, progress)
+                    if pred is None:  # a child process killed before it was through
+                        raise Cancelled("check")
+                    self.call_from_thread(self.verdict_ready, broker, self.doc.path, pred)
+                    self.call_from_thread(self.show_check_verdict, broker, pred)
+            if self.in_child():
                 from inspector.tui.checkproc import run_check
 
                 findings = (Finding(**f) for f in run_check(self.doc.db.path, self.doc.endian, self.check_at,
                                                             progress, progress.cancelled))
             else:  # a list today; should check_file yield its findings, the panel fills as they come
                 findings = check_file(self.doc.db, at=self.check_at, progress=progress)
-            for finding in findings:
-                if kept < CheckScreen.LIMIT:
-                    batch.append(finding)
-                    kept += 1
-                else:
-                    more[finding.severity] = more.get(finding.severity, 0) + 1
+            for plain in findings:
+                for finding in graded([plain], pred):
+                    if kept < CheckScreen.LIMIT:
+                        batch.append(finding)
+                        kept += 1
+                    else:
+                        more[finding.severity] = more.get(finding.severity, 0) + 1
                 if time.monotonic() - progress.last >= progress.interval:
                     progress(progress.done, found=kept + sum(more.values()))
                     self.post_message(CheckFindings(batch, False, progress.worker, more))
                     batch, more = [], {}
+            batch += model_findings(pred)
         except Cancelled:
             self.stopped_at["check"] = progress.done
             return
-        except RuntimeError as exc:  # the child process failed
+        except (RuntimeError, CodecError, ValueError) as exc:  # the child process failed; the model refused
             self.post_message(CheckFindings(batch, True, progress.worker, more))
             self.call_from_thread(self.say, f"check failed: {exc}", "error")
             return
@@ -456,6 +508,17 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
             self.stopped_at["check"] = progress.done
             return
         self.post_message(CheckFindings(batch, True, progress.worker, more))
+
+    def file_saved(self) -> None:
+        """The file on disk changed (a save): what was computed from it is computed again."""
+        self.refresh_verdict()
+        self.refresh_diff()
+
+    def show_check_verdict(self, broker: str, pred: Any) -> None:
+        """The verdict at the head of the check panel, if it is open."""
+        for screen in self.screen_stack:
+            if isinstance(screen, CheckScreen) and screen.broker == broker:
+                screen.set_verdict(panel_lines(pred, broker), pred.broker)
 
     def on_check_findings(self, msg: CheckFindings) -> None:
         if msg.worker is not None and msg.worker.is_cancelled:
@@ -476,7 +539,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, App[None]):
         assert idx is not None
         if finding.chunk_index is not None and finding.chunk_index < len(idx):
             self.jump(finding.chunk_index)
-        elif finding.offset is not None:
+        elif finding.offset is not None and not self.doc.is_store:  # (a store's findings name rows, not offsets)
             found = idx.find(finding.offset)
             self.jump(found if found is not None else DAMAGE_ROW)
         self.say(f"{finding.rule}: {finding.message}")
@@ -503,7 +566,7 @@ def run(path: str, *, endian: str = "little", read_only: bool = False) -> None:
     from inspector.tui.memory import one_malloc_arena
 
     one_malloc_arena()
-    doc = Document(path, endian=endian, read_only=read_only)
+    doc = open_document(path, endian=endian, read_only=read_only)
     try:
         InspectorApp(doc).run()
     finally:

@@ -48,9 +48,12 @@ class ChunkView:
     deleted: bool = False
     edited: bool = False
     inserted: bool = False  # a new chunk (not in the file) placed after ``offset``'s chunk
+    row: Any = None  # a sqlite store's row (inspector.tui.storedoc.RowInfo): table, rowid, key, columns
 
     @property
     def label(self) -> str:
+        if self.row is not None:
+            return f"{self.row.table}[rowid {self.row.rowid}]"
         return f"{self.kind}[new]" if self.inserted else f"{self.kind}[{self.index}]"
 
     @property
@@ -97,6 +100,7 @@ class Document:
     """An open db, its edit overlay, undo/redo history and a small decode cache."""
 
     CACHE = 512
+    is_store = False  # a 2.1 sqlite store: inspector.tui.storedoc.StoreDocument
 
     def __init__(self, path: str, *, endian: str = "little", read_only: bool = False) -> None:
         self.path = path
@@ -114,6 +118,17 @@ class Document:
         self.new_anchor: dict[int, int] = {}
         self.rows_version = 0  # bumped when inserted chunks appear or disappear
         self._next_virtual = -2
+
+    @property
+    def read_only_why(self) -> str:
+        """Why edits are refused (the status line says it)."""
+        return "--read-only" if self.forced_read_only else "no write permission"
+
+    def column_source(self) -> Any:
+        """The gathers the column engine reads (codec.views.select.FileColumns; a store's own)."""
+        from codec.views.select import FileColumns
+
+        return FileColumns(self.db)
 
     # ------------------------------------------------------------ index
     @property

@@ -83,8 +83,13 @@ class EditingMixin:
         self.chunks.refresh()
         self.show_item(keep_cursor=True)
         self.query_one(SummaryBar).refresh_summary(self.doc)
+        self.update_verdict_line()  # unsaved edits: the verdict says it is of the file on disk
+        self.update_diff_line()
 
     def editable(self) -> bool:
+        if self.doc.is_store:
+            self.say(f"not edited: {self.doc.read_only_why}", "warning")
+            return False
         if self.doc.read_only:
             self.say("read-only: editing is disabled (reopen without --read-only, or check permissions)", "warning")
             return False

@@ -127,9 +127,9 @@ def resolve_prefixes(doc: Document, spec: FilterSpec) -> FilterSpec:
     Unsaved edits count. Raises ValueError past :data:`PREFIX_LIMIT` different levels."""
     if not spec.prefixes:
         return spec
-    from codec.views.select import FileColumns, literal_at
+    from codec.views.select import literal_at
 
-    src = FileColumns(doc.db) if doc.count() else None
+    src = doc.column_source() if doc.count() else None
     topics = list(spec.topics or [])
     for prefix in spec.prefixes:
         p = prefix.encode("utf-8", "surrogateescape")
@@ -178,7 +178,11 @@ class StoreColumns:
         self.types = types
         self.ids = np.zeros(n, dtype=np.uint64)
         self.has = np.zeros(n, dtype=bool)
-        for t in STORE_TYPES:
+        for t in STORE_TYPES if doc.is_store else ():  # a store's rows: the store_id column, batch by batch
+            for c in doc.db.batches(t, names=("store_id",)):
+                self.ids[c.index] = c.ints["store_id"]
+                self.has[c.index] = True
+        for t in STORE_TYPES if not doc.is_store else ():
             rel = _store_id_offset(doc.version, t)
             if rel is None:  # e.g. a v2-v4 client_msg starts with its client id: decode those
                 for c in safe_stream(doc, 0, [t]):
@@ -264,7 +268,8 @@ def filter_rows(doc: Document, spec: FilterSpec, replaced: dict[int, Record] | N
     from codec.views.select import pick
 
     edits = doc.overlay.replaced if replaced is None else replaced
-    return pick(doc.db, spec.selection(), replaced=edits).rows
+    bad = np.zeros(0, np.int64) if doc.is_store else None  # a store's rows all decode (rows, not bytes)
+    return pick(doc.db, spec.selection(), replaced=edits, bad=bad, source=doc.column_source()).rows
 
 
 # What a chunk's summary (rows.summary) writes besides its text fields, per type: characters of
@@ -306,10 +311,10 @@ def search_candidates(doc: Document, text: str, first: int, stop: int) -> np.nda
     """Chunks in ``[first, stop)`` that may match a search (a superset: the caller confirms each),
     found on columns: text fields searched for the needle's must-hold stretch, payloads for the
     needle's bytes, with the codec gathers (codec.views.select)."""
-    from codec.views.select import FileColumns, contains
+    from codec.views.select import contains
 
     needle = text.lower()
-    src = FileColumns(doc.db)
+    src = doc.column_source()
     types = src.types[first:stop]
     out = [np.flatnonzero(~np.isin(types, list(SUMMARY_TEXT))) + first]  # cfg, unknown: few, confirmed
     raw = text.encode("utf-8", "surrogateescape")

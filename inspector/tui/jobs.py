@@ -23,7 +23,8 @@ from textual.worker import get_current_worker
 from inspector.tui.messages import ScanProgress
 
 JOB_TITLES = {"index": "indexing", "filter": "filtering", "search": "searching", "check": "checking",
-              "export": "exporting"}
+              "export": "exporting", "broker": "predicting the broker",
+              "diff": "comparing"}
 
 
 class Cancelled(Exception):  # noqa: N818 - a signal, not an error

@@ -46,6 +46,11 @@ class NavigationMixin:
     topics: dict[int, str | None]
 
     # ------------------------------------------------------------ goto / search / refs
+    @property
+    def unit(self) -> str:
+        """What the list's entries are: chunks of a .db, rows of a sqlite store."""
+        return "row" if self.doc.is_store else "chunk"
+
     def need_index(self) -> bool:
         if not self.doc.complete():
             self.say("the index is still being built; try again in a moment", "warning")
@@ -114,6 +119,9 @@ class NavigationMixin:
                 if item is None:
                     self.say(f"no msg_store with store id {sid}", "warning")
                     return
+            elif text.startswith(("0x", "@")) and self.doc.is_store:
+                self.say("a sqlite store has rows, not byte offsets: give a row number or #store id", "warning")
+                return
             elif text.startswith(("0x", "@")):
                 off = int(text.lstrip("@"), 0)
                 self.pending_offset = off  # the hex view goes to this byte once it shows the chunk
@@ -138,7 +146,7 @@ class NavigationMixin:
         if same:  # no new row: the details are not shown again, so move the hex view here
             self.show_pending_offset()
         where = f" at offset {self.pending_offset} (0x{self.pending_offset:x})" if self.pending_offset is not None else ""
-        self.say(f"went to {'damage' if item == DAMAGE_ROW else f'chunk {item}'}{where}")
+        self.say(f"went to {'damage' if item == DAMAGE_ROW else f'{self.unit} {item}'}{where}")
 
     def show_pending_offset(self) -> None:
         """Put the hex cursor on the byte a goto by offset asked for, when the hex view shows it."""
@@ -160,7 +168,7 @@ class NavigationMixin:
         if item is not None and item <= -2:
             item = self.doc.new_anchor.get(item)  # an inserted chunk: go on after its neighbour
         start = (item + 1) if item is not None and item >= 0 else 0
-        self.say(f"searching {text!r} from chunk {start}…")
+        self.say(f"searching {text!r} from {self.unit} {start}…")
         self.search_worker(text, start)
 
     def action_search_next(self) -> None:
@@ -183,7 +191,7 @@ class NavigationMixin:
             self.say(f"{text!r} not found after this chunk", "warning")
         else:
             self.jump(found)
-            self.say(f"{text!r} found in chunk {found} (n: next)")
+            self.say(f"{text!r} found in {self.unit} {found} (n: next)")
 
     def action_follow(self) -> None:
         if self.item is None or self.item == DAMAGE_ROW or not self.need_index():
@@ -220,9 +228,13 @@ class NavigationMixin:
             self.chunks.focus()
 
     def action_clear_filter(self) -> None:
-        stopped = self.cancel_jobs()  # Esc stops a running filter, search, check or export first
+        stopped = self.cancel_jobs()  # Esc stops a running filter, search, check, export or broker verdict first
         if stopped:
             self.say(", ".join(stopped) + " cancelled")
+        if "broker" in stopped:
+            self.verdict_stopped()
+        if "diff" in stopped:
+            self.diff_stopped()
         if self.filter_text or self.query_one("#filter").display:
             had = self.filter_text
             self.clear_filter()

@@ -40,6 +40,10 @@ class SavingMixin:
     def action_save_as(self) -> None:
         if self.doc.db.empty:
             return
+        if self.doc.is_store:  # its rows as a .db are `mosqdb convert`'s; never written over the store
+            self.say("not saved: a sqlite store is not written as a .db here (mosqdb convert STORE OUT.db does that); "
+                     + self.doc.read_only_why, "warning")
+            return
         self.push_screen(PromptScreen("Save as", self.doc.path, "path of the new file"), self.do_save_as)
 
     def do_save_as(self, path: str | None) -> None:
@@ -71,6 +75,7 @@ class SavingMixin:
         self.refresh_after_edit()
         self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
                  f"{result.chunks_deleted} deleted)")
+        self.file_saved()
         if then_exit:
             self.exit()
         return True

@@ -21,6 +21,7 @@ from inspector.tui.widgets.jobbar import JobBar
 
 LEGEND = """\
 [b]Marks[/b]  * edited  + new  D deleted  !! does not decode  ⚠ damage
+         second column (v): + not in the other file  ~ changed from it
 [b]Hex[/b]    blue header, grey lengths, dim padding, magenta
          unknown bytes, underlined = edited, gold = selected field"""
 
@@ -138,8 +139,11 @@ class CheckScreen(ModalScreen[Any]):
     LIMIT = 10_000
     """Findings listed at most (a file of millions of bad chunks: `mosqdb check` lists them all)."""
 
-    def __init__(self, findings: list[Any], running: bool = False) -> None:
+    def __init__(self, findings: list[Any], running: bool = False, broker: str | None = None) -> None:
         super().__init__()
+        self.broker = broker  # the findings are graded for this Mosquitto release (its verdict heads the panel)
+        self.release = broker  # the release itself once known (``auto`` names one)
+        self._verdict: Text | None = None
         self.findings: list[Any] = []  # those listed (at most LIMIT)
         self.more: dict[str, int] = {}  # per severity, findings past the limit
         self.running = running
@@ -148,11 +152,26 @@ class CheckScreen(ModalScreen[Any]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box", id="check-box"):
             yield Label(self.title_line(), id="check-title")
+            yield Static("", id="check-verdict")
             yield JobBar(only="check", id="check-job")
             yield OptionList(id="check-list")
 
     def on_mount(self) -> None:
+        self._show_verdict()
         self.add_findings(self._initial, finished=not self.running)
+
+    def set_verdict(self, lines: Text, release: str) -> None:
+        """The verdict of Mosquitto ``release`` (and the lines it logs) above the findings."""
+        self.release = release
+        self._verdict = lines
+        if self.is_mounted:  # else on_mount shows it
+            self._show_verdict()
+
+    def _show_verdict(self) -> None:
+        box = self.query_one("#check-verdict", Static)
+        box.update(self._verdict or "")
+        box.display = self._verdict is not None
+        self.query_one("#check-title", Label).update(self.title_line())
 
     def total(self) -> int:
         """Every finding so far, listed or not."""
@@ -161,9 +180,10 @@ class CheckScreen(ModalScreen[Any]):
     def title_line(self) -> str:
         errors = sum(1 for f in self.findings if f.severity == "error") + self.more.get("error", 0)
         counts = f"{errors:,} error(s), {self.total() - errors:,} warning(s)"
+        name = f"check for Mosquitto {self.release}" if self.release else "check"
         if self.running:
-            return f"check: {counts} so far — Enter jumps, Esc stops the check"
-        return f"check: {counts} — Enter jumps, Esc closes"
+            return f"{name}: {counts} so far — Enter jumps, Esc stops the check"
+        return f"{name}: {counts} — Enter jumps, Esc closes"
 
     def add_findings(self, findings: list[Any], finished: bool, more: dict[str, int] | None = None) -> None:
         """Append findings (as the checker streams them); ``finished`` with the last batch.
@@ -205,7 +225,7 @@ class CheckScreen(ModalScreen[Any]):
     @staticmethod
     def option(k: int, f: Any) -> Option:
         style = "bold red" if f.severity == "error" else "yellow"
-        label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), printable(f"{f.where()}: {f.message}"))
+        label = Text.assemble((f"{f.severity:7} ", style), (f"{f.rule} ", "bold"), printable(f"{f.where()}: {f.message}" if f.where() else f.message))
         return Option(label, id=str(k))
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:

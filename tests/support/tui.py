@@ -7,15 +7,16 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from inspector.tui.app import InspectorApp
-from inspector.tui.document import Document
+from inspector.tui.storedoc import open_document
 
 from support.clock import AT
 
 
 def make_app(path: Path | str, *, read_only: bool = False, check_at: float | None = AT,
              detail_delay: float = 0.0) -> InspectorApp:
-    """The app on a file, at a fixed reference time; details follow the cursor at once unless asked."""
-    return InspectorApp(Document(str(path), read_only=read_only), check_at=check_at, detail_delay=detail_delay)
+    """The app on a file (a .db or a 2.1 sqlite store), at a fixed reference time; details follow the cursor at
+    once unless asked."""
+    return InspectorApp(open_document(str(path), read_only=read_only), check_at=check_at, detail_delay=detail_delay)
 
 
 async def settle(pilot: Pilot) -> None:

@@ -44,6 +44,8 @@ STYLES = {
     "track": Style(bgcolor="grey19"),
     "thumb": Style(bgcolor="grey58"),
     "topic": Style(color="bright_cyan"),
+    "diff_added": Style(color="black", bgcolor="green", bold=True),
+    "diff_changed": Style(color="black", bgcolor="yellow", bold=True),
 }
 
 
@@ -69,6 +71,7 @@ class ChunkList(RepaintOnFocus, Widget, can_focus=True):
         self.top = 0
         self._last_item: int | None = None
         self.topic_of: Callable[[int], str | None] = lambda _sid: None  # the app's store-id -> topic lookup
+        self.diff_mark: Callable[[int], str | None] = lambda _row: None  # + / ~ against a second file (v)
 
     # ------------------------------------------------------------ model
     def total(self) -> int:
@@ -221,7 +224,7 @@ class ChunkList(RepaintOnFocus, Widget, can_focus=True):
             text = f"!! {v.error.reason}"
             label_style = STYLES["bad"]
         else:
-            text = summary(v.record) if v.record is not None else ""
+            text = doc.row_text(item) if v.row is not None else summary(v.record) if v.record is not None else ""
             label_style = STYLES.get(label, STYLES["bad"])
             exp = expires_at(v.record) if v.record is not None else None
             if exp is not None and exp <= getattr(self.app, "at", exp):
@@ -229,16 +232,20 @@ class ChunkList(RepaintOnFocus, Widget, can_focus=True):
         mark = "D" if v.deleted else ("+" if v.inserted else ("*" if v.edited else " "))
         mark_style = STYLES["deleted"] if v.deleted else STYLES["edited"]
         body_style = STYLES["deleted"] if v.deleted else Style()
-        segs = [
-            Segment(mark, mark_style),
-            Segment(f"{'new' if v.inserted else item:>{digits}} ", STYLES["index"]),
-        ]
-        if width >= 40:
+        segs = [Segment(mark, mark_style)]
+        if getattr(self.app, "diff_other", None) is not None:  # the second column: what differs from the other file
+            diff = self.diff_mark(item) if item >= 0 else None
+            segs.append(Segment(diff or " ", STYLES["diff_added" if diff == "+" else "diff_changed"]))
+        segs.append(Segment(f"{'new' if v.inserted else item:>{digits}} ", STYLES["index"]))
+        if v.row is not None:  # a store's row: its table where a chunk shows its offset
+            segs.append(Segment(f"{v.row.table:<13} " if width >= 40 else "", STYLES["offset"]))
+        elif width >= 40:
             segs.append(Segment(f"{v.offset:08x} ", STYLES["offset"]))
         segs.append(Segment(f"{label:<4} ", label_style))
         used = sum(len(s.text) for s in segs)
         topic = None
-        if v.record is not None and v.record.kind in ("retain", "client_msg") and v.error is None:
+        if v.record is not None and v.record.kind in ("retain", "client_msg") and v.error is None and (
+                v.row is None or v.record.kind == "client_msg"):  # a store's retain shows its own topic (its key)
             topic = self.topic_of(v.record["store_id"])
         if topic is None:
             segs.append(Segment(clip(text, max(width - used, 1)), body_style))

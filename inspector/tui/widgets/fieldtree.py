@@ -306,6 +306,57 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
                     self.move_cursor(node, announce=False)
                     break
 
+    def show_row(self, v: ChunkView) -> None:
+        """Fill the tree from a sqlite store's row: its table, rowid and primary key, each column as stored
+        (text and blobs linked to their bytes in the hex view), then the values the broker restores from it."""
+        old = self.cursor_node.data.name if self.cursor_node and self.cursor_node.data else None
+        self.clear()
+        self.view = v
+        info = v.row
+        self.root.set_label(Text(f"{info.table} rowid {info.rowid} (row {v.index}), {len(v.data)} bytes of text "
+                                 "and blobs  READ-ONLY", style="bold"))
+        root = self.root
+        root.add_leaf(Text.assemble(("primary key ", "blue"), printable(info.key_text())))
+        stored = self._add(root, Text(f"as stored in {info.table}:", style="blue"), None)
+        at = getattr(self.app, "at", time.time())
+        for name, kind, value in info.columns:
+            start, size = info.spans.get(name, (0, 0))
+            if value is None:
+                shown = "NULL"
+            elif isinstance(value, bytes) and kind == "text":
+                shown = fmt_text(value.decode("utf-8", "surrogateescape"))
+            elif isinstance(value, bytes):
+                shown = fmt_bytes(value)
+            elif name in ("expiry_time", "session_expiry_time"):
+                shown = fmt_expiry(v.record, name, int(value), at) if v.record is not None else fmt_time(int(value))
+            elif name in TIME_FIELDS or name.endswith("_time"):
+                shown = fmt_time(int(value)) if isinstance(value, int) else str(value)
+            else:
+                shown = str(value)
+            label = Text.assemble((name, "bold"), f" {kind} = ", shown)
+            self._add(stored, label, NodeInfo(name, start, size))
+        rec = v.record
+        if rec is not None:
+            restored = self._add(root, Text(f"as Mosquitto restores it (the v6 {rec.kind} values):", style="blue"),
+                                 None)
+            for name, value in rec.values.items():
+                if name == "properties":
+                    props = value or []
+                    node = self._add(restored, f"properties: {len(props)}" if props else "properties: none", None)
+                    for p in props:
+                        self._add(node, fmt_prop(p), None)
+                    continue
+                shown = (fmt_expiry(rec, name, value, at) if name in ("expiry_time", "session_expiry_time")
+                         else fmt_value(name, value))
+                self._add(restored, Text.assemble((name, "bold"), " = ", shown), None)
+        self._flatten()
+        self.cursor = 0
+        if old is not None:
+            for _s, _n, node in self.nodes_by_span:
+                if node.data and node.data.name == old:
+                    self.move_cursor(node, announce=False)
+                    break
+
     def node_at(self, pos: int) -> Node | None:
         """The innermost node whose bytes include ``pos``."""
         best = None

@@ -286,3 +286,23 @@ def test_verdict_for_an_open_file(tmp_path: Path) -> None:
         assert verdict_for(db, "auto", at=AT).broker == "2.1.2"
     with pytest.raises(UnknownVersion), DbFile(V2022) as db:
         verdict_for(db, "3.0.0")
+
+
+# ---------------------------------------------------------------- the face's call: verdict_for
+def test_verdict_for_reports_its_steps_and_counts_topics_without_text() -> None:
+    """The TUI's call: ``progress`` climbs step by step to STEPS, and ``topics=False`` gives the count of
+    retained topics with the same verdict, sessions and queues as the full prediction."""
+    from codec import DbFile
+    from codec.broker import verdict_for
+    from codec.broker.model import STEPS
+
+    seen: list[tuple[int, int]] = []
+    with DbFile(V2022) as db:
+        for _ in db.scan_steps():
+            pass
+        quick = verdict_for(db, "2.0.18", at=AT, topics=False, progress=lambda d, t: seen.append((d, t)))
+        full = verdict_for(db, "2.0.18", at=AT)
+    assert [d for d, _t in seen] == sorted(d for d, _t in seen) and seen[-1] == (STEPS, STEPS)
+    assert {t for _d, t in seen} == {STEPS} and len(seen) >= STEPS - 1
+    assert quick.retained == [] and quick.retained_count == len(full.retained) > 0
+    assert (quick.verdict, quick.kept, quick.queued) == (full.verdict, full.kept, full.queued)

@@ -137,3 +137,18 @@ def test_the_store_rules(store: Path) -> None:
 def test_a_store_with_a_foreign_schema_version_fails_check(store: Path) -> None:
     damage(store, "UPDATE version_info SET major = 2")
     assert rules(store)[("error", "schema", None)] == 1
+
+
+def test_store_records_name_the_row_each_record_comes_from(store: Path) -> None:
+    """``store_records(rows=)``: per record of the .db image, the store row it was read from (the cfg: -1),
+    so a chunk of the image can be shown as its row (the TUI's diff of a store)."""
+    from codec.store.todb import store_records
+
+    rows: list[int] = []
+    with StoreFile(store) as s:
+        recs = list(store_records(s, rows=rows))
+        assert len(rows) == len(recs) and rows[0] == -1 and recs[0].kind == "cfg"
+        assert sorted(rows[1:]) == sorted(set(rows[1:]))  # each row once
+        for rec, number in zip(recs[1:], rows[1:], strict=True):
+            assert s.chunk(number).record.values == rec.values
+        assert list(store_records(s)) == recs  # the records themselves do not change

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from codec.errors import CodecError
-from inspector.tui.document import Document
 from inspector.tui.filters import search_forward, search_stretch
 from inspector.tui.rows import summary
+from inspector.tui.storedoc import open_document
 
-from support.paths import REAL_FILES, UNIT_FILES
+from support.paths import REAL_FILES, SQLITE_STORES, UNIT_FILES
 
 FIXED = ["q1", "#1", "queued", "out", "→#", "corp/", "B", " q", "shutdown", "xyz", "ab cd", "(", "-", "R 1", "2B"]
 
@@ -29,10 +29,10 @@ def _hit(rec, text: str) -> bool:
     return bool(payload and text.encode("utf-8", "surrogateescape") in payload)
 
 
-@pytest.mark.parametrize("path", [*REAL_FILES, *UNIT_FILES[:12]], ids=lambda p: Path(p).name)
+@pytest.mark.parametrize("path", [*REAL_FILES, *SQLITE_STORES, *UNIT_FILES[:12]], ids=lambda p: Path(p).name)
 def test_search_on_columns_finds_what_chunk_by_chunk_search_found(path: Path) -> None:
     try:
-        doc = Document(str(path))
+        doc = open_document(str(path))  # a 2.1 sqlite store: its rows
     except CodecError:
         pytest.skip("not a db")
     for _ in doc.db.scan_steps():
