@@ -9,6 +9,18 @@ from pathlib import Path
 from urllib.parse import quote
 
 
+def names(path: Path) -> list[str]:
+    """The files beside ``path`` (a store must never gain -wal/-shm or other files from a read)."""
+    return sorted(p.name for p in path.parent.iterdir())
+
+
+def one_line(err: str) -> str:
+    """``err`` is exactly one line (the error shape of every command): that line."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
 def sha256(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 

@@ -16,29 +16,12 @@ import pytest
 
 from support.cli import env, run, run_in_process
 from support.paths import INCOMING, ROOT, V6
-from support.stores import counts, sha256, store_state
+from support.stores import counts, names, one_line, sha256, store_state
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    d = tmp_path / "s"
-    d.mkdir()
-    dst = d / "mosquitto.sqlite3"
-    shutil.copyfile(STORE, dst)
-    return dst
-
-
-def names(path: Path) -> list[str]:
-    return sorted(p.name for p in path.parent.iterdir())
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 # ---------------------------------------------------------------- the reports and the result

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from collections import Counter
 from pathlib import Path
@@ -22,13 +21,6 @@ from support.stores import counts
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")
 AT = "2026-11-23T00:00:00Z"
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    dst = tmp_path / "mosquitto.sqlite3"
-    shutil.copyfile(STORE, dst)
-    return dst
 
 
 def test_rows_are_the_column_batches_and_the_records(store: Path) -> None:

@@ -10,7 +10,6 @@ queue, in order. Bad input is refused in one line, the store's sha256 unchanged.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from codec.store.todb import sqlite_to_db
 
 from support.cli import env, run, run_in_process
 from support.paths import INCOMING, ROOT
-from support.stores import connect, counts, sha256
+from support.stores import connect, counts, names, one_line, sha256
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")
@@ -34,23 +33,6 @@ pytestmark = pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixt
 FILE_FIGURES = ("file", "written", "chunks_before", "size_before", "size_after", "seconds", "backup", "dry_run")
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Path:
-    d = tmp_path / "s"
-    d.mkdir()
-    dst = d / "mosquitto.sqlite3"
-    shutil.copyfile(STORE, dst)
-    return dst
-
-
-def names(path: Path) -> list[str]:
-    return sorted(p.name for p in path.parent.iterdir())
-
-
-def one_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 def report(*argv: object) -> dict:
