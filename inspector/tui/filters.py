@@ -173,8 +173,7 @@ class StoreColumns:
         assert idx is not None and doc.version is not None
         self.index = idx
         n = len(idx)
-        offsets, types, _ = idx.arrays()
-        offsets, types = offsets[:n], types[:n]
+        offsets, types = idx.offsets_array()[:n], idx.types_array()[:n]  # views: no whole-file ends array
         self.types = types
         self.ids = np.zeros(n, dtype=np.uint64)
         self.has = np.zeros(n, dtype=bool)

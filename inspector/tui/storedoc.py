@@ -60,6 +60,12 @@ class RowIndex:
             self._zeros = np.zeros(len(self.types), np.int64)
         return self._zeros, self.types, self._zeros
 
+    def offsets_array(self) -> np.ndarray:
+        return self.arrays()[0]
+
+    def types_array(self) -> np.ndarray:
+        return self.types
+
     @property
     def offsets(self) -> np.ndarray:
         return self.arrays()[0]

@@ -23,7 +23,7 @@ def type_counts(doc: Document) -> dict[int, int]:
     idx = doc.index()
     if idx is None or not len(idx):
         return {}
-    types = idx.arrays()[1][: len(idx)]
+    types = idx.types_array()[: len(idx)]
     values, counts = np.unique(types, return_counts=True)
     return {int(v): int(c) for v, c in zip(values, counts, strict=True)}
 
@@ -35,7 +35,7 @@ def edited_counts(doc: Document, counts: dict[int, int]) -> tuple[dict[int, int]
     total = sum(counts.values())
     if idx is not None and doc.overlay.deleted:
         gone = np.fromiter((i for i in doc.overlay.deleted if 0 <= i < len(idx)), dtype=np.int64)
-        values, n = np.unique(idx.arrays()[1][gone], return_counts=True)
+        values, n = np.unique(idx.types_array()[gone], return_counts=True)
         for t, k in zip(values.tolist(), n.tolist(), strict=True):
             out[t] = out.get(t, 0) - k
         total -= len(gone)
