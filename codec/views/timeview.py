@@ -122,17 +122,15 @@ def expiry_counts(db: Any, at: float) -> dict[str, dict[str, int]]:
     needs no decoding: only the (few) sessions with times are decoded to see whether
     their interval says "never". v2-v4 files have no expiry times: everything is "never".
     """
-    import numpy as np
-
     from codec.layouts import ChunkType
 
     idx = db.index
-    types = np.frombuffer(idx.types, dtype=np.uint32) if len(idx.types) else np.zeros(0, np.uint32)
+    counts = idx.counts()  # the scan's tally (no numpy, no pass over the types) when it covered every chunk
     out: dict[str, dict[str, int]] = {}
     for kind, ctype, name in (("client", ChunkType.CLIENT, "session_expiry_time"),
                               ("msg_store", ChunkType.MSG_STORE, "expiry_time")):
         ids, values = idx.times.get(name, ((), ()))
-        total = int(np.count_nonzero(types == int(ctype)))  # two kinds: cheaper than idx.counts()
+        total = counts.get(int(ctype), 0)
         live = []
         for i, value in zip(ids, values):
             if kind == "client" and db.chunk(i).record.get("session_expiry_interval") == NEVER:
