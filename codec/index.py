@@ -282,12 +282,12 @@ class _Walker:
                     return
             if self.watch:
                 self._python_times(t, buf, rel + hsize, len(offs))
+            types.append(t)  # the offset last and the end right after: a reader on another thread sees
+            lens.append(length)  # only whole chunks (the index's length is that of its offsets)
             offs.append(off)
-            types.append(t)
-            lens.append(length)
-            tally[t if t < OTHER else OTHER] += 1
             off += hsize + n
             self.off = index.end = off
+            tally[t if t < OTHER else OTHER] += 1
             reader.sized_for(hsize + n)
 
     def _python_times(self, t: int, buf: bytes, body: int, i: int) -> None:
@@ -304,25 +304,28 @@ class _Walker:
         each confirmed by its type's rule from the layout tables; where a chunk is not confirmed
         (or runs past the file) the next stretch is walked field by field.
 
-        The C loop writes straight into the index's arrays (grown by ``limit``, cut back to what
-        it found): no intermediate copies, so a big file's index costs its own pages only."""
+        The C loop writes into scratch arrays of ``limit`` slots (a few MB), appended to the index
+        when it returns, so the index never holds unfilled slots another thread could read."""
         index, reader = self.index, self.reader
         if self.read_buffer is None:
             self.read_buffer = bytearray(BLOCK)
-        arrays = (index.offsets, index.types, index.lengths)
         first = len(index.offsets)
         limit = min(limit, MAX_RUN, (reader.size - self.off) // self.hsize + 1)  # no more than can fit
-        for arr in arrays:
+        # the C walk fills scratch arrays, appended to the index once it returns: a reader on another
+        # thread (the TUI while the scan runs) never sees slots that are not filled yet
+        scratch = (array("q"), array("I"), array("I"))
+        for arr in scratch:
             _grow(arr, limit)
-        count = 0
-        try:
-            with memoryview(index.offsets) as o, memoryview(index.types) as t, memoryview(index.lengths) as ln:
-                count, end, status, counts, times = _framing.scan(
-                    reader.fd, self.off, reader.size, self.hsize, self.rules, self.endian == "big", first,
-                    o[first:], t[first:], ln[first:], self.read_buffer, SMALL_BLOCK)
-        finally:
-            for arr in arrays:
-                del arr[first + count:]
+        with memoryview(scratch[0]) as o, memoryview(scratch[1]) as t, memoryview(scratch[2]) as ln:
+            count, end, status, counts, times = _framing.scan(
+                reader.fd, self.off, reader.size, self.hsize, self.rules, self.endian == "big", first,
+                o, t, ln, self.read_buffer, SMALL_BLOCK)
+        for got in scratch:
+            del got[count:]
+        index.types.extend(scratch[1])  # offsets last: their length is the index's length
+        index.lengths.extend(scratch[2])
+        index.offsets.extend(scratch[0])
+        self.off = index.end = end  # right after: a reader sees the new last chunk end at ``end``
         tally = index.tally
         for slot, n in enumerate(array("q", counts)):
             tally[slot] += n
@@ -330,7 +333,6 @@ class _Walker:
             if ids:
                 index.times[name][0].frombytes(ids)
                 index.times[name][1].frombytes(values)
-        self.off = index.end = end
         if status == _END:
             self.finish(end)
         elif status == _PYTHON:
