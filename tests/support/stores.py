@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
+import subprocess
+import sys
+import textwrap
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
@@ -57,3 +60,26 @@ def counts(path: Path) -> dict[str, int]:
                 for t in ("base_msgs", "retains", "clients", "subscriptions", "client_msgs")}
     finally:
         con.close()
+
+
+def killed_mid_edit(*argv: str) -> subprocess.CompletedProcess:
+    """Run ``mosqdb ARGV`` in a child that dies (SIGKILL) right after its first ``DELETE FROM client_msgs``:
+    a store edit that must roll back whole."""
+    from support.cli import env
+    from support.paths import ROOT
+
+    code = textwrap.dedent(f"""
+        import os, signal
+        from codec.store import edit
+        real = edit.StoreEdit.execute
+        def execute(self, sql, params=()):
+            cur = real(self, sql, params)
+            if sql.startswith("DELETE FROM client_msgs"):
+                os.kill(os.getpid(), signal.SIGKILL)
+            return cur
+        edit.StoreEdit.execute = execute
+        from inspector.cli import main
+        main({list(argv)!r})
+    """)
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env(), capture_output=True, text=True,
+                          timeout=60)

@@ -148,6 +148,7 @@ def aged21(tmp_path_factory: pytest.TempPathFactory) -> tuple[Made, str]:
     with DbFile(made.db) as db:
         client = next(c.record for c in db.stream() if c.kind == "client")
     assert client["session_expiry_interval"] == 0xFFFFFFFF and client["session_expiry_time"] > 0
+    # about now: the broker wrote this expiry from its clock, and its next start expires by that clock
     wait_for(lambda: time.time() > client["session_expiry_time"] + 1, "the bridge session's expiry time passes")
     return made, binary
 

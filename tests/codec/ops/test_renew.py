@@ -78,7 +78,7 @@ def test_shift_auto_uses_the_downtime(tmp_path: Path) -> None:
     os.utime(copy, (t0, t0))
     p = mosqdb("renew", str(copy), "--shift", "auto", "--json", "--dry-run")
     data = json.loads(p.stdout)
-    assert abs(data["shift"] - (time.time() - t0)) < 60
+    assert abs(data["shift"] - (time.time() - t0)) < 60  # about now: --shift auto is the downtime until now
     assert data["messages_changed"] == 2 and data["sessions_changed"] == 6
 
 

@@ -9,14 +9,13 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from support.cli import env, run, run_in_process
 from support.paths import INCOMING, ROOT, V6
-from support.stores import counts, names, one_line, sha256, store_state
+from support.stores import counts, killed_mid_edit, names, one_line, sha256, store_state
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")
@@ -138,20 +137,7 @@ def test_a_store_with_a_wal_is_edited_with_it(store: Path) -> None:
 def test_a_failed_edit_is_never_half_applied(store: Path) -> None:
     """The child dies (SIGKILL) between the DELETE statements of one edit: the store is as before."""
     digest = sha256(store)
-    code = textwrap.dedent(f"""
-        import os, signal
-        from codec.store import edit
-        real = edit.StoreEdit.execute
-        def execute(self, sql, params=()):
-            cur = real(self, sql, params)
-            if sql.startswith("DELETE FROM client_msgs"):
-                os.kill(os.getpid(), signal.SIGKILL)
-            return cur
-        edit.StoreEdit.execute = execute
-        from inspector.cli import main
-        main(["drop-client", {str(store)!r}, "a-sub-q1", "--in-place"])
-    """)
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
+    p = killed_mid_edit("drop-client", str(store), "a-sub-q1", "--in-place")
     assert p.returncode == -9
     assert "a-sub-q1" in store_state(store)["sessions"]  # read through the journal: rolled back
     con = sqlite3.connect(store)  # what the broker would see when it opens it next

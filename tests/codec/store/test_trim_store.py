@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
-import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -23,9 +20,9 @@ from codec import DbFile
 from codec.ops.queues import IN_FLIGHT_STATES
 from codec.store.todb import sqlite_to_db
 
-from support.cli import env, run, run_in_process
-from support.paths import INCOMING, ROOT
-from support.stores import connect, counts, names, one_line, sha256
+from support.cli import run, run_in_process
+from support.paths import INCOMING
+from support.stores import connect, counts, killed_mid_edit, names, one_line, sha256
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")
@@ -193,20 +190,7 @@ def test_nothing_matches_writes_nothing_and_keeps_no_backup(store: Path) -> None
 def test_a_killed_trim_is_never_half_applied(store: Path) -> None:
     """The child dies (SIGKILL) between its two DELETEs: the store is as before."""
     digest = sha256(store)
-    code = textwrap.dedent(f"""
-        import os, signal
-        from codec.store import edit
-        real = edit.StoreEdit.execute
-        def execute(self, sql, params=()):
-            cur = real(self, sql, params)
-            if sql.startswith("DELETE FROM client_msgs"):
-                os.kill(os.getpid(), signal.SIGKILL)
-            return cur
-        edit.StoreEdit.execute = execute
-        from inspector.cli import main
-        main(["trim-queue", {str(store)!r}, "--keep-newest", "0", "--in-place"])
-    """)
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
+    p = killed_mid_edit("trim-queue", str(store), "--keep-newest", "0", "--in-place")
     assert p.returncode == -9, p.stderr
     assert counts(store)["client_msgs"] == 30  # read through the journal: rolled back
     con = sqlite3.connect(store)  # what the broker would see when it opens it next
