@@ -6,10 +6,11 @@ Prints, per run and as min-median-max over the runs (each command is a child pro
 time and peak RSS come from wait4, its wall time from the clock, output to /dev/null):
   1. ``mosqdb dump --json`` vs ``mosquitto_db_dump --json`` (2.1.2): wall, CPU, peak RSS and the
      CPU ratio (goal: <= 0.5, peak RSS <= 200 MiB);
-  2. ``mosqdb export --to parquet`` (every kind, the messages view included) vs
-     ``mosquitto_db_dump FILE`` (2.0.22, full text dump): wall ratio (goal: <= 1.0);
-  3. with ``--compression``: the export with each Parquet codec (snappy, zstd, lz4, none):
-     wall, CPU and dataset size;
+  2. ``mosqdb export --to parquet`` of all kinds (the six chunk kinds), then the default export
+     (those and the joined ``messages`` view) vs ``mosquitto_db_dump FILE`` (2.0.22, full text
+     dump): wall ratio (goal: <= 1.0);
+  3. with ``--compression``: the export with each Parquet codec and zstd level (zstd:1 is Arrow's
+     default level, zstd:-1 ours): wall, CPU and dataset size;
   0. with ``--text`` (first): the text ``mosqdb dump`` vs ``mosquitto_db_dump FILE`` (2.0.22): wall, CPU ratios.
 The two sides of a ratio run back to back, so a ratio is measured on the same (noisy) machine state;
 each run prints the load average.
@@ -100,25 +101,28 @@ def main() -> None:
                   f"cpu ratio {spread([a['cpu'] / b['cpu'] for a, b in zip(mine, theirs)])}, wall ratio "
                   f"{spread([a['wall'] / b['wall'] for a, b in zip(mine, theirs)])}")
 
-        mine, theirs = [], []
-        print(f"export --to parquet (all kinds + messages) vs mosquitto_db_dump (2.0.22 text), {args.runs} runs")
-        for run in range(args.runs):
-            target = os.path.join(out, "ds")
-            shutil.rmtree(target, ignore_errors=True)
-            a = measure([*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q"])
-            b = measure([DUMP20, db])
-            mine.append(a)
-            theirs.append(b)
-            print(f"  run {run + 1}: export wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB "
-                  f"({dir_size(target) / 2**20:.0f} MiB) | 2.0.22 dump wall {b['wall']:.2f} s cpu {b['cpu']:.2f} s | "
-                  f"wall ratio {a['wall'] / b['wall']:.2f} | load {os.getloadavg()[0]:.1f}", flush=True)
-        ratios = [a["wall"] / b["wall"] for a, b in zip(mine, theirs)]
-        print(f"  export wall {spread([r['wall'] for r in mine])} s vs dump {spread([r['wall'] for r in theirs])} s; "
-              f"wall ratio {spread(ratios)} (goal <= 1.0)")
+        chunk_kinds = "cfg,msg_store,client_msg,retain,sub,client"
+        for label, extra in (("all kinds", ["--kind", chunk_kinds]), ("all kinds + the messages view (the default)", [])):
+            mine, theirs = [], []
+            print(f"export --to parquet, {label}, vs mosquitto_db_dump (2.0.22 text), {args.runs} runs")
+            for run in range(args.runs):
+                target = os.path.join(out, "ds")
+                shutil.rmtree(target, ignore_errors=True)
+                a = measure([*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q", *extra])
+                b = measure([DUMP20, db])
+                mine.append(a)
+                theirs.append(b)
+                print(f"  run {run + 1}: export wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB "
+                      f"({dir_size(target) / 2**20:.0f} MiB) | 2.0.22 dump wall {b['wall']:.2f} s cpu {b['cpu']:.2f} s"
+                      f" | wall ratio {a['wall'] / b['wall']:.2f} | load {os.getloadavg()[0]:.1f}", flush=True)
+            ratios = [a["wall"] / b["wall"] for a, b in zip(mine, theirs)]
+            print(f"  export wall {spread([r['wall'] for r in mine])} s, cpu {spread([r['cpu'] for r in mine])} s, "
+                  f"peak RSS {spread([r['rss'] for r in mine], '{:.0f}')} MiB vs dump "
+                  f"{spread([r['wall'] for r in theirs])} s; wall ratio {spread(ratios)} (goal <= 1.0)")
 
         if args.compression:
-            print("Parquet codecs (export of all kinds)")
-            for codec in ("snappy", "zstd", "lz4", "none"):
+            print("Parquet codecs (export of all kinds + messages; zstd:-1 is the default)")
+            for codec in ("zstd:1", "zstd:-1", "zstd:-3", "zstd:-5", "lz4", "snappy", "none"):
                 rows, size = [], 0
                 for _ in range(args.runs):
                     target = os.path.join(out, f"ds-{codec}")
@@ -126,7 +130,7 @@ def main() -> None:
                     rows.append(measure([*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q",
                                          "--compression", codec]))
                     size = dir_size(target)
-                print(f"  {codec:7s} wall {spread([r['wall'] for r in rows])} s, cpu {spread([r['cpu'] for r in rows])}"
+                print(f"  {codec:8s} wall {spread([r['wall'] for r in rows])} s, cpu {spread([r['cpu'] for r in rows])}"
                       f" s, {size / 2**20:.0f} MiB")
     finally:
         shutil.rmtree(out, ignore_errors=True)

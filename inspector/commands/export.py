@@ -61,7 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="parquet/jsonl: rows per Arrow batch (memory bound; default 32768); msgpack/forward: "
                         "messages per forward packet (default 1000; split further to stay under the "
                         "268,435,455-byte packet limit)")
-    p.add_argument("--compression", default="zstd", help="Parquet compression (zstd, snappy, lz4, none)")
+    p.add_argument("--compression", metavar="CODEC[:LEVEL]",
+                   help="Parquet compression: zstd, lz4, snappy, gzip, brotli or none, optionally with a level "
+                        "(zstd:3); default zstd:-1, a fast zstd level")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     add_endian(p)
     if add_forward_options is not None:
@@ -174,8 +176,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--batch-size must be at least 1")
     kinds = parse_kinds(args.kind)
     selection = selection_from(args, kinds)
-    from exporters.files import ALL_KINDS, export_jsonl, export_parquet
+    from exporters.files import ALL_KINDS, DEFAULT_COMPRESSION, export_jsonl, export_parquet, parse_compression
     from exporters.schema import KINDS
+
+    compression = args.compression or DEFAULT_COMPRESSION
+    try:
+        parse_compression(compression)
+    except ValueError as exc:
+        raise UsageError(f"--compression: {exc}") from None
 
     with progress_bar(args, args.files) as bar:
         if to == "parquet":
@@ -186,7 +194,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             if single and os.path.isdir(out):
                 raise UsageError(f"{out}: is a directory; with one --kind OUT is a Parquet file")
             counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single, at=_at(args),
-                                    selection=selection, batch_size=args.batch_size, compression=args.compression,
+                                    selection=selection, batch_size=args.batch_size, compression=compression,
                                     endian=args.endian, progress=bar)
         else:
             counts = export_jsonl(args.files, args.output, kinds=kinds or KINDS, selection=selection,

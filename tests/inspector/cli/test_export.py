@@ -200,3 +200,26 @@ def test_sql_without_pyspark_says_how_to_install() -> None:
     assert r.returncode == 2
     # the command that works from this checkout: the running Python's pip, the spark extra of this tree
     assert r.stderr.strip() == f"mosqdb sql: PySpark is not installed: {sys.executable} -m pip install -e '{ROOT}[spark]'"
+
+
+def test_compression_codec_and_level(tmp_path: Path) -> None:
+    """The default is zstd (at a fast level); CODEC:LEVEL picks another; a bad one is one line, exit 2,
+    and nothing is made."""
+    sizes = {}
+    for spec in (None, "zstd:9", "gzip:1", "none"):
+        out = tmp_path / (spec or "default").replace(":", "-")
+        extra = ["--compression", spec] if spec else []
+        r = mosqdb("export", str(REAL_FILES[-1]), "--to", "parquet", "-o", str(out), "--kind", "msg_store", *extra)
+        assert r.returncode == 0, r.stderr
+        meta = pq.ParquetFile(out).metadata
+        codecs = {meta.row_group(0).column(i).compression for i in range(meta.num_columns)}
+        assert codecs == {{None: "ZSTD", "zstd:9": "ZSTD", "gzip:1": "GZIP", "none": "UNCOMPRESSED"}[spec]}
+        sizes[spec] = out.stat().st_size
+        assert pq.read_table(out).equals(pq.read_table(tmp_path / "default"))
+    assert sizes["none"] > sizes[None]
+    for bad, says in (("zstd:99", "zstd levels run from"), ("snappy:1", "snappy has no compression level"),
+                      ("bz2", "unknown Parquet compression 'bz2'"), ("zstd:x", "not a compression level")):
+        out = tmp_path / "bad"
+        r = mosqdb("export", str(REAL_FILES[-1]), "--to", "parquet", "-o", str(out), "--compression", bad)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and says in r.stderr, (bad, r.stderr)
+        assert not out.exists()
