@@ -15,28 +15,11 @@ then min-median-max over the rounds.
 from __future__ import annotations
 
 import os
-import statistics
-import subprocess
 import sys
-import time
+
+from timing import child, spread
 
 ROOT = os.environ.get("MOSQDB_REPO") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child, through /usr/bin/time."""
-    t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True, check=False, cwd=ROOT)
-    wall = time.perf_counter() - t
-    try:
-        return wall, int(p.stderr.strip().splitlines()[-1]) / 1024
-    except (ValueError, IndexError):
-        return wall, float("nan")
-
-
-def spread(values: list[float], fmt: str) -> str:
-    return "–".join(fmt.format(x) for x in (min(values), statistics.median(values), max(values)))
 
 
 def main(argv: list[str]) -> int:
@@ -56,7 +39,8 @@ def main(argv: list[str]) -> int:
     got: dict[str, list[tuple[float, float]]] = {k: [] for k in runs}
     for r in range(repeat):
         for name, cmd in runs.items():
-            wall, rss = timed(cmd)
+            run = child(cmd, cwd=ROOT, check=False)
+            wall, rss = run.wall, run.rss
             got[name].append((wall, rss))
             print(f"round {r + 1}: {name}: {wall:.2f} s, {rss:.0f} MiB", flush=True)
     print(f"\n{path}: {os.path.getsize(path):,} bytes; min-median-max of {repeat} runs")

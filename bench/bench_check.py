@@ -23,44 +23,16 @@ import os
 import pty
 import select
 import shutil
-import statistics
 import subprocess
 import sys
 import time
+from dataclasses import astuple
+
+from timing import child, spread, vm_hwm
 
 # MOSQDB_REPO: time the CLI of another checkout (a baseline) with this script
 ROOT = os.environ.get("MOSQDB_REPO") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLES = {v: os.path.expanduser(f"~/.cache/mosqdb-oracles/{v}/mosquitto_db_dump") for v in ("2.0.22", "2.1.2")}
-
-
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one child, through /usr/bin/time."""
-    t = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                       text=True, check=False, cwd=ROOT)
-    wall = time.perf_counter() - t
-    try:
-        return wall, int(p.stderr.strip().splitlines()[-1]) / 1024
-    except (ValueError, IndexError):
-        return wall, float("nan")
-
-
-def timed_cpu(cmd: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one child (wait4)."""
-    with open(os.devnull, "wb") as null:
-        t = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=null, stderr=null, cwd=ROOT)
-        _, _status, ru = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t
-    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024
-
-
-def vm_hwm(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def tui_check(path: str, timeout: float = 120) -> tuple[float, float, float]:
@@ -111,10 +83,6 @@ def tui_check(path: str, timeout: float = 120) -> tuple[float, float, float]:
         os.close(master)
 
 
-def spread(values: list[float]) -> str:
-    return f"{min(values):.2f}-{statistics.median(values):.2f}-{max(values):.2f}"
-
-
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     repeat = 3
@@ -136,14 +104,14 @@ def main() -> None:
     info_only = "--info-only" in sys.argv
     for r in range(repeat):
         row = {} if info_only else {
-            "check": timed(mosqdb + ["check", path]),
-            "stats --by topic --depth 2": timed(mosqdb + ["stats", path, "--by", "topic", "--depth", "2"]),
+            "check": child(mosqdb + ["check", path], cwd=ROOT, check=False).pair(),
+            "stats --by topic --depth 2": child(mosqdb + ["stats", path, "--by", "topic", "--depth", "2"], cwd=ROOT).pair(),
         }
-        wall, cpu, rss = timed_cpu(mosqdb + ["info", path])
+        wall, cpu, rss, _ = astuple(child(mosqdb + ["info", path], cwd=ROOT))
         row["info"] = (wall, rss)
         cpus.setdefault("info", []).append(cpu)
         for v, oracle in oracles.items():
-            o_wall, o_cpu, o_rss = timed_cpu([oracle, "--stats", path])
+            o_wall, o_cpu, o_rss, _ = astuple(child([oracle, "--stats", path], check=False))
             row[f"{v} --stats"] = (o_wall, o_rss)
             cpus.setdefault(f"{v} --stats", []).append(o_cpu)
             ratios[v].append(wall / o_wall)

@@ -21,34 +21,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from timing import child, spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ORACLES = os.path.expanduser("~/.cache/mosqdb-oracles")
 DUMP21 = os.path.join(ORACLES, "2.1.2", "mosquitto_db_dump")
 DUMP20 = os.path.join(ORACLES, "2.0.22", "mosquitto_db_dump")
 MOSQDB = [sys.executable, "-m", "mosqdb"]
-
-
-def measure(cmd: list[str]) -> dict[str, float]:
-    """Wall, CPU (user+sys) seconds and peak RSS (MiB) of one child process, stdout to /dev/null."""
-    with open(os.devnull, "wb") as null:
-        t = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=null, cwd=ROOT)
-        _, status, ru = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode not in (0,):
-        raise SystemExit(f"{' '.join(cmd)}: exit {proc.returncode}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
-
-
-def spread(values: list[float], fmt: str = "{:.2f}") -> str:
-    return "-".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
 
 
 def dir_size(path: str) -> int:
@@ -71,8 +53,8 @@ def main() -> None:
             mine, theirs = [], []
             print(f"dump --json of {db} ({os.path.getsize(db) / 2**20:.0f} MiB), {args.runs} runs")
             for run in range(args.runs):
-                a = measure([*MOSQDB, "dump", "--json", "--at", "1700000000", db])
-                b = measure([DUMP21, "--json", db])
+                a = child(cwd=ROOT, cmd=[*MOSQDB, "dump", "--json", "--at", "1700000000", db])
+                b = child([DUMP21, "--json", db])
                 mine.append(a)
                 theirs.append(b)
                 print(f"  run {run + 1}: mosqdb wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB | "
@@ -89,8 +71,8 @@ def main() -> None:
             mine, theirs = [], []
             print(f"text dump of every chunk: mosqdb dump vs mosquitto_db_dump (2.0.22), {args.runs} runs")
             for run in range(args.runs):
-                a = measure([*MOSQDB, "dump", db, "-q"])
-                b = measure([DUMP20, db])
+                a = child(cwd=ROOT, cmd=[*MOSQDB, "dump", db, "-q"])
+                b = child([DUMP20, db])
                 mine.append(a)
                 theirs.append(b)
                 print(f"  run {run + 1}: mosqdb wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB | "
@@ -108,8 +90,8 @@ def main() -> None:
             for run in range(args.runs):
                 target = os.path.join(out, "ds")
                 shutil.rmtree(target, ignore_errors=True)
-                a = measure([*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q", *extra])
-                b = measure([DUMP20, db])
+                a = child(cwd=ROOT, cmd=[*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q", *extra])
+                b = child([DUMP20, db])
                 mine.append(a)
                 theirs.append(b)
                 print(f"  run {run + 1}: export wall {a['wall']:.2f} s cpu {a['cpu']:.2f} s rss {a['rss']:.0f} MiB "
@@ -127,7 +109,7 @@ def main() -> None:
                 for _ in range(args.runs):
                     target = os.path.join(out, f"ds-{codec}")
                     shutil.rmtree(target, ignore_errors=True)
-                    rows.append(measure([*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q",
+                    rows.append(child(cwd=ROOT, cmd=[*MOSQDB, "export", db, "--to", "parquet", "-o", target, "-q",
                                          "--compression", codec]))
                     size = dir_size(target)
                 print(f"  {codec:8s} wall {spread([r['wall'] for r in rows])} s, cpu {spread([r['cpu'] for r in rows])}"

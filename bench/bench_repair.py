@@ -17,29 +17,19 @@ import argparse
 import hashlib
 import os
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from timing import Run, child, spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAMAGE = ((0.37, 3000), (0.61, 50), (0.83, 7))
 
 
-def measure(repo: str, args: list[str]) -> dict[str, float]:
+def measure(repo: str, args: list[str]) -> Run:
     """Wall, CPU (user+sys) seconds and peak RSS (MiB) of ``mosqdb ARGS`` run with ``repo``'s code."""
     env = {**os.environ, "PYTHONPATH": repo}
-    with open(os.devnull, "wb") as null:
-        t = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", *args], stdout=null, stderr=null, cwd=repo,
-                                env=env)
-        _, status, ru = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise SystemExit(f"{' '.join(args)} ({repo}): exit {code}")
-    return {"wall": wall, "cpu": ru.ru_utime + ru.ru_stime, "rss": ru.ru_maxrss / 1024}
+    return child([sys.executable, "-m", "inspector.cli", *args], cwd=repo, env=env)
 
 
 def damaged_copy(src: str, folder: str) -> str:
@@ -59,10 +49,6 @@ def sha(path: str) -> str:
         for block in iter(lambda: f.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def spread(values: list[float], fmt: str = "{:.2f}") -> str:
-    return "-".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
 
 
 def main() -> None:

@@ -18,10 +18,11 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
+
+from timing import spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "incoming", "2.1.2-a.sqlite3")
@@ -62,10 +63,6 @@ def run_child(args: list[str]) -> tuple[float, int, dict]:
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"mosqdb {' '.join(args)} failed with {os.waitstatus_to_exitcode(status)}")
     return dt, usage.ru_maxrss // 1024, json.loads(b"".join(chunks))
-
-
-def spread(values: list[float], fmt: str) -> str:
-    return "–".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
 
 
 def main() -> None:

@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_surgery import run  # noqa: E402  (one child harness for the surgery benches)
-
-
-def spread(values: list[float], fmt: str = "{:.2f}") -> str:
-    return "–".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
+from timing import spread
 
 
 def main() -> None:
