@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from codec.views.query import topic_matches
+from support.reference_selection import topic_matches
 
 from support.cli import run_in_process as run_cli
 from support.paths import BY_VERSION, V3, V6

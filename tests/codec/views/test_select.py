@@ -1,9 +1,10 @@
-"""The column engine (codec.views.select) against the per-record reference (Selection.match).
+"""The column engine (codec.views.select) against the per-record oracle (support.reference_selection).
 
 Every fixture, the damaged ones included (and damaged copies made here: cut short, a property
 tail that does not parse, a stored length too small), with many selections: the chunks the
 engine picks before the first chunk a file-order stream cannot decode are exactly those the
-stream's Selection.match keeps, and the error the engine reports there is the stream's.
+oracle keeps deciding the stream one record at a time, and the error the engine reports there
+is the stream's. The batch entry points (topics in hand) follow the oracle's MQTT rules too.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import pytest
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.views.query import Selection, topic_matches
-from codec.views.select import failure, pick, topic_mask
+from codec.views.query import Selection
+from codec.views.select import failure, pairs_matching, pick, topic_mask, topics_matching
 
 from support.paths import REAL, REAL_FILES, UNIT_FILES
+from support.reference_selection import ReferenceSelection, reference_filter, topic_matches
 
 
 def _damaged(tmp: Path) -> list[Path]:
@@ -104,7 +106,7 @@ def test_engine_matches_per_record_selection_on_every_fixture(all_files: list[Pa
         with DbFile(path) as db:
             chunks, error = _stream(db)
             for spec in _selections(chunks):
-                want = [c.index for c in Selection(**spec).filter(chunks)]
+                want = [c.index for c in reference_filter(Selection(**spec), chunks)]
                 picked = pick(db, Selection(**spec))
                 assert picked.before_stop().tolist() == want, (path.name, spec)
                 checked += 1
@@ -127,7 +129,7 @@ def test_engine_sees_edited_records_like_the_stream() -> None:
         replaced = {store.index: store.record.with_values(topic="edited/topic")}
         sel = {"topics": ["edited/#"]}
         # the reference, in file order with the edited record in place
-        ref = Selection(**sel)
+        ref = ReferenceSelection(Selection(**sel))
         want = [c.index for c in chunks if ref.match(replaced.get(c.index, c.record))]
         assert len(want) >= 2
         assert pick(db, Selection(**sel), replaced=replaced).rows.tolist() == want
@@ -168,12 +170,12 @@ def test_exporter_topic_mask_uses_the_same_rules() -> None:
 
 
 def _reference_dump(path: Path, spec: dict, as_json: bool) -> tuple[str, str | None]:
-    """Today's per-record dump loop: stream, annotate, Selection.match, print."""
+    """The per-record dump loop: stream, annotate, decide by the oracle, print."""
     from codec.views.jsonview import chunk_to_json
     from codec.views.timeview import ExpiryState
     from inspector.commands.core import format_text
 
-    sel, expiry, out = Selection(**spec), ExpiryState(1.9e9), []
+    sel, expiry, out = ReferenceSelection(Selection(**spec)), ExpiryState(1.9e9), []
     with DbFile(path) as db:
         try:
             for c in db.stream():

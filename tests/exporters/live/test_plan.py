@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from codec import DbFile
 from codec.values import NEVER
-from codec.views.query import topic_matches
+from support.reference_selection import topic_matches
 from exporters.live.fanout import Matcher, Sub
 from exporters.live.plan import _queue_order, plan_replay
 from exporters.live.resume import Rows, StateError, open_state

@@ -22,7 +22,7 @@ from codec.engine import Record
 from codec.layouts import SUB_OPTIONS_PERSISTED, ChunkType
 from codec.properties import Property
 from codec.values import NEVER
-from codec.views.query import topic_matches
+from support.reference_selection import topic_matches
 from codec.writer import write_records
 
 from support.brokers import Broker, collect_many, collect_retained, have_mosquitto, oracle_mosquitto

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from codec import DbFile
-from codec.views.query import topic_matches
+from support.reference_selection import topic_matches
 
 from support.brokers import Broker, Message, collect_retained, have_mosquitto
 from support.cli import run_in_process
