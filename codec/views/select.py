@@ -24,6 +24,7 @@ command can stop its output exactly where the stream would have raised.
 
 from __future__ import annotations
 
+import bisect
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -115,6 +116,47 @@ def pairs_matching(filters: Sequence[str], topics: Sequence[str | bytes | None],
         rows = np.array(where, dtype=np.int64)
         out[rows] = topic_mask(data, starts[rows], sizes[rows], [flt], exact=exact)
     return _none_fails(out, topics)
+
+
+def hits_by_filter(filters: Iterable[str], topics: Sequence[str | bytes | None]) -> dict[str, np.ndarray]:
+    """Per distinct filter: the indexes (ascending) of the ``topics`` it matches; None never matches.
+
+    A subscription table against the topics of a file's messages: thousands of filters, a million
+    topics. The topics are sorted once into one column; each filter is matched by :func:`topic_mask`
+    on the topics that start with its literal head only (a binary search), so a filter costs its
+    candidates, not the whole column."""
+    raw = [b"" if t is None else t if isinstance(t, bytes) else as_bytes(t) for t in topics]
+    order = sorted(range(len(raw)), key=raw.__getitem__)
+    keys = [raw[i] for i in order]
+    data, starts, sizes = _text_column(keys)
+    at = np.array(order, dtype=np.int64)
+    valid = np.array([topics[i] is not None for i in order], dtype=bool)
+    out = {}
+    for flt in dict.fromkeys(filters):
+        head = _literal_head(as_bytes(flt))
+        lo = bisect.bisect_left(keys, head)
+        end = _after_prefix(head)
+        hi = len(keys) if end is None else bisect.bisect_left(keys, end, lo)
+        hit = lo + np.flatnonzero(topic_mask(data, starts[lo:hi], sizes[lo:hi], [flt]) & valid[lo:hi])
+        out[flt] = np.sort(at[hit])
+    return out
+
+
+def _literal_head(flt: bytes) -> bytes:
+    """The bytes every topic a filter matches starts with: its levels before the first wildcard
+    (``a/b/#`` → ``a/b``, which ``a/b`` itself matches)."""
+    head: list[bytes] = []
+    for level in flt.split(b"/"):
+        if level in (b"+", b"#"):
+            return b"/".join(head) + (b"/" if head and level == b"+" else b"")
+        head.append(level)
+    return flt
+
+
+def _after_prefix(prefix: bytes) -> bytes | None:
+    """The least byte string above every string starting with ``prefix`` (None: there is none)."""
+    p = prefix.rstrip(b"\xff")
+    return None if not p else p[:-1] + bytes([p[-1] + 1])
 
 
 def _none_fails(out: np.ndarray, values: Sequence[object]) -> np.ndarray:
@@ -741,5 +783,5 @@ def failure(db: DbFile, stop: int) -> CodecError | None:
     return idx.error
 
 
-__all__ = ["FileColumns", "contains", "expiry_sources", "Picked", "TypeColumns", "bytes_equal", "failure", "kind_mask",
-           "pairs_matching", "pick", "select_chunks", "topic_mask", "topics_matching"]
+__all__ = ["FileColumns", "contains", "expiry_sources", "Picked", "TypeColumns", "bytes_equal", "failure",
+           "hits_by_filter", "kind_mask", "pairs_matching", "pick", "select_chunks", "topic_mask", "topics_matching"]
