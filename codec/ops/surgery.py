@@ -140,7 +140,8 @@ def filter_patterns(flt: str) -> tuple[list[tuple[bytes, bool]], bool]:
     """Byte patterns that pre-select topics a filter can match: [(bytes, exact)], and whether they decide alone.
 
     ``a/b`` -> exactly ``a/b``; ``a/b/#`` -> ``a/b`` exactly or anything starting ``a/b/``
-    (both decide alone); ``a/+/c`` -> starting ``a/`` (then checked level by level).
+    (both decide alone); ``a/+/c`` -> starting ``a/``. A store's retains are narrowed with these in
+    SQL (an index range); the column engine (codec.views.select.topics_matching) decides.
     """
     levels = flt.split("/")
     lit: list[str] = []
