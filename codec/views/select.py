@@ -743,8 +743,9 @@ def _closure(sel: Selection, stores: TypeColumns | None) -> _Closure:
         ok &= stores.marks["topic"]
     ok[np.isin(stores.rows, stores.bad)] = False
     rows, ids = stores.rows[ok], ids[ok]
-    order = np.argsort(rows, kind="stable")  # inserted stores come after the file's: put them in place
-    rows, ids = rows[order], ids[order]
+    if len(rows) > 1 and not (rows[1:] >= rows[:-1]).all():  # inserted stores come after the file's: in place
+        order = np.argsort(rows, kind="stable")
+        rows, ids = rows[order], ids[order]
     uniq, first = np.unique(ids, return_index=True)  # rows ascend: the first index is the earliest store
     return _Closure(uniq, rows[first])
 
