@@ -6,9 +6,9 @@ per-record paths it replaced, in one run, repeated (min-median-max).
 FILE defaults to $MOSQDB_BIG_DB or /tmp/big.db. Figures:
 
 * ``dump (CLI)``: ``mosqdb dump --type retain --topic 'fleet/site059/#' --json`` as a subprocess
-  (before: the same loop over every chunk with Selection.match, run in-process);
+  (before: the same loop over every chunk decided one by one, by the tests' per-record oracle);
 * ``pick (codec)``: the selection alone, index included;
-* ``TUI filter``: what the filter worker computes (rows with unsaved edits applied);
+* ``TUI filter``: what the filter worker computes (``filter_view``: rows with unsaved edits and insertions);
 * ``TUI search``: ``/site059/dev5`` from the first chunk (before: chunk-by-chunk decode).
 """
 
@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # the per-record oracle (support.reference_selection) for "before"
 
 TOPIC = "fleet/site059/#"
 NEEDLE = "/site059/dev5"
@@ -41,7 +42,7 @@ def dump_cli(path: str) -> None:
 
 
 def dump_before(path: str) -> None:
-    """The per-record loop cmd_dump ran before (stream every chunk, Selection.match each)."""
+    """The per-record loop cmd_dump ran before (stream every chunk, decide each: the tests' oracle)."""
     import json
 
     from codec import DbFile
@@ -49,7 +50,9 @@ def dump_before(path: str) -> None:
     from codec.views.query import Selection
     from codec.views.timeview import ExpiryState
 
-    sel, expiry = Selection(kinds={"retain"}, topics=[TOPIC]), ExpiryState(time.time())
+    from support.reference_selection import ReferenceSelection
+
+    sel, expiry = ReferenceSelection(Selection(kinds={"retain"}, topics=[TOPIC])), ExpiryState(time.time())
     with DbFile(path) as db:
         for c in db.stream():
             state = expiry.annotate(c.record)
@@ -79,10 +82,10 @@ def _doc(path: str):
 
 
 def tui_filter(doc) -> None:
-    from inspector.tui.filters import filter_rows, parse_filter, with_edits
+    from inspector.tui.filters import filter_view, parse_filter
 
     spec = parse_filter(f"type:retain topic:{TOPIC}")
-    with_edits(filter_rows(doc, spec), doc, spec)
+    filter_view(doc, spec)
 
 
 def tui_search(doc) -> int | None:

@@ -280,6 +280,7 @@ def drive(path: str, out_path: str) -> None:
         json_text, printable = (lambda o: json.dumps(o, ensure_ascii=False)), str
     from codec.views.jsonview import chunk_to_json
     from codec.views.query import Selection
+    from codec.views.select import failure, pick
     from codec.writer import Overlay, rewrite, save
     from inspector.commands.core import format_text, info_data
 
@@ -313,9 +314,13 @@ def drive(path: str, out_path: str) -> None:
         every_chunk()
 
         def stream() -> None:
-            sel = Selection(topics=["#"], clients={"c"})
-            for _c in sel.filter(db.stream()):
+            picked = pick(db, Selection(topics=["#"], clients={"c"}))
+            for _c in db.chunks_at(picked.before_stop().tolist()):
                 pass
+            if picked.stop < picked.count or db.index.error is not None:
+                exc = failure(db, picked.stop)
+                if exc is not None:
+                    raise exc
 
         guarded(stream)
 

@@ -17,7 +17,7 @@ import queue
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
@@ -33,7 +33,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from codec import DbFile
 from codec.errors import CodecError, WriteError
-from codec.sources import open_any
+from codec.layouts import ChunkType
+from codec.sources import is_store, open_any
 from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
@@ -379,6 +380,47 @@ def export_jsonl(
     return counts
 
 
+ROWS_PER_READ = 1 << 16
+"""Selected chunks decoded per ``chunks_at`` call (memory stays flat on a large file)."""
+
+
+def _selected_chunks(db: Any, sel: Selection, wanted: list[ChunkType]) -> Iterator[Any]:
+    """The chunks of types ``wanted`` that ``sel`` keeps, in file order, decoded window by window.
+
+    Decided on columns (codec.views.select.pick, the one query path); only kinds to filter: the
+    stream of those types. The output stops, with the stream's error, where a file-order stream
+    would have failed: of ``wanted`` chunks only, when the selection needs no other type (the
+    stream then walked past the others undecoded), else of any type (it read them all)."""
+    if not (sel.clients or sel.by_store):
+        yield from (c for c in db.stream(types=wanted) if sel.kinds is None or c.kind in sel.kinds)
+        return
+    import numpy as np
+
+    from codec.views.select import pick
+
+    codes = np.array([int(t) for t in wanted], dtype=np.uint32)
+    if is_store(db):  # a store's rows all decode
+        rows = pick(db, sel, bad=np.zeros(0, np.int64), source=db.columns()).rows
+        rows = rows[np.isin(db.types[rows], codes)]
+        for k in range(0, len(rows), ROWS_PER_READ):
+            yield from db.chunks_at(rows[k:k + ROWS_PER_READ].tolist())
+        return
+    picked = pick(db, sel)
+    types = db.index.types_array()
+    typed = not sel.by_store  # the stream this replaces read only ``wanted`` chunks then
+    bad = picked.bad[np.isin(types[picked.bad], codes)] if typed else picked.bad
+    stop = int(bad[0]) if len(bad) else picked.count
+    rows = picked.rows[: int(np.searchsorted(picked.rows, stop))]
+    rows = rows[np.isin(types[rows], codes)]
+    for k in range(0, len(rows), ROWS_PER_READ):
+        yield from db.chunks_at(rows[k:k + ROWS_PER_READ].tolist())
+    if stop < picked.count or db.index.error is not None:
+        idx = db.index
+        start = idx.offsets[stop] if stop < len(idx) else idx.end
+        for _ in db.stream(types=wanted if typed else None, start=start, first_index=stop):
+            break  # the stream's own error, as it words it (or none: it stops quietly there)
+
+
 def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: set[str],
                 selection: Selection | None, endian: str, progress: Progress | None,
                 counts: dict[str, int]) -> None:
@@ -387,10 +429,7 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
         full = os.path.abspath(path)
         with open_any(path, endian=endian) as db:
             if chunk_kinds:
-                sel = Selection(base.kinds, list(base.topics), set(base.clients), base.store_ids)
-                types = [TYPE_OF[k] for k in chunk_kinds] if not sel.by_store else None
-                selected = (c for c in sel.filter(db.stream(types=types)) if c.kind in chunk_kinds)
-                for n, chunk in enumerate(selected):
+                for n, chunk in enumerate(_selected_chunks(db, base, [TYPE_OF[k] for k in chunk_kinds])):
                     fh.write(json_text({"file": full, **chunk_to_json(chunk)}) + "\n")
                     counts[chunk.kind] += 1
                     if progress is not None and n % 50_000 == 0:

@@ -1,10 +1,11 @@
 """One file's rows per kind, with a codec Selection applied to whole Arrow batches.
 
-The rules are those of :meth:`codec.views.query.Selection.match`, evaluated with Arrow compute on
-a batch instead of a record at a time: a topic filter or store-id range selects stored
+The rules are those of :func:`codec.views.select.pick` (tests compare both with the per-record
+oracle), evaluated with Arrow compute on a batch: a topic filter or store-id range selects stored
 messages and, through their store ids, the client messages and retains that reference
 them; a client id selects that client's session, subscriptions and queued messages.
-Topic filters are matched by the codec's byte matcher on the Arrow buffers (no second matcher).
+Topic filters are matched by the codec's engine (:func:`codec.views.select.topic_mask`) on the
+Arrow buffers in place: there is no second matcher.
 
 The joined view ``messages`` (one row per MSG_STORE, with ``retained``, ``queued`` and
 ``clients``) is built here too: it needs the file's RETAIN store ids and its CLIENT_MSG

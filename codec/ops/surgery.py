@@ -26,7 +26,8 @@ from codec.progress import Progress
 from codec.reader import DbFile
 from codec.textscan import TextColumn
 from codec.values import NEVER
-from codec.views.query import topic_matches, valid_filter
+from codec.views.query import valid_filter
+from codec.views.select import topic_mask
 from codec.writer import save_masked
 
 # ---------------------------------------------------------------- shared reference bookkeeping
@@ -139,7 +140,8 @@ def filter_patterns(flt: str) -> tuple[list[tuple[bytes, bool]], bool]:
     """Byte patterns that pre-select topics a filter can match: [(bytes, exact)], and whether they decide alone.
 
     ``a/b`` -> exactly ``a/b``; ``a/b/#`` -> ``a/b`` exactly or anything starting ``a/b/``
-    (both decide alone); ``a/+/c`` -> starting ``a/`` (then checked level by level).
+    (both decide alone); ``a/+/c`` -> starting ``a/``. A store's retains are narrowed with these in
+    SQL (an index range); the column engine (codec.views.select.topics_matching) decides.
     """
     levels = flt.split("/")
     lit: list[str] = []
@@ -154,42 +156,16 @@ def filter_patterns(flt: str) -> tuple[list[tuple[bytes, bool]], bool]:
     return [(flt.encode("utf-8"), True)], True
 
 
-def _match_bytes(mm: np.ndarray, tpos: np.ndarray, tlen: np.ndarray, pattern: bytes, exact: bool) -> np.ndarray:
-    m = (tlen == len(pattern)) if exact else (tlen >= len(pattern))
-    for k, byte in enumerate(pattern):
-        sel = np.flatnonzero(m)
-        if not len(sel):
-            break
-        m[sel] = mm[tpos[sel] + k] == byte
-    return m
-
-
 def matching_stores(cols: ColumnReader, filters: list[str]) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
     """Stores whose topic matches a filter: (chunk numbers, store ids, {store id: topic})."""
-    plans = [(f, *filter_patterns(f)) for f in filters]
     store_idx = np.flatnonzero(cols.types == int(ChunkType.MSG_STORE))
     hits: list[np.ndarray] = []
     ids: list[np.ndarray] = []
     topics: dict[int, str] = {}
-    mm = cols.mm
     for s in batches(len(store_idx)):
         g = cols.gather(store_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic"))
-        tpos, tlen = g.spans["topic"][0], g.spans["topic"][1].astype(np.int64)
-        sure = np.zeros(len(tpos), bool)
-        maybe = np.zeros(len(tpos), bool)
-        for _f, patterns, decisive in plans:
-            m = np.zeros(len(tpos), bool)
-            for pattern, exact in patterns:
-                m |= _match_bytes(mm, tpos, tlen, pattern, exact)
-            if decisive:
-                sure |= m
-            else:
-                maybe |= m
-        maybe &= ~sure
-        for j in np.flatnonzero(maybe).tolist():
-            topic = g.text("topic", j)
-            if any(topic_matches(f, topic) for f in filters):
-                sure[j] = True
+        tpos, tlen = g.spans["topic"]
+        sure = topic_mask(cols.mm, tpos, tlen, filters)
         found = np.flatnonzero(sure)
         hits.append(store_idx[s][found])
         ids.append(g.ints["store_id"][found])

@@ -3,7 +3,8 @@
 The .db commands decide on columns and stream a new file; a store is a database, so the same
 decisions (which retains match, which sessions go, which messages lose their last reference,
 which times move: :func:`codec.ops.session_filter.select_sessions`, :func:`codec.ops.renew.renewed`,
-:func:`codec.ops.surgery.filter_patterns`) are taken in SQL over the plugin's indexes and applied
+:func:`codec.ops.surgery.filter_patterns` narrowing a topic filter to an index range, the column
+engine's :func:`codec.views.select.topics_matching` deciding) are taken in SQL over the plugin's indexes and applied
 as ``DELETE``/``UPDATE`` statements. Each command reports with the same objects as for a .db
 (:class:`codec.ops.surgery.Removal`, :class:`codec.ops.renew.RenewPlan`).
 
@@ -45,7 +46,8 @@ from codec.sources import connect_readonly, is_sqlite_file
 from codec.store.lock import StoreInUseError, require_free
 from codec.store.read import require_editable, require_store, schema_version
 from codec.values import NEVER
-from codec.views.query import topic_matches, valid_filter
+from codec.views.query import valid_filter
+from codec.views.select import topics_matching
 from codec.writer import existing_target, keep_owner_and_mode
 
 ROW_TABLES = ("base_msgs", "retains", "clients", "subscriptions", "client_msgs")
@@ -290,8 +292,8 @@ def rm_retained(ed: StoreEdit, filters: list[str]) -> Removal:
             raise CodecError(f"not a valid MQTT topic filter: {f!r}")
     rem = Removal("rm-retained", size_before=ed.size, chunks_before=ed.rows_total())
     gone = ed.temp("mq_ret", "rid INTEGER PRIMARY KEY, store_id INTEGER, topic BLOB")
-    for f in filters:
-        patterns, decisive = filter_patterns(f)
+    for f in filters:  # SQL narrows each filter to an index range; the column engine decides
+        patterns, _decisive = filter_patterns(f)
         for pattern, exact in patterns:
             text = pattern.decode("utf-8", "surrogateescape")
             select = "SELECT rowid, store_id, CAST(topic AS BLOB) FROM retains"
@@ -301,7 +303,8 @@ def rm_retained(ed: StoreEdit, filters: list[str]) -> Removal:
                 rows = ed.execute(f"{select} WHERE topic >= ? AND topic < ?", (text, text[:-1] + chr(ord(text[-1]) + 1)))
             else:
                 rows = ed.execute(select)
-            hits = [r for r in rows if decisive or topic_matches(f, _text(r[2]))]
+            found = rows.fetchall()
+            hits = [r for r, ok in zip(found, topics_matching([f], [r[2] for r in found]), strict=True) if ok]
             ed.con.executemany(f"INSERT OR IGNORE INTO {gone} VALUES (?, ?, ?)", hits)  # type: ignore[union-attr]
     rem.retained_count = ed.scalar(f"SELECT count(*) FROM {gone}")
     rem.retained = [_text(r[0]) for r in ed.execute(f"SELECT topic FROM {gone} ORDER BY rid LIMIT {EXAMPLES}")]

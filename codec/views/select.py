@@ -1,16 +1,20 @@
-"""Selections decided on columns: a whole-file question costs one gather per chunk type it needs.
+"""The one query path: selections and MQTT filters decided on columns, a whole file at once.
 
-:class:`codec.views.query.Selection` states what to keep and decides one record at a time
-(the reference). :func:`pick` gives the same answer for a whole file at once: chunk types
-come from the index arrays, store ids, topics and client ids are gathered through the layout
-table straight from a read-only map of the file (numpy, no record objects), MQTT filters
-are matched on the topic bytes by :func:`topic_mask`, and the store-id closure (client
-messages and retains that reference a matching stored message) is a sorted search.
+:class:`codec.views.query.Selection` states what to keep; :func:`pick` decides it for a whole
+file: chunk types come from the index arrays, store ids, topics and client ids are gathered
+through the layout table straight from a read-only map of the file (numpy, no record objects),
+MQTT filters are matched on the topic bytes by :func:`topic_mask`, and the store-id closure
+(client messages and retains that reference a matching stored message) is a sorted search.
+Records that are not (yet) in the file — unsaved edits, inserted chunks — are decided in the
+same pass (``replaced``, ``inserted``). Topics in hand (a backup, SQL rows, a subscription
+list) go through :func:`topics_matching` / :func:`pairs_matching`, the same matcher. There is
+no per-record matcher in the product; tests hold one as an oracle
+(``tests/support/reference_selection.py``) and compare.
 
-The per-record rules kept exactly: stores are remembered in file order (a reference matches
-only a matching store at or before it, compared by chunk position); cfg only when ``kinds``
-asks; a ``sub`` matches a topic filter by filter-or-equal; the client criterion applies to
-client, client_msg and sub chunks; criteria combine with AND.
+The rules: stores count in file order (a reference matches only a matching store at or
+before it, compared by chunk position); cfg only when ``kinds`` asks; a ``sub`` matches a
+topic filter by filter-or-equal; the client criterion applies to client, client_msg and sub
+chunks; criteria combine with AND; ``$`` topics never match a leading wildcard.
 
 Damage: the index stops where the walk does; chunks the walk passes but the per-record
 decoder refuses (a cfg ``dbid_size`` other than 8, a property tail that does not parse or
@@ -20,9 +24,10 @@ command can stop its output exactly where the stream would have raised.
 
 from __future__ import annotations
 
+import bisect
 import os
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -53,8 +58,7 @@ def topic_mask(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, filters:
                exact: bool = False) -> np.ndarray:
     """Which topics (``data[starts[i]:starts[i] + sizes[i]]``) match any MQTT filter.
 
-    The rules of :func:`codec.views.query.topic_matches`, evaluated level by level on the
-    bytes of every topic at once (rows that fail a level drop out, so a literal prefix such
+    The MQTT matching rules, evaluated level by level on the bytes of every topic at once (rows that fail a level drop out, so a literal prefix such
     as ``fleet/site059/`` costs a few byte comparisons per row). ``exact`` also accepts a
     topic equal to the filter (how a ``sub`` chunk's own filter is selected).
     """
@@ -84,6 +88,82 @@ def bytes_equal(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, value: 
     """Rows whose value equals ``value`` (indexes into ``starts``)."""
     hit = np.flatnonzero(np.asarray(sizes) == len(value))
     return hit[literal_at(data, np.asarray(starts)[hit], value)]
+
+
+def topics_matching(filters: Iterable[str], topics: Sequence[str | bytes | None], *,
+                    exact: bool = False) -> np.ndarray:
+    """Per topic in hand: does any MQTT filter match it? (:func:`topic_mask` on a column built from
+    ``topics``; text is taken as the file holds it, bytes as they are; None never matches.)
+
+    For callers that hold topics rather than a file's columns (a backup's messages, rows from
+    SQL, records decoded one by one): pass them all at once, one call per batch."""
+    out = topic_mask(*_text_column(topics), filters, exact=exact)
+    return _none_fails(out, topics)
+
+
+def pairs_matching(filters: Sequence[str], topics: Sequence[str | bytes | None], *,
+                   exact: bool = False) -> np.ndarray:
+    """Per row ``i``: does the filter ``filters[i]`` match ``topics[i]``? (Many subscriptions against
+    the topics of their messages: rows are grouped by filter and each group is one :func:`topic_mask`.)"""
+    if len(filters) != len(topics):
+        raise ValueError(f"{len(filters)} filters for {len(topics)} topics")
+    data, starts, sizes = _text_column(topics)
+    out = np.zeros(len(topics), dtype=bool)
+    groups: dict[str, list[int]] = {}
+    for i, flt in enumerate(filters):
+        groups.setdefault(flt, []).append(i)
+    for flt, where in groups.items():
+        rows = np.array(where, dtype=np.int64)
+        out[rows] = topic_mask(data, starts[rows], sizes[rows], [flt], exact=exact)
+    return _none_fails(out, topics)
+
+
+def hits_by_filter(filters: Iterable[str], topics: Sequence[str | bytes | None]) -> dict[str, np.ndarray]:
+    """Per distinct filter: the indexes (ascending) of the ``topics`` it matches; None never matches.
+
+    A subscription table against the topics of a file's messages: thousands of filters, a million
+    topics. The topics are sorted once into one column; each filter is matched by :func:`topic_mask`
+    on the topics that start with its literal head only (a binary search), so a filter costs its
+    candidates, not the whole column."""
+    raw = [b"" if t is None else t if isinstance(t, bytes) else as_bytes(t) for t in topics]
+    order = sorted(range(len(raw)), key=raw.__getitem__)
+    keys = [raw[i] for i in order]
+    data, starts, sizes = _text_column(keys)
+    at = np.array(order, dtype=np.int64)
+    valid = np.array([topics[i] is not None for i in order], dtype=bool)
+    out = {}
+    for flt in dict.fromkeys(filters):
+        head = _literal_head(as_bytes(flt))
+        lo = bisect.bisect_left(keys, head)
+        end = _after_prefix(head)
+        hi = len(keys) if end is None else bisect.bisect_left(keys, end, lo)
+        hit = lo + np.flatnonzero(topic_mask(data, starts[lo:hi], sizes[lo:hi], [flt]) & valid[lo:hi])
+        out[flt] = np.sort(at[hit])
+    return out
+
+
+def _literal_head(flt: bytes) -> bytes:
+    """The bytes every topic a filter matches starts with: its levels before the first wildcard
+    (``a/b/#`` → ``a/b``, which ``a/b`` itself matches)."""
+    head: list[bytes] = []
+    for level in flt.split(b"/"):
+        if level in (b"+", b"#"):
+            return b"/".join(head) + (b"/" if head and level == b"+" else b"")
+        head.append(level)
+    return flt
+
+
+def _after_prefix(prefix: bytes) -> bytes | None:
+    """The least byte string above every string starting with ``prefix`` (None: there is none)."""
+    p = prefix.rstrip(b"\xff")
+    return None if not p else p[:-1] + bytes([p[-1] + 1])
+
+
+def _none_fails(out: np.ndarray, values: Sequence[object]) -> np.ndarray:
+    for k, v in enumerate(values):
+        if v is None:
+            out[k] = False
+    return out
 
 
 def _segments(levels: list[bytes]) -> list[bytes | None]:
@@ -284,9 +364,9 @@ def contains(value: bytes, *, fold: bool = False) -> Test:
     return test
 
 
-def _text_column(values: list[str | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(data, starts, sizes) of a few text values (edited records), for the byte matchers."""
-    raw = [as_bytes(v) if v is not None else b"" for v in values]
+def _text_column(values: Sequence[str | bytes | None]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(data, starts, sizes) of text values (edited records, topics in hand), for the byte matchers."""
+    raw = [b"" if v is None else v if isinstance(v, bytes) else as_bytes(v) for v in values]
     sizes = np.array([len(r) for r in raw], dtype=np.int64)
     starts = np.zeros(len(raw), dtype=np.int64)
     if len(raw):
@@ -431,11 +511,7 @@ def checked_types(version: int) -> list[int]:
 
 def answers_for(test: Test, values: list[str | None]) -> np.ndarray:
     """A test's answers for a few text values (edited records, per-record decodes); None never passes."""
-    out = test(*_text_column(values)) if values else np.zeros(0, dtype=bool)
-    for k, v in enumerate(values):
-        if v is None:
-            out[k] = False
-    return out
+    return _none_fails(test(*_text_column(values)) if values else np.zeros(0, dtype=bool), values)
 
 
 def _join(parts: list[np.ndarray], kind: str | None) -> np.ndarray:
@@ -464,6 +540,7 @@ class Picked:
     rows: np.ndarray  # selected chunk numbers, ascending (chunks in ``bad`` excluded)
     bad: np.ndarray  # chunks in the index the per-record decoder refuses, ascending
     count: int  # chunks in the index
+    added: dict[int, list[int]] = field(default_factory=dict)  # inserted records kept: anchor -> their positions
 
     @property
     def stop(self) -> int:
@@ -485,18 +562,52 @@ def kind_mask(types: np.ndarray, kinds: set[str] | None) -> np.ndarray:
     return keep
 
 
+class _Inserted:
+    """Records placed between file chunks (``anchor`` → the records right after it, in order), as
+    columns beside the file's: their types, their order keys among the file's chunks, and per type
+    the same numbers and test answers a gather gives (tests run by :func:`answers_for`)."""
+
+    def __init__(self, inserted: Mapping[int, Sequence[Record]], count: int) -> None:
+        items = [(a, j, r) for a in sorted(inserted) if 0 <= a < count for j, r in enumerate(inserted[a])]
+        self.scale = 1 + max((len(inserted[a]) for a in inserted), default=0)  # file chunk r has key r * scale
+        self.anchors = np.array([a for a, _j, _r in items], dtype=np.int64)
+        self.places = [j for _a, j, _r in items]
+        self.records = [r for _a, _j, r in items]
+        self.types = np.array([r.type for r in self.records], dtype=np.uint32)
+        self.keys = self.anchors * self.scale + 1 + np.array(self.places, dtype=np.int64)
+
+    def columns(self, t: int, numbers: Iterable[str], tests: Mapping[str, Test]) -> tuple[np.ndarray, TypeColumns]:
+        """(their indexes, their columns) for the inserted records of type ``t``."""
+        at = np.flatnonzero(self.types == t)
+        recs = [self.records[k] for k in at.tolist()]
+        ints = {n: np.array([int(r.get(n) or 0) for r in recs], dtype=np.uint64) for n in numbers}
+        marks = {n: answers_for(test, [r.get(n) for r in recs]) for n, test in tests.items()}
+        return at, TypeColumns(self.keys[at], ints, marks, _EMPTY_ROWS)
+
+    def kept(self, ok: np.ndarray) -> dict[int, list[int]]:
+        out: dict[int, list[int]] = {}
+        for k in np.flatnonzero(ok).tolist():
+            out.setdefault(int(self.anchors[k]), []).append(self.places[k])
+        return out
+
+
 def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = None,
+         inserted: Mapping[int, Sequence[Record]] | None = None,
          bad: np.ndarray | None = None, source: FileColumns | None = None) -> Picked:
-    """The chunks ``sel`` keeps, decided on columns, as :meth:`Selection.match` decides them in
-    file order. ``replaced``: records standing in for file chunks (unsaved edits), as if the
-    file held them. ``bad``: the decoder's refusals if known (:meth:`FileColumns.undecodable`),
-    else found on the way."""
+    """The chunks ``sel`` keeps, decided on columns in file order. ``replaced``: records standing
+    in for file chunks (unsaved edits), as if the file held them. ``inserted``: records placed
+    right after file chunk ``anchor`` (in list order), as if the file held them there: they are
+    decided too (:attr:`Picked.added`), and a store among them counts for the references after
+    it. ``bad``: the decoder's refusals if known (:meth:`FileColumns.undecodable`), else found on
+    the way."""
     if db.empty:
         return Picked(_EMPTY_ROWS, _EMPTY_ROWS, 0)
     src = source or FileColumns(db)
     types = src.types
     keep = kind_mask(types, sel.kinds)
     replaced = {i: r for i, r in (replaced or {}).items() if 0 <= i < src.count}
+    extra = _Inserted(inserted or {}, src.count)
+    x_keep = kind_mask(extra.types, sel.kinds)
     # what each chunk type must give: numbers, and answers of tests on its text fields
     numbers: dict[int, set[str]] = {} if bad is not None else {t: set() for t in checked_types(db.version or 6)}
     tests: dict[int, dict[str, Test]] = {}
@@ -515,7 +626,8 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
         return topic_mask(data, starts, sizes, sel.topics, exact=True)
 
     counts = src.type_counts()
-    present = {t: counts.get(t, 0) > 0 and (sel.kinds is None or ChunkType(t).label in sel.kinds)
+    present = {t: (counts.get(t, 0) > 0 or bool((extra.types == t).any()))
+               and (sel.kinds is None or ChunkType(t).label in sel.kinds)
                for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT)}
     if sel.by_store:
         numbers.setdefault(MSG_STORE, set()).add("store_id")
@@ -537,30 +649,50 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
                                    + [p.bad for p in passes.values()]))
     if not (sel.clients or sel.by_store):
         keep[bad] = False
-        return Picked(np.flatnonzero(keep).astype(np.int64, copy=False), bad, src.count)
+        return Picked(np.flatnonzero(keep).astype(np.int64, copy=False), bad, src.count, extra.kept(x_keep))
 
     crit = np.zeros(src.count, dtype=bool)
     crit[types == CFG] = sel.kinds is not None
-    closure = _closure(sel, passes.get(MSG_STORE)) if sel.by_store else None
+    x_crit = np.zeros(len(extra.types), dtype=bool)
+    x_crit[extra.types == CFG] = sel.kinds is not None
+    cols = {}  # per type: (file rows, inserted indexes, columns of both with order keys as rows)
+    for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT):
+        if present[t] or (t == MSG_STORE and sel.by_store):
+            file_cols = passes[t] if t in passes else TypeColumns(src.rows(t), {}, {}, _EMPTY_ROWS)
+            at, mine = extra.columns(t, file_cols.ints, tests.get(t, {}))
+            cols[t] = (file_cols.rows, at, _joined(file_cols, mine, extra.scale))
+    closure = _closure(sel, cols[MSG_STORE][2] if MSG_STORE in cols else None) if sel.by_store else None
     for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT):
         if not present[t]:
             continue
-        rows = passes[t].rows if t in passes else src.rows(t)
-        ok = np.ones(len(rows), dtype=bool)
+        rows, at, both = cols[t]
+        ok = np.ones(len(both.rows), dtype=bool)
         if sel.clients:
-            ok &= passes[t].marks["client_id"] if t in (CLIENT, CLIENT_MSG, SUB) else False
+            ok &= both.marks["client_id"] if t in (CLIENT, CLIENT_MSG, SUB) else False
         if sel.by_store and ok.any():
             if t in (MSG_STORE, CLIENT_MSG, RETAIN):
                 assert closure is not None
-                ok &= closure.references(rows, passes[t].ints["store_id"])
+                ok &= closure.references(both.rows, both.ints["store_id"])
             elif t == SUB:
-                ok &= passes[t].marks["topic"] if sel.topics else False
+                ok &= both.marks["topic"] if sel.topics else False
             else:
                 ok &= bool(sel.clients)
-        crit[rows] = ok
+        crit[rows] = ok[:len(rows)]
+        x_crit[at] = ok[len(rows):]
     keep &= crit
     keep[bad] = False
-    return Picked(np.flatnonzero(keep).astype(np.int64, copy=False), bad, src.count)
+    return Picked(np.flatnonzero(keep).astype(np.int64, copy=False), bad, src.count, extra.kept(x_keep & x_crit))
+
+
+def _joined(file_cols: TypeColumns, mine: TypeColumns, scale: int) -> TypeColumns:
+    """The file's columns of one type and the inserted records' after them, with order keys as rows
+    (file chunk ``r`` → ``r * scale``); the file's refusals as keys too."""
+    if not len(mine.rows) and scale == 1:
+        return file_cols
+    return TypeColumns(np.concatenate([file_cols.rows * scale, mine.rows]),
+                       {n: np.concatenate([v, mine.ints[n].astype(v.dtype)]) for n, v in file_cols.ints.items()},
+                       {n: np.concatenate([v, mine.marks[n]]) for n, v in file_cols.marks.items()},
+                       file_cols.bad * scale)
 
 
 def select_chunks(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = None) -> np.ndarray:
@@ -589,7 +721,7 @@ class _Closure:
     """The matching stores: each store id with the first chunk that made it match."""
 
     ids: np.ndarray  # sorted uint64
-    first: np.ndarray  # chunk number of the earliest matching store with that id
+    first: np.ndarray  # order key (chunk number) of the earliest matching store with that id
 
     def references(self, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Which chunks (at ``rows``, referencing ``ids``) come at or after a matching store of their id."""
@@ -611,6 +743,9 @@ def _closure(sel: Selection, stores: TypeColumns | None) -> _Closure:
         ok &= stores.marks["topic"]
     ok[np.isin(stores.rows, stores.bad)] = False
     rows, ids = stores.rows[ok], ids[ok]
+    if len(rows) > 1 and not (rows[1:] >= rows[:-1]).all():  # inserted stores come after the file's: in place
+        order = np.argsort(rows, kind="stable")
+        rows, ids = rows[order], ids[order]
     uniq, first = np.unique(ids, return_index=True)  # rows ascend: the first index is the earliest store
     return _Closure(uniq, rows[first])
 
@@ -649,5 +784,5 @@ def failure(db: DbFile, stop: int) -> CodecError | None:
     return idx.error
 
 
-__all__ = ["FileColumns", "contains", "expiry_sources", "Picked", "TypeColumns", "bytes_equal", "failure", "kind_mask", "pick", "select_chunks",
-           "topic_mask"]
+__all__ = ["FileColumns", "contains", "expiry_sources", "Picked", "TypeColumns", "bytes_equal", "failure",
+           "hits_by_filter", "kind_mask", "pairs_matching", "pick", "select_chunks", "topic_mask", "topics_matching"]

@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from codec import ChunkType, DbFile
+from codec import ChunkType, CodecError, DbFile
 from codec.values import U64_MAX, is_utf8
-from codec.views.query import Selection, topic_matches
+from codec.views.query import Selection
 from exporters.forward.content import FLAGS, Batch, Report, make_id, message_map, no_report
 from exporters.forward.frames import HANDSHAKE, forward_prefix
 
@@ -24,6 +24,7 @@ MOSQ_EPOCH = 1_637_168_273
 # base, so "plausible" starts one day after it (the doc's "2021-11-17" taken strictly).
 PLAUSIBLE_FROM_S = MOSQ_EPOCH + 86_400
 DAY_MS = 86_400_000
+ROWS_PER_BATCH = 4096  # record-at-a-time reading: rows per selection batch
 
 def clock_time_ms(store_id: int) -> int:
     """Publish time a Mosquitto 2.1 (clock-based) store id encodes, in ms."""
@@ -102,17 +103,29 @@ class MessageSource:
         return {0, 1} if self.opts.incoming else {1}
 
     # ------------------------------------------------------------ stored messages
-    def _store_rows(self) -> Iterator[Row]:
+    def _store_batches(self) -> Iterator[list[Row]]:
+        """The stored messages' rows in file order, a batch at a time (selections decide per batch)."""
         if self.columnar:
-            yield from self._store_rows_columnar()
+            yield from self._store_batches_columnar()
             return
-        for c in self.db.stream(types=[ChunkType.MSG_STORE]):
-            v = c.record.values
-            self.position = c.offset
-            yield (c.index, c.offset, v["store_id"], v["qos"], v["retain"], v.get("source_id"), v["topic"],
-                   v["payload"], True)
+        rows: list[Row] = []
+        try:
+            for c in self.db.stream(types=[ChunkType.MSG_STORE]):
+                v = c.record.values
+                self.position = c.offset
+                rows.append((c.index, c.offset, v["store_id"], v["qos"], v["retain"], v.get("source_id"), v["topic"],
+                             v["payload"], True))
+                if len(rows) >= ROWS_PER_BATCH:
+                    yield rows
+                    rows = []
+        except CodecError:
+            if rows:
+                yield rows  # what came before the damage goes out first, as a record at a time would
+            raise
+        if rows:
+            yield rows
 
-    def _store_rows_columnar(self) -> Iterator[Row]:
+    def _store_batches_columnar(self) -> Iterator[list[Row]]:
         # imported here, not at the top: the CLI imports this module to build its parser, and
         # pyarrow (~0.3 s) is only wanted once messages are read
         from exporters.arrow import iter_batches
@@ -123,25 +136,40 @@ class MessageSource:
             cols = [b.column(n).to_pylist() for n in ("chunk_index", "chunk_offset", "qos", "retain", "source_id",
                                                       "topic", "payload")]
             self.position = cols[1][-1] if cols[1] else self.position
+            rows: list[Row] = []
             for index, offset, sid, qos, retain, frm, topic, payload in zip(cols[0], cols[1], ids, *cols[2:]):
                 if "\ufffd" in topic or (frm and "\ufffd" in frm):  # maybe repaired: take the codec's strings
                     v = self.db.chunk(index).record.values
-                    yield index, offset, sid, qos, retain, v.get("source_id"), v["topic"], v["payload"], True
+                    rows.append((index, offset, sid, qos, retain, v.get("source_id"), v["topic"], v["payload"], True))
                 else:
-                    yield index, offset, sid, qos, retain, frm, topic, payload, False
+                    rows.append((index, offset, sid, qos, retain, frm, topic, payload, False))
+            yield rows
 
-    def _selected(self) -> Callable[[int, str], bool] | None:
-        """The topic / store-id part of the selection (codec.views.query rules), or None for all."""
+    def _chooser(self) -> Callable[[list[Row]], list[Row]] | None:
+        """The topic / store-id part of the selection, decided a batch of rows at a time by the column
+        engine (codec.views.select), or None for all."""
         sel = Selection(kinds={"msg_store"}, topics=list(self.opts.topics), store_ids=self.opts.store_ids)
         if not sel.by_store:
             return None
+        import numpy as np
+
+        from codec.views.select import topics_matching
+
         lo, hi = sel.store_ids if sel.store_ids is not None else (0, U64_MAX)
         topics = sel.topics
 
-        def ok(sid: int, topic: str) -> bool:
-            return lo <= sid <= hi and (not topics or any(topic_matches(f, topic) for f in topics))
+        def choose(rows: list[Row]) -> list[Row]:
+            ids = np.fromiter((r[2] for r in rows), dtype=np.uint64, count=len(rows))
+            ok = (ids >= np.uint64(lo)) & (ids <= np.uint64(hi))
+            if topics:
+                ok &= topics_matching(topics, [r[6] for r in rows])
+            return [rows[k] for k in np.flatnonzero(ok).tolist()]
 
-        return ok
+        return choose
+
+    def _chosen(self, choose: Callable[[list[Row]], list[Row]] | None) -> Iterator[Row]:
+        for rows in self._store_batches():
+            yield from (rows if choose is None else choose(rows))
 
     def _bad_text(self, index: int, offset: int, sid: int, frm: str | None, topic: str) -> bool:
         for name, text in (("topic", topic), ("source id", frm or "")):
@@ -160,12 +188,12 @@ class MessageSource:
             queued = self._ids_of(ChunkType.CLIENT_MSG,
                                   lambda r: r["client_id"] in opts.clients and r.get("direction", 1) in dirs)
             only = queued if only is None else only & queued
-        selected = self._selected()
+        choose = self._chooser()
         salt = opts.salt
         stats = self.stats
         timestamp = self.timestamp
-        for index, offset, sid, qos, retain, frm, topic, payload, check in self._store_rows():
-            if (only is not None and sid not in only) or (selected is not None and not selected(sid, topic)):
+        for index, offset, sid, qos, retain, frm, topic, payload, check in self._chosen(choose):
+            if only is not None and sid not in only:
                 continue
             if not 0 <= qos <= 2:
                 self._skip(f"msg_store[{index}] at offset {offset} (store {sid}): qos {qos} is not 0-2")
@@ -191,11 +219,11 @@ class MessageSource:
                 continue
             queue.append((v["store_id"], v["qos"], v.get("dup", 0), v.get("retain", 0), c.index, c.offset))
         needed = {q[0] for q in queue}
-        selected = self._selected()
+        choose = self._chooser()
         stores: dict[int, tuple[str, str, bytes, int]] = {}
         unusable: set[int] = set()
-        for index, offset, sid, _qos, _retain, frm, topic, payload, check in self._store_rows():
-            if sid not in needed or (selected is not None and not selected(sid, topic)):
+        for index, offset, sid, _qos, _retain, frm, topic, payload, check in self._chosen(choose):
+            if sid not in needed:
                 continue
             if check and self._bad_text(index, offset, sid, frm, topic):
                 unusable.add(sid)
@@ -206,7 +234,7 @@ class MessageSource:
             if f is None:
                 if sid in unusable:
                     self.stats.skipped += 1  # its store was reported once
-                elif selected is None:
+                elif choose is None:
                     self._skip(f"client_msg[{index}] at offset {offset}: store {sid} is not in the file")
                 continue
             if not 0 <= qos <= 2:

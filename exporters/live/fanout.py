@@ -13,8 +13,8 @@ the group has one member.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 SHARE = "$share/"
 
@@ -41,13 +41,6 @@ class Sub:
 
 
 @dataclass
-class _Node:
-    children: dict[str, _Node] = field(default_factory=dict)
-    subs: list[Sub] = field(default_factory=list)  # filters ending here
-    hash_subs: list[Sub] = field(default_factory=list)  # filters ending in "/#" below this level
-
-
-@dataclass
 class Fanout:
     """Copies per client for one topic; ``uncertain``: a shared group with several members matches."""
 
@@ -56,58 +49,51 @@ class Fanout:
 
 
 class Matcher:
-    """A topic tree of subscriptions: matching a topic costs its levels, not the number of filters."""
+    """Subscriptions against topics, decided by the column engine (:func:`codec.views.select.hits_by_filter`):
+    the topics asked together are one column, matched once per distinct filter (many sessions share one)."""
 
     def __init__(self, subs: Iterable[Sub], *, per_subscription: bool = True) -> None:
-        self.root = _Node()
         self.per_subscription = per_subscription
         self.groups: dict[tuple[str, str], set[str]] = {}
+        self.subs: list[Sub] = []
+        self.filters: list[str] = []  # the filter each subscription matches with (a shared one's own filter)
         for s in subs:
             flt = s.filter
             sh = s.shared
             if sh is not None:
                 self.groups.setdefault(sh, set()).add(s.client_id)
                 flt = sh[1]
-            self._add(flt, s)
+            self.subs.append(s)
+            self.filters.append(flt)
 
-    def _add(self, flt: str, sub: Sub) -> None:
-        node = self.root
-        levels = flt.split("/")
-        for i, level in enumerate(levels):
-            if level == "#" and i == len(levels) - 1:
-                node.hash_subs.append(sub)
-                return
-            node = node.children.setdefault(level, _Node())
-        node.subs.append(sub)
+    def matching_many(self, topics: Sequence[str]) -> list[list[Sub]]:
+        """Per topic, every subscription whose filter matches it, in subscription order."""
+        from codec.views.select import hits_by_filter  # numpy: only once a replay is planned
+
+        hits = hits_by_filter(self.filters, topics)
+        found: list[list[int]] = [[] for _ in topics]
+        for k, flt in enumerate(self.filters):
+            for t in hits[flt].tolist():
+                found[t].append(k)
+        return [[self.subs[k] for k in ks] for ks in found]
 
     def matching(self, topic: str) -> list[Sub]:
         """Every subscription whose filter matches ``topic`` (``$`` topics skip leading wildcards)."""
-        out: list[Sub] = []
-        levels = topic.split("/")
-        dollar = topic.startswith("$")
+        return self.matching_many([topic])[0]
 
-        def walk(node: _Node, i: int) -> None:
-            if not (dollar and i == 0):
-                out.extend(node.hash_subs)  # "a/#" matches "a" and everything below it
-            if i == len(levels):
-                out.extend(node.subs)
-                return
-            child = node.children.get(levels[i])
-            if child is not None:
-                walk(child, i + 1)
-            if not (dollar and i == 0):
-                plus = node.children.get("+")
-                if plus is not None:
-                    walk(plus, i + 1)
-
-        walk(self.root, 0)
-        return out
+    def fanouts(self, topics: Sequence[str]) -> dict[str, Fanout]:
+        """The fan-out of each topic, decided for all of them at once."""
+        distinct = list(dict.fromkeys(topics))
+        return {t: self._fanout(subs) for t, subs in zip(distinct, self.matching_many(distinct), strict=True)}
 
     def fanout(self, topic: str) -> Fanout:
+        return self.fanouts([topic])[topic]
+
+    def _fanout(self, matched: list[Sub]) -> Fanout:
         copies: dict[str, int] = {}
         uncertain = False
         groups_seen: set[tuple[str, str]] = set()
-        for s in self.matching(topic):
+        for s in matched:
             sh = s.shared
             if sh is not None:
                 if sh in groups_seen:

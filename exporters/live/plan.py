@@ -356,7 +356,7 @@ def _queued(db: DbFile, src: FileColumns, plan: Plan, topics: list[str], clients
             qos0 += 1
     found_all = stored_messages(db, file_copies)
     matcher = Matcher((s for sp in specs.values() for s in sp.subs), per_subscription=plan.protocol == MQTT5)
-    fanouts: dict[str, Any] = {}  # topic -> Fanout: many messages share a topic
+    fanouts = matcher.fanouts([f.topic for f in found_all.values()])  # every topic at once; many messages share one
     publishes: dict[int, Queued] = {}
     for sid, copies in file_copies.items():
         found = found_all.get(sid)
@@ -374,9 +374,7 @@ def _queued(db: DbFile, src: FileColumns, plan: Plan, topics: list[str], clients
             t.skip(f"queued: {why}", _show(msg.topic))
             _missing(plan, copies, msg.topic, msg.key, why)
             continue
-        fan = fanouts.get(msg.topic)
-        if fan is None:
-            fan = fanouts[msg.topic] = matcher.fanout(msg.topic)
+        fan = fanouts[msg.topic]
         q = Queued(msg, dict(copies), fan.copies, fan.uncertain)
         if not fan.copies and not fan.uncertain:
             t.skip("queued: no recreated subscription matches its topic (the target would queue it for nobody)",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codec.values import printable, time_text
-from codec.views.query import topic_matches
+from codec.views.select import topics_matching
 from exporters.live.backup import read_backup, write_backup
 from exporters.live.connection import MQTT5, LiveError
 from exporters.live.messages import Message, remaining, same_properties
@@ -180,8 +180,10 @@ def restore(target: Target, backup: str, *, topics: Iterable[str] = (), protocol
     filters = list(topics)
     now = time.time() if at is None else at
     msgs: list[Message] = []
-    for m in read_backup(backup):
-        if filters and not any(topic_matches(f, m.topic) for f in filters):
+    held = read_backup(backup)
+    wanted = topics_matching(filters, [m.topic for m in held]) if filters else None  # one batch, the column engine
+    for k, m in enumerate(held):
+        if wanted is not None and not wanted[k]:
             continue
         left = remaining(m.expiry_time, now)
         if left is not None and left <= 0:

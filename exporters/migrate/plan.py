@@ -23,7 +23,7 @@ from codec.layouts import ChunkType
 from codec.reader import DbFile
 from codec.store.report import MigrationReport
 from codec.values import is_utf8
-from codec.views.query import topic_matches
+from codec.views.select import pairs_matching
 from codec.views.timeview import expires_at
 from exporters.arrow import iter_batches, store_rows
 from exporters.forward.content import make_id
@@ -216,14 +216,29 @@ class Planner:
                              ints["retain"][keep].tolist()))
 
     def _pair(self, cid: str, topic: str) -> tuple[tuple[str, ...], list[Sub]]:
-        """(index keys, matching subscriptions) of a client's message on ``topic`` (cached: a client
-        gets many messages on one topic)."""
+        """(index keys, matching subscriptions) of a client's message on ``topic`` (decided for the
+        whole queue at once by :meth:`_match_pairs`; a client gets many messages on one topic)."""
         known = self._pairs.get((cid, topic))
         if known is None:
-            matched = [s for s in self.by_client.get(cid, ()) if topic_matches(share_strip(s.filter), topic)]
-            filters = [s.filter for s in matched] if self.opts.index_by == "filter" else []
-            known = self._pairs[(cid, topic)] = (tuple(dict.fromkeys([topic, *filters])), matched)
+            self._match_pairs([(cid, topic)])
+            known = self._pairs[(cid, topic)]
         return known
+
+    def _match_pairs(self, pairs: list[tuple[str, str]], window: int = 1 << 16) -> None:
+        """Each (client, topic) pair against that client's saved subscriptions, a window of pairs per
+        call of the column engine (codec.views.select.pairs_matching: one filter per row)."""
+        by_filter = self.opts.index_by == "filter"
+        for w in range(0, len(pairs), window):
+            part = pairs[w:w + window]
+            subs = [(k, s) for k, (cid, _t) in enumerate(part) for s in self.by_client.get(cid, ())]
+            ok = pairs_matching([share_strip(s.filter) for _k, s in subs], [part[k][1] for k, _s in subs])
+            matched: list[list[Sub]] = [[] for _ in part]
+            for j in np.flatnonzero(ok).tolist():
+                k, s = subs[j]
+                matched[k].append(s)
+            for (cid, topic), mine in zip(part, matched, strict=True):
+                filters = [s.filter for s in mine] if by_filter else []
+                self._pairs[(cid, topic)] = (tuple(dict.fromkeys([topic, *filters])), mine)
 
     def messages(self) -> Iterator[Msg]:
         """The messages in delivery order (first appearance in the queues), each one final."""
@@ -237,6 +252,8 @@ class Planner:
                 group.setdefault(sid, []).append((cid, qos, retain))
         seen: set[tuple[str, str]] = set()
         stores, gone, extra, orphans = self.stores, self.gone, self.extra, self.orphans
+        self._match_pairs(list(dict.fromkeys((cid, st[1]) for cid, sid, _q, _r in self.queue
+                                             if (st := stores.get(sid)) is not None)))
         for cid, sid, qos, retain in self.queue:
             st = stores.get(sid)
             if st is None:

@@ -3,7 +3,8 @@
 Store ids sit at a fixed offset in msg_store, client_msg and retain bodies, so they are
 gathered for millions of chunks with block reads and numpy instead of decoding (goto and
 follow). Filters are answered by the codec's column engine (codec.views.select.pick), the
-same one the CLI and the exporters use, with unsaved edits standing in for file chunks.
+same one the CLI and the exporters use, with unsaved edits and inserted chunks decided in the
+same pass, as if the file held them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import difflib
 import shlex
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -228,47 +228,39 @@ def safe_stream(doc: Document, start: int = 0, types: list[int] | None = None) -
             i = max(i, (exc.chunk_index if exc.chunk_index is not None else i) + 1)
 
 
-def edit_matches(doc: Document, spec: FilterSpec) -> tuple[dict[int, bool], dict[int, list[int]]]:
-    """How unsaved edits change a filter's rows: for each edited file chunk whether it matches
-    now, and per anchor the inserted chunks (virtual ids, in list order) that match."""
-    sel = spec.selection()
-    edited = {i: sel.match(rec) for i, rec in doc.overlay.replaced.items() if i >= 0}
-    added: dict[int, list[int]] = {}
+Inserted = tuple[dict[int, list[Record]], dict[int, list[int]]]
+"""Inserted chunks by the file chunk they follow, in saved order: (their records, their virtual ids)."""
+
+
+def inserted_records(doc: Document) -> Inserted:
+    """The document's inserted chunks by anchor, in the order a save writes them (a snapshot)."""
+    recs: dict[int, list[Record]] = {}
+    ids: dict[int, list[int]] = {}
     for v in sorted(doc.new_records, key=lambda v: (doc.new_anchor[v], -v)):
-        if sel.match(doc.new_records[v]):
-            added.setdefault(doc.new_anchor[v], []).append(v)
-    return edited, added
+        recs.setdefault(doc.new_anchor[v], []).append(doc.new_records[v])
+        ids.setdefault(doc.new_anchor[v], []).append(v)
+    return recs, ids
 
 
-def with_edits(rows: Any, doc: Document, spec: FilterSpec) -> np.ndarray:
-    """Filter rows read from the file, corrected for unsaved edits (edited chunks re-tested,
-    inserted chunks placed after their neighbour). Rows are file indexes in file order."""
-    rows = np.asarray(rows, dtype=np.int64)
-    if not doc.overlay.replaced and not doc.new_records:
-        return rows
-    edited, added = edit_matches(doc, spec)
-    drop = [i for i, ok in edited.items() if not ok]
-    if drop:
-        rows = rows[~np.isin(rows, np.array(drop, dtype=np.int64))]
-    now = [i for i, ok in edited.items() if ok]
-    if now:
-        rows = np.union1d(rows, np.array(now, dtype=np.int64))
-    if added:
-        order = sorted((a, -v, v) for a, vs in added.items() for v in vs)
-        rows = np.insert(rows, np.searchsorted(rows, [a for a, _, _ in order], side="right"), [v for *_, v in order])
-    return rows
-
-
-def filter_rows(doc: Document, spec: FilterSpec, replaced: dict[int, Record] | None = None) -> np.ndarray:
-    """File rows a filter keeps, decided on columns (one gather per chunk type it needs), with
-    unsaved edits (``replaced``, default the document's) standing in for the chunks they replace,
-    so an edited store's references follow it. Chunks the decoder refuses are left out.
-    Inserted chunks and the edited rows' final say come from :func:`with_edits`."""
+def filter_view(doc: Document, spec: FilterSpec, replaced: dict[int, Record] | None = None,
+                inserted: Inserted | None = None) -> np.ndarray:
+    """The rows a filter shows, decided on columns in one pass (codec.views.select.pick, one gather
+    per chunk type it needs), as if the file held its unsaved edits: edited records (``replaced``,
+    default the document's) stand in for the chunks they replace, inserted ones (default the
+    document's) are decided in their places, so a store among them counts for the references after
+    it. Chunks the decoder refuses are left out. Rows: file indexes in file order, with the kept
+    inserted chunks (virtual ids) right after their neighbour."""
     from codec.views.select import pick
 
     edits = doc.overlay.replaced if replaced is None else replaced
+    recs, ids = inserted_records(doc) if inserted is None else inserted
     bad = np.zeros(0, np.int64) if doc.is_store else None  # a store's rows all decode (rows, not bytes)
-    return pick(doc.db, spec.selection(), replaced=edits, bad=bad, source=doc.column_source()).rows
+    picked = pick(doc.db, spec.selection(), replaced=edits, inserted=recs, bad=bad, source=doc.column_source())
+    rows = picked.rows
+    added = [(a, ids[a][j]) for a in sorted(picked.added) for j in picked.added[a]]
+    if added:
+        rows = np.insert(rows, np.searchsorted(rows, [a for a, _v in added], side="right"), [v for _a, v in added])
+    return rows
 
 
 # What a chunk's summary (rows.summary) writes besides its text fields, per type: characters of

@@ -17,11 +17,11 @@ from codec import CodecError
 from inspector.tui.document import Document
 from inspector.tui.filters import (
     StoreColumns,
-    filter_rows,
+    filter_view,
+    inserted_records,
     parse_filter,
     resolve_prefixes,
     search_forward,
-    with_edits,
 )
 from inspector.tui.jobs import Progress
 from inspector.tui.messages import FilterProgress
@@ -280,11 +280,11 @@ class NavigationMixin:
         self.filter_busy = True
         self.chunks.set_rows([], keep=None)
         self.query_one("#filter-help").display = False
-        self.filter_worker(spec, self.filter_gen, dict(self.doc.overlay.replaced), keep)
+        self.filter_worker(spec, self.filter_gen, dict(self.doc.overlay.replaced), inserted_records(self.doc), keep)
         self.say(f"filter applied: {text}" + ("; " + "; ".join(spec.notes) if spec.notes else ""))
 
     @work(thread=True, exclusive=True, group="filter")
-    def filter_worker(self, spec: Any, gen: int, replaced: dict, keep: int | None = None) -> None:
+    def filter_worker(self, spec: Any, gen: int, replaced: dict, inserted: Any, keep: int | None = None) -> None:
         """The whole answer at once (codec.views.select: one columnar pass per chunk type needed); the job bar
         shows while it runs, and a newer filter or Esc (a new generation) drops the answer."""
         progress = Progress(self, "filter", self.doc.count(), stop=lambda: gen != self.filter_gen)
@@ -294,7 +294,7 @@ class NavigationMixin:
             resolved = resolve_prefixes(self.doc, spec)
             if gen == self.filter_gen:
                 self.filter_spec = resolved  # export and edits see the topics the prefixes opened onto
-            rows = filter_rows(self.doc, resolved, replaced).tolist()
+            rows = filter_view(self.doc, resolved, replaced, inserted).tolist()  # unsaved edits and insertions too
         except (CodecError, ValueError) as exc:
             self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
         finally:
@@ -307,9 +307,6 @@ class NavigationMixin:
             return
         self.filter_rows = list(msg.rows)
         self.filter_busy = not msg.done
-        spec = self.filter_spec
-        if spec is not None and spec.prefixes:
-            spec = resolve_prefixes(self.doc, spec)  # a worker stopped before it resolved them
-        self.chunks.set_rows(with_edits(self.filter_rows, self.doc, spec), keep=msg.keep)  # edits too
+        self.chunks.set_rows(self.filter_rows, keep=msg.keep)
         self.chunks.reselect()
         self.update_status()

@@ -1,4 +1,5 @@
-"""Selections on Arrow batches follow codec.views.query.Selection; the messages view matches the manifests."""
+"""Selections on Arrow batches follow the per-record oracle (support.reference_selection); the messages view
+matches the manifests."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from codec.views.query import Selection
 from exporters.select import FileView
 
 from support.paths import REAL_FILES, manifest
+from support.reference_selection import reference_filter
 
 CHUNK_KINDS = ("cfg", "msg_store", "client_msg", "retain", "sub", "client")
 SELECTIONS = [
@@ -33,12 +35,12 @@ def test_batch_selection_equals_record_selection(path: Path, sel: dict) -> None:
         if sel.get("store_ids") == "middle":
             ids = sorted(c.record["store_id"] for c in db.stream(types=[2]))
             sel = {"store_ids": (ids[5], ids[15])}
-        want = Counter(c.kind for c in Selection(**sel).filter(db.stream()))
+        want = Counter(c.kind for c in reference_filter(Selection(**sel), db.stream()))
         view = FileView(db, Selection(**sel), batch_size=5)
         kinds = sel.get("kinds") or CHUNK_KINDS
         got = Counter({k: sum(b.num_rows for b in view.batches(k)) for k in kinds})
         # and the same chunks, not just as many
-        want_idx = sorted(c.index for c in Selection(**sel).filter(db.stream()))
+        want_idx = sorted(c.index for c in reference_filter(Selection(**sel), db.stream()))
         got_idx = sorted(i for k in kinds for b in view.batches(k) for i in b.column("chunk_index").to_pylist())
     assert +got == want
     assert got_idx == want_idx

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from codec.views.query import topic_matches
-
 from support.cli import run_in_process as run_cli
 from support.paths import BY_VERSION, V3, V6
 from support.records import errors, records, sha
+from support.reference_selection import topic_matches
 
 
 def oracle_remove(path: Path, *, retain_filters: list[str] = (), clients: set[str] = frozenset()) -> list:

@@ -157,7 +157,7 @@ def resave(path: Path, tmp: Path) -> Path:
 ], ids=["rm-retained", "drop-client", "prune-no-subs", "prune-expired"])
 def test_surgery_result_served_and_resaved_identically(tmp_path: Path, args: list[str], gone_topics: str | None,
                                                        gone_clients: list[str]) -> None:
-    from codec.views.query import topic_matches
+    from support.reference_selection import topic_matches
 
     out = tmp_path / "mosquitto.db"
     mosqdb(*[a.format(src=V6) for a in args], "-o", out)

@@ -1,9 +1,10 @@
-"""The column engine (codec.views.select) against the per-record reference (Selection.match).
+"""The column engine (codec.views.select) against the per-record oracle (support.reference_selection).
 
 Every fixture, the damaged ones included (and damaged copies made here: cut short, a property
 tail that does not parse, a stored length too small), with many selections: the chunks the
 engine picks before the first chunk a file-order stream cannot decode are exactly those the
-stream's Selection.match keeps, and the error the engine reports there is the stream's.
+oracle keeps deciding the stream one record at a time, and the error the engine reports there
+is the stream's. The batch entry points (topics in hand) follow the oracle's MQTT rules too.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import pytest
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.views.query import Selection, topic_matches
-from codec.views.select import failure, pick, topic_mask
+from codec.views.query import Selection
+from codec.views.select import failure, hits_by_filter, pairs_matching, pick, topic_mask, topics_matching
 
 from support.paths import REAL, REAL_FILES, UNIT_FILES
+from support.reference_selection import ReferenceSelection, reference_filter, topic_matches
 
 
 def _damaged(tmp: Path) -> list[Path]:
@@ -104,7 +106,7 @@ def test_engine_matches_per_record_selection_on_every_fixture(all_files: list[Pa
         with DbFile(path) as db:
             chunks, error = _stream(db)
             for spec in _selections(chunks):
-                want = [c.index for c in Selection(**spec).filter(chunks)]
+                want = [c.index for c in reference_filter(Selection(**spec), chunks)]
                 picked = pick(db, Selection(**spec))
                 assert picked.before_stop().tolist() == want, (path.name, spec)
                 checked += 1
@@ -127,7 +129,7 @@ def test_engine_sees_edited_records_like_the_stream() -> None:
         replaced = {store.index: store.record.with_values(topic="edited/topic")}
         sel = {"topics": ["edited/#"]}
         # the reference, in file order with the edited record in place
-        ref = Selection(**sel)
+        ref = ReferenceSelection(Selection(**sel))
         want = [c.index for c in chunks if ref.match(replaced.get(c.index, c.record))]
         assert len(want) >= 2
         assert pick(db, Selection(**sel), replaced=replaced).rows.tolist() == want
@@ -168,12 +170,12 @@ def test_exporter_topic_mask_uses_the_same_rules() -> None:
 
 
 def _reference_dump(path: Path, spec: dict, as_json: bool) -> tuple[str, str | None]:
-    """Today's per-record dump loop: stream, annotate, Selection.match, print."""
+    """The per-record dump loop: stream, annotate, decide by the oracle, print."""
     from codec.views.jsonview import chunk_to_json
     from codec.views.timeview import ExpiryState
     from inspector.commands.core import format_text
 
-    sel, expiry, out = Selection(**spec), ExpiryState(1.9e9), []
+    sel, expiry, out = ReferenceSelection(Selection(**spec)), ExpiryState(1.9e9), []
     with DbFile(path) as db:
         try:
             for c in db.stream():
@@ -212,3 +214,150 @@ def test_cli_dump_prints_what_the_per_record_loop_printed(all_files: list[Path],
                 assert "\n".join(body) == want, (path.name, argv, as_json)
                 assert (err.strip() or None) == error, (path.name, argv)
                 assert code == (1 if error else 0)
+
+
+def _random_cases(seed: int, n: int) -> tuple[list[str], list[str]]:
+    """Topics and filters from a small alphabet (so they often meet): ``$`` levels, empty levels, wildcards."""
+    import random
+
+    rnd = random.Random(seed)
+    words = ["a", "b", "ab", "$SYS", "$x", "", "é", "fleet", "site059", "x" * 9]
+    topics = ["/".join(rnd.choice(words) for _ in range(rnd.randint(1, 4))) for _ in range(n)]
+    filters = []
+    for _ in range(n):
+        levels = [rnd.choice([*words, "+", "+"]) for _ in range(rnd.randint(1, 4))]
+        if rnd.random() < 0.3:
+            levels.append("#")
+        filters.append("/".join(levels))
+    return topics, filters
+
+
+def test_topics_matching_follows_the_oracle() -> None:
+    """Topics in hand (str, the bytes a file holds, None), one filter or several, exact or not."""
+    with_none = [*TOPICS, None]
+    for flt in FILTERS:
+        for exact in (False, True):
+            want = [t is not None and (topic_matches(flt, t) or (exact and flt == t)) for t in with_none]
+            assert topics_matching([flt], with_none, exact=exact).tolist() == want, (flt, exact)
+            as_bytes = [None if t is None else t.encode() for t in with_none]
+            assert topics_matching([flt], as_bytes, exact=exact).tolist() == want, (flt, exact)
+    topics, filters = _random_cases(14, 400)
+    for k in range(0, len(filters), 3):
+        group = filters[k:k + 3]
+        want = [any(topic_matches(f, t) for f in group) for t in topics]
+        assert topics_matching(group, topics).tolist() == want, group
+    assert topics_matching(["#"], []).tolist() == []
+    assert topics_matching([], ["a"]).tolist() == [False]
+    # the rules that trip per-level code: $ topics, a parent level under "#", empty levels
+    assert topics_matching(["#"], ["$SYS/x", "a", ""]).tolist() == [False, True, True]
+    assert topics_matching(["+/x"], ["$SYS/x", "a/x", "/x"]).tolist() == [False, True, True]
+    assert topics_matching(["a/#"], ["a", "a/", "ab", "a/b/c"]).tolist() == [True, True, False, True]
+    assert topics_matching(["a//c"], ["a//c", "a/b/c", "a/c"]).tolist() == [True, False, False]
+    assert topics_matching(["a/+"], ["a/", "a", "a//"]).tolist() == [True, False, False]
+    # an undecodable byte kept with surrogateescape matches the same byte given as bytes
+    odd = b"t/\xff".decode("utf-8", "surrogateescape")
+    assert topics_matching([odd], [b"t/\xff", odd, "t/\ufffd"]).tolist() == [True, True, False]
+
+
+def test_pairs_matching_follows_the_oracle() -> None:
+    """One filter per topic (a client's subscriptions against its messages' topics)."""
+    topics, filters = _random_cases(15, 2000)
+    got = pairs_matching(filters, topics).tolist()
+    assert got == [topic_matches(f, t) for f, t in zip(filters, topics, strict=True)]
+    assert any(got) and not all(got)  # the cases meet both ways
+    exact = pairs_matching(filters, filters, exact=True)
+    assert exact.all()
+    assert pairs_matching(["a/#", "a/#", "b"], ["a/x", None, "b"]).tolist() == [True, False, True]
+    with pytest.raises(ValueError):
+        pairs_matching(["a"], ["a", "b"])
+
+
+def _insertions(chunks: list) -> dict[int, list]:
+    """Records inserted among a real file's chunks (the TUI's insertions), covering the closure:
+    a store under a new topic with a reference after it and one before it, a store under a new
+    topic that an existing file reference (later in the file) points to, a copy of a reference
+    before its own store, a subscription and a session of a new client."""
+    by_kind: dict[str, list] = {}
+    for c in chunks:
+        by_kind.setdefault(c.kind, []).append(c)
+    stores, refs = by_kind["msg_store"], by_kind.get("client_msg", []) + by_kind.get("retain", [])
+    fresh = max(c.record["store_id"] for c in stores) + 1000
+    out: dict[int, list] = {}
+
+    def put(anchor: int, rec) -> None:  # noqa: ANN001
+        out.setdefault(anchor, []).append(rec)
+
+    mid = stores[len(stores) // 2]
+    put(mid.index, mid.record.with_values(topic="ins/new", store_id=fresh))
+    ref = refs[-1]
+    put(ref.index, ref.record.with_values(store_id=fresh))  # after the inserted store: selected by ins/#
+    put(0, ref.record.with_values(store_id=fresh))  # before it: not selected
+    late = next(r for r in refs if r.index > stores[0].index)
+    put(stores[0].index - 1, stores[0].record.with_values(topic="ins/early", store_id=late.record["store_id"]))
+    put(stores[0].index - 1, late.record)  # two after one chunk: in list order
+    put(len(chunks) - 1, stores[-1].record.with_values(topic="ins/late"))
+    # a store inserted right after a reference to its id: too late for that one
+    first_ref = next(r for r in refs if r.record["store_id"] != late.record["store_id"])
+    put(first_ref.index, stores[0].record.with_values(topic="ins/after", store_id=first_ref.record["store_id"]))
+    if "sub" in by_kind:
+        sub = by_kind["sub"][0]
+        put(sub.index, sub.record.with_values(topic="ins/+", client_id="ins-client"))
+    if "client" in by_kind:
+        cl = by_kind["client"][-1]
+        put(cl.index, cl.record.with_values(client_id="ins-client"))
+    if "client_msg" in by_kind:
+        cm = by_kind["client_msg"][-1]
+        put(cm.index, cm.record.with_values(client_id="ins-client", store_id=fresh))
+    return out
+
+
+def first_ref_index(inserted: dict[int, list]) -> int:
+    """The reference an ``ins/after`` store was inserted right after."""
+    return next(a for a, recs in inserted.items() if any(r.get("topic") == "ins/after" for r in recs))
+
+
+def test_engine_decides_inserted_records_like_the_stream() -> None:
+    """Inserted records (the TUI's) are decided in their places, as the oracle decides the file that
+    holds them: a store among them counts for the references after it, file chunks' too."""
+    inserted_specs = [{}, {"topics": ["ins/#"]}, {"topics": ["ins/+"], "kinds": {"sub"}}, {"clients": {"ins-client"}},
+                      {"clients": {"ins-client"}, "topics": ["ins/#"]}, {"topics": ["#"]}, {"kinds": {"client_msg"}},
+                      {"topics": ["ins/early"], "kinds": {"client_msg", "retain"}}, {"kinds": {"cfg"}, "topics": ["+"]}]
+    checked = 0
+    for path in [f for f in REAL_FILES if f.name.startswith(("2.0.20", "1.5.6", "2.1.2"))]:
+        with DbFile(path) as db:
+            chunks, error = _stream(db)
+            assert error is None
+            inserted = _insertions(chunks)
+            replaced = {chunks[5].index: chunks[5].record}  # an edit beside them (unchanged: the file's own)
+            for spec in [*inserted_specs, {"store_ids": (chunks[-1].record.get("store_id") or 1, 2**64 - 1)}]:
+                ref = ReferenceSelection(Selection(**spec))
+                want_rows: list[int] = []
+                want_added: dict[int, list[int]] = {}
+                for c in chunks:
+                    if ref.match(replaced.get(c.index, c.record)):
+                        want_rows.append(c.index)
+                    for j, rec in enumerate(inserted.get(c.index, ())):
+                        if ref.match(rec):
+                            want_added.setdefault(c.index, []).append(j)
+                got = pick(db, Selection(**spec), replaced=replaced, inserted=inserted)
+                assert got.rows.tolist() == want_rows, (path.name, spec)
+                assert got.added == want_added, (path.name, spec)
+                checked += 1
+            # the closure reaches through insertions both ways, and only forwards
+            got = pick(db, Selection(topics=["ins/#"]), inserted=inserted)
+            assert sum(len(v) for v in got.added.values()) >= 4 and len(got.rows) >= 1, (path.name, got.added)
+            assert first_ref_index(inserted) not in got.rows.tolist()
+    assert checked >= 30
+
+
+def test_hits_by_filter_follows_the_oracle() -> None:
+    """A subscription table against many topics (each filter only looks at the topics sharing its literal head)."""
+    topics, filters = _random_cases(16, 3000)
+    topics = [*topics, *TOPICS, None, "\xff", "a\xff/b"]
+    filters = [*filters[:300], *FILTERS, "a\xff/#", "+/b"]
+    got = hits_by_filter(filters, topics)
+    assert list(got) == list(dict.fromkeys(filters))
+    for flt, rows in got.items():
+        want = [k for k, t in enumerate(topics) if t is not None and topic_matches(flt, t)]
+        assert rows.tolist() == want, flt
+    assert sum(len(r) for r in got.values()) > 1000  # the cases meet

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from codec import DbFile
 from codec.values import NEVER
-from codec.views.query import topic_matches
 from exporters.live.fanout import Matcher, Sub
 from exporters.live.plan import _queue_order, plan_replay
 from exporters.live.resume import Rows, StateError, open_state
@@ -22,6 +21,7 @@ from exporters.live.url import BadTarget, parse_target
 
 from support.clock import LATER, WRITTEN, written
 from support.paths import REAL_FILES, V6, manifest
+from support.reference_selection import topic_matches
 
 # ---------------------------------------------------------------- the target URL
 

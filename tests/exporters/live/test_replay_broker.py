@@ -22,13 +22,13 @@ from codec.engine import Record
 from codec.layouts import SUB_OPTIONS_PERSISTED, ChunkType
 from codec.properties import Property
 from codec.values import NEVER
-from codec.views.query import topic_matches
 from codec.writer import write_records
 
 from support.brokers import Broker, collect_many, collect_retained, have_mosquitto, oracle_mosquitto
 from support.cli import run_in_process
 from support.clock import written
 from support.paths import INCOMING, REAL_FILES, V4, V6, manifest
+from support.reference_selection import topic_matches
 
 pytestmark = [pytest.mark.broker, pytest.mark.skipif(not have_mosquitto(), reason="mosquitto broker not installed")]
 

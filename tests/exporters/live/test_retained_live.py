@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from codec import DbFile
-from codec.views.query import topic_matches
 
 from support.brokers import Broker, Message, collect_retained, have_mosquitto
 from support.cli import run_in_process
 from support.paths import V6
+from support.reference_selection import topic_matches
 from support.tui import make_app, settle
 
 pytestmark = [pytest.mark.broker, pytest.mark.skipif(not have_mosquitto(), reason="mosquitto broker not installed")]

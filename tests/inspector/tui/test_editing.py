@@ -387,3 +387,47 @@ async def test_filters_and_search_see_unsaved_edits(v6_copy: Path) -> None:
         app.do_search(TOPIC)
         await settle(pilot)
         assert app.item != i
+
+
+def test_filter_view_is_the_oracle_on_the_saved_file(v6_copy: Path, tmp_path: Path) -> None:
+    """The rows a filter shows with unsaved edits and insertions are exactly those the per-record
+    oracle keeps in the file as saved (every inserted chunk in its place): a store inserted under
+    a new topic selects the references after it (in the file and inserted), not those before it."""
+    from codec.views.query import Selection
+    from inspector.tui.document import Document
+    from inspector.tui.filters import filter_view, parse_filter
+
+    from support.reference_selection import reference_filter
+
+    doc = Document(str(v6_copy))
+    for _ in doc.db.scan_steps():
+        pass
+    with DbFile(v6_copy) as db:
+        chunks = list(db.stream())
+    stores = [c for c in chunks if c.kind == "msg_store"]
+    refs = [c for c in chunks if c.kind in ("client_msg", "retain")]
+    ref = refs[len(refs) // 2]
+    doc.set_field(stores[0].index, "topic", "ins/edited")  # an edit: its references follow it
+    early = doc.insert_copy(stores[1].index)  # a store moved under a new topic, id of a later reference
+    doc.set_field(early, "topic", "ins/early")
+    doc.set_field(early, "store_id", str(ref.record["store_id"]))
+    before = doc.insert_new(0, "retain")  # a reference inserted before that store: not selected
+    doc.set_field(before, "store_id", str(ref.record["store_id"]))
+    after_ref = doc.insert_copy(ref.index)  # a copy of the reference after it: selected
+    specs = ["topic:ins/#", "topic:ins/early type:client_msg,retain", "type:retain", "topic:#", "client:nobody",
+             f"store:{ref.record['store_id']}"]
+    shown = {s: filter_view(doc, parse_filter(s)).tolist() for s in specs}
+    order = doc.row_array(doc.count()).tolist()  # saved chunk k is this row
+    assert after_ref in shown["topic:ins/#"] and ref.index in shown["topic:ins/#"] and early in shown["topic:ins/#"]
+    assert before not in shown["topic:ins/#"] and before in shown["type:retain"]
+    out = tmp_path / "saved.db"
+    doc.save(str(out))
+    doc.close()
+    with DbFile(out) as db:
+        saved = list(db.stream())
+    assert len(saved) == len(order)
+    for s in specs:
+        spec = parse_filter(s)
+        want = [order[c.index] for c in reference_filter(Selection(spec.kinds, list(spec.topics or []),
+                                                                   set(spec.clients or ()), spec.store_ids), saved)]
+        assert shown[s] == want, s

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from codec import DbFile
-from codec.views.query import topic_matches
 
 from support.paths import V3, V6
+from support.reference_selection import topic_matches
 from support.tui import keys, make_app, settle, status, type_text
 
 
