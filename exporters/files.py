@@ -295,8 +295,7 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
     npass = max(len(passes), 1)
     done = [0] * len(passes)
     lock = threading.Lock()
-    if view.sel.by_store and len(passes) > 1:
-        view.stores()  # shared by the passes: computed once, before they start
+    view.prepare()  # the engine's decision, shared by the passes: made once, before they start
 
     def report(n: int, value: int) -> None:
         if progress is not None:

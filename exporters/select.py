@@ -1,34 +1,46 @@
 """One file's rows per kind, with a codec Selection applied to whole Arrow batches.
 
-The rules are those of :func:`codec.views.select.pick` (tests compare both with the per-record
-oracle), evaluated with Arrow compute on a batch: a topic filter or store-id range selects stored
-messages and, through their store ids, the client messages and retains that reference
-them; a client id selects that client's session, subscriptions and queued messages.
-Topic filters are matched by the codec's engine (:func:`codec.views.select.topic_mask`) on the
-Arrow buffers in place: there is no second matcher.
+The selection is decided by the codec's engine (:func:`codec.views.select.pick`), once per
+file, as the sorted chunk numbers it keeps; every Arrow batch carries its rows' chunk numbers
+(``chunk_index``), so filtering a batch is one sorted-membership test. There is no second
+matcher and no second store-id closure here: what a reference needs (a matching store before
+it) is the engine's rule, the same as ``dump``, ``export --to jsonl`` and the TUI's.
+
+Damage follows a file-order stream: a batch of a kind raises the codec's error at its own
+first undecodable chunk (:func:`exporters.arrow.iter_batches`); client messages and retains
+selected through their stores also stop, with that chunk's error, at the first stored message
+the decoder refuses (what came before it is kept), because their selection depends on it.
 
 The joined view ``messages`` (one row per MSG_STORE, with ``retained``, ``queued`` and
 ``clients``) is built here too: it needs the file's RETAIN store ids and its CLIENT_MSG
 (store id, client id) pairs, gathered in one pass each before the stored messages, sorted,
-and joined to every msg_store batch by binary search (numpy).
+and joined to every msg_store batch by binary search (numpy). It is selected as the stored
+messages are; with a client criterion, it keeps the stored messages the selected client
+messages of those clients reference (a delivery waiting for one of them).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from codec import DbFile
 from codec.columnar import in_sorted
+from codec.errors import CodecError
+from codec.layouts import ChunkType
+from codec.sources import is_store
 from codec.views.query import Selection
+from codec.views.select import FileColumns, Picked, failure, pick
 from codec.views.select import topic_mask as byte_topic_mask
 from exporters.arrow import DEFAULT_BATCH, iter_batches
-from exporters.schema import SCHEMAS, unsigned_ids
+from exporters.schema import KINDS, SCHEMAS, unsigned_ids
 
-_EMPTY = pa.array([], pa.int64())
+MSG_STORE, CLIENT_MSG = int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG)
+_BY_THEIR_STORE = ("client_msg", "retain")  # kinds a store criterion selects through their stores
 
 
 def topic_mask(topics: pa.Array | pa.ChunkedArray, filters: list[str], *, exact: bool = False) -> pa.Array:
@@ -51,8 +63,15 @@ def topic_mask(topics: pa.Array | pa.ChunkedArray, filters: list[str], *, exact:
     return pa.array(mask)
 
 
+def pick_file(db: DbFile, sel: Selection, source: object | None = None) -> Picked:
+    """:func:`codec.views.select.pick` for a db file or a sqlite store (whose rows all decode)."""
+    if is_store(db):
+        return pick(db, sel, bad=np.zeros(0, np.int64), source=source or db.columns())  # type: ignore[attr-defined]
+    return pick(db, sel, source=source)  # type: ignore[arg-type]
+
+
 class FileView:
-    """Batches of one db file, per kind, filtered by a selection."""
+    """Batches of one db file, per kind, filtered by a selection (decided by the codec's engine)."""
 
     def __init__(self, db: DbFile, selection: Selection | None = None, *, batch_size: int = DEFAULT_BATCH,
                  at: float | None = None) -> None:
@@ -60,13 +79,91 @@ class FileView:
         self.at = at  # reference time of the expires_at / expired columns (None: now)
         self.sel = selection or Selection()
         self.batch_size = batch_size
-        self._stores: pa.Array | None = None
+        self._lock = threading.Lock()  # the export's passes share one view from several threads
+        self._picked: Picked | None = None
+        self._stop: int | None = None  # first stored message the decoder refuses (store criterion only)
+        self._message_rows: tuple[np.ndarray | None, np.ndarray | None] | None = None
         self._retained: np.ndarray | None = None
         self._deliveries: tuple[np.ndarray, pa.Array] | None = None
 
+    @property
+    def selecting(self) -> bool:
+        """Whether rows are chosen at all (else every row of every kind asked for is kept)."""
+        return bool(self.sel.clients or self.sel.by_store)
+
+    def _engine_selection(self, sel: Selection) -> Selection:
+        # the caller asks for kinds one at a time: none is left out here; ``kinds`` given still
+        # means the cfg chunk is wanted (with criteria it is kept only when kinds name it)
+        return replace(sel, kinds=None if sel.kinds is None else set(KINDS))
+
+    def _source(self) -> object | None:
+        if is_store(self.db):
+            return self.db.columns()  # type: ignore[attr-defined]
+        return None if self.db.empty else FileColumns(self.db)
+
+    # ---------------------------------------------------------- the engine's decision
+    def prepare(self) -> Picked | None:
+        """The chunks the selection keeps (computed once; None: no selection). The export calls
+        it before its passes start, so they share one decision."""
+        if not self.selecting:
+            return None
+        with self._lock:
+            if self._picked is None:
+                picked = pick_file(self.db, self._engine_selection(self.sel))
+                if self.sel.by_store and len(picked.bad):
+                    types = self.db.index.types_array()
+                    stores = picked.bad[types[picked.bad] == MSG_STORE]
+                    self._stop = int(stores[0]) if len(stores) else None
+                self._picked = picked
+            return self._picked
+
+    def message_rows(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """For the ``messages`` view: (chunk numbers of the stored messages kept, or None for all;
+        store ids with a selected delivery, sorted, or None for all)."""
+        picked = self.prepare()
+        if picked is None:
+            return None, None
+        with self._lock:
+            if self._message_rows is None:
+                sel = self.sel
+                if not sel.clients:
+                    self._message_rows = (picked.rows, None)
+                else:
+                    src = self._source()
+                    queued = picked.rows[self._types(picked.rows) == CLIENT_MSG] if len(picked.rows) else picked.rows
+                    ids = src.gather(CLIENT_MSG, {"store_id"}, rows=queued).ints["store_id"] if len(queued) else \
+                        np.zeros(0, np.uint64)  # type: ignore[attr-defined]
+                    stores = None
+                    if sel.by_store:
+                        stores = pick_file(self.db, self._engine_selection(replace(sel, clients=set())), src).rows
+                    self._message_rows = (stores, np.unique(np.asarray(ids, dtype=np.uint64)))
+            return self._message_rows
+
+    def _types(self, rows: np.ndarray) -> np.ndarray:
+        if is_store(self.db):
+            return self.db.types[rows]  # type: ignore[attr-defined]
+        return self.db.index.types_array()[rows]
+
     # ---------------------------------------------------------- raw batches
     def raw_batches(self, kind: str) -> Iterator[pa.RecordBatch]:
-        return iter_batches(self.db, kind, batch_size=self.batch_size, at=self.at)
+        """Every row of a kind, in file order; a kind selected through its stores stops, with the
+        codec's error, at the first stored message the decoder refuses."""
+        batches = iter_batches(self.db, kind, batch_size=self.batch_size, at=self.at)
+        stop = self._stop if kind in _BY_THEIR_STORE and self.prepare() is not None else None
+        if stop is None:
+            yield from batches
+            return
+        try:
+            for batch in batches:
+                yield batch
+                if batch.num_rows and batch.column("chunk_index")[-1].as_py() >= stop:
+                    break
+        except CodecError as exc:
+            if exc.chunk_index is not None and exc.chunk_index < stop:
+                raise
+        err = failure(self.db, stop)
+        if err is not None:
+            raise err.located(path=self.db.path)
 
     def batches(self, kind: str) -> Iterator[pa.RecordBatch]:
         """The selected rows of a kind (``messages`` included), in file order."""
@@ -79,63 +176,26 @@ class FileView:
                 yield out
 
     # ---------------------------------------------------------- selection
-    def _store_mask(self, batch: pa.RecordBatch) -> pa.Array:
-        mask = pa.array(np.ones(batch.num_rows, dtype=bool))
-        if self.sel.store_ids is not None:
-            lo, hi = self.sel.store_ids
-            ids = unsigned_ids(batch.column("store_id"))
-            mask = pa.array((ids >= lo) & (ids <= hi))
-        if self.sel.topics:
-            mask = pc.and_(mask, topic_mask(batch.column("topic"), self.sel.topics))
-        return mask
-
-    def stores(self) -> pa.Array:
-        """Store ids of the selected stored messages (for their references)."""
-        if self._stores is None:
-            kept = [b.column("store_id").filter(self._store_mask(b)) for b in self.raw_batches("msg_store")]
-            self._stores = pa.concat_arrays(kept) if kept else _EMPTY
-        return self._stores
-
     def filter(self, kind: str, batch: pa.RecordBatch) -> pa.RecordBatch:
         mask = self.mask(kind, batch)
-        return batch if mask is None else batch.filter(mask)
+        return batch if mask is None else batch.filter(pa.array(mask))
 
-    def mask(self, kind: str, batch: pa.RecordBatch) -> pa.Array | None:
-        """Rows to keep (None: all). Criteria combine with AND; cfg only when kinds name it."""
-        sel = self.sel
-        if not (sel.clients or sel.by_store):
+    def mask(self, kind: str, batch: pa.RecordBatch) -> np.ndarray | None:
+        """Rows to keep (None: all): the batch's chunk numbers among those the engine picked."""
+        picked = self.prepare()
+        if picked is None:
             return None
-        none = pa.array(np.zeros(batch.num_rows, dtype=bool))
-        if kind == "cfg":
-            return None if sel.kinds is not None else none
-        masks: list[pa.Array] = []
-        if sel.clients:
-            wanted = pa.array(sorted(sel.clients), pa.string())
-            if kind in ("client", "client_msg", "sub"):
-                masks.append(pc.is_in(batch.column("client_id"), value_set=wanted))
-            elif kind == "messages":  # the messages waiting for one of these clients
-                clients = batch.column("clients")
-                parents = pc.list_parent_indices(clients)
-                hit = pc.is_in(pc.list_flatten(clients), value_set=wanted)
-                keep = np.zeros(batch.num_rows, dtype=bool)
-                keep[np.asarray(parents.filter(hit))] = True
-                masks.append(pa.array(keep))
-            else:
-                return none
-        if sel.by_store:
-            if kind in ("msg_store", "messages"):
-                masks.append(self._store_mask(batch))
-            elif kind in ("client_msg", "retain"):
-                masks.append(pc.is_in(batch.column("store_id"), value_set=self.stores()))
-            elif kind == "sub" and sel.topics:
-                masks.append(topic_mask(batch.column("topic"), sel.topics, exact=True))
-            elif not (kind == "client" and sel.clients):
-                return none
-        out = masks[0]
-        for m in masks[1:]:
-            out = pc.and_(out, m)
-        return out
-
+        chunks = np.asarray(batch.column("chunk_index").to_numpy(zero_copy_only=False), dtype=np.int64)
+        if kind != "messages":
+            keep = in_sorted(picked.rows, chunks)
+            if self._stop is not None and kind in _BY_THEIR_STORE:
+                keep &= chunks < self._stop
+            return keep
+        stores, waiting = self.message_rows()
+        keep = np.ones(len(chunks), dtype=bool) if stores is None else in_sorted(stores, chunks)
+        if waiting is not None:
+            keep &= in_sorted(waiting, unsigned_ids(batch.column("store_id")))
+        return keep
     # ---------------------------------------------------------- the joined view
     def _column(self, kind: str, names: list[str]) -> Iterator[pa.RecordBatch]:
         return iter_batches(self.db, kind, batch_size=self.batch_size, at=self.at, columns=names)
