@@ -64,10 +64,16 @@ def topic_mask(topics: pa.Array | pa.ChunkedArray, filters: list[str], *, exact:
 
 
 def pick_file(db: DbFile, sel: Selection, source: object | None = None) -> Picked:
-    """:func:`codec.views.select.pick` for a db file or a sqlite store (whose rows all decode)."""
+    """:func:`codec.views.select.pick` for a db file or a sqlite store (whose rows all decode).
+
+    The chunks the decoder refuses are looked for only among the types the selection reads
+    (:attr:`Picked.bad`: stored messages, under a store criterion): a batch of a kind raises at
+    its own refused chunk anyway, so no other type is checked (on a large file that check is
+    most of the work)."""
+    none = np.zeros(0, np.int64)
     if is_store(db):
-        return pick(db, sel, bad=np.zeros(0, np.int64), source=source or db.columns())  # type: ignore[attr-defined]
-    return pick(db, sel, source=source)  # type: ignore[arg-type]
+        return pick(db, sel, bad=none, source=source or db.columns())  # type: ignore[attr-defined]
+    return pick(db, sel, bad=none, source=source)  # type: ignore[arg-type]
 
 
 class FileView:

@@ -18,7 +18,6 @@ from exporters.spark.frames import (
     messages_dataframe,
     register_views,
     report_skipped,
-    store_id_condition,
     to_dataframe,
 )
 from exporters.spark.session import code_archive, is_local, local_session, parse_conf, register, session
@@ -38,5 +37,5 @@ __all__ = [
     "DEFAULT_BATCH", "DEFAULT_PARTITION_ROWS", "HAVE_SPARK", "NAME", "SPARK_HINT", "MosquittoDataSource",
     "MosquittoReader", "Part", "SparkMissing", "code_archive", "conform", "db_files", "error_line", "is_local",
     "local_session", "messages_dataframe", "parse_conf", "plan", "read_part", "register", "register_views",
-    "report_skipped", "session", "store_id_condition", "to_dataframe",
+    "report_skipped", "session", "to_dataframe",
 ]

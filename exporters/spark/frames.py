@@ -7,7 +7,6 @@ from typing import Any
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.values import signed64
 from codec.views.query import valid_filter
 from exporters.files import db_files
 from exporters.schema import KINDS
@@ -28,10 +27,11 @@ def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, 
                  **options: Any) -> Any:
     """A DataFrame of one kind (or the ``messages`` view) of a file, a directory or a list of them.
 
-    ``topic`` selects stored messages by MQTT filter and, by (file, store_id), the client
-    messages and retains that reference them; ``client`` selects a client's rows (for
-    ``messages``: those with a delivery waiting for it); ``store_ids`` is an inclusive range
-    of unsigned store ids (kinds with a store_id).
+    ``topic`` selects stored messages by MQTT filter and the client messages and retains that
+    reference them; ``client`` selects a client's rows (for ``messages``: those with a delivery
+    waiting for it); ``store_ids`` is an inclusive range of unsigned store ids (kinds with a
+    store_id). Decided by the codec's engine in the data source (a reference counts a matching
+    stored message before it, as ``export`` and ``dump`` decide).
     """
     register(spark)
     if topic is not None and not valid_filter(topic):
@@ -44,32 +44,16 @@ def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, 
     def load(k: str, **extra: Any) -> Any:
         return _reader(spark, k, {**opts, **extra}).load(paths)
 
+    ids = None if store_ids is None else f"{store_ids[0]}-{store_ids[1]}"
     if kind == "messages":
-        df = messages_dataframe(load("msg_store", topic=topic), load("client_msg"), load("retain"))
-        if client is not None:
-            from pyspark.sql import functions as F
-
-            df = df.where(F.array_contains("clients", client))
-    elif kind in ("client_msg", "retain") and topic is not None:
-        stores = load("msg_store", topic=topic).select("file", "store_id")
-        df = load(kind, client=client if kind == "client_msg" else None)
-        df = df.join(stores, ["file", "store_id"], "left_semi")
-    else:
-        df = load(kind, topic=topic if kind in ("msg_store", "sub") else None,
-                  client=client if kind in ("client", "client_msg", "sub") else None)
-    return df if store_ids is None else df.where(store_id_condition(*store_ids))
-
-
-def store_id_condition(lo: int, hi: int) -> Any:
-    """``lo <= store_id <= hi`` for unsigned ids held as signed int64 (ids >= 2**63 are negative)."""
-    from pyspark.sql import functions as F
-
-    col = F.col("store_id")
-    if hi < lo:
-        return F.lit(False)
-    if hi < 1 << 63 or lo >= 1 << 63:  # one side of 2**63: an ordinary range
-        return col.between(signed64(lo), signed64(hi))
-    return (col >= lo) | (col <= signed64(hi))  # the range crosses 2**63
+        df = messages_dataframe(load("msg_store", topic=topic, storeIds=ids), load("client_msg"), load("retain"))
+        if client is not None:  # the stored messages a selected client message of that client references
+            waiting = load("client_msg", topic=topic, client=client, storeIds=ids).select("file", "store_id")
+            df = df.join(waiting.distinct(), ["file", "store_id"], "left_semi")
+        return df
+    return load(kind, topic=topic if kind in ("msg_store", "sub", "client_msg", "retain") else None,
+                client=client if kind in ("client", "client_msg", "sub") else None,
+                storeIds=ids if kind in ("msg_store", "client_msg", "retain") else None)
 
 
 def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:

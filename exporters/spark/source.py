@@ -12,12 +12,17 @@ wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows``
 ``minPartitions`` (default: the planning machine's CPUs; the part count is rounded up to a
 multiple of it, parts shrinking down to 50,000 rows, so the cores share the work evenly),
 ``batchSize`` (rows per Arrow batch; default: about 16 MB a batch, from the mean chunk size
-when strings or payloads are read, up to a million rows for a projection of numbers), ``topic`` (MQTT filter, msg_store/sub), ``client`` (client id,
-client/client_msg/sub), ``columns`` (comma separated: a projection by hand - PySpark's Python
+when strings or payloads are read, up to a million rows for a projection of numbers), ``topic`` (MQTT filter:
+msg_store, sub, and client_msg/retain through their stored messages), ``client`` (client id: client/client_msg/sub),
+``storeIds`` (``LO-HI``, inclusive: msg_store, and client_msg/retain through their stored messages), ``columns`` (comma separated: a projection by hand - PySpark's Python
 data source API (4.0-4.3) tells a source neither the columns a query reads nor offers to prune
 them, so every column is built and shipped unless the reader is told; a user schema,
 ``.schema("qos smallint, retain smallint")``, is a projection too), ``onError`` (``fail``: an unreadable file stops the query with a
 line naming it; ``skip``: it is left out and reported on stderr), ``endian``.
+
+A selection (``topic``, ``client``, ``storeIds``) is decided by the codec's engine
+(:func:`codec.views.select.pick`) on the driver, once per file, while planning: a partition
+holds only the chunks it keeps, so executors decode nothing else and match nothing themselves.
 """
 
 from __future__ import annotations
@@ -30,16 +35,17 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from codec import DbFile
+from codec.columnar import in_sorted
 from codec.errors import CodecError
 from codec.layouts import ChunkType, header_size
-from codec.views.query import valid_filter
+from codec.views.query import Selection, valid_filter
+from codec.views.select import failure
 from exporters.arrow import Span, iter_batches
 from exporters.files import db_files
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
-from exporters.select import topic_mask
+from exporters.select import pick_file
 from exporters.spark.base import DataSource, DataSourceReader, InputPartition
 
 NAME = "mosquitto"
@@ -163,15 +169,33 @@ def _chunk_table(path: str, endian: str) -> Table:
     return table
 
 
+def selected(path: str, kind: str, pos: np.ndarray, sel: Selection, endian: str = "little") -> np.ndarray:
+    """The chunks among ``pos`` (a kind's, ascending) that ``sel`` keeps, decided by the engine.
+
+    Stored messages the decoder refuses stay in, so the partition that reads one raises its
+    error; client messages and retains selected through their stores depend on such a store:
+    the file then fails here with its error (a skipped file under ``onError=skip``)."""
+    with DbFile(path, endian=endian) as db:
+        picked = pick_file(db, sel)
+        rows = picked.rows
+        if len(picked.bad):  # refused stored messages (the only type checked: see pick_file)
+            if kind in ("client_msg", "retain"):
+                err = failure(db, int(picked.bad[0]))
+                if err is not None:
+                    raise err.located(path=path)
+            rows = np.union1d(rows, picked.bad)
+    return pos[in_sorted(rows, pos)]
+
+
 def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION_ROWS,
          min_partitions: int = 1, min_rows: int = MIN_AUTO_ROWS, on_error: str = "fail",
-         endian: str = "little") -> tuple[list[Part], list[str]]:
+         endian: str = "little", selection: Selection | None = None) -> tuple[list[Part], list[str]]:
     """Partitions for every readable file, and one line per skipped file (``on_error="skip"``).
 
     Each file is cut into equal parts of at most ``partition_rows`` rows, and the number of
     parts is rounded up to a multiple of ``min_partitions`` (the cores), parts shrinking to
     no fewer than ``min_rows`` rows, so every core gets an equal share instead of one core
-    reading the odd last part alone.
+    reading the odd last part alone. ``selection``: only the chunks it keeps (:func:`selected`).
     """
     parts: list[Part] = []
     skipped: list[str] = []
@@ -180,7 +204,10 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
     for path in paths:
         try:
             table = _chunk_table(path, endian)
-            found.append((path, table, np.flatnonzero(table.types == ctype)))
+            pos = np.flatnonzero(table.types == ctype)
+            if selection is not None:
+                pos = selected(path, kind, pos, selection, endian)
+            found.append((path, table, pos))
         except CodecError as exc:
             exc.located(path=path)
             if on_error != "skip":
@@ -227,29 +254,34 @@ def batch_rows(kind: str, columns: list[str] | None, span: Span | None, target: 
     return int(min(max(target // per_row, 4096), MAX_BATCH_ROWS))
 
 
-def read_part(part: Part, kind: str, *, batch_size: int | None = None, topic: str | None = None,
-              client: str | None = None, endian: str = "little", on_error: str = "fail",
-              columns: list[str] | None = None) -> Any:
+def read_part(part: Part, kind: str, *, batch_size: int | None = None, selection: Selection | None = None,
+              endian: str = "little", on_error: str = "fail", columns: list[str] | None = None) -> Any:
     """Arrow batches of one partition (runs on an executor).
 
     A chunk that fails to decode (damage the header walk cannot see, e.g. a bad property
     tail) raises the codec's one-line error naming file, offset and chunk; with
     ``on_error="skip"`` the rest of the partition is dropped and the line goes to stderr.
-    ``batch_size``: rows per batch (default: :func:`batch_rows`).
+    ``batch_size``: rows per batch (default: :func:`batch_rows`). ``selection``: the one the
+    partition was planned with (its chunks are the selected ones; a batch the codec's stream
+    decodes, or a file replaced since planning, is cut to them by chunk number).
     """
     need = None
-    if columns is not None:  # decode what the filters need too, then project
-        need = list(dict.fromkeys(columns + (["topic"] if topic else []) + (["client_id"] if client else [])))
+    if columns is not None:  # decode the chunk numbers too when selecting, then project
+        need = list(dict.fromkeys(columns + (["chunk_index"] if selection is not None else [])))
     try:
         with DbFile(part.path, endian=endian) as db:
             span = part.span(os.fstat(db.fd), db.version or 6)
             rows = batch_size or batch_rows(kind, need, span)
+            wanted = None
+            if selection is not None:
+                wanted = pick_file(db, selection).rows if span is None else span.positions + span.first_index
             for batch in iter_batches(db, kind, batch_size=rows, start=part.start, stop=part.stop,
                                       first_index=part.first_index, columns=need, span=span):
-                if topic is not None:
-                    batch = batch.filter(topic_mask(batch.column("topic"), [topic], exact=kind == "sub"))
-                if client is not None:
-                    batch = batch.filter(pc.equal(batch.column("client_id"), pa.scalar(client, pa.string())))
+                if wanted is not None:
+                    chunks = np.asarray(batch.column("chunk_index").to_numpy(zero_copy_only=False), dtype=np.int64)
+                    keep = in_sorted(wanted, chunks)
+                    if not keep.all():
+                        batch = batch.filter(pa.array(keep))
                 if columns is not None and need != columns:
                     batch = batch.select(columns)
                 if batch.num_rows:
@@ -271,12 +303,13 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
     if on_error not in ("fail", "skip"):
         raise ValueError(f"mosquitto: option onError={on_error!r}: use fail or skip")
     topic = options.get("topic")
-    if topic is not None and (kind not in ("msg_store", "sub") or not valid_filter(topic)):
-        raise ValueError(f"mosquitto: option topic={topic!r} needs a valid MQTT filter and kind msg_store or sub "
-                         "(for references use to_dataframe(..., topic=...))")
+    if topic is not None and (kind not in ("msg_store", "sub", "client_msg", "retain") or not valid_filter(topic)):
+        raise ValueError(f"mosquitto: option topic={topic!r} needs a valid MQTT filter and kind msg_store, sub, "
+                         "client_msg or retain")
     client = options.get("client")
     if client is not None and kind not in ("client", "client_msg", "sub"):
         raise ValueError("mosquitto: option client needs kind client, client_msg or sub")
+    store_ids = _store_ids(options.get("storeIds", options.get("storeids")), kind)
     columns = None
     if options.get("columns"):
         columns = [c.strip() for c in options["columns"].split(",") if c.strip()]
@@ -287,8 +320,9 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "columns": columns,
         "kind": kind,
         "on_error": on_error,
-        "topic": topic,
-        "client": client,
+        "selection": (Selection(topics=[topic] if topic is not None else [], clients={client} if client is not None
+                                else set(), store_ids=store_ids)
+                      if topic is not None or client is not None or store_ids is not None else None),
         "partition_rows": max(1, int(options.get("partitionRows", options.get("partitionrows",
                                                                             DEFAULT_PARTITION_ROWS)))),
         "batch_size": (max(1, int(options.get("batchSize", options.get("batchsize"))))
@@ -297,6 +331,22 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
                                                                             os.cpu_count() or 1)))),
         "endian": options.get("endian", "little"),
     }
+
+
+def _store_ids(text: str | None, kind: str) -> tuple[int, int] | None:
+    """The ``storeIds`` option, ``LO-HI`` (or one id): an inclusive range of unsigned store ids."""
+    if text is None:
+        return None
+    if kind not in ("msg_store", "client_msg", "retain"):
+        raise ValueError("mosquitto: option storeIds needs kind msg_store, client_msg or retain")
+    lo, _, hi = str(text).partition("-")
+    try:
+        ids = int(lo), int(hi or lo)
+    except ValueError:
+        raise ValueError(f"mosquitto: option storeIds={text!r}: use LO-HI (unsigned store ids)") from None
+    if not all(0 <= i < 1 << 64 for i in ids):
+        raise ValueError(f"mosquitto: option storeIds={text!r}: store ids run from 0 to 2**64-1")
+    return ids
 
 
 # ---------------------------------------------------------------- the data source
@@ -340,7 +390,8 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
     def partitions(self) -> list[MosquittoPartition]:
         o = self.opts
         parts, skipped = plan(self.paths, o["kind"], partition_rows=o["partition_rows"],
-                              min_partitions=o["min_partitions"], on_error=o["on_error"], endian=o["endian"])
+                              min_partitions=o["min_partitions"], on_error=o["on_error"], endian=o["endian"],
+                              selection=o["selection"])
         for line in skipped:
             print(f"mosquitto data source: {line}", file=sys.stderr)
         return [MosquittoPartition(p) for p in parts] or [MosquittoPartition(None)]  # type: ignore[arg-type]
@@ -349,8 +400,8 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
         if partition.part is None:
             return iter(())
         o = self.opts
-        batches = read_part(partition.part, o["kind"], batch_size=o["batch_size"], topic=o["topic"],
-                            client=o["client"], endian=o["endian"], on_error=o["on_error"], columns=o["columns"])
+        batches = read_part(partition.part, o["kind"], batch_size=o["batch_size"], selection=o["selection"],
+                            endian=o["endian"], on_error=o["on_error"], columns=o["columns"])
         target = _arrow_target(self.spark_schema)
         if target is None:
             return batches
