@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -106,6 +107,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.at = check_at if check_at is not None else time.time()
         self.item: int | None = None
         self.columns: StoreColumns | None = None
+        self.columns_lock = threading.Lock()  # one gathering of the store-id columns at a time (navigation)
         self.filter_gen = 0
         self.filter_rows: list[int] = []
         self.filter_text = ""

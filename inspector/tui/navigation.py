@@ -8,6 +8,7 @@ filters (the codec's column engine) and search run in workers, so keys never wai
 from __future__ import annotations
 
 import shlex
+import threading
 from typing import Any
 
 from textual import work
@@ -36,6 +37,7 @@ class NavigationMixin:
     doc: Document
     item: int | None
     columns: StoreColumns | None
+    columns_lock: threading.Lock
     filter_gen: int
     filter_rows: list[int]
     filter_text: str
@@ -58,22 +60,34 @@ class NavigationMixin:
         return True
 
     def store_columns(self) -> StoreColumns:
-        if self.columns is None:
-            self.columns = StoreColumns(self.doc)
-        return self.columns
+        """The store-id columns of the current index, gathered once: a goto or follow while the worker
+        gathers them waits for its answer rather than gathering a second copy beside it."""
+        with self.columns_lock:
+            cols = self.columns
+            if cols is None or not self.columns_current(cols):
+                cols = self.columns = StoreColumns(self.doc)
+            return cols
+
+    def columns_current(self, cols: StoreColumns) -> bool:
+        """Whether ``cols`` were gathered on the document's index as it is (a save replaces it)."""
+        return cols.doc is self.doc and self.doc.db.partial_index() is cols.index
 
     @work(thread=True, exclusive=True, group="columns")
     def columns_worker(self) -> None:
-        """Gather store ids in the background so goto/follow/filter by store id answer at once."""
+        """Gather store ids in the background so goto/follow answer at once."""
         doc = self.doc
-        cols = StoreColumns(doc)
-        self.call_from_thread(self._columns_ready, doc, cols)
-
-    def _columns_ready(self, doc: Document, cols: StoreColumns) -> None:
-        if self.columns is None and doc is self.doc and doc.db.partial_index() is cols.index:
+        with self.columns_lock:
+            if self.columns is not None and self.columns_current(self.columns):
+                return  # a goto gathered them first
+            cols = StoreColumns(doc)
+            if not self.columns_current(cols):
+                return  # saved meanwhile: the save's own worker gathers them again
             self.columns = cols
-            self.topics.clear()
-            self.chunks.refresh()  # retain and client_msg rows can show their topics now
+        self.call_from_thread(self._columns_ready)
+
+    def _columns_ready(self) -> None:
+        self.topics.clear()
+        self.chunks.refresh()  # retain and client_msg rows can show their topics now
 
     def topic_of(self, store_id: int) -> str | None:
         """The topic of the stored message with this id (unsaved edits count), for retain and client_msg
