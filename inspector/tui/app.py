@@ -56,7 +56,7 @@ from inspector.tui.messages import (
     ScanProgress,
     SpanSelected,
 )
-from inspector.tui.navigation import NavigationMixin
+from inspector.tui.navigation import NO_ROWS, NavigationMixin
 from inspector.tui.rows import clip
 from inspector.tui.savecheck import SaveCheck
 from inspector.tui.saving import SavingMixin
@@ -109,7 +109,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.columns: StoreColumns | None = None
         self.columns_lock = threading.Lock()  # one gathering of the store-id columns at a time (navigation)
         self.filter_gen = 0
-        self.filter_rows: list[int] = []
+        self.filter_rows = NO_ROWS  # the filter's answer (int64 chunk numbers)
         self.filter_text = ""
         self.filter_spec: Any = None
         self.filter_busy = False
