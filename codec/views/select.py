@@ -579,8 +579,9 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
         matched = []
         for cols in windows(MSG_STORE):
             matched.append(_matching_stores(sel, cols))
-            rows = cols.rows.astype(np.uint32) if src.count < 1 << 32 else cols.rows  # 4 bytes a row, not 8
-            stores.append(TypeColumns(rows, {"store_id": cols.ints["store_id"]}, {}, _EMPTY_ROWS))
+            if present[MSG_STORE]:  # kept to decide the stores themselves (a store may repeat an id)
+                rows = cols.rows.astype(np.uint32) if src.count < 1 << 32 else cols.rows  # 4 bytes a row
+                stores.append(TypeColumns(rows, {"store_id": cols.ints["store_id"]}, {}, _EMPTY_ROWS))
         closure = _closure(matched, src.count)
 
     def decide(t: int, cols: TypeColumns) -> None:
