@@ -147,6 +147,12 @@ def header_in_tui(path: str, extra: list[str], pattern: bytes, cols: int = 160, 
     return marks
 
 
+KEYS = ((b"g", 0.5), (b"#600000\r", 0.5), (b"f", 0.5), (b"type:retain topic:fleet/site059/#\r", 2.5), (b"\x1b", 0.5),
+        (b"f", 0.5), (b"type:retain\r", 2.5), (b"\x1b", 0.5), (b"/", 0.5), (b"/site059/dev5\r", 2.5),
+        (b"g", 0.5), (b"1200000\r", 0.5), (b"\x1b[6~" * 20, 0.5))
+"""The keys first_paint presses once the index is on screen, and the seconds it waits after each."""
+
+
 def first_paint(path: str, cols: int = 120, rows: int = 40) -> dict[str, float]:
     """Start `mosqdb inspect` in a pty; time the first chunk row and the completed index."""
     master, slave = pty.openpty()
@@ -177,10 +183,11 @@ def first_paint(path: str, cols: int = 120, rows: int = 40) -> dict[str, float]:
             marks["index_done"] = now
     time.sleep(0.5)
     marks["rss_mib"], marks["peak_rss_mib"] = rss_mib(proc.pid)
-    # store-id columns (goto by store id) and a type filter, then page around the middle
-    for keys in (b"g", b"#600000\r", b"f", b"type:retain\r", b"\x1b", b"g", b"1200000\r", b"\x1b[6~" * 20):
+    # goto by store id (the store-id columns, maybe still being gathered), a type + topic filter and a
+    # type filter (each given time to finish: Esc would drop its answer), a search, then page around the middle
+    for keys, wait in KEYS:
         os.write(master, keys)
-        time.sleep(0.5)
+        time.sleep(wait)
         while select.select([master], [], [], 0.05)[0]:
             os.read(master, 1 << 16)
     time.sleep(2)  # a busy machine: let the last filter and paging finish before sampling
@@ -294,7 +301,7 @@ def main() -> None:
         r = runs[-1]
         print(f"pty run {k + 1} (load {os.getloadavg()[0]:.1f}): first row {r.get('first_row', float('nan')):.2f} s, "
               f"index {r.get('index_done', float('nan')):.2f} s, RSS {r['rss_mib']:.0f} MiB after the index, "
-              f"{r['rss_after_use_mib']:.0f} MiB (peak {r['peak_after_use_mib']:.0f}) after goto + filter + paging",
+              f"{r['rss_after_use_mib']:.0f} MiB (peak {r['peak_after_use_mib']:.0f}) after goto + filters + search + paging",
               flush=True)
     marks = runs[0]
     if len(runs) > 1:
@@ -307,7 +314,7 @@ def main() -> None:
           f"index complete on screen after {marks.get('index_done', float('nan')):.2f} s")
     print(f"pty: RSS {marks['rss_mib']:.0f} MiB (peak {marks['peak_rss_mib']:.0f} MiB) after the index; "
           f"{marks['rss_after_use_mib']:.0f} MiB (peak {marks['peak_after_use_mib']:.0f} MiB) after goto store id, "
-          "a type filter and paging")
+          "a type + topic filter, a type filter, a search and paging")
     if args.check:
         c = check_in_tui(path)
         print(f"pty, check (c): findings after {c.get('check_s', float('nan')):.1f} s; TUI RSS "

@@ -513,6 +513,10 @@ class StoreColumns:
                                                                               else np.int64) for n, v in ints.items()},
                            {n: np.concatenate(v) if v else np.zeros(0, bool) for n, v in marks.items()}, _EMPTY)
 
+    def windows(self, chunk_type: int, names: Iterable[str] = (), tests: dict | None = None) -> Iterator[TypeColumns]:
+        """``FileColumns.windows``: one gather of every row (the batches page through the table)."""
+        yield self.gather(chunk_type, names, tests)
+
 
 
 class StoreReader:

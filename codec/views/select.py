@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +46,8 @@ MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int
                                                    int(ChunkType.CLIENT), int(ChunkType.CFG))
 KNOWN = np.array([int(t) for t in ChunkType], dtype=np.uint32)
 _EMPTY_ROWS = np.zeros(0, dtype=np.int64)
+WINDOW = 1 << 18
+"""Chunks of the index a selection gathers at once (:meth:`FileColumns.windows`): a few MB of values."""
 
 
 def as_bytes(text: str) -> bytes:
@@ -399,6 +401,7 @@ class FileColumns:
     """
 
     batch_bytes = 4 << 20
+    window = WINDOW
 
     def __init__(self, db: DbFile) -> None:
         assert db.version is not None
@@ -408,6 +411,7 @@ class FileColumns:
         self.offsets, self.types = idx.offsets_array(), idx.types_array()  # views: nothing copied
         self.lengths = idx.lengths_array()
         self.hsize = header_size(db.version)
+        self._buffer: bytearray | None = None  # the batches' bytes (one gather at a time: not shared by threads)
 
     def rows(self, chunk_type: int) -> np.ndarray:
         return np.flatnonzero(self.types == chunk_type)
@@ -443,7 +447,7 @@ class FileColumns:
             offs, ends = self.offsets[window], self.index.ends_of(window)
             lo = int(offs[0])
             j = min(max(int(np.searchsorted(ends, lo + self.batch_bytes, side="right")), 1), len(window))
-            data = np.frombuffer(os.pread(db.fd, int(ends[j - 1]) - lo, lo), dtype=np.uint8)
+            data = self._read(int(ends[j - 1]) - lo, lo)
             part = window[:j]
             got, spans = self._decode(chunk_type, data, lo, part, offs[:j], ends[:j], wanted, kinds, bad)
             for n in numbers:
@@ -456,6 +460,15 @@ class FileColumns:
         marks.update({n: [np.zeros(len(rows), dtype=bool)] for n in absent})
         return TypeColumns(rows, {n: _join(v, kinds.get(n)) for n, v in ints.items()},
                            {n: _join(v, "mark") for n, v in marks.items()}, np.unique(np.array(bad, dtype=np.int64)))
+
+    def _read(self, size: int, offset: int) -> np.ndarray:
+        """``size`` bytes of the file from ``offset``, read into a buffer the next batch reuses: a fresh
+        block per batch is fresh memory to fault in (with glibc's mmap threshold fixed, as the TUI
+        sets it, every block is a new mapping), which took longer than the reads themselves."""
+        if self._buffer is None or len(self._buffer) < size:
+            self._buffer = bytearray(max(size, self.batch_bytes))
+        got = os.preadv(self.db.fd, [memoryview(self._buffer)[:size]], offset)
+        return np.frombuffer(self._buffer, dtype=np.uint8, count=got)
 
     def _decode(self, chunk_type: int, data: np.ndarray, base: int, part: np.ndarray, offs: np.ndarray,
                 ends: np.ndarray, names: set[str], kinds: dict[str, str], bad: list[int]) -> tuple[dict, dict]:
@@ -496,10 +509,20 @@ class FileColumns:
         marks.update({n: np.zeros(len(rows), dtype=bool) for n in absent})
         return TypeColumns(rows, ints, marks, np.array(bad, dtype=np.int64))
 
+    def windows(self, chunk_type: int, names: Iterable[str] = (),
+                tests: Mapping[str, Test] | None = None) -> Iterator[TypeColumns]:
+        """:meth:`gather` of every chunk of the type, :attr:`window` chunks of the index at a time, in
+        file order: what a whole-file question keeps is its answer, not every chunk's values."""
+        size = self.window
+        for k in range(0, self.count, size):
+            rows = np.flatnonzero(self.types[k:k + size] == chunk_type)
+            if len(rows):
+                yield self.gather(chunk_type, names, tests, rows=rows + k)
+
     def undecodable(self) -> np.ndarray:
         """Every chunk the walk passed that the per-record decoder refuses, ascending."""
         assert self.db.version is not None
-        bad = [_EMPTY_ROWS] + [self.gather(t).bad for t in checked_types(self.db.version)]
+        bad = [_EMPTY_ROWS] + [cols.bad for t in checked_types(self.db.version) for cols in self.windows(t)]
         return np.unique(np.concatenate(bad))
 
 
@@ -642,12 +665,21 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
         for t in (CLIENT, CLIENT_MSG, SUB):
             if present[t]:
                 tests.setdefault(t, {})["client_id"] = client_test
-    passes = {t: src.gather(t, numbers.get(t, ()), tests.get(t)) for t in set(numbers) | set(tests)}
-    for t, cols in passes.items():
-        _apply_edits(cols, replaced, tests.get(t, {}))
-    bad = np.unique(np.concatenate([_EMPTY_ROWS if bad is None else np.asarray(bad, dtype=np.int64)]
-                                   + [p.bad for p in passes.values()]))
+    found_bad = [_EMPTY_ROWS if bad is None else np.asarray(bad, dtype=np.int64)]
+
+    def windows(t: int) -> Iterator[TypeColumns]:
+        """The type's columns a window at a time (edits applied, refusals noted): a type's values are
+        not all held at once, only what decides the answer (the matching stores' ids)."""
+        for cols in src.windows(t, numbers.get(t, ()), tests.get(t)):
+            _apply_edits(cols, replaced, tests.get(t, {}))
+            found_bad.append(cols.bad)
+            yield cols
+
     if not (sel.clients or sel.by_store):
+        for t in set(numbers) | set(tests):
+            for _cols in windows(t):
+                pass
+        bad = np.unique(np.concatenate(found_bad))
         keep[bad] = False
         return Picked(np.flatnonzero(keep).astype(np.int64, copy=False), bad, src.count, extra.kept(x_keep))
 
@@ -655,44 +687,65 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
     crit[types == CFG] = sel.kinds is not None
     x_crit = np.zeros(len(extra.types), dtype=bool)
     x_crit[extra.types == CFG] = sel.kinds is not None
-    cols = {}  # per type: (file rows, inserted indexes, columns of both with order keys as rows)
-    for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT):
-        if present[t] or (t == MSG_STORE and sel.by_store):
-            file_cols = passes[t] if t in passes else TypeColumns(src.rows(t), {}, {}, _EMPTY_ROWS)
-            at, mine = extra.columns(t, file_cols.ints, tests.get(t, {}))
-            cols[t] = (file_cols.rows, at, _joined(file_cols, mine, extra.scale))
-    closure = _closure(sel, cols[MSG_STORE][2] if MSG_STORE in cols else None) if sel.by_store else None
-    for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT):
-        if not present[t]:
-            continue
-        rows, at, both = cols[t]
-        ok = np.ones(len(both.rows), dtype=bool)
+    scale = extra.scale  # order keys: file chunk r is r * scale, inserted records sit between
+
+    def keys_of(rows: np.ndarray) -> np.ndarray:
+        return rows if scale == 1 else rows.astype(np.int64) * scale
+
+    def mine(t: int) -> tuple[np.ndarray, TypeColumns]:
+        """The inserted records of type ``t``: their indexes and columns (order keys as rows)."""
+        return extra.columns(t, numbers.get(t, ()), tests.get(t, {}))
+
+    stores: list[TypeColumns] = []  # the msg_store windows, their store ids only
+    closure = None
+    if sel.by_store:  # the matching stores first: the other types are decided window by window on them
+        matched = []
+        for cols in windows(MSG_STORE):
+            rows, ids = _matching_stores(sel, cols)
+            matched.append((keys_of(rows), ids))
+            if present[MSG_STORE]:  # kept to decide the stores themselves (a store may repeat an id)
+                rows = cols.rows.astype(np.uint32) if src.count < 1 << 32 else cols.rows  # 4 bytes a row
+                stores.append(TypeColumns(rows, {"store_id": cols.ints["store_id"]}, {}, _EMPTY_ROWS))
+        if len(extra.types):
+            matched.append(_matching_stores(sel, mine(MSG_STORE)[1]))
+        closure = _closure(matched, (src.count + 1) * scale)
+
+    def decide(t: int, cols: TypeColumns, keys: np.ndarray) -> np.ndarray:
+        ok = np.ones(len(cols.rows), dtype=bool)
         if sel.clients:
-            ok &= both.marks["client_id"] if t in (CLIENT, CLIENT_MSG, SUB) else False
+            ok &= cols.marks["client_id"] if t in (CLIENT, CLIENT_MSG, SUB) else False
         if sel.by_store and ok.any():
             if t in (MSG_STORE, CLIENT_MSG, RETAIN):
                 assert closure is not None
-                ok &= closure.references(both.rows, both.ints["store_id"])
+                ok &= closure.references(keys, cols.ints["store_id"])
             elif t == SUB:
-                ok &= both.marks["topic"] if sel.topics else False
+                ok &= cols.marks["topic"] if sel.topics else False
             else:
                 ok &= bool(sel.clients)
-        crit[rows] = ok[:len(rows)]
-        x_crit[at] = ok[len(rows):]
+        return ok
+
+    for t in (MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT):
+        if present[t]:
+            if t == MSG_STORE and sel.by_store:
+                parts: Iterable[TypeColumns] = stores
+            elif t in numbers or t in tests:
+                parts = windows(t)
+            else:
+                parts = [TypeColumns(src.rows(t), {}, {}, _EMPTY_ROWS)]
+            for cols in parts:
+                crit[cols.rows] = decide(t, cols, keys_of(cols.rows))
+            if len(extra.types):
+                at, theirs = mine(t)
+                x_crit[at] = decide(t, theirs, theirs.rows)
+    del stores
+    for t in set(numbers) | set(tests):  # types asked only for the decoder's refusals
+        if not (present.get(t) or (t == MSG_STORE and sel.by_store)):
+            for _cols in windows(t):
+                pass
+    bad = np.unique(np.concatenate(found_bad))
     keep &= crit
     keep[bad] = False
     return Picked(np.flatnonzero(keep).astype(np.int64, copy=False), bad, src.count, extra.kept(x_keep & x_crit))
-
-
-def _joined(file_cols: TypeColumns, mine: TypeColumns, scale: int) -> TypeColumns:
-    """The file's columns of one type and the inserted records' after them, with order keys as rows
-    (file chunk ``r`` → ``r * scale``); the file's refusals as keys too."""
-    if not len(mine.rows) and scale == 1:
-        return file_cols
-    return TypeColumns(np.concatenate([file_cols.rows * scale, mine.rows]),
-                       {n: np.concatenate([v, mine.ints[n].astype(v.dtype)]) for n, v in file_cols.ints.items()},
-                       {n: np.concatenate([v, mine.marks[n]]) for n, v in file_cols.marks.items()},
-                       file_cols.bad * scale)
 
 
 def select_chunks(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = None) -> np.ndarray:
@@ -718,22 +771,31 @@ def _apply_edits(cols: TypeColumns, replaced: Mapping[int, Record], tests: Mappi
 
 @dataclass
 class _Closure:
-    """The matching stores: each store id with the first chunk that made it match."""
+    """The matching stores: each store id with the first chunk that made it match, packed as one
+    sorted uint64 a store id, ``id << bits | chunk`` (``bits`` enough for any chunk number), or,
+    when some id is too wide for that, as sorted ids (``keys``) with their chunks beside (``first``)."""
 
-    ids: np.ndarray  # sorted uint64
-    first: np.ndarray  # order key (chunk number) of the earliest matching store with that id
+    keys: np.ndarray
+    bits: int
+    first: np.ndarray | None = None
 
     def references(self, rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
         """Which chunks (at ``rows``, referencing ``ids``) come at or after a matching store of their id."""
-        if not len(self.ids):
+        if not len(self.keys):
             return np.zeros(len(rows), dtype=bool)
-        k = np.minimum(np.searchsorted(self.ids, ids), len(self.ids) - 1)
-        return (self.ids[k] == ids) & (self.first[k] <= rows)
+        if self.first is not None:
+            k = np.minimum(np.searchsorted(self.keys, ids), len(self.keys) - 1)
+            return (self.keys[k] == ids) & (self.first[k] <= rows)
+        bits = np.uint64(self.bits)
+        k = np.minimum(np.searchsorted(self.keys, ids << bits), len(self.keys) - 1)
+        found = self.keys[k]
+        ok = (found >> bits) == ids  # the whole id: one too wide to pack (shifted past 64 bits) never equals
+        ok &= (found & np.uint64((1 << self.bits) - 1)) <= rows
+        return ok
 
 
-def _closure(sel: Selection, stores: TypeColumns | None) -> _Closure:
-    if stores is None or not len(stores.rows):
-        return _Closure(np.zeros(0, np.uint64), _EMPTY_ROWS)
+def _matching_stores(sel: Selection, stores: TypeColumns) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, store ids) of the stores among ``stores`` that the selection's own criteria match."""
     ids = stores.ints["store_id"]
     ok = np.ones(len(ids), dtype=bool)
     if sel.store_ids is not None:
@@ -742,12 +804,36 @@ def _closure(sel: Selection, stores: TypeColumns | None) -> _Closure:
     if sel.topics:
         ok &= stores.marks["topic"]
     ok[np.isin(stores.rows, stores.bad)] = False
-    rows, ids = stores.rows[ok], ids[ok]
-    if len(rows) > 1 and not (rows[1:] >= rows[:-1]).all():  # inserted stores come after the file's: in place
-        order = np.argsort(rows, kind="stable")
-        rows, ids = rows[order], ids[order]
-    uniq, first = np.unique(ids, return_index=True)  # rows ascend: the first index is the earliest store
-    return _Closure(uniq, rows[first])
+    return stores.rows[ok], ids[ok]
+
+
+def _closure(matched: list[tuple[np.ndarray, np.ndarray]], count: int) -> _Closure:
+    """The closure of the matching stores (windows in file order, emptied on the way): every store
+    matching, 8 bytes a store id instead of the 16 of an id and a chunk number."""
+    bits = max(count.bit_length(), 1)
+    if any(len(ids) and int(ids.max()) >> (64 - bits) for _rows, ids in matched):
+        rows = np.concatenate([_EMPTY_ROWS, *(r for r, _ids in matched)])
+        ids = np.concatenate([np.zeros(0, np.uint64), *(i for _rows, i in matched)])
+        matched.clear()
+        if len(rows) > 1 and not (rows[1:] >= rows[:-1]).all():  # inserted stores come after the file's
+            order = np.argsort(rows, kind="stable")
+            rows, ids = rows[order], ids[order]
+        uniq, first = np.unique(ids, return_index=True)  # rows ascend: the first index is the earliest store
+        return _Closure(uniq, bits, rows[first])
+    keys = np.zeros(sum(len(r) for r, _ids in matched), dtype=np.uint64)
+    k = 0
+    while matched:
+        rows, ids = matched.pop()
+        keys[k:k + len(rows)] = (ids << np.uint64(bits)) | rows.astype(np.uint64)
+        k += len(rows)
+    keys.sort()  # in place; a store id's first chunk comes first
+    if len(keys) > 1:
+        ids = keys >> np.uint64(bits)
+        first = np.ones(len(keys), dtype=bool)
+        np.not_equal(ids[1:], ids[:-1], out=first[1:])
+        del ids
+        keys = keys[first]
+    return _Closure(keys, bits)
 
 
 def expiry_sources(db: DbFile, rows: np.ndarray) -> np.ndarray:

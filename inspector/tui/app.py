@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -55,7 +56,7 @@ from inspector.tui.messages import (
     ScanProgress,
     SpanSelected,
 )
-from inspector.tui.navigation import NavigationMixin
+from inspector.tui.navigation import NO_ROWS, NavigationMixin
 from inspector.tui.rows import clip
 from inspector.tui.savecheck import SaveCheck
 from inspector.tui.saving import SavingMixin
@@ -106,8 +107,9 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.at = check_at if check_at is not None else time.time()
         self.item: int | None = None
         self.columns: StoreColumns | None = None
+        self.columns_lock = threading.Lock()  # one gathering of the store-id columns at a time (navigation)
         self.filter_gen = 0
-        self.filter_rows: list[int] = []
+        self.filter_rows = NO_ROWS  # the filter's answer (int64 chunk numbers)
         self.filter_text = ""
         self.filter_spec: Any = None
         self.filter_busy = False

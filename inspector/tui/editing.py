@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numpy as np
 from textual import work
 
 from codec import CodecError
@@ -149,10 +148,13 @@ class EditingMixin:
         sid = rec["store_id"]
         if rec.kind in ("client_msg", "retain") and cols.find_store(sid) is None:
             return f"no msg_store has store id {sid}: the broker drops this {rec.kind} on load"
-        if rec.kind == "msg_store":
-            old = int(cols.ids[item])
-            refs = int(np.count_nonzero((cols.ids == np.uint64(old)) & np.isin(cols.types, [3, 4])))
-            if refs and old != sid:
+        if rec.kind == "msg_store" and item >= 0:
+            try:
+                old = int(self.doc.db.chunk(item).record["store_id"])  # the file's, before the edits
+            except CodecError:
+                return None
+            refs = cols.references(old) if old != sid else 0
+            if refs:
                 return f"{refs} client_msg/retain chunk(s) still reference store id {old}"
         return None
 
@@ -212,8 +214,7 @@ class EditingMixin:
         warning = None
         if rec is not None and rec.kind == "msg_store" and self.doc.complete():
             cols = self.store_columns()
-            refs = int(np.count_nonzero((cols.ids == np.uint64(rec["store_id"]))
-                                        & np.isin(cols.types, [3, 4])))
+            refs = cols.references(rec["store_id"])
             live = refs
             if refs:
                 warning = (f"msg_store #{rec['store_id']} is still referenced by {live} client_msg/retain chunk(s); "

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(eq=False)  # messages are compared by identity
@@ -32,7 +35,7 @@ class FilterProgress(Message):
     The rows themselves; how far the filter has got is a :class:`ScanProgress` of job "filter".
     """
 
-    def __init__(self, generation: int, rows: list[int], done: bool, replace: bool = False,
+    def __init__(self, generation: int, rows: np.ndarray, done: bool, replace: bool = False,
                  keep: int | None = None) -> None:
         self.generation = generation
         self.rows = rows

@@ -8,8 +8,10 @@ filters (the codec's column engine) and search run in workers, so keys never wai
 from __future__ import annotations
 
 import shlex
+import threading
 from typing import Any
 
+import numpy as np
 from textual import work
 from textual.widgets import Input
 
@@ -28,6 +30,8 @@ from inspector.tui.messages import FilterProgress
 from inspector.tui.screens import PromptScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 
+NO_ROWS = np.zeros(0, dtype=np.int64)
+
 
 class NavigationMixin:
     """Goto, search, follow and filter actions of the inspector app."""
@@ -36,8 +40,9 @@ class NavigationMixin:
     doc: Document
     item: int | None
     columns: StoreColumns | None
+    columns_lock: threading.Lock
     filter_gen: int
-    filter_rows: list[int]
+    filter_rows: np.ndarray
     filter_text: str
     filter_spec: Any
     filter_busy: bool
@@ -58,22 +63,34 @@ class NavigationMixin:
         return True
 
     def store_columns(self) -> StoreColumns:
-        if self.columns is None:
-            self.columns = StoreColumns(self.doc)
-        return self.columns
+        """The store-id columns of the current index, gathered once: a goto or follow while the worker
+        gathers them waits for its answer rather than gathering a second copy beside it."""
+        with self.columns_lock:
+            cols = self.columns
+            if cols is None or not self.columns_current(cols):
+                cols = self.columns = StoreColumns(self.doc)
+            return cols
+
+    def columns_current(self, cols: StoreColumns) -> bool:
+        """Whether ``cols`` were gathered on the document's index as it is (a save replaces it)."""
+        return cols.doc is self.doc and self.doc.db.partial_index() is cols.index
 
     @work(thread=True, exclusive=True, group="columns")
     def columns_worker(self) -> None:
-        """Gather store ids in the background so goto/follow/filter by store id answer at once."""
+        """Gather store ids in the background so goto/follow answer at once."""
         doc = self.doc
-        cols = StoreColumns(doc)
-        self.call_from_thread(self._columns_ready, doc, cols)
-
-    def _columns_ready(self, doc: Document, cols: StoreColumns) -> None:
-        if self.columns is None and doc is self.doc and doc.db.partial_index() is cols.index:
+        with self.columns_lock:
+            if self.columns is not None and self.columns_current(self.columns):
+                return  # a goto gathered them first
+            cols = StoreColumns(doc)
+            if not self.columns_current(cols):
+                return  # saved meanwhile: the save's own worker gathers them again
             self.columns = cols
-            self.topics.clear()
-            self.chunks.refresh()  # retain and client_msg rows can show their topics now
+        self.call_from_thread(self._columns_ready)
+
+    def _columns_ready(self) -> None:
+        self.topics.clear()
+        self.chunks.refresh()  # retain and client_msg rows can show their topics now
 
     def topic_of(self, store_id: int) -> str | None:
         """The topic of the stored message with this id (unsaved edits count), for retain and client_msg
@@ -245,6 +262,7 @@ class NavigationMixin:
     def clear_filter(self) -> None:
         self.filter_gen += 1
         self.filter_text = ""
+        self.filter_rows = NO_ROWS  # the answer goes (a million rows: 8 MB)
         self.filter_busy = False
         box = self.query_one("#filter", Input)
         box.value = ""
@@ -276,7 +294,7 @@ class NavigationMixin:
         self.filter_text = text
         keep = self.item
         self.filter_spec = spec
-        self.filter_rows = []
+        self.filter_rows = NO_ROWS
         self.filter_busy = True
         self.chunks.set_rows([], keep=None)
         self.query_one("#filter-help").display = False
@@ -289,12 +307,12 @@ class NavigationMixin:
         shows while it runs, and a newer filter or Esc (a new generation) drops the answer."""
         progress = Progress(self, "filter", self.doc.count(), stop=lambda: gen != self.filter_gen)
         progress.post(False)
-        rows: list[int] = []
+        rows = NO_ROWS
         try:
             resolved = resolve_prefixes(self.doc, spec)
             if gen == self.filter_gen:
                 self.filter_spec = resolved  # export and edits see the topics the prefixes opened onto
-            rows = filter_view(self.doc, resolved, replaced, inserted).tolist()  # unsaved edits and insertions too
+            rows = filter_view(self.doc, resolved, replaced, inserted)  # unsaved edits and insertions too; int64
         except (CodecError, ValueError) as exc:
             self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
         finally:
@@ -305,7 +323,7 @@ class NavigationMixin:
     def on_filter_progress(self, msg: FilterProgress) -> None:
         if msg.generation != self.filter_gen:
             return
-        self.filter_rows = list(msg.rows)
+        self.filter_rows = msg.rows
         self.filter_busy = not msg.done
         self.chunks.set_rows(self.filter_rows, keep=msg.keep)
         self.chunks.reselect()

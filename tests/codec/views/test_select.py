@@ -19,7 +19,7 @@ import pytest
 from codec import DbFile
 from codec.errors import CodecError
 from codec.views.query import Selection
-from codec.views.select import failure, hits_by_filter, pairs_matching, pick, topic_mask, topics_matching
+from codec.views.select import FileColumns, failure, hits_by_filter, pairs_matching, pick, topic_mask, topics_matching
 
 from support.paths import REAL, REAL_FILES, UNIT_FILES
 from support.reference_selection import ReferenceSelection, reference_filter, topic_matches
@@ -50,9 +50,31 @@ def _damaged(tmp: Path) -> list[Path]:
     return out
 
 
+def _wide_ids(tmp: Path) -> Path:
+    """2.0.20-a.db with one stored message and everything that references it moved to a store id
+    past 2^63: too wide to share a uint64 with a chunk number (the engine keeps such ids apart); and
+    another retain pointing 2^63 past its store's id (a reference that matches no store, though the id
+    shifted into a packed key would land on that store's)."""
+    data = bytearray((REAL / "2.0.20-a.db").read_bytes())
+    with DbFile(REAL / "2.0.20-a.db") as db:
+        chunks = list(db.stream(spans=True))
+    retains = [c for c in chunks if c.kind == "retain"]
+    old, other = retains[0].record["store_id"], retains[1]
+    assert other.record["store_id"] != old
+    for c in chunks:
+        if c.record.get("store_id") == old or c is other:
+            span = next(s for s in c.spans if s.name == "store_id")
+            pos = c.body_offset + span.offset
+            data[pos:pos + 8] = (2**63 + c.record["store_id"]).to_bytes(8, "little")
+    p = tmp / "v6-wide-ids.db"
+    p.write_bytes(bytes(data))
+    return p
+
+
 @pytest.fixture(scope="module")
 def all_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
-    files = [*REAL_FILES, *UNIT_FILES, *_damaged(tmp_path_factory.mktemp("damaged"))]
+    tmp = tmp_path_factory.mktemp("damaged")
+    files = [*REAL_FILES, *UNIT_FILES, *_damaged(tmp), _wide_ids(tmp)]
     out = []
     for f in files:
         try:
@@ -94,12 +116,23 @@ def _selections(chunks: list) -> list[dict]:
             out.append({"topics": [head + "/#"]})
             out.append({"topics": ["+/" + tail]})
             out.append({"kinds": {"sub", "retain"}, "topics": [t.rsplit("/", 1)[0] + "/+"]})
+    for sid in sorted({c.record["store_id"] for c in chunks if c.record.get("store_id", 0) >= 2**63}):
+        out += [{"store_ids": (sid, sid)}, {"store_ids": (sid - 2**63, sid - 2**63)}]  # the crafted file's
     for cid in clients[:4]:
         out.append({"clients": {cid}})
         out.append({"clients": {cid}, "kinds": {"client_msg"}, "topics": ["#"]})
     return out
 
 
+@pytest.fixture(params=[None, 3], ids=["window-default", "window-3"])
+def window(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine decides a window of chunks at a time: windows of 3 chunks put a store and what
+    references it in different windows, and an edit in a window of its own."""
+    if request.param:
+        monkeypatch.setattr(FileColumns, "window", request.param)
+
+
+@pytest.mark.usefixtures("window")
 def test_engine_matches_per_record_selection_on_every_fixture(all_files: list[Path]) -> None:
     checked = 0
     for path in all_files:
@@ -119,6 +152,7 @@ def test_engine_matches_per_record_selection_on_every_fixture(all_files: list[Pa
     assert checked > 500
 
 
+@pytest.mark.usefixtures("window")
 def test_engine_sees_edited_records_like_the_stream() -> None:
     """Records standing in for file chunks (the TUI's unsaved edits) count as the stream would see them."""
     path = REAL / "2.0.20-a.db"
@@ -316,6 +350,7 @@ def first_ref_index(inserted: dict[int, list]) -> int:
     return next(a for a, recs in inserted.items() if any(r.get("topic") == "ins/after" for r in recs))
 
 
+@pytest.mark.usefixtures("window")
 def test_engine_decides_inserted_records_like_the_stream() -> None:
     """Inserted records (the TUI's) are decided in their places, as the oracle decides the file that
     holds them: a store among them counts for the references after it, file chunks' too."""

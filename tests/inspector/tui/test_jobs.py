@@ -207,4 +207,4 @@ async def test_a_job_that_is_through_at_once_does_not_flash_the_bar(v6_copy: Pat
         await settle(pilot)
         app.apply_filter("topic:corp/#")  # a text filter: a worker
         await settle(pilot)
-        assert app.filter_rows and not shown
+        assert len(app.filter_rows) and not shown

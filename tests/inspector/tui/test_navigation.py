@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from codec import DbFile
 
 from support.paths import V3, V6
@@ -166,10 +168,15 @@ async def test_v3_file_fields() -> None:
         assert any(label.startswith("disconnect_t time_t = ") for label in labels)
 
 
-def test_store_columns_match_decoded_values() -> None:
-    """The numpy store-id columns (no decoding) agree with the codec on every chunk, v3 to v6."""
+@pytest.mark.parametrize("pack", [True, False])
+def test_store_columns_match_decoded_values(pack: bool) -> None:
+    """The store ids read at their place in the body (no decoding) agree with the codec on every chunk,
+    v3 to v6; goto finds every msg_store and the referrers are counted as the decoder sees them, with
+    ids packed beside their chunk numbers and (ids too wide for that) kept apart."""
+    from collections import Counter
+
     from inspector.tui.document import Document
-    from inspector.tui.filters import StoreColumns
+    from inspector.tui.filters import StoreColumns, store_ids
 
     from support.paths import V4, V5
 
@@ -177,16 +184,23 @@ def test_store_columns_match_decoded_values() -> None:
         doc = Document(str(path))
         for _ in doc.db.scan_steps():
             pass
-        cols = StoreColumns(doc)
+        cols = StoreColumns(doc, pack=pack)
+        assert (cols.rows is None) == pack
+        gathered = {}
+        for t in (2, 3, 4):
+            for rows, ids in store_ids(doc, t):
+                gathered.update(zip(rows.tolist(), ids.tolist(), strict=True))
+        refs: Counter[int] = Counter()
         with DbFile(path) as db:
             for c in db.stream():
                 sid = c.record.get("store_id")
-                assert bool(cols.has[c.index]) == (sid is not None), (path.name, c.index)
-                if sid is not None:
-                    assert int(cols.ids[c.index]) == sid
-                    if c.kind == "msg_store":
-                        assert cols.find_store(sid) == c.index
-        assert cols.find_store(10**12) is None
+                assert gathered.get(c.index) == sid, (path.name, c.index)
+                if c.kind == "msg_store":
+                    assert cols.find_store(sid) == c.index
+                elif sid is not None:
+                    refs[sid] += 1
+        assert refs and all(cols.references(sid) == n for sid, n in refs.items())
+        assert cols.find_store(10**12) is None and cols.find_store(-1) is None and cols.find_store(2**64) is None
         doc.close()
 
 
