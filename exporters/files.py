@@ -250,8 +250,10 @@ def export_parquet(
     endian: str = "little",
     progress: Progress | None = None,
     at: float | None = None,
+    opened: dict[str, Any] | None = None,
 ) -> dict[str, int]:
     """Write the selected kinds of every input; returns rows written per kind (expiry as of ``at``).
+    ``opened``: inputs the caller has opened already (by path; they are closed here too).
 
     ``single_file`` (one kind): ``out`` is that kind's Parquet file. Otherwise ``out`` is a
     dataset directory holding ``<kind>.parquet`` for each kind.
@@ -272,7 +274,8 @@ def export_parquet(
     writers = _Writers(targets, compression)
     try:
         for path in paths:
-            with open_any(path, endian=endian) as db:
+            ready = (opened or {}).pop(path, None)
+            with ready if ready is not None else open_any(path, endian=endian) as db:
                 _export_file(db, order, selection, batch_size, writers, progress, at)
         writers.finish()
     except OSError as exc:
@@ -281,6 +284,9 @@ def export_parquet(
     except BaseException:
         writers.abort()
         raise
+    finally:
+        for left in (opened or {}).values():  # not reached (an earlier input failed): closed all the same
+            left.close()
     return writers.rows
 
 

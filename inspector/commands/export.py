@@ -7,10 +7,12 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
 from codec.errors import CodecError
+from codec.sources import is_store, open_any
 from codec.values import json_text, printable
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.commands import UsageError, add_at, add_endian
@@ -159,6 +161,38 @@ def input_files(paths: list[str]) -> list[str]:
     return files
 
 
+def _index_ahead(path: str, endian: str) -> Future[Any]:
+    """Open ``path`` and scan its chunk headers in a thread while the exporters (pyarrow, numpy:
+    ~0.2 s) are imported: the scan runs in C without the GIL, so on a second core it costs no wall
+    time (~6 % of exporting the big file)."""
+    def run() -> Any:
+        db = open_any(path, endian=endian)
+        try:
+            if not is_store(db):
+                db.index  # noqa: B018 - the scan
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="index-ahead")
+    try:
+        return pool.submit(run)
+    finally:
+        pool.shutdown(wait=False)  # the thread ends with the scan; _ready waits for its answer
+
+
+def _ready(ahead: Future[Any] | None, path: str) -> dict[str, Any] | None:
+    """The file ``_index_ahead`` opened, or None when it failed (the export then opens it itself and
+    meets the same error, reported as usual)."""
+    if ahead is None:
+        return None
+    try:
+        return {path: ahead.result()}
+    except Exception:  # noqa: BLE001 - the export's own open says what is wrong
+        return None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     to = args.to
     args.files = input_files(args.files)
@@ -176,6 +210,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--batch-size must be at least 1")
     kinds = parse_kinds(args.kind)
     selection = selection_from(args, kinds)
+    ahead = _index_ahead(args.files[0], args.endian) if to == "parquet" and args.files else None
     from exporters.files import ALL_KINDS, DEFAULT_COMPRESSION, export_jsonl, export_parquet, parse_compression
     from exporters.schema import KINDS
 
@@ -195,7 +230,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise UsageError(f"{out}: is a directory; with one --kind OUT is a Parquet file")
             counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single, at=_at(args),
                                     selection=selection, batch_size=args.batch_size, compression=compression,
-                                    endian=args.endian, progress=bar)
+                                    endian=args.endian, progress=bar, opened=_ready(ahead, args.files[0]))
         else:
             counts = export_jsonl(args.files, args.output, kinds=kinds or KINDS, selection=selection,
                                   endian=args.endian, progress=bar)
