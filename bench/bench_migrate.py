@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 from codec import DbFile  # noqa: E402
+from codec.progress import paused_gc  # noqa: E402
 from exporters.migrate.emqx import migrate_emqx  # noqa: E402
-from exporters.migrate.pipeline import paused_gc  # noqa: E402
 from exporters.migrate.plan import EmqxOptions, plan  # noqa: E402
 from exporters.migrate.sqlite import MigrationReport, db_to_sqlite  # noqa: E402
 

@@ -1,33 +1,19 @@
 """Helpers for bulk runs that build millions of small Python objects.
 
 ``background`` runs a producer a few items ahead in a thread, so encoding overlaps I/O or a
-server's work (sqlite, sockets and zlib release the GIL). ``paused_gc`` holds the cyclic
-garbage collector off while a migration builds rows, tuples and messages that never form
-cycles: every few hundred allocations it would otherwise walk the growing heap, which cost
-a third of a 200 k message EMQX plan. ``Memo`` computes a value once per key (client ids,
+server's work (sqlite, sockets and zlib release the GIL); migrations run under
+:func:`codec.progress.paused_gc` (rows, tuples and messages that never form cycles: the
+cyclic collector's passes over the growing heap cost a third of a 200 k message EMQX plan).
+``Memo`` computes a value once per key (client ids,
 topics and their SQL literals repeat over millions of rows).
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import queue
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
-
-
-@contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
-    """Disable the cyclic GC for the block (reference counting still frees everything acyclic)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def background(it: Iterator[Any], depth: int = 2) -> Iterator[Any]:

@@ -26,6 +26,7 @@ from codec.columnar import iter_columns
 from codec.engine import Record
 from codec.errors import CodecError, WriteError
 from codec.layouts import ChunkType
+from codec.progress import paused_gc
 from codec.properties import Property, decode_properties
 from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
@@ -33,7 +34,7 @@ from codec.store.report import MigrationReport
 from codec.store.schema import JSON_NAMES, SCHEMA, SCHEMA_VERSION, SUB_ID
 from codec.values import NEVER, is_utf8, signed64, unsigned64, utf8_or_none
 from exporters.migrate import sqlite_bulk
-from exporters.migrate.pipeline import background, paused_gc
+from exporters.migrate.pipeline import background
 from exporters.schema import unsigned_ids
 
 BATCH = 20_000

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import os
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 from codec import DbFile
 from codec.errors import CodecError
 from codec.layouts import TYPE_BY_LABEL, ChunkType
+from codec.progress import paused_gc
 from codec.reader import Chunk
 from codec.sources import is_store
 from codec.values import json_text, printable
@@ -277,7 +275,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
         from codec.progress import tick
 
         try:
-            with _gc_paused(), progress(args, "dumping", enabled=not out.isatty()) as bar:  # on a terminal the dump shows it
+            with paused_gc(), progress(args, "dumping", enabled=not out.isatty()) as bar:  # on a terminal the dump shows it
                 picked = None
                 if is_store(db):
                     chunks, shown = _store_rows_selected(db, selection, expiry), None
@@ -312,19 +310,6 @@ def cmd_dump(args: argparse.Namespace) -> int:
             out.flush()
             raise exc.located(path=args.file) from None
     return 0
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """A dump renders millions of short-lived tuples and strings and makes no reference cycles: the
-    cyclic collector's passes over them were ~6 % of a whole-file ``dump --json``'s CPU."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def _store_rows_selected(db: Any, selection: Selection, expiry: ExpiryState) -> Any:

@@ -20,21 +20,15 @@ from codec.views.query import Selection
 from exporters.files import ALL_KINDS, export_parquet
 
 from support.paths import REAL, REAL_FILES, SQLITE_STORES
-from support.reference_selection import reference_filter
+from support.reference_selection import reference_filter, stream_until_error
 from support.variants import encode, records
 
 V6 = REAL / "2.0.20-a.db"
 
 
 def _chunks(path: Path) -> tuple[list, CodecError | None]:
-    out = []
     with open_any(str(path)) as db:
-        try:
-            for c in db.stream():
-                out.append(c)
-        except CodecError as exc:
-            return out, exc
-    return out, None
+        return stream_until_error(db)
 
 
 def _selections(chunks: list) -> Iterator[dict]:

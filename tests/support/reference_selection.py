@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from codec.engine import Record
+from codec.errors import CodecError
 from codec.reader import Chunk
 from codec.views.query import Selection
 
@@ -84,3 +85,15 @@ class ReferenceSelection:
 def reference_filter(sel: Selection, chunks: Iterable[Chunk]) -> Iterator[Chunk]:
     """The chunks ``sel`` keeps, decided one by one (a fresh pass)."""
     return ReferenceSelection(sel).filter(chunks)
+
+
+def stream_until_error(db: object) -> tuple[list[Chunk], CodecError | None]:
+    """Every chunk a file-order stream of ``db`` yields, and the error it stops with (None at the end):
+    what the oracle is run on."""
+    chunks: list[Chunk] = []
+    try:
+        for c in db.stream():  # type: ignore[attr-defined]
+            chunks.append(c)
+    except CodecError as exc:
+        return chunks, exc
+    return chunks, None

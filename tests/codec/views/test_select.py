@@ -22,7 +22,7 @@ from codec.views.query import Selection
 from codec.views.select import FileColumns, failure, hits_by_filter, pairs_matching, pick, topic_mask, topics_matching
 
 from support.paths import REAL, REAL_FILES, UNIT_FILES
-from support.reference_selection import ReferenceSelection, reference_filter, topic_matches
+from support.reference_selection import ReferenceSelection, reference_filter, stream_until_error, topic_matches
 
 
 def _damaged(tmp: Path) -> list[Path]:
@@ -85,16 +85,6 @@ def all_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return out
 
 
-def _stream(db: DbFile) -> tuple[list, CodecError | None]:
-    chunks = []
-    try:
-        for c in db.stream():
-            chunks.append(c)
-    except CodecError as exc:
-        return chunks, exc
-    return chunks, None
-
-
 BASE = [
     {}, {"kinds": {"retain"}}, {"kinds": {"unknown"}}, {"kinds": {"cfg", "client"}},
     {"topics": ["#"]}, {"topics": ["+/#"]}, {"topics": ["+/+/+"]}, {"topics": ["$SYS/#"]}, {"topics": ["a"]},
@@ -137,7 +127,7 @@ def test_engine_matches_per_record_selection_on_every_fixture(all_files: list[Pa
     checked = 0
     for path in all_files:
         with DbFile(path) as db:
-            chunks, error = _stream(db)
+            chunks, error = stream_until_error(db)
             for spec in _selections(chunks):
                 want = [c.index for c in reference_filter(Selection(**spec), chunks)]
                 picked = pick(db, Selection(**spec))
@@ -157,7 +147,7 @@ def test_engine_sees_edited_records_like_the_stream() -> None:
     """Records standing in for file chunks (the TUI's unsaved edits) count as the stream would see them."""
     path = REAL / "2.0.20-a.db"
     with DbFile(path) as db:
-        chunks, _ = _stream(db)
+        chunks, _ = stream_until_error(db)
         store = next(c for c in chunks if c.kind == "msg_store" and any(
             d.kind == "retain" and d.record["store_id"] == c.record["store_id"] for d in chunks))
         replaced = {store.index: store.record.with_values(topic="edited/topic")}
@@ -360,7 +350,7 @@ def test_engine_decides_inserted_records_like_the_stream() -> None:
     checked = 0
     for path in [f for f in REAL_FILES if f.name.startswith(("2.0.20", "1.5.6", "2.1.2"))]:
         with DbFile(path) as db:
-            chunks, error = _stream(db)
+            chunks, error = stream_until_error(db)
             assert error is None
             inserted = _insertions(chunks)
             replaced = {chunks[5].index: chunks[5].record}  # an edit beside them (unchanged: the file's own)
