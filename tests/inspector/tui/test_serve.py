@@ -50,6 +50,15 @@ def running(pid: int) -> bool:
         return False
 
 
+def argv(pid: int) -> list[bytes]:
+    """A process's arguments; empty when it is gone, or in the middle of an exec (its cmdline reads
+    empty then: a check that matched a moment ago may not match now)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+    except OSError:
+        return []
+
+
 def wait_for(check: Callable[[], bool], what: str, limit: float = 60.0) -> None:
     """Poll ``check``; the limit only ends a hang (the tests assert what happened, not how fast)."""
     deadline = time.monotonic() + limit
@@ -131,7 +140,7 @@ def test_the_inspector_in_a_browser_and_a_killed_browser_ends_its_app(tmp_path: 
             await browser.wait_for("Navigation")  # the help screen
             await browser.press("escape")
             await browser.screenshot(shot)
-            apps.extend(p for p in descendants(server.pid) if b"inspect" in Path(f"/proc/{p}/cmdline").read_bytes())
+            apps.extend(p for p in descendants(server.pid) if b"inspect" in argv(p))
             assert apps and all(running(p) for p in apps)
             browser.kill()  # the connection drops without a goodbye
         finally:
@@ -177,9 +186,16 @@ def test_an_app_that_ignores_quit_is_ended_when_its_connection_drops(tmp_path: P
         assert f":{port}" in server.stderr.readline()
         client = subprocess.Popen([sys.executable, "-c", client_code], text=True, stdout=subprocess.PIPE)
         assert client.stdout is not None and client.stdout.readline().strip() == "connected"
-        wait_for(lambda: any(b"stuck.py" in Path(f"/proc/{p}/cmdline").read_bytes()
-                             for p in descendants(server.pid) if running(p)), "the app to start")
-        app = next(p for p in descendants(server.pid) if b"stuck.py" in Path(f"/proc/{p}/cmdline").read_bytes())
+        found: list[int] = []
+
+        def started() -> bool:
+            """The app itself: Python running stuck.py (not the shell that execs it, not mid-exec)."""
+            found[:] = [p for p in descendants(server.pid)
+                        if running(p) and argv(p)[:1] == [sys.executable.encode()] and str(stuck).encode() in argv(p)]
+            return bool(found)
+
+        wait_for(started, "the app to start")
+        app = found[0]
         client.kill()
         client.wait()
         wait_for(lambda: not running(app), "the stuck app to be ended")
