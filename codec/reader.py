@@ -7,7 +7,6 @@ the current block. Neither maps the whole file, so memory stays flat on multi-GB
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 import threading
@@ -38,6 +37,8 @@ class Fingerprint:
 
     @classmethod
     def of(cls, path: str | os.PathLike[str]) -> Fingerprint:
+        import hashlib  # only for fingerprints (2 ms of every start-up otherwise)
+
         st = os.stat(path)
         h = hashlib.sha256()
         with open(path, "rb") as f:

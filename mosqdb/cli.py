@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
-
-# mosqdb calls no BLAS routine, but numpy's OpenBLAS starts a thread per core at import that spins
-# for a while: on the big file's export that was 5 % of the CPU, taken from the core the Parquet
-# writer threads need. A user's own setting is kept.
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

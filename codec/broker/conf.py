@@ -21,7 +21,6 @@ Unknown options are kept as directives and otherwise ignored: mosqdb is not the 
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +83,8 @@ class Bridge:
 
     def remote_id(self, hostname: str | None = None) -> str:
         """The client id used at the remote broker (``HOSTNAME.NAME`` unless configured)."""
+        import socket  # only for a bridge without remote_clientid
+
         return self.remote_clientid or f"{hostname or socket.gethostname()}.{self.name}"
 
     def local_id(self, hostname: str | None = None) -> str:

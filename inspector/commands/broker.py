@@ -15,20 +15,13 @@ import sys
 from typing import Any
 
 from codec.broker.conf import BrokerConf, ConfError, read_conf
-from codec.broker.versions import ACCEPTED, UnknownVersion, Version, auto_version, parse_version
+from codec.broker.versions import UnknownVersion, Version, auto_version, parse_version
 from codec.broker.versions import text as version_text
 from codec.errors import CodecError
 from codec.values import json_text, printable
 from inspector.commands import UsageError
 
 SHOWN = 20  # rows of each list in the text output (--json lists all)
-
-
-def add_broker_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", metavar="VERSION", help="predict what this Mosquitto release does with the file "
-                   f"(MAJOR.MINOR.PATCH in {ACCEPTED}, or auto: the release the file's db version suggests)")
-    p.add_argument("--conf", metavar="MOSQUITTO.CONF", help="the broker's configuration: persistence_location/"
-                   "persistence_file (FILE may then be left out), persistent_client_expiration, bridges")
 
 
 def load_conf(path: str | None) -> BrokerConf | None:
@@ -197,5 +190,5 @@ def text_lines(path: str, pred: Any) -> list[str]:
     return lines
 
 
-__all__ = ["add_broker_options", "cmd_check_broker", "report", "resolve", "run_model", "text_lines",
+__all__ = ["cmd_check_broker", "report", "resolve", "run_model", "text_lines",
            "version_text"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from typing import Any
 
 from codec import DbFile
@@ -18,11 +19,9 @@ from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection, parse_store_ids
 from codec.views.textview import format_text
 from codec.views.timeview import ExpiryState, expiry_counts, iso
-from codec.writer import rewrite
 from inspector.commands import UsageError, add_at, add_endian, open_input
 from inspector.commands.bridging import add_conf
 from inspector.commands.progress import add_quiet, progress
-from inspector.commands.writing import check_output
 
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
 
@@ -54,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", nargs="?")
     p.add_argument("--json", action="store_true",
                    help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
-    from inspector.commands.broker import add_broker_options
+    from inspector.commands.bridging import add_broker_options
 
     add_broker_options(p)
     add_at(p)
@@ -73,9 +72,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def reference_time(args: argparse.Namespace) -> float:
+    text = getattr(args, "at", None)
+    if text is None or text == "now":  # the default: nothing to parse (nor the writing commands' module to load)
+        return time.time()
     from inspector.commands.writing import parse_at
 
-    return parse_at(getattr(args, "at", None), args.file)
+    return parse_at(text, args.file)
 
 
 # ---------------------------------------------------------------- info
@@ -378,6 +380,9 @@ def same_file(a: str, b: str) -> bool:
 
 
 def cmd_rewrite(args: argparse.Namespace) -> int:
+    from codec.writer import rewrite  # the writing commands' modules: not on every command's start-up
+    from inspector.commands.writing import check_output
+
     if args.to_version is not None:
         try:
             from inspector.commands import surgery  # noqa: F401 - conversion lives with the surgery commands

@@ -22,7 +22,8 @@ from typing import Any
 
 from codec.values import json_text, printable
 from inspector.commands import UsageError, add_at
-from inspector.commands.broker import add_broker_options, report, resolve
+from inspector.commands.bridging import add_broker_options
+from inspector.commands.broker import report, resolve
 
 
 def register(sub: argparse._SubParsersAction) -> None:
