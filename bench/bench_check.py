@@ -20,15 +20,12 @@ average. ``--info-only``: only info and the oracles.
 from __future__ import annotations
 
 import os
-import pty
-import select
 import shutil
-import subprocess
 import sys
 import time
 from dataclasses import astuple
 
-from timing import child, spread, vm_hwm
+from timing import TuiPty, child, spread, vm_hwm
 
 # MOSQDB_REPO: time the CLI of another checkout (a baseline) with this script
 ROOT = os.environ.get("MOSQDB_REPO") or os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,50 +34,21 @@ ORACLES = {v: os.path.expanduser(f"~/.cache/mosqdb-oracles/{v}/mosquitto_db_dump
 
 def tui_check(path: str, timeout: float = 120) -> tuple[float, float, float]:
     """Seconds from pressing ``c`` to the findings, the TUI's peak RSS then, and its peak before ``c``."""
-    import fcntl
-    import struct
-    import termios
-
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120", "LINES": "40"}
-    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path], stdin=slave, stdout=slave,
-                            stderr=slave, cwd=ROOT, env=env, close_fds=True)
-    os.close(slave)
-    out = b""
-
-    def pump(until: bytes, deadline: float) -> bool:
-        nonlocal out
-        while time.perf_counter() < deadline:
-            if select.select([master], [], [], 0.05)[0]:
-                try:
-                    out += os.read(master, 1 << 16)
-                except OSError:
-                    return False
-                if until in out:
-                    return True
-        return False
-
+    tui = TuiPty([path], cwd=ROOT)
     try:
-        if not pump(b"chunks:", time.perf_counter() + timeout):
-            return float("nan"), vm_hwm(proc.pid), float("nan")
+        if not tui.wait_for(b"chunks:", time.perf_counter() + timeout):
+            return float("nan"), vm_hwm(tui.pid), float("nan")
         time.sleep(0.3)
-        before = vm_hwm(proc.pid)
-        out = b""
+        before = vm_hwm(tui.pid)
+        tui.out = b""
         t = time.perf_counter()
-        os.write(master, b"c")
-        done = pump(b"finding(s)", t + timeout)
+        tui.send(b"c")
+        done = tui.wait_for(b"finding(s)", t + timeout)
         wall = time.perf_counter() - t if done else float("nan")
         time.sleep(0.2)
-        return wall, vm_hwm(proc.pid), before
+        return wall, vm_hwm(tui.pid), before
     finally:
-        os.write(master, b"\x1bq")
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        os.close(master)
+        tui.close(b"\x1bq")
 
 
 def main() -> None:

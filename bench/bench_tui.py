@@ -13,26 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import pty
-import select
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
+from timing import TuiPty, rss_mib
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-
-
-def rss_mib(pid: int) -> tuple[float, float]:
-    """(current RSS, peak RSS) of a process in MiB, from /proc."""
-    vals = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            vals[key] = int(rest.split()[0]) / 1024
-    return vals.get("VmRSS", 0.0), vals.get("VmHWM", 0.0)
 
 
 def children_peak(pid: int) -> float:
@@ -51,46 +40,24 @@ def children_peak(pid: int) -> float:
 
 def check_in_tui(path: str, cols: int = 120, rows: int = 40, limit: float = 600) -> dict[str, float]:
     """Start the TUI, wait for the index, press `c`; sample the TUI's RSS (and a checker child's) until done."""
-    master, slave = pty.openpty()
-    import fcntl
-    import struct
-    import termios
-
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
-    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path], stdin=slave, stdout=slave,
-                            stderr=slave, cwd=ROOT, env=env, close_fds=True)
-    os.close(slave)
-    out = b""
+    tui = TuiPty([path], cwd=str(ROOT), cols=cols, rows=rows)
     marks: dict[str, float] = {"child_peak_mib": 0.0}
-    t0 = time.perf_counter()
     started = 0.0
-    while time.perf_counter() - t0 < limit:
-        if select.select([master], [], [], 0.1)[0]:
-            try:
-                out = (out + os.read(master, 1 << 16))[-(1 << 18):]
-            except OSError:
-                break
+    while time.perf_counter() - tui.t0 < limit and tui.read(0.1):
         if started:
-            marks["child_peak_mib"] = max(marks["child_peak_mib"], children_peak(proc.pid))
-            if b"finding(s)" in out:
+            marks["child_peak_mib"] = max(marks["child_peak_mib"], children_peak(tui.pid))
+            if b"finding(s)" in tui.out:
                 marks["check_s"] = time.perf_counter() - started
                 break
-        elif b"chunks:" in out:
+        elif b"chunks:" in tui.out:
             time.sleep(3)  # the store-id columns
-            marks["rss_before_check_mib"] = rss_mib(proc.pid)[0]
-            os.write(master, b"c")
-            started, out = time.perf_counter(), b""
-    marks["rss_after_check_mib"], marks["peak_rss_mib"] = rss_mib(proc.pid)
-    os.write(master, b"\x1b")
+            marks["rss_before_check_mib"] = rss_mib(tui.pid)[0]
+            tui.send(b"c")
+            started, tui.out = time.perf_counter(), b""
+    marks["rss_after_check_mib"], marks["peak_rss_mib"] = rss_mib(tui.pid)
+    tui.send(b"\x1b")
     time.sleep(0.3)
-    os.write(master, b"q")
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        proc.wait()
-    os.close(master)
+    tui.close()
     return marks
 
 
@@ -110,40 +77,18 @@ def header_in_tui(path: str, extra: list[str], pattern: bytes, cols: int = 160, 
     feature's worker), sampling the TUI's RSS and the peak of a child process (big files' jobs run in one)."""
     import re
 
-    master, slave = pty.openpty()
-    import fcntl
-    import struct
-    import termios
-
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path, *extra],
-                            stdin=slave, stdout=slave, stderr=slave, cwd=ROOT, env=env, close_fds=True)
-    os.close(slave)
+    tui = TuiPty([path, *extra], cwd=str(ROOT), cols=cols, rows=rows)
     done = re.compile(pattern)
-    out = b""
     marks: dict[str, float] = {"child_peak_mib": 0.0}
-    while time.perf_counter() - t0 < limit:
-        if select.select([master], [], [], 0.05)[0]:
-            try:
-                out = (out + os.read(master, 1 << 16))[-(1 << 18):]
-            except OSError:
-                break
-        marks["child_peak_mib"] = max(marks["child_peak_mib"], children_peak(proc.pid))
-        if "index_s" not in marks and b"chunks:" in out:
-            marks["index_s"] = time.perf_counter() - t0
-        if done.search(out):
-            marks["answer_s"] = time.perf_counter() - t0
+    while time.perf_counter() - tui.t0 < limit and tui.read():
+        marks["child_peak_mib"] = max(marks["child_peak_mib"], children_peak(tui.pid))
+        if "index_s" not in marks and b"chunks:" in tui.out:
+            marks["index_s"] = time.perf_counter() - tui.t0
+        if done.search(tui.out):
+            marks["answer_s"] = time.perf_counter() - tui.t0
             break
-    marks["rss_mib"], marks["peak_rss_mib"] = rss_mib(proc.pid)
-    os.write(master, b"q")
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        proc.wait()
-    os.close(master)
+    marks["rss_mib"], marks["peak_rss_mib"] = rss_mib(tui.pid)
+    tui.close()
     return marks
 
 
@@ -155,52 +100,26 @@ KEYS = ((b"g", 0.5), (b"#600000\r", 0.5), (b"f", 0.5), (b"type:retain topic:flee
 
 def first_paint(path: str, cols: int = 120, rows: int = 40) -> dict[str, float]:
     """Start `mosqdb inspect` in a pty; time the first chunk row and the completed index."""
-    master, slave = pty.openpty()
-    import fcntl
-    import struct
-    import termios
-
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", path], stdin=slave, stdout=slave,
-                            stderr=slave, cwd=ROOT, env=env, close_fds=True)
-    os.close(slave)
-    out = b""
+    tui = TuiPty([path], cwd=str(ROOT), cols=cols, rows=rows)
     marks: dict[str, float] = {}
-    deadline = t0 + 60
-    while time.perf_counter() < deadline and len(marks) < 2:
-        ready, _, _ = select.select([master], [], [], 0.05)
-        if ready:
-            try:
-                out += os.read(master, 1 << 16)
-            except OSError:
-                break
-        now = time.perf_counter() - t0
-        if "first_row" not in marks and b"last_db_id" in out:
+    while time.perf_counter() < tui.t0 + 60 and len(marks) < 2 and tui.read():
+        now = time.perf_counter() - tui.t0
+        if "first_row" not in marks and b"last_db_id" in tui.out:
             marks["first_row"] = now
-        if "index_done" not in marks and b"chunks:" in out:
+        if "index_done" not in marks and b"chunks:" in tui.out:
             marks["index_done"] = now
     time.sleep(0.5)
-    marks["rss_mib"], marks["peak_rss_mib"] = rss_mib(proc.pid)
+    marks["rss_mib"], marks["peak_rss_mib"] = rss_mib(tui.pid)
     # goto by store id (the store-id columns, maybe still being gathered), a type + topic filter and a
     # type filter (each given time to finish: Esc would drop its answer), a search, then page around the middle
     for keys, wait in KEYS:
-        os.write(master, keys)
+        tui.send(keys)
         time.sleep(wait)
-        while select.select([master], [], [], 0.05)[0]:
-            os.read(master, 1 << 16)
+        tui.drain()
     time.sleep(2)  # a busy machine: let the last filter and paging finish before sampling
-    while select.select([master], [], [], 0.05)[0]:
-        os.read(master, 1 << 16)
-    marks["rss_after_use_mib"], marks["peak_after_use_mib"] = rss_mib(proc.pid)
-    os.write(master, b"q")
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        proc.wait()
-    os.close(master)
+    tui.drain()
+    marks["rss_after_use_mib"], marks["peak_after_use_mib"] = rss_mib(tui.pid)
+    tui.close()
     return marks
 
 

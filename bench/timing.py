@@ -55,3 +55,78 @@ def vm_hwm(pid: int) -> float:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def rss_mib(pid: int) -> tuple[float, float]:
+    """(current RSS, peak RSS) of a process in MiB, from /proc."""
+    vals = {}
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                vals[key] = int(rest.split()[0]) / 1024
+    return vals.get("VmRSS", 0.0), vals.get("VmHWM", 0.0)
+
+
+class TuiPty:
+    """``python -m inspector.cli inspect *args`` in a pseudo-terminal of ``cols`` x ``rows``: what a user
+    at a terminal would start, read back as the bytes it paints (the last 256 KiB kept in ``out``)."""
+
+    def __init__(self, args: list[str], *, cwd: str, cols: int = 120, rows: int = 40) -> None:
+        import fcntl
+        import pty
+        import struct
+        import sys
+        import termios
+
+        self.master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": str(cols), "LINES": str(rows)}
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen([sys.executable, "-m", "inspector.cli", "inspect", *args], stdin=slave,
+                                     stdout=slave, stderr=slave, cwd=cwd, env=env, close_fds=True)
+        os.close(slave)
+        self.out = b""
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def read(self, timeout: float = 0.05) -> bool:
+        """Take what the app painted within ``timeout``; False once the terminal is gone."""
+        import select
+
+        if select.select([self.master], [], [], timeout)[0]:
+            try:
+                self.out = (self.out + os.read(self.master, 1 << 16))[-(1 << 18):]
+            except OSError:
+                return False
+        return True
+
+    def wait_for(self, text: bytes, deadline: float) -> bool:
+        """Read until ``text`` is painted (True) or the clock passes ``deadline`` (False)."""
+        while time.perf_counter() < deadline:
+            if not self.read():
+                return False
+            if text in self.out:
+                return True
+        return False
+
+    def drain(self) -> None:
+        """Read (and drop) what is painted until the app is quiet for a moment."""
+        while self.read() and self.out:
+            self.out = b""
+
+    def send(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def close(self, keys: bytes = b"q") -> None:
+        """Press ``keys`` (quit), wait for the app to end (terminate it after 10 s), close the terminal."""
+        try:
+            self.send(keys)
+            self.proc.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.terminate()
+            self.proc.wait()
+        finally:
+            os.close(self.master)
