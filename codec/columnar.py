@@ -319,6 +319,37 @@ def iter_columns(db: DbFile, chunk_type: int | ChunkType, *, batch: int = 65536,
         i = j
 
 
+def _words(data: np.ndarray) -> np.ndarray | None:
+    """Little-endian 8-byte words starting at every byte of ``data`` (a view, no copy)."""
+    if len(data) < 8:
+        return None
+    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
+
+
+def literal_at(data: np.ndarray, pos: np.ndarray, value: bytes) -> np.ndarray:
+    """Indexes of the positions where ``data`` holds ``value`` (all of it lies inside ``data``),
+    compared eight bytes at a time: a few gathers per row, whatever the length."""
+    sel = np.arange(len(pos))
+    words = _words(data)
+    n = len(data)
+    k = 0
+    while k < len(value) and len(sel):
+        part = value[k:k + 8]
+        p = pos[sel] + k
+        if words is None or len(part) == 1:
+            sel = sel[data[p] == part[0]]
+        else:
+            got = np.zeros(len(p), dtype=bool)
+            far = np.flatnonzero(p + 8 <= n)
+            mask, target = np.uint64((1 << (8 * len(part))) - 1), np.uint64(int.from_bytes(part, "little"))
+            got[far] = (words[p[far]] & mask) == target
+            near = np.flatnonzero(p + 8 > n)  # the last bytes of the buffer
+            got[near] = [bytes(data[q:q + len(part)]) == part for q in p[near].tolist()]
+            sel = sel[got]
+        k += len(part)
+    return sel
+
+
 def batches(n: int, size: int = BATCH) -> Iterator[slice]:
     """Slices cutting ``n`` rows into runs of at most ``size``."""
     for a in range(0, n, size):
@@ -364,6 +395,20 @@ class ColumnReader:
         ints, spans = got
         return Columns(layout.type.label, self.db.version, self.mm, 0, which, offsets,
                        self.lengths[which].astype(np.int64), ints, spans)
+
+    def starts_with(self, chunk_types: tuple[int, ...], name: str, prefix: bytes) -> bool:
+        """Whether a chunk of ``chunk_types`` has a text value ``name`` longer than ``prefix`` and starting
+        with it (one byte test per chunk, no values built): "is there a bridge-looking session"."""
+        for t in chunk_types:
+            where = np.flatnonzero(self.types == int(t))
+            for s in batches(len(where)):
+                starts, sizes = self.gather(where[s], int(t), (name,)).spans[name]
+                longer = np.flatnonzero(sizes > len(prefix))
+                hit = bool(len(literal_at(self.mm, starts[longer], prefix)))
+                self.release()
+                if hit:
+                    return True
+        return False
 
     def release(self) -> None:
         """Hand the mapped pages back (they stay in the page cache): RSS stays flat on huge files."""

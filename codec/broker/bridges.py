@@ -23,13 +23,16 @@ without one, sessions named like a default bridge session (``local.*``), marked 
 from __future__ import annotations
 
 import re
-import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from codec.broker.conf import Bridge, BrokerConf
+from codec.layouts import ChunkType
 from codec.values import NEVER
+
+if TYPE_CHECKING:  # annotations only: `info` checks for look-alikes without loading the conf parser
+    from codec.broker.conf import Bridge, BrokerConf
+    from codec.columnar import ColumnReader
 
 LOCAL_PREFIX = "local."
 BRIDGE = "bridge"
@@ -51,9 +54,21 @@ class Match:
     how: str  # "local_clientid", "remote_clientid", "host name H" (default ids)
 
 
+def _hostname() -> str:
+    import socket  # only when a bridge's ids are worked out
+
+    return socket.gethostname()
+
+
+def names_local(cols: ColumnReader) -> bool:
+    """Whether a SUB or CLIENT_MSG chunk names a ``local.*`` client: a bridge-looking session with a
+    queue or a subscription (a bare ``local.*`` CLIENT chunk holds no backlog)."""
+    return cols.starts_with((ChunkType.SUB, ChunkType.CLIENT_MSG), "client_id", LOCAL_PREFIX.encode())
+
+
 def expected_ids(bridge: Bridge, hostname: str | None = None) -> str:
     """The local session id the bridge uses when it runs on ``hostname`` (default: this machine)."""
-    return bridge.local_id(hostname or socket.gethostname())
+    return bridge.local_id(hostname or _hostname())
 
 
 def match_sessions(conf: BrokerConf, client_ids: Iterable[str], hostname: str | None = None) -> dict[str, Match]:
@@ -65,7 +80,7 @@ def match_sessions(conf: BrokerConf, client_ids: Iterable[str], hostname: str | 
     """
     ids = list(client_ids)
     present = set(ids)
-    host = hostname or socket.gethostname()
+    host = hostname or _hostname()
     out: dict[str, Match] = {}
     for b in conf.bridges:
         if b.local_clientid:

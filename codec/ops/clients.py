@@ -15,14 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from codec.broker.bridges import LOCAL_PREFIX, ORPHANED, BridgeMap, classify, expires_at_start_2_1
+from codec.broker.bridges import ORPHANED, BridgeMap, classify, expires_at_start_2_1, names_local
 from codec.broker.conf import BrokerConf
 from codec.columnar import ColumnReader, batches
 from codec.layouts import ChunkType
 from codec.ops.queues import IN, OUT, Queues, read_queues, store_facts
 from codec.reader import DbFile
 from codec.textscan import TextColumn
-from codec.views.select import literal_at
 
 # ---------------------------------------------------------------- generated ids
 
@@ -209,21 +208,6 @@ def client_rows(t: ClientTable, top: int = 10, marks: dict[str, str] | None = No
 # ---------------------------------------------------------------- bridges with their backlog
 
 
-def _names_local(cols: ColumnReader) -> bool:
-    """Whether a SUB or CLIENT_MSG chunk names a ``local.*`` client (one byte test per chunk, no ids built)."""
-    prefix = LOCAL_PREFIX.encode()
-    for t in (ChunkType.SUB, ChunkType.CLIENT_MSG):
-        where = np.flatnonzero(cols.types == int(t))
-        for s in batches(len(where)):
-            starts, sizes = cols.gather(where[s], int(t), ("client_id",)).spans["client_id"]
-            longer = np.flatnonzero(sizes > len(prefix))
-            hit = bool(len(literal_at(cols.mm, starts[longer], prefix)))
-            cols.release()
-            if hit:
-                return True
-    return False
-
-
 def bridge_map(db: DbFile, conf: BrokerConf | None, at: float, *, table: ClientTable | None = None,
                hostname: str | None = None) -> BridgeMap:
     """The bridge sessions of ``db`` (as ``conf`` maps them, or by name without it) with their backlogs,
@@ -239,7 +223,7 @@ def bridge_map(db: DbFile, conf: BrokerConf | None, at: float, *, table: ClientT
     t = table
     if t is None:
         cols = ColumnReader(db)
-        if conf is None and not _names_local(cols):  # no local.* queue or subscription: nothing to show
+        if conf is None and not names_local(cols):  # no local.* queue or subscription: nothing to show
             return bm
         t = client_table(db, cols=cols)
     where = t.index()

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from codec.columnar import BATCH, decode_batch
+from codec.columnar import BATCH, decode_batch, literal_at
 from codec.engine import Record
 from codec.errors import CodecError
 from codec.layouts import LAYOUTS, ChunkType, header_size
@@ -212,37 +212,6 @@ def _filter_hits(data: np.ndarray, s: np.ndarray, e: np.ndarray, levels: list[by
         alive = alive[more]
         cur[alive] = lend[more] + 1
     return alive
-
-
-def _words(data: np.ndarray) -> np.ndarray | None:
-    """Little-endian 8-byte words starting at every byte of ``data`` (a view, no copy)."""
-    if len(data) < 8:
-        return None
-    return np.ndarray((len(data) - 7,), dtype="<u8", buffer=data, strides=(1,))
-
-
-def literal_at(data: np.ndarray, pos: np.ndarray, value: bytes) -> np.ndarray:
-    """Indexes of the positions where ``data`` holds ``value`` (all of it lies inside ``data``),
-    compared eight bytes at a time: a few gathers per row, whatever the length."""
-    sel = np.arange(len(pos))
-    words = _words(data)
-    n = len(data)
-    k = 0
-    while k < len(value) and len(sel):
-        part = value[k:k + 8]
-        p = pos[sel] + k
-        if words is None or len(part) == 1:
-            sel = sel[data[p] == part[0]]
-        else:
-            got = np.zeros(len(p), dtype=bool)
-            far = np.flatnonzero(p + 8 <= n)
-            mask, target = np.uint64((1 << (8 * len(part))) - 1), np.uint64(int.from_bytes(part, "little"))
-            got[far] = (words[p[far]] & mask) == target
-            near = np.flatnonzero(p + 8 > n)  # the last bytes of the buffer
-            got[near] = [bytes(data[q:q + len(part)]) == part for q in p[near].tolist()]
-            sel = sel[got]
-        k += len(part)
-    return sel
 
 
 def _next_slash(data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:

@@ -125,7 +125,6 @@ def info_data(db: DbFile, at: float | None = None) -> dict[str, Any]:
 
 def bridge_data(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
     """The bridge sessions (``--conf``'s bridges, orphans; without it, ``local.*`` look-alikes), None if none."""
-    from codec.ops.clients import bridge_map
     from codec.sources import as_db, is_store
 
     if is_store(db):
@@ -134,6 +133,14 @@ def bridge_data(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
         db = as_db(db)  # with --conf: the per-client columns come from the store's v6 image
     if db.index.error is not None:
         return None
+    if conf is None:  # look-alikes only: most files have none, and saying so needs no client table
+        from codec.broker.bridges import names_local
+        from codec.columnar import ColumnReader
+
+        if not names_local(ColumnReader(db)):
+            return None
+    from codec.ops.clients import bridge_map
+
     bm = bridge_map(db, conf, at)
     if conf is None and not bm.sessions:
         return None
@@ -160,7 +167,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from inspector.commands.bridging import load_conf
 
     # the bridge look-alike check (numpy) and the table (rich), imported while the header scan runs
-    _preload("numpy", "codec.ops.clients", *(() if args.json else ("rich.console", "rich.table")))
+    _preload("numpy", "codec.columnar", *(() if args.json else ("rich.console", "rich.table")))
     at = reference_time(args)
     conf = load_conf(args)
     with open_input(args.file, endian=args.endian) as db:

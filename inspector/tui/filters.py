@@ -124,7 +124,7 @@ def resolve_prefixes(doc: Document, spec: FilterSpec) -> FilterSpec:
     Unsaved edits count. Raises ValueError past :data:`PREFIX_LIMIT` different levels."""
     if not spec.prefixes:
         return spec
-    from codec.views.select import literal_at
+    from codec.columnar import literal_at
 
     src = doc.column_source() if doc.count() else None
     topics = list(spec.topics or [])
