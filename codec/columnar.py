@@ -336,7 +336,10 @@ def literal_at(data: np.ndarray, pos: np.ndarray, value: bytes) -> np.ndarray:
     while k < len(value) and len(sel):
         part = value[k:k + 8]
         p = pos[sel] + k
-        if words is None or len(part) == 1:
+        if words is None:  # fewer than 8 bytes in all: byte by byte
+            for j, byte in enumerate(part):
+                sel = sel[data[pos[sel] + k + j] == byte]
+        elif len(part) == 1:
             sel = sel[data[p] == part[0]]
         else:
             got = np.zeros(len(p), dtype=bool)

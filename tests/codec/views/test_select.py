@@ -17,6 +17,7 @@ import pyarrow as pa
 import pytest
 
 from codec import DbFile
+from codec.columnar import literal_at
 from codec.errors import CodecError
 from codec.views.query import Selection
 from codec.views.select import FileColumns, failure, hits_by_filter, pairs_matching, pick, topic_mask, topics_matching
@@ -281,6 +282,19 @@ def test_topics_matching_follows_the_oracle() -> None:
     # an undecodable byte kept with surrogateescape matches the same byte given as bytes
     odd = b"t/\xff".decode("utf-8", "surrogateescape")
     assert topics_matching([odd], [b"t/\xff", odd, "t/\ufffd"]).tolist() == [True, True, False]
+
+
+def test_one_short_topic_at_a_time_follows_the_oracle() -> None:
+    """A column of one short topic is under 8 bytes in all, where literal_at cannot compare 8-byte words:
+    every byte of a literal level must still be compared (it compared the first of each 8 only, so
+    ``+/a/a`` matched ``a/a/b``: found by the live fan-out's property test)."""
+    assert topics_matching(["+/a/a"], ["a/a/b"]).tolist() == [False]
+    assert literal_at(np.frombuffer(b"a/a/b", np.uint8), np.array([2]), b"a/a").tolist() == []
+    assert literal_at(np.frombuffer(b"a/a/b", np.uint8), np.array([0, 2]), b"a/b").tolist() == [1]
+    topics, filters = _random_cases(16, 300)
+    for t in [x for x in topics if len(x.encode()) < 8][:60]:
+        for f in filters[:60]:
+            assert topics_matching([f], [t]).tolist() == [topic_matches(f, t)], (f, t)
 
 
 def test_pairs_matching_follows_the_oracle() -> None:

@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from codec import DbFile
@@ -67,6 +67,7 @@ FILTER = st.lists(st.sampled_from(["a", "b", "$x", "+"]), min_size=0, max_size=3
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["c1", "c2", "c3"]), FILTER), max_size=8), TOPIC,
        st.booleans())
+@example([("c1", "a"), ("c1", "+/a/a")], "a/a/b", False)  # found once: a topic under 8 bytes (literal_at)
 def test_fanout_counts_every_matching_subscription(subs: list[tuple[str, str]], topic: str, per_sub: bool) -> None:
     m = Matcher([Sub(c, f, 1) for c, f in subs], per_subscription=per_sub)
     want: Counter[str] = Counter(c for c, f in subs if topic_matches(f, topic))
