@@ -111,9 +111,9 @@ class _Writers:
     # larger row groups encode faster and smaller than one per 32 K-row batch)
     ROW_GROUP = 1 << 17
 
-    def __init__(self, targets: dict[str, str], compression: str) -> None:
+    def __init__(self, targets: dict[str, str], compression: str, level: int | None = None) -> None:
         self.targets = targets
-        self.compression, self.level = parse_compression(compression)
+        self.compression, self.level = compression, level
         self.open: dict[str, tuple[pq.ParquetWriter, str]] = {}
         self.rows = dict.fromkeys(targets, 0)
         self.pending: dict[str, list[pa.RecordBatch]] = {k: [] for k in targets}
@@ -261,7 +261,7 @@ def export_parquet(
     order = _order(kinds)
     if single_file and len(order) != 1:
         raise ValueError("a single Parquet file holds one kind")
-    parse_compression(compression)  # refused before anything is made
+    codec, level = parse_compression(compression)  # refused before anything is made
     try:
         if single_file:
             os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
@@ -271,7 +271,7 @@ def export_parquet(
             targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
     except OSError as exc:
         raise _failed(exc, out) from None
-    writers = _Writers(targets, compression)
+    writers = _Writers(targets, codec, level)
     try:
         for path in paths:
             ready = (opened or {}).pop(path, None)

@@ -26,16 +26,18 @@ from typing import Any
 
 from exporters.spark.base import need_spark
 
-# root and org.apache.spark at the same level (then Spark's shell check prints no banner); the chatty
-# packages at ERROR
-_LOG4J = """rootLogger.level = error
+# log4j2 properties: everything at ERROR to stderr, one line per event (the loggers are added to it)
+LOG4J_QUIET = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-logger.spark.name = org.apache.spark
+"""
+# root and org.apache.spark at the same level (then Spark's shell check prints no banner); the chatty
+# packages at ERROR
+_LOG4J = LOG4J_QUIET + """logger.spark.name = org.apache.spark
 logger.spark.level = error
 logger.hadoop.name = org.apache.hadoop
 logger.hadoop.level = error

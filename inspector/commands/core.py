@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from typing import Any
 
 from codec import DbFile
@@ -72,12 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def reference_time(args: argparse.Namespace) -> float:
-    text = getattr(args, "at", None)
-    if text is None or text == "now":  # the default: nothing to parse (nor the writing commands' module to load)
-        return time.time()
     from inspector.commands.writing import parse_at
 
-    return parse_at(text, args.file)
+    return parse_at(getattr(args, "at", None), args.file)
 
 
 # ---------------------------------------------------------------- info

@@ -23,7 +23,6 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import json_text, printable
-from codec.writer import keep_owner_and_mode, not_regular
 from inspector.commands import UsageError, add_endian
 
 # a reference time outside these is a mistake (a millisecond timestamp read as seconds, a typo)
@@ -55,6 +54,8 @@ def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
 
 def check_output(path: str) -> None:
     """Refuse an existing output that is not a regular file (one line, exit 2), before any work."""
+    from codec.writer import not_regular  # the writer only where a command writes (not on --at's start-up path)
+
     try:
         st = os.stat(path)
     except OSError:
@@ -167,6 +168,8 @@ def make_backup(path: str) -> str:
     The copy is finished under a temp name and then hard-linked to the backup name, which
     fails instead of replacing a backup that appeared meanwhile.
     """
+    from codec.writer import keep_owner_and_mode
+
     st = os.stat(path)
     while True:
         backup = backup_name(path)

@@ -23,17 +23,12 @@ import sys
 import time
 from pathlib import Path
 
+from exporters.spark.session import LOG4J_QUIET
+
 from support.brokers import free_port
 
 # executors: the Executor's task lines at INFO, everything else quiet
-EXECUTOR_LOG4J = """rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-logger.executor.name = org.apache.spark.executor.Executor
+EXECUTOR_LOG4J = LOG4J_QUIET + """logger.executor.name = org.apache.spark.executor.Executor
 logger.executor.level = info
 """
 # master and workers: their deploy messages at INFO (start-up and registration are waited for by them)

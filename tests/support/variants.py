@@ -125,36 +125,21 @@ def unknown_chunk(path: Path, now: float) -> bytes:
 
 
 # ---------------------------------------------------------------- one chunk changed
-def sub_without_client_id(path: Path, now: float) -> bytes:
-    def change(recs: list[Record]) -> list[Record]:
-        i = _first(recs, "sub")
-        recs[i] = recs[i].with_values(client_id="")
-        return recs
-    return _edit(path, change)
+def _blanked(kind: str, name: str, pred: Callable[[Record], bool] = lambda r: True) -> Callable[[Path, float], bytes]:
+    """A variant: the first ``kind`` chunk (that ``pred`` accepts) with its text field ``name`` empty."""
+    def variant(path: Path, now: float) -> bytes:
+        def change(recs: list[Record]) -> list[Record]:
+            i = _first(recs, kind, pred)
+            recs[i] = recs[i].with_values(**{name: ""})
+            return recs
+        return _edit(path, change)
+    return variant
 
 
-def sub_without_topic(path: Path, now: float) -> bytes:
-    def change(recs: list[Record]) -> list[Record]:
-        i = _first(recs, "sub")
-        recs[i] = recs[i].with_values(topic="")
-        return recs
-    return _edit(path, change)
-
-
-def client_without_id(path: Path, now: float) -> bytes:
-    def change(recs: list[Record]) -> list[Record]:
-        i = _first(recs, "client", lambda r: r["client_id"] == "a-idle")
-        recs[i] = recs[i].with_values(client_id="")
-        return recs
-    return _edit(path, change)
-
-
-def client_msg_without_client_id(path: Path, now: float) -> bytes:
-    def change(recs: list[Record]) -> list[Record]:
-        i = _first(recs, "client_msg")
-        recs[i] = recs[i].with_values(client_id="")
-        return recs
-    return _edit(path, change)
+sub_without_client_id = _blanked("sub", "client_id")
+sub_without_topic = _blanked("sub", "topic")
+client_without_id = _blanked("client", "client_id", lambda r: r["client_id"] == "a-idle")
+client_msg_without_client_id = _blanked("client_msg", "client_id")
 
 
 def _empty_topic(path: Path, which: Callable[[list[Record]], int]) -> bytes:

@@ -56,7 +56,7 @@ def test_configuration_settings(five: tuple[str, ...], tmp_path: Path, variant: 
                                 extra: tuple[str, ...], qos0: bool, max_queued: int) -> None:
     """The model reads the broker's own mosquitto.conf: queue limits drop nothing that was restored (measured);
     persistent_client_expiration puts never-expiring sessions on 2.0.15+'s expiry list."""
-    src = make(variant, V2022, tmp_path / "variant.db", time.time())
+    src = make(variant, V2022, tmp_path / "variant.db", time.time())  # about now: the brokers judge expiry by their clock
     conf = tmp_path / "settings.conf"
     conf.write_text("persistence true\n" + "".join(f"{line}\n" for line in extra)
                     + f"queue_qos0_messages {'true' if qos0 else 'false'}\nmax_queued_messages {max_queued}\n")
