@@ -82,6 +82,18 @@ def is_store(db: object) -> bool:
     return bool(getattr(db, "is_store", False))
 
 
+def column_reader(db: Any) -> Any:
+    """The chosen-rows gatherer of ``db`` (:class:`codec.columnar.ColumnReader`; a store's
+    :class:`codec.store.read.StoreReader`): the whole-file operations read values through it."""
+    if is_store(db):
+        from codec.store.read import StoreReader
+
+        return StoreReader(db)
+    from codec.columnar import ColumnReader
+
+    return ColumnReader(db)
+
+
 def as_db(db: Any, *, endian: str = "little") -> DbFile:
     """``db`` as a DbFile: itself, or for a store (which is closed) its v6 records in a temporary .db file."""
     if not is_store(db):

@@ -16,6 +16,7 @@ import numpy as np
 from codec.columnar import ColumnReader, batches
 from codec.layouts import ChunkType
 from codec.reader import DbFile
+from codec.sources import column_reader
 from codec.textscan import TextColumn, position_weights
 
 BY = ("type", "client", "topic")
@@ -62,16 +63,13 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2, progress: Callable[[in
         if progress is not None:
             progress(db.size * k // 5, db.size)
 
+    cols: Any = column_reader(db)
     if getattr(db, "is_store", False):  # a sqlite store: rows for chunks, their values' bytes for sizes
-        from codec.store.read import StoreReader
-
         st.version, st.store = None, True
-        offsets, types, sizes = db.all_rowids(), db.types, db.row_sizes()  # type: ignore[attr-defined]
-        cols: Any = StoreReader(db)  # type: ignore[arg-type]
+        offsets, types, sizes = cols.offsets, db.types, db.row_sizes()  # type: ignore[attr-defined]
     else:
         offsets, types, ends = db.index.intact_arrays(db.path)
         sizes = ends - offsets
-        cols = ColumnReader(db)
     st.by_type = _by_type(types, sizes)
     step(1)
     stores = _stores(cols, types, sizes, top, depth)

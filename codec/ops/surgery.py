@@ -24,6 +24,7 @@ from codec.ops.check import output_verifier
 from codec.ops.session_filter import SessionCriteria, note_selection, select_sessions
 from codec.progress import Progress
 from codec.reader import DbFile
+from codec.sources import column_reader
 from codec.textscan import TextColumn
 from codec.values import NEVER
 from codec.views.query import valid_filter
@@ -253,7 +254,7 @@ def sessions(db: DbFile) -> tuple[dict[str, SessionInfo], dict[str, Any]]:
     SUB and CLIENT_MSG client ids are numbered per batch (:meth:`codec.textscan.TextColumn.codes`),
     not turned into a string each: ``aux`` keeps those numbers for :func:`drop_sessions`.
     """
-    cols = ColumnReader(db)
+    cols = column_reader(db)  # (a sqlite store's rows too: the inspector deletes a session there)
     types = cols.types
     table: dict[bytes, int] = {}
     first: dict[int, SessionInfo] = {}

@@ -525,6 +525,7 @@ class StoreReader:
     def __init__(self, store: StoreFile) -> None:
         self.store = store
         self.types = store.types
+        self.offsets = store.all_rowids()  # a row's "offset" is its rowid
 
     def gather(self, which: np.ndarray, chunk_type: int, names: tuple[str, ...]) -> Columns:
         """One batch of the values ``names`` of rows ``which`` (all of type ``chunk_type``)."""

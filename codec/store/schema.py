@@ -21,6 +21,7 @@ from typing import Any
 
 from codec.layouts import ChunkType
 from codec.properties import BY_NAME, VBI_MAX, Property
+from codec.values import is_utf8
 
 SCHEMA_VERSION = ("database_schema", 1, 1, 0)
 EDITABLE_VERSION = (1, 1, 0)
@@ -111,6 +112,26 @@ TABLE_OF = {t: r.table for t, r in ROWS.items()}
 TYPE_OF_TABLE = {r.table: t for t, r in ROWS.items()}
 # the order rows are numbered in: stores before everything that references them
 ORDER = (ChunkType.MSG_STORE, ChunkType.CLIENT, ChunkType.CLIENT_MSG, ChunkType.SUB, ChunkType.RETAIN)
+
+
+def props_json(props: list[Property]) -> tuple[str | None, int]:
+    """The plugin's properties JSON with the five restorable kinds; and how many were left out."""
+    items: list[dict[str, Any]] = []
+    dropped = 0
+    for p in props:
+        name = JSON_NAMES.get(p.id)
+        texts_of = p.value if isinstance(p.value, tuple) else (p.value,)
+        if name is None or not all(is_utf8(t) for t in texts_of if isinstance(t, str)):
+            # JSON text cannot carry a string that is not UTF-8 (the plugin would read mojibake):
+            # left out and counted, like a property the plugin does not restore
+            dropped += 1
+        elif p.id == 38:
+            items.append({"identifier": name, "name": p.value[0], "value": p.value[1]})
+        elif p.id == 9:
+            items.append({"identifier": name, "value": bytes(p.value).hex().upper()})
+        else:
+            items.append({"identifier": name, "value": p.value})
+    return (json.dumps(items, ensure_ascii=False) if items else None), dropped
 
 
 def _json_name(spec_name: str) -> str:

@@ -31,7 +31,7 @@ from codec.properties import Property, decode_properties
 from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
 from codec.store.report import MigrationReport
-from codec.store.schema import JSON_NAMES, SCHEMA, SCHEMA_VERSION, SUB_ID
+from codec.store.schema import SCHEMA, SCHEMA_VERSION, SUB_ID, props_json
 from codec.values import NEVER, is_utf8, signed64, unsigned64, utf8_or_none
 from exporters.migrate import sqlite_bulk
 from exporters.migrate.pipeline import background
@@ -107,26 +107,6 @@ def require_intact(db: DbFile) -> None:
     if err is not None:
         raise CodecError(f"the file is damaged ({err}); run `mosqdb repair` first and migrate the repaired copy",
                          path=db.path)
-
-
-def props_json(props: list[Property]) -> tuple[str | None, int]:
-    """The plugin's properties JSON with the five restorable kinds; and how many were left out."""
-    items: list[dict[str, Any]] = []
-    dropped = 0
-    for p in props:
-        name = JSON_NAMES.get(p.id)
-        texts_of = p.value if isinstance(p.value, tuple) else (p.value,)
-        if name is None or not all(is_utf8(t) for t in texts_of if isinstance(t, str)):
-            # JSON text cannot carry a string that is not UTF-8 (the plugin would read mojibake):
-            # left out and counted, like a property the plugin does not restore
-            dropped += 1
-        elif p.id == 38:
-            items.append({"identifier": name, "name": p.value[0], "value": p.value[1]})
-        elif p.id == 9:
-            items.append({"identifier": name, "value": bytes(p.value).hex().upper()})
-        else:
-            items.append({"identifier": name, "value": p.value})
-    return (json.dumps(items, ensure_ascii=False) if items else None), dropped
 
 
 # ---------------------------------------------------------------- db -> sqlite

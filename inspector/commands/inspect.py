@@ -12,7 +12,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = subparsers.add_parser("inspect", help="browse, edit and save a db in a terminal UI",
                               description="Browse a mosquitto.db chunk by chunk with decoded fields and hex; "
                                           "edit as an undoable overlay and save atomically. A Mosquitto 2.1 "
-                                          "sqlite store opens row by row, read-only.")
+                                          "sqlite store opens row by row; its edits are saved in place in one "
+                                          "transaction, a backup kept first.")
     p.add_argument("file", nargs="?", help="the db file or 2.1 sqlite store (default: the bundled sample)")
     p.add_argument("--read-only", action="store_true", help="open without editing")
     p.add_argument("--broker", metavar="VERSION", help="show what this Mosquitto release does with the file "

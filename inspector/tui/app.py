@@ -174,9 +174,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.hex.editable = not self.doc.read_only
         self.chunks.focus()
         self.query_one(SummaryBar).refresh_summary(self.doc)
-        if self.doc.is_store:
-            self.say(f"opened read-only: {self.doc.read_only_why}", "warning")
-        elif self.doc.read_only:
+        if self.doc.read_only:
             self.say(f"opened read-only ({self.doc.read_only_why}): editing is disabled", "warning")
         self.update_mode()
         if self.broker is not None:
@@ -248,10 +246,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
                             style="green" if mark == "+" else "yellow")
         if self.filter_text:
             text.append(f"  filter {clip(self.filter_text, 30)!r}", style="cyan")
-        if self.doc.is_store:
-            text.append("  READ-ONLY sqlite store (edits: mosqdb … --in-place)", style="bold yellow")
-        elif self.doc.read_only:
-            text.append("  READ-ONLY", style="bold yellow")
+        if self.doc.read_only:
+            text.append("  READ-ONLY" + (" sqlite store" if self.doc.is_store else ""), style="bold yellow")
         elif self.doc.is_dirty():
             text.append(f"  {len(self.doc.undo_stack)} unsaved edit(s): ^s saves", style="bold dark_orange")
         if pane == BYTES:

@@ -17,6 +17,7 @@ from inspector.tui.document import Document, EditRefused
 from inspector.tui.messages import HexByteTyped
 from inspector.tui.screens import PromptScreen
 from inspector.tui.sessions import SessionDelete, session_delete
+from inspector.tui.storedoc import NO_BYTES, NO_ROWS
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.summary import SummaryBar
@@ -39,6 +40,9 @@ class EditingMixin:
 
     def action_add_new(self) -> None:
         if self.item is None or self.item == DAMAGE_ROW or not self.editable() or not self.need_index():
+            return
+        if self.doc.is_store:
+            self.say(f"refused: {NO_ROWS}", "warning")
             return
         self.push_screen(PromptScreen("Add a new chunk after this one: which kind?",
                                       placeholder="msg_store, client_msg, retain, sub or client",
@@ -86,9 +90,6 @@ class EditingMixin:
         self.update_diff_line()
 
     def editable(self) -> bool:
-        if self.doc.is_store:
-            self.say(f"not edited: {self.doc.read_only_why}", "warning")
-            return False
         if self.doc.read_only:
             self.say("read-only: editing is disabled (reopen without --read-only, or check permissions)", "warning")
             return False
@@ -167,6 +168,9 @@ class EditingMixin:
         if self.item is None or self.item == DAMAGE_ROW or not self.editable():
             if self.item == DAMAGE_ROW:
                 self.say("the bytes after the damage are shown, not edited (mosqdb repair salvages them)", "warning")
+            return
+        if self.doc.is_store:
+            self.say(f"refused: {NO_BYTES}", "warning")
             return
         if self.layout_mode == "list":
             self.action_layout()  # the hex view is hidden with the list alone: back to three panes

@@ -14,7 +14,7 @@ from typing import Any
 from textual import work
 
 from codec import CodecError, FileChangedError
-from inspector.tui.document import Document
+from inspector.tui.document import Document, EditRefused
 from inspector.tui.jobs import Cancelled, Progress
 from inspector.tui.savecheck import NewErrors, SaveCheck
 from inspector.tui.screens import ConfirmQuit, ConfirmSave, PromptScreen
@@ -41,8 +41,8 @@ class SavingMixin:
         if self.doc.db.empty:
             return
         if self.doc.is_store:  # its rows as a .db are `mosqdb convert`'s; never written over the store
-            self.say("not saved: a sqlite store is not written as a .db here (mosqdb convert STORE OUT.db does that); "
-                     + self.doc.read_only_why, "warning")
+            self.say("not saved: a sqlite store is saved in place only (^s); mosqdb convert STORE OUT.db writes "
+                     "it as a .db", "warning")
             return
         self.push_screen(PromptScreen("Save as", self.doc.path, "path of the new file"), self.do_save_as)
 
@@ -54,7 +54,9 @@ class SavingMixin:
         """Save (to ``path``, default the file); unless ``confirmed``, ask first when the result would
         have errors the file has not now."""
         try:
-            verify = None if confirmed else self.save_check.hook(self.doc.db, self.doc.full_overlay())
+            # (a store's edits are checked row by row as they are typed and again when written)
+            verify = None if confirmed or self.doc.is_store else self.save_check.hook(self.doc.db,
+                                                                                      self.doc.full_overlay())
             result = self.doc.save(path, verify=verify)
         except NewErrors as exc:
             target = path or self.doc.path
@@ -65,7 +67,7 @@ class SavingMixin:
         except FileChangedError as exc:
             self.say(f"not saved: {exc}", "error")
             return False
-        except CodecError as exc:
+        except (CodecError, EditRefused) as exc:
             self.say(f"not saved: {exc}", "error")
             return False
         self.columns = None
@@ -73,8 +75,11 @@ class SavingMixin:
         self.clear_filter()
         self.hex.editable = not self.doc.read_only
         self.refresh_after_edit()
-        self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
-                 f"{result.chunks_deleted} deleted)")
+        if self.doc.is_store:
+            self.say(result.summary())
+        else:
+            self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
+                     f"{result.chunks_deleted} deleted)")
         self.file_saved()
         if then_exit:
             self.exit()

@@ -10,9 +10,15 @@ damage, no byte offsets), :class:`StoreDocument` gives each row as a
 record is what the broker restores from it (the v6 values), and whose bytes — what the hex view
 shows — are the row's text and blob columns as stored (topic, payload, properties …).
 
-Editing a store needs one sqlite transaction (``codec.store.edit``), not the .db writer: until the
-inspector writes one, a store opens read-only — the header, the mode line and every edit key say
-so, and nothing is ever written over it.
+Editing: a row can be deleted (a session with its subscriptions, queue and the stored messages
+no one else references, as for a .db) and its values edited (``e``); the edits are kept as the
+.db's are (overlay, undo, redo) and saved in place in one sqlite transaction
+(:class:`codec.store.edit.StoreEdit`: refused while a broker has the store open, a backup kept
+first, all or nothing), each row checked to be still as it was read
+(:mod:`codec.store.rowedit`). A value the store has no column for (a session's ``last_mid``, a
+property the plugin does not keep, text that is not UTF-8) is refused when it is typed. Bytes are
+not edited (a row's bytes are its columns), rows are not added, and a store is never saved as a
+.db (``mosqdb convert`` does that).
 """
 
 from __future__ import annotations
@@ -26,17 +32,18 @@ from typing import Any
 
 import numpy as np
 
-from codec import CodecError, Span
+from codec import CodecError, Span, encode_chunk
 from codec.layouts import ChunkType
 from codec.store.read import StoreFile
+from codec.store.rowedit import RowChange, RowsWritten, Stored, apply_changes, assignments, read_stored
 from codec.store.schema import ROWS
 from codec.writer import Overlay
-from inspector.tui.document import ChunkView, Document, EditRefused
+from inspector.tui.document import ChunkView, Document, Edit, EditRefused, parse_value, short
 from inspector.tui.rows import summary
 
-READ_ONLY = ("a Mosquitto 2.1 sqlite store is read-only in the inspector: edit it with rm-retained, drop-client, "
-             "prune-sessions, trim-queue or renew --in-place (one transaction each)")
-"""Why edits are refused on a store (the status line and the toasts say it)."""
+NO_BYTES = ("a store row's bytes are its text and blob columns: edit its values in the field tree "
+            "(e or Enter), not its bytes")
+NO_ROWS = "rows are not added to a store here (the broker adds them); edit or delete the ones there"
 
 
 class RowIndex:
@@ -109,40 +116,22 @@ class StoreDb(StoreFile):
             self._table_keys[table] = [_text(r[1]) for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
         return self._table_cols[table], self._table_keys[table]
 
-    def stored(self, table: str, rowid: int) -> list[tuple[str, str, Any]]:
+    def stored(self, table: str, rowid: int) -> Stored:
         """The row as stored: (column, sqlite storage class, value: bytes for text and blobs)."""
         names, _key = self.table_columns(table)
         assert self.con is not None
-        sel = ", ".join(f"typeof({c}), CAST({c} AS BLOB)" for c in names)
         try:
             with self._lock:
-                got = self.con.execute(f"SELECT {sel} FROM {table} WHERE rowid = ?", (rowid,)).fetchone()
+                got = read_stored(self.con, table, names, rowid)
         except sqlite3.DatabaseError as exc:
             raise CodecError(f"{table} rowid {rowid}: reading the row failed: {exc}", path=self.path) from None
         if got is None:
             raise CodecError(f"{table} has no rowid {rowid} (the store changed?)", path=self.path)
-        out = []
-        for k, name in enumerate(names):
-            kind, raw = _text(got[2 * k]), got[2 * k + 1]
-            value: Any = raw
-            if kind == "integer" or kind == "real":
-                value = _number(raw)
-            elif kind == "null":
-                value = None
-            out.append((name, kind, value))
-        return out
+        return got
 
 
 def _text(v: Any) -> str:
     return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
-
-
-def _number(raw: Any) -> int | float:
-    text = _text(raw)
-    try:
-        return int(text)
-    except ValueError:
-        return float(text)
 
 
 @dataclass
@@ -180,12 +169,12 @@ class StoreDocument(Document):
 
     is_store = True
 
-    def __init__(self, path: str, *, endian: str = "little", read_only: bool = True) -> None:  # noqa: ARG002
+    def __init__(self, path: str, *, endian: str = "little", read_only: bool = False) -> None:  # noqa: ARG002
         self.path = path
         self.endian = "little"
         self.db = StoreDb(path)
-        self.read_only = True  # always: see READ_ONLY
         self.forced_read_only = read_only
+        self.read_only = read_only or not _writable(path)
         self.overlay = Overlay()
         self.undo_stack = []
         self.redo_stack = []
@@ -198,7 +187,9 @@ class StoreDocument(Document):
 
     @property
     def read_only_why(self) -> str:
-        return READ_ONLY
+        if self.forced_read_only:
+            return "--read-only"
+        return "no write permission (sqlite also needs to write a journal beside the store)"
 
     @property
     def version(self) -> int | None:
@@ -218,7 +209,7 @@ class StoreDocument(Document):
         return True
 
     def original(self, i: int) -> bytes:
-        return self.view(i).data
+        return self.view(i).original
 
     def _make_view(self, i: int) -> ChunkView:
         db = self.db
@@ -226,6 +217,10 @@ class StoreDocument(Document):
         table, rowid = row.table, row.offset
         _names, key = db.table_columns(table)
         info = RowInfo(table, rowid, key, db.stored(table, rowid))
+        original = b"".join(v for _n, kind, v in info.columns if kind in ("text", "blob") and isinstance(v, bytes))
+        record = self.overlay.replaced.get(i)
+        if record is not None:  # the row as it will be stored: the edited columns in place
+            info.columns = _with_columns(info.columns, assignments(row.record, record, info.key_text()))
         data, spans, at = b"", [], 0
         for name, kind, value in info.columns:
             if kind in ("text", "blob") and isinstance(value, bytes):
@@ -233,7 +228,8 @@ class StoreDocument(Document):
                 spans.append(Span(name, at, len(value), "bytes" if kind == "blob" else "str"))
                 data += value
                 at += len(value)
-        return ChunkView(i, rowid, 0, data, data, row.record, spans, row=info)
+        return ChunkView(i, rowid, 0, data, original, record or row.record, spans, row=info,
+                         deleted=i in self.overlay.deleted, edited=record is not None)
 
     def row_text(self, i: int) -> str:
         """The chunk list's text for a row: its primary key first (a retain's topic, a queue entry's rowid)."""
@@ -247,14 +243,127 @@ class StoreDocument(Document):
             return f"rowid {info.rowid}: {summary(rec)}"
         return summary(rec)
 
-    def apply(self, edit: Any) -> Any:
-        raise EditRefused(READ_ONLY)
+    # ------------------------------------------------------------ edits
+    def set_field(self, i: int, name: str, text: str) -> Edit:
+        """Change one value of a row, refused when the v6 record or the store's columns cannot hold it."""
+        v = self.view(i)
+        rec = v.record
+        assert rec is not None
+        if name not in rec.values:
+            raise EditRefused(f"{rec.kind} has no editable field {name!r}")
+        value = parse_value(rec, name, text)
+        new = rec.with_values(**{name: value})
+        where = f"{v.row.table}[{v.row.key_text()}]" if v.row is not None else f"row {i}"
+        try:
+            encode_chunk(new, 6)  # the value's type and range, as the layout table says
+            assignments(self.db.chunk(i).record, new, where)
+        except CodecError as exc:
+            raise EditRefused(exc.reason) from None
+        return self.apply(Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)}))
 
-    def save(self, path: str | None = None, verify: Any = None) -> Any:
-        raise EditRefused(READ_ONLY)
+    def set_byte(self, i: int, pos: int, value: int) -> Edit:
+        raise EditRefused(NO_BYTES)
+
+    def insert_copy(self, i: int) -> int:
+        raise EditRefused(NO_ROWS)
+
+    def insert_new(self, i: int, kind: str) -> int:
+        raise EditRefused(NO_ROWS)
+
+    def changes(self) -> list[RowChange]:
+        """The unsaved edits as row changes, in row order (a deleted row is deleted, edited or not)."""
+        out: list[RowChange] = []
+        for i in sorted(set(self.overlay.deleted) | set(self.overlay.replaced)):
+            row = self.db.chunk(i)
+            stored = self.db.stored(row.table, row.offset)
+            if i in self.overlay.deleted:
+                out.append(RowChange(row.table, row.offset, stored, delete=True))
+                continue
+            where = f"{row.table}[rowid {row.offset}]"
+            try:
+                columns = assignments(row.record, self.overlay.replaced[i], where)
+            except CodecError as exc:
+                raise EditRefused(exc.reason) from None
+            if columns:
+                out.append(RowChange(row.table, row.offset, stored, columns))
+        return out
+
+    # ------------------------------------------------------------ save
+    def save(self, path: str | None = None, verify: Any = None) -> StoreSaved:  # noqa: ARG002
+        """Write the edits into the store in one transaction, a backup kept first; then reopen it.
+
+        Only in place: a store is not written as a .db (``mosqdb convert``), nor copied elsewhere here."""
+        from codec.store.edit import StoreEdit
+        from inspector.commands.writing import backup_name
+
+        if path is not None and os.path.abspath(path) != os.path.abspath(self.path):
+            raise EditRefused("a store is saved in place only (mosqdb convert STORE OUT.db writes a .db)")
+        if self.read_only:
+            raise EditRefused(f"the store is open read-only ({self.read_only_why})")
+        changes = self.changes()
+        backup = backup_name(self.path)
+        with StoreEdit(self.path, in_place=True, backup=backup) as ed:
+            assert ed.con is not None
+            written = apply_changes(ed.con, changes, self.path)
+            ed.changed = written.total > 0
+        saved = StoreSaved(self.path, os.path.getsize(self.path), written, backup if ed.changed else None)
+        self.reopen(self.path)
+        return saved
+
+    def reopen(self, path: str) -> None:
+        old = self.db
+        self.db = StoreDb(path)
+        old.close()
+        self.path = path
+        self.read_only = self.forced_read_only or not _writable(path)
+        self.overlay = Overlay()
+        self.rows_version += 1
+        self.undo_stack.clear()
+        self.redo_stack.clear()
+        self.saved_depth = 0
+        self._cache.clear()
 
     def close(self) -> None:
         self.db.close()
+
+
+@dataclass
+class StoreSaved:
+    """What a store's save wrote (the status line says it)."""
+
+    path: str
+    size: int
+    rows: RowsWritten
+    backup: str | None
+
+    def summary(self) -> str:
+        parts = [f"{n} {t} row(s) updated" for t, n in self.rows.updated.items()]
+        parts += [f"{n} {t} row(s) deleted" for t, n in self.rows.deleted.items()]
+        kept = f"; the store as it was: {self.backup}" if self.backup else ""
+        return f"saved {self.path} in one transaction: {', '.join(parts) or 'nothing changed'}{kept}"
+
+
+def _writable(path: str) -> bool:
+    """The store and its directory (sqlite writes a journal beside it) are writable."""
+    return os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+
+
+def _with_columns(columns: Stored, values: dict[str, Any]) -> Stored:
+    """``columns`` with ``values`` (bound as the save binds them) in place: texts and blobs as bytes."""
+    out: Stored = []
+    for name, kind, value in columns:
+        if name in values:
+            v = values[name]
+            if v is None:
+                kind, value = "null", None
+            elif isinstance(v, str):
+                kind, value = "text", v.encode("utf-8")
+            elif isinstance(v, bytes):
+                kind, value = "blob", v
+            else:
+                kind, value = "integer", v
+        out.append((name, kind, value))
+    return out
 
 
 def table_of(t: int) -> str:
@@ -271,4 +380,5 @@ def open_document(path: str, *, endian: str = "little", read_only: bool = False)
     return Document(path, endian=endian, read_only=read_only)
 
 
-__all__ = ["READ_ONLY", "RowIndex", "RowInfo", "StoreDb", "StoreDocument", "open_document", "table_of"]
+__all__ = ["NO_BYTES", "NO_ROWS", "RowIndex", "RowInfo", "StoreDb", "StoreDocument", "StoreSaved", "open_document",
+           "table_of"]

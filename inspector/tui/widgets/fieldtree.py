@@ -313,8 +313,11 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
         self.clear()
         self.view = v
         info = v.row
+        doc = getattr(self.app, "doc", None)
+        read_only = doc is None or doc.read_only
         self.root.set_label(Text(f"{info.table} rowid {info.rowid} (row {v.index}), {len(v.data)} bytes of text "
-                                 "and blobs  READ-ONLY", style="bold"))
+                                 "and blobs" + ("  READ-ONLY" if read_only else "  (e edits a value)"), style="bold"))
+        values = v.record.values if v.record is not None else {}
         root = self.root
         root.add_leaf(Text.assemble(("primary key ", "blue"), printable(info.key_text())))
         stored = self._add(root, Text(f"as stored in {info.table}:", style="blue"), None)
@@ -334,7 +337,7 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
             else:
                 shown = str(value)
             label = Text.assemble((name, "bold"), f" {kind} = ", shown)
-            self._add(stored, label, NodeInfo(name, start, size))
+            self._add(stored, label, NodeInfo(name, start, size, editable=name in values and name != "properties"))
         rec = v.record
         if rec is not None:
             restored = self._add(root, Text(f"as Mosquitto restores it (the v6 {rec.kind} values):", style="blue"),
@@ -348,7 +351,9 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
                     continue
                 shown = (fmt_expiry(rec, name, value, at) if name in ("expiry_time", "session_expiry_time")
                          else fmt_value(name, value))
-                self._add(restored, Text.assemble((name, "bold"), " = ", shown), None)
+                start, size = info.spans.get(name, (0, 0))
+                self._add(restored, Text.assemble((name, "bold"), " = ", shown), NodeInfo(name, start, size,
+                                                                                         editable=True))
         self._flatten()
         self.cursor = 0
         if old is not None:

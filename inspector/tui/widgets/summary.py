@@ -52,7 +52,10 @@ def store_lines(doc: Document, line1: Text) -> list[Text]:
     fig = doc.db.figures
     wal = f", -wal {fig.wal_size:,} bytes (read from a snapshot)" if fig.wal_size is not None else ""
     line1.append(f"Mosquitto 2.1 sqlite store, schema {fig.schema_text}, {fig.journal_mode} journal{wal}  ")
-    line1.append(" READ-ONLY ", style="bold black on yellow")
+    if doc.read_only:
+        line1.append(" READ-ONLY ", style="bold black on yellow")
+    elif doc.is_dirty():
+        line1.append(f" {len(doc.undo_stack)} unsaved edit(s) ", style="bold black on dark_orange")
     line2 = Text(f"{len(doc.db):,} rows: ")
     for t in ORDER:
         line2.append(f"{TABLE_OF[t]} {doc.db.count[t]:,}  ")
