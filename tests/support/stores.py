@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -49,6 +50,29 @@ def store_state(path: Path) -> dict:
                 "WHERE q.direction = 1 ORDER BY q.rowid"):
             queues.setdefault(cid, Counter())[(topic, bytes(payload or b""))] += 1
         return {"retained": retained, "sessions": sessions, "queues": queues}
+    finally:
+        con.close()
+
+
+ORDER = ("base_msgs", "clients", "client_msgs", "subscriptions", "retains")  # how the inspector numbers rows
+
+
+def alone_copy(src: Path, tmp_path: Path) -> Path:
+    """A copy of the store ``src`` alone in its directory (so any file created beside it is seen)."""
+    d = tmp_path / "broker"
+    d.mkdir()
+    out = d / "mosquitto.sqlite3"
+    shutil.copyfile(src, out)
+    return out
+
+
+def rows_in_order(path: Path) -> list[tuple[str, int, dict]]:
+    """(table, rowid, row) of every row in the inspector's numbering: tables in ORDER, each by rowid."""
+    con = connect(path)
+    con.row_factory = lambda cur, row: {d[0]: v for d, v in zip(cur.description, row, strict=True)}
+    try:
+        return [(t, r["rowid"], r) for t in ORDER
+                for r in con.execute(f"SELECT rowid AS rowid, * FROM {t} ORDER BY rowid")]
     finally:
         con.close()
 

@@ -9,7 +9,6 @@ What each row should show is read with plain sqlite3 (support.stores), not throu
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,33 +20,19 @@ from inspector.tui.screens import CheckScreen
 from inspector.tui.storedoc import StoreDocument
 
 from support.paths import INCOMING, SQLITE_STORES
-from support.stores import connect, counts, sha256
+from support.stores import ORDER, alone_copy, connect, counts, rows_in_order, sha256
 from support.tui import keys, make_app, settle, status, type_text
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not SQLITE_STORES, reason="no 2.1 sqlite fixture")
-ORDER = ("base_msgs", "clients", "client_msgs", "subscriptions", "retains")  # how rows are numbered
 
 
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
-    """A copy of the 2.1.2 store alone in its directory (so any file created beside it is seen)."""
-    d = tmp_path / "broker"
-    d.mkdir()
-    out = d / "mosquitto.sqlite3"
-    shutil.copyfile(STORE, out)
-    return out
+    return alone_copy(STORE, tmp_path)
 
 
-def expected_rows(path: Path) -> list[tuple[str, int, dict]]:
-    """(table, rowid, row) of every row in the inspector's numbering: tables in ORDER, each by rowid."""
-    con = connect(path)
-    con.row_factory = lambda cur, row: {d[0]: v for d, v in zip(cur.description, row, strict=True)}
-    try:
-        return [(t, r["rowid"], r) for t in ORDER
-                for r in con.execute(f"SELECT rowid AS rowid, * FROM {t} ORDER BY rowid")]
-    finally:
-        con.close()
+expected_rows = rows_in_order
 
 
 def key_text(table: str, rowid: int, r: dict) -> str:

@@ -23,12 +23,11 @@ from inspector.tui.storedoc import NO_BYTES, NO_ROWS
 from support.brokers import SqliteBroker, collect_retained, sqlite_plugin
 from support.cli import run
 from support.paths import INCOMING, SQLITE_STORES
-from support.stores import connect, counts, names, sha256, store_state
+from support.stores import alone_copy, connect, counts, names, rows_in_order, sha256, store_state
 from support.tui import keys, make_app, settle, status, type_text
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not SQLITE_STORES, reason="no 2.1 sqlite fixture")
-ORDER = ("base_msgs", "clients", "client_msgs", "subscriptions", "retains")  # how the inspector numbers rows
 DROPPED = "corp/retained/q1"  # a retained topic deleted in the inspector
 EDITED = "corp/retained/plain"  # a retained topic whose message's payload is edited
 
@@ -46,21 +45,10 @@ def renewed_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def store(tmp_path: Path, renewed_store: Path) -> Path:
     """A copy alone in its directory (so the backup, and anything else created beside it, is seen)."""
-    d = tmp_path / "broker"
-    d.mkdir()
-    out = d / "mosquitto.sqlite3"
-    shutil.copyfile(renewed_store, out)
-    return out
+    return alone_copy(renewed_store, tmp_path)
 
 
-def rows(path: Path) -> list[tuple[str, int, dict]]:
-    """(table, rowid, row) in the inspector's numbering: tables in ORDER, each by rowid."""
-    con = connect(path)
-    con.row_factory = lambda cur, row: {d[0]: v for d, v in zip(cur.description, row, strict=True)}
-    try:
-        return [(t, r["rowid"], r) for t in ORDER for r in con.execute(f"SELECT rowid AS rowid, * FROM {t} ORDER BY rowid")]
-    finally:
-        con.close()
+rows = rows_in_order
 
 
 def row_of(path: Path, table: str, **where: object) -> int:
