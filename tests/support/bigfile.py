@@ -6,7 +6,13 @@ no big payload (decoding a row reads its payload)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 from support.crafted import cfg, chunk, client_v6, header, retain, sub_v6
 
@@ -38,3 +44,21 @@ def build(path: str) -> dict:
         size = f.tell()
     return {"size": size, "tail_start": tail_start, "chunks": 1 + HEAD + BIG + 1 + BIG + 1 + 1 + TAIL + 1, "big": BIG,
             "tail_first": 1 + HEAD + BIG}
+
+
+def sparse_file(directory: Path, *, free: int = 1 << 30) -> Iterator[dict]:
+    """A fixture's body: :func:`build` in ``directory`` (skipped without ``free`` bytes of space or sparse
+    files), what :func:`build` returns plus ``path``; the file is removed afterwards."""
+    if shutil.disk_usage(directory).free < free:
+        pytest.skip("not enough free space")
+    path = str(directory / "big.db")
+    try:
+        info = build(path)
+    except OSError as exc:
+        pytest.skip(f"cannot build a sparse file here: {exc}")
+    if os.stat(path).st_blocks * 512 > 64 << 20:
+        os.unlink(path)
+        pytest.skip("this file system has no sparse files")
+    info["path"] = path
+    yield info
+    os.unlink(path)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 
 import pytest
 
@@ -16,27 +15,14 @@ from codec.views.jsonview import chunk_to_json
 from inspector.cli import main
 from inspector.commands.core import format_text
 
-from support.bigfile import TAIL, build
+from support.bigfile import TAIL, sparse_file
 
 FULL = os.environ.get("MOSQDB_BIGFILE_FULL") == "1"
 
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):
-    d = tmp_path_factory.mktemp("big")
-    if shutil.disk_usage(d).free < (12 << 30 if FULL else 1 << 30):
-        pytest.skip("not enough free space")
-    path = str(d / "big.db")
-    try:
-        info = build(path)
-    except OSError as exc:
-        pytest.skip(f"cannot build a sparse file here: {exc}")
-    if os.stat(path).st_blocks * 512 > 64 << 20:
-        os.unlink(path)
-        pytest.skip("this file system has no sparse files")
-    info["path"] = path
-    yield info
-    os.unlink(path)
+    yield from sparse_file(tmp_path_factory.mktemp("big"), free=12 << 30 if FULL else 1 << 30)
 
 
 def test_index_and_info(big, capsys):
