@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -271,7 +272,12 @@ def cmd_sql(args: argparse.Namespace) -> int:
         try:
             rows = df.limit(args.limit).collect()
         except Exception as exc:
-            raise CodecError(xs.error_line(exc)) from None
+            line = xs.error_line(exc)
+            # the job is aborted but other tasks may still fail and log (with Java stack traces) after it:
+            # stop Spark first, so the one line comes last
+            with contextlib.suppress(Exception):
+                spark.stop()
+            raise CodecError(line) from None
         columns = df.columns
         if args.json:
             for row in rows:
