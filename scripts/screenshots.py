@@ -156,8 +156,15 @@ async def broker_verdict(app: InspectorApp, pilot) -> None:  # type: ignore[no-u
 
 
 async def store_row(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
-    """A 2.1 sqlite store: a base_msgs row with properties, its payload selected in the hex view."""
+    """A 2.1 sqlite store being edited: a stored message deleted (struck through), then a base_msgs row with
+    properties whose qos is edited (unsaved), its payload selected in the hex view."""
+    app.do_search("corp/retained/q1")
+    await settle(app, pilot)
+    app.action_delete()
+    await settle(app, pilot)
     app.do_search("corp/retained/v5props")
+    await settle(app, pilot)
+    app.do_edit(app.item, "qos", "2")
     await settle(app, pilot)
     tree = app.fields
     node = next(n for _s, _z, n in tree.nodes_by_span if n.data.name == "payload")
