@@ -33,7 +33,6 @@ import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator
-from typing import Any
 
 from codec.broker.bridges import protected
 from codec.engine import Record
@@ -44,17 +43,13 @@ from codec.ops.session_filter import SessionCriteria, note_selection, select_ses
 from codec.ops.surgery import EXAMPLES, Removal, SessionInfo, filter_patterns
 from codec.sources import connect_readonly, is_sqlite_file
 from codec.store.lock import StoreInUseError, require_free
-from codec.store.read import require_editable, require_store, schema_version
+from codec.store.read import as_text, require_editable, require_store, schema_version
 from codec.values import NEVER
 from codec.views.query import valid_filter
 from codec.views.select import topics_matching
 from codec.writer import existing_target, keep_owner_and_mode
 
 ROW_TABLES = ("base_msgs", "retains", "clients", "subscriptions", "client_msgs")
-
-
-def _text(raw: Any) -> str:
-    return raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else str(raw)
 
 
 def _raw(text: str) -> bytes:
@@ -307,7 +302,7 @@ def rm_retained(ed: StoreEdit, filters: list[str]) -> Removal:
             hits = [r for r, ok in zip(found, topics_matching([f], [r[2] for r in found]), strict=True) if ok]
             ed.con.executemany(f"INSERT OR IGNORE INTO {gone} VALUES (?, ?, ?)", hits)  # type: ignore[union-attr]
     rem.retained_count = ed.scalar(f"SELECT count(*) FROM {gone}")
-    rem.retained = [_text(r[0]) for r in ed.execute(f"SELECT topic FROM {gone} ORDER BY rid LIMIT {EXAMPLES}")]
+    rem.retained = [as_text(r[0]) for r in ed.execute(f"SELECT topic FROM {gone} ORDER BY rid LIMIT {EXAMPLES}")]
     orphans = ed.temp("mq_store", "store_id INTEGER PRIMARY KEY")
     ed.execute(f"INSERT INTO {orphans} SELECT DISTINCT g.store_id FROM {gone} g "
                "WHERE EXISTS (SELECT 1 FROM base_msgs b WHERE b.store_id = g.store_id) "
@@ -332,11 +327,11 @@ def sessions(ed: StoreEdit) -> dict[str, SessionInfo]:
     for rid, raw, exp, interval in ed.execute(
             "SELECT rowid, CAST(client_id AS BLOB), CAST(IFNULL(session_expiry_time, 0) AS INTEGER), "
             "CAST(IFNULL(session_expiry_interval, 0) AS INTEGER) & 4294967295 FROM clients ORDER BY rowid"):
-        cid = _text(raw or b"")
+        cid = as_text(raw or b"")
         info.setdefault(cid, SessionInfo(cid, rid, session_expiry_time=exp, session_expiry_interval=interval))
     for table, attr in (("subscriptions", "subs"), ("client_msgs", "msgs")):
         for raw, n in ed.execute(f"SELECT CAST(client_id AS BLOB), count(*) FROM {table} GROUP BY 1"):
-            s = info.setdefault(_text(raw or b""), SessionInfo(_text(raw or b"")))
+            s = info.setdefault(as_text(raw or b""), SessionInfo(as_text(raw or b"")))
             setattr(s, attr, int(n))
     return info
 
@@ -411,12 +406,12 @@ def _rows_for_renew(ed: StoreEdit) -> Iterator[tuple[int, Record]]:
     for rid, sid, topic, exp in ed.execute(
             "SELECT rowid, CAST(IFNULL(store_id, 0) AS INTEGER), CAST(topic AS BLOB), "
             "CAST(IFNULL(expiry_time, 0) AS INTEGER) FROM base_msgs ORDER BY rowid").fetchall():
-        yield rid, Record(int(ChunkType.MSG_STORE), {"store_id": sid & (1 << 64) - 1, "topic": _text(topic or b""),
+        yield rid, Record(int(ChunkType.MSG_STORE), {"store_id": sid & (1 << 64) - 1, "topic": as_text(topic or b""),
                                                      "expiry_time": exp}, 6)
     for rid, cid, exp, interval in ed.execute(
             "SELECT rowid, CAST(client_id AS BLOB), CAST(IFNULL(session_expiry_time, 0) AS INTEGER), "
             "CAST(IFNULL(session_expiry_interval, 0) AS INTEGER) & 4294967295 FROM clients ORDER BY rowid").fetchall():
-        yield rid, Record(int(ChunkType.CLIENT), {"client_id": _text(cid or b""), "session_expiry_time": exp,
+        yield rid, Record(int(ChunkType.CLIENT), {"client_id": as_text(cid or b""), "session_expiry_time": exp,
                                                   "session_expiry_interval": interval}, 6)
 
 

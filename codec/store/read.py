@@ -105,7 +105,7 @@ def schema_version(con: sqlite3.Connection) -> tuple[int, int, int] | None:
 def require_store(con: sqlite3.Connection, path: str) -> set[str]:
     """The store's tables; a sqlite file without the plugin's tables is refused (exit 2)."""
     try:
-        names = {_text(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        names = {as_text(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
         raise NotADatabaseError(f"not a readable sqlite database ({exc})", path=path) from None
     lacking = [t for t in REQUIRED_TABLES if t not in names]
@@ -124,7 +124,8 @@ def require_editable(version: tuple[int, int, int] | None, path: str) -> None:
                                       "nothing written", path=path)
 
 
-def _text(v: Any) -> str:
+def as_text(v: Any) -> str:
+    """A sqlite text (bytes with text_factory=bytes) as str; invalid UTF-8 kept as surrogates."""
     return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
 
 
@@ -146,7 +147,7 @@ def figures(con: sqlite3.Connection, path: str, names: set[str]) -> Figures:
     for table in (*REQUIRED_TABLES, "wills", "version_info"):
         if table in names:
             fig.tables[table] = int(con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-    have = {_text(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    have = {as_text(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
     fig.missing_indexes = [i for i in INDEXES if i not in have]
     return fig
 
@@ -402,7 +403,7 @@ class StoreFile:
         out = np.zeros(len(self.types), np.int64)
         for t in ORDER:
             table = ROWS[t].table
-            cols = [_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
+            cols = [as_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
             expr = " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
             cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
             a = self.first[t]
@@ -535,4 +536,4 @@ class StoreReader:
         """Nothing is mapped."""
 
 
-__all__ = ["expiry_counts", "store_expiries", "info_data", "Figures", "Row", "StoreColumns", "StoreFile", "StoreReader", "require_editable", "require_store", "schema_version"]
+__all__ = ["as_text", "expiry_counts", "store_expiries", "info_data", "Figures", "Row", "StoreColumns", "StoreFile", "StoreReader", "require_editable", "require_store", "schema_version"]

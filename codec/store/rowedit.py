@@ -17,6 +17,7 @@ store changed in between (another tool, a broker) is refused and nothing is writ
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,22 +26,20 @@ from codec.engine import Record
 from codec.errors import CodecError, FieldError
 from codec.layouts import ChunkType
 from codec.properties import VBI_MAX
+from codec.store.read import as_text
 from codec.store.schema import ROWS, SUB_ID, props_json
 
 Stored = list[tuple[str, str, Any]]
 """A row as stored: (column, sqlite storage class, value — bytes for text and blobs) in table order."""
 
-# v6 value -> the column that holds it as is (numbers and texts); the other values are below
+# v6 value -> the column that holds it as is: read straight from ROWS, where the value's expression is the
+# column itself (``CAST(IFNULL(col, 0) AS INTEGER)`` or ``CAST(col AS BLOB)``, a mask that only keeps the
+# layout's own range being harmless); payload, properties, a session's expiry interval and a subscription's
+# qos/options are written by :func:`assignments` itself
+_COLUMN = re.compile(r"^CAST\((?:IFNULL\((\w+), 0\) AS INTEGER\)(?: & 65535)?|(\w+) AS BLOB\))$")
 _DIRECT: dict[ChunkType, dict[str, str]] = {
-    ChunkType.MSG_STORE: {n: n for n in ("store_id", "expiry_time", "source_mid", "source_port", "qos", "retain",
-                                         "source_id", "source_username", "topic")},
-    ChunkType.CLIENT_MSG: {n: n for n in ("store_id", "mid", "qos", "state", "retain", "dup", "direction",
-                                          "client_id")},
-    ChunkType.RETAIN: {"store_id": "store_id"},
-    ChunkType.SUB: {"identifier": "subscription_identifier", "client_id": "client_id", "topic": "topic"},
-    ChunkType.CLIENT: {"session_expiry_time": "session_expiry_time", "listener_port": "listener_port",
-                       "client_id": "client_id", "username": "username"},
-}
+    t: {name: m.group(1) or m.group(2) for name, expr in r.values if (m := _COLUMN.match(expr))}
+    for t, r in ROWS.items()}
 _DERIVED = {(ChunkType.CLIENT, "last_mid"): "the broker derives it from the session's newest outgoing queue entry"}
 
 
@@ -75,17 +74,12 @@ def assignments(old: Record, new: Record, where: str) -> dict[str, Any]:
         why = _DERIVED.get((t, name))
         if why is not None:
             raise FieldError(f"{where}.{name}: not a column of the store ({why})")
-        column = _DIRECT.get(t, {}).get(name)
-        if column is not None:
-            if value is None:  # (a text the record leaves out: NULL, as the plugin binds it)
-                out[column] = None
-            elif isinstance(value, (str, bytes)):
-                out[column] = _text(value, where, name)
-            else:
-                out[column] = _signed(int(value), 64)
-        elif name == "payload":
+        column = _DIRECT[t].get(name)
+        if name == "payload":
             out["payload"] = bytes(value)
             out["payloadlen"] = len(value)
+        elif name == "properties":
+            out.update(_properties(t, value or [], where))
         elif t == ChunkType.CLIENT and name == "session_expiry_interval":
             out["session_expiry_interval"] = _signed(int(value), 32)
         elif t == ChunkType.SUB and name in ("qos", "options"):
@@ -94,10 +88,14 @@ def assignments(old: Record, new: Record, where: str) -> dict[str, Any]:
                 raise FieldError(f"{where}.{name}: the store keeps qos and options in one byte "
                                  "(subscription_options: qos in bits 0-1, the options above)")
             out["subscription_options"] = qos | options
-        elif name == "properties":
-            out.update(_properties(t, value or [], where))
-        else:
+        elif column is None:
             raise FieldError(f"{where}.{name}: the store has no column for it")
+        elif value is None:  # (a text the record leaves out: NULL, as the plugin binds it)
+            out[column] = None
+        elif isinstance(value, (str, bytes)):
+            out[column] = _text(value, where, name)
+        else:
+            out[column] = _signed(int(value), 64)
     return out
 
 
@@ -154,7 +152,7 @@ def read_stored(con: sqlite3.Connection, table: str, names: list[str], rowid: in
         return None
     out: Stored = []
     for k, name in enumerate(names):
-        kind, raw = _as_text(got[2 * k]), got[2 * k + 1]
+        kind, raw = as_text(got[2 * k]), got[2 * k + 1]
         value: Any = raw
         if kind in ("integer", "real"):
             value = _number(raw)
@@ -164,12 +162,8 @@ def read_stored(con: sqlite3.Connection, table: str, names: list[str], rowid: in
     return out
 
 
-def _as_text(v: Any) -> str:
-    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
-
-
 def _number(raw: Any) -> int | float:
-    text = _as_text(raw)
+    text = as_text(raw)
     try:
         return int(text)
     except ValueError:

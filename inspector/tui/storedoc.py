@@ -34,7 +34,7 @@ import numpy as np
 
 from codec import CodecError, Span, encode_chunk
 from codec.layouts import ChunkType
-from codec.store.read import StoreFile
+from codec.store.read import StoreFile, as_text
 from codec.store.rowedit import RowChange, RowsWritten, Stored, apply_changes, assignments, read_stored
 from codec.store.schema import ROWS
 from codec.writer import Overlay
@@ -111,9 +111,9 @@ class StoreDb(StoreFile):
             assert self.con is not None
             with self._lock:
                 info = self.con.execute(f"PRAGMA table_info({table})").fetchall()
-            names = [_text(r[1]) for r in info]
+            names = [as_text(r[1]) for r in info]
             self._table_cols[table] = names
-            self._table_keys[table] = [_text(r[1]) for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
+            self._table_keys[table] = [as_text(r[1]) for r in sorted((r for r in info if r[5]), key=lambda r: r[5])]
         return self._table_cols[table], self._table_keys[table]
 
     def stored(self, table: str, rowid: int) -> Stored:
@@ -128,10 +128,6 @@ class StoreDb(StoreFile):
         if got is None:
             raise CodecError(f"{table} has no rowid {rowid} (the store changed?)", path=self.path)
         return got
-
-
-def _text(v: Any) -> str:
-    return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
 
 
 @dataclass
@@ -238,7 +234,7 @@ class StoreDocument(Document):
         rec = v.record
         assert rec is not None
         if info.table == "retains":
-            return f"{_text(info.value('topic') or b'')} →#{rec['store_id']}"
+            return f"{as_text(info.value('topic') or b'')} →#{rec['store_id']}"
         if info.table == "client_msgs":
             return f"rowid {info.rowid}: {summary(rec)}"
         return summary(rec)
