@@ -117,6 +117,7 @@ class Broker:
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.returncode: int | None = None
+        self.logs_here = True  # the configuration logs to log_path (set at each launch)
 
     # ------------------------------------------------------------ paths
     @property
@@ -177,6 +178,7 @@ class Broker:
         """One start on a fresh free port; "port taken" when another process bound it first (a race
         between free_port() and the broker's bind, with brokers starting side by side)."""
         conf = self.write_config()
+        self.logs_here = f"log_dest file {self.log_path}" in conf.read_text()
         with contextlib.suppress(FileNotFoundError):
             self.log_path.unlink()
         self.proc = subprocess.Popen([self.binary, "-c", str(conf)], stdout=subprocess.DEVNULL,
@@ -205,14 +207,16 @@ class Broker:
         Mosquitto (2.0 and 2.1 alike) opens its listeners, installs its signal handlers, starts its
         bridges, logs "mosquitto version X running" and only then sets its run flag: a SIGTERM that
         lands before that line is overwritten and lost, and the broker runs on. A broker whose log is
-        not in its directory (a configuration written elsewhere) is ready when the port accepts.
+        not written by this class (a configuration from elsewhere, logging elsewhere) is ready when
+        the port accepts. (Not "when the log file is missing": the port may be another process's
+        until the broker fails to bind it, before it has opened its log.)
         """
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                 pass
         except OSError:
             return False
-        return not self.log_path.exists() or " running" in self.log()
+        return not self.logs_here or " running" in self.log()
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM by PID and wait: the broker saves its db on the way out.
