@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from codec.byteorder import wrong_order
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, UnsupportedVersionError
 from codec.layouts import LAYOUTS, ChunkType, header_size, layout_for
@@ -210,11 +211,15 @@ def same_layout(source: int, target: int, chunk_type: int) -> bool:
 
 def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *, session_expiry: int = NEVER,
             force: bool = False, now: float | None = None,
-            progress: Callable[[int, int], None] | None = None) -> ConvertReport:
+            progress: Callable[[int, int], None] | None = None, endian_given: bool = False) -> ConvertReport:
     """Write ``db`` as version ``target`` to ``out_path`` (None: dry run).
 
     Raises :class:`CodecError` (nothing written) when information would be lost and
     ``force`` is not set; the report of what would be lost is attached as ``exc.report``.
+    The written file must pass ``check`` and read in ``db.endian`` for the byte-order guess every
+    command makes without ``--endian`` (a v2 source is not guessed, a v6 result is): otherwise
+    nothing is written, unless ``endian_given`` (the user chose the order), when a note says how
+    to read the result.
     """
     t0 = time.perf_counter()
     if target not in WRITABLE:
@@ -261,12 +266,32 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
         report.losses = {}
         report.sessions_set = 0
     counts = save_masked(db, out_path, drop, header=file_header(target), recode=recode, recode_fn=conv.encode,
-                         progress=progress, verify=output_verifier(db.endian))
+                         progress=progress, verify=_verifier(db.endian, report, endian_given))
     report.copied, report.encoded, report.dropped = counts.copied, counts.encoded, counts.dropped
     report.size_after = counts.size
     report.written = None if out_path is None else os.fspath(out_path)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _verifier(endian: str, report: ConvertReport, endian_given: bool) -> Callable[[str], None]:
+    """``output_verifier``, then the byte-order guess on the result as our readers make it."""
+    checked = output_verifier(endian)
+
+    def verify(tmp: str) -> None:
+        checked(tmp)
+        with DbFile(tmp, endian=endian) as out:
+            why = wrong_order(out)
+        if why is None:
+            return
+        if not endian_given:
+            raise CodecError(f"every mosqdb command would refuse the result without --endian ({why}); nothing "
+                             f"written - pass --endian {endian} to convert, and to the commands that read the "
+                             "result, if these ids are right")
+        report.notes.append(f"note: read the result with --endian {endian}: without it mosqdb's byte-order guess "
+                            f"refuses it ({why})")
+
+    return verify
 
 
 __all__ = ["WRITABLE", "ConvertReport", "Converter", "Loss", "convert", "same_layout"]

@@ -14,7 +14,16 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
-from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input, store
+from inspector.commands import (
+    ExplicitEndian,
+    UsageError,
+    add_at,
+    add_deprecated,
+    add_endian,
+    check_input,
+    open_input,
+    store,
+)
 from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
@@ -94,7 +103,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             try:
                 with progress(args, f"converting to v{args.to_version}") as bar:
                     return convert(db, out, args.to_version, session_expiry=args.session_expiry, force=args.force,
-                                   progress=bar)
+                                   progress=bar, endian_given=isinstance(args.endian, ExplicitEndian))
             except CodecError as exc:
                 report = getattr(exc, "report", None)
                 if report is not None:
