@@ -15,6 +15,9 @@ if [ "${MOSQDB_SYSTEM_DEPS:-0}" = "1" ]; then
   command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || need_apt+=(mariadb-server)
   command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
   command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)  # the browser test of mosqdb serve (DevTools protocol)
+  # mosqdb metrics: promtool lints the text; node_exporter's textfile collector and Prometheus read it back
+  command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+  command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing system packages: ${need_apt[*]}" >&2
@@ -23,6 +26,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
   # the Debian package starts a system broker on 1883; our tests use their own brokers
   $SUDO systemctl stop mosquitto >/dev/null 2>&1 || true
+  # and the Prometheus packages start theirs on 9090/9100; the metrics test starts its own on free ports
+  $SUDO systemctl stop prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then

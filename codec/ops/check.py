@@ -668,6 +668,29 @@ def _checked(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
     return run.out
 
 
+def severity_counts(db: DbFile, *, at: float | None = None) -> dict[str, int]:
+    """How many findings :func:`check_file` makes per severity, past its per-rule cap too (the findings
+    a rule did not build take the severity of the last one it built)."""
+    if getattr(db, "is_store", False):
+        counts = {"error": 0, "warning": 0}
+        for f in check_file(db, at=at, limit=None):
+            counts[f.severity] = counts.get(f.severity, 0) + 1
+        return counts
+    found = _checked(db, at=at)
+    counts = {"error": 0, "warning": 0}
+    built: dict[str, int] = {}
+    last: dict[str, str] = {}
+    for _key, f in found.items:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+        built[f.rule] = built.get(f.rule, 0) + 1
+        last[f.rule] = f.severity
+    for rule, total in found.total.items():
+        rest = total - built.get(rule, 0)
+        if rest > 0:
+            counts[last.get(rule, "warning")] += rest
+    return counts
+
+
 def output_verifier(endian: str = "little") -> Callable[[str], None]:
     """A ``verify`` hook for :func:`codec.writer.atomic_output`: a written result must pass check.
 
