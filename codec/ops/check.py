@@ -44,6 +44,7 @@ LIMIT = 1000  # findings shown per rule before "… and N more"
 BATCH = 16384  # chunks per column batch: text scans keep their temporaries to a few MB
 MAX_BATCH_BYTES = 16 << 20  # and bytes read at once
 TYPE_SPAN = 1 << 18  # chunks whose types are sifted at once
+ZEROED_MIN = 4096  # NUL bytes ending a payload that look like a zeroed block (one page) rather than data
 
 
 def _iso(ts: int) -> str:
@@ -354,6 +355,29 @@ class Checker(CrossReferences):
             set_rows = self.time_rules(c, "expiry_time", 18)
             self.flag(c, np.flatnonzero(set_rows & (exp < self.now)), "warning", "expired", 19, "expiry_time",
                       lambda r: f"message expired at {_iso(int(exp[r]))}: the broker drops it on load")
+        self.zeroed_payloads(c, 20)
+
+    def zeroed_payloads(self, c: Columns, rule_no: int) -> None:
+        """A payload whose last :data:`ZEROED_MIN` bytes or more are NUL: what a power cut leaves of data that
+        never reached the disk, e.g. a message restored from a zeroed file by an older repair. A warning:
+        a payload may be zeros."""
+        starts, sizes = c.spans["payload"]
+        big = np.flatnonzero(sizes >= ZEROED_MIN)
+        if not len(big):
+            return
+        d = c.data
+        big = big[d[starts[big] + sizes[big] - 1] == 0]
+        runs: dict[int, int] = {}
+        for r in big.tolist():
+            a, n = int(starts[r]), int(sizes[r])
+            if d[a + n - ZEROED_MIN:a + n].any():
+                continue
+            runs[r] = n - len(d[a:a + n].tobytes().rstrip(b"\0"))
+        rows = np.array(sorted(runs), np.int64)
+        self.flag(c, rows, "warning", "nul-payload", rule_no, "payload",
+                  lambda r: f"payload of {int(sizes[r]):,} bytes ends in {runs[r]:,} NUL bytes (from offset "
+                            f"{c.base + int(starts[r]) + int(sizes[r]) - runs[r]:,}): what a power cut leaves of "
+                            "data that never reached the disk; make sure it is what was published")
 
     def client_msg(self, layout: Layout, c: Columns) -> None:
         c, problems = self.properties(c)

@@ -177,3 +177,34 @@ def test_the_broker_served_the_zeroes_from_the_damaged_file_itself(tmp_path: Pat
         assert payload.endswith(b"\0" * 1000) and payload != whole
     check = run("check", damaged, "--broker", "auto")
     assert check.returncode != 0 and "[zeroed]" in check.stdout and f"{start:,}" in check.stdout
+
+
+def test_check_warns_of_a_payload_that_ends_in_zeroed_blocks(tmp_path: Path) -> None:
+    """What an older repair restored (the zeroed half of the payload, the chunks after it intact):
+    before, check said OK without a word."""
+    _off, payload, size = big_store()
+    data = bytearray(V6.read_bytes())
+    start = payload + size // 2 + 3
+    data[start:payload + size] = bytes(payload + size - start)
+    p = tmp_path / "restored.db"
+    p.write_bytes(bytes(data))
+    found = json.loads(run_cli("check", p, "--json", "--at", AT).stdout)["findings"]
+    hit = [f for f in found if f["rule"] == "nul-payload"]
+    assert len(hit) == 1 and hit[0]["severity"] == "warning" and hit[0]["field"] == "payload"
+    assert f"ends in {payload + size - start:,} NUL bytes (from offset {start:,})" in hit[0]["message"]
+    clean = json.loads(run_cli("check", V6, "--json", "--at", AT).stdout)["findings"]
+    assert not [f for f in clean if f["rule"] == "nul-payload"]
+
+
+def test_the_per_record_checker_agrees(tmp_path: Path) -> None:
+    """The oracle of tests/codec/ops/test_check.py makes the same findings on the zeroed file."""
+    from codec.ops.check import check_file
+
+    from support.check_oracle import check_file as oracle_check
+
+    p, _start = zeroed(tmp_path)
+    with DbFile(p) as db:
+        old = [f.to_json() for f in oracle_check(db, at=1795392000, cap=None)]
+    with DbFile(p) as db:
+        new = [f.to_json() for f in check_file(db, at=1795392000, limit=None)]
+    assert new == old and any(f["rule"] == "zeroed" for f in new)
