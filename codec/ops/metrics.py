@@ -109,17 +109,17 @@ def collect(db: Any, *, at: float, top: int = TOP, prediction: Any = None, findi
 def _contents(m: Metrics, db: Any, at: float, top: int) -> None:
     from codec.ops.clients import client_table
     from codec.ops.queues import OUT, read_queues, store_facts
-    from codec.ops.stats import compute
+    from codec.ops.stats import by_type
     from codec.sources import column_reader
     from codec.views.timeview import expiry_counts
 
-    stats = compute(db, top=1, depth=1)
-    for kind, v in stats.by_type.items():
+    kinds = by_type(db)
+    for kind, v in kinds.items():
         m.set("chunks", "Chunks in the file, by kind.", v["count"], kind=kind)
-    for kind, v in stats.by_type.items():
+    for kind, v in kinds.items():
         m.set("chunk_bytes", "Bytes the chunks of each kind take (headers included).", v["bytes"], kind=kind)
-    m.set("stored_messages", "Stored messages (MSG_STORE chunks).", stats.by_type.get("msg_store", {}).get("count", 0))
-    m.set("retained_messages", "Retained messages (RETAIN chunks).", stats.by_type.get("retain", {}).get("count", 0))
+    m.set("stored_messages", "Stored messages (MSG_STORE chunks).", kinds.get("msg_store", {}).get("count", 0))
+    m.set("retained_messages", "Retained messages (RETAIN chunks).", kinds.get("retain", {}).get("count", 0))
     expiry = expiry_counts(db, at) if db.index.error is None else None
     if expiry is not None:
         e = expiry["msg_store"]
