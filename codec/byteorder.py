@@ -37,12 +37,19 @@ def wrong_order(db: Any, *, explicit: bool = False) -> str | None:
     """
     if getattr(db, "empty", True) or db.version is None or db.version < 3:
         return None
+    return judge(*first_ids(db, explicit=explicit), db.endian, explicit=explicit)
+
+
+def first_ids(db: Any, *, explicit: bool = False) -> tuple[list[tuple[str, int]], list[int]]:
+    """The ids (``last_db_id``, the first store ids) and expiry times of the first chunks, as read."""
+    if getattr(db, "empty", True) or db.version is None:
+        return [], []
     try:
         for _count in db.scan_steps(FIRST_CHUNKS):
             break
         idx = db.partial_index()
         if idx is None or (idx.error is not None and len(idx) == 0):
-            return None
+            return [], []
         ids: list[tuple[str, int]] = []
         times: list[int] = []
         for i in range(min(len(idx), FIRST_CHUNKS)):
@@ -59,8 +66,13 @@ def wrong_order(db: Any, *, explicit: bool = False) -> str | None:
             if len(ids) >= 4 and not explicit:  # the times are only wanted against an explicit order
                 break
     except (CodecError, KeyError, AttributeError, TypeError, OverflowError):
-        return None
-    other = "big" if db.endian == "little" else "little"
+        return [], []
+    return ids, times
+
+
+def judge(ids: list[tuple[str, int]], times: list[int], endian: str, *, explicit: bool = False) -> str | None:
+    """:func:`wrong_order`'s verdict on ids and times read in ``endian`` (None: plausible)."""
+    other = "big" if endian == "little" else "little"
     seen = [(n, v) for n, v in ids if v]
     # two ids at least (a lone cfg with a made-up id, as in Mosquitto's unit test files, proves nothing)
     if not (len(seen) >= 2 and all(v >= PLAUSIBLE_ID and swap64(v) < PLAUSIBLE_ID for _n, v in seen)):
@@ -72,10 +84,10 @@ def wrong_order(db: Any, *, explicit: bool = False) -> str | None:
         if not set_times or any(_sane(t) for t in set_times) or not all(_sane(swap64(t, signed=True))
                                                                         for t in set_times):
             return None  # the ids are large, the times do not contradict: the user's choice stands
-        return (f"--endian {db.endian} reads nonsense ids and times ({said}; expiry {set_times[0]:,}, a date in "
+        return (f"--endian {endian} reads nonsense ids and times ({said}; expiry {set_times[0]:,}, a date in "
                 f"{other}-endian order): the file was written {other}-endian; refused (use --endian {other})")
-    return (f"--endian {db.endian} reads nonsense ids ({said}): the file was probably written {other}-endian; "
-            f"refused (use --endian {other}, or --endian {db.endian} if these ids are right)")
+    return (f"--endian {endian} reads nonsense ids ({said}): the file was probably written {other}-endian; "
+            f"refused (use --endian {other}, or --endian {endian} if these ids are right)")
 
 
-__all__ = ["PLAUSIBLE_ID", "swap64", "wrong_order"]
+__all__ = ["PLAUSIBLE_ID", "first_ids", "judge", "swap64", "wrong_order"]

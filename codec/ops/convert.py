@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from codec.byteorder import wrong_order
+from codec.byteorder import first_ids, judge, wrong_order
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, UnsupportedVersionError
 from codec.layouts import LAYOUTS, ChunkType, header_size, layout_for
@@ -244,6 +244,10 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
     report.chunks = len(offsets)
     if db.index.trailing:
         report.notes.append(f"{db.index.trailing} trailing byte(s) after the last chunk (ignored by the broker) not kept")
+    if out_path is None:  # a dry run: what the written file's check would say of its ids
+        why = judge(*first_ids(db), db.endian)
+        if why is not None:
+            _order_refused(why, db.endian, report, endian_given)
     conv = Converter(source, target, report, session_expiry=session_expiry, now=now)
     conv.endian = db.endian
     recode_types = [t for t in np.unique(types).tolist() if not same_layout(source, target, t)]
@@ -282,16 +286,22 @@ def _verifier(endian: str, report: ConvertReport, endian_given: bool) -> Callabl
         checked(tmp)
         with DbFile(tmp, endian=endian) as out:
             why = wrong_order(out)
-        if why is None:
-            return
-        if not endian_given:
-            raise CodecError(f"every mosqdb command would refuse the result without --endian ({why}); nothing "
-                             f"written - pass --endian {endian} to convert, and to the commands that read the "
-                             "result, if these ids are right")
-        report.notes.append(f"note: read the result with --endian {endian}: without it mosqdb's byte-order guess "
-                            f"refuses it ({why})")
+        if why is not None:
+            _order_refused(why, endian, report, endian_given)
 
     return verify
+
+
+def _order_refused(why: str, endian: str, report: ConvertReport, endian_given: bool) -> None:
+    """The result's ids read as the other byte order to the guess: refused, or (order given) a note."""
+    if not endian_given:
+        raise CodecError(f"every mosqdb command would refuse the result without --endian ({why}); nothing "
+                         f"written - pass --endian {endian} to convert, and to the commands that read the "
+                         "result, if these ids are right")
+    note = (f"note: read the result with --endian {endian}: without it mosqdb's byte-order guess refuses it "
+            f"({why})")
+    if note not in report.notes:
+        report.notes.append(note)
 
 
 __all__ = ["WRITABLE", "ConvertReport", "Converter", "Loss", "convert", "same_layout"]

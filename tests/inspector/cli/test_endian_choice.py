@@ -78,3 +78,11 @@ def test_an_explicit_wrong_order_contradicted_by_times_is_still_refused() -> Non
     """The real 2.0.20 file's expiry times read as nonsense big-endian, as its ids do: refused."""
     r = run_cli("info", V6, "--endian", "big")
     assert r.returncode == 2 and "--endian little" in r.stderr
+
+
+def test_a_dry_run_says_what_the_real_run_would(tmp_path: Path) -> None:
+    src = v2_with_large_ids(tmp_path / "v2.db")
+    r = run_cli("convert", src, "--to-version", "6", "--dry-run")
+    assert r.returncode == 1 and "--endian little" in r.stderr
+    r = run_cli("convert", src, "--to-version", "6", "--dry-run", "--endian", "little")
+    assert r.returncode == 0 and "--endian little" in r.stdout + r.stderr
