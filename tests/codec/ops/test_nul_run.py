@@ -17,7 +17,7 @@ import pytest
 
 from codec import DbFile
 
-from support.brokers import Broker, collect_retained, have_mosquitto
+from support.brokers import Broker, collect_retained, have_mosquitto, oracle_binary
 from support.cli import run
 from support.cli import run_in_process as run_cli
 from support.paths import V6
@@ -143,14 +143,18 @@ def live_now(path: Path, topics: set[str]) -> dict[str, bytes]:
 
 
 @broker
-def test_the_broker_serves_what_repair_recovered_and_not_the_zeroed_message(tmp_path: Path) -> None:
+@pytest.mark.parametrize("release", ["2.0.11", "2.0.18"])  # Debian's, and the release the damage was seen with
+def test_the_broker_serves_what_repair_recovered_and_not_the_zeroed_message(tmp_path: Path, release: str) -> None:
+    binary = oracle_binary(release)
+    if binary is None:
+        pytest.skip(f"no Mosquitto {release} here")
     damaged, _start = zeroed(tmp_path)
     out = tmp_path / "mosquitto.db"
     r = run("repair", damaged, "-o", out, "--recover-retained", "--json", ok=True)
     report = json.loads(r.stdout)
     recreated = said_recreated(report)
     assert recreated and "corp/retained/big" not in recreated
-    with Broker(out, workdir=tmp_path / "b") as b:
+    with Broker(out, workdir=tmp_path / "b", binary=binary) as b:
         got = {t: m.payload for t, m in collect_retained(b.port).items()}
     assert "corp/retained/big" not in got
     assert got == live_now(out, recreated)
@@ -161,7 +165,7 @@ def test_the_broker_serves_what_repair_recovered_and_not_the_zeroed_message(tmp_
     r = run("repair", damaged, "-o", plain, "--json", ok=True)
     said = json.loads(r.stdout)["recoverable_retained"]
     assert said == len(recreated)
-    with Broker(plain, workdir=tmp_path / "p") as b:
+    with Broker(plain, workdir=tmp_path / "p", binary=binary) as b:
         assert collect_retained(b.port) == {}  # what the note says is lost without the option
 
 
