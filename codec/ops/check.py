@@ -592,12 +592,15 @@ def nul_run(db: DbFile) -> NulRun | None:
         return None
     run = NulRun(start=end, tail=first)
     j = k - 1
-    if j < 0 or end >= first or end < int(bounds[j]) + header_size(db.version):
+    if j < 0 or end >= first:
+        return run
+    if end < int(bounds[j]) + header_size(db.version):  # its length and all its body: zeros
+        run.chunk, run.kind, run.what = j, kind_name(int(idx.types[j])), "its chunk header"
         return run
     try:
         chunk = db.chunk(j, spans=True)
-    except CodecError:
-        run.chunk, run.kind = j, kind_name(int(idx.types[j]))
+    except CodecError as exc:
+        run.chunk, run.kind, run.what = j, kind_name(int(idx.types[j])), f"it does not decode: {exc.reason}"
         return run
     got = zeroed_from(chunk.record, chunk.spans or [], end - chunk.body_offset)
     if got is not None:

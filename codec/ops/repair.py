@@ -147,8 +147,11 @@ class Salvager:
         """
         x = self.nul_start
         body = off + self.hsize
-        if not body < x < end or self.size - end < self.hsize:
+        if not off < x < end or self.size - end < self.hsize:
             return None
+        if x <= body:  # from inside its header: its length and all its body are zeros
+            return (f"damaged: every byte from offset {x:,} on, inside its header, is NUL, the start of the NUL "
+                    "run that ends the file (an interrupted write): its body never reached the disk")
         try:
             _rec, _end, spans = decode_chunk(self.version, rec.type, self.buf, body, end, end - body,
                                              endian=self.endian, want_spans=True)

@@ -212,3 +212,20 @@ def test_the_per_record_checker_agrees(tmp_path: Path) -> None:
     with DbFile(p) as db:
         new = [f.to_json() for f in check_file(db, at=1795392000, limit=None)]
     assert new == old and any(f["rule"] == "zeroed" for f in new)
+
+
+def test_a_run_that_begins_in_a_chunk_header(tmp_path: Path) -> None:
+    """The length's low byte was the first byte not written: the chunk frames, its body all zeros."""
+    import struct
+
+    from support import crafted
+
+    data = crafted.header(6) + crafted.cfg(6, 5) + crafted.msg_store_v5(5, topic=b"a/b", payload=b"x")
+    data += crafted.retain(6, 5) + struct.pack(">II", 4, 0x100)[:7] + bytes(600)
+    p = tmp_path / "header.db"
+    p.write_bytes(data)
+    found = json.loads(run_cli("check", p, "--json", "--at", AT).stdout)["findings"]
+    zero = [f for f in found if f["rule"] == "zeroed"]
+    assert len(zero) == 1 and zero[0]["chunk_type"] == "retain" and "its chunk header" in zero[0]["message"]
+    tail = next(f for f in found if f["rule"] == "nul-tail")
+    assert "beginning inside retain[3] (its chunk header)" in tail["message"]
