@@ -10,7 +10,9 @@ release keeps. Everything is computed on the columnar engine (:mod:`codec.ops.st
 Names follow Prometheus' conventions: the ``mosquitto_db_`` prefix, base units in the name
 (``_bytes``, ``_seconds``, ``_timestamp_seconds``), gauges only (a file is a snapshot: nothing here
 only goes up, so no ``_total``), an enumeration as one series per state valued 1 or 0, and every
-series labelled with the db's ``file`` so that several dbs can share one collector directory.
+series labelled with the db's ``file`` so that several dbs can share one collector directory. A
+metric's HELP text never depends on the file or the options: the collector refuses a metric whose
+HELP differs between two of its files.
 """
 
 from __future__ import annotations
@@ -155,11 +157,11 @@ def _contents(m: Metrics, db: Any, at: float, top: int) -> None:
     order = sorted((i for i in range(len(t.names)) if t.queued[i]),
                    key=lambda i: (-int(t.queued_bytes[i]), -int(t.queued[i]), t.names[i]))[:top]
     for i in order:
-        m.set("client_queued_messages", f"Messages queued or in flight to a client (the {top} clients with the "
-              "most queued bytes).", int(t.queued[i]), client_id=t.names[i])
+        m.set("client_queued_messages", "Messages queued or in flight to a client (the clients with the most "
+              "queued bytes, --top of them).", int(t.queued[i]), client_id=t.names[i])
     for i in order:
-        m.set("client_queued_bytes", f"Payload bytes queued or in flight to a client (the {top} clients with the "
-              "most queued bytes).", int(t.queued_bytes[i]), client_id=t.names[i])
+        m.set("client_queued_bytes", "Payload bytes queued or in flight to a client (the clients with the most "
+              "queued bytes, --top of them).", int(t.queued_bytes[i]), client_id=t.names[i])
     if out.any():
         ids = q.store_id[out]
         found = store_facts(cols, ids).found

@@ -23,7 +23,7 @@ from codec.values import NEVER
 
 from support.cli import run
 from support.cli import run_in_process as run_cli
-from support.paths import INCOMING, REAL_FILES, SQLITE_STORES, V6, manifest
+from support.paths import INCOMING, REAL_FILES, SQLITE_STORES, V4, V6, manifest
 from support.prometheus import PROMTOOL, Monitoring, have_prometheus
 
 AT = 1795392000  # 2026-11-23T21:20:00Z: a fixed reference time (the fixtures' expiry times are absolute)
@@ -211,32 +211,41 @@ def test_usage_errors() -> None:
 # ---------------------------------------------------------------- node_exporter + Prometheus
 
 
+def _served(mon: Monitoring, name: str, file: Path) -> dict[tuple, float]:
+    result = mon.query(f'{name}{{file="{file}"}}')
+    return {tuple(sorted((k, v) for k, v in r["metric"].items() if k not in ("__name__", "instance", "job"))):
+            float(r["value"][1]) for r in result}
+
+
 @pytest.mark.prometheus
 @pytest.mark.skipif(not have_prometheus(), reason="prometheus and prometheus-node-exporter not installed")
 def test_prometheus_reads_back_what_mosqdb_wrote(tmp_path: Path) -> None:
     with Monitoring(tmp_path / "mon") as mon:
-        prom = mon.textfiles / "mosquitto.prom"
-        run("metrics", V21, "--at", str(AT), "--broker", "2.1.2", "-o", prom, ok=True)
-        written = parse(prom.read_text())
-        sel = f'{{file="{V21}"}}'
-        got = mon.wait_for(f"mosquitto_db_file_size_bytes{sel}")
-        assert got, ("nothing scraped", mon.exporter_text()[-2000:])
+        a, b = mon.textfiles / "a.prom", mon.textfiles / "b.prom"
+        # two dbs in one collector directory, written with different options: the families merge
+        run("metrics", V21, "--at", str(AT), "--broker", "2.1.2", "-o", a, ok=True)
+        run("metrics", V6, "--at", str(AT), "--top", "2", "-o", b, ok=True)
+        for db in (V21, V6):
+            got = mon.wait_for(f'mosquitto_db_file_size_bytes{{file="{db}"}}')
+            assert got, ("nothing scraped", mon.exporter_text()[-2000:])
+        assert "textfile_scrape_error 0" in mon.exporter_text()
         compared = 0
-        for name, samples in written.items():
-            result = mon.query(f"{name}{sel}")
-            served = {tuple(sorted((k, v) for k, v in r["metric"].items() if k not in ("__name__", "instance",
-                                                                                       "job"))):
-                      float(r["value"][1]) for r in result}
-            for labels, v in samples:
-                key = tuple(sorted(labels.items()))
-                assert key in served, (name, labels, sorted(served))
-                assert served[key] == pytest.approx(v, rel=1e-12), (name, labels)
-                compared += 1
-        assert compared >= 40
-        assert mon.query("mosquitto_db_broker_verdict{verdict=\"loads\",broker=\"2.1.2\"}")[0]["value"][1] == "1"
-        # a second write replaces the figures: the next scrape serves the other file
-        run("metrics", V6, "--at", str(AT), "-o", prom, ok=True)
+        for path, db in ((a, V21), (b, V6)):
+            for name, samples in parse(path.read_text()).items():
+                served = _served(mon, name, db)
+                for labels, v in samples:
+                    key = tuple(sorted(labels.items()))
+                    assert key in served, (name, labels, sorted(served))
+                    assert served[key] == pytest.approx(v, rel=1e-12), (name, labels)
+                    compared += 1
+        assert compared >= 70
+        assert _served(mon, "mosquitto_db_broker_verdict", V21)[
+            (("broker", "2.1.2"), ("file", str(V21)), ("verdict", "loads"))] == 1
+        # a.prom replaced by another db's figures: the next scrape serves them, and the old series go stale
+        run("metrics", V4, "--at", str(AT), "-o", a, ok=True)
+        assert mon.wait_for(f'mosquitto_db_file_size_bytes{{file="{V4}"}}')
         deadline = time.monotonic() + 60
-        while not mon.query(f'mosquitto_db_file_size_bytes{{file="{V6}"}}') and time.monotonic() < deadline:
+        while mon.query(f'mosquitto_db_file_size_bytes{{file="{V21}"}}') and time.monotonic() < deadline:
             time.sleep(0.25)
+        assert not mon.query(f'mosquitto_db_file_size_bytes{{file="{V21}"}}')
         assert mon.query(f'mosquitto_db_file_size_bytes{{file="{V6}"}}')
