@@ -563,9 +563,6 @@ class NulRun:
     kind: str | None = None
     what: str = ""  # that chunk named for a person: store id, topic, client id
 
-    def damaged(self) -> bool:
-        return self.chunk is not None
-
 
 # field kinds whose zero bytes can be a value's own (a small number's high bytes, padding): a run that
 # begins in such trailing fields of the last chunk does not prove the chunk lost anything

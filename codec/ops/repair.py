@@ -149,7 +149,7 @@ class Salvager:
         body = off + self.hsize
         if not off < x < end or self.size - end < self.hsize:
             return None
-        if x <= body:  # from inside its header: its length and all its body are zeros
+        if x < body:  # from inside its header: its length and all its body are zeros
             return (f"damaged: every byte from offset {x:,} on, inside its header, is NUL, the start of the NUL "
                     "run that ends the file (an interrupted write): its body never reached the disk")
         try:
