@@ -328,6 +328,7 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
         from exporters.payloads import PayloadColumns, with_columns
 
         payloads = PayloadColumns(decoder, os.path.abspath(db.path))
+        payloads.prime(db)
 
     def run(n: int, kind: str) -> None:
         for batch in view.raw_batches(kind):
@@ -486,6 +487,7 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                 from exporters.payloads import PayloadColumns, json_metric
 
                 payloads = PayloadColumns(decoder, full)
+                payloads.prime(db)
             if chunk_kinds:
                 for n, chunk in enumerate(_selected_chunks(db, base, [TYPE_OF[k] for k in chunk_kinds])):
                     row = {"file": full, **chunk_to_json(chunk)}

@@ -85,7 +85,9 @@ class PayloadColumns:
         self.decoder = decoder
         self.path = path
         self.findings: list[PayloadFinding] = []
-        self.births: dict[tuple[Any, ...], str] = {}
+        # per (group, edge node, device): its births as (store id, alias -> name, name -> datatype)
+        self.births: dict[tuple[Any, ...], list[tuple[int, dict[int, str], dict[str, str]]]] = {}
+        self.primed = False
         self.lock = threading.Lock()
 
     def decode(self, batch: pa.RecordBatch, keep: np.ndarray | None = None) -> tuple[list[pa.Array], pa.RecordBatch]:
@@ -114,24 +116,78 @@ class PayloadColumns:
                     continue
                 text[r] = canonical_json(d.value)
                 if d.format.endswith("sparkplug"):
-                    metric_rows.extend((r, m) for m in self._metrics(topics[r], d.value))
+                    if ids is None:
+                        ids = batch.column("store_id").to_pylist()
+                        offsets = batch.column("chunk_offset").to_pylist()
+                    metric_rows.extend((r, m) for m in self._metrics(topics[r], d.value, ids[r]))
         return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], self._metrics_batch(batch, metric_rows)
 
-    def _metrics(self, topic: str, value: dict[str, Any]) -> list[dict[str, Any]]:
-        from codec.payloads.sparkplug import metric_rows
+    def prime(self, db: Any) -> None:
+        """Read the file's birth certificates first (picked by topic through the columnar engine):
+        data messages name their metrics by alias and leave datatypes to the birth, and a file holds
+        its messages in no time order (Mosquitto writes its store hash order)."""
+        from codec.sources import is_store
+        from codec.views.query import Selection
+        from codec.views.select import pick
+
+        if db.empty or is_store(db):
+            return
+        sel = Selection(kinds={"msg_store"}, topics=["spBv1.0/+/NBIRTH/#", "spBv1.0/+/DBIRTH/#"])
+        rows = pick(db, sel).before_stop()
+        for k in range(0, len(rows), 4096):
+            for chunk in db.chunks_at(rows[k:k + 4096].tolist()):
+                vals = chunk.record.values
+                d = self.decoder.decode(vals.get("topic"), vals.get("payload"))
+                if d is not None and d.ok and d.format.endswith("sparkplug"):
+                    self._birth(vals.get("topic"), d.value, vals.get("store_id"))
+        for seen in self.births.values():
+            seen.sort(key=lambda b: b[0])
+        self.primed = True
+
+    def _birth(self, topic: str, value: dict[str, Any], store_id: int | None) -> None:
+        from codec.payloads.sparkplug import topic_parts
+
+        p = topic_parts(topic)
+        names, types = {}, {}
+        for m in value.get("metrics", ()):
+            if m.get("name") is not None:
+                types[m["name"]] = m.get("datatype")
+                if m.get("alias") is not None:
+                    names[m["alias"]] = m["name"]
+        node = (p["group_id"], p["edge_node_id"], p["device_id"])
+        self.births.setdefault(node, []).append((_unsigned(store_id) or 0, names, types))
+
+    def _birth_before(self, node: tuple[Any, ...], store_id: int | None) -> tuple[int, dict[int, str], dict[str, str]] | None:
+        """The node's last birth stored before ``store_id`` (store ids grow with time), else its first."""
+        seen = self.births.get(node)
+        if not seen:
+            return None
+        sid = _unsigned(store_id) or 0
+        best = None
+        for b in seen:
+            if b[0] < sid:
+                best = b
+        return best or seen[0]
+
+    def _metrics(self, topic: str, value: dict[str, Any], store_id: int | None) -> list[dict[str, Any]]:
+        from codec.payloads.sparkplug import metric_rows, retyped
 
         rows = metric_rows(topic, value)
+        if rows and rows[0]["message_type"] in ("NBIRTH", "DBIRTH") and not self.primed:
+            self._birth(topic, value, store_id)
         for m in rows:
-            node = (m["group_id"], m["edge_node_id"], m["device_id"])
-            alias = m["metric_alias"]
             m["name_from_birth"] = False
             if m["message_type"] in ("NBIRTH", "DBIRTH"):
-                if alias is not None and m["metric_name"] is not None:
-                    self.births[(*node, alias)] = m["metric_name"]
-            elif m["metric_name"] is None and alias is not None:
-                name = self.births.get((*node, alias))
-                if name is not None:
-                    m["metric_name"], m["name_from_birth"] = name, True
+                continue
+            birth = self._birth_before((m["group_id"], m["edge_node_id"], m["device_id"]), store_id)
+            if birth is None:
+                continue
+            alias = m["metric_alias"]
+            if m["metric_name"] is None and alias is not None and alias in birth[1]:
+                m["metric_name"], m["name_from_birth"] = birth[1][alias], True
+            if m["datatype"] is None and m["metric_name"] in birth[2]:  # left to the birth certificate
+                dt = birth[2][m["metric_name"]]
+                m["datatype"], m["value"] = dt, retyped(m["value"], dt)
         return rows
 
     def _metrics_batch(self, batch: pa.RecordBatch, rows: Sequence[tuple[int, dict[str, Any]]]) -> pa.RecordBatch:

@@ -231,6 +231,24 @@ def tree(msg: Any, payload: bytes) -> Field:
     return protobuf.tree(msg, payload, label=label)
 
 
+def retyped(value: Any, datatype: str | None) -> Any:
+    """A value decoded without a datatype (a data message that leaves it to the birth certificate)
+    read again as ``datatype`` says: signed integers, arrays from their bytes."""
+    if datatype is None or datatype not in DATATYPES:
+        return value
+    dt = DATATYPES.index(datatype)
+    if isinstance(value, int) and not isinstance(value, bool) and dt in _SIGNED_BITS:
+        return _signed(value, _SIGNED_BITS[dt], 64 if value >= 1 << 32 or dt == 4 else 32)
+    if isinstance(value, str) and (dt in _ARRAY_CODES or dt in (32, 33)):
+        import base64
+
+        try:
+            return array_value(base64.b64decode(value), dt)
+        except (PayloadError, ValueError):
+            return value
+    return value
+
+
 def metric_rows(topic: str, value: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per metric of a decoded payload (the ``sparkplug_metrics`` table, file and store id aside)."""
     parts = topic_parts(topic)

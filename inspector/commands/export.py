@@ -96,6 +96,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-ship-code", action="store_true",
                    help="do not add mosqdb's code to the executors' Python path (their Python has mosqdb "
                         "installed); by default a zip of it is shipped to every master but local[...]")
+    from inspector.commands.decoding import add_decode_options
+
+    add_decode_options(p)
     p.set_defaults(func=cmd_sql)
 
 
@@ -271,6 +274,13 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(SPARK_HINT) from None
     if not xs.HAVE_SPARK:
         raise UsageError(SPARK_HINT)
+    from inspector.commands.decoding import decoder_from
+
+    decoding = None
+    if decoder_from(args) is not None:  # a bad rule is named before Spark starts
+        from exporters.spark.frames import decode_options
+
+        decoding = decode_options(args.decode, args.proto, args.decode_config)
     try:
         conf = xs.parse_conf(args.conf)
     except ValueError as exc:
@@ -280,7 +290,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except Exception as exc:  # a bad master URL or setting: Spark's first line
         raise UsageError(f"cannot start Spark: {xs.error_line(exc)}") from None
     try:
-        xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail")
+        xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail", decode=decoding)
         try:
             df = spark.sql(args.query)
         except Exception as exc:  # Spark's AnalysisException / ParseException: one line
