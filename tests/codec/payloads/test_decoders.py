@@ -14,6 +14,7 @@ import pytest
 from codec.payloads import PayloadDecoder, PayloadError
 from codec.payloads import sparkplug as spb
 from codec.payloads.registry import parse_rule
+
 from support.cli import env
 from support.paths import ROOT
 
@@ -97,9 +98,11 @@ def test_sparkplug_descriptor_is_tahus_schema() -> None:
     """The shipped descriptor set equals, message by message and field by field, the one an independent
     implementation compiled from Tahu's sparkplug_b.proto (pysparkplug's own sparkplug_b_pb2)."""
     ref = pytest.importorskip("pysparkplug._protobuf.sparkplug_b_pb2")
+    from pathlib import Path
+
     from google.protobuf import descriptor_pb2
 
-    ours = descriptor_pb2.FileDescriptorSet.FromString(open(spb.DESC_PATH, "rb").read()).file[0]
+    ours = descriptor_pb2.FileDescriptorSet.FromString(Path(spb.DESC_PATH).read_bytes()).file[0]
     theirs = descriptor_pb2.FileDescriptorProto()
     ref.DESCRIPTOR.CopyToProto(theirs)
 

@@ -81,8 +81,8 @@ def test_dump_json_decodes_every_format_as_the_reference_libraries_do(made: Made
                 assert o["name"] == t["metric_name"]
     assert formats == {"sparkplug": "sparkplug", "cbor": "cbor", "protobuf": "protobuf:demo.Reading",
                        "json": "json", "gzip-json": "gzip+json"}
-    assert "--decode sensors/proto/#=demo.Reading" == rows[("sensors/proto/1", next(
-        s.payload for s in made.sent if s.kind == "protobuf"))]["payload_rule"]
+    assert rows[("sensors/proto/1", next(
+        s.payload for s in made.sent if s.kind == "protobuf"))]["payload_rule"] == "--decode sensors/proto/#=demo.Reading"
 
 
 def test_dump_without_decoding_is_unchanged(made: Made) -> None:
