@@ -8,16 +8,16 @@ Only an export that asked for decoding has these columns and table: a plain expo
 
 from __future__ import annotations
 
+import json
 import math
 import threading
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from codec.payloads.faces import PayloadFinding, finding
-from codec.payloads.model import canonical_json
 from exporters.schema import SCHEMAS, TIMESTAMP
 
 PAYLOAD_FIELDS = [pa.field("payload_format", pa.string()), pa.field("payload_json", pa.string())]
@@ -50,7 +50,6 @@ datasets, templates); ``value_double`` the same as a number for the numeric and 
 timestamp. ``metric_name`` is the payload's name, or the name a birth certificate earlier in the file
 gave the alias (then ``name_from_birth``)."""
 METRIC_NAMES = [f.name for f in METRICS]
-_INT64_MAX = (1 << 63) - 1
 
 
 def decoded_schemas() -> dict[str, pa.Schema]:
@@ -60,11 +59,6 @@ def decoded_schemas() -> dict[str, pa.Schema]:
         out[kind] = pa.schema(list(SCHEMAS[kind]) + PAYLOAD_FIELDS)
     out["sparkplug_metrics"] = METRICS
     return out
-
-
-def _i64(v: Any) -> Any:
-    """A uint64 as the schema holds one: reinterpreted as signed (``& (2**64 - 1)`` gives it back)."""
-    return v - (1 << 64) if isinstance(v, int) and v > _INT64_MAX else v
 
 
 def _double(v: Any) -> float | None:
@@ -102,25 +96,22 @@ class PayloadColumns:
             decoded = self.decoder.decode_batch(topics, payloads)
             fmt: list[str | None] = [None] * n
             text: list[str | None] = [None] * n
-            metric_rows: list[tuple[int, dict[str, Any]]] = []
-            ids = offsets = None
+            metrics = _MetricColumns()
+            ids = None
             for r, d in enumerate(decoded):
                 if d is None:
                     continue
                 fmt[r] = d.format
+                if ids is None:
+                    ids = batch.column("store_id").to_pylist()
                 if not d.ok:
-                    if ids is None:
-                        ids = batch.column("store_id").to_pylist()
-                        offsets = batch.column("chunk_offset").to_pylist()
+                    offsets = batch.column("chunk_offset").to_pylist()
                     self.findings.append(finding(d, _unsigned(ids[r]), offsets[r], topics[r]))
                     continue
-                text[r] = canonical_json(d.value)
+                text[r] = _ENCODE(d.value)
                 if d.format.endswith("sparkplug"):
-                    if ids is None:
-                        ids = batch.column("store_id").to_pylist()
-                        offsets = batch.column("chunk_offset").to_pylist()
-                    metric_rows.extend((r, m) for m in self._metrics(topics[r], d.value, ids[r]))
-        return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], self._metrics_batch(batch, metric_rows)
+                    self._metrics(metrics, r, topics[r], d.value, ids[r])
+        return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], metrics.batch(batch)
 
     def prime(self, db: Any) -> None:
         """Read the file's birth certificates first (picked by topic through the columnar engine):
@@ -169,52 +160,102 @@ class PayloadColumns:
                 best = b
         return best or seen[0]
 
-    def _metrics(self, topic: str, value: dict[str, Any], store_id: int | None) -> list[dict[str, Any]]:
-        from codec.payloads.sparkplug import metric_rows, retyped
+    def _metrics(self, out: _MetricColumns, r: int, topic: str, value: dict[str, Any], store_id: int | None) -> None:
+        """The payload's metrics into ``out``: names and datatypes a data message left to its birth
+        are taken from the birth stored before it."""
+        from codec.payloads.sparkplug import retyped, topic_parts
 
-        rows = metric_rows(topic, value)
-        if rows and rows[0]["message_type"] in ("NBIRTH", "DBIRTH") and not self.primed:
-            self._birth(topic, value, store_id)
-        for m in rows:
-            m["name_from_birth"] = False
-            if m["message_type"] in ("NBIRTH", "DBIRTH"):
-                continue
-            birth = self._birth_before((m["group_id"], m["edge_node_id"], m["device_id"]), store_id)
-            if birth is None:
-                continue
-            alias = m["metric_alias"]
-            if m["metric_name"] is None and alias is not None and alias in birth[1]:
-                m["metric_name"], m["name_from_birth"] = birth[1][alias], True
-            if m["datatype"] is None and m["metric_name"] in birth[2]:  # left to the birth certificate
-                dt = birth[2][m["metric_name"]]
-                m["datatype"], m["value"] = dt, retyped(m["value"], dt)
-        return rows
+        parts = topic_parts(topic)
+        mtype = parts["message_type"]
+        metrics = value.get("metrics", ())
+        birth = None
+        if mtype in ("NBIRTH", "DBIRTH"):
+            if not self.primed:
+                self._birth(topic, value, store_id)
+        elif metrics:
+            birth = self._birth_before((parts["group_id"], parts["edge_node_id"], parts["device_id"]), store_id)
+        seq, stamp = value.get("seq"), value.get("timestamp")
+        for m in metrics:
+            name, alias, dt, v = m["name"], m["alias"], m["datatype"], m["value"]
+            from_birth = False
+            if birth is not None:
+                if name is None and alias is not None:
+                    name = birth[1].get(alias)
+                    from_birth = name is not None
+                if dt is None and name is not None:
+                    dt = birth[2].get(name)
+                    if dt is not None:  # a datatype left to the birth certificate
+                        v = retyped(v, dt)
+            out.add(r, parts, mtype, seq, stamp, name, alias, from_birth, dt, m, v)
 
-    def _metrics_batch(self, batch: pa.RecordBatch, rows: Sequence[tuple[int, dict[str, Any]]]) -> pa.RecordBatch:
-        if not rows:
+
+class _MetricColumns:
+    """The sparkplug_metrics rows of one batch, gathered column by column."""
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.cols: dict[str, list[Any]] = {n: [] for n in ("group_id", "edge_node_id", "device_id", "message_type",
+                                                            "seq", "payload_timestamp", "metric_name",
+                                                            "metric_alias", "name_from_birth", "datatype", "is_null",
+                                                            "is_historical", "value", "value_double", "timestamp")}
+
+    def add(self, r: int, parts: dict[str, Any], mtype: str | None, seq: Any, stamp: Any, name: Any, alias: Any,
+            from_birth: bool, dt: Any, m: dict[str, Any], v: Any) -> None:
+        c = self.cols
+        self.rows.append(r)
+        c["group_id"].append(parts["group_id"])
+        c["edge_node_id"].append(parts["edge_node_id"])
+        c["device_id"].append(parts["device_id"])
+        c["message_type"].append(mtype)
+        c["seq"].append(seq)
+        c["payload_timestamp"].append(stamp)
+        c["metric_name"].append(name)
+        c["metric_alias"].append(alias)
+        c["name_from_birth"].append(from_birth)
+        c["datatype"].append(dt)
+        c["is_null"].append(bool(m.get("is_null", False)))
+        c["is_historical"].append(bool(m.get("is_historical", False)))
+        c["value"].append(value_json(v))
+        c["value_double"].append(_double(v))
+        c["timestamp"].append(m["timestamp"])
+
+    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if not self.rows:
             return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in METRICS], schema=METRICS)
-        at = pa.array([r for r, _m in rows], pa.int64())
-        cols: dict[str, Any] = {
-            "file": batch.column("file").take(at),
-            "store_id": batch.column("store_id").take(at),
-            "chunk_index": batch.column("chunk_index").take(at),
-            "chunk_offset": batch.column("chunk_offset").take(at),
-            "topic": batch.column("topic").take(at),
-        }
-        ms = [m for _r, m in rows]
-        for name in ("group_id", "edge_node_id", "device_id", "message_type", "metric_name", "datatype"):
-            cols[name] = pa.array([m[name] for m in ms], pa.string())
+        at = pa.array(self.rows, pa.int64())
+        c = self.cols
+        arrays: dict[str, Any] = {name: batch.column(name).take(at)
+                                  for name in ("file", "store_id", "chunk_index", "chunk_offset", "topic")}
+        for name in ("group_id", "edge_node_id", "device_id", "message_type", "metric_name", "datatype", "value"):
+            arrays[name] = pa.array(c[name], pa.string())
         for name in ("seq", "payload_timestamp", "metric_alias", "timestamp"):
-            cols[name] = pa.array([_i64(m[name]) for m in ms], pa.int64())
+            arrays[name] = pa.array(c[name], pa.uint64()).cast(pa.int64(), safe=False)  # as store ids: see schema.py
         for name in ("name_from_birth", "is_null", "is_historical"):
-            cols[name] = pa.array([m[name] for m in ms], pa.bool_())
-        values = [m["value"] for m in ms]
-        cols["value"] = pa.array([None if v is None else canonical_json(v) for v in values], pa.string())
-        cols["value_double"] = pa.array([_double(v) for v in values], pa.float64())
-        stamps = [m["timestamp"] for m in ms]
-        cols["timestamp_ts"] = pa.array([t * 1000 if isinstance(t, int) and t < 9_000_000_000_000 else None
-                                         for t in stamps], TIMESTAMP)
-        return pa.RecordBatch.from_arrays([cols[n] for n in METRIC_NAMES], schema=METRICS)
+            arrays[name] = pa.array(c[name], pa.bool_())
+        arrays["value_double"] = pa.array(c["value_double"], pa.float64())
+        ms = arrays["timestamp"]
+        arrays["timestamp_ts"] = pc.multiply(pc.if_else(pc.less(ms, 9_000_000_000_000), ms, None), 1000).cast(TIMESTAMP)
+        return pa.RecordBatch.from_arrays([arrays[n] for n in METRIC_NAMES], schema=METRICS)
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_STRING = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def value_json(v: Any) -> str | None:
+    """A metric value as canonical JSON text (the common scalars without the encoder's set-up)."""
+    t = type(v)
+    if v is None:
+        return None
+    if t is int:
+        return str(v)
+    if t is bool:
+        return "true" if v else "false"
+    if t is float and math.isfinite(v):
+        return repr(v)
+    if t is str:
+        return _STRING(v)
+    return _ENCODE(v)
 
 
 def _unsigned(v: Any) -> Any:
