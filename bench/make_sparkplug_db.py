@@ -5,12 +5,12 @@ saves the db).
 
     python bench/make_sparkplug_db.py OUT.db [DEVICES] [--queued N] [--seed S]
 
-Traffic (DEVICES default 500,000: 1.2 M stored messages with the defaults):
+Traffic (DEVICES default 500,000: 1.1 M stored messages with the defaults):
   * per edge node (100 devices each) an NBIRTH, retained;
   * per device a DBIRTH (6 metrics with names, aliases and datatypes) and a DDATA (3 metrics by alias,
     datatypes left to the birth), both retained: 2 x DEVICES stored messages;
-  * ``--queued`` (default 200,000) NDATA messages at QoS 1 for two offline host applications
-    (persistent sessions subscribed to ``spBv1.0/+/NDATA/#``): queued, 100,000 stored messages each.
+  * ``--queued`` (default 200,000) queue entries: half as many NDATA messages at QoS 1, each queued for
+    both of two offline host applications (persistent sessions subscribed to ``spBv1.0/+/NDATA/#``).
 
 Payloads are made by pysparkplug (an independent Sparkplug implementation from PyPI) when it is
 installed, else by the protobuf runtime from the Tahu schema mosqdb ships.

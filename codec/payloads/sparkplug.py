@@ -95,22 +95,40 @@ def payload_json(msg: Any) -> dict[str, Any]:
     return out
 
 
+_HEAD = {1: "name", 2: "alias", 3: "timestamp"}
+_FLAGS = {5: "is_historical", 6: "is_transient", 7: "is_null"}
+
+
 def metric_json(m: Any) -> dict[str, Any]:
-    dt = m.datatype if m.HasField("datatype") else None
-    out: dict[str, Any] = {
-        "name": m.name if m.HasField("name") else None,
-        "alias": m.alias if m.HasField("alias") else None,
-        "timestamp": m.timestamp if m.HasField("timestamp") else None,
-        "datatype": datatype_name(dt),
-        "value": None if m.is_null else metric_value(m, dt),
-    }
-    for flag in ("is_historical", "is_transient", "is_null"):
-        if getattr(m, flag):
-            out[flag] = True
-    if m.HasField("properties"):
-        out["properties"] = property_set(m.properties)
-    if m.HasField("metadata"):
-        out["metadata"] = protobuf.to_json(m.metadata)
+    """One metric; its set fields read in one ``ListFields`` call (a third of the time of asking for
+    each: a big export reads millions)."""
+    out: dict[str, Any] = {"name": None, "alias": None, "timestamp": None, "datatype": None, "value": None}
+    dt = which = raw = None
+    flags = props = meta = None
+    for fd, v in m.ListFields():
+        n = fd.number
+        if n <= 3:
+            out[_HEAD[n]] = v
+        elif n == 4:
+            dt = v
+        elif n >= 10:
+            which, raw = fd.name, v
+        elif n in _FLAGS:
+            if v:
+                flags = (flags or []) + [_FLAGS[n]]
+        elif n == 8:
+            meta = v
+        elif n == 9:
+            props = v
+    out["datatype"] = datatype_name(dt)
+    if which is not None and not (flags and "is_null" in flags):
+        out["value"] = typed_value(which, raw, dt)
+    for flag in flags or ():
+        out[flag] = True
+    if props is not None:
+        out["properties"] = property_set(props)
+    if meta is not None:
+        out["metadata"] = protobuf.to_json(meta)
     return out
 
 
