@@ -8,13 +8,14 @@ load changes hit both sides alike):
      ``spBv1.0/#=sparkplug``: payload_format/payload_json columns and the sparkplug_metrics table);
      target: decoding <= 3x plain;
   2. ``dump --json`` to /dev/null plain and with ``--decode RULE``; target <= 2x.
-Prints min-median-max of each and the ratio of the medians (and of the minima).
+Prints min-median-max of each (wall and CPU seconds) and the ratio of the medians (and of the minima).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -25,13 +26,19 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def timed(args: list[str]) -> float:
+CPU: dict[str, list[float]] = {}  # CPU seconds (user + system) of each run, by case and side
+
+
+def timed(args: list[str], key: str = "") -> float:
     env = dict(os.environ, PYTHONPATH=ROOT)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     with open(os.devnull, "wb") as null:
         r = subprocess.run([sys.executable, "-m", "inspector.cli", *args], cwd=ROOT, env=env, stdout=null,
                            stderr=subprocess.PIPE)
     took = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.setdefault(key, []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if r.returncode != 0:
         raise SystemExit(f"{' '.join(args)}: exit {r.returncode}: {r.stderr.decode(errors='replace')[-2000:]}")
     return took
@@ -65,13 +72,16 @@ def main() -> int:
                     if args[-1] == "-o":
                         out = os.path.join(tmp, f"{side}{k}")
                         args.append(out)
-                    (plain if side == "plain" else decoded).append(timed(args + extra))
+                    (plain if side == "plain" else decoded).append(timed(args + extra, f"{name} {side}"))
                     if args[-1].startswith(tmp):
                         shutil.rmtree(args[-1], ignore_errors=True)
             ratio = statistics.median(decoded) / statistics.median(plain)
             print(f"{name}: plain {mmm(plain)}; with --decode {a.decode}: {mmm(decoded)}; "
                   f"ratio of medians {ratio:.2f}x (of minima {min(decoded) / min(plain):.2f}x), target <= {target:g}x "
                   f"-> {'meets' if ratio <= target else 'MISSES'}; load average {os.getloadavg()[0]:.1f}")
+            cp, cd = CPU[f"{name} plain"], CPU[f"{name} decoded"]
+            print(f"  CPU (user+system): plain {mmm(cp)}; decoded {mmm(cd)}; ratio of medians "
+                  f"{statistics.median(cd) / statistics.median(cp):.2f}x")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

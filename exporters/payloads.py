@@ -82,6 +82,7 @@ class PayloadColumns:
         # per (group, edge node, device): its births as (store id, alias -> name, name -> datatype)
         self.births: dict[tuple[Any, ...], list[tuple[int, dict[int, str], dict[str, str]]]] = {}
         self.primed = False
+        self._shared: dict[Any, tuple[dict[int, str], dict[str, str]]] = {}  # equal births' maps, held once
         self.lock = threading.Lock()
 
     def decode(self, batch: pa.RecordBatch, keep: np.ndarray | None = None) -> tuple[list[pa.Array], pa.RecordBatch]:
@@ -93,17 +94,15 @@ class PayloadColumns:
         if keep is not None:
             topics = [t if k else None for t, k in zip(topics, keep.tolist(), strict=True)]
         with self.lock:
+            ids = batch.column("store_id").to_pylist()
             decoded = self.decoder.decode_batch(topics, payloads)
             fmt: list[str | None] = [None] * n
             text: list[str | None] = [None] * n
             metrics = _MetricColumns()
-            ids = None
             for r, d in enumerate(decoded):
                 if d is None:
                     continue
                 fmt[r] = d.format
-                if ids is None:
-                    ids = batch.column("store_id").to_pylist()
                 if not d.ok:
                     offsets = batch.column("chunk_offset").to_pylist()
                     self.findings.append(finding(d, _unsigned(ids[r]), offsets[r], topics[r]))
@@ -117,6 +116,7 @@ class PayloadColumns:
         """Read the file's birth certificates first (picked by topic through the columnar engine):
         data messages name their metrics by alias and leave datatypes to the birth, and a file holds
         its messages in no time order (Mosquitto writes its store hash order)."""
+        from codec.payloads.sparkplug import birth_maps
         from codec.sources import is_store
         from codec.views.query import Selection
         from codec.views.select import pick
@@ -126,26 +126,26 @@ class PayloadColumns:
         sel = Selection(kinds={"msg_store"}, topics=["spBv1.0/+/NBIRTH/#", "spBv1.0/+/DBIRTH/#"])
         rows = pick(db, sel).before_stop()
         for k in range(0, len(rows), 4096):
-            for chunk in db.chunks_at(rows[k:k + 4096].tolist()):
-                vals = chunk.record.values
-                d = self.decoder.decode(vals.get("topic"), vals.get("payload"))
+            vals = [c.record.values for c in db.chunks_at(rows[k:k + 4096].tolist())]
+            topics = [v.get("topic") for v in vals]
+            for v, topic, rule in zip(vals, topics, self.decoder.rules_for(topics), strict=True):
+                if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto"):
+                    continue
+                d = self.decoder.decode(topic, v.get("payload"), rule=rule, raw=True)
                 if d is not None and d.ok and d.format.endswith("sparkplug"):
-                    self._birth(vals.get("topic"), d.value, vals.get("store_id"))
+                    self._birth(topic, birth_maps(d.value), _unsigned(v.get("store_id")))
         for seen in self.births.values():
             seen.sort(key=lambda b: b[0])
         self.primed = True
 
-    def _birth(self, topic: str, value: dict[str, Any], store_id: int | None) -> None:
+    def _birth(self, topic: str, maps: tuple[dict[int, str], dict[str, Any]], store_id: int | None) -> None:
         from codec.payloads.sparkplug import topic_parts
 
         p = topic_parts(topic)
-        names, types = {}, {}
-        for m in value.get("metrics", ()):
-            if m.get("name") is not None:
-                types[m["name"]] = m.get("datatype")
-                if m.get("alias") is not None:
-                    names[m["alias"]] = m["name"]
+        names, types = maps
         node = (p["group_id"], p["edge_node_id"], p["device_id"])
+        key = (tuple(names.items()), tuple(types.items()))
+        names, types = self._shared.setdefault(key, (names, types))  # devices born alike share one copy
         self.births.setdefault(node, []).append((_unsigned(store_id) or 0, names, types))
 
     def _birth_before(self, node: tuple[Any, ...], store_id: int | None) -> tuple[int, dict[int, str], dict[str, str]] | None:
@@ -171,7 +171,7 @@ class PayloadColumns:
         birth = None
         if mtype in ("NBIRTH", "DBIRTH"):
             if not self.primed:
-                self._birth(topic, value, store_id)
+                self._birth(topic, _maps(metrics), store_id)
         elif metrics:
             birth = self._birth_before((parts["group_id"], parts["edge_node_id"], parts["device_id"]), store_id)
         seq, stamp = value.get("seq"), value.get("timestamp")
@@ -187,6 +187,12 @@ class PayloadColumns:
                     if dt is not None:  # a datatype left to the birth certificate
                         v = retyped(v, dt)
             out.add(r, parts, mtype, seq, stamp, name, alias, from_birth, dt, m, v)
+
+
+def _maps(metrics: Any) -> tuple[dict[int, str], dict[str, Any]]:
+    """birth_maps of a decoded birth (a sqlite store's: not read ahead)."""
+    names = {m["alias"]: m["name"] for m in metrics if m["name"] is not None and m["alias"] is not None}
+    return names, {m["name"]: m["datatype"] for m in metrics if m["name"] is not None}
 
 
 class _MetricColumns:

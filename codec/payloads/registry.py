@@ -177,17 +177,19 @@ class PayloadDecoder:
 
     # ------------------------------------------------------------ decoding
     def decode(self, topic: str | None, payload: bytes | None, *, spans: bool = False,
-               rule: Rule | None = None) -> Decoded | None:
+               rule: Rule | None = None, raw: bool = False) -> Decoded | None:
         """The payload as the first matching rule decodes it; None: no rule, ``none``, nothing detected,
-        or no payload. A declared format the bytes are not gives a Decoded with ``error`` set."""
+        or no payload. A declared format the bytes are not gives a Decoded with ``error`` set.
+        ``raw``: a Sparkplug or protobuf value is the parsed message itself, not its JSON data (for a
+        reader that wants a few fields of many payloads)."""
         if payload is None:
             return None
         rule = rule if rule is not None else self.rule_for(topic)
         if rule is None or rule.format == "none":
             return None
-        return self._run(rule, topic or "", bytes(payload), spans)
+        return self._run(rule, topic or "", bytes(payload), spans, raw)
 
-    def _run(self, rule: Rule, topic: str, payload: bytes, spans: bool) -> Decoded | None:
+    def _run(self, rule: Rule, topic: str, payload: bytes, spans: bool, raw: bool = False) -> Decoded | None:
         parts = rule.format.split("+")
         wrappers, base = parts[:-1], parts[-1]
         data = payload
@@ -197,7 +199,7 @@ class PayloadDecoder:
         except PayloadError as exc:
             return Decoded(rule.format, rule.text, error=exc.reason, offset=exc.offset)
         if base == "auto":
-            found = self._detect(topic, data, spans, rule)
+            found = self._detect(topic, data, spans, rule, raw)
             if found is None:
                 return None
             if wrappers:
@@ -206,14 +208,14 @@ class PayloadDecoder:
                     _unspanned(found.tree, len(payload))
             return found
         try:
-            value, tree = self._value(base, data, spans)
+            value, tree = self._value(base, data, spans, raw)
         except PayloadError as exc:
             return Decoded(rule.format, rule.text, error=exc.reason, offset=None if wrappers else exc.offset)
         if tree is not None and wrappers:
             _unspanned(tree, len(payload))
         return Decoded(rule.format, rule.text, value, tree=tree)
 
-    def _value(self, base: str, data: bytes, spans: bool) -> tuple[Any, Field | None]:
+    def _value(self, base: str, data: bytes, spans: bool, raw: bool = False) -> tuple[Any, Field | None]:
         if base == "json":
             value = jsonfmt.decode(data)
             return value, jsonfmt.spans(data) if spans else None
@@ -221,12 +223,16 @@ class PayloadDecoder:
             from codec.payloads import sparkplug
 
             msg = sparkplug.parse(data)
+            if raw:
+                return msg, None
             return sparkplug.payload_json(msg), sparkplug.tree(msg, data) if spans else None
         if base.startswith("protobuf:"):
             from codec.payloads import protobuf
 
             cls = self._message_class(base[len("protobuf:"):])
             msg = protobuf.parse(cls, data)
+            if raw:
+                return msg, None
             return protobuf.to_json(msg), protobuf.tree(msg, data) if spans else None
         if base == "text":
             value = formats.text(data)
@@ -252,7 +258,7 @@ class PayloadDecoder:
             self._classes[name] = cls
         return cls
 
-    def _detect(self, topic: str, data: bytes, spans: bool, rule: Rule) -> Decoded | None:
+    def _detect(self, topic: str, data: bytes, spans: bool, rule: Rule, raw: bool = False) -> Decoded | None:
         why = "detected" if rule.origin == "detection" else f"{rule.text}: detected"
         if not data:
             return None
@@ -260,7 +266,7 @@ class PayloadDecoder:
 
         if topic.startswith(sparkplug.NAMESPACE) and not topic.startswith(sparkplug.NAMESPACE + "STATE/"):
             try:
-                value, tree = self._value("sparkplug", data, spans)
+                value, tree = self._value("sparkplug", data, spans, raw)
             except PayloadError as exc:
                 return Decoded("sparkplug", f"{why} (spBv1.0/ namespace)", error=exc.reason, offset=exc.offset)
             return Decoded("sparkplug", f"{why} (spBv1.0/ namespace)", value, tree=tree)

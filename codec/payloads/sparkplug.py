@@ -233,6 +233,19 @@ def property_set(ps: Any) -> dict[str, Any]:
     return out
 
 
+def birth_maps(msg: Any) -> tuple[dict[int, str], dict[str, str | None]]:
+    """What a birth certificate tells about its data messages: alias -> name, name -> datatype (values
+    are not read: a big file's births are read for this alone)."""
+    names: dict[int, str] = {}
+    types: dict[str, str | None] = {}
+    for m in msg.metrics:
+        if m.HasField("name"):
+            types[m.name] = datatype_name(m.datatype) if m.HasField("datatype") else None
+            if m.HasField("alias"):
+                names[m.alias] = m.name
+    return names, types
+
+
 def tree(msg: Any, payload: bytes) -> Field:
     """The protobuf field tree, each metric labelled with its name, datatype and value."""
     def label(node: Field, item: Any) -> None:
