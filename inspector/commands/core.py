@@ -269,7 +269,9 @@ def cmd_dump(args: argparse.Namespace) -> int:
     from inspector.commands.decoding import decoder_from
 
     selection = selection_from_args(args)
-    args.decoder = decoder_from(args) if args.json else None
+    args.decoder = decoder_from(args)
+    if args.decoder is not None and not args.json:
+        raise UsageError("--decode, --proto and --decode-config add the payload_* keys of dump --json: add --json")
     expiry = ExpiryState(reference_time(args))
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:

@@ -169,3 +169,9 @@ def test_bad_decode_options_are_one_line(made: Made) -> None:
     assert r.returncode == 2 and "unknown payload format 'nosuch'" in r.stderr and "Traceback" not in r.stderr
     r = run("dump", made.db, "--json", "--proto", made.db, "--decode", "a/#=demo.X")
     assert r.returncode == 2 and "not a protobuf descriptor set" in r.stderr
+    r = run("dump", made.db, "--json", "--proto", made.desc, "--decode", "a/#=demo.Nope")
+    assert r.returncode == 2 and "no message 'demo.Nope'" in r.stderr and "demo.Reading" in r.stderr
+    r = run("inspect", made.db, "--decode", "a/#=bogus")  # refused before the screen opens
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = run("dump", made.db, "--decode", "auto")
+    assert r.returncode == 2 and "--json" in r.stderr
