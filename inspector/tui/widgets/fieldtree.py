@@ -129,6 +129,8 @@ class Node:
 
 _DETECTING: Any = None
 DECODED_STYLE = "green"
+DECODE_MAX = 1 << 20  # payloads decoded in the field tree (the tree is built on every cursor move)
+NODES_MAX = 5000  # decoded values shown at most
 
 
 def payload_decoder(app: Any) -> Any:
@@ -401,6 +403,10 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
         shown by its field already."""
         if not isinstance(payload, bytes) or not payload:
             return
+        if len(payload) > DECODE_MAX:
+            parent.add_leaf(Text(f"not decoded here: over {DECODE_MAX >> 20} MiB (dump --json --decode does)",
+                                 style="grey50"))
+            return
         try:
             d = payload_decoder(self.app).decode(topic, payload, spans=True)
         except Exception as exc:  # noqa: BLE001 - a decoder fault must not take the field tree with it
@@ -419,8 +425,14 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
         tree = d.tree
         if tree is None:
             return
+        budget = [NODES_MAX]
 
         def add(into: Node, f: Any) -> None:
+            budget[0] -= 1
+            if budget[0] < 0:
+                if budget[0] == -1:
+                    head.add_leaf(Text(f"… (the first {NODES_MAX} values shown)", style="grey50"))
+                return
             value = "" if f.children and f.value is None else f" = {fmt_decoded(f.value)}"
             note = f"  {f.note}" if f.note else ""
             label = Text.assemble((printable(f.name), "bold"), (f" {f.kind}", "grey58"), printable(value),
