@@ -12,10 +12,10 @@ from inspector.commands import UsageError
 def add_decode_options(p: argparse.ArgumentParser) -> None:
     from codec.payloads.registry import FORMAT_HELP
 
-    g = p.add_argument_group("payload decoding (see docs/payloads.md)")
+    g = p.add_argument_group("payload decoding")
     g.add_argument("--decode", action="append", default=[], metavar="FILTER=FORMAT",
                    help=f"decode the payloads of topics matching FILTER as FORMAT, repeatable, first match wins; "
-                        f"FORMAT: {FORMAT_HELP}; `--decode auto` detects every topic's format")
+                        f"FORMAT: {FORMAT_HELP}; --decode auto detects every topic's format")
     g.add_argument("--proto", action="append", default=[], metavar="FILE.desc",
                    help="a protobuf descriptor set (protoc --descriptor_set_out=FILE.desc --include_imports) whose "
                         "messages --decode may name: --decode 'topic/#=package.Message'")
