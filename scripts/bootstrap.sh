@@ -37,6 +37,11 @@ stamp="$VENV/.mosqdb-installed${EXTRAS:+-$EXTRAS}"
 if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$ROOT${EXTRAS:+[$EXTRAS]}" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  case ",$EXTRAS," in *,test,*)
+    # Sparkplug B payloads made by an independent implementation for the decoder tests; it pins
+    # paho-mqtt<2 for its own MQTT client, which the tests do not use: no dependencies
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "pysparkplug==0.6.1" ;;
+  esac
   "$VENV/bin/python" -c "import codec, inspector" 
   touch "$stamp"
 fi

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -73,8 +74,24 @@ def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:
     )
 
 
-def register_views(spark: Any, paths: list[str], *, on_error: str = "fail") -> list[str]:
-    """Temp views cfg, msg_store, client_msg, retain, sub, client and messages over the inputs.
+def decode_options(decode: list[str] | None = None, proto: list[str] | None = None,
+                   decode_config: str | None = None) -> dict[str, str]:
+    """The data source options of payload decoding (``--decode``, ``--proto``, ``--decode-config``)."""
+    out = {}
+    if decode:
+        out["decode"] = "\n".join(decode)
+    if proto:
+        out["proto"] = ",".join(os.path.abspath(p) for p in proto)
+    if decode_config:
+        out["decodeConfig"] = os.path.abspath(decode_config)
+    return out
+
+
+def register_views(spark: Any, paths: list[str], *, on_error: str = "fail",
+                   decode: dict[str, str] | None = None) -> list[str]:
+    """Temp views cfg, msg_store, client_msg, retain, sub, client and messages over the inputs;
+    with ``decode`` (:func:`decode_options`) msg_store and messages have payload_format/payload_json
+    and a ``sparkplug_metrics`` view is added.
 
     Unreadable files fail with a line naming them, or (``skip``) are left out; returns the
     skip lines (also kept for :func:`report_skipped`).
@@ -99,7 +116,9 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail") -> l
     if not good:
         raise CodecError("no readable *.db files", path=",".join(paths))
     joined = ",".join(good)
-    frames = {k: _reader(spark, k, {}).load(joined) for k in KINDS}
+    frames = {k: _reader(spark, k, decode if decode and k == "msg_store" else {}).load(joined) for k in KINDS}
+    if decode:
+        frames["sparkplug_metrics"] = _reader(spark, "sparkplug_metrics", decode).load(joined)
     for k, df in frames.items():
         df.createOrReplaceTempView(k)
     messages_dataframe(frames["msg_store"], frames["client_msg"], frames["retain"]).createOrReplaceTempView("messages")
