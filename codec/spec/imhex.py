@@ -1,0 +1,3 @@
+"""placeholder"""
+def render_imhex(host_order: str = "little") -> str:
+    return ""
