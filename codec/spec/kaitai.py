@@ -15,7 +15,7 @@ from typing import Any
 
 from codec.layouts import ENUMS, FILE_HEADER_SIZE, MAGIC, VERSIONS, ChunkType
 from codec.properties import _SPECS as PROPERTY_SPECS
-from codec.spec.model import HOST_ORDERS, BodyType, Element, body_types, field_doc, header_groups
+from codec.spec.model import HOST_ORDERS, BodyType, Element, body_types, enum_names, field_doc, header_groups
 
 _PROPERTY_TYPES = {"byte": "u1", "u16": "u2", "u32": "u4", "vbi": "vbi", "str": "mqtt_string",
                    "bin": "mqtt_binary", "pair": "mqtt_string_pair"}
@@ -28,17 +28,6 @@ class Hex(int):
 
 class Block(str):
     """A multi-line text written as a YAML literal block."""
-
-
-# words target languages reserve (Kaitai does not rename them): an enum holding one gets its name as prefix
-_RESERVED = {"in", "is", "if", "for", "class", "def", "default", "not", "and", "or", "new", "delete", "null"}
-
-
-def enum_names(name: str, values: dict[int, str]) -> dict[int, str]:
-    """An enum's value names as the spec declares them (``direction_in`` where ``in`` is a keyword)."""
-    if any(v in _RESERVED for v in values.values()):
-        return {k: f"{name}_{v}" for k, v in values.items()}
-    return dict(values)
 
 
 def layout_key(chunk_type: int, version: int) -> int:

@@ -13,6 +13,16 @@ from dataclasses import dataclass
 from codec.layouts import ALL_LAYOUTS, VERSIONS, ChunkType, Field, Layout
 
 HOST_ORDERS = ("little", "big")
+# words target languages reserve (neither Kaitai nor ImHex renames them): an enum holding one gets its
+# name as prefix (``direction_in``)
+_RESERVED = {"in", "out", "is", "if", "for", "class", "def", "default", "not", "and", "or", "new", "delete", "null"}
+
+
+def enum_names(name: str, values: dict[int, str]) -> dict[int, str]:
+    """An enum's value names as a tool declares them."""
+    if any(v in _RESERVED for v in values.values()):
+        return {k: f"{name}_{v}" for k, v in values.items()}
+    return dict(values)
 
 
 @dataclass(frozen=True)
