@@ -75,6 +75,11 @@ class DbVersion:
         """Bytes of a chunk header (type + length)."""
         return struct.calcsize(self.header_format)
 
+    @cached_property
+    def header(self) -> struct.Struct:
+        """The chunk header's struct: ``header.unpack_from(buf, pos)`` gives (type, length)."""
+        return struct.Struct(self.header_format)
+
     @property
     def type_size(self) -> int:
         """Bytes of the chunk type in a chunk header (2 or 4)."""
