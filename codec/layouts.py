@@ -94,6 +94,7 @@ VERSIONS: dict[int, DbVersion] = {row.number: row for row in (
     DbVersion(6, ">II", native_framing=True, writable=True, written_by="1.6.11 and later, 2.0.x, 2.1.x"),
 )}
 SUPPORTED_VERSIONS = tuple(VERSIONS)
+VERSION_RANGE = f"{min(VERSIONS)}-{max(VERSIONS)}"  # "2-6", as messages name the versions that exist
 WRITABLE_VERSIONS = tuple(v for v, row in VERSIONS.items() if row.writable)
 MAGIC = b"\x00\xb5\x00mosquitto db"
 FILE_HEADER_SIZE = 23

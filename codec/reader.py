@@ -23,7 +23,7 @@ from codec.errors import (
     UnsupportedVersionError,
 )
 from codec.index import BlockReader, ChunkIndex, scan
-from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size, version_row
+from codec.layouts import FILE_HEADER_SIZE, MAGIC, VERSION_RANGE, VERSIONS, ChunkType, header_size, version_row
 
 
 @dataclass(frozen=True)
@@ -111,9 +111,9 @@ def read_header(path: str, head: bytes, size: int) -> int | None:
             f"file header is cut short after {len(head)} of {FILE_HEADER_SIZE} bytes", path=path, offset=len(head)
         )
     (version,) = struct.unpack_from(">I", head, 19)
-    if version not in SUPPORTED_VERSIONS:
+    if version not in VERSIONS:
         raise UnsupportedVersionError(
-            f"db version {version} (0x{version:08x}) is not one of 2-6", path=path, offset=19
+            f"db version {version} (0x{version:08x}) is not one of {VERSION_RANGE}", path=path, offset=19
         )
     return version
 
