@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from codec import safefile
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, FileChangedError, UnsupportedVersionError
-from codec.layouts import MAGIC, SUPPORTED_VERSIONS
+from codec.layouts import MAGIC, VERSION_RANGE, VERSIONS
 from codec.reader import Chunk, DbFile, Fingerprint
 
 if TYPE_CHECKING:
@@ -30,8 +30,8 @@ COPY_BLOCK = 1 << 22
 
 def file_header(version: int) -> bytes:
     """Magic, CRC placeholder 0 (what every broker writes), version."""
-    if version not in SUPPORTED_VERSIONS:
-        raise UnsupportedVersionError(f"cannot write db version {version}; versions 2-6 exist")
+    if version not in VERSIONS:
+        raise UnsupportedVersionError(f"cannot write db version {version}; versions {VERSION_RANGE} exist")
     return MAGIC + b"\0\0\0\0" + struct.pack(">I", version)
 
 

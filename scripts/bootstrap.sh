@@ -45,3 +45,20 @@ if [ ! -f "$stamp" ] || [ "$ROOT/pyproject.toml" -nt "$stamp" ]; then
   "$VENV/bin/python" -c "import codec, inspector" 
   touch "$stamp"
 fi
+
+# The Kaitai Struct compiler (npm registry's JavaScript build, run with Node) for the tests that compile
+# the generated spec (tests/codec/spec): installed once into a cache folder, kept between runs.
+case ",$EXTRAS," in
+  *,test,*)
+    KAITAI_DIR="${MOSQDB_KAITAI_DIR:-$HOME/.cache/mosqdb-kaitai}"
+    if [ ! -d "$KAITAI_DIR/node_modules/kaitai-struct-compiler" ] || [ ! -d "$KAITAI_DIR/node_modules/js-yaml" ]; then
+      if command -v npm >/dev/null 2>&1; then
+        mkdir -p "$KAITAI_DIR"
+        npm install --prefix "$KAITAI_DIR" --no-audit --no-fund --silent \
+          kaitai-struct-compiler@0.11.0 js-yaml@4.1.0 >&2 || echo "could not install the Kaitai Struct compiler: its tests will be skipped" >&2
+      else
+        echo "npm not found: the Kaitai Struct compiler tests will be skipped" >&2
+      fi
+    fi
+    ;;
+esac

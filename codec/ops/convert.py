@@ -30,13 +30,13 @@ import numpy as np
 from codec.byteorder import first_ids, judge, wrong_order
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, UnsupportedVersionError
-from codec.layouts import LAYOUTS, ChunkType, header_size, layout_for
+from codec.layouts import LAYOUTS, WRITABLE_VERSIONS, ChunkType, header_size, layout_for
 from codec.ops.check import output_verifier
 from codec.reader import Chunk, DbFile
 from codec.values import NEVER
 from codec.writer import file_header, save_masked
 
-WRITABLE = (3, 4, 5, 6)
+WRITABLE = WRITABLE_VERSIONS  # the version table's writable rows
 EXAMPLES = 20
 
 
@@ -223,7 +223,8 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
     """
     t0 = time.perf_counter()
     if target not in WRITABLE:
-        raise UnsupportedVersionError(f"cannot write db version {target}; mosqdb converts to versions 3, 4, 5 and 6",
+        raise UnsupportedVersionError(f"cannot write db version {target}; mosqdb converts to versions "
+                                      f"{', '.join(map(str, WRITABLE[:-1]))} and {WRITABLE[-1]}",
                                       path=db.path)
     if not 0 <= session_expiry <= NEVER:
         raise CodecError(f"session expiry {session_expiry} is outside 0..4294967295")

@@ -65,9 +65,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("repair", help="salvage a damaged db: keep what decodes, drop the rest, verify the result")
     p.add_argument("file")
-    p.add_argument("--db-version", type=int, choices=(2, 3, 4, 5, 6), dest="db_version",
+    from codec.layouts import SUPPORTED_VERSIONS
+
+    p.add_argument("--db-version", type=int, choices=SUPPORTED_VERSIONS, dest="db_version",
                    help="db version to assume when the header is cut short or damaged")
-    add_deprecated(p, "--version", "--db-version", dest="db_version", type=int, choices=(2, 3, 4, 5, 6))
+    add_deprecated(p, "--version", "--db-version", dest="db_version", type=int, choices=SUPPORTED_VERSIONS)
     add_at(p, "the final check")
     p.add_argument("--recover-retained", action="store_true",
                    help="give stores published with the retain flag their RETAIN chunk back when it was lost "

@@ -18,7 +18,7 @@ from typing import Any
 from codec import CodecError, DbFile, Record, Span
 from codec.engine import INT_LIMITS, decode_chunk, encode_chunk  # INT_LIMITS: the encoder's range per kind
 from codec.index import ChunkIndex
-from codec.layouts import ChunkType, header_size, layout_for
+from codec.layouts import ChunkType, header_size, layout_for, version_row
 from codec.properties import encode_property, encode_vbi
 from codec.writer import Overlay, SaveResult, save
 
@@ -194,7 +194,7 @@ class Document:
         """Decode one chunk's bytes (header + body); errors come back located, not raised."""
         version = self.db.version or 6
         hs = self.hsize
-        fmt = ">II" if version >= 5 else ">HI"
+        fmt = version_row(version).header_format
         try:
             t, length = struct.unpack_from(fmt, data, 0)
             rec, end, spans = decode_chunk(version, t, data, hs, len(data), length, endian=self.endian, want_spans=True)
