@@ -25,9 +25,10 @@ def _checkout_reference():  # noqa: ANN202
     if loaded is not None and not str(getattr(loaded, "__file__", "")).startswith(ROOT + os.sep):
         for name in [n for n in sys.modules if n.split(".")[0] in ("inspector", "codec", "exporters", "mosqdb")]:
             del sys.modules[name]
+    from inspector.cli import build_parser
     from inspector.manual import reference
 
-    return reference
+    return lambda: reference(build_parser)
 
 
 def on_files(files: Files, config) -> Files:  # noqa: ANN001 - MkDocs' config object

@@ -93,7 +93,7 @@ class ManualAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
         from inspector.manual import text as manual
 
-        text = manual()
+        text = manual(build_parser)
         if text is None:
             parser.exit(1, "mosqdb: the manual is not installed with this copy\n")
         sys.stdout.write(text if text.endswith("\n") else text + "\n")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKOUT_DOCS = os.path.join(os.path.dirname(HERE), "docs")
@@ -36,14 +37,12 @@ def nav(directory: str) -> list[tuple[str, str]]:
     return [("Home", "index.md")]
 
 
-def reference() -> str:
-    """Every command's ``--help`` as one Markdown page (the docs' command reference)."""
-    from inspector.cli import build_parser
-
+def reference(build: Callable[[], argparse.ArgumentParser]) -> str:
+    """Every command's ``--help`` as one Markdown page (the docs' command reference); ``build`` makes the parser."""
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: the page is the same on every machine
     try:
-        return _reference(build_parser())
+        return _reference(build())
     finally:
         if old is None:
             del os.environ["COLUMNS"]
@@ -65,15 +64,15 @@ def _reference(parser: argparse.ArgumentParser) -> str:
     return "\n".join(out)
 
 
-def text() -> str | None:
-    """The whole manual as one Markdown text (None when no pages are installed)."""
+def text(build: Callable[[], argparse.ArgumentParser]) -> str | None:
+    """The whole manual as one Markdown text (None when no pages are installed); ``build`` makes the parser."""
     directory = docs_dir()
     if directory is None:
         return None
     parts = []
     for _title, page in nav(directory):
         if page == "cli.md":
-            parts.append(reference())
+            parts.append(reference(build))
             continue
         path = os.path.join(directory, page)
         if os.path.isfile(path):
