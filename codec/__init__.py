@@ -17,7 +17,6 @@ from codec.properties import Property
 from codec.reader import Chunk, DbFile, open_db
 
 
-
 def __getattr__(name: str) -> object:
     """``open_any`` and ``Storage`` load ``codec.sources`` (sqlite3) only when asked for: start-up time."""
     if name == "open_any":

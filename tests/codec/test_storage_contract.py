@@ -6,6 +6,7 @@ import codec
 from codec.reader import DbFile
 from codec.storage import Storage
 from codec.store.read import StoreFile
+
 from support.paths import REAL_FILES, SQLITE_STORES
 
 
