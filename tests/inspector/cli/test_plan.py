@@ -12,6 +12,7 @@ import pytest
 from codec.broker.model import predict
 from codec.broker.upgrade import compare
 from codec.broker.versions import parse_version
+
 from support.brokers import DEBIAN_VERSION, Broker, collect_queued, oracle_binary
 from support.cli import run
 from support.paths import REAL, V4, V6
