@@ -119,7 +119,9 @@ def read_header(path: str, head: bytes, size: int) -> int | None:
 
 
 class DbFile:
-    """A mosquitto.db opened for reading. Use as a context manager."""
+    """A mosquitto.db opened for reading. Use as a context manager (a :class:`codec.storage.Storage`)."""
+
+    is_store = False  # a .db: edited as bytes (codec.storage)
 
     def __init__(self, path: str | os.PathLike[str], *, endian: str = "little") -> None:
         if endian not in ("little", "big"):

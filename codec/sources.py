@@ -15,6 +15,7 @@ import sqlite3
 from typing import Any
 
 from codec.reader import DbFile
+from codec.storage import Storage
 
 SQLITE_MAGIC = b"SQLite format 3\0"
 
@@ -85,8 +86,9 @@ def _uri_path(path: str) -> str:
     return quote(os.path.abspath(path))
 
 
-def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> Any:
-    """A DbFile for a db file, a StoreFile for a sqlite store; ``source_path`` is what was named."""
+def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> Storage:
+    """A DbFile for a db file, a StoreFile for a sqlite store (both :class:`Storage`); ``source_path`` is what
+    was named. The one place that chooses between the formats."""
     path = os.fspath(path)
     if not is_sqlite_file(path):
         return DbFile(path, endian=endian)

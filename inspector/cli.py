@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "inspector.commands.guard",
     "inspector.commands.metrics",
     "inspector.commands.spec",
+    "inspector.commands.plan",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -61,6 +62,7 @@ COMMANDS = {
     "guard": "inspector.commands.guard",
     "metrics": "inspector.commands.metrics",
     "spec": "inspector.commands.spec",
+    "plan": "inspector.commands.plan",
 }
 
 
@@ -88,29 +90,18 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def readme() -> str | None:
-    """The README: README.md beside the packages (a checkout), else the installed package's description."""
-    from importlib import metadata
+class ManualAction(argparse.Action):
+    """``--manual``: the docs pages and the command reference, as one text (``inspector.manual``)."""
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
-    if os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    try:
-        text = metadata.metadata("mosqdb").get_payload()  # type: ignore[attr-defined]
-    except metadata.PackageNotFoundError:
-        return None
-    return str(text) if text else None
-
-
-class ReadmeAction(argparse.Action):
     def __init__(self, option_strings: list[str], dest: str, **kw: object) -> None:
         super().__init__(option_strings, dest, nargs=0, **kw)  # type: ignore[arg-type]
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        text = readme()
+        from inspector.manual import text as manual
+
+        text = manual(build_parser)
         if text is None:
-            parser.exit(1, "mosqdb: the README is not installed with this copy\n")
+            parser.exit(1, "mosqdb: the manual is not installed with this copy\n")
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         parser.exit(0)
 
@@ -134,21 +125,38 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="mosqdb",
         description="Inspect, check, edit, repair, convert and export Mosquitto persistence files (mosquitto.db).",
         epilog="Each command: mosqdb COMMAND --help. Long commands show a progress bar on a terminal (-q: none). "
-               "The manual (the README, which ships with the package): mosqdb --readme | less",
+               "The manual (it ships with the package): mosqdb --manual | less",
     )
-    parser.add_argument("--readme", action=ReadmeAction, help="print the manual (the README) and exit")
+    parser.add_argument("--manual", action=ManualAction, help="print the manual and exit")
+    parser.add_argument("--readme", action=ManualAction, help=argparse.SUPPRESS)  # the older spelling
     parser.add_argument("--debug", action="store_true", help="show a traceback on errors")
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    missing: list[tuple[str, str]] = []
     for name in (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
-            if exc.name == name:
+            if exc.name == name:  # an optional command module left out of this copy
                 continue
-            raise
+            if command in COMMANDS:  # the command asked for cannot run: say which library is missing
+                raise MissingDependency(command, exc.name or str(exc)) from None
+            missing.append((name, exc.name or str(exc)))  # help and other commands still work
+            continue
         module.register(sub)
+    if missing:
+        parser.epilog = (parser.epilog or "") + "".join(
+            f" Unavailable here ({mod.rsplit('.', 1)[-1]} commands): the library '{lib}' is not installed."
+            for mod, lib in missing)
     return parser
+
+
+class MissingDependency(Exception):
+    """A command whose module needs a library this installation lacks."""
+
+    def __init__(self, command: str, library: str) -> None:
+        super().__init__(f"mosqdb {command}: needs the library '{library}', which is not installed here "
+                         "(install mosqdb with its dependencies: pip install mosqdb)")
 
 
 def error_line(command: str, error: object) -> str:
@@ -174,7 +182,11 @@ def located(exc: CodecError, args: argparse.Namespace) -> CodecError:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
-    parser = build_parser(first)
+    try:
+        parser = build_parser(first)
+    except MissingDependency as exc:
+        print(exc, file=sys.stderr)
+        return 2
     commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # type: ignore[union-attr]
     if first in COMMANDS and first not in commands:  # its module is missing: say so as the full parser does
         parser = build_parser()
@@ -206,6 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(error_line(args.command, located(exc, args)), file=sys.stderr)
         return 1
+    except ModuleNotFoundError as exc:  # a library the command imports where it needs it
+        if args.debug or not exc.name:
+            raise
+        print(MissingDependency(args.command, exc.name), file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -40,7 +40,7 @@ def _usage(msg: str) -> Exception:
 
 
 def add_forward_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("msgpack / forward:// (forward packets: see the README, 'Forward packets')")
+    g = p.add_argument_group("msgpack / forward:// (forward packets: see the manual, 'Forward packets')")
     g.add_argument("--mode", choices=("store", "delivery"), default="store",
                    help="store: one message per stored message (default); delivery: one per queued "
                         "outgoing client message, with its qos/dup/retain")

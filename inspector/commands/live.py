@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description="Publish a db's retained messages to a running broker (retain flag, QoS, MQTT 5 "
                                    "properties, the expiry left at --at); with --sessions recreate each persistent "
                                    "session with its subscriptions and publish its queued messages so the target "
-                                   "queues them. See the README, 'Live brokers'.")
+                                   "queues them. See the manual (mosqdb --manual), 'Live brokers'.")
     p.add_argument("file")
     p.add_argument("--to", required=True, metavar="URL", help="mqtt://[USER[:PASS]@]HOST[:PORT] or mqtts://… "
                    "(a user without a password takes it from MOSQDB_MQTT_PASSWORD)")
@@ -82,7 +82,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("live", help="retained messages on a running broker: list, rm-retained (with a backup), "
-                       "restore", description="Work on a running broker's retained messages. See the README, "
+                       "restore", description="Work on a running broker's retained messages. See the manual, "
                                               "'Live brokers'.")
     acts = p.add_subparsers(dest="action", metavar="ACTION", parser_class=type(p))
     a = acts.add_parser("list", help="what a filter holds, counted as `stats` counts a file")

@@ -157,9 +157,12 @@ def test_help_texts_render_without_backticks_and_point_to_shipped_docs() -> None
         assert text.startswith("usage: "), name
         assert "`" not in text, (name, [x for x in text.splitlines() if "`" in x])
         assert "docs/" not in text, name
-    assert "--readme" in texts["mosqdb"]
-    r = cli("--readme")
-    assert r.returncode == 0 and r.stdout.startswith(b"# mosqdb") and b"## Command conventions" in r.stdout
+    assert "--manual" in texts["mosqdb"]
+    for option in ("--manual", "--readme"):  # --readme: the older spelling, still accepted
+        r = cli(option)
+        assert r.returncode == 0 and r.stdout.startswith(b"# mosqdb"), option
+        assert b"\n# Command conventions" in r.stdout and b"\n# Command reference" in r.stdout
+        assert b"\n## guard\n" in r.stdout  # the reference holds every command's options
 
 
 def test_spark_hint_names_a_working_install_command() -> None:
