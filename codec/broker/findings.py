@@ -23,7 +23,8 @@ PLAIN_TO_MODEL = {
 }
 
 # situations that lose data the file holds (errors); the others are the broker working as designed
-LOSES_DATA = {"v34-session", "props-length-wrap", "persistence-off"}
+LOSES_DATA = {"v34-session", "props-length-wrap", "persistence-off", "store-id-zero", "retain-twice",
+              "nul-topic-retained", "share-topic-queued", "qos-invalid-queued", "duplicate-store-id"}
 QUIET = {"world-readable", "empty-file", "queue-qos0-off", "max-queued"}
 
 
@@ -69,6 +70,10 @@ def model_findings(pred: Prediction) -> list[Finding]:
     if pred.ignored == "persistence-off":
         out.append(Finding("error", "broker:persistence-off", f"{b} never reads the file: the configuration does not "
                            "set `persistence true`; it starts empty"))
+    if pred.unknown is not None:
+        out.append(Finding("error", "broker:unknown", f"{b}: what it does with the file is not known to the model: "
+                           f"{pred.unknown.reason}", pred.unknown.offset))
+        return out
     stop = pred.stop
     if stop is not None:
         rule = BY_ID.get(stop.rule)
@@ -83,6 +88,8 @@ def model_findings(pred: Prediction) -> list[Finding]:
         return out
     if pred.crash_when:
         out.append(Finding("error", "broker:crashes", f"{b} starts, then crashes {pred.crash_when}"))
+    for why in pred.undefined:
+        out.append(Finding("error", "broker:undefined", f"{b} loads the file, but what it serves is not known: {why}"))
     if pred.misread_at is not None:
         out.append(Finding("error", "broker:misreads", f"{b} reads on from offset {pred.misread_at:,} out of step with "
                            "the chunks (a chunk it reads differently from the format): what follows is lost or read "

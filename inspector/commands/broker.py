@@ -140,6 +140,8 @@ def cmd_check_broker(args: argparse.Namespace) -> int:
         for f in findings:
             print(printable(f"{f.severity}: {path}: {f.where() + ': ' if f.where() else ''}{f.message} [{f.rule}]"))
         print(printable(f"{path}: {verdict}: {errors} error(s), {warnings} warning(s)"), file=sys.stderr)
+    if pred.verdict == "unknown":
+        return 3  # the model cannot say what the broker does: neither "loads" (0) nor "does not" (1)
     return 1 if bad else 0
 
 
@@ -169,12 +171,15 @@ def text_lines(path: str, pred: Any) -> list[str]:
         head += " (a symlinked file is ignored: it starts empty)"
     if pred.ignored == "persistence-off":
         head += " (persistence is off in the configuration: the file is not read)"
+    if pred.unknown is not None:
+        where = f" at offset {pred.unknown.offset:,}" if pred.unknown.offset is not None else ""
+        head += f" (what the broker does is not known{where}: {pred.unknown.reason})"
     lines = [head + f"   [db version {pred.db_version or '-'}, as of {iso(pred.at)}]"]
     for i, line in enumerate(pred.log[:SHOWN]):
         lines.append(("  log:      " if i == 0 else "            ") + line)
     if len(pred.log) > SHOWN or pred.log_more:
         lines.append(f"            … and {len(pred.log) - SHOWN + pred.log_more:,} more log lines")
-    if pred.verdict == "refuses" or (pred.verdict == "crashes" and not pred.crash_when):
+    if pred.verdict in ("refuses", "unknown") or (pred.verdict == "crashes" and not pred.crash_when):
         return lines
     lines.append(f"  sessions: {len(pred.kept):,} kept, {len(pred.dropped):,} dropped")
     for cid in pred.kept[:SHOWN]:
