@@ -52,6 +52,7 @@ from codec.broker.trial import Binary, Trial, trial_load
 from codec.broker.versions import Version, line_of
 from codec.errors import CodecError, WriteError
 
+HEADER = 23  # the file header: a refusal there is the file's, not a chunk's
 MAX_DROPS = 32  # chunks dropped one by one from a salvage the release still refuses, before giving up on it
 V21 = (2, 1, 0)
 
@@ -281,6 +282,9 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
                 line(f"the model cannot tell what Mosquitto {rep.broker} does with it: {rep.model_unknown}")
         ignored = rep.before is not None and rep.before.ignored is not None
         if binary is not None and not ignored:
+            if rep.before is not None and not rep.model_unknown:
+                line("the model predicts: " + (f"Mosquitto {rep.broker} loads it ({summary(rep.before)})"
+                                               if rep.before.verdict == "loads" else why(rep.before)))
             rep.trial = trial_load(binary, path, conf=conf, store=rep.store, timeout=trial_timeout)
             line(f"trial in {binary.path}: {rep.trial.detail} ({rep.trial.seconds:.2f} s)")
         elif rep.no_trial:
@@ -436,21 +440,17 @@ def _make(cand: Candidate, scratch: str, version: Version, conf: BrokerConf | No
     """Salvage ``cand.source`` into ``scratch`` and make it loadable for ``version``: convert a db version the
     release cannot read, drop each chunk the release still refuses (and salvage again). False when nothing
     salvageable came out (``cand.problem`` says why)."""
-    from codec.ops.repair import repair
-
-    try:
-        cand.report = repair(cand.source, scratch, at=at, recover_retained=cand.recover_retained)
-    except CodecError as exc:
-        cand.problem = f"nothing salvageable: {exc.reason}"
+    report = _repaired(cand, cand.source, scratch, version, at, conf, recover=cand.recover_retained)
+    if report is None:
         return False
+    cand.report = report
     cand.scratch = scratch
     for step in range(MAX_DROPS):
         pred, unknown = model(scratch, version, at=at, conf=conf)
         cand.prediction = pred
         if unknown or pred is None or pred.verdict == "loads" or (pred.stop is None and not pred.crash_when):
             break
-        fixed = _fix(cand, pred, scratch, f"{scratch}.{step}", version, at)
-        if not fixed:
+        if not _fix(cand, pred, scratch, f"{scratch}.{step}", version, at, conf):
             cand.problem = why(pred)
             break
     else:
@@ -459,6 +459,96 @@ def _make(cand: Candidate, scratch: str, version: Version, conf: BrokerConf | No
     cand.dropped = len(cand.report.dropped) + len(cand.extra_drops)
     cand.retained = cand.prediction.retained_count if cand.prediction is not None else 0
     return True
+
+
+def _repaired(cand: Candidate, src: str, out: str, version: Version, at: float, conf: BrokerConf | None, *,
+              recover: bool = False) -> Any:
+    """``repair`` of ``src`` into ``out``; where it cannot make a valid file because of one chunk (a property
+    the loader refuses, say), that chunk is dropped from a copy and the copy repaired: one bad store costs one
+    store, not the file. None when nothing salvageable came out."""
+    from codec.ops.repair import repair
+
+    copies: list[str] = []
+    try:
+        for attempt in range(MAX_DROPS):
+            try:
+                return repair(src, out, at=at, recover_retained=recover)
+            except CodecError as exc:
+                problem = f"nothing salvageable: {exc.reason}"
+                found = _offender(src, version, at, conf) if "valid file" in exc.reason else None
+                span = _chunk_at(src, found[0]) if found is not None else None
+                if found is None or span is None:
+                    cand.problem = problem
+                    return None
+            start, end, label = span
+            nxt = f"{out}.src{attempt}"
+            _without(src, nxt, start, end)
+            copies.append(nxt)
+            cand.extra_drops.append(f"{label}: {found[1]}")
+            src = nxt
+        cand.problem = f"nothing salvageable after dropping {MAX_DROPS} chunks"
+        return None
+    finally:
+        for name in copies:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+
+
+def _offender(path: str, version: Version, at: float, conf: BrokerConf | None) -> tuple[int, str] | None:
+    """(offset, why) of the first chunk a valid file cannot hold: the plain checker's first error, else where
+    the model says the release stops."""
+    from codec.ops.check import check_file
+    from codec.reader import DbFile
+
+    try:
+        with DbFile(path) as db:
+            for f in check_file(db, at=at):
+                if f.severity == "error" and f.offset is not None and f.offset >= HEADER:
+                    return f.offset, f.message
+    except CodecError:
+        pass
+    pred, _unknown = model(path, version, at=at, conf=conf)
+    stop = pred.stop if pred is not None else None
+    if stop is not None and stop.offset is not None and stop.offset >= HEADER:
+        return stop.offset, _situation(stop.rule)
+    return None
+
+
+def _situation(rule_id: str) -> str:
+    from codec.broker.rules import BY_ID
+
+    rule = BY_ID.get(rule_id)
+    return rule.situation if rule else rule_id
+
+
+def _drop_expired(src: str, out: str, at: float) -> int:
+    """Write ``src`` without its stored messages whose expiry time passed before ``at`` to ``out``; how many."""
+    import numpy as np
+
+    from codec.columnar import iter_columns
+    from codec.layouts import ChunkType
+    from codec.reader import DbFile
+    from codec.writer import save_masked
+
+    with DbFile(src) as db:
+        if db.empty or (db.version or 0) < 5:
+            return 0
+        drop = np.zeros(len(db.index), dtype=bool)
+        for c in iter_columns(db, ChunkType.MSG_STORE):
+            expiry = c.ints["expiry_time"].astype(np.int64)
+            drop[c.index[(expiry > 0) & (expiry < int(at))]] = True
+        n = int(drop.sum())
+        if n:
+            save_masked(db, out, drop)
+        return n
+
+
+def _without(src: str, out: str, start: int, end: int) -> None:
+    """A copy of ``src`` without its bytes ``[start, end)`` (one chunk), in the private directory."""
+    with open(src, "rb") as inp, safefile.create_private(out) as dst:
+        dst.write(inp.read(start))
+        inp.seek(end)
+        shutil.copyfileobj(inp, dst, 1 << 20)
 
 
 def _chunks(path: str) -> int:
@@ -471,16 +561,21 @@ def _chunks(path: str) -> int:
         return 0
 
 
-def _fix(cand: Candidate, pred: Prediction, scratch: str, tmp: str, version: Version, at: float) -> bool:
+def _fix(cand: Candidate, pred: Prediction, scratch: str, tmp: str, version: Version, at: float,
+         conf: BrokerConf | None) -> bool:
     """One step towards a file the release loads; False when there is none to take."""
     from codec.broker.rules import native_db_version
     from codec.ops.convert import convert
-    from codec.ops.repair import repair
     from codec.reader import DbFile
 
     stop = pred.stop
     if stop is not None and stop.rule == "unsupported-version":
         target = native_db_version(version)
+        expired = _drop_expired(scratch, tmp, at)
+        if expired:  # the file's own writer would not serve them; a release without expiry would, for ever
+            _repaired(cand, tmp, scratch, version, at, None)
+            cand.extra_drops.append(f"{expired:,} stored message(s) whose expiry time had passed (Mosquitto "
+                                    f"{'.'.join(map(str, version))} keeps no expiry: it would serve them for ever)")
         with DbFile(scratch) as db:
             source_version = db.version
             rep = convert(db, tmp, target, force=True, now=at)
@@ -493,21 +588,15 @@ def _fix(cand: Candidate, pred: Prediction, scratch: str, tmp: str, version: Ver
     if span is None:
         return False
     start, end, label = span
-    with open(scratch, "rb") as src, open(tmp, "wb") as out:
-        out.write(src.read(start))
-        src.seek(end)
-        shutil.copyfileobj(src, out, 1 << 20)
-    from codec.broker.rules import BY_ID
-
-    rule = BY_ID.get(stop.rule) if stop is not None else None
-    cand.extra_drops.append(f"{label}: {rule.situation if rule else stop.rule if stop else pred.verdict}")
+    _without(scratch, tmp, start, end)
+    cand.extra_drops.append(f"{label}: {_situation(stop.rule) if stop is not None else pred.verdict}")
     try:
-        again = repair(tmp, scratch, at=at)  # references to what was dropped go too
-    except CodecError:
-        return False
+        again = _repaired(cand, tmp, scratch, version, at, conf)  # references to what was dropped go too
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+    if again is None:
+        return False
     cand.extra_drops.extend(f"{d.kind} at offset {d.offset:,}: {d.reason}" for d in again.dropped)
     return True
 
