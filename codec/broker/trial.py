@@ -57,6 +57,7 @@ KEPT = frozenset({
 MIN_TIMEOUT = 30.0
 BYTES_PER_SECOND = 20 << 20  # the slowest load measured was well above this (docs/guard.md): the timeout scales with it
 PORT_ATTEMPTS = 5
+RUNNING = re.compile(r"mosquitto version \S+ running")  # not "Info: running mosquitto as user: root." (2.1)
 
 
 @dataclass(frozen=True)
@@ -293,7 +294,7 @@ def _once(binary: Binary, work: str, conf_path: str, out_path: str, port: int, t
             if rc is not None:
                 break
             text = _read(out_path)
-            if (" running" in text) if new_style else ("starting" in text and _accepts(port)):
+            if RUNNING.search(text) if new_style else ("starting" in text and _accepts(port)):
                 loaded = time.monotonic() - t0
                 break
             if time.monotonic() > deadline:
@@ -316,7 +317,7 @@ def _once(binary: Binary, work: str, conf_path: str, out_path: str, port: int, t
         return trial
     if "Address already in use" in "\n".join(log):
         return None
-    said = next((line for line in reversed(log) if "rror" in line), log[-1] if log else "nothing")
+    said = next((line for line in log if "rror" in line), log[-1] if log else "nothing")  # the first error
     if rc < 0:
         return Trial(binary, "crashes", f"Mosquitto {binary.text} died of {_signal_name(-rc)} while loading it "
                      f"(last line: {said!r})", rc, log, seconds)

@@ -234,6 +234,32 @@ def test_a_store_is_tried_with_the_plugin_and_left_alone(tmp_path: Path) -> None
 
 @live
 @pytest.mark.broker
+def test_a_store_the_plugin_refuses_is_set_aside_and_the_broker_starts(tmp_path: Path) -> None:
+    """sqlite cannot read the store: 2.1.2's plugin refuses to initialise (exit 13); the trial shows it, so the
+    store (the only thing that can be shown refused) is kept aside and the broker starts empty."""
+    from support.brokers import SqliteBroker
+
+    if oracle_binary("2.1.2") is None:
+        pytest.skip("no Mosquitto 2.1.2 oracle")
+    d = tmp_path / "lib"
+    d.mkdir()
+    store = d / "mosquitto.sqlite3"
+    data = bytearray(STORE.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # the schema page's contents
+    store.write_bytes(bytes(data))
+    original = sha(store)
+    rc, err, out = guard_with(str(oracle_binary("2.1.2")), store)
+    assert rc == 0, err
+    assert out["trial"]["result"] == "refuses" and "database disk image is malformed" in " ".join(out["trial"]["log"])
+    assert out["action"] == "emptied" and not store.exists()
+    (aside,) = [p for p in d.iterdir() if ".bad-" in p.name]
+    assert sha(aside) == original
+    with SqliteBroker(None, workdir=d) as b:
+        assert b.running and collect_retained(b.port) == {}
+
+
+@live
+@pytest.mark.broker
 def test_a_store_length_one_byte_short_is_salvaged_and_the_broker_starts(tmp_path: Path) -> None:
     from codec import DbFile
 
