@@ -155,8 +155,10 @@ class SafeDir:
         os.set_blocking(fd, True)
         return fd
 
-    def create_temp(self, hint: str, *, suffix: str = ".tmp") -> tuple[int, str]:
-        """A new empty file (descriptor open read-write, mode 0600) under an unpredictable name; its name."""
+    def create_temp(self, hint: str, *, suffix: str = ".tmp", about: str | None = None) -> tuple[int, str]:
+        """A new empty file (descriptor open read-write, mode 0600) under an unpredictable name; its name.
+        ``about``: the path an error names (default: ``hint`` in this directory)."""
+        about = about or self.join(hint)
         for _ in range(100):
             name = f".{hint[:80]}.{secrets.token_hex(8)}{suffix}"
             try:
@@ -166,9 +168,10 @@ class SafeDir:
                 continue
             except OSError as exc:
                 raise WriteError(f"cannot create a temp file in {self.path}: {reason(exc)}; nothing written",
-                                 path=self.join(hint)) from None
+                                 path=about) from None
             return fd, name
-        raise WriteError(f"cannot create a temp file in {self.path}: every name tried exists", path=self.join(hint))
+        raise WriteError(f"cannot create a temp file in {self.path}: every name tried exists; nothing written",
+                         path=about)
 
     def create_exclusive(self, name: str) -> int:
         """``name`` as a new file (write descriptor, mode 0600); FileExistsError when anything is there."""
@@ -216,6 +219,17 @@ def set_owner_and_mode(fd: int, like: os.stat_result | None, *, new_mode: int | 
         os.fchmod(fd, stat.S_IMODE(like.st_mode))
 
 
+def copy_owner_and_mode(path: str | os.PathLike[str], like: os.stat_result) -> None:
+    """Give the regular file at ``path`` (never what a link there points to) the owner, group and mode of ``like``."""
+    d, name = SafeDir.of(path)
+    with d:
+        fd = d.open_read(name)
+    try:
+        set_owner_and_mode(fd, like)
+    finally:
+        os.close(fd)
+
+
 def copy_fd(src: int, dst: int) -> None:
     """All of ``src`` (from its start) to ``dst`` at its current position."""
     offset = 0
@@ -238,18 +252,19 @@ class Replacement:
 
     ``fd`` / :attr:`file` write it; :attr:`temp_path` is its path for a tool that must have one
     (read-only use: verifying it). ``like``: the stat whose owner, group and mode it gets (default:
-    the file now at ``path``; a new file gets ``new_mode``).
+    the file now at ``path``; a new file gets ``new_mode``); ``mode``: this mode whatever it replaces.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, like: os.stat_result | None = None,
-                 new_mode: int | None = None) -> None:
+                 new_mode: int | None = None, mode: int | None = None) -> None:
         self.path = os.path.abspath(os.fspath(path))
         self.dir, self.name = SafeDir.of(self.path)
         try:
             existing = self._target()
             self.like = like if like is not None else existing
             self.new_mode = new_mode
-            self.fd, self.temp = self.dir.create_temp(self.name)
+            self.mode = mode
+            self.fd, self.temp = self.dir.create_temp(self.name, about=self.path)
         except BaseException:
             self.dir.close()
             raise
@@ -257,7 +272,10 @@ class Replacement:
         self.done = False
 
     def _target(self) -> os.stat_result | None:
-        st = self.dir.lstat(self.name)
+        try:
+            st = self.dir.lstat(self.name)
+        except OSError as exc:
+            raise WriteError(f"cannot use it as the output: {reason(exc)}; nothing written", path=self.path) from None
         if st is None:
             return None
         if stat.S_ISLNK(st.st_mode):
@@ -292,12 +310,14 @@ class Replacement:
                 verify(self.temp_path)
             with lock() if lock is not None else contextlib.nullcontext():
                 set_owner_and_mode(self.fd, self.like, new_mode=self.new_mode)
+                if self.mode is not None:
+                    os.fchmod(self.fd, self.mode)
                 self.dir.rename(self.temp, self.name)
             self.done = True
             self.dir.fsync()
         except OSError as exc:
             self.abort()
-            raise WriteError(f"writing failed: {reason(exc)}; the original is untouched", path=self.path) from None
+            raise write_failed(exc, self.path) from None
         except BaseException:
             self.abort()
             raise
@@ -324,17 +344,26 @@ class Replacement:
 
 @contextlib.contextmanager
 def atomic_replace(path: str | os.PathLike[str], *, like: os.stat_result | None = None, new_mode: int | None = None,
-                   verify: Callable[[str], None] | None = None,
+                   mode: int | None = None, verify: Callable[[str], None] | None = None,
                    lock: Callable[[], AbstractContextManager[object]] | None = None) -> Iterator[Replacement]:
     """Yield a :class:`Replacement` for ``path``; when the block ends normally it is committed
     (``verify``/``lock`` as in :meth:`Replacement.commit`), on an exception the temp is removed."""
-    rep = Replacement(path, like=like, new_mode=new_mode)
+    rep = Replacement(path, like=like, new_mode=new_mode, mode=mode)
     try:
         yield rep
+    except OSError as exc:  # writing the temp failed (a full disk): the original is untouched
+        rep.abort()
+        raise write_failed(exc, rep.path) from None
     except BaseException:
         rep.abort()
         raise
     rep.commit(verify=verify, lock=lock)
+
+
+def write_failed(exc: OSError, path: str) -> WriteError:
+    """The one line for a replacement that failed (the temp is gone, the original untouched)."""
+    hint = " (disk full)" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else ""
+    return WriteError(f"writing failed{hint}: {exc.strerror or exc}; the original is untouched", path=path)
 
 
 def replace_from(path: str | os.PathLike[str], source: str | os.PathLike[str], *,
@@ -370,7 +399,7 @@ class NewCopy:
         self.suffix = suffix
         self.like = like
         try:
-            self.fd, self.temp = self.dir.create_temp(f"{self.name}.{suffix}")
+            self.fd, self.temp = self.dir.create_temp(f"{self.name}.{suffix}", about=self.path)
         except BaseException:
             self.dir.close()
             raise
@@ -404,7 +433,7 @@ class NewCopy:
             self.dir.fsync()
         except OSError as exc:
             self.abort()
-            raise WriteError(f"cannot keep a copy {self.path}.{self.suffix}: {reason(exc)}; nothing changed",
+            raise WriteError(f"cannot keep a copy of it as {self.name}.{self.suffix}: {reason(exc)}; nothing changed",
                              path=self.path) from None
         except BaseException:
             self.abort()
