@@ -646,6 +646,14 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     pred.log.extend(loaded.log)
     if loaded.stop is not None:
         return _finish(pred, stop=loaded.stop)
+    stores = loaded["stores"].columns()
+    cmsgs = loaded["cmsgs"].columns()
+    retains = loaded["retains"].columns()
+    ret_rows = _found_rows(stores, retains["store_id"], retains["pos"])
+    before = Counter(loaded.counts)
+    stop = _retain_checks(pred, loaded, stores, retains, ret_rows, cmsgs)
+    if stop is not None:
+        return _finish(pred, stop=stop)
     stats = effect("restore-stats", v)
     if stats.log:  # printed at the end of persist__restore(), before the expiry pass
         pred.log.extend(fill(stats.log, v, base=len(loaded["stores"]), retained=len(loaded["retains"]),
@@ -657,12 +665,6 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     subs = loaded["subs"].columns()
     stores = loaded["stores"].columns()
     sidx = _index_stores(stores["store_id"], stores["pos"], stores["topic_null"])
-    retains = loaded["retains"].columns()
-    ret_rows = _found_rows(stores, retains["store_id"], retains["pos"])
-    before = Counter(loaded.counts)
-    stop = _retain_checks(pred, loaded, stores, retains, ret_rows, cmsgs)
-    if stop is not None:
-        return _finish(pred, stop=stop)
     undeliverable = _undeliverable(pred, loaded, stores, cmsgs)
     pred.counts.update(loaded.counts - before)
 
