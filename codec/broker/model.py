@@ -799,10 +799,10 @@ def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
     (refused by the ACL check at delivery)."""
     v = pred.version
     bad = np.zeros(len(cmsgs["store_id"]), dtype=bool)
-    if not len(bad) or not effect("share-topic-queued", v).action == "drops":
+    if not len(bad):
         return bad
     out = cmsgs["direction"] == 1
-    qos = (cmsgs["qos"] > 2) & out
+    qos = (cmsgs["qos"] > 2) & out & (effect("qos-invalid-queued", v).action == "drops")
     for r in np.flatnonzero(qos).tolist()[:EVENTS_SHOWN]:
         loaded.event(Event("qos-invalid-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     rows = _found_rows(stores, cmsgs["store_id"], cmsgs["pos"] + 1)
@@ -810,6 +810,11 @@ def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
     heads = _heads(pred.path, stores, rows[have], len(SHARE))
     share = np.zeros(len(bad), dtype=bool)
     share[have] = (heads == SHARE).all(axis=1)
+    nul = have[(heads[:, 0] == 0) & (stores["topic_len"][rows[have]] > 0)]
+    for r in nul.tolist()[:EVENTS_SHOWN]:
+        loaded.event(Event("nul-topic-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
+    if effect("share-topic-queued", v).action != "drops":
+        share[:] = False
     for r in np.flatnonzero(share).tolist()[:EVENTS_SHOWN]:
         loaded.event(Event("share-topic-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     return qos | share
