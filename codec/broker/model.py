@@ -646,6 +646,14 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     pred.log.extend(loaded.log)
     if loaded.stop is not None:
         return _finish(pred, stop=loaded.stop)
+    stores = loaded["stores"].columns()
+    cmsgs = loaded["cmsgs"].columns()
+    retains = loaded["retains"].columns()
+    ret_rows = _found_rows(stores, retains["store_id"], retains["pos"])
+    before = Counter(loaded.counts)
+    stop = _retain_checks(pred, loaded, stores, retains, ret_rows, cmsgs)
+    if stop is not None:
+        return _finish(pred, stop=stop)
     stats = effect("restore-stats", v)
     if stats.log:  # printed at the end of persist__restore(), before the expiry pass
         pred.log.extend(fill(stats.log, v, base=len(loaded["stores"]), retained=len(loaded["retains"]),
@@ -657,12 +665,6 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     subs = loaded["subs"].columns()
     stores = loaded["stores"].columns()
     sidx = _index_stores(stores["store_id"], stores["pos"], stores["topic_null"])
-    retains = loaded["retains"].columns()
-    ret_rows = _found_rows(stores, retains["store_id"], retains["pos"])
-    before = Counter(loaded.counts)
-    stop = _retain_checks(pred, loaded, stores, retains, ret_rows, cmsgs)
-    if stop is not None:
-        return _finish(pred, stop=stop)
     undeliverable = _undeliverable(pred, loaded, stores, cmsgs)
     pred.counts.update(loaded.counts - before)
 
@@ -797,10 +799,10 @@ def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
     (refused by the ACL check at delivery)."""
     v = pred.version
     bad = np.zeros(len(cmsgs["store_id"]), dtype=bool)
-    if not len(bad) or not effect("share-topic-queued", v).action == "drops":
+    if not len(bad):
         return bad
     out = cmsgs["direction"] == 1
-    qos = (cmsgs["qos"] > 2) & out
+    qos = (cmsgs["qos"] > 2) & out & (effect("qos-invalid-queued", v).action == "drops")
     for r in np.flatnonzero(qos).tolist()[:EVENTS_SHOWN]:
         loaded.event(Event("qos-invalid-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     rows = _found_rows(stores, cmsgs["store_id"], cmsgs["pos"] + 1)
@@ -808,6 +810,11 @@ def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
     heads = _heads(pred.path, stores, rows[have], len(SHARE))
     share = np.zeros(len(bad), dtype=bool)
     share[have] = (heads == SHARE).all(axis=1)
+    nul = have[(heads[:, 0] == 0) & (stores["topic_len"][rows[have]] > 0)]
+    for r in nul.tolist()[:EVENTS_SHOWN]:
+        loaded.event(Event("nul-topic-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
+    if effect("share-topic-queued", v).action != "drops":
+        share[:] = False
     for r in np.flatnonzero(share).tolist()[:EVENTS_SHOWN]:
         loaded.event(Event("share-topic-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     return qos | share

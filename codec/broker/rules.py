@@ -192,6 +192,12 @@ RULES: tuple[Rule, ...] = (
          ((ANY_LOW, ANY_HIGH, Effect("keeps", (), "the broker handles topics as C strings: it serves the part "
                                      "before the NUL")),),
          "strlen()/strdup() of the topic everywhere after the read", measured=True),
+    Rule("nul-topic-queued", "a queued message whose topic starts with a NUL byte (an empty C string)",
+         ((ANY_LOW, ANY_HIGH, Effect("unknown", (), "sent as a PUBLISH with an empty topic: a client that checks "
+                                     "it disconnects (paho does) and the queue behind it is then not received; "
+                                     "the outcome depends on the client")),),
+         "measured with paho against 1.6.15, 2.0.11-2.0.22, 2.1.2 (the client received none of its queue)",
+         measured=True),
     Rule("share-topic-queued", "a queued message whose topic starts with $share",
          ((V16, ANY_HIGH, Effect("drops", (), "never delivered: the ACL check refuses $share topics "
                                  "(security.c / plugin_acl_check.c)")),),
