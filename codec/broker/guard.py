@@ -39,7 +39,6 @@ import errno
 import os
 import shutil
 import stat
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -331,7 +330,7 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
             rep.aside.append(kept_new)
             line(f"kept {leftover} as {kept_new} ({os.path.getsize(kept_new):,} bytes)")
             sources.append(kept_new)
-    work = tempfile.mkdtemp(prefix="mosqdb-guard-")  # 0700: the salvage is made here, never beside FILE
+    work = safefile.new_private_dir("mosqdb-guard-")  # 0700: the salvage is made here, never beside FILE
     try:
         chosen = None
         if salvage:
@@ -450,9 +449,11 @@ def _make(cand: Candidate, scratch: str, version: Version, conf: BrokerConf | No
         cand.prediction = pred
         if unknown or pred is None or pred.verdict == "loads" or (pred.stop is None and not pred.crash_when):
             break
-        if not _fix(cand, pred, scratch, f"{scratch}.{step}", version, at, conf):
+        fixed = _fix(cand, pred, scratch, f"{scratch}.{step}", version, at, conf)
+        if fixed is None:
             cand.problem = why(pred)
             break
+        scratch = cand.scratch = fixed
     else:
         cand.problem = f"still not loadable after dropping {MAX_DROPS} chunks"
     cand.kept = _chunks(scratch)
@@ -562,8 +563,9 @@ def _chunks(path: str) -> int:
 
 
 def _fix(cand: Candidate, pred: Prediction, scratch: str, tmp: str, version: Version, at: float,
-         conf: BrokerConf | None) -> bool:
-    """One step towards a file the release loads; False when there is none to take."""
+         conf: BrokerConf | None) -> str | None:
+    """One step towards a file the release loads: the file it made (``tmp``, or a name after it); None when there
+    is no step to take."""
     from codec.broker.rules import native_db_version
     from codec.ops.convert import convert
     from codec.reader import DbFile
@@ -571,34 +573,30 @@ def _fix(cand: Candidate, pred: Prediction, scratch: str, tmp: str, version: Ver
     stop = pred.stop
     if stop is not None and stop.rule == "unsupported-version":
         target = native_db_version(version)
-        expired = _drop_expired(scratch, tmp, at)
-        if expired:  # the file's own writer would not serve them; a release without expiry would, for ever
-            _repaired(cand, tmp, scratch, version, at, None)
-            cand.extra_drops.append(f"{expired:,} stored message(s) whose expiry time had passed (Mosquitto "
+        if _drop_expired(scratch, f"{tmp}.live", at):  # a release without expiry would serve them for ever
+            if _repaired(cand, f"{tmp}.live", f"{tmp}.kept", version, at, None) is None:
+                return None
+            cand.extra_drops.append(f"the stored messages whose expiry time had passed (Mosquitto "
                                     f"{'.'.join(map(str, version))} keeps no expiry: it would serve them for ever)")
+            scratch = f"{tmp}.kept"
         with DbFile(scratch) as db:
             source_version = db.version
             rep = convert(db, tmp, target, force=True, now=at)
         lost = ", ".join(f"{lo.kind}.{lo.field} x{lo.count}" for lo in rep.losses.values() if lo.count)
         cand.converted = f"v{source_version} -> v{target}" + (f" (lost: {lost})" if lost else " (nothing lost)")
-        os.replace(tmp, scratch)
-        return True
+        return tmp
     offset = stop.offset if stop is not None else None
     span = _chunk_at(scratch, offset) if offset is not None else None
     if span is None:
-        return False
+        return None
     start, end, label = span
-    _without(scratch, tmp, start, end)
+    _without(scratch, f"{tmp}.cut", start, end)
     cand.extra_drops.append(f"{label}: {_situation(stop.rule) if stop is not None else pred.verdict}")
-    try:
-        again = _repaired(cand, tmp, scratch, version, at, conf)  # references to what was dropped go too
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    again = _repaired(cand, f"{tmp}.cut", tmp, version, at, conf)  # references to what was dropped go too
     if again is None:
-        return False
+        return None
     cand.extra_drops.extend(f"{d.kind} at offset {d.offset:,}: {d.reason}" for d in again.dropped)
-    return True
+    return tmp
 
 
 def _chunk_at(path: str, offset: int) -> tuple[int, int, str] | None:

@@ -30,10 +30,10 @@ import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, field
 
+from codec import safefile
 from codec.broker.conf import BrokerConf
 
 Version = tuple[int, int, int]
@@ -185,9 +185,9 @@ def trial_conf(work: str, port: int, *, conf: BrokerConf | None, store: bool, pl
 
 
 def _copy(src: str, dst: str) -> None:
-    """``src``'s bytes (and mode) into a new file ``dst`` in the private directory."""
-    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with open(fd, "wb") as out, open(src, "rb") as inp:
+    """``src``'s bytes (a link followed, as a broker before 2.1 follows it) and mode into a new file ``dst`` in the
+    private directory."""
+    with safefile.create_private(dst) as out, open(src, "rb") as inp:
         shutil.copyfileobj(inp, out, 1 << 20)
         os.fchmod(out.fileno(), os.stat(src).st_mode & 0o777)
 
@@ -222,21 +222,17 @@ def trial_load(binary: Binary, path: str | None, *, conf: BrokerConf | None = No
     size = os.path.getsize(path) if path is not None else 0
     timeout = default_timeout(size) if timeout is None else timeout
     try:
-        work = tempfile.mkdtemp(prefix="mosqdb-trial-")  # 0700
+        work = safefile.new_private_dir("mosqdb-trial-")  # 0700
     except OSError as exc:
         raise TrialError(f"cannot make a temp directory for the trial: {exc.strerror}") from None
     try:
         if path is not None:
             name = SQLITE_FILE if store else DB_FILE
-            if os.path.islink(path):  # the broker meets a link, as it would (2.1 ignores one): to a copy
-                _copy(path, os.path.join(work, "target"))
-                os.symlink(os.path.join(work, "target"), os.path.join(work, name))
-            else:
-                _copy(path, os.path.join(work, name))
-                if store and os.path.isfile(f"{path}-wal"):
-                    _copy(f"{path}-wal", os.path.join(work, f"{name}-wal"))
+            _copy(path, os.path.join(work, name))
+            if store and os.path.isfile(f"{path}-wal"):
+                _copy(f"{path}-wal", os.path.join(work, f"{name}-wal"))
         trial = _run(binary, work, conf=conf, store=store, plugin=plugin, timeout=timeout)
-    finally:
+    finally:  # the copy, the broker's own save and its log go with it
         shutil.rmtree(work, ignore_errors=True)
     if control and path is not None and trial.result in ("refuses", "crashes"):
         empty = trial_load(binary, None, conf=conf, store=store, timeout=timeout, control=False)
@@ -253,11 +249,11 @@ def _run(binary: Binary, work: str, *, conf: BrokerConf | None, store: bool, plu
     for _attempt in range(PORT_ATTEMPTS):
         port = _free_port()
         conf_path = os.path.join(work, "trial.conf")
-        with open(conf_path, "w") as f:
-            f.write(trial_conf(work, port, conf=conf, store=store, plugin=plugin))
-        for name in (out_path, os.path.join(work, LOG_FILE)):
+        for name in (conf_path, out_path, os.path.join(work, LOG_FILE)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(name)
+        with safefile.create_private(conf_path) as f:
+            f.write(trial_conf(work, port, conf=conf, store=store, plugin=plugin).encode())
         trial = _once(binary, work, conf_path, out_path, port, timeout)
         if trial is not None:
             return trial
@@ -279,7 +275,7 @@ def _read(path: str) -> str:
 def _once(binary: Binary, work: str, conf_path: str, out_path: str, port: int, timeout: float) -> Trial | None:
     """One start; None when the port was taken meanwhile (try another)."""
     t0 = time.monotonic()
-    with open(out_path, "wb") as out:
+    with safefile.create_private(out_path) as out:
         try:
             proc = subprocess.Popen([binary.path, "-c", conf_path], stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, cwd=work, start_new_session=True)
