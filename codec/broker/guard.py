@@ -41,6 +41,7 @@ import shutil
 import stat
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,20 +272,30 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
             raise GuardRefused(f"is a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's); Mosquitto "
                                f"{rep.broker} has no such plugin and reads a mosquitto.db: not guarded, nothing "
                                "touched", path=path)
-        if rep.store:
-            rep.model_unknown = _store_reading(path, at)
-            line("a Mosquitto 2.1 sqlite store (the persist-sqlite plugin loads it): "
-                 + (f"mosqdb cannot read it: {rep.model_unknown}" if rep.model_unknown else "mosqdb reads it"))
-        else:
-            rep.before, rep.model_unknown = model(path, version, at=at, conf=conf, topics=topics)
-            if rep.model_unknown:
-                line(f"the model cannot tell what Mosquitto {rep.broker} does with it: {rep.model_unknown}")
-        ignored = rep.before is not None and rep.before.ignored is not None
-        if binary is not None and not ignored:
+        # the broker's file is ignored whole (persistence off, a symlink on 2.1): nothing for a trial to load
+        ignored = not rep.store and ((conf is not None and not conf.persistence)
+                                     or (version >= V21 and os.path.islink(path)))
+        trial = None
+        if binary is not None and not ignored:  # the trial runs in the broker's process while the model reads
+            pool = ThreadPoolExecutor(max_workers=1)
+            trial = pool.submit(trial_load, binary, path, conf=conf, store=rep.store, timeout=trial_timeout)
+            pool.shutdown(wait=False)
+        try:
+            if rep.store:
+                rep.model_unknown = _store_reading(path, at)
+                line("a Mosquitto 2.1 sqlite store (the persist-sqlite plugin loads it): "
+                     + (f"mosqdb cannot read it: {rep.model_unknown}" if rep.model_unknown else "mosqdb reads it"))
+            else:
+                rep.before, rep.model_unknown = model(path, version, at=at, conf=conf, topics=topics)
+                if rep.model_unknown:
+                    line(f"the model cannot tell what Mosquitto {rep.broker} does with it: {rep.model_unknown}")
+        finally:
+            if trial is not None:
+                rep.trial = trial.result()
+        if rep.trial is not None and binary is not None:
             if rep.before is not None and not rep.model_unknown:
                 line("the model predicts: " + (f"Mosquitto {rep.broker} loads it ({summary(rep.before)})"
                                                if rep.before.verdict == "loads" else why(rep.before)))
-            rep.trial = trial_load(binary, path, conf=conf, store=rep.store, timeout=trial_timeout)
             line(f"trial in {binary.path}: {rep.trial.detail} ({rep.trial.seconds:.2f} s)")
         elif rep.no_trial:
             line(rep.no_trial)

@@ -230,6 +230,13 @@ def test_a_store_is_tried_with_the_plugin_and_left_alone(tmp_path: Path) -> None
     assert rc == 0, err
     assert data["trial"]["result"] == "loads" and data["action"] == "none" and "magic" not in err
     assert listing(d) == before
+    # named by the configuration of a broker with the plugin (no `persistence true`): the same
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text(f"listener 1883\npersistence_location {d}/\nplugin /usr/lib/mosquitto_persist_sqlite.so\n")
+    r = run_in_process("guard", "--conf", conf, "--mosquitto", exe, "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["file"] == str(store) and data["trial"]["result"] == "loads" and listing(d) == before
 
 
 @live
