@@ -350,3 +350,34 @@ def test_guard_on_a_short_store_length_never_fails_to_finish(tmp_path: Path) -> 
         assert data["action"] == "salvaged"
         (aside,) = [p for p in db.parent.iterdir() if ".bad-" in p.name]
         assert sha(aside) == original
+
+
+def test_guard_touches_nothing_outside_when_the_directory_owner_plants_links(tmp_path: Path) -> None:
+    """The broker's user owns the data directory and plants symlinks at every name the guard may use
+    (FILE.new, FILE.bad-<stamp> for the next seconds, with .1 .. .3): the guard, run by root or by anyone,
+    follows none of them; the files they point to keep their bytes, owner and mode."""
+    from codec.broker.guard import stamp
+
+    db = bad_file(tmp_path)
+    d = db.parent
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"root's file\n")
+    victim.chmod(0o600)
+    before = (sha(victim), victim.stat().st_uid, victim.stat().st_mode)
+    now = time.time()
+    names = [f"{db.name}.new"]
+    for s in range(-2, 30):
+        base = f"{db.name}.bad-{stamp(now + s)}"
+        names += [base, *(f"{base}.{n}" for n in range(1, 4))]
+    for name in names:
+        (d / name).symlink_to(victim)
+    if os.geteuid() == 0:
+        os.chown(d, 65534, 65534)
+        for name in names:
+            os.lchown(d / name, 65534, 65534)
+    r = run_in_process("guard", db, "--broker", "2.0.18", "--no-trial", "--at", AT)
+    assert r.returncode == 0, r.stderr
+    assert (sha(victim), victim.stat().st_uid, victim.stat().st_mode) == before
+    assert all((d / name).is_symlink() for name in names)  # each planted link is still a link
+    aside = [p for p in d.iterdir() if ".bad-" in p.name and not p.is_symlink()]
+    assert len(aside) == 1 and "put the salvage" in r.stderr
