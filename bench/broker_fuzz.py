@@ -243,7 +243,7 @@ def _observed_verdict(rc: int | None, started: bool) -> str:
 
 
 def run_one(version: str, binary: str, path: Path, work: Path, clients: list[str], now: float) -> Run:
-    from support.brokers import collect_queued, collect_retained
+    from support.brokers import collect_queued
 
     work.mkdir(parents=True, exist_ok=True)
     db = work / "mosquitto.db"
@@ -271,7 +271,7 @@ def run_one(version: str, binary: str, path: Path, work: Path, clients: list[str
             return run
         time.sleep(0.3)
         try:
-            served = set(collect_retained(b.port, timeout=3.0))
+            served = retained_topics(b.port, timeout=3.0)
         except Exception as exc:  # noqa: BLE001
             run.content_ok, run.diff = False, f"retained: {exc}"
             return run
@@ -299,6 +299,45 @@ def run_one(version: str, binary: str, path: Path, work: Path, clients: list[str
         with contextlib.suppress(Exception):
             b.stop()
 
+
+
+def retained_topics(port: int, timeout: float) -> set[str]:
+    """The retained topics served under ``#``, as bytes decoded like the model's (surrogateescape): paho's
+    own ``msg.topic`` raises on a topic that is not UTF-8, and a broker may serve one from a file."""
+    import threading
+    import uuid
+
+    import paho.mqtt.client as mqtt
+    from paho.mqtt.enums import CallbackAPIVersion
+
+    got: set[str] = set()
+    done = threading.Event()
+    sentinel: list[int] = []
+    c = mqtt.Client(CallbackAPIVersion.VERSION2, client_id=f"fuzz-ret-{uuid.uuid4().hex[:8]}",
+                    protocol=mqtt.MQTTv311)
+
+    def on_message(_c, _u, msg) -> None:  # type: ignore[no-untyped-def]
+        if msg.retain:
+            got.add(bytes(msg._topic).decode("utf-8", "surrogateescape"))
+
+    def on_subscribe(_c, _u, mid, _rc, _p) -> None:  # type: ignore[no-untyped-def]
+        if sentinel and mid == sentinel[0]:
+            done.set()
+
+    def on_connect(cl, _u, _f, _rc, _p) -> None:  # type: ignore[no-untyped-def]
+        cl.subscribe("#", 0)
+        sentinel.append(cl.subscribe(f"fuzz/sentinel/{uuid.uuid4().hex}", 0)[1])
+
+    c.on_message, c.on_subscribe, c.on_connect = on_message, on_subscribe, on_connect
+    c.connect("127.0.0.1", port)
+    c.loop_start()
+    try:
+        if not done.wait(timeout):
+            raise TimeoutError("no SUBACK for the sentinel")
+    finally:
+        c.disconnect()
+        c.loop_stop()
+    return got
 
 
 class _Broker:

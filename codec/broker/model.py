@@ -781,15 +781,17 @@ def _retain_checks(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
             return _stop("nul-topic-retained", v, offset=int(retains["offset"][r]), pos=int(retains["pos"][r]),
                          chunk_type="retain")
         loaded.event(Event("nul-topic-retained", int(retains["pos"][r]), int(retains["offset"][r]), "retain"))
-    if effect("retain-twice", v).action == "unknown":
-        seen: set[int] = set()
-        held = set(cmsgs["store_id"].tolist())
-        for k in found.tolist():
-            row = int(rows[k])
-            if row in seen and int(stores["store_id"][row]) not in held:
+    if effect("retain-twice", v).action == "unknown" and len(found) > 1:
+        hit = rows[found]
+        order = np.argsort(hit, kind="stable")
+        srt = hit[order]
+        again = order[1:][srt[1:] == srt[:-1]]  # a second (third...) retain of one stored message
+        if len(again):
+            sid = stores["store_id"][hit[again]]
+            again = again[~_in(np.unique(cmsgs["store_id"]), sid)]  # held by a client message: not freed
+            for k in found[np.sort(again)].tolist()[:EVENTS_SHOWN]:
                 loaded.event(Event("retain-twice", int(retains["pos"][k]), int(retains["offset"][k]), "retain",
-                                   {"store_id": int(stores["store_id"][row])}))
-            seen.add(row)
+                                   {"store_id": int(stores["store_id"][rows[k]])}))
     return None
 
 
@@ -903,9 +905,11 @@ def _retained_topics(path: str, loaded: Loaded, *, decode: bool = True,
                 sel = rows[a:a + TOPIC_SLICE]
                 assert view is not None
                 matrix = view[offs[sel]].view(np.uint8).reshape(-1, width)  # a copy: the map is not written
-                matrix[np.arange(width)[None, :] >= lens[sel][:, None]] = 0
-                if not matrix.all():  # a C string to the broker: what follows a NUL is not served
-                    matrix[np.cumsum(matrix == 0, axis=1) > 0] = 0
+                outside = np.arange(width)[None, :] >= lens[sel][:, None]
+                nul = matrix == 0
+                if (nul & ~outside).any():  # a C string to the broker: what follows a NUL is not served
+                    outside |= np.cumsum(nul, axis=1) > 0
+                matrix[outside] = 0
                 parts.append(matrix.view(f"S{width}").ravel())
                 if hasattr(mm, "madvise"):
                     mm.madvise(mmap.MADV_DONTNEED)  # hand the pages back: RSS stays flat on big files
