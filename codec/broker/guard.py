@@ -15,8 +15,9 @@ difference is said. Then:
   1. the file's bytes are kept under ``FILE.bad-<UTC timestamp>`` beside it (``.1``, ``.2`` ... after
      an existing one, never over it), and a leftover ``FILE.new`` (a save the broker never finished)
      under ``FILE.new.bad-<timestamp>`` (:mod:`codec.safefile`: no links followed, no name reused);
-  2. each is salvaged in a private temp directory with ``repair``'s engine, plainly and with its
-     retained-message recovery; a chunk the release still refuses is dropped and the rest salvaged
+  2. each is salvaged in a private temp directory with ``repair``'s engine, plainly and, where the damage
+     cut bytes out of the file, with its retained-message recovery (not otherwise: a store with the retain
+     flag and no RETAIN chunk in an intact file is a retained message someone cleared); a chunk the release still refuses is dropped and the rest salvaged
      again (one bad store, not the file), and a db version the release cannot read (a broker rolled
      back) is converted to the one it writes. The candidate that keeps most and that the release
      loads (the model, and the trial where there is a binary) wins; what another option would have
@@ -382,18 +383,20 @@ def _salvage(rep: GuardReport, sources: list[str], version: Version, conf: Broke
     the one that keeps most and that the release loads. FILE.new first: on a tie it is the newer state."""
     n = 0
     for src in sources:
-        for recover in (False, True):
-            n += 1
-            cand = Candidate(src, recover_retained=recover)
-            if not _make(cand, os.path.join(work, f"salvage-{n}.db"), version, conf, at):
-                if not recover:
-                    rep.candidates.append(cand)
-                    line(f"salvage of {src}: {cand.problem}")
-                    break
-                continue
-            if recover and not any("recreated" in f for f in cand.report.fixes):
-                continue  # nothing to recover: the same as the plain salvage
-            rep.candidates.append(cand)
+        plain = Candidate(src)
+        n += 1
+        made = _make(plain, os.path.join(work, f"salvage-{n}.db"), version, conf, at)
+        rep.candidates.append(plain)
+        if not made:
+            line(f"salvage of {src}: {plain.problem}")
+            continue
+        if not any(_lost(d) for d in plain.report.dropped):
+            continue  # nothing was cut out: a store without its RETAIN is a retained message someone cleared
+        n += 1
+        recovered = Candidate(src, recover_retained=True)
+        if _make(recovered, os.path.join(work, f"salvage-{n}.db"), version, conf, at) and any(
+                "recreated" in f for f in recovered.report.fixes):
+            rep.candidates.append(recovered)
     trial_wanted = rep.decided_by == "trial" or binary is not None
     ranked = sorted((c for c in rep.candidates if c.scratch is not None and c.problem is None),
                     key=lambda c: (-c.kept, c.recover_retained, sources.index(c.source)))
@@ -430,6 +433,13 @@ def _salvage(rep: GuardReport, sources: list[str], version: Version, conf: Broke
     _compare_options(best, rep.candidates, line)
     rep.chosen = best
     return best
+
+
+def _lost(d: Any) -> bool:
+    """Whether a salvage drop cut bytes out of the file (damage: a RETAIN chunk may have gone with them),
+    rather than a whole chunk the rules drop (unreferenced, superseded, dangling)."""
+    return d.kind == "bytes" or any(
+        w in d.reason for w in ("truncated", "resynchronised", "does not decode", "cut short", "NUL bytes", "garbage"))
 
 
 def _compare_options(best: Candidate, candidates: list[Candidate], line: Callable[[str], None]) -> None:

@@ -311,6 +311,34 @@ def test_one_bad_store_costs_one_store_not_the_file(tmp_path: Path) -> None:
 
 @live
 @pytest.mark.broker
+def test_a_cleared_retained_message_is_not_brought_back(tmp_path: Path) -> None:
+    """An intact file: a store published with the retain flag, still queued for a client, whose topic has no
+    RETAIN chunk (its retained message was cleared). Nothing was cut out of the file, so the salvage of another
+    store's bad property must not recreate that retained message (as --recover-retained would)."""
+
+    def cleared_and_bad(recs: list) -> list:
+        cmsg = {r["store_id"] for r in recs if r.kind == "client_msg"}
+        retained = {r["store_id"]: i for i, r in enumerate(recs) if r.kind == "retain"}
+        sid = next(s for s in retained if s in cmsg)
+        del recs[retained[sid]]
+        i = _first(recs, "msg_store", lambda r: r["store_id"] != sid
+                   and any(p.id == 1 for p in (r.get("properties") or [])))
+        props = list(recs[i]["properties"])
+        recs[i] = recs[i].with_values(properties=[*props, next(p for p in props if p.id == 1)])
+        return recs
+
+    db = placed(tmp_path)
+    clean = served("/usr/sbin/mosquitto", db)
+    db.write_bytes(_edit(db, cleared_and_bad))
+    rc, err, out = guard_with("/usr/sbin/mosquitto", db)
+    assert rc == 0 and out["action"] == "salvaged", err
+    assert all(c["option"] == "repair" for c in out["salvage"]) and "recovered" not in err
+    got = served("/usr/sbin/mosquitto", db)
+    assert len(got) == len(clean) - 1 and got < clean  # only the cleared one is not served
+
+
+@live
+@pytest.mark.broker
 def test_a_file_cut_mid_chunk_keeps_the_retained_messages(tmp_path: Path) -> None:
     """The cut lost the RETAIN chunks (written after the stores): the guard salvages the most the broker loads,
     the retained messages recovered, and says what a plain repair would have kept."""
