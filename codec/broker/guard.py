@@ -76,9 +76,12 @@ class Candidate:
     report: Any = None
     extra_drops: list[str] = field(default_factory=list)  # chunks dropped because the release refused them
     converted: str | None = None  # "v6 -> v4 (losses ...)"
+    convert_only: bool = False  # only converted to the release's db version (refused for that alone)
 
     @property
     def option(self) -> str:
+        if self.convert_only:
+            return "convert"
         return "repair --recover-retained" if self.recover_retained else "repair"
 
     def to_json(self) -> dict[str, Any]:
@@ -380,8 +383,20 @@ def _set_store_aside(rep: GuardReport, path: str, now: float | None, line: Calla
 def _salvage(rep: GuardReport, sources: list[str], version: Version, conf: BrokerConf | None, at: float, work: str,
              binary: Binary | None, trial_timeout: float | None, line: Callable[[str], None]) -> Candidate | None:
     """Every candidate (each source, with and without retained recovery), made loadable for the release;
-    the one that keeps most and that the release loads. FILE.new first: on a tie it is the newer state."""
+    the one that keeps most and that the release loads. FILE.new first: on a tie it is the newer state.
+
+    A file refused only for its db version (a rolled-back broker) is first converted as it is: no repair
+    (a repair reads and rewrites the whole file; on a big one that is minutes)."""
     n = 0
+    stop = rep.before.stop if rep.before is not None else None
+    if stop is not None and stop.rule == "unsupported-version":
+        for src in sources:
+            n += 1
+            cand = Candidate(src, convert_only=True)
+            if _convert_only(cand, os.path.join(work, f"salvage-{n}.db"), version, conf, at):
+                rep.candidates.append(cand)
+                if _accepted(cand, binary, conf, trial_timeout, line):
+                    return _chosen(rep, cand, line)
     for src in sources:
         plain = Candidate(src)
         n += 1
@@ -397,30 +412,39 @@ def _salvage(rep: GuardReport, sources: list[str], version: Version, conf: Broke
         if _make(recovered, os.path.join(work, f"salvage-{n}.db"), version, conf, at) and any(
                 "recreated" in f for f in recovered.report.fixes):
             rep.candidates.append(recovered)
-    trial_wanted = rep.decided_by == "trial" or binary is not None
-    ranked = sorted((c for c in rep.candidates if c.scratch is not None and c.problem is None),
-                    key=lambda c: (-c.kept, c.recover_retained, sources.index(c.source)))
-    best: Candidate | None = None
-    for cand in ranked:
-        assert cand.scratch is not None
-        if binary is not None and trial_wanted:
-            cand.trial = trial_load(binary, cand.scratch, conf=conf, timeout=trial_timeout)
-            if not cand.trial.starts:
-                cand.problem = f"the broker does not start with it: {cand.trial.detail}"
-                line(f"salvage of {cand.source} ({cand.option}) tried in {binary.path}: {cand.problem}")
-                continue
-        elif cand.prediction is None or cand.prediction.verdict != "loads":
-            cand.problem = "the model cannot tell whether the broker loads it, and there is no broker to try it in"
-            continue
-        best = cand
-        break
+    # the model's loadable ones first; where there is a broker, the others are tried too (the model may be wrong)
+    ranked = sorted((c for c in rep.candidates if c.scratch is not None and c.trial is None and not c.convert_only
+                     and (c.problem is None or binary is not None)),
+                    key=lambda c: (c.problem is not None, -c.kept, c.recover_retained, sources.index(c.source)))
+    best = next((c for c in ranked if _accepted(c, binary, conf, trial_timeout, line)), None)
     for cand in rep.candidates:
         if cand.problem and cand.scratch is not None and cand.trial is None:
             line(f"salvage of {cand.source} ({cand.option}) is not loadable either: {cand.problem}")
-    if best is None:
-        return None
+    return None if best is None else _chosen(rep, best, line)
+
+
+def _accepted(cand: Candidate, binary: Binary | None, conf: BrokerConf | None, trial_timeout: float | None,
+              line: Callable[[str], None]) -> bool:
+    """Whether the release loads the candidate: tried in the broker where there is one, else the model's word."""
+    assert cand.scratch is not None
+    if binary is not None:
+        cand.trial = trial_load(binary, cand.scratch, conf=conf, timeout=trial_timeout)
+        if not cand.trial.starts:
+            cand.problem = f"the broker does not start with it: {cand.trial.detail}"
+            line(f"salvage of {cand.source} ({cand.option}) tried in {binary.path}: {cand.problem}")
+            return False
+        cand.problem = None  # whatever the model said: the broker loads it
+        return True
+    if cand.prediction is None or cand.prediction.verdict != "loads":
+        cand.problem = cand.problem or "the model cannot tell whether the broker loads it, and there is no broker to " \
+                                       "try it in"
+        return False
+    return True
+
+
+def _chosen(rep: GuardReport, best: Candidate, line: Callable[[str], None]) -> Candidate:
     report = best.report
-    first = report.dropped[0] if report.dropped else None
+    first = report.dropped[0] if report is not None and report.dropped else None
     detail = f"; first dropped: {first.kind} at offset {first.offset:,}: {first.reason}" if first else ""
     seen = f"; the trial started Mosquitto {best.trial.binary.text} with it" if best.trial is not None else ""
     said = f" ({summary(best.prediction)})" if best.prediction is not None and best.prediction.verdict == "loads" else ""
@@ -430,9 +454,48 @@ def _salvage(rep: GuardReport, sources: list[str], version: Version, conf: Broke
         line(f"dropped for Mosquitto {rep.broker}: {drop}")
     if best.converted:
         line(f"converted {best.converted}: the db version Mosquitto {rep.broker} reads")
-    _compare_options(best, rep.candidates, line)
+    if not best.convert_only:
+        _compare_options(best, rep.candidates, line)
     rep.chosen = best
     return best
+
+
+def _convert_only(cand: Candidate, scratch: str, version: Version, conf: BrokerConf | None, at: float) -> bool:
+    """``cand.source`` converted to the db version the release writes, its expired stored messages dropped
+    first; False (``cand.problem``) when the file cannot be converted as it is (damage: it is repaired then)."""
+    from codec.broker.rules import native_db_version
+    from codec.ops.convert import convert
+    from codec.reader import DbFile
+
+    target = native_db_version(version)
+    src = cand.source
+    try:
+        cand.dropped = _drop_expired(src, f"{scratch}.live", at)
+        if cand.dropped:
+            src = f"{scratch}.live"
+            cand.extra_drops.append(_EXPIRED.format(version=".".join(map(str, version))))
+        with DbFile(src) as db:
+            source_version = db.version
+            rep = convert(db, scratch, target, force=True, now=at)
+    except CodecError as exc:
+        cand.problem = f"cannot be converted as it is: {exc.reason}"
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(f"{scratch}.live")
+    lost = ", ".join(f"{lo.kind}.{lo.field} x{lo.count}" for lo in rep.losses.values() if lo.count)
+    cand.converted = f"v{source_version} -> v{target}" + (f" (lost: {lost})" if lost else " (nothing lost)")
+    cand.scratch = scratch
+    cand.prediction, unknown = model(scratch, version, at=at, conf=conf)
+    if unknown or cand.prediction is None or cand.prediction.verdict != "loads":
+        cand.problem = unknown or (why(cand.prediction) if cand.prediction is not None else "no verdict")
+    cand.kept = _chunks(scratch)
+    cand.retained = cand.prediction.retained_count if cand.prediction is not None else 0
+    return True
+
+
+_EXPIRED = ("the stored messages whose expiry time had passed (Mosquitto {version} keeps no expiry: it would serve "
+            "them for ever)")
 
 
 def _lost(d: Any) -> bool:
@@ -544,7 +607,8 @@ def _situation(rule_id: str) -> str:
 
 
 def _drop_expired(src: str, out: str, at: float) -> int:
-    """Write ``src`` without its stored messages whose expiry time passed before ``at`` to ``out``; how many."""
+    """Write ``src`` without its stored messages whose expiry time passed before ``at`` (and the client messages
+    and retains that refer to them) to ``out``; how many chunks that drops."""
     import numpy as np
 
     from codec.columnar import iter_columns
@@ -556,13 +620,20 @@ def _drop_expired(src: str, out: str, at: float) -> int:
         if db.empty or (db.version or 0) < 5:
             return 0
         drop = np.zeros(len(db.index), dtype=bool)
+        gone: list[np.ndarray] = []
         for c in iter_columns(db, ChunkType.MSG_STORE):
             expiry = c.ints["expiry_time"].astype(np.int64)
-            drop[c.index[(expiry > 0) & (expiry < int(at))]] = True
+            dead = (expiry > 0) & (expiry < int(at))
+            drop[c.index[dead]] = True
+            gone.append(c.ints["store_id"][dead].astype(np.uint64))
         n = int(drop.sum())
-        if n:
+        if n:  # what refers to them goes too, as the broker that wrote the file drops it at load
+            ids = np.unique(np.concatenate(gone))
+            for kind in (ChunkType.CLIENT_MSG, ChunkType.RETAIN):
+                for c in iter_columns(db, kind):
+                    drop[c.index[np.isin(c.ints["store_id"].astype(np.uint64), ids)]] = True
             save_masked(db, out, drop)
-        return n
+        return int(drop.sum())
 
 
 def _without(src: str, out: str, start: int, end: int) -> None:
@@ -597,8 +668,7 @@ def _fix(cand: Candidate, pred: Prediction, scratch: str, tmp: str, version: Ver
         if _drop_expired(scratch, f"{tmp}.live", at):  # a release without expiry would serve them for ever
             if _repaired(cand, f"{tmp}.live", f"{tmp}.kept", version, at, None) is None:
                 return None
-            cand.extra_drops.append(f"the stored messages whose expiry time had passed (Mosquitto "
-                                    f"{'.'.join(map(str, version))} keeps no expiry: it would serve them for ever)")
+            cand.extra_drops.append(_EXPIRED.format(version=".".join(map(str, version))))
             scratch = f"{tmp}.kept"
         with DbFile(scratch) as db:
             source_version = db.version

@@ -366,6 +366,7 @@ def test_a_rolled_back_broker_gets_a_converted_file_not_an_empty_one(tmp_path: P
     assert out["trial"]["result"] == "refuses" and out["action"] == "salvaged", err
     target = 3 if release == "1.4.15" else 4
     assert f"converted v6 -> v{target}" in err
+    assert [c["option"] for c in out["salvage"]] == ["convert"]  # refused for its version alone: no repair
     assert db.read_bytes()[19:23] == struct.pack(">I", target)
     got = served(exe, db, old=True)
     assert got == everything and got == set(out["after"]["retained"])
