@@ -331,7 +331,7 @@ class Emulator:
         self.read_e(4)
         topic_off = self.p + 2
         topic = self.string()
-        if self.v >= V21 and topic is None:
+        if self.v >= V21 and (topic is None or topic[:1] == b"\0"):  # 2.1 takes strlen() as the length
             raise _Fatal("empty-topic-store")
         self.read_e(2)
         payload_len = struct.unpack(">I", self.read_e(4))[0]

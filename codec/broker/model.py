@@ -451,7 +451,11 @@ def _stores(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, fata
         for r in np.flatnonzero(_props_bad(c)).tolist():
             fatal.append(_stop("bad-properties", v, offset=int(c.offset[r]), pos=int(pos[r]), chunk_type="msg_store"))
         if v >= V21:
-            for r in np.flatnonzero(null).tolist()[:1]:
+            empty = null.copy()
+            if dbv <= 4:  # the v2-v4 reader takes strlen(topic) as its length: a NUL first is length 0
+                some = np.flatnonzero(~null)
+                empty[some] = np.asarray(c.data)[t_start[some]] == 0
+            for r in np.flatnonzero(empty).tolist()[:1]:
                 fatal.append(_stop("empty-topic-store", v, offset=int(c.offset[r]), pos=int(pos[r]),
                                    chunk_type="msg_store"))
         gone = _expired(expiry, at) if v >= V16 else np.zeros(len(c), bool)
@@ -718,6 +722,7 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     if progress is not None:
         progress(STEPS - 1, STEPS)
     pred.retained, pred.retained_count = _retained_topics(pred.path, loaded, decode=topics, rows=ret_rows)
+    _served_topics(pred)
     if progress is not None:
         progress(STEPS, STEPS)
     return _finish(pred)
@@ -813,6 +818,11 @@ def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
     share = np.zeros(len(bad), dtype=bool)
     share[have] = (heads == SHARE).all(axis=1)
     nul = have[(heads[:, 0] == 0) & (stores["topic_len"][rows[have]] > 0)]
+    high = have[(heads >= 0x80).any(axis=1) | (stores["topic_len"][rows[have]] > len(SHARE))]
+    if len(high):
+        bad_rows = _not_utf8_rows(pred.path, stores, np.unique(rows[high]))
+        for r in high[np.isin(rows[high], bad_rows)].tolist()[:EVENTS_SHOWN]:
+            loaded.event(Event("bad-utf8-topic", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     for r in nul.tolist()[:EVENTS_SHOWN]:
         loaded.event(Event("nul-topic-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     if effect("share-topic-queued", v).action != "drops":
@@ -823,6 +833,25 @@ def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
 
 
 EVENTS_SHOWN = 1000
+
+
+def _not_utf8_rows(path: str, stores: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """The store rows (of ``rows``) whose topic is not valid UTF-8 (up to its first NUL, as the broker
+    sends it)."""
+    bad = []
+    offs, lens = stores["topic_off"][rows], stores["topic_len"][rows]
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        for row, off, n in zip(rows.tolist(), offs.tolist(), lens.tolist()):
+            if off < 0:
+                continue
+            raw = mm[off:off + n]
+            if raw.isascii():
+                continue
+            try:
+                raw.split(b"\0", 1)[0].decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append(row)
+    return np.asarray(bad, dtype=np.int64)
 
 
 def _session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str, np.ndarray],
@@ -928,6 +957,36 @@ def _retained_topics(path: str, loaded: Loaded, *, decode: bool = True,
         names.update(uniq.tolist())
     names.discard(b"")
     return ([t.decode("utf-8", "surrogateescape") for t in sorted(names)] if decode else []), len(names)
+
+
+def _served_topics(pred: Prediction) -> None:
+    """What of the retained topics a client is served: 1.4/1.5 keep retained messages in the subscription
+    tree, where a level that is a wildcard is matched as one and never served to ``#`` (measured); 1.5.11
+    served no retained topic of 200 bytes or more (measured, cause not found: undefined); a topic that is
+    not UTF-8 is sent as it is, and a client that checks it (paho) drops the connection (undefined)."""
+    v = pred.version
+    if v < V16:
+        wild = [t for t in pred.retained if "+" in t or "#" in t]
+        if wild:
+            pred.counts["wildcard-topic-retained"] += len(wild)
+            pred.retained = [t for t in pred.retained if t not in set(wild)]
+            pred.retained_count -= len(wild)
+    if effect("long-topic-retained", v).action == "unknown" and any(
+            len(t.encode("utf-8", "surrogateescape")) >= LONG_TOPIC_15 for t in pred.retained):
+        pred.undefined.append("long-topic-retained: " + effect("long-topic-retained", v).note)
+        pred.counts["long-topic-retained"] += 1
+    bad = [t for t in pred.retained if _not_utf8(t)]
+    if bad and not any(u.startswith("bad-utf8-topic:") for u in pred.undefined):
+        pred.undefined.append("bad-utf8-topic: " + effect("bad-utf8-topic", v).note)
+        pred.counts["bad-utf8-topic"] += len(bad)
+
+
+LONG_TOPIC_15 = 200
+
+
+def _not_utf8(text: str) -> bool:
+    """A topic decoded with surrogateescape that held bytes which are not UTF-8."""
+    return any("\udc80" <= ch <= "\udcff" for ch in text)
 
 
 def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:

@@ -198,6 +198,19 @@ RULES: tuple[Rule, ...] = (
                                      "the outcome depends on the client")),),
          "measured with paho against 1.6.15, 2.0.11-2.0.22, 2.1.2 (the client received none of its queue)",
          measured=True),
+    Rule("bad-utf8-topic", "a retained or queued message whose topic is not valid UTF-8",
+         ((ANY_LOW, ANY_HIGH, Effect("unknown", (), "sent as it is: a client that checks UTF-8 (paho does) drops "
+                                     "the connection, so what it receives depends on the client")),),
+         "measured with paho against 1.6.15, 2.0.11-2.0.22, 2.1.2 (no SUBACK after such a retained message; a "
+         "session received 2 of 8 queued messages)", measured=True),
+    Rule("wildcard-topic-retained", "a retained message whose topic holds + or #",
+         ((ANY_LOW, _until(V16), Effect("drops", (), "1.4/1.5 keep retained messages in the subscription tree: "
+                                        "the level is taken as a wildcard and never served to #")),),
+         "measured with 1.4.15 and 1.5.11 (1.6 and later serve it)", measured=True),
+    Rule("long-topic-retained", "a retained message whose topic is 200 bytes or longer",
+         ((V15, _until(V16), Effect("unknown", (), "1.5.11 served none (199 bytes: served); the cause was not "
+                                    "found in the source, so what it serves is not known")),),
+         "measured with 1.5.11 (1.4.15, 1.6.15 and later serve them)", measured=True),
     Rule("share-topic-queued", "a queued message whose topic starts with $share",
          ((V16, ANY_HIGH, Effect("drops", (), "never delivered: the ACL check refuses $share topics "
                                  "(security.c / plugin_acl_check.c)")),),
