@@ -674,6 +674,9 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     stores = loaded["stores"].columns()
     sidx = _index_stores(stores["store_id"], stores["pos"], stores["topic_null"])
     undeliverable = _undeliverable(pred, loaded, stores, cmsgs)
+    if effect("bad-direction", v).action == "unknown":
+        for r in np.flatnonzero(cmsgs["direction"] > 1).tolist()[:EVENTS_SHOWN]:
+            loaded.event(Event("bad-direction", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     pred.counts.update(loaded.counts - before)
 
     # sessions: every client id the load created a context for

@@ -211,6 +211,13 @@ RULES: tuple[Rule, ...] = (
          ((V15, _until(V16), Effect("unknown", (), "1.5.11 served none (199 bytes: served); the cause was not "
                                     "found in the source, so what it serves is not known")),),
          "measured with 1.5.11 (1.4.15, 1.6.15 and later serve them)", measured=True),
+    Rule("bad-direction", "a client message whose direction is neither 0 (in) nor 1 (out)",
+         ((ANY_LOW, _until(V16), Effect("unknown", (), "1.4/1.5 keep one message list per client and send by "
+                                        "state, not direction: measured, 1.5.11 delivered such a message; not "
+                                        "modelled")),
+          (V16, ANY_HIGH, Effect("keeps", (), "restored as incoming (only direction 1 is outgoing)"))),
+         "persist.c persist__client_msg_restore() (1.5: one list); persist_read.c `direction == mosq_md_out` "
+         "(1.6+)", measured=True),
     Rule("share-topic-queued", "a queued message whose topic starts with $share",
          ((V16, ANY_HIGH, Effect("drops", (), "never delivered: the ACL check refuses $share topics "
                                  "(security.c / plugin_acl_check.c)")),),
