@@ -35,6 +35,7 @@ from codec.broker.loaded import Event, Loaded, Stop
 from codec.broker.loader import emulate, properties_refused
 from codec.broker.rules import (
     BY_ID,
+    V15,
     V16,
     V21,
     V2015,
@@ -615,10 +616,20 @@ def _retains(db: DbFile, v: Version, loaded: Loaded, prefix: int, stores: _Store
         table.extend(pos=pos[keep], store_id=sid[keep], offset=c.offset[keep])
 
 
+def _deep_subs(v: Version, c: Any, t_start: np.ndarray, t_size: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """Rows whose filter 1.5/1.6's tokeniser refuses (only filters of 199 bytes or more can be: checked one by one)."""
+    rows = np.flatnonzero((t_size >= HIERARCHY_LIMIT - 1) & ~empty)
+    data = np.asarray(c.data)
+    return np.asarray([r for r in rows.tolist() if past_hierarchy_limit(
+        v, data[int(t_start[r]):int(t_start[r]) + int(t_size[r])].tobytes())], dtype=np.int64)
+
+
 def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]) -> None:
     table = loaded["subs"]
     no_client, no_topic = effect("sub-no-client-id", v), effect("sub-no-topic", v)
     nul_topic = effect("nul-topic-sub", v)
+    deep_topic = effect("topic-hierarchy-limit", v)
+    share_sub = effect("share-sub-restored", v)
     for c in iter_columns(db, SUB, stop=prefix):
         pos = c.index.astype(np.int64)
         codes, empty = _client_codes(loaded, c)
@@ -632,7 +643,9 @@ def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]
         for rule, eff, rows in (("sub-no-client-id", no_client, np.flatnonzero(empty)),
                                 ("sub-no-topic", no_topic, np.flatnonzero(empty_topic & ~empty)),
                                 ("nul-topic-sub", nul_topic,
-                                 np.flatnonzero(nul_first & ~empty) if nul_topic.fatal else np.zeros(0, int))):
+                                 np.flatnonzero(nul_first & ~empty) if nul_topic.fatal else np.zeros(0, int)),
+                                ("topic-hierarchy-limit", deep_topic, _deep_subs(v, c, t_start, t_size, empty)
+                                 if deep_topic.fatal else np.zeros(0, int))):
             if v < (1, 5, 0) and rule == "sub-no-client-id":
                 continue  # 1.4: an empty string, a session named ''
             for r in rows.tolist():
@@ -642,6 +655,12 @@ def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]
                 keep[r] = False
                 loaded.event(Event(rule, int(pos[r]), int(c.offset[r]), "sub"), fill(eff.log, v))
         loaded.read["sub"] += len(c)
+        if share_sub.action == "unknown":
+            data = np.asarray(c.data)
+            for r in np.flatnonzero(keep & (t_size >= len(SHARE_SUB))).tolist():
+                s0 = int(t_start[r])
+                if data[s0:s0 + len(SHARE_SUB)].tobytes() == SHARE_SUB:
+                    loaded.event(Event("share-sub-restored", int(pos[r]), int(c.offset[r]), "sub"))
         table.extend(pos=pos[keep], client=codes[keep])
 
 
@@ -993,10 +1012,13 @@ def _served_topics(pred: Prediction) -> None:
             pred.counts["wildcard-topic-retained"] += len(wild)
             pred.retained = [t for t in pred.retained if t not in set(wild)]
             pred.retained_count -= len(wild)
-    if effect("long-topic-retained", v).action == "unknown" and any(
-            len(t.encode("utf-8", "surrogateescape")) >= LONG_TOPIC_15 for t in pred.retained):
-        pred.undefined.append("long-topic-retained: " + effect("long-topic-retained", v).note)
-        pred.counts["long-topic-retained"] += 1
+    if effect("topic-hierarchy-limit", v).fatal:
+        deep = [t for t in pred.retained if past_hierarchy_limit(v, t.encode("utf-8", "surrogateescape"))]
+        if deep:  # the retain restore ignores the tokeniser's failure: loaded, never served
+            pred.counts["topic-hierarchy-limit"] += len(deep)
+            gone = set(deep)
+            pred.retained = [t for t in pred.retained if t not in gone]
+            pred.retained_count -= len(deep)
     joined = "\n".join(pred.retained)
     if not joined.isascii() and ESCAPED.search(joined):  # one C-speed scan, not one per topic
         bad = [t for t in pred.retained if ESCAPED.search(t)]
@@ -1005,7 +1027,19 @@ def _served_topics(pred: Prediction) -> None:
         pred.counts["bad-utf8-topic"] += len(bad)
 
 
-LONG_TOPIC_15 = 200
+HIERARCHY_LIMIT = 200
+SHARE_SUB = b"$share/"
+
+
+def past_hierarchy_limit(v: Version, topic: bytes) -> bool:
+    """Whether 1.5's or 1.6's sub__topic_tokenise() fails on ``topic`` (a C string: up to its first NUL).
+    1.5 counts every character from the first one after a leading '/' to the terminator; 1.6 counts levels."""
+    topic = topic.split(b"\0", 1)[0]
+    if V15 <= v < V16:
+        return len(topic) + 1 - (1 if topic[:1] == b"/" else 0) > HIERARCHY_LIMIT
+    if V16 <= v < V2:
+        return topic[1:].count(b"/") + 1 > HIERARCHY_LIMIT if topic[:1] == b"/" else topic.count(b"/") + 1 > HIERARCHY_LIMIT
+    return False
 ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, as surrogateescape decodes them
 
 

@@ -72,15 +72,40 @@ def test_a_retained_wildcard_topic(version: str, tmp_path: Path) -> None:
     assert set(pred.retained) == served
 
 
-def test_long_retained_topic_on_15_is_undefined(tmp_path: Path) -> None:
-    """1.5.11 serves no retained topic of 200 bytes or more (199: served): the model says it does not know."""
-    long = "x" * 250
-    pred, served = _serve("1.5.11", _retained_topic(V4, long), tmp_path / "long")
-    assert served is not None and long not in served
-    assert any(u.startswith("long-topic-retained") for u in pred.undefined)
-    pred, served = _serve("1.5.11", _retained_topic(V4, "y" * 199), tmp_path / "short")
-    assert served is not None and "y" * 199 in served and not pred.undefined
-    assert set(pred.retained) == served
+@pytest.mark.parametrize("version", ["1.4.15", "1.5.11", "1.6.15"])
+def test_long_retained_topics(version: str, tmp_path: Path) -> None:
+    """1.5's tokeniser counts every character against its 200-level limit: a retained topic of 200 bytes
+    is loaded but never served (199: served); 1.4 has no limit, 1.6 counts levels. Before: listed everywhere."""
+    for n in (199, 250):
+        pred, served = _serve(version, _retained_topic(V4 if version != "1.4.15" else V3, "x" * n), tmp_path / str(n))
+        assert served is not None
+        assert ("x" * n in served) == (n < 200 or version != "1.5.11"), (version, n)
+        assert set(pred.retained) == served and not pred.undefined
+
+
+@pytest.mark.parametrize("version", ["1.4.15", "1.5.11", "1.6.15"])
+def test_long_subscription_filter(version: str, tmp_path: Path) -> None:
+    """The same limit for a subscription: 1.5.11 refuses the file at a 200-byte filter (sub__add fails);
+    1.4 and 1.6 load it. Before: the model said every release loads it (the fuzzer found a 65,535-byte one)."""
+    def change(recs: list) -> list:
+        return _set(recs, next(k for k, r in enumerate(recs) if r.kind == "sub"), topic="x" * 200)
+    pred, served = _serve(version, _edit(V3, change), tmp_path)
+    assert (served is None) == (version == "1.5.11") == (pred.verdict == "refuses")
+
+
+def test_16_shared_subscription_with_retained_is_undefined(tmp_path: Path) -> None:
+    """1.6.15 gave a client with a restored $share/g/# subscription its 4 queued messages plus the 8
+    retained ones: the model says what 1.6 serves then is undefined (2.0 delivers the 4)."""
+    from support.paths import INCOMING
+
+    def change(recs: list) -> list:
+        return _set(recs, next(k for k, r in enumerate(recs) if r.kind == "sub" and r["client_id"] == "a-sub-v5"),
+                    topic="$share/g/#")
+    data = _edit(INCOMING / "2.0.22-a.db", change)
+    db = tmp_path / "v.db"
+    db.write_bytes(data)
+    assert any(u.startswith("share-sub-restored") for u in predict(db, parse_version("1.6.15")).undefined)
+    assert not predict(db, parse_version("2.0.22")).undefined
 
 
 def test_21_refuses_a_v3_topic_starting_with_nul(tmp_path: Path) -> None:

@@ -166,3 +166,12 @@ def test_an_odd_direction_is_undefined_on_15_only(tmp_path: Path) -> None:
     f = _variant(tmp_path, V4, lambda recs: _set(recs, _first(recs, "client_msg"), direction=248))
     assert any(u.startswith("bad-direction") for u in predict(f, parse_version("1.5.11"), at=NOW).undefined)
     assert not predict(f, parse_version("1.6.15"), at=NOW).undefined
+
+
+def test_duplicate_ids_on_16_are_undefined(tmp_path: Path) -> None:
+    """The fuzzer: 1.6.15 served neither retained topic of two stores with one id (2.0 serves the later one,
+    2.1 refuses): the model does not claim one for 1.6."""
+    f = make("duplicate-store-id", V2022, tmp_path / "v.db", NOW)
+    assert any(u.startswith("duplicate-store-id") for u in predict(f, parse_version("1.6.15"), at=NOW).undefined)
+    assert not predict(f, parse_version("2.0.22"), at=NOW).undefined
+    assert predict(f, parse_version("2.1.2"), at=NOW).verdict == "refuses"
