@@ -514,12 +514,15 @@ def report(runs: list[tuple[str, Run]], brokers: list[str], missing: list[str], 
     content = [r for _w, r in runs if r.content_ok is not None]
     cok = sum(1 for r in content if r.content_ok)
     unknown = sum(1 for _w, r in runs if r.model == "unknown")
+    undefined = sum(1 for _w, r in runs if r.notes and r.model == r.observed == "loads")
     lines = [f"# Broker fuzz: seed {seed}, {total} variant x broker runs in {secs:.0f} s",
              "", f"brokers: {', '.join(brokers)}" + (f" (not found: {', '.join(missing)})" if missing else ""), "",
              "| measure | agree | runs | % |", "| --- | --- | --- | --- |",
              f"| verdict | {agree} | {total} | {100 * agree / max(total, 1):.2f} |",
              f"| content (both start) | {cok} | {len(content)} | {100 * cok / max(len(content), 1):.2f} |",
-             f"| model says unknown | {unknown} | {total} | {100 * unknown / max(total, 1):.2f} |", ""]
+             f"| model says unknown | {unknown} | {total} | {100 * unknown / max(total, 1):.2f} |",
+             f"| both start, model says undefined (content not compared) | {undefined} | {total} | "
+             f"{100 * undefined / max(total, 1):.2f} |", ""]
     lines.append("| broker | verdict agree | runs | content agree | compared |")
     lines.append("| --- | --- | --- | --- | --- |")
     for b in brokers:

@@ -331,7 +331,7 @@ class Emulator:
         self.read_e(4)
         topic_off = self.p + 2
         topic = self.string()
-        if self.v >= V21 and topic is None:
+        if self.v >= V21 and (topic is None or topic[:1] == b"\0"):  # 2.1 takes strlen() as the length
             raise _Fatal("empty-topic-store")
         self.read_e(2)
         payload_len = struct.unpack(">I", self.read_e(4))[0]
@@ -429,6 +429,10 @@ class Emulator:
             return self._sub_effect("sub-no-topic", at)
         if topic[:1] == b"\0" and (cid or self.v < V15) and effect("nul-topic-sub", self.v).fatal:
             return self._sub_effect("nul-topic-sub", at)
+        if (cid or self.v < V15) and len(topic) >= 199 and _past_limit(self.v, topic):
+            return self._sub_effect("topic-hierarchy-limit", at)
+        if topic.startswith(b"$share/") and effect("share-sub-restored", self.v).action == "unknown":
+            self.loaded.event(Event("share-sub-restored", self.pos, at, "sub"))
         self.loaded["subs"].add(self.pos, self.loaded.code(cid or b""))
         return None
 
@@ -465,6 +469,12 @@ class Emulator:
                 raise _Fatal("client-no-id-v234")
         self.loaded["clients"].add(self.pos, self.loaded.code(cid), expiry, interval, disconnect, at)
         return None
+
+
+def _past_limit(v: Version, topic: bytes) -> bool:
+    from codec.broker.model import past_hierarchy_limit
+
+    return past_hierarchy_limit(v, topic)
 
 
 class _Fatal(Exception):

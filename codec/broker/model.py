@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import stat
 import struct
 import time
@@ -34,6 +35,7 @@ from codec.broker.loaded import Event, Loaded, Stop
 from codec.broker.loader import emulate, properties_refused
 from codec.broker.rules import (
     BY_ID,
+    V15,
     V16,
     V21,
     V2015,
@@ -451,7 +453,11 @@ def _stores(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, fata
         for r in np.flatnonzero(_props_bad(c)).tolist():
             fatal.append(_stop("bad-properties", v, offset=int(c.offset[r]), pos=int(pos[r]), chunk_type="msg_store"))
         if v >= V21:
-            for r in np.flatnonzero(null).tolist()[:1]:
+            empty = null.copy()
+            if dbv <= 4:  # the v2-v4 reader takes strlen(topic) as its length: a NUL first is length 0
+                some = np.flatnonzero(~null)
+                empty[some] = np.asarray(c.data)[t_start[some]] == 0
+            for r in np.flatnonzero(empty).tolist()[:1]:
                 fatal.append(_stop("empty-topic-store", v, offset=int(c.offset[r]), pos=int(pos[r]),
                                    chunk_type="msg_store"))
         gone = _expired(expiry, at) if v >= V16 else np.zeros(len(c), bool)
@@ -480,6 +486,9 @@ def _duplicates(v: Version, loaded: Loaded, cols: dict[str, np.ndarray], fatal: 
     ids = cols["store_id"]
     if len(ids) < 2:
         return
+    srt = np.sort(ids)
+    if not ((srt[1:] == srt[:-1]) & (srt[1:] != 0)).any():
+        return  # the usual case: every id once
     order = np.lexsort((cols["pos"], ids))
     srt = ids[order]
     dup = np.flatnonzero((srt[1:] == srt[:-1]) & (srt[1:] != 0)) + 1
@@ -607,10 +616,20 @@ def _retains(db: DbFile, v: Version, loaded: Loaded, prefix: int, stores: _Store
         table.extend(pos=pos[keep], store_id=sid[keep], offset=c.offset[keep])
 
 
+def _deep_subs(v: Version, c: Any, t_start: np.ndarray, t_size: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """Rows whose filter 1.5/1.6's tokeniser refuses (only filters of 199 bytes or more can be: checked one by one)."""
+    rows = np.flatnonzero((t_size >= HIERARCHY_LIMIT - 1) & ~empty)
+    data = np.asarray(c.data)
+    return np.asarray([r for r in rows.tolist() if past_hierarchy_limit(
+        v, data[int(t_start[r]):int(t_start[r]) + int(t_size[r])].tobytes())], dtype=np.int64)
+
+
 def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]) -> None:
     table = loaded["subs"]
     no_client, no_topic = effect("sub-no-client-id", v), effect("sub-no-topic", v)
     nul_topic = effect("nul-topic-sub", v)
+    deep_topic = effect("topic-hierarchy-limit", v)
+    share_sub = effect("share-sub-restored", v)
     for c in iter_columns(db, SUB, stop=prefix):
         pos = c.index.astype(np.int64)
         codes, empty = _client_codes(loaded, c)
@@ -624,7 +643,9 @@ def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]
         for rule, eff, rows in (("sub-no-client-id", no_client, np.flatnonzero(empty)),
                                 ("sub-no-topic", no_topic, np.flatnonzero(empty_topic & ~empty)),
                                 ("nul-topic-sub", nul_topic,
-                                 np.flatnonzero(nul_first & ~empty) if nul_topic.fatal else np.zeros(0, int))):
+                                 np.flatnonzero(nul_first & ~empty) if nul_topic.fatal else np.zeros(0, int)),
+                                ("topic-hierarchy-limit", deep_topic, _deep_subs(v, c, t_start, t_size, empty)
+                                 if deep_topic.fatal else np.zeros(0, int))):
             if v < (1, 5, 0) and rule == "sub-no-client-id":
                 continue  # 1.4: an empty string, a session named ''
             for r in rows.tolist():
@@ -634,6 +655,12 @@ def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]
                 keep[r] = False
                 loaded.event(Event(rule, int(pos[r]), int(c.offset[r]), "sub"), fill(eff.log, v))
         loaded.read["sub"] += len(c)
+        if share_sub.action == "unknown":
+            data = np.asarray(c.data)
+            for r in np.flatnonzero(keep & (t_size >= len(SHARE_SUB))).tolist():
+                s0 = int(t_start[r])
+                if data[s0:s0 + len(SHARE_SUB)].tobytes() == SHARE_SUB:
+                    loaded.event(Event("share-sub-restored", int(pos[r]), int(c.offset[r]), "sub"))
         table.extend(pos=pos[keep], client=codes[keep])
 
 
@@ -666,6 +693,9 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     stores = loaded["stores"].columns()
     sidx = _index_stores(stores["store_id"], stores["pos"], stores["topic_null"])
     undeliverable = _undeliverable(pred, loaded, stores, cmsgs)
+    if effect("bad-direction", v).action == "unknown":
+        for r in np.flatnonzero(cmsgs["direction"] > 1).tolist()[:EVENTS_SHOWN]:
+            loaded.event(Event("bad-direction", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     pred.counts.update(loaded.counts - before)
 
     # sessions: every client id the load created a context for
@@ -718,6 +748,7 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     if progress is not None:
         progress(STEPS - 1, STEPS)
     pred.retained, pred.retained_count = _retained_topics(pred.path, loaded, decode=topics, rows=ret_rows)
+    _served_topics(pred)
     if progress is not None:
         progress(STEPS, STEPS)
     return _finish(pred)
@@ -729,7 +760,9 @@ def _found_rows(stores: dict[str, np.ndarray], ids: np.ndarray, pos: np.ndarray)
     out = np.full(len(ids), -1, dtype=np.int64)
     if not len(ids) or not len(stores["store_id"]):
         return out
-    order = np.lexsort((stores["pos"], stores["store_id"]))
+    if "_order" not in stores:  # one sort of the stores for every lookup (stores: a dict of columns)
+        stores["_order"] = np.lexsort((stores["pos"], stores["store_id"]))
+    order = stores["_order"]
     sid, spos = stores["store_id"][order], stores["pos"][order]
     lo = np.searchsorted(sid, ids, side="left")
     hi = np.searchsorted(sid, ids, side="right")
@@ -813,6 +846,11 @@ def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
     share = np.zeros(len(bad), dtype=bool)
     share[have] = (heads == SHARE).all(axis=1)
     nul = have[(heads[:, 0] == 0) & (stores["topic_len"][rows[have]] > 0)]
+    high = have[(heads >= 0x80).any(axis=1) | (stores["topic_len"][rows[have]] > len(SHARE))]
+    if len(high):
+        bad_rows = _not_utf8_rows(pred.path, stores, np.unique(rows[high]))
+        for r in high[np.isin(rows[high], bad_rows)].tolist()[:EVENTS_SHOWN]:
+            loaded.event(Event("bad-utf8-topic", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     for r in nul.tolist()[:EVENTS_SHOWN]:
         loaded.event(Event("nul-topic-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
     if effect("share-topic-queued", v).action != "drops":
@@ -823,6 +861,38 @@ def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarra
 
 
 EVENTS_SHOWN = 1000
+
+
+def _not_utf8_rows(path: str, stores: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """The store rows (of ``rows``) whose topic is not valid UTF-8 (up to its first NUL, as the broker
+    sends it). Topics of ASCII bytes only are ruled out on arrays first: the rest are decoded one by one."""
+    bad = []
+    keep = stores["topic_off"][rows] >= 0
+    rows = rows[keep]
+    offs, lens = stores["topic_off"][rows], stores["topic_len"][rows]
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        data = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+            at = np.repeat(offs - starts, lens) + np.arange(int(lens.sum()))
+            high = np.zeros(len(rows), dtype=bool)
+            nz = lens > 0
+            if nz.any():
+                high[nz] = np.add.reduceat((data[at] >= 0x80).astype(np.int32), starts[nz]) > 0
+        finally:
+            del data
+        rows, offs, lens = rows[high], offs[high], lens[high]
+        for row, off, n in zip(rows.tolist(), offs.tolist(), lens.tolist()):
+            raw = mm[off:off + n]
+            if raw.isascii():
+                continue
+            try:
+                raw.split(b"\0", 1)[0].decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append(row)
+    return np.asarray(bad, dtype=np.int64)
 
 
 def _session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str, np.ndarray],
@@ -928,6 +998,49 @@ def _retained_topics(path: str, loaded: Loaded, *, decode: bool = True,
         names.update(uniq.tolist())
     names.discard(b"")
     return ([t.decode("utf-8", "surrogateescape") for t in sorted(names)] if decode else []), len(names)
+
+
+def _served_topics(pred: Prediction) -> None:
+    """What of the retained topics a client is served: 1.4/1.5 keep retained messages in the subscription
+    tree, where a level that is a wildcard is matched as one and never served to ``#`` (measured); 1.5.11
+    served no retained topic of 200 bytes or more (measured, cause not found: undefined); a topic that is
+    not UTF-8 is sent as it is, and a client that checks it (paho) drops the connection (undefined)."""
+    v = pred.version
+    if v < V16:
+        wild = [t for t in pred.retained if "+" in t or "#" in t]
+        if wild:
+            pred.counts["wildcard-topic-retained"] += len(wild)
+            pred.retained = [t for t in pred.retained if t not in set(wild)]
+            pred.retained_count -= len(wild)
+    if effect("topic-hierarchy-limit", v).fatal:
+        deep = [t for t in pred.retained if past_hierarchy_limit(v, t.encode("utf-8", "surrogateescape"))]
+        if deep:  # the retain restore ignores the tokeniser's failure: loaded, never served
+            pred.counts["topic-hierarchy-limit"] += len(deep)
+            gone = set(deep)
+            pred.retained = [t for t in pred.retained if t not in gone]
+            pred.retained_count -= len(deep)
+    joined = "\n".join(pred.retained)
+    if not joined.isascii() and ESCAPED.search(joined):  # one C-speed scan, not one per topic
+        bad = [t for t in pred.retained if ESCAPED.search(t)]
+        if not any(u.startswith("bad-utf8-topic:") for u in pred.undefined):
+            pred.undefined.append("bad-utf8-topic: " + effect("bad-utf8-topic", v).note)
+        pred.counts["bad-utf8-topic"] += len(bad)
+
+
+HIERARCHY_LIMIT = 200
+SHARE_SUB = b"$share/"
+
+
+def past_hierarchy_limit(v: Version, topic: bytes) -> bool:
+    """Whether 1.5's or 1.6's sub__topic_tokenise() fails on ``topic`` (a C string: up to its first NUL).
+    1.5 counts every character from the first one after a leading '/' to the terminator; 1.6 counts levels."""
+    topic = topic.split(b"\0", 1)[0]
+    if V15 <= v < V16:
+        return len(topic) + 1 - (1 if topic[:1] == b"/" else 0) > HIERARCHY_LIMIT
+    if V16 <= v < V2:
+        return topic[1:].count(b"/") + 1 > HIERARCHY_LIMIT if topic[:1] == b"/" else topic.count(b"/") + 1 > HIERARCHY_LIMIT
+    return False
+ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, as surrogateescape decodes them
 
 
 def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:

@@ -164,6 +164,9 @@ RULES: tuple[Rule, ...] = (
          "subscriptions with no client id.\"), commit fd097d5a", measured=True),
     Rule("duplicate-store-id", "two stored messages with one store id (both loaded: neither expired)",
          ((V21, ANY_HIGH, _refuses(note="db__msg_store_add() returns MOSQ_ERR_ALREADY_EXISTS: the restore fails")),
+          (V16, _until(V2), Effect("unknown", (), "both are kept, but 1.6.15 served neither's retained topic where "
+                                   "2.0 serves the later one (measured; the 1.6 retain path through the "
+                                   "subscription tree was not modelled)")),
           (ANY_LOW, _until(V21), Effect("keeps", (), "both are kept; a client message or retain chunk after "
                                         "the second finds the later one (uthash puts it first in the bucket)"))),
          "database.c db__msg_store_add() (2.1.2); persist_read.c HASH_ADD into msg_store_load (1.4-2.0)",
@@ -198,6 +201,36 @@ RULES: tuple[Rule, ...] = (
                                      "the outcome depends on the client")),),
          "measured with paho against 1.6.15, 2.0.11-2.0.22, 2.1.2 (the client received none of its queue)",
          measured=True),
+    Rule("bad-utf8-topic", "a retained or queued message whose topic is not valid UTF-8",
+         ((ANY_LOW, ANY_HIGH, Effect("unknown", (), "sent as it is: a client that checks UTF-8 (paho does) drops "
+                                     "the connection, so what it receives depends on the client")),),
+         "measured with paho against 1.6.15, 2.0.11-2.0.22, 2.1.2 (no SUBACK after such a retained message; a "
+         "session received 2 of 8 queued messages)", measured=True),
+    Rule("wildcard-topic-retained", "a retained message whose topic holds + or #",
+         ((ANY_LOW, _until(V16), Effect("drops", (), "1.4/1.5 keep retained messages in the subscription tree: "
+                                        "the level is taken as a wildcard and never served to #")),),
+         "measured with 1.4.15 and 1.5.11 (1.6 and later serve it)", measured=True),
+    Rule("topic-hierarchy-limit", "a topic past the tokeniser's TOPIC_HIERARCHY_LIMIT (200): on 1.5 counted in "
+         "characters (a topic of 200 bytes or more), on 1.6 in levels (more than 200)",
+         ((V15, _until(V16), _refuses(note="sub__topic_tokenise() counts every character against the 200-level "
+                                      "limit (1.5 bug): a subscription's sub__add() fails; a retained message is "
+                                      "loaded but never served")),
+          (V16, _until(V2), _refuses(note="sub__topic_tokenise(): more than 200 levels: a subscription's sub__add() "
+                                     "fails; a retained message is loaded but never served"))),
+         "subs.c sub__topic_tokenise() `count > TOPIC_HIERARCHY_LIMIT` (1.5.11: count++ per character; 1.6.15: "
+         "per level; 2.0 has no limit)", measured=True),
+    Rule("bad-direction", "a client message whose direction is neither 0 (in) nor 1 (out)",
+         ((ANY_LOW, _until(V16), Effect("unknown", (), "1.4/1.5 keep one message list per client and send by "
+                                        "state, not direction: measured, 1.5.11 delivered such a message; not "
+                                        "modelled")),
+          (V16, ANY_HIGH, Effect("keeps", (), "restored as incoming (only direction 1 is outgoing)"))),
+         "persist.c persist__client_msg_restore() (1.5: one list); persist_read.c `direction == mosq_md_out` "
+         "(1.6+)", measured=True),
+    Rule("share-sub-restored", "a restored subscription to a $share/... filter",
+         ((V16, _until(V2), Effect("unknown", (), "1.6 restores retained messages through the subscription tree: "
+                                   "a shared subscriber was measured to receive matching retained messages as "
+                                   "queued ones (4 queued + 8 retained); not modelled")),),
+         "persist_read.c persist__retain_chunk_restore() -> sub__messages_queue() (1.6.15), measured", measured=True),
     Rule("share-topic-queued", "a queued message whose topic starts with $share",
          ((V16, ANY_HIGH, Effect("drops", (), "never delivered: the ACL check refuses $share topics "
                                  "(security.c / plugin_acl_check.c)")),),

@@ -135,3 +135,43 @@ def test_not_a_db_exits_2_with_and_without_broker(tmp_path: Path) -> None:
     broker = run("check", image, "--broker", "auto", "--json")
     assert plain.returncode == broker.returncode == 2
     assert json.loads(broker.stdout)["verdict"] == "refuses"
+
+
+def _variant(tmp_path: Path, src: Path, change) -> Path:  # type: ignore[no-untyped-def]
+    from support.variants import _edit
+
+    out = tmp_path / "v.db"
+    out.write_bytes(_edit(src, change))
+    return out
+
+
+def test_client_dependent_outcomes_are_undefined(tmp_path: Path) -> None:
+    """Found by the fuzzer on every release: a queued message whose topic is not UTF-8 or is an empty C string
+    is sent as it is, and paho drops the connection (a session received 2 of 8): what a client receives
+    depends on the client, and the model says so instead of counting the queue."""
+    from support.variants import _queued_only_stores, _set
+
+    for topic, rule in (("\udcc0\udc80", "bad-utf8-topic"), ("\0", "nul-topic-queued")):
+        f = _variant(tmp_path, V2022, lambda recs, t=topic: _set(recs, _queued_only_stores(recs)[0], topic=t))
+        for release in ("1.6.15", "2.0.22", "2.1.2"):
+            pred = predict(f, parse_version(release), at=NOW)
+            assert any(u.startswith(rule) for u in pred.undefined), (release, rule, pred.undefined)
+
+
+def test_an_odd_direction_is_undefined_on_15_only(tmp_path: Path) -> None:
+    """1.5.11 delivered a client message of direction 248 (it sends by state); 1.6+ restore it as incoming."""
+    from support.paths import V4
+    from support.variants import _first, _set
+
+    f = _variant(tmp_path, V4, lambda recs: _set(recs, _first(recs, "client_msg"), direction=248))
+    assert any(u.startswith("bad-direction") for u in predict(f, parse_version("1.5.11"), at=NOW).undefined)
+    assert not predict(f, parse_version("1.6.15"), at=NOW).undefined
+
+
+def test_duplicate_ids_on_16_are_undefined(tmp_path: Path) -> None:
+    """The fuzzer: 1.6.15 served neither retained topic of two stores with one id (2.0 serves the later one,
+    2.1 refuses): the model does not claim one for 1.6."""
+    f = make("duplicate-store-id", V2022, tmp_path / "v.db", NOW)
+    assert any(u.startswith("duplicate-store-id") for u in predict(f, parse_version("1.6.15"), at=NOW).undefined)
+    assert not predict(f, parse_version("2.0.22"), at=NOW).undefined
+    assert predict(f, parse_version("2.1.2"), at=NOW).verdict == "refuses"
