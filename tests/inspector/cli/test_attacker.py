@@ -11,8 +11,8 @@ Every writing command then runs as root; afterwards the victims' bytes, owner, m
 unchanged, nothing new exists outside the data directory, no root-owned temp file is left behind,
 and the command either succeeded or refused with one line.
 
-Root only (skipped otherwise: the attack needs two users). Cases for ``guard`` and the TUI's save
-join CASES once their writers go through ``codec.safefile`` (see PENDING_CASES).
+Root only (skipped otherwise: the attack needs two users). The ``guard`` cases run once guard goes
+through ``codec.safefile``; the TUI's save is still to add (see PENDING_CASES).
 """
 
 from __future__ import annotations
@@ -66,12 +66,20 @@ CASES: list[tuple[str, list[str]]] = [
     ("linked-store", ["rm-retained", "{data}/linked.sqlite3", "#", "--in-place"]),
 ]
 
-# writers converted to codec.safefile on other branches; the lead moves them into CASES after merging:
-#   ("guard", ["guard", "--broker", "2.0.18", "{damaged}"]),       codec/broker/guard.py (keep_aside, _salvage)
-#   the TUI's ctrl+s save with a backup                              inspector/tui (needs a Pilot run as root)
-PENDING_CASES: list[str] = ["guard", "tui-save"]
+# guard keeps FILE.bad-<stamp> and puts a salvage in place: its cases run once codec/broker/guard.py goes through
+# codec.safefile (converted on the branch `guard`; until it is merged they are skipped, saying so)
+GUARD_CASES: list[tuple[str, list[str]]] = [
+    ("guard", ["guard", "--broker", "2.0.18", "--no-trial", "{data}/hostile.db"]),
+    ("guard-linked", ["guard", "--broker", "2.0.18", "--no-trial", "{data}/linked.db"]),
+]
+GUARD_CONVERTED = "safefile" in (ROOT / "codec" / "broker" / "guard.py").read_text(encoding="utf-8")
+CASES += GUARD_CASES
+# still to add (the lead, after merging `tui`): the TUI's ctrl+s save, which keeps a backup through
+# inspector.commands.writing.make_backup and writes through codec.writer.save (both on codec.safefile here),
+# driven by a Pilot run as root
+PENDING_CASES: list[str] = ["tui-save"]
 
-BASES = ("mosquitto.db", "mosquitto.sqlite3", "damaged.db", "rewritten.db", "export.jsonl", "migrated.sqlite3",
+BASES = ("hostile.db", "mosquitto.db", "mosquitto.sqlite3", "damaged.db", "rewritten.db", "export.jsonl", "migrated.sqlite3",
          "from-store.db", "edited.sqlite3")
 SUFFIXES = (".bak", ".bak.1", ".bak.2", ".bak.3", ".new", ".tmp", ".bak.tmp", ".new.tmp", "-wal", "-shm",
             "-journal", ".sqlite3.bak", ".lock")
@@ -87,7 +95,7 @@ def predictable_names(pid_from: int) -> list[str]:
     now = int(time.time())
     for t in range(now - 5, now + 120):
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
-        names += [f"mosquitto.db.bad-{stamp}", f"damaged.db.bad-{stamp}"]
+        names += [f"mosquitto.db.bad-{stamp}", f"damaged.db.bad-{stamp}", f"hostile.db.bad-{stamp}"]
     for part in ("cfg", "client", "client_msg", "msg_store", "retain", "sub"):
         names.append(f"parquet/{part}.parquet")
     return names
@@ -177,6 +185,7 @@ def fill(data: Path, outside: Path) -> None:
             p.unlink()
     shutil.copyfile(DB, data / "mosquitto.db")
     (data / "damaged.db").write_bytes(DB.read_bytes() + b"\0\0\0\4\0")  # a cut chunk header: repair changes it
+    (data / "hostile.db").write_bytes(DB.read_bytes()[:-7])  # cut inside the last chunk: the broker refuses it
     shutil.copyfile(STORE, data / "mosquitto.sqlite3")
     for p in data.iterdir():
         os.chown(p, NOBODY, NOBODY)
@@ -188,6 +197,8 @@ def fill(data: Path, outside: Path) -> None:
 
 @pytest.mark.parametrize("case", [c[0] for c in CASES])
 def test_root_writes_nothing_outside_the_directory(arena: dict[str, Path], case: str) -> None:
+    if case.startswith("guard") and not GUARD_CONVERTED:
+        pytest.skip("codec/broker/guard.py does not go through codec.safefile yet (branch guard converts it)")
     data, outside = arena["data"], arena["outside"]
     argv = dict(CASES)[case]
     fill(data, outside)
