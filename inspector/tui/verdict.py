@@ -80,6 +80,9 @@ def verdict_text(pred: Any, asked: str, *, unsaved: bool = False, hint: bool = T
     elif pred.verdict == "crashes" and not pred.crash_when:
         out.append(head + "crashes", style="bold red")
         out.append(f" while loading — {why(pred)}")
+    elif pred.verdict == "unknown":
+        out.append(head + "unknown", style="bold dark_orange")
+        out.append(f" — the model cannot tell: {pred.unknown.reason if pred.unknown else ''}")
     else:
         if pred.crash_when:
             out.append(head + "starts, then crashes", style="bold red")

@@ -41,11 +41,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
 # sites in modules being converted to codec.safefile on other branches: the lead empties this list after
 # merging them (then these modules are held to the same rule as everything else)
 PENDING: dict[tuple[str, str, str], str] = {
-    ("codec/broker/guard.py", "keep_aside", "os.link"): "guard: use safefile.keep_aside",
-    ("codec/broker/guard.py", "keep_aside", "os.open-writing"): "guard: use safefile.keep_aside",
-    ("codec/broker/guard.py", "keep_aside", "shutil.copystat"): "guard: use safefile.keep_aside",
-    ("codec/broker/guard.py", "_salvage", "tempfile.mkdtemp"): "guard: use safefile.private_dir",
-    ("codec/broker/guard.py", "_salvage", "tempfile.mkstemp"): "guard: scratch in safefile.private_dir",
     ("inspector/tui/diffmarks.py", "diff_marks", "tempfile.TemporaryDirectory"): "tui: use safefile.private_dir",
 }
 
