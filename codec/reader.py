@@ -210,6 +210,10 @@ class DbFile:
         assert self._index is not None
         return self._index
 
+    def counts(self) -> dict[int, int]:
+        """Chunks per type (codec.storage: a store counts its rows the same way)."""
+        return self.index.counts()
+
     def partial_index(self) -> ChunkIndex | None:
         """The index as far as it has been built (for a UI that shows rows while scanning)."""
         return self._index

@@ -190,7 +190,7 @@ def _broker(m: Metrics, pred: Any, release: str) -> None:
           sum(pred.queued.values()), broker=release)
     seconds = load_seconds(pred)
     if seconds is not None:
-        m.set("broker_load_seconds", "Predicted wall time for the release to load the file.", seconds,
+        m.set("broker_load_seconds", "Predicted time for the release to load the file (CPU seconds of its restore; broker cost model).", seconds,
               broker=release)
 
 

@@ -127,7 +127,22 @@ def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -
                              "plugin reads") from None
         raise UsageError(f"{path}: is a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's): the broker "
                          "model covers mosquitto.db files only")
-    return predict(path, version, at=at, conf=conf)
+    pred = predict(path, version, at=at, conf=conf)
+    pred.cost = file_cost(path, version, conf)
+    return pred
+
+
+def file_cost(path: str, version: Version, conf: BrokerConf | None) -> Any:
+    """What the release pays to load and autosave the file (codec.broker.cost; None for a file it cannot count)."""
+    from codec.broker import cost
+
+    try:
+        features = cost.features_of(path)
+    except (CodecError, OSError):
+        return None
+    sqlite = conf is not None and conf.sqlite_plugin is not None and not conf.persistence
+    return cost.predict(features, version, sqlite=sqlite,
+                        autosave_interval=conf.autosave_interval if conf is not None else None)
 
 
 def cmd_check_broker(args: argparse.Namespace) -> int:
@@ -170,6 +185,8 @@ def report(path: str, asked: str | None, pred: Any) -> dict[str, Any]:
 
     data = {"file": path, **pred.to_json(), "asked": asked, "at": iso(pred.at), "db_version": pred.db_version,
             "ignored": pred.ignored}
+    cost = getattr(pred, "cost", None)
+    data["cost"] = None if cost is None else cost.to_json()
     if pred.log_more:
         data["log_more"] = pred.log_more
     return data
@@ -224,7 +241,28 @@ def text_lines(path: str, pred: Any) -> list[str]:
     if len(pred.dropped) > SHOWN:
         lines.append(f"    … and {len(pred.dropped) - SHOWN:,} more dropped (--json lists all)")
     lines.append(f"  retained: {len(pred.retained):,} topic(s)" + (f": {_some(pred.retained)}" if pred.retained else ""))
+    cost = getattr(pred, "cost", None)
+    if cost is not None:
+        lines.append("  cost:     " + cost_text(cost))
     return lines
+
+
+def cost_text(cost: Any) -> str:
+    """One line: load time and memory, one autosave, bytes per day — with the error bar measured for the line."""
+    if cost.load_seconds is None:
+        return f"no calibration for the {cost.line} line: load time and memory unknown"
+    err = cost.error
+
+    def pm(key: str) -> str:
+        return f" (±{err[key]:.0%})" if key in err else ""
+
+    text = (f"load ≈ {cost.load_seconds:.2f} s CPU{pm('load_cpu')}, memory ≈ {cost.memory_bytes / 2**20:,.0f} MiB"
+            f"{pm('rss')}; one autosave ≈ {cost.save_seconds:.2f} s CPU{pm('save_cpu')}")
+    if cost.save_bytes is not None:
+        text += f", writes {cost.save_bytes / 2**20:,.1f} MiB"
+    if cost.bytes_per_day is not None:
+        text += f" ({cost.saves_per_day:,.0f} a day: {cost.bytes_per_day / 2**30:,.2f} GiB a day)"
+    return text
 
 
 __all__ = ["cmd_check_broker", "report", "resolve", "run_model", "text_lines",
