@@ -46,7 +46,7 @@ from inspector.tui.actions import (
 from inspector.tui.diffing import DiffMixin
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
-from inspector.tui.filters import StoreColumns
+from inspector.tui.filters import FILTER_HELP, FILTER_PLACEHOLDER, StoreColumns
 from inspector.tui.jobs import Cancelled, JobThreads, Progress
 from inspector.tui.messages import (
     CheckFindings,
@@ -76,9 +76,6 @@ CANCELLABLE = ("filter", "search", "check", "export", "broker", "diff")
 # (title, action, description) of each palette command, read from the actions table
 ACTIONS = [(a.title, a.name, a.description) for a in actions()]
 
-FILTER_PLACEHOLDER = "type:retain  topic:site/+/temp  client:dev-1  store:10-20  or a topic prefix: site/te"
-FILTER_HELP = ("types: cfg msg_store client_msg retain sub client (msg, cmsg, ret…) · topic: an MQTT filter · "
-               "a bare word: topics starting with it · criteria combine (AND) · Enter applies, Esc clears")
 LAYOUTS = ("normal", "wide", "list")
 """The layout toggle (w): three panes, a wider chunk list, the chunk list alone."""
 

@@ -278,6 +278,11 @@ class Document:
 
     def set_field(self, i: int, name: str, text: str) -> Edit:
         """Change one field from what the user typed, validated by the field's type and range."""
+        return self.apply(self.field_edit(i, name, text))
+
+    def field_edit(self, i: int, name: str, text: str) -> Edit:
+        """The edit setting one field from typed text, not applied; EditRefused says why it cannot be
+        (the edit prompt stays open with the reason)."""
         v = self.view(i)
         if v.record is None:
             raise EditRefused(f"chunk {i} cannot be decoded; edit its bytes in the hex view instead")
@@ -290,8 +295,7 @@ class Document:
             encode_chunk(new, self.db.version, endian=self.endian)
         except CodecError as exc:
             raise EditRefused(f"{rec.kind}[{i}].{name}: {exc.reason}") from None
-        edit = Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
-        return self.apply(edit)
+        return Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
 
     def set_byte(self, i: int, pos: int, value: int) -> Edit:
         """Overwrite one byte of a chunk; refused unless the bytes still decode to the same size."""
@@ -338,11 +342,7 @@ class Document:
         The values come from the layout table of the file's version (``Layout.blank``): numbers
         0, empty text and payload, no properties.
         """
-        kinds = {k: t for k, t in chunk_kind_names().items() if t != ChunkType.CFG}
-        chunk_type = kinds.get(kind.strip().lower().replace("-", "_"))
-        if chunk_type is None:
-            labels = ", ".join(t.label for t in ChunkType if t != ChunkType.CFG)
-            raise EditRefused(f"{kind!r} is not a chunk kind to add: use one of {labels} (a file has one cfg chunk)")
+        chunk_type = addable_kind(kind)
         version = self.version
         layout = layout_for(version, chunk_type) if version is not None else None
         if layout is None:
@@ -474,6 +474,20 @@ def parse_bytes_text(text: str, where: str) -> bytes:
     if value is None:
         raise EditRefused(f"{where}: use either escapes or non-ASCII text, not both")
     return value
+
+
+def addable_kind(kind: str) -> int:
+    """The chunk type a typed kind names, among those a chunk can be added of; EditRefused otherwise."""
+    kinds = {k: t for k, t in chunk_kind_names().items() if t != ChunkType.CFG}
+    chunk_type = kinds.get(kind.strip().lower().replace("-", "_"))
+    if chunk_type is None:
+        import difflib
+
+        labels = ", ".join(t.label for t in ChunkType if t != ChunkType.CFG)
+        close = difflib.get_close_matches(kind.strip().lower(), list(kinds), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise EditRefused(f"{kind!r} is not a chunk kind to add{hint}: use one of {labels} (a file has one cfg chunk)")
+    return chunk_type
 
 
 def chunk_kind_names() -> dict[str, int]:

@@ -8,12 +8,13 @@ Mixed into :class:`~inspector.tui.app.InspectorApp`. Every edit goes through its
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from textual import work
 
 from codec import CodecError
 from codec.values import utf8_or_none
-from inspector.tui.document import Document, EditRefused
+from inspector.tui.document import Document, EditRefused, addable_kind
 from inspector.tui.messages import HexByteTyped
 from inspector.tui.screens import PromptScreen
 from inspector.tui.sessions import SessionDelete, session_delete
@@ -21,6 +22,19 @@ from inspector.tui.storedoc import NO_BYTES, NO_ROWS
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.summary import SummaryBar
+
+
+def refusal(attempt: Callable[[str], Any]) -> Callable[[str], str | None]:
+    """A prompt's check from a function that raises EditRefused: the reason, or None when it would do."""
+
+    def check(text: str) -> str | None:
+        try:
+            attempt(text)
+        except EditRefused as exc:
+            return f"refused: {exc}"
+        return None
+
+    return check
 
 
 class EditingMixin:
@@ -46,8 +60,8 @@ class EditingMixin:
             return
         self.push_screen(PromptScreen("Add a new chunk after this one: which kind?",
                                       placeholder="msg_store, client_msg, retain, sub or client",
-                                      hint="numbers start at 0 and text empty: edit the fields next (u: undo)"),
-                         self.do_add_new)
+                                      hint="numbers start at 0 and text empty: edit the fields next (u: undo)",
+                                      check=refusal(addable_kind)), self.do_add_new)
 
     def do_add_new(self, kind: str | None) -> None:
         if not kind or self.item is None:
@@ -122,7 +136,8 @@ class EditingMixin:
             current = "" if value is None else str(value)
             hint = "an integer (decimal or 0x..)"
         item, name = self.item, info.name
-        self.push_screen(PromptScreen(f"{rec.kind}[{item}].{name}", current, hint=hint),
+        self.push_screen(PromptScreen(f"{rec.kind}[{item}].{name}", current, hint=hint,
+                                      check=refusal(lambda text: self.doc.field_edit(item, name, text))),
                          lambda text: self.do_edit(item, name, text))
 
     def do_edit(self, item: int, name: str, text: str | None) -> None:

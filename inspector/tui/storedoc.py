@@ -240,8 +240,9 @@ class StoreDocument(Document):
         return summary(rec)
 
     # ------------------------------------------------------------ edits
-    def set_field(self, i: int, name: str, text: str) -> Edit:
-        """Change one value of a row, refused when the v6 record or the store's columns cannot hold it."""
+    def field_edit(self, i: int, name: str, text: str) -> Edit:
+        """The edit of one value of a row (not applied), refused when the v6 record or the store's
+        columns cannot hold it."""
         v = self.view(i)
         rec = v.record
         assert rec is not None
@@ -255,7 +256,7 @@ class StoreDocument(Document):
             assignments(self.db.chunk(i).record, new, where)
         except CodecError as exc:
             raise EditRefused(exc.reason) from None
-        return self.apply(Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)}))
+        return Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
 
     def set_byte(self, i: int, pos: int, value: int) -> Edit:
         raise EditRefused(NO_BYTES)
