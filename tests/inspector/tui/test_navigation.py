@@ -7,7 +7,6 @@ import json
 import pytest
 
 from codec import DbFile
-
 from inspector.tui.screens import PromptScreen
 
 from support.paths import V3, V6
