@@ -113,6 +113,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.last_search = ""
         self.status_text = ""
         self.rows_version = doc.rows_version
+        self.generation = doc.generation  # the document's chunk numbering the list shows
         self.jobs: dict[str, ScanProgress] = {}  # running jobs, their newest progress (the job bar shows one)
         self.stopped_at: dict[str, int] = {}  # how far a cancelled job had got when its worker stopped
         self.job_started: dict[str, float] = {}  # when each running job was first heard of

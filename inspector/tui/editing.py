@@ -44,6 +44,7 @@ class EditingMixin:
     doc: Document
     item: int | None
     rows_version: int
+    generation: int
     topics: dict[int, str | None]
     layout_mode: str
 
@@ -80,6 +81,19 @@ class EditingMixin:
         self.jump(new)
         self.say(f"added {what.replace('{anchor}', str(self.doc.new_anchor[new]))}: edit its fields (u: undo)")
 
+    def new_generation(self) -> None:
+        """The chunk numbers changed (a save, an undo or redo past one): the store-id columns are gathered
+        again and the filter runs again on the file now shown, keeping the cursor where it was."""
+        self.generation = self.doc.generation
+        self.columns = None
+        self.columns_worker()
+        if self.filter_text:
+            self.rows_version = self.doc.rows_version
+            keep = self.item if self.item is not None and self.item < self.doc.count() else None
+            self.apply_filter(self.filter_text, keep=keep)
+        else:
+            self.rows_version = -1  # sync_rows lays the whole list out again
+
     def sync_rows(self) -> None:
         """Put inserted chunks among the rows (the unfiltered list only) when they change."""
         if self.rows_version == self.doc.rows_version:
@@ -96,6 +110,8 @@ class EditingMixin:
 
     def refresh_after_edit(self) -> None:
         self.topics.clear()  # an edited store may have a new topic for the rows that reference it
+        if self.generation != self.doc.generation:
+            self.new_generation()
         self.sync_rows()
         self.chunks.refresh()
         self.show_item(keep_cursor=True)

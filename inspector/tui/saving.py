@@ -80,16 +80,14 @@ class SavingMixin:
         except (CodecError, EditRefused) as exc:
             self.say(f"not saved: {exc}", "error")
             return False
-        self.columns = None
-        self.columns_worker()
-        self.clear_filter()
         self.hex.editable = not self.doc.read_only
-        self.refresh_after_edit()
+        self.refresh_after_edit()  # the chunk numbers are the saved file's: the filter runs again on it
         if self.doc.is_store:
             self.say(result.summary())
         else:
+            kept = f"; the file as it was: {result.backup}" if result.backup else ""
             self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
-                     f"{result.chunks_deleted} deleted)")
+                     f"{result.chunks_deleted} deleted){kept} (u: undo)")
         self.file_saved()
         if then_exit:
             self.exit()

@@ -38,7 +38,7 @@ from codec.store.read import StoreFile, as_text
 from codec.store.rowedit import RowChange, RowsWritten, Stored, apply_changes, assignments, read_stored
 from codec.store.schema import ROWS
 from codec.writer import Overlay
-from inspector.tui.document import ChunkView, Document, Edit, EditRefused, parse_value, short
+from inspector.tui.document import Base, ChunkView, Document, Edit, EditRefused, parse_value, short
 from inspector.tui.rows import summary
 
 NO_BYTES = ("a store row's bytes are its text and blob columns: edit its values in the field tree "
@@ -180,6 +180,9 @@ class StoreDocument(Document):
         self.new_anchor = {}
         self.rows_version = 0
         self._next_virtual = -2
+        self.base = Base(self.db)
+        self.disk = self.db
+        self.generation = 0
 
     @property
     def read_only_why(self) -> str:
@@ -315,6 +318,9 @@ class StoreDocument(Document):
         self.read_only = self.forced_read_only or not _writable(path)
         self.overlay = Overlay()
         self.rows_version += 1
+        self.generation += 1  # rows deleted: the numbers after them moved
+        self.base = Base(self.db)
+        self.disk = self.db
         self.undo_stack.clear()
         self.redo_stack.clear()
         self.saved_depth = 0

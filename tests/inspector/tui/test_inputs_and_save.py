@@ -13,7 +13,7 @@ from pathlib import Path
 from textual.widgets import Input
 
 from codec import DbFile
-from inspector.tui.screens import PromptScreen
+from inspector.tui.screens import ConfirmSave, PromptScreen
 
 from support.paths import SQLITE_STORES, V6
 from support.tui import keys, make_app, settle, status, type_text
@@ -137,7 +137,11 @@ async def test_save_keeps_undo_across_saves_of_inserted_and_edited_chunks(v6_cop
         app.jump(5)
         await settle(pilot)
         await keys(pilot, "a")  # a copy of chunk 5 after it
+        assert len(app.doc.new_records) == 1
         await keys(pilot, "ctrl+s")
+        assert isinstance(app.screen, ConfirmSave)  # a second msg_store with its store id: a new error
+        await keys(pilot, "s")
+        assert status(app).startswith("saved"), status(app)
         with DbFile(v6_copy) as db:
             assert len(db) == 91 and db.raw(5) == db.raw(6)
         await keys(pilot, "u")  # the copy goes
