@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "inspector.commands.serve",
     "inspector.commands.live",
     "inspector.commands.guard",
+    "inspector.commands.tree",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -57,6 +58,7 @@ COMMANDS = {
     "serve": "inspector.commands.serve",
     **dict.fromkeys(("replay", "live"), "inspector.commands.live"),
     "guard": "inspector.commands.guard",
+    "tree": "inspector.commands.tree",
 }
 
 
