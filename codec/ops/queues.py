@@ -101,7 +101,8 @@ def store_facts(cols: ColumnReader, ids: np.ndarray) -> StoreFacts:
     """
     wanted = np.unique(ids)
     s_idx = np.flatnonzero(cols.types == int(ChunkType.MSG_STORE))
-    names = ("store_id", "payload") + (("expiry_time",) if (cols.db.version or 0) >= 5 else ())
+    version = cols.db.version if hasattr(cols, "db") else 6  # a 2.1 store's reader: v6 values
+    names = ("store_id", "payload") + (("expiry_time",) if (version or 0) >= 5 else ())
     got_ids, got_len, got_exp = [], [], []
     for s in batches(len(s_idx)):
         g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), names)

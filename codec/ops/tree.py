@@ -167,8 +167,8 @@ class TopicTree:
         that need it, Python past that; grouped exactly (levels of up to 7 bytes packed in a word) or
         by a hash checked byte for byte."""
         k = len(rows)
-        start = self.starts[rows] + skip
-        left = self.sizes[rows] - skip  # bytes from the level's start to the topic's end
+        start = self.starts[rows].astype(np.int64) + skip
+        left = self.sizes[rows].astype(np.int64) - skip  # bytes from the level's start to the topic's end
         codes = np.empty(k, np.int64)
         deeper = np.zeros(k, bool)
         todo = self._words(np.arange(k), start, left, names, codes, deeper)
@@ -368,8 +368,36 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
             found.append(order[wc[(w < n) & (sorted_ids[wc] == refs)]])
         return np.bincount(np.concatenate(found), minlength=n) if found else np.zeros(n, np.int64)
 
-    return TopicTree(db.path, size, store, buf, starts, tlen, sizes[s_idx].astype(np.int64), plen,
-                     referencing(ChunkType.RETAIN), referencing(ChunkType.CLIENT_MSG))
+    chunk_bytes = sizes[s_idx]
+    return TopicTree(db.path, size, store, buf, starts.astype(_narrow(len(buf))), tlen.astype(np.uint16 if not n or int(tlen.max()) < 1 << 16 else np.int64),
+                     chunk_bytes.astype(_narrow(int(chunk_bytes.max()) if n else 0)),
+                     plen.astype(_narrow(int(plen.max()) if n else 0)),
+                     referencing(ChunkType.RETAIN).astype(np.uint32), referencing(ChunkType.CLIENT_MSG).astype(np.uint32))
+
+
+def _narrow(largest: int) -> type:
+    """The smallest of uint32 and int64 that holds ``largest`` (per-store columns of a big file: 4 bytes, not 8)."""
+    return np.uint32 if largest < 1 << 32 else np.int64
+
+
+def retained_under(db: Any, tree: TopicTree, node: Node) -> tuple[np.ndarray, int, int]:
+    """What ``rm-retained 'NODE/#'`` removes from ``db`` (the file the tree was built from): the chunk
+    numbers of the RETAIN chunks whose stored message lies under ``node`` and of those stored messages
+    no other reference keeps (sorted), the number of retained messages and of stores among them."""
+    from codec.ops.surgery import store_ids_of
+
+    cols: Any = column_reader(db)
+    s_idx, s_ids = store_ids_of(cols, ChunkType.MSG_STORE)  # in the order the tree numbers its stores
+    m_idx, m_ids = s_idx[node.members], s_ids[node.members]
+    if not len(m_ids):
+        return np.zeros(0, np.int64), 0, 0
+    ret_idx, ret_ids = store_ids_of(cols, ChunkType.RETAIN)
+    ret_hit = np.isin(ret_ids, m_ids)
+    _cm_idx, cm_ids = store_ids_of(cols, ChunkType.CLIENT_MSG)
+    kept = np.concatenate([cm_ids, ret_ids[~ret_hit]])
+    orphans = m_idx[np.isin(m_ids, ret_ids[ret_hit]) & ~np.isin(m_ids, kept)]
+    items = np.sort(np.concatenate([ret_idx[ret_hit], orphans]).astype(np.int64))
+    return items, int(ret_hit.sum()), len(orphans)
 
 
 def lines(tree: TopicTree, depth: int, sort: str = "size", node: Node | None = None, limit: int = 30) -> list[str]:
@@ -402,4 +430,4 @@ def lines(tree: TopicTree, depth: int, sort: str = "size", node: Node | None = N
     return out
 
 
-__all__ = ["SORTS", "Node", "TopicTree", "Totals", "build", "lines"]
+__all__ = ["SORTS", "Node", "TopicTree", "Totals", "build", "lines", "retained_under"]

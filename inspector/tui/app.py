@@ -61,7 +61,9 @@ from inspector.tui.rows import clip
 from inspector.tui.savecheck import SaveCheck
 from inspector.tui.saving import SavingMixin
 from inspector.tui.screens import CheckScreen, HelpScreen
+from inspector.tui.sessionsview import SessionsMixin
 from inspector.tui.storedoc import open_document
+from inspector.tui.topictree import TopicTreeMixin
 from inspector.tui.verdict import VerdictMixin, graded, model_findings, panel_lines
 from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
 from inspector.tui.widgets.fieldtree import FieldTree
@@ -70,7 +72,7 @@ from inspector.tui.widgets.jobbar import JobBar
 from inspector.tui.widgets.keybar import KeyBar
 from inspector.tui.widgets.summary import SummaryBar
 
-CANCELLABLE = ("filter", "search", "check", "export", "broker", "diff")
+CANCELLABLE = ("filter", "search", "check", "export", "broker", "diff", "tree", "sessions")
 """Jobs (worker groups) that Esc stops; the index scan runs on."""
 
 # (title, action, description) of each palette command, read from the actions table
@@ -80,7 +82,8 @@ LAYOUTS = ("normal", "wide", "list")
 """The layout toggle (w): three panes, a wider chunk list, the chunk list alone."""
 
 
-class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, DiffMixin, App[None]):
+class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, DiffMixin, TopicTreeMixin, SessionsMixin,
+                   App[None]):
     """mosqdb inspect: one document, three panes, the actions of the mixins bound from the actions table."""
 
     CSS_PATH = "app.tcss"
@@ -128,6 +131,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.verdict_before: str | None = None
         self.diff_other = diff  # the file whose differences the rows are marked with (--diff, v)
         self.diff: Any = None
+        self.topic_tree: Any = None  # (the DbFile it was built from, its codec.ops.tree.TopicTree)
+        self.sessions_cache: Any = None  # (the DbFile they were read from, rows, groups)
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:

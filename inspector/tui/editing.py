@@ -261,15 +261,19 @@ class EditingMixin:
                  "warning" if warning else "information")
 
     @work(thread=True, exclusive=True, group="session")
-    def session_worker(self, item: int, client_id: str) -> None:
+    def session_worker(self, item: int | None, client_id: str) -> None:
         """The session's chunks and the stores it leaves unreferenced, as ``drop-client`` finds them."""
         try:
             found = session_delete(self.doc, client_id)
         except CodecError as exc:
             self.call_from_thread(self.say, f"cannot delete the session: {exc}", "error")
             return
-        if item not in found.items:
+        if item is not None and item not in found.items:
             found.items = sorted([*found.items, item])
+        found.items = [i for i in found.items if i not in self.doc.overlay.deleted]
+        if not found.items:
+            self.call_from_thread(self.say, f"no chunk of {client_id!r} left to delete", "warning")
+            return
         self.call_from_thread(self.session_done, found, client_id)
 
     def session_done(self, found: SessionDelete, client_id: str) -> None:
