@@ -57,16 +57,16 @@ def in_process(path: str, runs: int) -> None:
         worst = (0.0, 0.0, "")
         first = tree.children(tree.root)
         for node in first:
-            w, c, _kids = timed(lambda n=node: tree.children(n))
+            w, c, _kids = timed(lambda n=node, t=tree: t.children(n))
             if w > worst[0]:
                 worst = (w, c, node.topic)
         if first:
             for node in tree.children(first[0])[:20]:
-                w, c, _kids = timed(lambda n=node: tree.children(n))
+                w, c, _kids = timed(lambda n=node, t=tree: t.children(n))
                 if w > worst[0]:
                     worst = (w, c, node.topic)
             for node in tree.children(tree.children(first[0])[0])[:20]:
-                w, c, _kids = timed(lambda n=node: tree.children(n))
+                w, c, _kids = timed(lambda n=node, t=tree: t.children(n))
                 if w > worst[0]:
                     worst = (w, c, node.topic)
         note("slowest node open", worst[0], worst[1])

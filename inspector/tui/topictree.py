@@ -13,6 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -29,16 +30,27 @@ from inspector.tui.document import Document
 HINT = "Enter: filter the list to the node · space/→: open · d: delete its retained messages · o: sort · Esc: close"
 
 
+NAME = 44
+"""Columns of a node's name at the root; each level down the tree's guides take 4 of them."""
+
+HEADER = f"{'  topic level':<{NAME + 2}}{'share':>7}{'bytes':>15}{'stored':>11}{'retained':>10}{'queued':>10}"
+
+
 def node_label(tree: Any, node: Any) -> Text:
-    """A node's line: its level, share of the file, bytes, stored, retained and queued."""
+    """A node's line: its level, then share of the file, bytes, stored, retained and queued in columns
+    that line up at every depth (the name's room shrinks as the guides grow)."""
     t = node.total
     name = printable(node.name) if node.depth else "(all topics)"
     if node.depth and node.name == "":
         name = "(empty level)"
-    return Text.assemble((f"{name[:40]:<40}", "bold" if node.has_children else ""),
-                         (f"{100 * tree.share(node):6.1f}%", "cyan"), f"{t.bytes:>14,} B",
-                         f"{t.stores:>11,} stored", (f"{t.retained:>10,} retained", "green" if t.retained else "dim"),
-                         (f"{t.queued:>9,} queued", "yellow" if t.queued else "dim"))
+    room = max(NAME - 4 * node.depth + (0 if node.has_children else 2), 8)  # (a leaf has no ▶ before it)
+    if cell_len(name) > room:
+        name = set_cell_size(name, room - 1) + "…"
+    name += " " * (room - cell_len(name))  # cells, not characters: CJK and emoji take two
+    return Text.assemble((name, "bold" if node.has_children else ""),
+                         (f"{100 * tree.share(node):6.1f}%", "cyan"), f"{t.bytes:>15,}", f"{t.stores:>11,}",
+                         (f"{t.retained:>10,}", "green" if t.retained else "dim"),
+                         (f"{t.queued:>10,}", "yellow" if t.queued else "dim"))
 
 
 class TopicTreeScreen(ModalScreen[tuple[str, Any] | None]):
@@ -60,6 +72,7 @@ class TopicTreeScreen(ModalScreen[tuple[str, Any] | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="modal-box", id="tree-box"):
             yield Label(self.title_line(), id="tree-title")
+            yield Static(Text(HEADER, style="bold"), id="tree-header")
             widget: Tree[Any] = Tree(node_label(self.topics, self.topics.root), data=self.topics.root, id="topic-tree")
             widget.auto_expand = False  # Enter filters; space and the arrows open
             yield widget
