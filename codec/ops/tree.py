@@ -128,7 +128,7 @@ class TopicTree:
         skip = len(node.topic.encode("utf-8", "surrogateescape")) + 1 if node.depth else 0
         rows = m[self.sizes[m] >= skip] if node.depth else m  # the node's own topic stays with it
         names: dict[bytes, int] = {}
-        codes = np.empty(len(rows), np.int64)
+        codes = np.empty(len(rows), np.int64 if len(rows) >= 1 << 31 else np.int32)
         deeper = np.zeros(len(rows), bool)  # the row's topic goes on past the child's level
         for s in batches(len(rows), STEP):
             codes[s], deeper[s] = self._cut(rows[s], skip, names)
@@ -328,26 +328,28 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
         s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
         chunk_bytes = db.row_sizes()[s_idx]
     else:
-        offsets, types, ends = db.index.intact_arrays(db.path)
+        types = cols.types
         s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
-        chunk_bytes = ends[s_idx] - offsets[s_idx]  # (not a size per chunk: 19 MB on 2.4 M chunks)
+        offsets, _types, ends = db.index.intact_arrays(db.path)
+        chunk_bytes = ends[s_idx] - offsets[s_idx]  # as stats counts a chunk (not its header + stored length:
+        del offsets, ends  # v2-v4 chunks differ); the stores' only, the arrays let go before the topics come
     n = len(s_idx)
+    room = int(chunk_bytes.sum()) + WINDOW
+    chunk_bytes = chunk_bytes.astype(_narrow(int(chunk_bytes.max()) if n else 0))
     ids = np.zeros(n, np.uint64)
-    plen = np.zeros(n, np.int64)
-    starts = np.zeros(n, np.int64)
-    tlen = np.zeros(n, np.int64)
-    buf = np.zeros(0, np.uint8)  # grown as the topics come (a list joined at the end would hold them twice)
+    plen = np.zeros(n, np.uint32)  # (a payload length is a 4-byte field in every format)
+    starts = np.zeros(n, _narrow(room))
+    tlen = np.zeros(n, np.uint32)
+    # room for every topic at once: no store's topic is longer than its chunk. Only the pages written are
+    # ever resident (a zeroed block this size is mapped lazily), so the unused room costs address space only,
+    # where growing the buffer or joining a list of batches would hold the topics twice at the peak
+    buf = np.zeros(room, np.uint8)
     at = 0
     for s in batches(n):
         g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
         ids[s] = g.ints["store_id"]
         plen[s] = g.spans["payload"][1]
         blob, offs = _topics(g)
-        if at + len(blob) + WINDOW > len(buf):  # room for what is left at this batch's rate, and a tenth more
-            room = at + len(blob) + WINDOW + int(len(blob) * (n - s.stop) / max(s.stop - s.start, 1) * 1.1)
-            grown = np.zeros(room, np.uint8)
-            grown[:at] = buf[:at]
-            buf = grown
         buf[at:at + len(blob)] = blob
         starts[s] = offs[:-1] + at
         tlen[s] = np.diff(offs)
@@ -355,11 +357,9 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
         cols.release()
         if progress is not None:
             progress(s.stop, n)
-    if len(buf) > at + WINDOW + (at >> 3):  # an estimate well over: give the rest back
-        buf = buf[:at + WINDOW].copy()
-    elif len(buf) < at + WINDOW:
-        buf = np.concatenate([buf, np.zeros(at + WINDOW - len(buf), np.uint8)])
-    buf[at:] = 0  # the WINDOW zero bytes the word reads may run into
+    buf = buf[:at + WINDOW]  # (a view: the room never written stays unmapped) ending in WINDOW zero bytes
+    # narrowed now, before the references are counted: the int64 columns are not held beside the rest
+    tlen = tlen.astype(_narrow(int(tlen.max()) if n else 0, 16))
     order = np.argsort(ids, kind="stable")
     sorted_ids = ids[order]
 
@@ -374,14 +374,11 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
                 continue
             w = np.searchsorted(sorted_ids, refs)
             wc = np.minimum(w, n - 1)
-            found.append(order[wc[(w < n) & (sorted_ids[wc] == refs)]])
+            found.append(order[wc[(w < n) & (sorted_ids[wc] == refs)]].astype(np.int32 if n < 1 << 31 else np.int64))
         return np.bincount(np.concatenate(found), minlength=n) if found else np.zeros(n, np.int64)
 
     retained, queued = referencing(ChunkType.RETAIN), referencing(ChunkType.CLIENT_MSG)
-    return TopicTree(db.path, size, store, buf, starts.astype(_narrow(len(buf))),
-                     tlen.astype(_narrow(int(tlen.max()) if n else 0, 16)),
-                     chunk_bytes.astype(_narrow(int(chunk_bytes.max()) if n else 0)),
-                     plen.astype(_narrow(int(plen.max()) if n else 0)),
+    return TopicTree(db.path, size, store, buf, starts, tlen, chunk_bytes, plen,
                      retained.astype(_narrow(int(retained.max()) if n else 0, 16)),
                      queued.astype(_narrow(int(queued.max()) if n else 0, 16)))
 
