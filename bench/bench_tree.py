@@ -78,20 +78,28 @@ def in_process(path: str, runs: int) -> None:
         print(f"  {name:<28} {spread(values)}")
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used: its threads' work, whatever the machine's load."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def in_tui(path: str, runs: int, cols: int = 140, rows: int = 45, limit: float = 300) -> None:
     results: dict[str, list[float]] = {}
     for _ in range(runs):
         tui = TuiPty([path], cwd=str(ROOT), cols=cols, rows=rows)
-        phase, started = "index", 0.0
+        phase, started, cpu0 = "index", 0.0, 0.0
         while time.perf_counter() - tui.t0 < limit and tui.read(0.05):
             if phase == "index" and b"chunks:" in tui.out:
                 time.sleep(3)  # the store-id columns
                 tui.read(0.1)
                 results.setdefault("rss before (MiB)", []).append(rss_mib(tui.pid)[0])
                 tui.out, started, phase = b"", time.perf_counter(), "tree"
+                cpu0 = cpu_s(tui.pid)
                 tui.send(b"t")
             elif phase == "tree" and b"topic tree (" in tui.out and b"queued references" in tui.out:
                 results.setdefault("t: tree painted (s)", []).append(time.perf_counter() - started)
+                results.setdefault("t: TUI CPU until then (s)", []).append(cpu_s(tui.pid) - cpu0)
                 time.sleep(0.3)
                 results.setdefault("rss with the tree (MiB)", []).append(rss_mib(tui.pid)[0])
                 tui.out, started, phase = b"", time.perf_counter(), "open"
@@ -104,9 +112,11 @@ def in_tui(path: str, runs: int, cols: int = 140, rows: int = 45, limit: float =
                 tui.send(b"\x1b")
                 time.sleep(0.5)
                 tui.out, started, phase = b"", time.perf_counter(), "sessions"
+                cpu0 = cpu_s(tui.pid)
                 tui.send(b"s")
             elif phase == "sessions" and b"sessions by" in tui.out:
                 results.setdefault("s: sessions painted (s)", []).append(time.perf_counter() - started)
+                results.setdefault("s: TUI CPU until then (s)", []).append(cpu_s(tui.pid) - cpu0)
                 time.sleep(0.3)
                 rss, peak = rss_mib(tui.pid)
                 results.setdefault("rss with both (MiB)", []).append(rss)

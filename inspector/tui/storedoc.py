@@ -343,7 +343,8 @@ class StoreSaved:
         parts = [f"{n} {t} row(s) updated" for t, n in self.rows.updated.items()]
         parts += [f"{n} {t} row(s) deleted" for t, n in self.rows.deleted.items()]
         kept = f"; the store as it was: {self.backup}" if self.backup else ""
-        return f"saved {self.path} in one transaction: {', '.join(parts) or 'nothing changed'}{kept}"
+        return (f"saved {self.path} in one transaction: {', '.join(parts) or 'nothing changed'}{kept} (a store's "
+                "undo history starts again after a save: the backup holds what it was)")
 
 
 def _writable(path: str) -> bool:
