@@ -124,9 +124,10 @@ class SessionsScreen(ModalScreen[tuple[str, Any] | None]):
         else:
             name = Text("  " * indent + printable(row.name))
             session = "yes" if row.session else "no"
-        table.add_row(name, session, f"{row.subscriptions:,}", f"{row.queued:,}", f"{row.queued_bytes:,}",
-                      f"{row.in_flight:,}", f"{row.incoming:,}",
-                      "" if row.is_group else expiry_text(row.expiry, self.at), row.bridge or "")
+        numbers = [Text(f"{v:,}", justify="right") for v in (row.subscriptions, row.queued, row.queued_bytes,
+                                                              row.in_flight, row.incoming)]
+        table.add_row(name, session, *numbers, "" if row.is_group else expiry_text(row.expiry, self.at),
+                      row.bridge or "")
         self.shown.append(row)
 
     def more(self, table: DataTable[Any], n: int, what: str) -> None:
