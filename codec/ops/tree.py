@@ -163,23 +163,18 @@ class TopicTree:
 
     def _cut(self, rows: np.ndarray, skip: int, names: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray]:
         """Each row's level starting ``skip`` bytes into its topic: (its number in ``names``, whether the
-        topic goes on after it). Levels are found in a narrow window first, a wider one for the rows
-        that need it, Python past that; grouped exactly (levels of up to 7 bytes packed in a word) or
-        by a hash checked byte for byte."""
+        topic goes on after it). Levels of up to 16 bytes are cut from two words a row (:meth:`_words`),
+        longer ones through a WINDOW-byte matrix (:meth:`_group`), the rare rest in Python; grouped by a
+        hash checked byte for byte."""
         k = len(rows)
         start = self.starts[rows].astype(np.int64) + skip
         left = self.sizes[rows].astype(np.int64) - skip  # bytes from the level's start to the topic's end
         codes = np.empty(k, np.int64)
         deeper = np.zeros(k, bool)
         todo = self._words(np.arange(k), start, left, names, codes, deeper)
-        for width in (WINDOW,):
-            if not len(todo):
-                break
-            width = int(min(int(left[todo].max()), width))
-            if not width:
-                break
-            done, rest = self._group(todo, start, left, width, names, codes, deeper)
-            todo = rest
+        width = int(min(int(left[todo].max()), WINDOW)) if len(todo) else 0
+        if width:
+            _done, todo = self._group(todo, start, left, width, names, codes, deeper)
         buf = self.buf
         for r in todo.tolist():
             a = int(start[r])

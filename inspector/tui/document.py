@@ -322,7 +322,10 @@ class Document:
     def _load(self, base: Base, snap: Snapshot | None) -> None:
         """Show ``base`` with the overlay ``snap`` (None: no edits)."""
         replaced, deleted, records, anchors = snap if snap is not None else ({}, set(), {}, {})
+        left = self.base
         self.base, self.db = base, base.db
+        if left is not base and left.db is not base.db and hasattr(left.db, "drop_index"):
+            left.db.drop_index()  # kept for undo, not shown: its index is scanned again if it is
         if base.db.partial_index() is None or not base.db.partial_index().complete:
             for _ in base.db.scan_steps():
                 pass
