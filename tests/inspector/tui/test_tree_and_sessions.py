@@ -189,3 +189,21 @@ async def test_store_sessions_view_drops_a_session(tmp_path: Path) -> None:
         assert "saved" in status(app)
     with open_any(str(store)) as db:
         assert not [r for r in db.records() if r.get("client_id") == "a-sub-q1"]
+
+
+async def test_sessions_view_lists_the_biggest_rows_and_counts_the_rest(v6_copy: Path) -> None:
+    from inspector.tui.sessions import SessionRow
+
+    rows = [SessionRow(f"c{i:04d}", 1, 1, i, 10 * i, 0, 0) for i in range(SessionsScreen.LIMIT + 50)]
+    app = make_app(v6_copy)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await settle(pilot)
+        app.push_screen(SessionsScreen(rows, AT), app.session_chosen)
+        await settle(pilot)
+        screen = app.screen
+        assert len(screen.shown) == SessionsScreen.LIMIT + 1
+        assert screen.shown[0].name == f"c{SessionsScreen.LIMIT + 49:04d}"  # the biggest queue first
+        assert screen.shown[-1] is None  # "… 50 more rows"
+        screen.query_one(DataTable).move_cursor(row=SessionsScreen.LIMIT)
+        await keys(pilot, "d", "enter")
+        assert isinstance(app.screen, SessionsScreen) and not app.doc.is_dirty()
