@@ -231,8 +231,18 @@ def copy_owner_and_mode(path: str | os.PathLike[str], like: os.stat_result) -> N
 
 
 def copy_fd(src: int, dst: int) -> None:
-    """All of ``src`` (from its start) to ``dst`` at its current position."""
+    """All of ``src`` (from its start) to ``dst`` at its current position (inside the kernel where it can)."""
     offset = 0
+    if hasattr(os, "copy_file_range"):
+        try:
+            while True:
+                n = os.copy_file_range(src, dst, 1 << 30, offset)
+                if n == 0:
+                    return
+                offset += n
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF):
+                raise
     while True:
         data = os.pread(src, COPY_BLOCK, offset)
         if not data:
