@@ -41,6 +41,7 @@ COMMAND_MODULES = (
     "inspector.commands.metrics",
     "inspector.commands.spec",
     "inspector.commands.plan",
+    "inspector.commands.tree",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -63,6 +64,7 @@ COMMANDS = {
     "metrics": "inspector.commands.metrics",
     "spec": "inspector.commands.spec",
     "plan": "inspector.commands.plan",
+    "tree": "inspector.commands.tree",
 }
 
 
