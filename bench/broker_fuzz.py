@@ -43,9 +43,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from codec import DbFile, Record, encode_chunk  # noqa: E402
-from codec.errors import CodecError  # noqa: E402
 from codec.broker.model import predict  # noqa: E402
 from codec.broker.versions import parse_version  # noqa: E402
+from codec.errors import CodecError  # noqa: E402
 
 ALL_BROKERS = ("1.4.15", "1.5.11", "1.6.15", "2.0.11", "2.0.14", "2.0.18", "2.0.22", "2.1.2")
 SHARED = ROOT.parent / "shared" / "fixtures"
