@@ -39,6 +39,7 @@ COMMAND_MODULES = (
     "inspector.commands.live",
     "inspector.commands.guard",
     "inspector.commands.plan",
+    "inspector.commands.fleet",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -59,6 +60,7 @@ COMMANDS = {
     **dict.fromkeys(("replay", "live"), "inspector.commands.live"),
     "guard": "inspector.commands.guard",
     "plan": "inspector.commands.plan",
+    "fleet": "inspector.commands.fleet",
 }
 
 
