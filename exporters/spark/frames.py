@@ -94,7 +94,8 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", rele
     ``verdicts``: one row per file × release of ``releases`` (comma separated), the broker model at ``at``
     (Unix seconds; default now) — see :mod:`exporters.spark.verdicts`. ``only``: register just these views
     (each view is a round trip to a Python planner process: ``mosqdb sql`` registers those its query names).
-    Unreadable files fail with a line naming them, or (``skip``) are left out; returns the
+    The verdicts view covers every file, damaged or not (the model says what the broker does with it); for the
+    other views unreadable files fail with a line naming them, or (``skip``) are left out; returns the
     skip lines (also kept for :func:`report_skipped`).
     """
     register(spark)
@@ -102,6 +103,9 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", rele
     files = [f for p in paths for f in db_files(p)]
     if not files:
         raise CodecError("no *.db files found", path=",".join(paths))
+    if not wanted - {"verdicts"}:  # the model reads damaged files too: its rows say what the broker does
+        verdicts_dataframe(spark, files, releases, at=at).createOrReplaceTempView("verdicts")
+        return []
     good, skipped = [], []
     for f in files:  # open each once here so a bad file is named before Spark starts working
         try:
@@ -126,8 +130,8 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", rele
     if "messages" in wanted:
         messages_dataframe(frames["msg_store"], frames["client_msg"],
                            frames["retain"]).createOrReplaceTempView("messages")
-    if "verdicts" in wanted:
-        verdicts_dataframe(spark, good, releases, at=at).createOrReplaceTempView("verdicts")
+    if "verdicts" in wanted:  # every file, the damaged ones too
+        verdicts_dataframe(spark, files, releases, at=at).createOrReplaceTempView("verdicts")
     return skipped
 
 

@@ -272,7 +272,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(f"--releases: {str(exc).split(': ', 2)[-1]}") from None
     try:
-        spark = xs.session(args.master, conf=conf, ship_code=False if args.no_ship_code else None)
+        spark = xs.session(args.master, conf=conf, ship_code=False if args.no_ship_code else None, quick=True)
     except Exception as exc:  # a bad master URL or setting: Spark's first line
         raise UsageError(f"cannot start Spark: {xs.error_line(exc)}") from None
     try:

@@ -26,7 +26,11 @@ def expected(path: Path, version: tuple[int, int, int], baseline: tuple[int, int
     from codec.ops.check import check_file
     from codec.reader import DbFile
 
-    pred = predict(path, version, at=AT)
+    try:
+        pred = predict(path, version, at=AT)
+    except CodecError as exc:  # the model cannot say: the row says so (it does not stop the fleet)
+        return {"file": str(path), "release": ".".join(map(str, version)), "verdict": "unreadable",
+                "reason": "unreadable", "detail": exc.reason, "errors": 1}
     try:
         with DbFile(path) as db:
             plain = list(check_file(db, at=AT))
