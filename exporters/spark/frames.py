@@ -103,7 +103,7 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", rele
     files = [f for p in paths for f in db_files(p)]
     if not files:
         raise CodecError("no *.db files found", path=",".join(paths))
-    if not wanted - {"verdicts"}:  # the model reads damaged files too: its rows say what the broker does
+    if wanted == {"verdicts"}:  # the model reads damaged files too: its rows say what the broker does
         verdicts_dataframe(spark, files, releases, at=at).createOrReplaceTempView("verdicts")
         return []
     good, skipped = [], []
