@@ -23,12 +23,13 @@ import time
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+CODE = os.environ.get("BENCH_CODE", ROOT)  # another checkout's code to measure against (the files are made here)
+sys.path[:0] = [CODE, ROOT, os.path.join(ROOT, "tests")]
 
 from support.fleetfiles import make_fleet  # noqa: E402
 
 PY = sys.executable
-ENV = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+ENV = dict(os.environ, PYTHONPATH=CODE + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def mmm(xs: list[float]) -> str:
@@ -55,7 +56,7 @@ def bench_fleet(files: int, runs: int, tmp: Path) -> None:
             t = time.perf_counter()
             r = subprocess.run([PY, "-m", "inspector.cli", "fleet", str(tmp / "devices"), "--broker", "2.0.18",
                                 "--to", "2.1.2", "--master", cluster.url, *conf, "-o", str(tmp / f"report{i}")],
-                               cwd=ROOT, env=ENV, capture_output=True, text=True)
+                               cwd=CODE, env=ENV, capture_output=True, text=True)
             times.append(time.perf_counter() - t)
             assert r.returncode in (0, 1), r.stderr[-2000:]
             print(f"  run {i + 1}: {times[-1]:.1f} s; {r.stdout.splitlines()[2] if len(r.stdout.splitlines()) > 2 else ''}")
@@ -98,7 +99,7 @@ def bench_sql(runs: int) -> None:
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        r = subprocess.run([PY, "-m", "inspector.cli", "sql", "SELECT count(*) FROM msg_store", one], cwd=ROOT,
+        r = subprocess.run([PY, "-m", "inspector.cli", "sql", "SELECT count(*) FROM msg_store", one], cwd=CODE,
                            env=ENV, capture_output=True, text=True)
         times.append(time.perf_counter() - t)
         assert r.returncode == 0, r.stderr[-2000:]
@@ -126,7 +127,7 @@ print(f"{t1-t0:.2f} {t2-t1:.2f} {t3-t2:.2f} {t4-t3:.2f} {t5-t4:.2f} {t6-t5:.2f}"
     one = os.path.join(ROOT, "..", "shared", "fixtures", "real", "2.0.20-a.db")
     cols: list[list[float]] = [[] for _ in range(6)]
     for _ in range(runs):
-        r = subprocess.run([PY, "-c", code, one], cwd=ROOT, env=ENV, capture_output=True, text=True)
+        r = subprocess.run([PY, "-c", code, one], cwd=CODE, env=ENV, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
         for c, v in zip(cols, r.stdout.split()):
             c.append(float(v))
