@@ -7,7 +7,6 @@ Encoding walks the same table, computing every length field from the value it me
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -20,6 +19,7 @@ from codec.layouts import (
     Field,
     Layout,
     layout_for,
+    version_row,
 )
 from codec.properties import Property, decode_properties, encode_properties
 
@@ -426,13 +426,10 @@ def encode_chunk(record: Record, version: int | None = None, *, endian: str = "l
     layout = layout_for(version, record.type, record.abi)
     body = bytes(record.values["raw"]) if layout is None else encode_body(record, layout, endian=endian)
     length = record.length if record.length is not None and version == record.version else len(body)
-    if version <= 4:
-        if not 0 <= record.type <= 0xFFFF:
-            raise FieldError(f"chunk type {record.type} does not fit a v{version} header", field="type")
-        head = struct.pack(">HI", record.type, length)
-    else:
-        head = struct.pack(">II", record.type, length)
-    return head + body
+    row = version_row(version)
+    if not 0 <= record.type < 1 << (8 * row.type_size):
+        raise FieldError(f"chunk type {record.type} does not fit a v{version} header", field="type")
+    return row.header.pack(record.type, length) + body
 
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any
 
 from codec.engine import walked_size
 from codec.errors import CodecError, TruncatedError
-from codec.layouts import FILE_HEADER_SIZE, LAYOUTS, ChunkType, Layout, header_size, layout_for
+from codec.layouts import FILE_HEADER_SIZE, LAYOUTS, ChunkType, Layout, layout_for, version_row
 
 try:  # optional C accelerator for the framing loop; the pure-Python walk gives the same index
     from codec import _framing
@@ -198,7 +198,7 @@ def scan(fd: int, size: int, version: int, index: ChunkIndex, *, endian: str = "
     always are. Both walks give the same index (tests/codec/test_native_scan.py).
     """
     walker = _Walker(BlockReader(fd, size), version, index, endian)
-    fast = native and _framing is not None and version >= 5
+    fast = native and _framing is not None and version_row(version).native_framing
     n_next = step
     while not walker.done:
         counted = index.tallied == len(index.types)  # the tally covers every chunk so far
@@ -220,13 +220,15 @@ class _Walker:
 
     def __init__(self, reader: BlockReader, version: int, index: ChunkIndex, endian: str) -> None:
         self.reader, self.version, self.index, self.endian = reader, version, index, endian
-        self.hsize = header_size(version)
-        self.unpack = struct.Struct(">II" if version >= 5 else ">HI").unpack_from
-        self.layouts: dict[int, Layout | None] = {int(t): layout_for(version, t) for t in ChunkType}
+        row = version_row(version)
+        native = row.native_framing  # stored lengths exact: sizes confirmed by a rule, the C walk may run
+        self.hsize = row.header_size
+        self.unpack = row.header.unpack_from
+        self.layouts: dict[int, Layout | None] = {int(t): layout_for(version, t) for t in row.chunk_types}
         self.off = index.end
         self.done = False
-        self.checks = _size_checks(version, self.layouts) if version >= 5 else {}
-        self.watch = _time_fields(self.layouts) if version >= 5 else []
+        self.checks = _size_checks(version, self.layouts) if native else {}
+        self.watch = _time_fields(self.layouts) if native else []
         for _t, name, _pos, _signed in self.watch:
             index.times.setdefault(name, (array("q"), array("q")))
         order = "<" if endian == "little" else ">"
@@ -237,7 +239,7 @@ class _Walker:
         self.fixed = {t: c[0] for t, c in self.checks.items()
                       if not c[1] and not c[2] and len(LAYOUTS[(version, ChunkType(t))]) == 1}
         self.slots = list(dict.fromkeys(name for _t, name, _pos, _signed in self.watch))
-        self.rules = _rules(self.checks, self.watch, self.slots) if _framing is not None and version >= 5 else b""
+        self.rules = _rules(self.checks, self.watch, self.slots) if _framing is not None and native else b""
         self.read_buffer: bytearray | None = None
         self.scratch: tuple[array, array, array] | None = None  # the C walk's output slots, reused
 

@@ -22,6 +22,7 @@ the same tables with vectors. Field kinds:
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
@@ -41,7 +42,60 @@ class ChunkType(IntEnum):
 
 
 TYPE_BY_LABEL = {t.label: t for t in ChunkType}
-SUPPORTED_VERSIONS = (2, 3, 4, 5, 6)
+
+# the names of the values a field can hold (Mosquitto's mosq_ms_* and mosq_md_*, MQTT's QoS levels)
+ENUMS: dict[str, dict[int, str]] = {
+    "message_state": {
+        0: "invalid", 1: "publish_qos0", 2: "publish_qos1", 3: "wait_for_puback", 4: "publish_qos2",
+        5: "wait_for_pubrec", 6: "resend_pubrel", 7: "wait_for_pubrel", 8: "resend_pubcomp",
+        9: "wait_for_pubcomp", 10: "send_pubrec", 11: "queued",
+    },
+    "direction": {0: "in", 1: "out"},
+    "qos": {0: "at_most_once", 1: "at_least_once", 2: "exactly_once"},
+}
+# the chunk type ids as plain ints: hot loops and numpy comparisons (an IntEnum member costs a lookup)
+CFG, MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT = (int(t) for t in ChunkType)
+
+
+@dataclass(frozen=True)
+class DbVersion:
+    """One db version's framing: how its chunk headers are packed, whether stored lengths are exact,
+    whether mosqdb writes it, and which Mosquitto releases write it. The one place a version is
+    described; every reader, writer and scanner asks here (a new version is one row plus its layouts)."""
+
+    number: int
+    header_format: str  # struct format of a chunk header: (type, length), big-endian
+    native_framing: bool  # fixed C structs written raw: stored lengths are exact (the C walk follows them)
+    writable: bool  # mosqdb writes it (convert, migrate)
+    written_by: str  # the Mosquitto releases that write it
+    chunk_types: tuple[ChunkType, ...] = tuple(ChunkType)  # the chunk type ids it knows
+
+    @property
+    def header_size(self) -> int:
+        """Bytes of a chunk header (type + length)."""
+        return struct.calcsize(self.header_format)
+
+    @cached_property
+    def header(self) -> struct.Struct:
+        """The chunk header's struct: ``header.unpack_from(buf, pos)`` gives (type, length)."""
+        return struct.Struct(self.header_format)
+
+    @property
+    def type_size(self) -> int:
+        """Bytes of the chunk type in a chunk header (2 or 4)."""
+        return struct.calcsize(">" + self.header_format[1])
+
+
+VERSIONS: dict[int, DbVersion] = {row.number: row for row in (
+    DbVersion(2, ">HI", native_framing=False, writable=False, written_by="1.3 and older"),
+    DbVersion(3, ">HI", native_framing=False, writable=True, written_by="1.4.x, 1.5.0-1.5.5"),
+    DbVersion(4, ">HI", native_framing=False, writable=True, written_by="1.5.6-1.5.11"),
+    DbVersion(5, ">II", native_framing=True, writable=True, written_by="1.6.0-1.6.10"),
+    DbVersion(6, ">II", native_framing=True, writable=True, written_by="1.6.11 and later, 2.0.x, 2.1.x"),
+)}
+SUPPORTED_VERSIONS = tuple(VERSIONS)
+VERSION_RANGE = f"{min(VERSIONS)}-{max(VERSIONS)}"  # "2-6", as messages name the versions that exist
+WRITABLE_VERSIONS = tuple(v for v, row in VERSIONS.items() if row.writable)
 MAGIC = b"\x00\xb5\x00mosquitto db"
 FILE_HEADER_SIZE = 23
 PAYLOAD_MAX = 268_435_455
@@ -64,6 +118,7 @@ class Field:
     names: tuple[str, ...] = ()  # for nibbles: the two values packed in one byte
     must: int | None = None  # the only value a loader accepts (decoding anything else fails)
     discarded: bool = False  # every loader reads and drops it: not information a conversion can lose
+    enum: str | None = None  # for u8: the ENUMS table naming its values
 
     @property
     def width(self) -> int:
@@ -80,8 +135,8 @@ class Field:
         return (self.name,)
 
 
-def U8(name: str, must: int | None = None) -> Field:
-    return Field(name, "u8", 1, must=must)
+def U8(name: str, must: int | None = None, enum: str | None = None) -> Field:
+    return Field(name, "u8", 1, must=must, enum=enum)
 
 
 def U16(name: str, discarded: bool = False) -> Field:
@@ -234,7 +289,7 @@ _MSG_STORE_V2_3 = (
     U16("source_mid"),
     U16("mid", discarded=True),  # legacy: read and dropped by every loader
     Len16("topic"), Str("topic"),
-    U8("qos"), U8("retain"),
+    U8("qos", enum="qos"), U8("retain"),
     Len32("payload"), Bytes("payload"),
 )
 _MSG_STORE_V4 = (
@@ -245,7 +300,7 @@ _MSG_STORE_V4 = (
     U16("source_mid"),
     U16("mid", discarded=True),  # legacy: read and dropped by every loader
     Len16("topic"), Str("topic"),
-    U8("qos"), U8("retain"),
+    U8("qos", enum="qos"), U8("retain"),
     Len32("payload"), Bytes("payload"),
 )
 _MSG_STORE_V5_6 = (
@@ -257,7 +312,7 @@ _MSG_STORE_V5_6 = (
     Len16("source_username"),
     Len16("topic"),
     U16("source_port"),
-    U8("qos"), U8("retain"),
+    U8("qos", enum="qos"), U8("retain"),
     Str("source_id", nullable=True),
     Str("source_username", nullable=True),
     Str("topic"),
@@ -269,24 +324,24 @@ _CLIENT_MSG_V2_4 = (
     Len16("client_id"), Str("client_id"),
     U64H("store_id"),
     U16("mid"),
-    U8("qos"), U8("retain"), U8("direction"), U8("state"), U8("dup"),
+    U8("qos", enum="qos"), U8("retain"), U8("direction", enum="direction"), U8("state", enum="message_state"), U8("dup"),
 )
 _CLIENT_MSG_V5_6 = (
     U64H("store_id"),
     U16("mid"),
     Len16("client_id"),
-    U8("qos"), U8("state"), Nibbles("retain", "dup"), U8("direction"),
+    U8("qos", enum="qos"), U8("state", enum="message_state"), Nibbles("retain", "dup"), U8("direction", enum="direction"),
     Str("client_id"),
     Props(),
 )
 
 _RETAIN = (U64H("store_id"),)
 
-_SUB_V2_4 = (Len16("client_id"), Str("client_id"), Len16("topic"), Str("topic"), U8("qos"))
+_SUB_V2_4 = (Len16("client_id"), Str("client_id"), Len16("topic"), Str("topic"), U8("qos", enum="qos"))
 _SUB_V5_6 = (
     U32("identifier"),
     Len16("client_id"), Len16("topic"),
-    U8("qos"), U8("options"), Pad(2),
+    U8("qos", enum="qos"), U8("options"), Pad(2),
     Str("client_id"), Str("topic"),
 )
 
@@ -353,9 +408,24 @@ for _layout in ALL_LAYOUTS:
     FIELD_NAMES[_layout.type] = tuple(known)
 
 
+def version_row(version: int) -> DbVersion:
+    """The version table's row (a version no row describes: the newest one before it, so the
+    framing of a file without a version, an empty one, is still defined)."""
+    row = VERSIONS.get(version)
+    if row is not None:
+        return row
+    older = [v for v in VERSIONS if v <= version]
+    return VERSIONS[max(older)] if older else VERSIONS[min(VERSIONS)]
+
+
 def header_size(version: int) -> int:
-    """Chunk header: u16 type + u32 length in v2-v4, u32 + u32 in v5/v6."""
-    return 6 if version <= 4 else 8
+    """Chunk header: u16 type + u32 length in v2-v4, u32 + u32 in v5/v6 (the version table says)."""
+    return version_row(version).header_size
+
+
+def native_framing(version: int) -> bool:
+    """Stored chunk lengths are exact (v5/v6): the scan may follow them."""
+    return version_row(version).native_framing
 
 
 def layout_for(version: int, chunk_type: int, abi: str = "lp64") -> Layout | None:

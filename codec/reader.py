@@ -23,7 +23,7 @@ from codec.errors import (
     UnsupportedVersionError,
 )
 from codec.index import BlockReader, ChunkIndex, scan
-from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
+from codec.layouts import FILE_HEADER_SIZE, MAGIC, VERSION_RANGE, VERSIONS, ChunkType, header_size, version_row
 
 
 @dataclass(frozen=True)
@@ -37,15 +37,23 @@ class Fingerprint:
 
     @classmethod
     def of(cls, path: str | os.PathLike[str]) -> Fingerprint:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            return cls.of_fd(fd)
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def of_fd(cls, fd: int) -> Fingerprint:
+        """The fingerprint of the file open at ``fd`` (the one we read, whatever its name holds now)."""
         import hashlib  # only for fingerprints (2 ms of every start-up otherwise)
 
-        st = os.stat(path)
+        st = os.fstat(fd)
         h = hashlib.sha256()
-        with open(path, "rb") as f:
-            h.update(f.read(65536))
-            if st.st_size > 65536:
-                f.seek(max(st.st_size - 65536, 65536))
-                h.update(f.read())
+        h.update(os.pread(fd, 65536, 0))
+        if st.st_size > 65536:
+            start = max(st.st_size - 65536, 65536)
+            h.update(os.pread(fd, st.st_size - start, start))
         return cls(st.st_size, st.st_mtime_ns, st.st_ino, h.hexdigest())
 
 
@@ -103,9 +111,9 @@ def read_header(path: str, head: bytes, size: int) -> int | None:
             f"file header is cut short after {len(head)} of {FILE_HEADER_SIZE} bytes", path=path, offset=len(head)
         )
     (version,) = struct.unpack_from(">I", head, 19)
-    if version not in SUPPORTED_VERSIONS:
+    if version not in VERSIONS:
         raise UnsupportedVersionError(
-            f"db version {version} (0x{version:08x}) is not one of 2-6", path=path, offset=19
+            f"db version {version} (0x{version:08x}) is not one of {VERSION_RANGE}", path=path, offset=19
         )
     return version
 
@@ -128,7 +136,7 @@ class DbFile:
         try:
             st = os.fstat(self.fd)
             self.size = st.st_size
-            self.fingerprint = Fingerprint.of(self.path)
+            self.fingerprint = Fingerprint.of_fd(self.fd)
             self.header = os.pread(self.fd, FILE_HEADER_SIZE, 0)
             self.version = read_header(self.path, self.header, self.size)
         except BaseException:
@@ -194,6 +202,12 @@ class DbFile:
                     raise
             yield count
 
+    def drop_index(self) -> None:
+        """Forget the index (its memory); the next use scans again. For a file kept open but not shown:
+        the inspector's file as it was before a save, which undo can go back to."""
+        with self._lock:
+            self._scan = self._index = None
+
     @property
     def index(self) -> ChunkIndex:
         """The complete index (scanning the headers on first use)."""
@@ -231,11 +245,9 @@ class DbFile:
 
     def _decode(self, i: int, off: int, buf: bytes, rel: int, limit: int, spans: bool) -> Chunk:
         assert self.version is not None
-        hsize = header_size(self.version)
-        if self.version >= 5:
-            t, length = struct.unpack_from(">II", buf, rel)
-        else:
-            t, length = struct.unpack_from(">HI", buf, rel)
+        row = version_row(self.version)
+        hsize = row.header_size
+        t, length = row.header.unpack_from(buf, rel)
         try:
             record, end, sp = decode_chunk(
                 self.version, t, buf, rel + hsize, limit, length, endian=self.endian, want_spans=spans
@@ -284,8 +296,9 @@ class DbFile:
         assert self.version is not None
         version = self.version
         wanted = None if types is None else {int(t) for t in types}
-        hsize = header_size(version)
-        unpack = struct.Struct(">II" if version >= 5 else ">HI").unpack_from
+        row = version_row(version)
+        hsize = row.header_size
+        unpack = row.header.unpack_from
         reader = BlockReader(self.fd, self.size, block)
         off = FILE_HEADER_SIZE if start is None else start
         end = self.size if stop is None else min(stop, self.size)
@@ -311,7 +324,7 @@ class DbFile:
                             raise exc.located(path=self.path, chunk_index=i, chunk_type=kind_name(t)) from None
                         raise
                     grow = max(2 * (len(buf) - rel), 1 << 17)
-                    if version >= 5:
+                    if row.native_framing:  # the stored length is the body's: read it whole
                         grow = max(grow, hsize + length)
                     buf, rel = reader.window(off, grow)
             if not skip:

@@ -15,7 +15,6 @@ import glob
 import os
 import queue
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,14 +30,13 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 import pyarrow as pa  # noqa: E402 - after the allocator is chosen
 import pyarrow.parquet as pq  # noqa: E402
 
-from codec import DbFile
+from codec import DbFile, safefile
 from codec.errors import CodecError, WriteError
 from codec.layouts import ChunkType
 from codec.sources import is_store, open_any
 from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
-from codec.writer import existing_target
 from exporters.arrow import DEFAULT_BATCH
 from exporters.schema import KINDS, SCHEMAS, TYPE_OF
 from exporters.select import FileView
@@ -111,10 +109,12 @@ class _Writers:
     # larger row groups encode faster and smaller than one per 32 K-row batch)
     ROW_GROUP = 1 << 17
 
-    def __init__(self, targets: dict[str, str], compression: str, level: int | None = None) -> None:
+    def __init__(self, targets: dict[str, str], compression: str, level: int | None = None,
+                 schemas: dict[str, pa.Schema] | None = None) -> None:
         self.targets = targets
+        self.schemas = schemas or SCHEMAS
         self.compression, self.level = compression, level
-        self.open: dict[str, tuple[pq.ParquetWriter, str]] = {}
+        self.open: dict[str, tuple[pq.ParquetWriter, safefile.Replacement]] = {}
         self.rows = dict.fromkeys(targets, 0)
         self.pending: dict[str, list[pa.RecordBatch]] = {k: [] for k in targets}
         self.queues: dict[str, queue.Queue[pa.RecordBatch | None]] = {k: queue.Queue(self.QUEUE) for k in targets}
@@ -152,17 +152,16 @@ class _Writers:
     def _write_now(self, kind: str, batch: pa.RecordBatch) -> None:
         if kind not in self.open:
             final = self.targets[kind]
-            fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".parquet.tmp", dir=os.path.dirname(final) or ".")
-            os.close(fd)
-            schema = SCHEMAS[kind]
+            rep = safefile.Replacement(final)  # a temp beside it; renamed into place by finish()
+            schema = self.schemas[kind]
             writer = pq.ParquetWriter(
-                tmp, schema, compression=self.compression, compression_level=self.level,
+                rep.file, schema, compression=self.compression, compression_level=self.level,
                 use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names],
                 # min/max of payloads and property lists cost time and help no reader
                 write_statistics=[c for c in schema.names if c not in _NO_STATS],
                 column_encoding=_delta_columns(schema),
             )
-            self.open[kind] = (writer, tmp)
+            self.open[kind] = (writer, rep)
         if batch.num_rows:
             pending = self.pending[kind]
             pending.append(batch)
@@ -187,25 +186,24 @@ class _Writers:
     def finish(self) -> None:
         for kind in self.targets:
             if kind not in self.open:  # no rows: still an (empty) file with the schema
-                self.queues[kind].put(_empty(kind))
+                self.queues[kind].put(_empty(kind, self.schemas))
         self._stop()
         if self.error is not None:
             raise self.error
-        for kind, (writer, tmp) in self.open.items():
+        for writer, rep in self.open.values():
             writer.close()
-            _publish(tmp, self.targets[kind])
+            rep.commit()
         self.open.clear()
 
     def abort(self) -> None:
         self.aborting = True
         self._stop()
-        for writer, tmp in self.open.values():
+        for writer, rep in self.open.values():
             try:
                 with contextlib.suppress(OSError):  # closing fails again on a full disk: the temp goes anyway
                     writer.close()
             finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+                rep.abort()
         self.open.clear()
 
 
@@ -224,17 +222,8 @@ def _failed(exc: OSError, out: str) -> WriteError:
     return WriteError(f"export failed{hint}: {reason}; no partial output left", path=out)
 
 
-def _publish(tmp: str, final: str) -> None:
-    """Give a finished temporary file the usual permissions (mkstemp makes it 0600) and its name."""
-    existing_target(final)  # renaming over /dev/null or a FIFO would replace it: refused
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
-    os.replace(tmp, final)
-
-
-def _empty(kind: str) -> pa.RecordBatch:
-    schema = SCHEMAS[kind]
+def _empty(kind: str, schemas: dict[str, pa.Schema] | None = None) -> pa.RecordBatch:
+    schema = (schemas or SCHEMAS)[kind]
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
 
@@ -251,9 +240,13 @@ def export_parquet(
     progress: Progress | None = None,
     at: float | None = None,
     opened: dict[str, Any] | None = None,
+    decoder: Any = None,
+    findings: list[Any] | None = None,
 ) -> dict[str, int]:
     """Write the selected kinds of every input; returns rows written per kind (expiry as of ``at``).
     ``opened``: inputs the caller has opened already (by path; they are closed here too).
+    ``decoder`` (a codec.payloads.PayloadDecoder): stored messages get payload_format/payload_json and
+    a dataset gets ``sparkplug_metrics.parquet``; payloads that do not decode go to ``findings``.
 
     ``single_file`` (one kind): ``out`` is that kind's Parquet file. Otherwise ``out`` is a
     dataset directory holding ``<kind>.parquet`` for each kind.
@@ -264,19 +257,28 @@ def export_parquet(
     codec, level = parse_compression(compression)  # refused before anything is made
     try:
         if single_file:
-            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+            safefile.make_dirs(os.path.dirname(os.path.abspath(out)))
             targets = {order[0]: os.path.abspath(out)}
         else:
-            os.makedirs(out, exist_ok=True)
+            safefile.make_dirs(out)
             targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
+            if decoder is not None and ("msg_store" in order or "messages" in order):
+                targets["sparkplug_metrics"] = os.path.join(out, "sparkplug_metrics.parquet")
+        for t in targets.values():
+            safefile.target_stat(t)  # a link, FIFO or device at a name is refused before any work
     except OSError as exc:
         raise _failed(exc, out) from None
-    writers = _Writers(targets, codec, level)
+    schemas = None
+    if decoder is not None:
+        from exporters.payloads import decoded_schemas
+
+        schemas = decoded_schemas()
+    writers = _Writers(targets, codec, level, schemas)
     try:
         for path in paths:
             ready = (opened or {}).pop(path, None)
             with ready if ready is not None else open_any(path, endian=endian) as db:
-                _export_file(db, order, selection, batch_size, writers, progress, at)
+                _export_file(db, order, selection, batch_size, writers, progress, at, decoder, findings)
         writers.finish()
     except OSError as exc:
         writers.abort()
@@ -291,7 +293,8 @@ def export_parquet(
 
 
 def _export_file(db: DbFile, order: list[str], selection: Selection | None, batch_size: int,
-                 writers: _Writers, progress: Progress | None, at: float | None = None) -> None:
+                 writers: _Writers, progress: Progress | None, at: float | None = None, decoder: Any = None,
+                 findings: list[Any] | None = None) -> None:
     """One file's kinds, a pass per kind; the passes run in ``PASS_THREADS`` threads (numpy, Arrow
     and the Parquet writers release the GIL), stored messages first: they are most of the work."""
     view = FileView(db, selection, batch_size=batch_size, at=at)
@@ -309,16 +312,45 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
                 done[n] = value
                 progress(db.path, sum(done) // npass, db.size)
 
+    payloads = None
+    if decoder is not None:
+        from exporters.payloads import PayloadColumns, with_columns
+
+        payloads = PayloadColumns(decoder, os.path.abspath(db.path))
+        payloads.prime(db)
+
     def run(n: int, kind: str) -> None:
         for batch in view.raw_batches(kind):
+            extra = None
+            if payloads is not None and kind == "msg_store":
+                keep = view.mask("msg_store", batch) if "messages" not in order else None
+                extra, metrics = payloads.decode(batch, keep)
+                if "sparkplug_metrics" in writers.targets and metrics.num_rows:
+                    writers.write("sparkplug_metrics", view.filter("msg_store", metrics))
             if kind in order:
-                writers.write(kind, view.filter(kind, batch))
+                if extra is None:
+                    writers.write(kind, view.filter(kind, batch))
+                else:
+                    keep = view.mask(kind, batch)
+                    kept = batch if keep is None else batch.filter(pa.array(keep))
+                    writers.write(kind, with_columns(kept, extra, writers.schemas[kind], keep))
             if kind == "msg_store" and "messages" in order:
-                writers.write("messages", view.filter("messages", view.messages_of(batch)))
+                joined = view.messages_of(batch)
+                if extra is not None:
+                    joined = with_columns(joined, extra, writers.schemas["messages"])
+                writers.write("messages", view.filter("messages", joined))
             if progress is not None:
                 report(n, int(batch.column("chunk_offset")[-1].as_py()) if batch.num_rows else 0)
         report(n, db.size)
 
+    try:
+        _run_passes(passes, run)
+    finally:
+        if payloads is not None and findings is not None:
+            findings.extend((os.path.abspath(db.path), f) for f in payloads.findings)
+
+
+def _run_passes(passes: list[str], run: Callable[[int, str], None]) -> None:
     if len(passes) <= 1 or PASS_THREADS <= 1:
         for n, kind in enumerate(passes):
             run(n, kind)
@@ -355,32 +387,33 @@ def export_jsonl(
     selection: Selection | None = None,
     endian: str = "little",
     progress: Progress | None = None,
+    decoder: Any = None,
+    findings: list[Any] | None = None,
 ) -> dict[str, int]:
-    """One JSON object per selected chunk (file order, file after file); ``-`` writes to stdout."""
+    """One JSON object per selected chunk (file order, file after file); ``-`` writes to stdout.
+    ``decoder``: stored messages get payload_format/payload_json, each Sparkplug payload is followed
+    by its ``sparkplug_metrics`` objects; payloads that do not decode go to ``findings``."""
     order = _order(kinds)
     counts = dict.fromkeys(order, 0)
+    if decoder is not None and ("msg_store" in order or "messages" in order):
+        counts["sparkplug_metrics"] = 0
     chunk_kinds = {k for k in order if k != "messages"}
     if out == "-":
-        _jsonl_into(sys.stdout, paths, order, chunk_kinds, selection, endian, progress, counts)
+        _jsonl_into(sys.stdout, paths, order, chunk_kinds, selection, endian, progress, counts, decoder, findings)
         return counts
-    final = os.path.abspath(out)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".jsonl.tmp", dir=os.path.dirname(final))
+        rep = safefile.Replacement(os.path.abspath(out))
     except OSError as exc:
         raise _failed(exc, out) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
-            _jsonl_into(fh, paths, order, chunk_kinds, selection, endian, progress, counts)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _publish(tmp, final)
+        with rep.text(encoding="utf-8", errors="surrogateescape") as fh:
+            _jsonl_into(fh, paths, order, chunk_kinds, selection, endian, progress, counts, decoder, findings)
+        rep.commit()
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        rep.abort()
         raise _failed(exc, out) from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        rep.abort()
         raise
     return counts
 
@@ -428,20 +461,39 @@ def _selected_chunks(db: Any, sel: Selection, wanted: list[ChunkType]) -> Iterat
 
 def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: set[str],
                 selection: Selection | None, endian: str, progress: Progress | None,
-                counts: dict[str, int]) -> None:
+                counts: dict[str, int], decoder: Any = None, findings: list[Any] | None = None) -> None:
     base = selection or Selection()
     for path in paths:
         full = os.path.abspath(path)
         with open_any(path, endian=endian) as db:
+            payloads = None
+            if decoder is not None:
+                from exporters.payloads import PayloadColumns, json_metric
+
+                payloads = PayloadColumns(decoder, full)
+                payloads.prime(db)
             if chunk_kinds:
                 for n, chunk in enumerate(_selected_chunks(db, base, [TYPE_OF[k] for k in chunk_kinds])):
-                    fh.write(json_text({"file": full, **chunk_to_json(chunk)}) + "\n")
+                    row = {"file": full, **chunk_to_json(chunk)}
+                    metrics = None
+                    if payloads is not None and chunk.kind == "msg_store":
+                        metrics = _decoded_row(row, chunk, payloads)
+                    fh.write(json_text(row) + "\n")
                     counts[chunk.kind] += 1
+                    if metrics:
+                        for m in metrics:
+                            fh.write(json_text(json_metric(m)) + "\n")
+                        counts["sparkplug_metrics"] += len(metrics)
                     if progress is not None and n % 50_000 == 0:
                         progress(db.path, chunk.offset, db.size)
             if "messages" in order:
                 view = FileView(db, Selection(None, list(base.topics), set(base.clients), base.store_ids))
                 for batch in view.batches("messages"):
+                    if payloads is not None:
+                        from exporters.payloads import decoded_schemas, with_columns
+
+                        extra, _metrics = payloads.decode(batch)
+                        batch = with_columns(batch, extra, decoded_schemas()["messages"])
                     for row in batch.to_pylist():
                         row = {"type": "messages", **{k: _json_value(v) for k, v in row.items()}}
                         row["payload_b64"] = row.pop("payload")
@@ -449,3 +501,18 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                     counts["messages"] += batch.num_rows
             if progress is not None:
                 progress(db.path, db.size, db.size)
+            if payloads is not None and findings is not None:
+                findings.extend((full, f) for f in payloads.findings)
+
+
+def _decoded_row(row: dict[str, Any], chunk: Any, payloads: Any) -> list[dict[str, Any]]:
+    """payload_format/payload_json into a stored message's JSON object; its metrics rows (Sparkplug)."""
+    vals = chunk.record.values
+    one = pa.RecordBatch.from_pydict({
+        "file": [row["file"]], "store_id": pa.array([vals.get("store_id")], pa.uint64()).cast(pa.int64(), safe=False),
+        "chunk_index": [chunk.index], "chunk_offset": [chunk.offset],
+        "topic": [None if vals.get("topic") is None else row["topic"]],
+        "payload": pa.array([vals.get("payload")], pa.binary())})
+    (fmt, text), metrics = payloads.decode(one)
+    row["payload_format"], row["payload_json"] = fmt[0].as_py(), text[0].as_py()
+    return metrics.to_pylist()

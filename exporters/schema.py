@@ -121,7 +121,7 @@ def _spark_type(t: pa.DataType) -> str:
     if pa.types.is_struct(t):
         return "STRUCT<" + ", ".join(f"`{f.name}`: {_spark_type(f.type)}" for f in t) + ">"
     simple = {
-        pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT", pa.string(): "STRING",
+        pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT", pa.string(): "STRING", pa.float64(): "DOUBLE",
         pa.binary(): "BINARY", pa.bool_(): "BOOLEAN", TIMESTAMP: "TIMESTAMP",
     }
     return simple[t]

@@ -31,7 +31,7 @@ import pyarrow as pa
 from codec import DbFile
 from codec.columnar import in_sorted
 from codec.errors import CodecError
-from codec.layouts import ChunkType
+from codec.layouts import CLIENT_MSG, MSG_STORE
 from codec.sources import is_store
 from codec.views.query import Selection
 from codec.views.select import FileColumns, Picked, failure, pick
@@ -39,7 +39,6 @@ from codec.views.select import topic_mask as byte_topic_mask
 from exporters.arrow import DEFAULT_BATCH, iter_batches
 from exporters.schema import KINDS, SCHEMAS, unsigned_ids
 
-MSG_STORE, CLIENT_MSG = int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG)
 _BY_THEIR_STORE = ("client_msg", "retain")  # kinds a store criterion selects through their stores
 
 

@@ -38,7 +38,10 @@ COMMAND_MODULES = (
     "inspector.commands.serve",
     "inspector.commands.live",
     "inspector.commands.guard",
+    "inspector.commands.metrics",
+    "inspector.commands.spec",
     "inspector.commands.plan",
+    "inspector.commands.tree",
     "inspector.commands.fleet",
 )
 
@@ -59,7 +62,10 @@ COMMANDS = {
     "serve": "inspector.commands.serve",
     **dict.fromkeys(("replay", "live"), "inspector.commands.live"),
     "guard": "inspector.commands.guard",
+    "metrics": "inspector.commands.metrics",
+    "spec": "inspector.commands.spec",
     "plan": "inspector.commands.plan",
+    "tree": "inspector.commands.tree",
     "fleet": "inspector.commands.fleet",
 }
 

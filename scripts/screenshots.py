@@ -172,6 +172,59 @@ async def store_row(app: InspectorApp, pilot) -> None:  # type: ignore[no-untype
     tree.move_cursor(node)
 
 
+async def sparkplug_payload(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """A Sparkplug B NBIRTH (made by pysparkplug, persisted by Debian's broker) decoded under payload,
+    the temperature metric's value selected: its bytes highlighted in the hex view."""
+    with DbFile(app.doc.db.path) as db:
+        sid = next(c.record["store_id"] for c in db.stream()
+                   if c.kind == "msg_store" and c.record["topic"].endswith("/NBIRTH/edge-α"))
+    app.do_goto(f"#{sid}")
+    await settle(app, pilot)
+    tree = app.fields
+    metric = next(n for n in tree.rows if "temperature (Double)" in n.label.plain)
+    value = next(n for n in metric.children if n.label.plain.startswith("double_value"))
+    head = next(n for n in tree.rows if n.label.plain.startswith("decoded sparkplug"))
+    tree.focus()
+    tree.move_cursor(value)
+    await settle(app, pilot)
+    tree.scroll_to(y=tree.rows.index(head) - 1, animate=False)  # the rule line, the metrics, the selected value
+
+
+def sparkplug_db(tmp: Path) -> Path | None:
+    """The tests' real Sparkplug traffic (tests/support/payload_traffic.py), or None without a broker
+    or pysparkplug."""
+    try:
+        from support.brokers import have_mosquitto
+        from support.payload_traffic import make_payload_db
+
+        return make_payload_db(tmp).db if have_mosquitto() else None
+    except ImportError:
+        return None
+
+
+async def topic_tree(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The topic tree (t), two levels open, the cursor on the level that fills the file."""
+    await pilot.press("t")
+    await settle(app, pilot)
+    screen = app.screen
+    widget = screen.query_one("#topic-tree")
+    node = widget.root.children[0]
+    for _level in range(2):
+        node.expand()
+        screen.fill(node)
+        await settle(app, pilot)
+        node = node.children[0]
+    await settle(app, pilot)
+    widget.move_cursor(node)
+
+
+async def sessions_view(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The sessions view (s): one row per client, the biggest queue first."""
+    await pilot.press("s")
+    await settle(app, pilot)
+    await pilot.press("down")
+
+
 def pace_checker() -> None:
     """Slow the checker's child process (a file this size is checked in one) to 0.1 s a batch."""
     os.environ["MOSQDB_TEST_CHECK_PACE"] = "0.1"
@@ -288,7 +341,13 @@ def main() -> None:
             ("save-new-errors", editable, (120, 36), new_errors),
             ("broker-verdict", private, (120, 36), broker_verdict),
             ("sqlite-store", store, (120, 36), store_row),
+            ("topic-tree", V6, (130, 36), topic_tree),
+            ("sessions", V6, (130, 36), sessions_view),
         ]
+        if wanted("sparkplug-payload"):
+            spb = sparkplug_db(Path(tmp))
+            if spb is not None:
+                shots.append(("sparkplug-payload", spb, (130, 50), sparkplug_payload))
         for name, path, size, steps in shots:
             if not wanted(name):
                 continue

@@ -9,6 +9,8 @@ what the broker skips. Errors are what stops the broker or loses data the file s
 
 from __future__ import annotations
 
+from typing import Any
+
 from codec.broker.model import Prediction
 from codec.broker.rules import BY_ID, effect
 from codec.ops.check import Finding
@@ -23,7 +25,8 @@ PLAIN_TO_MODEL = {
 }
 
 # situations that lose data the file holds (errors); the others are the broker working as designed
-LOSES_DATA = {"v34-session", "props-length-wrap", "persistence-off"}
+LOSES_DATA = {"v34-session", "props-length-wrap", "persistence-off", "store-id-zero", "retain-twice",
+              "nul-topic-retained", "share-topic-queued", "qos-invalid-queued", "duplicate-store-id"}
 QUIET = {"world-readable", "empty-file", "queue-qos0-off", "max-queued"}
 
 
@@ -69,6 +72,10 @@ def model_findings(pred: Prediction) -> list[Finding]:
     if pred.ignored == "persistence-off":
         out.append(Finding("error", "broker:persistence-off", f"{b} never reads the file: the configuration does not "
                            "set `persistence true`; it starts empty"))
+    if pred.unknown is not None:
+        out.append(Finding("error", "broker:unknown", f"{b}: what it does with the file is not known to the model: "
+                           f"{pred.unknown.reason}", pred.unknown.offset))
+        return out
     stop = pred.stop
     if stop is not None:
         rule = BY_ID.get(stop.rule)
@@ -83,6 +90,8 @@ def model_findings(pred: Prediction) -> list[Finding]:
         return out
     if pred.crash_when:
         out.append(Finding("error", "broker:crashes", f"{b} starts, then crashes {pred.crash_when}"))
+    for why in pred.undefined:
+        out.append(Finding("error", "broker:undefined", f"{b} loads the file, but what it serves is not known: {why}"))
     if pred.misread_at is not None:
         out.append(Finding("error", "broker:misreads", f"{b} reads on from offset {pred.misread_at:,} out of step with "
                            "the chunks (a chunk it reads differently from the format): what follows is lost or read "
@@ -91,15 +100,17 @@ def model_findings(pred: Prediction) -> list[Finding]:
         out.append(Finding("warning", "broker:stops", f"{b} stops reading at offset {pred.read_to:,} (an incomplete "
                            "chunk header): the bytes after it are ignored", pred.read_to))
     seen: dict[str, int] = {}
-    for ev in pred.events:
-        if ev.rule in QUIET:
-            continue
+    for run in _runs([ev for ev in pred.events if ev.rule not in QUIET]):
+        ev = run[0]
         eff = effect(ev.rule, v)
         rule = BY_ID.get(ev.rule)
-        seen[ev.rule] = seen.get(ev.rule, 0) + 1
+        seen[ev.rule] = seen.get(ev.rule, 0) + len(run)
         what = rule.situation if rule is not None else ev.rule
         sev = "error" if ev.rule in LOSES_DATA else "warning"
         extra = f" (store id {ev.values['store_id']})" if "store_id" in ev.values else ""
+        if len(run) > 1:
+            last = run[-1].offset
+            extra += f" — {len(run):,} chunks in a row" + (f", to offset {last:,}" if last is not None else "")
         out.append(Finding(sev, f"broker:{ev.rule}", f"{b} {eff.action}: {what}{extra}"
                            + (f" — {eff.note}" if eff.note else ""), ev.offset, ev.pos, ev.chunk_type))
     for rule_id, n in pred.counts.items():
@@ -111,6 +122,21 @@ def model_findings(pred: Prediction) -> list[Finding]:
         out.append(Finding(sev, f"broker:{d.rule}", f"{b} drops the session of {d.client_id!r}: {d.reason}"
                            + (" (mosqdb convert --to-version 6 keeps it)" if d.rule == "v34-session" else "")))
     return out
+
+
+def _runs(events: list[Any]) -> list[list[Any]]:
+    """Events grouped into runs: the same rule and values at consecutive load positions (a NUL tail is
+    thousands of 8-byte "chunks" of type 0: one finding, not one per chunk)."""
+    runs: list[list[Any]] = []
+    for ev in events:
+        if runs:
+            prev = runs[-1][-1]
+            if prev.rule == ev.rule and prev.values == ev.values and prev.pos is not None \
+                    and ev.pos == prev.pos + 1 and "store_id" not in ev.values:
+                runs[-1].append(ev)
+                continue
+        runs.append([ev])
+    return runs
 
 
 def broker_findings(plain: list[Finding], pred: Prediction) -> list[Finding]:

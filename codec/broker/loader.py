@@ -253,7 +253,15 @@ class Emulator:
             self.loaded.event(Event("expired-message", self.pos, at, "msg_store", {"store_id": sid}))
             self.loaded.add_expired(self._np.array([sid], dtype=self._np.uint64))
             return
-        self.stores[sid] = topic is None
+        if sid == 0:  # renumbered by db__message_store(): nothing in the file finds it
+            self.loaded.event(Event("store-id-zero", self.pos, at, "msg_store"))
+        elif self.store_state(sid) is not None:
+            if self.v >= V21:
+                raise _Fatal("duplicate-store-id")
+            self.loaded.event(Event("duplicate-store-id", self.pos, at, "msg_store", {"store_id": sid}))
+            self.stores[sid] = topic is None
+        else:
+            self.stores[sid] = topic is None
         self.loaded["stores"].add(self.pos, sid, expiry, topic_off if topic is not None else -1,
                                   len(topic or b""), topic is None, at)
 
@@ -323,7 +331,7 @@ class Emulator:
         self.read_e(4)
         topic_off = self.p + 2
         topic = self.string()
-        if self.v >= V21 and topic is None:
+        if self.v >= V21 and (topic is None or topic[:1] == b"\0"):  # 2.1 takes strlen() as the length
             raise _Fatal("empty-topic-store")
         self.read_e(2)
         payload_len = struct.unpack(">I", self.read_e(4))[0]
@@ -341,7 +349,7 @@ class Emulator:
             size = st.size
             raw = self.read_e(size)
             sid, id_len = st.get(raw, "store_id"), st.get(raw, "client_id_len")
-            qos, direction = st.get(raw, "qos"), st.get(raw, "direction")
+            qos, direction, mid = st.get(raw, "qos"), st.get(raw, "direction"), st.get(raw, "mid")
             rest = (length - (size + id_len)) % U32
             if self.v >= V21 and rest > PAYLOAD_MAX:
                 raise _Short("read")
@@ -360,7 +368,7 @@ class Emulator:
             else:
                 cid = self.string()
             sid = struct.unpack(e + "Q", self.read_e(8))[0]
-            self.read_e(2)
+            mid = struct.unpack(">H", self.read_e(2))[0]
             qos = self.read_e(1)[0]
             self.read_e(1)
             direction = self.read_e(1)[0]
@@ -378,6 +386,8 @@ class Emulator:
                 raise _Fatal("client-msg-no-client-id")
             self.note("client-msg-no-client-id", CLIENT_MSG, at)
             return None
+        if mid == 0 and 0 < qos <= 2 and direction == 1:
+            self.loaded.event(Event("mid-zero-queued", self.pos, at, "client_msg"))
         self.loaded["cmsgs"].add(self.pos, sid, self.loaded.code(cid), direction, qos, at)
         return None
 
@@ -417,6 +427,12 @@ class Emulator:
             return self._sub_effect("sub-no-client-id", at)
         if not topic:
             return self._sub_effect("sub-no-topic", at)
+        if topic[:1] == b"\0" and (cid or self.v < V15) and effect("nul-topic-sub", self.v).fatal:
+            return self._sub_effect("nul-topic-sub", at)
+        if (cid or self.v < V15) and len(topic) >= 199 and _past_limit(self.v, topic):
+            return self._sub_effect("topic-hierarchy-limit", at)
+        if topic.startswith(b"$share/") and effect("share-sub-restored", self.v).action == "unknown":
+            self.loaded.event(Event("share-sub-restored", self.pos, at, "sub"))
         self.loaded["subs"].add(self.pos, self.loaded.code(cid or b""))
         return None
 
@@ -453,6 +469,12 @@ class Emulator:
                 raise _Fatal("client-no-id-v234")
         self.loaded["clients"].add(self.pos, self.loaded.code(cid), expiry, interval, disconnect, at)
         return None
+
+
+def _past_limit(v: Version, topic: bytes) -> bool:
+    from codec.broker.model import past_hierarchy_limit
+
+    return past_hierarchy_limit(v, topic)
 
 
 class _Fatal(Exception):

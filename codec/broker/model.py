@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import stat
 import struct
 import time
@@ -34,6 +35,7 @@ from codec.broker.loaded import Event, Loaded, Stop
 from codec.broker.loader import emulate, properties_refused
 from codec.broker.rules import (
     BY_ID,
+    V15,
     V16,
     V21,
     V2015,
@@ -76,6 +78,17 @@ class Dropped:
 
 
 @dataclass
+class Unknown:
+    """A situation the model has no rule for: what it met, and the file offset where (None: not known)."""
+
+    reason: str
+    offset: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reason": self.reason, "offset": self.offset}
+
+
+@dataclass
 class Prediction:
     """What release ``broker`` does with ``path`` at time ``at``."""
 
@@ -100,10 +113,14 @@ class Prediction:
     read_to: int | None = None
     db_version: int | None = None
     ignored: str | None = None  # the whole file is ignored (2.1 and a symlink)
+    unknown: Unknown | None = None  # verdict "unknown": why, and where
+    undefined: list[str] = field(default_factory=list)  # it loads, but what it serves is not known: why
 
     @property
-    def starts(self) -> bool:
-        """Whether the broker process starts and listens (a crash on delivery comes later)."""
+    def starts(self) -> bool | None:
+        """Whether the broker process starts and listens (a crash on delivery comes later); None: not known."""
+        if self.verdict == "unknown":
+            return None
         return self.verdict == "loads" or (self.verdict == "crashes" and self.crash_when is not None)
 
     def to_json(self) -> dict[str, Any]:
@@ -122,6 +139,8 @@ class Prediction:
             "misread_from": self.misread_at,
             "reads_to": self.read_to,
             "situations": {rule: n for rule, n in sorted(self.counts.items())},
+            "unknown": None if self.unknown is None else self.unknown.to_json(),
+            "undefined": self.undefined,
         }
 
 
@@ -168,15 +187,58 @@ def predict(path: str | os.PathLike[str], version: Version, *, at: float | None 
         return pred
     db_version = struct.unpack(">I", head[19:23])[0]
     pred.db_version = db_version
-    own = db is None
-    if own:
-        db = DbFile(path)
     try:
-        loaded = _load(db, version, at, emulate_all=emulate_all, progress=progress)
-    finally:
+        loaded = _load_any(path, db, db_version, version, at, emulate_all=emulate_all, progress=progress)
+        return _after_load(pred, loaded, conf, hostname, topics, progress)
+    except Exception as exc:  # noqa: BLE001 - a situation no rule covers: said, never "loads" by default
+        return _unknown(pred, f"the model has no rule for what it met ({type(exc).__name__}: {exc})",
+                        getattr(exc, "offset", None))
+
+
+def _unknown(pred: Prediction, reason: str, offset: int | None) -> Prediction:
+    """The verdict ``unknown``: what the broker does is not known to the model (never a default "loads")."""
+    pred.verdict = "unknown"
+    pred.unknown = Unknown(reason, offset)
+    pred.counts["unknown"] += 1
+    pred.kept, pred.dropped, pred.queued, pred.incoming, pred.retained = [], [], {}, {}, []
+    pred.retained_count = 0
+    return pred
+
+
+def _load_any(path: str, db: DbFile | None, db_version: int, v: Version, at: float, *, emulate_all: bool,
+              progress: Callable[[int, int], None] | None) -> Loaded:
+    """The columnar pass and the emulation after it; when the codec cannot frame or decode the chunks
+    (a length that lies, fields past a chunk's end), the emulation of the broker's reads from the
+    first chunk: the broker never looks at the codec's framing, so neither does the answer."""
+    own = db is None
+    try:
         if own:
+            db = DbFile(path)
+        assert db is not None
+        try:
+            return _load(db, v, at, emulate_all=emulate_all, progress=progress)
+        except CodecError:
+            if emulate_all:
+                raise
+        try:
+            return _load(db, v, at, emulate_all=True, progress=progress)
+        except CodecError:
+            pass
+        endian = db.endian
+    except CodecError:
+        endian = "little"
+    finally:
+        if own and db is not None:
             db.close()
-    return _after_load(pred, loaded, conf, hostname, topics, progress)
+    return _emulate_file(path, db_version, v, at, endian)
+
+
+def _emulate_file(path: str, db_version: int, v: Version, at: float, endian: str) -> Loaded:
+    """Every chunk read as the broker reads it, from the end of the file header, without the codec's framing."""
+    loaded = Loaded(db_version)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        emulate(buf, len(buf), v, loaded, at, FILE_HEADER_SIZE, 0, endian=endian)
+    return loaded
 
 
 def _head(path: str, size: int) -> bytes:
@@ -232,7 +294,7 @@ def _load(db: DbFile, v: Version, at: float, *, emulate_all: bool = False,
 
         lookup = _store_lookup(loaded)
         framing = set(offsets[prefix:].tolist())
-        with open(db.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        with mmap.mmap(db.fd, db.size, access=mmap.ACCESS_READ) as buf:  # the file opened, not its name now
             emulate(buf, len(buf), v, loaded, at, start, prefix, lookup=lookup, framing=framing,
                     framing_end=idx.end, endian=db.endian)
     step()
@@ -391,7 +453,11 @@ def _stores(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, fata
         for r in np.flatnonzero(_props_bad(c)).tolist():
             fatal.append(_stop("bad-properties", v, offset=int(c.offset[r]), pos=int(pos[r]), chunk_type="msg_store"))
         if v >= V21:
-            for r in np.flatnonzero(null).tolist()[:1]:
+            empty = null.copy()
+            if dbv <= 4:  # the v2-v4 reader takes strlen(topic) as its length: a NUL first is length 0
+                some = np.flatnonzero(~null)
+                empty[some] = np.asarray(c.data)[t_start[some]] == 0
+            for r in np.flatnonzero(empty).tolist()[:1]:
                 fatal.append(_stop("empty-topic-store", v, offset=int(c.offset[r]), pos=int(pos[r]),
                                    chunk_type="msg_store"))
         gone = _expired(expiry, at) if v >= V16 else np.zeros(len(c), bool)
@@ -401,11 +467,45 @@ def _stores(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, fata
         if gone.any():
             loaded.add_expired(sid[gone])
         keep = ~gone
+        for r in np.flatnonzero(keep & (sid == 0)).tolist():
+            loaded.event(Event("store-id-zero", int(pos[r]), int(c.offset[r]), "msg_store"))
         table.extend(pos=pos[keep], store_id=sid[keep], expiry=expiry[keep],
                      topic_off=np.where(null, -1, t_start + c.base)[keep], topic_len=t_size[keep],
                      topic_null=null[keep], offset=c.offset[keep])
     cols = table.columns()
+    _duplicates(v, loaded, cols, fatal)
     return _index_stores(cols["store_id"], cols["pos"], cols["topic_null"])
+
+
+DUP_ORDER_LIMIT = 320  # stored messages past which uthash may have expanded (reordered) a bucket chain
+
+
+def _duplicates(v: Version, loaded: Loaded, cols: dict[str, np.ndarray], fatal: list[Stop]) -> None:
+    """Stored messages sharing an id (0 aside: renumbered): 2.1 refuses at the second; older releases
+    keep both, and a reference finds the later one (uthash prepends to the bucket chain)."""
+    ids = cols["store_id"]
+    if len(ids) < 2:
+        return
+    srt = np.sort(ids)
+    if not ((srt[1:] == srt[:-1]) & (srt[1:] != 0)).any():
+        return  # the usual case: every id once
+    order = np.lexsort((cols["pos"], ids))
+    srt = ids[order]
+    dup = np.flatnonzero((srt[1:] == srt[:-1]) & (srt[1:] != 0)) + 1
+    if not len(dup):
+        return
+    rows = order[dup]
+    if v >= V21:
+        r = int(rows[np.argmin(cols["pos"][rows])])
+        fatal.append(_stop("duplicate-store-id", v, offset=int(cols["offset"][r]), pos=int(cols["pos"][r]),
+                           chunk_type="msg_store"))
+        return
+    for r in rows.tolist():
+        loaded.event(Event("duplicate-store-id", int(cols["pos"][r]), int(cols["offset"][r]), "msg_store",
+                           {"store_id": int(ids[r])}))
+    if len(ids) > DUP_ORDER_LIMIT:
+        loaded.event(Event("duplicate-store-id-order", int(cols["pos"][rows[0]]), int(cols["offset"][rows[0]]),
+                           "msg_store"))
 
 
 def _in(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -416,6 +516,9 @@ def _in(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
 
 
 def _index_stores(ids: np.ndarray, pos: np.ndarray, null: np.ndarray) -> _Stores:
+    if len(ids) and not ids.all():  # store id 0 gets a new id at load: nothing in the file finds it
+        nz = ids != 0
+        ids, pos, null = ids[nz], pos[nz], null[nz]
     order = np.lexsort((pos, ids))
     ids, pos, null = ids[order], pos[order], null[order]
     first = _firsts(ids)
@@ -484,6 +587,10 @@ def _client_msgs(db: DbFile, v: Version, loaded: Loaded, prefix: int, stores: _S
                 loaded.event(Event("client-msg-no-client-id", int(pos[r]), int(c.offset[r]), "client_msg"),
                              fill(warn.log, v))
         loaded.read["client_msg"] += len(c)
+        if "mid" in c.ints:
+            for r in np.flatnonzero((c.ints["mid"] == 0) & (c.ints["qos"] > 0) & (c.ints["qos"] <= 2)
+                                    & (c.ints["direction"] == 1) & found & ~empty).tolist():
+                loaded.event(Event("mid-zero-queued", int(pos[r]), int(c.offset[r]), "client_msg"))
         keep = found & ~empty
         table.extend(pos=pos[keep], store_id=sid[keep], client=codes[keep],
                      direction=c.ints["direction"][keep], qos=c.ints["qos"][keep], offset=c.offset[keep])
@@ -509,16 +616,36 @@ def _retains(db: DbFile, v: Version, loaded: Loaded, prefix: int, stores: _Store
         table.extend(pos=pos[keep], store_id=sid[keep], offset=c.offset[keep])
 
 
+def _deep_subs(v: Version, c: Any, t_start: np.ndarray, t_size: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """Rows whose filter 1.5/1.6's tokeniser refuses (only filters of 199 bytes or more can be: checked one by one)."""
+    rows = np.flatnonzero((t_size >= HIERARCHY_LIMIT - 1) & ~empty)
+    data = np.asarray(c.data)
+    return np.asarray([r for r in rows.tolist() if past_hierarchy_limit(
+        v, data[int(t_start[r]):int(t_start[r]) + int(t_size[r])].tobytes())], dtype=np.int64)
+
+
 def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]) -> None:
     table = loaded["subs"]
     no_client, no_topic = effect("sub-no-client-id", v), effect("sub-no-topic", v)
+    nul_topic = effect("nul-topic-sub", v)
+    deep_topic = effect("topic-hierarchy-limit", v)
+    share_sub = effect("share-sub-restored", v)
     for c in iter_columns(db, SUB, stop=prefix):
         pos = c.index.astype(np.int64)
         codes, empty = _client_codes(loaded, c)
-        empty_topic = c.spans["topic"][1] == 0
+        t_start, t_size = c.spans["topic"]
+        empty_topic = t_size == 0
+        nul_first = np.zeros(len(c), dtype=bool)
+        some = np.flatnonzero(~empty_topic)
+        if len(some):
+            nul_first[some] = np.asarray(c.data)[t_start[some]] == 0
         keep = np.ones(len(c), dtype=bool)
         for rule, eff, rows in (("sub-no-client-id", no_client, np.flatnonzero(empty)),
-                                ("sub-no-topic", no_topic, np.flatnonzero(empty_topic & ~empty))):
+                                ("sub-no-topic", no_topic, np.flatnonzero(empty_topic & ~empty)),
+                                ("nul-topic-sub", nul_topic,
+                                 np.flatnonzero(nul_first & ~empty) if nul_topic.fatal else np.zeros(0, int)),
+                                ("topic-hierarchy-limit", deep_topic, _deep_subs(v, c, t_start, t_size, empty)
+                                 if deep_topic.fatal else np.zeros(0, int))):
             if v < (1, 5, 0) and rule == "sub-no-client-id":
                 continue  # 1.4: an empty string, a session named ''
             for r in rows.tolist():
@@ -528,6 +655,12 @@ def _subs(db: DbFile, v: Version, loaded: Loaded, prefix: int, fatal: list[Stop]
                 keep[r] = False
                 loaded.event(Event(rule, int(pos[r]), int(c.offset[r]), "sub"), fill(eff.log, v))
         loaded.read["sub"] += len(c)
+        if share_sub.action == "unknown":
+            data = np.asarray(c.data)
+            for r in np.flatnonzero(keep & (t_size >= len(SHARE_SUB))).tolist():
+                s0 = int(t_start[r])
+                if data[s0:s0 + len(SHARE_SUB)].tobytes() == SHARE_SUB:
+                    loaded.event(Event("share-sub-restored", int(pos[r]), int(c.offset[r]), "sub"))
         table.extend(pos=pos[keep], client=codes[keep])
 
 
@@ -540,6 +673,14 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     pred.log.extend(loaded.log)
     if loaded.stop is not None:
         return _finish(pred, stop=loaded.stop)
+    stores = loaded["stores"].columns()
+    cmsgs = loaded["cmsgs"].columns()
+    retains = loaded["retains"].columns()
+    ret_rows = _found_rows(stores, retains["store_id"], retains["pos"])
+    before = Counter(loaded.counts)
+    stop = _retain_checks(pred, loaded, stores, retains, ret_rows, cmsgs)
+    if stop is not None:
+        return _finish(pred, stop=stop)
     stats = effect("restore-stats", v)
     if stats.log:  # printed at the end of persist__restore(), before the expiry pass
         pred.log.extend(fill(stats.log, v, base=len(loaded["stores"]), retained=len(loaded["retains"]),
@@ -551,6 +692,11 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     subs = loaded["subs"].columns()
     stores = loaded["stores"].columns()
     sidx = _index_stores(stores["store_id"], stores["pos"], stores["topic_null"])
+    undeliverable = _undeliverable(pred, loaded, stores, cmsgs)
+    if effect("bad-direction", v).action == "unknown":
+        for r in np.flatnonzero(cmsgs["direction"] > 1).tolist()[:EVENTS_SHOWN]:
+            loaded.event(Event("bad-direction", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
+    pred.counts.update(loaded.counts - before)
 
     # sessions: every client id the load created a context for
     known = np.unique(np.concatenate([clients["client"], cmsgs["client"], subs["client"]]))
@@ -575,7 +721,7 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
 
     # queues: outgoing messages per kept session; a NULL-topic message among them crashes the broker
     out = cmsgs["direction"] == 1
-    for code, n in Counter(cmsgs["client"][out].tolist()).items():
+    for code, n in Counter(cmsgs["client"][out & ~undeliverable].tolist()).items():
         if code in kept_codes:
             pred.queued[names[code]] = n
     for code, n in Counter(cmsgs["client"][~out].tolist()).items():
@@ -595,12 +741,158 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
             pred.crash_when = f"when {', '.join(bad[:5])}{' …' if len(bad) > 5 else ''} resume{'s' if len(bad) == 1 else ''} " \
                               "the session: a queued message without a topic (segfault)"
             pred.counts["empty-topic-store"] += 1
+    for rule in sorted(pred.counts):
+        eff = effect(rule, v) if rule in BY_ID else None
+        if eff is not None and eff.action == "unknown":
+            pred.undefined.append(f"{rule}: {eff.note}")
     if progress is not None:
         progress(STEPS - 1, STEPS)
-    pred.retained, pred.retained_count = _retained_topics(pred.path, loaded, decode=topics)
+    pred.retained, pred.retained_count = _retained_topics(pred.path, loaded, decode=topics, rows=ret_rows)
+    _served_topics(pred)
     if progress is not None:
         progress(STEPS, STEPS)
     return _finish(pred)
+
+
+def _found_rows(stores: dict[str, np.ndarray], ids: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """The store row each reference (id, load position) finds, -1 for none: the latest store of that id
+    loaded before it (id 0 is never found: renumbered at load)."""
+    out = np.full(len(ids), -1, dtype=np.int64)
+    if not len(ids) or not len(stores["store_id"]):
+        return out
+    if "_order" not in stores:  # one sort of the stores for every lookup (stores: a dict of columns)
+        stores["_order"] = np.lexsort((stores["pos"], stores["store_id"]))
+    order = stores["_order"]
+    sid, spos = stores["store_id"][order], stores["pos"][order]
+    lo = np.searchsorted(sid, ids, side="left")
+    hi = np.searchsorted(sid, ids, side="right")
+    single = (hi - lo == 1) & (ids != 0)
+    k = np.minimum(lo, len(sid) - 1)
+    ok = single & (spos[k] < pos)
+    out[ok] = order[k[ok]]
+    for r in np.flatnonzero((hi - lo > 1) & (ids != 0)).tolist():  # duplicated ids: rare, one by one
+        cand = np.flatnonzero(spos[lo[r]:hi[r]] < pos[r])
+        if len(cand):
+            out[r] = order[lo[r] + int(cand[-1])]
+    return out
+
+
+def _heads(path: str, stores: dict[str, np.ndarray], rows: np.ndarray, n: int = 6) -> np.ndarray:
+    """The first ``n`` bytes of the topics of store ``rows`` ((rows, n) uint8, zero past a topic's end)."""
+    out = np.zeros((len(rows), n), dtype=np.uint8)
+    if not len(rows):
+        return out
+    offs, lens = stores["topic_off"][rows], stores["topic_len"][rows]
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        data = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            for k in range(n):
+                has = (offs >= 0) & (lens > k) & (offs + k < len(data))
+                out[has, k] = data[offs[has] + k]
+        finally:
+            del data
+    return out
+
+
+SHARE = np.frombuffer(b"$share", dtype=np.uint8)
+
+
+def _retain_checks(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarray], retains: dict[str, np.ndarray],
+                   rows: np.ndarray, cmsgs: dict[str, np.ndarray]) -> Stop | None:
+    """What the retain restore does with the topics it finds: a topic that is an empty C string (2.0+:
+    the tokeniser refuses it), the same message retained twice (2.0: used after it is freed)."""
+    v = pred.version
+    found = np.flatnonzero(rows >= 0)
+    if not len(found):
+        return None
+    heads = _heads(pred.path, stores, rows[found], 1)
+    nul = (heads[:, 0] == 0) & (stores["topic_len"][rows[found]] > 0)
+    eff = effect("nul-topic-retained", v)
+    for k in np.flatnonzero(nul).tolist()[:1]:
+        r = int(found[k])
+        if eff.fatal:
+            return _stop("nul-topic-retained", v, offset=int(retains["offset"][r]), pos=int(retains["pos"][r]),
+                         chunk_type="retain")
+        loaded.event(Event("nul-topic-retained", int(retains["pos"][r]), int(retains["offset"][r]), "retain"))
+    if effect("retain-twice", v).action == "unknown" and len(found) > 1:
+        hit = rows[found]
+        order = np.argsort(hit, kind="stable")
+        srt = hit[order]
+        again = order[1:][srt[1:] == srt[:-1]]  # a second (third...) retain of one stored message
+        if len(again):
+            sid = stores["store_id"][hit[again]]
+            again = again[~_in(np.unique(cmsgs["store_id"]), sid)]  # held by a client message: not freed
+            for k in found[np.sort(again)].tolist()[:EVENTS_SHOWN]:
+                loaded.event(Event("retain-twice", int(retains["pos"][k]), int(retains["offset"][k]), "retain",
+                                   {"store_id": int(stores["store_id"][rows[k]])}))
+    return None
+
+
+def _undeliverable(pred: Prediction, loaded: Loaded, stores: dict[str, np.ndarray],
+                   cmsgs: dict[str, np.ndarray]) -> np.ndarray:
+    """Queued messages the broker restores but never sends: QoS above 2, a topic starting with $share
+    (refused by the ACL check at delivery)."""
+    v = pred.version
+    bad = np.zeros(len(cmsgs["store_id"]), dtype=bool)
+    if not len(bad):
+        return bad
+    out = cmsgs["direction"] == 1
+    qos = (cmsgs["qos"] > 2) & out & (effect("qos-invalid-queued", v).action == "drops")
+    for r in np.flatnonzero(qos).tolist()[:EVENTS_SHOWN]:
+        loaded.event(Event("qos-invalid-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
+    rows = _found_rows(stores, cmsgs["store_id"], cmsgs["pos"] + 1)
+    have = np.flatnonzero((rows >= 0) & out)
+    heads = _heads(pred.path, stores, rows[have], len(SHARE))
+    share = np.zeros(len(bad), dtype=bool)
+    share[have] = (heads == SHARE).all(axis=1)
+    nul = have[(heads[:, 0] == 0) & (stores["topic_len"][rows[have]] > 0)]
+    high = have[(heads >= 0x80).any(axis=1) | (stores["topic_len"][rows[have]] > len(SHARE))]
+    if len(high):
+        bad_rows = _not_utf8_rows(pred.path, stores, np.unique(rows[high]))
+        for r in high[np.isin(rows[high], bad_rows)].tolist()[:EVENTS_SHOWN]:
+            loaded.event(Event("bad-utf8-topic", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
+    for r in nul.tolist()[:EVENTS_SHOWN]:
+        loaded.event(Event("nul-topic-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
+    if effect("share-topic-queued", v).action != "drops":
+        share[:] = False
+    for r in np.flatnonzero(share).tolist()[:EVENTS_SHOWN]:
+        loaded.event(Event("share-topic-queued", int(cmsgs["pos"][r]), int(cmsgs["offset"][r]), "client_msg"))
+    return qos | share
+
+
+EVENTS_SHOWN = 1000
+
+
+def _not_utf8_rows(path: str, stores: dict[str, np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """The store rows (of ``rows``) whose topic is not valid UTF-8 (up to its first NUL, as the broker
+    sends it). Topics of ASCII bytes only are ruled out on arrays first: the rest are decoded one by one."""
+    bad = []
+    keep = stores["topic_off"][rows] >= 0
+    rows = rows[keep]
+    offs, lens = stores["topic_off"][rows], stores["topic_len"][rows]
+    if not len(rows):
+        return np.zeros(0, dtype=np.int64)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        data = np.frombuffer(mm, dtype=np.uint8)
+        try:
+            starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
+            at = np.repeat(offs - starts, lens) + np.arange(int(lens.sum()))
+            high = np.zeros(len(rows), dtype=bool)
+            nz = lens > 0
+            if nz.any():
+                high[nz] = np.add.reduceat((data[at] >= 0x80).astype(np.int32), starts[nz]) > 0
+        finally:
+            del data
+        rows, offs, lens = rows[high], offs[high], lens[high]
+        for row, off, n in zip(rows.tolist(), offs.tolist(), lens.tolist()):
+            raw = mm[off:off + n]
+            if raw.isascii():
+                continue
+            try:
+                raw.split(b"\0", 1)[0].decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append(row)
+    return np.asarray(bad, dtype=np.int64)
 
 
 def _session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str, np.ndarray],
@@ -647,7 +939,8 @@ def _session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str
     return None, ""
 
 
-def _retained_topics(path: str, loaded: Loaded, *, decode: bool = True) -> tuple[list[str], int]:
+def _retained_topics(path: str, loaded: Loaded, *, decode: bool = True,
+                     rows: np.ndarray | None = None) -> tuple[list[str], int]:
     """The retained topics served, sorted: the topics of the stored messages the retain chunks found.
 
     The topics are copied out of a read-only map of the file as one (rows, width) byte matrix (a
@@ -658,10 +951,9 @@ def _retained_topics(path: str, loaded: Loaded, *, decode: bool = True) -> tuple
     stores = loaded["stores"].columns()
     if not len(retains["store_id"]) or not len(stores["store_id"]):
         return [], 0
-    order = np.lexsort((stores["pos"], stores["store_id"]))
-    ids = stores["store_id"][order]
-    k = np.minimum(np.searchsorted(ids, retains["store_id"]), len(ids) - 1)
-    rows = order[k[ids[k] == retains["store_id"]]]
+    if rows is None:
+        rows = _found_rows(stores, retains["store_id"], retains["pos"])
+    rows = rows[rows >= 0]
     offs, lens = stores["topic_off"][rows], stores["topic_len"][rows]
     keep = offs >= 0
     offs, lens = offs[keep], lens[keep]
@@ -683,22 +975,72 @@ def _retained_topics(path: str, loaded: Loaded, *, decode: bool = True) -> tuple
                 sel = rows[a:a + TOPIC_SLICE]
                 assert view is not None
                 matrix = view[offs[sel]].view(np.uint8).reshape(-1, width)  # a copy: the map is not written
-                matrix[np.arange(width)[None, :] >= lens[sel][:, None]] = 0
+                outside = np.arange(width)[None, :] >= lens[sel][:, None]
+                nul = matrix == 0
+                if (nul & ~outside).any():  # a C string to the broker: what follows a NUL is not served
+                    outside |= np.cumsum(nul, axis=1) > 0
+                matrix[outside] = 0
                 parts.append(matrix.view(f"S{width}").ravel())
                 if hasattr(mm, "madvise"):
                     mm.madvise(mmap.MADV_DONTNEED)  # hand the pages back: RSS stays flat on big files
             for off, n in zip(offs[~fits].tolist(), lens[~fits].tolist()):
-                names.add(bytes(data[off:off + n]))
+                names.add(bytes(data[off:off + n]).split(b"\0", 1)[0])
         finally:
             del data, view
     if parts:
         strings = np.concatenate(parts)
         strings.sort()
         uniq = strings[_firsts(strings)]
+        if len(uniq) and uniq[0] == b"":
+            uniq = uniq[1:]  # an empty C string is not served
         if not names:
             return ([t.decode("utf-8", "surrogateescape") for t in uniq.tolist()] if decode else []), len(uniq)
         names.update(uniq.tolist())
+    names.discard(b"")
     return ([t.decode("utf-8", "surrogateescape") for t in sorted(names)] if decode else []), len(names)
+
+
+def _served_topics(pred: Prediction) -> None:
+    """What of the retained topics a client is served: 1.4/1.5 keep retained messages in the subscription
+    tree, where a level that is a wildcard is matched as one and never served to ``#`` (measured); 1.5.11
+    served no retained topic of 200 bytes or more (measured, cause not found: undefined); a topic that is
+    not UTF-8 is sent as it is, and a client that checks it (paho) drops the connection (undefined)."""
+    v = pred.version
+    if v < V16:
+        wild = [t for t in pred.retained if "+" in t or "#" in t]
+        if wild:
+            pred.counts["wildcard-topic-retained"] += len(wild)
+            pred.retained = [t for t in pred.retained if t not in set(wild)]
+            pred.retained_count -= len(wild)
+    if effect("topic-hierarchy-limit", v).fatal:
+        deep = [t for t in pred.retained if past_hierarchy_limit(v, t.encode("utf-8", "surrogateescape"))]
+        if deep:  # the retain restore ignores the tokeniser's failure: loaded, never served
+            pred.counts["topic-hierarchy-limit"] += len(deep)
+            gone = set(deep)
+            pred.retained = [t for t in pred.retained if t not in gone]
+            pred.retained_count -= len(deep)
+    joined = "\n".join(pred.retained)
+    if not joined.isascii() and ESCAPED.search(joined):  # one C-speed scan, not one per topic
+        bad = [t for t in pred.retained if ESCAPED.search(t)]
+        if not any(u.startswith("bad-utf8-topic:") for u in pred.undefined):
+            pred.undefined.append("bad-utf8-topic: " + effect("bad-utf8-topic", v).note)
+        pred.counts["bad-utf8-topic"] += len(bad)
+
+
+HIERARCHY_LIMIT = 200
+SHARE_SUB = b"$share/"
+
+
+def past_hierarchy_limit(v: Version, topic: bytes) -> bool:
+    """Whether 1.5's or 1.6's sub__topic_tokenise() fails on ``topic`` (a C string: up to its first NUL).
+    1.5 counts every character from the first one after a leading '/' to the terminator; 1.6 counts levels."""
+    topic = topic.split(b"\0", 1)[0]
+    if V15 <= v < V16:
+        return len(topic) + 1 - (1 if topic[:1] == b"/" else 0) > HIERARCHY_LIMIT
+    if V16 <= v < V2:
+        return topic[1:].count(b"/") + 1 > HIERARCHY_LIMIT if topic[:1] == b"/" else topic.count(b"/") + 1 > HIERARCHY_LIMIT
+    return False
+ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, as surrogateescape decodes them
 
 
 def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:
@@ -719,4 +1061,4 @@ def _finish(pred: Prediction, *, stop: Stop | None = None) -> Prediction:
     return pred
 
 
-__all__ = ["STEPS", "Dropped", "Prediction", "predict"]
+__all__ = ["STEPS", "Dropped", "Prediction", "Unknown", "predict"]

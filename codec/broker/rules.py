@@ -34,7 +34,7 @@ COULDNT_OPEN = "Error: Couldn't open database."
 class Effect:
     """What a broker does in a situation: an action, the line(s) it logs, and why (for reports)."""
 
-    action: str  # refuses | crashes | crashes-on-delivery | skips | drops | stops | misreads | keeps
+    action: str  # refuses | crashes | crashes-on-delivery | skips | drops | stops | misreads | keeps | unknown
     log: tuple[str, ...] = ()
     note: str = ""
 
@@ -162,6 +162,92 @@ RULES: tuple[Rule, ...] = (
                                              "ignoring.",)))),
          "ChangeLog L449-450 (2.0.19: \"Fix assert failure when loading a persistence file that contains "
          "subscriptions with no client id.\"), commit fd097d5a", measured=True),
+    Rule("duplicate-store-id", "two stored messages with one store id (both loaded: neither expired)",
+         ((V21, ANY_HIGH, _refuses(note="db__msg_store_add() returns MOSQ_ERR_ALREADY_EXISTS: the restore fails")),
+          (V16, _until(V2), Effect("unknown", (), "both are kept, but 1.6.15 served neither's retained topic where "
+                                   "2.0 serves the later one (measured; the 1.6 retain path through the "
+                                   "subscription tree was not modelled)")),
+          (ANY_LOW, _until(V21), Effect("keeps", (), "both are kept; a client message or retain chunk after "
+                                        "the second finds the later one (uthash puts it first in the bucket)"))),
+         "database.c db__msg_store_add() (2.1.2); persist_read.c HASH_ADD into msg_store_load (1.4-2.0)",
+         measured=True),
+    Rule("duplicate-store-id-order", "two stored messages with one store id among more than 320 stored messages",
+         ((ANY_LOW, _until(V21), Effect("unknown", (), "which of the two a reference finds depends on how "
+                                        "uthash's bucket expansion reordered the chain")),),
+         "uthash HASH_EXPAND_BUCKETS (reverses chains): not modelled"),
+    Rule("store-id-zero", "a stored message with store id 0",
+         ((ANY_LOW, ANY_HIGH, Effect("drops", (), "it is given a new id at load (db__message_store: "
+                                     "++last_db_id): the client messages and retain chunks naming id 0 find "
+                                     "nothing and are dropped")),),
+         "database.c db__message_store() `if(!store_id)`", measured=True),
+    Rule("nul-topic-retained", "a retained message whose topic starts with a NUL byte (an empty C string)",
+         ((V16, _until(V2), Effect("unknown", (), "the retained message is not served, and what the sessions "
+                                   "queueing it then receive differs (1.6.15, measured: such a client received none "
+                                   "of its queue)")),
+          (V2, ANY_HIGH, _refuses(note="sub__topic_tokenise() refuses an empty topic: the retain restore "
+                                  "fails"))),
+         "topic_tok.c sub__topic_tokenise() `len == 0` (2.0+), persist_read.c persist__retain_chunk_restore()",
+         measured=True),
+    Rule("nul-topic-sub", "a subscription whose topic filter starts with a NUL byte (an empty C string)",
+         ((V16, ANY_HIGH, _refuses(note="sub__add() -> sub__topic_tokenise() refuses an empty filter")),),
+         "topic_tok.c / subs.c sub__topic_tokenise()", measured=True),
+    Rule("topic-embedded-nul", "a topic with a NUL byte inside it",
+         ((ANY_LOW, ANY_HIGH, Effect("keeps", (), "the broker handles topics as C strings: it serves the part "
+                                     "before the NUL")),),
+         "strlen()/strdup() of the topic everywhere after the read", measured=True),
+    Rule("nul-topic-queued", "a queued message whose topic starts with a NUL byte (an empty C string)",
+         ((ANY_LOW, ANY_HIGH, Effect("unknown", (), "sent as a PUBLISH with an empty topic: a client that checks "
+                                     "it disconnects (paho does) and the queue behind it is then not received; "
+                                     "the outcome depends on the client")),),
+         "measured with paho against 1.6.15, 2.0.11-2.0.22, 2.1.2 (the client received none of its queue)",
+         measured=True),
+    Rule("bad-utf8-topic", "a retained or queued message whose topic is not valid UTF-8",
+         ((ANY_LOW, ANY_HIGH, Effect("unknown", (), "sent as it is: a client that checks UTF-8 (paho does) drops "
+                                     "the connection, so what it receives depends on the client")),),
+         "measured with paho against 1.6.15, 2.0.11-2.0.22, 2.1.2 (no SUBACK after such a retained message; a "
+         "session received 2 of 8 queued messages)", measured=True),
+    Rule("wildcard-topic-retained", "a retained message whose topic holds + or #",
+         ((ANY_LOW, _until(V16), Effect("drops", (), "1.4/1.5 keep retained messages in the subscription tree: "
+                                        "the level is taken as a wildcard and never served to #")),),
+         "measured with 1.4.15 and 1.5.11 (1.6 and later serve it)", measured=True),
+    Rule("topic-hierarchy-limit", "a topic past the tokeniser's TOPIC_HIERARCHY_LIMIT (200): on 1.5 counted in "
+         "characters (a topic of 200 bytes or more), on 1.6 in levels (more than 200)",
+         ((V15, _until(V16), _refuses(note="sub__topic_tokenise() counts every character against the 200-level "
+                                      "limit (1.5 bug): a subscription's sub__add() fails; a retained message is "
+                                      "loaded but never served")),
+          (V16, _until(V2), _refuses(note="sub__topic_tokenise(): more than 200 levels: a subscription's sub__add() "
+                                     "fails; a retained message is loaded but never served"))),
+         "subs.c sub__topic_tokenise() `count > TOPIC_HIERARCHY_LIMIT` (1.5.11: count++ per character; 1.6.15: "
+         "per level; 2.0 has no limit)", measured=True),
+    Rule("bad-direction", "a client message whose direction is neither 0 (in) nor 1 (out)",
+         ((ANY_LOW, _until(V16), Effect("unknown", (), "1.4/1.5 keep one message list per client and send by "
+                                        "state, not direction: measured, 1.5.11 delivered such a message; not "
+                                        "modelled")),
+          (V16, ANY_HIGH, Effect("keeps", (), "restored as incoming (only direction 1 is outgoing)"))),
+         "persist.c persist__client_msg_restore() (1.5: one list); persist_read.c `direction == mosq_md_out` "
+         "(1.6+)", measured=True),
+    Rule("share-sub-restored", "a restored subscription to a $share/... filter",
+         ((V16, _until(V2), Effect("unknown", (), "1.6 restores retained messages through the subscription tree: "
+                                   "a shared subscriber was measured to receive matching retained messages as "
+                                   "queued ones (4 queued + 8 retained); not modelled")),),
+         "persist_read.c persist__retain_chunk_restore() -> sub__messages_queue() (1.6.15), measured", measured=True),
+    Rule("share-topic-queued", "a queued message whose topic starts with $share",
+         ((V16, ANY_HIGH, Effect("drops", (), "never delivered: the ACL check refuses $share topics "
+                                 "(security.c / plugin_acl_check.c)")),),
+         "security.c mosquitto_acl_check() `$share` (2.0), plugin_acl_check.c (2.1)", measured=True),
+    Rule("qos-invalid-queued", "a queued message with a QoS above 2",
+         ((V16, ANY_HIGH, Effect("drops", (), "never sent")),),
+         "measured with 1.6.15, 2.0.11, 2.0.22, 2.1.2", measured=True),
+    Rule("mid-zero-queued", "a queued QoS 1/2 message with message id 0",
+         ((ANY_LOW, ANY_HIGH, Effect("keeps", (), "sent with packet id 0: the outcome depends on the client "
+                                     "(a strict client disconnects with a protocol error; paho accepts it)")),),
+         "measured with paho against 1.6.15, 2.0.11, 2.0.22, 2.1.2", measured=True),
+    Rule("retain-twice", "two retain chunks naming one stored message that no client message holds",
+         ((V2, _until(V21), Effect("unknown", (), "the second retain__store() frees the message while it is "
+                                   "retained (use after free): what the broker then serves is undefined "
+                                   "(garbage)")),),
+         "retain.c retain__store() db__msg_store_ref_dec() (2.0; 2.1 returns early when it is the same message)",
+         measured=True),
     Rule("sub-no-topic", "a subscription with an empty topic filter",
          ((V14, _until(V15), _refuses(note="1.4 adds the empty filter: sub_add fails, rc 1")),
           (V15, _until(V2019), Effect("crashes", ("persist__restore_sub: Assertion `sub' failed.",),

@@ -18,6 +18,7 @@ import bisect
 import os
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,7 @@ from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, SUB_OPTIONS_VALID, 
 from codec.ops.check_xref import CrossReferences, Table
 from codec.ops.findings import CHUNK, END, Finding, Findings, text_problem
 from codec.properties import decode_properties, property_problems
-from codec.reader import DbFile
+from codec.reader import DbFile, kind_name
 from codec.textscan import TextColumn as _Text
 from codec.values import NEVER, time_text
 from codec.views.query import valid_filter
@@ -43,6 +44,7 @@ LIMIT = 1000  # findings shown per rule before "… and N more"
 BATCH = 16384  # chunks per column batch: text scans keep their temporaries to a few MB
 MAX_BATCH_BYTES = 16 << 20  # and bytes read at once
 TYPE_SPAN = 1 << 18  # chunks whose types are sifted at once
+ZEROED_MIN = 4096  # NUL bytes ending a payload that look like a zeroed block (one page) rather than data
 
 
 def _iso(ts: int) -> str:
@@ -353,6 +355,31 @@ class Checker(CrossReferences):
             set_rows = self.time_rules(c, "expiry_time", 18)
             self.flag(c, np.flatnonzero(set_rows & (exp < self.now)), "warning", "expired", 19, "expiry_time",
                       lambda r: f"message expired at {_iso(int(exp[r]))}: the broker drops it on load")
+        self.zeroed_payloads(c, 20)
+
+    def zeroed_payloads(self, c: Columns, rule_no: int) -> None:
+        """A payload whose last :data:`ZEROED_MIN` bytes or more are NUL: what a power cut leaves of data that
+        never reached the disk, e.g. a message restored from a zeroed file by an older repair. A warning:
+        a payload may be zeros."""
+        starts, sizes = c.spans["payload"]
+        if getattr(self.db, "is_store", False):  # a 2.1 store's rows are read with the payload sizes only
+            return
+        d = c.data
+        big = np.flatnonzero((sizes >= ZEROED_MIN) & (starts + sizes <= len(d)))
+        if not len(big):
+            return
+        big = big[d[starts[big] + sizes[big] - 1] == 0]
+        runs: dict[int, int] = {}
+        for r in big.tolist():
+            a, n = int(starts[r]), int(sizes[r])
+            if d[a + n - ZEROED_MIN:a + n].any():
+                continue
+            runs[r] = n - len(d[a:a + n].tobytes().rstrip(b"\0"))
+        rows = np.array(sorted(runs), np.int64)
+        self.flag(c, rows, "warning", "nul-payload", rule_no, "payload",
+                  lambda r: f"payload of {int(sizes[r]):,} bytes ends in {runs[r]:,} NUL bytes (from offset "
+                            f"{c.base + int(starts[r]) + int(sizes[r]) - runs[r]:,}): what a power cut leaves of "
+                            "data that never reached the disk; make sure it is what was published")
 
     def client_msg(self, layout: Layout, c: Columns) -> None:
         c, problems = self.properties(c)
@@ -503,31 +530,105 @@ class Checker(CrossReferences):
 NUL_BLOCK = 1 << 20
 
 
+def _last_data_end(db: DbFile) -> int:
+    """The offset just after the file's last non-NUL byte (0 when every byte is NUL)."""
+    end = db.size
+    while end > 0:
+        start = max(0, end - NUL_BLOCK)
+        stripped = os.pread(db.fd, end - start, start).rstrip(b"\0")
+        if stripped:
+            return start + len(stripped)
+        end = start
+    return 0
+
+
 def nul_tail(db: DbFile) -> tuple[int, int] | None:
     """(offset, count) of the NUL bytes that end the file from a chunk boundary on, at least one chunk header long.
 
     A save cut short by a crash leaves the file's last blocks allocated but never written:
     zeros, which read as a run of "chunks" of type 0 and length 0.
     """
+    run = nul_run(db)
+    return None if run is None else (run.tail, db.size - run.tail)
+
+
+@dataclass
+class NulRun:
+    """The run of NUL bytes that ends a file cut short by a crash (see :func:`nul_run`)."""
+
+    start: int  # its first byte: where the data that never reached the disk begins
+    tail: int  # the first chunk boundary in it: no chunk from here on
+    chunk: int | None = None  # the chunk it begins inside, when that chunk is damaged by it
+    field: str | None = None  # the field of that chunk it begins in
+    kind: str | None = None
+    what: str = ""  # that chunk named for a person: store id, topic, client id
+
+
+# field kinds whose zero bytes can be a value's own (a small number's high bytes, padding): a run that
+# begins in such trailing fields of the last chunk does not prove the chunk lost anything
+_NUMERIC_KINDS = frozenset(("u8", "u16", "u32", "u64h", "i64h", "len16", "len32", "nibbles", "pad", "time_t"))
+
+
+def nul_run(db: DbFile) -> NulRun | None:
+    """The NUL bytes that end the file, when they reach past a chunk boundary by a chunk header at least.
+
+    Reported from where the run begins, which may be inside the last chunk the index could frame (a
+    power cut that zeroed the file from the middle of a payload on): that chunk is damaged - its
+    bytes from there on never reached the disk - unless the run only covers its trailing numbers
+    (a small id's high bytes are zeros). Returns None when the file has no such tail.
+    """
     if db.empty or db.version is None:
         return None
     size = db.size
-    end = size
-    while end > 0:  # the offset just after the last non-NUL byte
-        start = max(0, end - NUL_BLOCK)
-        block = os.pread(db.fd, end - start, start)
-        stripped = block.rstrip(b"\0")
-        if stripped:
-            end = start + len(stripped)
-            break
-        end = start
+    end = _last_data_end(db)
     idx = db.index
     bounds = idx.offsets
     k = bisect.bisect_left(bounds, end, 0, len(idx))
     first = int(bounds[k]) if k < len(idx) else max(idx.end, end)
     if size - first < header_size(db.version):
         return None
-    return first, size - first
+    run = NulRun(start=end, tail=first)
+    j = k - 1
+    if j < 0 or end >= first:
+        return run
+    if end < int(bounds[j]) + header_size(db.version):  # its length and all its body: zeros
+        run.chunk, run.kind, run.what = j, kind_name(int(idx.types[j])), "its chunk header"
+        return run
+    try:
+        chunk = db.chunk(j, spans=True)
+    except CodecError as exc:
+        run.chunk, run.kind, run.what = j, kind_name(int(idx.types[j])), f"it does not decode: {exc.reason}"
+        return run
+    got = zeroed_from(chunk.record, chunk.spans or [], end - chunk.body_offset)
+    if got is not None:
+        run.chunk, run.kind = j, chunk.kind
+        run.field, run.what = got
+    return run
+
+
+def zeroed_from(rec: Any, spans: list[Any], rel: int) -> tuple[str | None, str] | None:
+    """A chunk whose body is NUL from ``rel`` (body offset) to its end, the file's NUL run beginning there:
+    None when the zeros cover only its trailing numbers (they may be its values), else (the field the
+    run begins in, where that is and which chunk, for a person)."""
+    hit = [sp for sp in spans if sp.size and sp.offset + sp.size > rel]
+    if all(sp.kind in _NUMERIC_KINDS for sp in hit):
+        return None
+    inside = next((sp for sp in hit if sp.offset <= rel), hit[0])
+    byte = f"byte {max(rel - inside.offset, 0):,} of its {inside.name}" if inside.size > 1 else f"its {inside.name}"
+    return inside.name, f"{byte}; {describe(rec)}"
+
+
+def describe(rec: Any) -> str:
+    """A chunk for a person: its store id, topic, client id (what it has of them)."""
+    v = rec.values
+    parts = []
+    if v.get("store_id") is not None:
+        parts.append(f"store {v['store_id']}")
+    if v.get("client_id") is not None:
+        parts.append(f"client {v['client_id']!r}")
+    if v.get("topic") is not None:
+        parts.append(f"topic {v['topic']!r}")
+    return ", ".join(parts) or rec.kind
 
 
 def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
@@ -555,16 +656,31 @@ def _checked(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
         return out
     assert db.version is not None
     idx = db.index
-    tail = nul_tail(db)
+    tail = nul_run(db)
     n = len(idx)
     if tail is not None:
-        n = bisect.bisect_left(idx.offsets, tail[0], 0, len(idx))
+        n = bisect.bisect_left(idx.offsets, tail.tail, 0, len(idx))
+        if tail.chunk is not None:
+            n = tail.chunk  # its zeros are not data: not checked as if they were
     run = Checker(db, n, at, limit, progress)
     run.run()
     if tail is not None:
-        start, count = tail
-        run.out.one(Finding("error", "nul-tail", f"{count:,} NUL bytes from offset {start:,}: an interrupted write "
-                            "(the save never reached the disk; `mosqdb repair` drops them)", start), END, 0)
+        start, count = tail.tail, db.size - tail.tail
+        if tail.chunk is None:
+            run.out.one(Finding("error", "nul-tail", f"{count:,} NUL bytes from offset {start:,}: an interrupted "
+                                "write (the save never reached the disk; `mosqdb repair` drops them)", start), END, 0)
+        else:
+            where = f"{tail.kind}[{tail.chunk}]"
+            run.out.one(Finding("error", "nul-tail", f"{db.size - tail.start:,} NUL bytes from offset "
+                                f"{tail.start:,} to the end, beginning inside {where} ({tail.what}); no chunk from "
+                                f"offset {start:,} on: an interrupted write (the save never reached the disk; "
+                                "`mosqdb repair` drops them)", tail.start), END, 0)
+            chunk_end = int(idx.chunk_end(tail.chunk))
+            run.out.one(Finding("error", "zeroed", f"its last {chunk_end - tail.start:,} bytes, from offset "
+                                f"{tail.start:,} on ({tail.what}), are the start of the NUL run that ends the file: "
+                                "this chunk never fully reached the disk; the broker would load the zeros as data "
+                                "(`mosqdb repair` drops it)", tail.start, tail.chunk, tail.kind, tail.field),
+                        END, 1)
     elif idx.error is not None:
         exc = idx.error
         run.out.one(Finding("error", "decode", exc.reason, exc.offset, exc.chunk_index, exc.chunk_type, exc.field),
@@ -576,6 +692,29 @@ def _checked(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
     if progress is not None:
         progress(db.size, db.size)  # the end, also when a NUL tail or damage cut the chunks short
     return run.out
+
+
+def severity_counts(db: DbFile, *, at: float | None = None) -> dict[str, int]:
+    """How many findings :func:`check_file` makes per severity, past its per-rule cap too (the findings
+    a rule did not build take the severity of the last one it built)."""
+    if getattr(db, "is_store", False):
+        counts = {"error": 0, "warning": 0}
+        for f in check_file(db, at=at, limit=None):
+            counts[f.severity] = counts.get(f.severity, 0) + 1
+        return counts
+    found = _checked(db, at=at)
+    counts = {"error": 0, "warning": 0}
+    built: dict[str, int] = {}
+    last: dict[str, str] = {}
+    for _key, f in found.items:
+        counts[f.severity] = counts.get(f.severity, 0) + 1
+        built[f.rule] = built.get(f.rule, 0) + 1
+        last[f.rule] = f.severity
+    for rule, total in found.total.items():
+        rest = total - built.get(rule, 0)
+        if rest > 0:
+            counts[last.get(rule, "warning")] += rest
+    return counts
 
 
 def output_verifier(endian: str = "little") -> Callable[[str], None]:

@@ -27,15 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from codec.byteorder import first_ids, judge, wrong_order
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, UnsupportedVersionError
-from codec.layouts import LAYOUTS, ChunkType, header_size, layout_for
+from codec.layouts import LAYOUTS, WRITABLE_VERSIONS, ChunkType, header_size, layout_for
 from codec.ops.check import output_verifier
 from codec.reader import Chunk, DbFile
 from codec.values import NEVER
 from codec.writer import file_header, save_masked
 
-WRITABLE = (3, 4, 5, 6)
+WRITABLE = WRITABLE_VERSIONS  # the version table's writable rows
 EXAMPLES = 20
 
 
@@ -210,15 +211,20 @@ def same_layout(source: int, target: int, chunk_type: int) -> bool:
 
 def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *, session_expiry: int = NEVER,
             force: bool = False, now: float | None = None,
-            progress: Callable[[int, int], None] | None = None) -> ConvertReport:
+            progress: Callable[[int, int], None] | None = None, endian_given: bool = False) -> ConvertReport:
     """Write ``db`` as version ``target`` to ``out_path`` (None: dry run).
 
     Raises :class:`CodecError` (nothing written) when information would be lost and
     ``force`` is not set; the report of what would be lost is attached as ``exc.report``.
+    The written file must pass ``check`` and read in ``db.endian`` for the byte-order guess every
+    command makes without ``--endian`` (a v2 source is not guessed, a v6 result is): otherwise
+    nothing is written, unless ``endian_given`` (the user chose the order), when a note says how
+    to read the result.
     """
     t0 = time.perf_counter()
     if target not in WRITABLE:
-        raise UnsupportedVersionError(f"cannot write db version {target}; mosqdb converts to versions 3, 4, 5 and 6",
+        raise UnsupportedVersionError(f"cannot write db version {target}; mosqdb converts to versions "
+                                      f"{', '.join(map(str, WRITABLE[:-1]))} and {WRITABLE[-1]}",
                                       path=db.path)
     if not 0 <= session_expiry <= NEVER:
         raise CodecError(f"session expiry {session_expiry} is outside 0..4294967295")
@@ -239,6 +245,10 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
     report.chunks = len(offsets)
     if db.index.trailing:
         report.notes.append(f"{db.index.trailing} trailing byte(s) after the last chunk (ignored by the broker) not kept")
+    if out_path is None:  # a dry run: what the written file's check would say of its ids
+        why = judge(*first_ids(db), db.endian)
+        if why is not None:
+            _order_refused(why, db.endian, report, endian_given)
     conv = Converter(source, target, report, session_expiry=session_expiry, now=now)
     conv.endian = db.endian
     recode_types = [t for t in np.unique(types).tolist() if not same_layout(source, target, t)]
@@ -261,12 +271,38 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
         report.losses = {}
         report.sessions_set = 0
     counts = save_masked(db, out_path, drop, header=file_header(target), recode=recode, recode_fn=conv.encode,
-                         progress=progress, verify=output_verifier(db.endian))
+                         progress=progress, verify=_verifier(db.endian, report, endian_given))
     report.copied, report.encoded, report.dropped = counts.copied, counts.encoded, counts.dropped
     report.size_after = counts.size
     report.written = None if out_path is None else os.fspath(out_path)
     report.seconds = time.perf_counter() - t0
     return report
+
+
+def _verifier(endian: str, report: ConvertReport, endian_given: bool) -> Callable[[str], None]:
+    """``output_verifier``, then the byte-order guess on the result as our readers make it."""
+    checked = output_verifier(endian)
+
+    def verify(tmp: str) -> None:
+        checked(tmp)
+        with DbFile(tmp, endian=endian) as out:
+            why = wrong_order(out)
+        if why is not None:
+            _order_refused(why, endian, report, endian_given)
+
+    return verify
+
+
+def _order_refused(why: str, endian: str, report: ConvertReport, endian_given: bool) -> None:
+    """The result's ids read as the other byte order to the guess: refused, or (order given) a note."""
+    if not endian_given:
+        raise CodecError(f"every mosqdb command would refuse the result without --endian ({why}); nothing "
+                         f"written - pass --endian {endian} to convert, and to the commands that read the "
+                         "result, if these ids are right")
+    note = (f"note: read the result with --endian {endian}: without it mosqdb's byte-order guess refuses it "
+            f"({why})")
+    if note not in report.notes:
+        report.notes.append(note)
 
 
 __all__ = ["WRITABLE", "ConvertReport", "Converter", "Loss", "convert", "same_layout"]

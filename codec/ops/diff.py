@@ -30,12 +30,10 @@ import numpy as np
 
 from codec.columnar import ColumnReader, Columns, iter_columns
 from codec.errors import CodecError
-from codec.layouts import ChunkType
+from codec.layouts import CLIENT, CLIENT_MSG, MSG_STORE, RETAIN, SUB
 from codec.reader import DbFile
 from codec.spanhash import combine, mix, span_hash
 
-MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),
-                                              int(ChunkType.RETAIN), int(ChunkType.SUB), int(ChunkType.CLIENT))
 _U64 = np.uint64
 _EMPTY_U = np.zeros(0, np.uint64)
 _EMPTY_I = np.zeros(0, np.int64)

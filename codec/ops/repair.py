@@ -24,13 +24,12 @@ bytes are already what the encoder would write as raw byte ranges (re-encoding t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import mmap
 import os
 import re
-import shutil
 import struct
-import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterator
@@ -39,10 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from codec import safefile
 from codec.engine import Record, decode_chunk, encode_chunk
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
-from codec.ops.check import check_file
+from codec.ops.check import check_file, zeroed_from
 from codec.progress import EVERY as PROGRESS_EVERY
 from codec.reader import DbFile
 from codec.values import is_utf8
@@ -84,6 +84,7 @@ class RepairReport:
     written: str | None = None
     size_after: int = 0
     seconds: float = 0.0
+    recoverable_retained: int = 0  # retained messages --recover-retained would have kept (0 when it was given)
 
     @property
     def changed(self) -> bool:
@@ -95,7 +96,7 @@ class RepairReport:
             "chunks_found": self.chunks_found, "kept": self.kept, "dropped": [d.to_json() for d in self.dropped],
             "fixes": self.fixes, "notes": self.notes, "valid": self.valid, "remaining_errors": self.remaining_errors,
             "warnings_after": self.warnings_after, "written": self.written, "size_after": self.size_after,
-            "seconds": round(self.seconds, 3),
+            "recoverable_retained": self.recoverable_retained, "seconds": round(self.seconds, 3),
         }
 
     def lines(self) -> list[str]:
@@ -124,6 +125,43 @@ class Salvager:
         self.header_len = 4 if version >= 5 else 2  # bytes a match of the pattern spans
         self.progress: Callable[[int, int], None] | None = None  # (bytes walked, size) every few thousand chunks
         self.released = 0  # the mapped pages before this offset were handed back
+        self.nul_start = self.last_data_end()  # where the NUL bytes that end the file begin (size: none)
+
+    def last_data_end(self) -> int:
+        """The offset just after the last byte that is not NUL (read back window by window)."""
+        end = self.size
+        while end > 0:
+            start = max(0, end - RELEASE)
+            stripped = bytes(self.buf[start:end]).rstrip(b"\0")
+            if stripped:
+                return start + len(stripped)
+            end = start
+        return 0
+
+    def zeroed(self, off: int, end: int, rec: Record) -> str | None:
+        """Why the chunk at ``[off, end)`` is damaged by the NUL run that ends the file, or None.
+
+        The run must reach past the chunk by a chunk header at least (the file was cut short) and
+        begin inside the chunk's body, over more than its trailing numbers (a small id's high bytes
+        are zeros): the chunk's bytes from there on never reached the disk, whatever they decode to.
+        """
+        x = self.nul_start
+        body = off + self.hsize
+        if not off < x < end or self.size - end < self.hsize:
+            return None
+        if x < body:  # from inside its header: its length and all its body are zeros
+            return (f"damaged: every byte from offset {x:,} on, inside its header, is NUL, the start of the NUL "
+                    "run that ends the file (an interrupted write): its body never reached the disk")
+        try:
+            _rec, _end, spans = decode_chunk(self.version, rec.type, self.buf, body, end, end - body,
+                                             endian=self.endian, want_spans=True)
+        except CodecError:
+            spans = []
+        got = zeroed_from(rec, spans or [], x - body)
+        if got is None:
+            return None
+        return (f"damaged: its last {end - x:,} bytes, from offset {x:,} on ({got[1]}), are NUL, the start of the "
+                "NUL run that ends the file (an interrupted write): they never reached the disk")
 
     def release(self, upto: int, *, now: bool = False) -> None:
         """Hand the mapped pages before ``upto`` back (they stay in the page cache): RSS stays flat.
@@ -346,13 +384,9 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
             if out_path is not None:
                 _write_verified(out_path, write, report, path, at=at, endian=endian)
             else:  # dry run: build and check the result in a scratch dir
-                scratch = tempfile.mkdtemp(prefix="mosqdb-repair-")
-                try:
-                    _write_verified(os.path.join(scratch, "mosquitto.db"), write, report, path, at=at, endian=endian)
-                except CodecError:
-                    pass
-                finally:
-                    shutil.rmtree(scratch, ignore_errors=True)
+                with safefile.private_dir("mosqdb-repair-") as scratch, contextlib.suppress(CodecError):
+                    _write_verified(os.path.join(scratch, "mosquitto.db"), write, report, path, at=at,
+                                    endian=endian)
                 report.written = None
         finally:
             mm.close()
@@ -378,7 +412,16 @@ def _semantic(s: Salvager, report: RepairReport, *, recover_retained: bool = Fal
     recreated: list[Record] = []
     if recover_retained:
         recreated, referenced = _recreated_retains(s, t, stores, retain_rows, referenced, report)
+    else:  # what the option would have kept, so that the user can choose
+        scratch = RepairReport(report.path, report.version)
+        would, _ = _recreated_retains(s, t, stores, retain_rows, referenced, scratch)
+        report.recoverable_retained = len(would)
     kept_stores = t.referenced_stores(stores, referenced, report)
+    if report.recoverable_retained:
+        n = report.recoverable_retained
+        report.notes.append(f"note: --recover-retained would keep {n} retained message(s) whose RETAIN chunk was "
+                            f"lost (the newest store per topic published with the retain flag); run again with it "
+                            "to keep them")
     cfg = _cfg(found, t, kept_stores, report, s.version)
     if found.lengths_fixed:
         report.fixes.append(f"stored length recomputed on {found.lengths_fixed} chunk(s)")
@@ -443,6 +486,10 @@ def _collect(s: Salvager, report: RepairReport) -> _Found:
             continue
         report.chunks_found += 1
         off, end, rec = item
+        damage = s.zeroed(off, end, rec)
+        if damage is not None:
+            report.dropped.append(Dropped(off, end - off, rec.kind, damage))
+            continue
         encoded = encode_chunk(rec.with_values(), version, endian=endian)
         if rec.length != len(encoded) - s.hsize:
             found.lengths_fixed += 1

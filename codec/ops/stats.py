@@ -83,6 +83,16 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2, progress: Callable[[in
     return st
 
 
+def by_type(db: DbFile) -> dict[str, dict[str, int]]:
+    """Chunks and bytes per type (``stats``' first table) from the index alone, without the other passes."""
+    if db.empty:
+        return {}
+    if getattr(db, "is_store", False):
+        return compute(db, top=1, depth=1).by_type
+    offsets, types, ends = db.index.intact_arrays(db.path)
+    return _by_type(types, ends - offsets)
+
+
 def _by_type(types: np.ndarray, sizes: np.ndarray) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     small = np.minimum(types, 7)  # known types 1-6; 0 and >= 7 are looked at one by one
@@ -300,4 +310,4 @@ def lines(st: Stats, by: str) -> list[str]:
     return out
 
 
-__all__ = ["BY", "Stats", "compute", "lines"]
+__all__ = ["BY", "Stats", "by_type", "compute", "lines"]

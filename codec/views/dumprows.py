@@ -259,15 +259,22 @@ def _bake_constants(template: str, cols: list[list[Any]]) -> tuple[str, list[lis
 class JsonRows:
     """Renders the dump --json line of chosen chunks, block by block, in file order."""
 
-    def __init__(self, db: DbFile, at: float) -> None:
+    def __init__(self, db: DbFile, at: float, decoder: Any = None) -> None:
         self.db = db
         self.at = at
         self.stores = StoreExpiry(db) if not db.empty else None
         self.specs: dict[int, _Spec] = {}
+        self.decoder = decoder  # a codec.payloads.PayloadDecoder: stored messages get the payload_* keys
 
     def line(self, chunk: Chunk) -> str:
         assert self.stores is not None
-        return json_line(chunk, expiry_state(chunk, self.stores, self.at))
+        state = expiry_state(chunk, self.stores, self.at)
+        if self.decoder is not None and chunk.kind == "msg_store":
+            from codec.payloads.faces import dump_keys
+
+            vals = chunk.record.values
+            state = {**(state or {}), **dump_keys(self.decoder.decode(vals.get("topic"), vals.get("payload")))}
+        return json_line(chunk, state)
 
     def _spec(self, ctype: int) -> _Spec:
         spec = self.specs.get(ctype)
@@ -315,7 +322,20 @@ class JsonRows:
         out: list[str | None] = list(map(template.__mod__, zip(*cols)))
         for r in np.flatnonzero(bad).tolist():
             out[r] = None
+        if self.decoder is not None and spec.kind == "msg_store":
+            self._decoded(out, raw, spans)
         return out
+
+    def _decoded(self, out: list[str | None], raw: bytes, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        """The payload_* keys before each stored message line's closing brace."""
+        from codec.payloads.faces import dump_suffix
+
+        topics = [t.decode("utf-8", "surrogateescape") for t in _slices(raw, *spans["topic"])]
+        payloads = _slices(raw, *spans["payload"])
+        for r, d in enumerate(self.decoder.decode_batch(topics, payloads)):
+            line = out[r]
+            if line is not None:
+                out[r] = line[:-2] + dump_suffix(d) + "}\n"
 
     def _expiry(self, kind: str, rows: np.ndarray, ints: dict[str, np.ndarray]) -> np.ndarray | None:
         if kind == "msg_store":
@@ -535,10 +555,10 @@ def kinds_mask(db: DbFile, kinds: set[str] | None) -> tuple[np.ndarray | None, C
 
 
 def json_blocks(db: DbFile, at: float, kinds: set[str] | None = None,
-                progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
+                progress: Callable[[int, int], None] | None = None, decoder: Any = None) -> Iterator[str]:
     """``dump --json`` text of a file (every chunk, or those of ``kinds``), block by block."""
     keep, keep_chunk = kinds_mask(db, kinds)
-    return JsonRows(db, at).blocks(keep, keep_chunk, progress)
+    return JsonRows(db, at, decoder).blocks(keep, keep_chunk, progress)
 
 
 __all__ = ["JsonRows", "StoreExpiry", "TextRows", "expiry_state", "json_blocks", "json_line", "kinds_mask", "text_blocks"]

@@ -12,6 +12,7 @@ import base64
 from typing import Any
 
 from codec.engine import Record
+from codec.layouts import ENUMS
 from codec.properties import BY_ID, Property
 from codec.reader import Chunk
 from codec.values import is_utf8
@@ -32,12 +33,8 @@ DUMP_FIELDS: dict[str, tuple[str, ...]] = {
     "unknown": ("raw_b64",),
 }
 
-STATE_NAMES = {
-    0: "invalid", 1: "publish_qos0", 2: "publish_qos1", 3: "wait_for_puback", 4: "publish_qos2",
-    5: "wait_for_pubrec", 6: "resend_pubrel", 7: "wait_for_pubrel", 8: "resend_pubcomp",
-    9: "wait_for_pubcomp", 10: "send_pubrec", 11: "queued",
-}
-DIRECTION_NAMES = {0: "in", 1: "out"}
+STATE_NAMES = ENUMS["message_state"]
+DIRECTION_NAMES = ENUMS["direction"]
 
 
 def property_to_json(p: Property) -> dict[str, Any]:

@@ -34,16 +34,13 @@ import numpy as np
 from codec.columnar import BATCH, decode_batch, literal_at
 from codec.engine import Record
 from codec.errors import CodecError
-from codec.layouts import LAYOUTS, ChunkType, header_size
+from codec.layouts import CFG, CLIENT, CLIENT_MSG, LAYOUTS, MSG_STORE, RETAIN, SUB, ChunkType, header_size
 from codec.properties import decode_properties
 from codec.reader import DbFile
 from codec.views.query import Selection
 
 SLASH = ord("/")
 DOLLAR = ord("$")
-MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),
-                                                   int(ChunkType.RETAIN), int(ChunkType.SUB),
-                                                   int(ChunkType.CLIENT), int(ChunkType.CFG))
 KNOWN = np.array([int(t) for t in ChunkType], dtype=np.uint32)
 _EMPTY_ROWS = np.zeros(0, dtype=np.int64)
 WINDOW = 1 << 18

@@ -27,7 +27,7 @@ import numpy as np
 
 from codec.columnar import iter_columns
 from codec.errors import CodecError
-from codec.layouts import SUB_OPTION_BITS, ChunkType
+from codec.layouts import CLIENT_MSG, MSG_STORE, RETAIN, SUB_OPTION_BITS
 from codec.properties import decode_properties
 from codec.reader import DbFile
 from codec.values import NEVER, is_utf8, time_text
@@ -37,8 +37,6 @@ from exporters.live.connection import MQTT5
 from exporters.live.fanout import Matcher, Sub
 from exporters.live.messages import Message, kept, problem, remaining
 from exporters.live.tally import Tally
-
-MSG_STORE, CLIENT_MSG, RETAIN = int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG), int(ChunkType.RETAIN)
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from typing import Any
@@ -74,11 +75,24 @@ def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:
     )
 
 
+def decode_options(decode: list[str] | None = None, proto: list[str] | None = None,
+                   decode_config: str | None = None) -> dict[str, str]:
+    """The data source options of payload decoding (``--decode``, ``--proto``, ``--decode-config``)."""
+    out = {}
+    if decode:
+        out["decode"] = "\n".join(decode)
+    if proto:
+        out["proto"] = ",".join(os.path.abspath(p) for p in proto)
+    if decode_config:
+        out["decodeConfig"] = os.path.abspath(decode_config)
+    return out
+
+
 DEFAULT_RELEASES = "2.0.18,2.1.2"
 """The releases of the ``verdicts`` view unless told (the 2.0 line most installs run, and 2.1)."""
 
 
-VIEWS = (*KINDS, "messages", "verdicts")
+VIEWS = (*KINDS, "messages", "sparkplug_metrics", "verdicts")
 
 
 def views_named(query: str) -> list[str]:
@@ -87,9 +101,12 @@ def views_named(query: str) -> list[str]:
     return [v for v in VIEWS if v in words]
 
 
-def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", releases: str = DEFAULT_RELEASES,
-                   at: float | None = None, only: list[str] | None = None) -> list[str]:
-    """Temp views cfg, msg_store, client_msg, retain, sub, client, messages and verdicts over the inputs.
+def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", decode: dict[str, str] | None = None,
+                   releases: str = DEFAULT_RELEASES, at: float | None = None,
+                   only: list[str] | None = None) -> list[str]:
+    """Temp views cfg, msg_store, client_msg, retain, sub, client, messages and verdicts over the inputs;
+    with ``decode`` (:func:`decode_options`) msg_store and messages have payload_format/payload_json
+    and a ``sparkplug_metrics`` view is added.
 
     ``verdicts``: one row per file × release of ``releases`` (comma separated), the broker model at ``at``
     (Unix seconds; default now) — see :mod:`exporters.spark.verdicts`. ``only``: register just these views
@@ -123,7 +140,10 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", rele
         raise CodecError("no readable *.db files", path=",".join(paths))
     joined = ",".join(good)
     need = set(wanted) | ({"msg_store", "client_msg", "retain"} if "messages" in wanted else set())
-    frames = {k: _reader(spark, k, {}).load(joined) for k in KINDS if k in need}
+    frames = {k: _reader(spark, k, decode if decode and k == "msg_store" else {}).load(joined)
+              for k in KINDS if k in need}
+    if decode and "sparkplug_metrics" in wanted:
+        frames["sparkplug_metrics"] = _reader(spark, "sparkplug_metrics", decode).load(joined)
     for k, df in frames.items():
         if k in wanted:
             df.createOrReplaceTempView(k)

@@ -315,8 +315,87 @@ def read_part(part: Part, kind: str, *, batch_size: int | None = None, selection
               file=sys.stderr)
 
 
+METRICS_KIND = "sparkplug_metrics"
+
+
+def decode_options(options: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...], str | None] | None:
+    """The ``decode`` (rules, one a line), ``proto`` (descriptor sets, comma separated) and
+    ``decodeConfig`` options; None when none is given (the kind's plain columns)."""
+    rules = tuple(r.strip() for r in (options.get("decode") or "").splitlines() if r.strip())
+    protos = tuple(p.strip() for p in (options.get("proto") or "").split(",") if p.strip())
+    config = options.get("decodeConfig", options.get("decodeconfig")) or None
+    if options.get("kind") == METRICS_KIND and not (rules or protos or config):
+        rules = ("spBv1.0/#=sparkplug",)
+    if not (rules or protos or config):
+        return None
+    return rules, protos, config
+
+
+_DECODERS: dict[Any, Any] = {}
+
+
+def decoder_of(spec: tuple[tuple[str, ...], tuple[str, ...], str | None]) -> Any:
+    """One PayloadDecoder per option set and process (executors build it once)."""
+    d = _DECODERS.get(spec)
+    if d is None:
+        from codec.payloads import PayloadDecoder, PayloadError
+
+        try:
+            d = _DECODERS[spec] = PayloadDecoder.from_options(*spec)
+        except PayloadError as exc:
+            raise ValueError(f"mosquitto: option decode: {exc.reason}") from None
+    return d
+
+
+def schema_of(kind: str, decode: Any) -> pa.Schema:
+    if kind == METRICS_KIND:
+        from exporters.payloads import METRICS
+
+        return METRICS
+    if decode is not None and kind == "msg_store":
+        from exporters.payloads import decoded_schemas
+
+        return decoded_schemas()["msg_store"]
+    return SCHEMAS[kind]
+
+
+def decoded_batches(batches: Any, kind: str, decoder: Any, path: str, columns: list[str] | None) -> Any:
+    """msg_store batches with their payload columns, or (``sparkplug_metrics``) their metrics rows;
+    a payload that does not decode is reported on stderr, the query goes on."""
+    from exporters.payloads import PayloadColumns, decoded_schemas, with_columns
+
+    payloads = PayloadColumns(decoder, path)
+    if kind == METRICS_KIND:
+        try:
+            with DbFile(path) as db:
+                payloads.prime(db)
+        except CodecError:
+            pass  # the partition's own read meets the error and says it
+    schema = decoded_schemas()["msg_store"]
+    try:
+        for batch in batches:
+            extra, metrics = payloads.decode(batch)
+            out = metrics if kind == METRICS_KIND else with_columns(batch, extra, schema)
+            if columns is not None:
+                out = out.select(columns)
+            if out.num_rows:
+                yield out
+    finally:
+        for f in payloads.findings[:20]:
+            print(f"mosquitto data source: warning: {f.line(path)}", file=sys.stderr)
+
+
 def _options(options: dict[str, str]) -> dict[str, Any]:
     kind = options.get("kind", "msg_store")
+    decode = decode_options(options)
+    if kind == METRICS_KIND:
+        if decode is not None:
+            decoder_of(decode)  # a bad rule is named while planning, not on an executor
+        opts = _options({**{k: v for k, v in options.items() if k != "columns"}, "kind": "msg_store"})
+        opts.update(kind=METRICS_KIND, decode=decode, columns=_columns(options, METRICS_KIND, decode))
+        return opts
+    if decode is not None and kind == "msg_store":
+        decoder_of(decode)
     if kind not in KINDS:
         raise ValueError(f"mosquitto: option kind={kind!r}: use one of {', '.join(KINDS)} "
                          "(the messages view: exporters.spark.to_dataframe(spark, path, kind='messages'))")
@@ -331,14 +410,9 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
     if client is not None and kind not in ("client", "client_msg", "sub"):
         raise ValueError("mosquitto: option client needs kind client, client_msg or sub")
     store_ids = _store_ids(options.get("storeIds", options.get("storeids")), kind)
-    columns = None
-    if options.get("columns"):
-        columns = [c.strip() for c in options["columns"].split(",") if c.strip()]
-        unknown = [c for c in columns if c not in SCHEMAS[kind].names]
-        if unknown:
-            raise ValueError(f"mosquitto: option columns: {kind} has no column {unknown[0]!r}")
     return {
-        "columns": columns,
+        "columns": _columns(options, kind, decode),
+        "decode": decode if kind == "msg_store" else None,
         "kind": kind,
         "on_error": on_error,
         "selection": (Selection(topics=[topic] if topic is not None else [], clients={client} if client is not None
@@ -354,6 +428,17 @@ def _options(options: dict[str, str]) -> dict[str, Any]:
         "max_bytes": int(options.get("maxPartitionBytes", options.get("maxpartitionbytes", 128 << 20))),
         "open_cost": int(options.get("openCostInBytes", options.get("opencostinbytes", 4 << 20))),
     }
+
+
+def _columns(options: dict[str, str], kind: str, decode: Any) -> list[str] | None:
+    if not options.get("columns"):
+        return None
+    columns = [c.strip() for c in options["columns"].split(",") if c.strip()]
+    names = schema_of(kind, decode).names
+    unknown = [c for c in columns if c not in names]
+    if unknown:
+        raise ValueError(f"mosquitto: option columns: {kind} has no column {unknown[0]!r}")
+    return columns
 
 
 def _store_ids(text: str | None, kind: str) -> tuple[int, int] | None:
@@ -388,7 +473,7 @@ class MosquittoDataSource(DataSource):  # type: ignore[misc]
 
             return DDL
         o = _options(self.options)
-        schema = SCHEMAS[o["kind"]]
+        schema = schema_of(o["kind"], o["decode"])
         if o["columns"]:
             schema = pa.schema([schema.field(c) for c in o["columns"]])
         return spark_ddl(schema)
@@ -404,12 +489,13 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
         self.opts = _options(options)
         self.spark_schema = schema
         names = list(getattr(schema, "names", None) or [])
-        full = self.opts["columns"] or SCHEMAS[self.opts["kind"]].names
+        own = schema_of(self.opts["kind"], self.opts["decode"]).names
+        full = self.opts["columns"] or own
         if names and names != list(full):  # .schema("qos smallint, retain smallint"): a projection by schema
-            unknown = [n for n in names if n not in SCHEMAS[self.opts["kind"]].names]
+            unknown = [n for n in names if n not in own]
             if unknown:
                 raise ValueError(f"mosquitto: the schema names {unknown[0]!r}, which {self.opts['kind']} has not "
-                                 f"(its columns: {', '.join(SCHEMAS[self.opts['kind']].names)})")
+                                 f"(its columns: {', '.join(own)})")
             self.opts["columns"] = names
         path = options.get("path")
         if not path:
@@ -418,7 +504,8 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
 
     def partitions(self) -> list[MosquittoPartition]:
         o = self.opts
-        parts, skipped = plan(self.paths, o["kind"], partition_rows=o["partition_rows"],
+        source = "msg_store" if o["kind"] == METRICS_KIND else o["kind"]
+        parts, skipped = plan(self.paths, source, partition_rows=o["partition_rows"],
                               min_partitions=o["min_partitions"], on_error=o["on_error"], endian=o["endian"],
                               selection=o["selection"])
         for line in skipped:
@@ -429,9 +516,16 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
 
     def read(self, partition: MosquittoPartition) -> Any:
         o = self.opts
-        batches = (b for part in partition.parts
-                   for b in read_part(part, o["kind"], batch_size=o["batch_size"], selection=o["selection"],
-                                      endian=o["endian"], on_error=o["on_error"], columns=o["columns"]))
+        if o["decode"] is not None:  # every column is decoded (the payloads need topic and payload), then projected
+            batches = (b for part in partition.parts
+                       for b in decoded_batches(read_part(part, "msg_store", batch_size=o["batch_size"],
+                                                          selection=o["selection"], endian=o["endian"],
+                                                          on_error=o["on_error"]),
+                                                o["kind"], decoder_of(o["decode"]), part.path, o["columns"]))
+        else:
+            batches = (b for part in partition.parts
+                       for b in read_part(part, o["kind"], batch_size=o["batch_size"], selection=o["selection"],
+                                          endian=o["endian"], on_error=o["on_error"], columns=o["columns"]))
         target = _arrow_target(self.spark_schema)
         if target is None:
             return batches

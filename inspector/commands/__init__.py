@@ -25,18 +25,21 @@ def sample_path() -> str:
 def open_input(path: str, *, endian: str = "little", db_only: bool = False) -> DbFile:
     """Open a db (or a Mosquitto 2.1 sqlite store) for a command; a missing file is a usage error (exit 2).
 
-    A byte order that reads nonsense ids where the other reads plausible ones is refused. A store
+    A byte order that reads nonsense ids where the other reads plausible ones is refused (one the user
+    gave explicitly, an :class:`ExplicitEndian`, only when the file's times say so too). A store
     opens as a :class:`codec.store.read.StoreFile`; ``db_only``: as a DbFile of its v6 records
     (``codec.sources.as_db``), for the commands that need a .db's bytes (convert, migrate, forward).
     """
     check_input(path)
+    explicit = isinstance(endian, ExplicitEndian)
+    endian = str(endian)
     db = open_any(path, endian=endian)
     if is_store(db):  # a sqlite store: no byte order to guess
         if not db_only:
             return db
         return as_db(db, endian=endian)
     try:
-        wrong = wrong_endian(db)
+        wrong = wrong_endian(db, explicit=explicit)
     except Exception:
         db.close()
         raise
@@ -60,57 +63,31 @@ def check_input(path: str) -> None:
                          "file: a db is read by offset; copy it to a file first")
 
 
-PLAUSIBLE_ID = 1 << 48  # a store id / last_db_id beyond this is a byte order mix-up, not 281 trillion messages
+class ExplicitEndian(str):
+    """A byte order the user gave with ``--endian`` (the default "little" is a plain str): obeyed
+    unless the file's times contradict it too (:func:`codec.byteorder.wrong_order`)."""
 
 
-def wrong_endian(db: DbFile) -> str | None:
-    """Why ``db`` was opened with the wrong ``--endian`` (None when it reads plausibly).
+class _GivenEndian(argparse.Action):
+    """Stores a given ``--endian`` as an :class:`ExplicitEndian` (a ``type=`` would convert the default too)."""
 
-    The 64-bit ids (the cfg's ``last_db_id``, the first stores' ids) are host order; read
-    in the wrong order a small id becomes a huge one with its low byte on top.
-    """
-    from codec.errors import CodecError
-    from codec.layouts import ChunkType
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
+                 option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, ExplicitEndian(str(values)))
 
-    if getattr(db, "empty", True) or db.version is None or db.version < 3:
-        return None
-    try:
-        # the first chunks are enough: scan a step, not the whole file (2.4 M chunks cost 0.7 s)
-        for _count in db.scan_steps(64):
-            break
-        idx = db.partial_index()
-        if idx is None or (idx.error is not None and len(idx) == 0):
-            return None
-        ids: list[tuple[str, int]] = []
-        for i in range(min(len(idx), 64)):
-            t = idx.types[i]
-            if t == ChunkType.CFG:
-                ids.append(("last_db_id", db.chunk(i).record["last_db_id"]))
-            elif t == ChunkType.MSG_STORE:
-                ids.append(("store_id", db.chunk(i).record["store_id"]))
-            if len(ids) >= 4:
-                break
-    except (CodecError, KeyError, AttributeError, TypeError):
-        return None
-    if not ids:
-        return None
-    other = "big" if db.endian == "little" else "little"
 
-    def swap(v: int) -> int:
-        return int.from_bytes(int(v).to_bytes(8, "little"), "big")
+def wrong_endian(db: DbFile, *, explicit: bool = False) -> str | None:
+    """Why ``db`` was opened with the wrong ``--endian`` (None when it reads plausibly)."""
+    from codec.byteorder import wrong_order
 
-    seen = [(n, v) for n, v in ids if v]
-    # two ids at least (a lone cfg with a made-up id, as in Mosquitto's unit test files, proves nothing)
-    if len(seen) >= 2 and all(v >= PLAUSIBLE_ID and swap(v) < PLAUSIBLE_ID for _n, v in seen):
-        name, v = next((n, v) for n, v in ids if v)
-        return (f"--endian {db.endian} reads nonsense ids ({name} {v:,}; {swap(v):,} in {other}-endian order): "
-                f"the file was written {other}-endian; refused (use --endian {other})")
-    return None
+    return wrong_order(db, explicit=explicit)
 
 
 def add_endian(parser) -> None:  # type: ignore[no-untyped-def]
-    parser.add_argument("--endian", choices=("little", "big"), default="little",
-                        help="byte order of the 64-bit fields (host order of the broker that wrote the file)")
+    parser.add_argument("--endian", choices=("little", "big"), default="little", action=_GivenEndian,
+                        help="byte order of the 64-bit fields (host order of the broker that wrote the file; "
+                             "default: little, refused when the ids read as nonsense in it; given: obeyed "
+                             "unless the expiry times contradict it too)")
 
 
 def add_at(parser, what: str = "expiry") -> None:  # type: ignore[no-untyped-def]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sqlite3
 import sys
 from typing import Any
 
@@ -111,8 +112,21 @@ def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -
     from codec.sources import is_sqlite_file
 
     if os.path.exists(path) and is_sqlite_file(path):
-        raise UsageError(f"{path}: is a Mosquitto 2.1 sqlite store: the persist-sqlite plugin loads it, and the "
-                         "broker model covers mosquitto.db files only")
+        from codec.sources import connect_readonly
+        from codec.store.read import require_store
+
+        try:
+            con = connect_readonly(path)
+            try:
+                require_store(con, path)
+            finally:
+                con.close()
+        except (CodecError, sqlite3.Error) as exc:  # another sqlite database: not what the plugin reads
+            reason = exc.reason if isinstance(exc, CodecError) else f"not a readable sqlite database ({exc})"
+            raise UsageError(f"{path}: {reason}: neither a mosquitto.db file nor a store the persist-sqlite "
+                             "plugin reads") from None
+        raise UsageError(f"{path}: is a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's): the broker "
+                         "model covers mosquitto.db files only")
     return predict(path, version, at=at, conf=conf)
 
 
@@ -140,7 +154,14 @@ def cmd_check_broker(args: argparse.Namespace) -> int:
         for f in findings:
             print(printable(f"{f.severity}: {path}: {f.where() + ': ' if f.where() else ''}{f.message} [{f.rule}]"))
         print(printable(f"{path}: {verdict}: {errors} error(s), {warnings} warning(s)"), file=sys.stderr)
+    if pred.verdict == "unknown":
+        return 3  # the model cannot say what the broker does: neither "loads" (0) nor "does not" (1)
+    if pred.stop is not None and pred.stop.rule in NOT_A_DB:
+        return 2  # not a Mosquitto file at all: the exit status of plain `check` on it (the verdict is printed)
     return 1 if bad else 0
+
+
+NOT_A_DB = ("bad-magic", "short-header")
 
 
 def report(path: str, asked: str | None, pred: Any) -> dict[str, Any]:
@@ -159,6 +180,17 @@ def _some(items: list[str], n: int = SHOWN) -> str:
     return ", ".join(items[:n]) + more
 
 
+def _grouped(log: list[str]) -> list[tuple[str, int]]:
+    """The log with each run of one repeated line as (line, times)."""
+    out: list[tuple[str, int]] = []
+    for line in log:
+        if out and out[-1][0] == line:
+            out[-1] = (line, out[-1][1] + 1)
+        else:
+            out.append((line, 1))
+    return out
+
+
 def text_lines(path: str, pred: Any) -> list[str]:
     from codec.views.timeview import iso
 
@@ -169,12 +201,17 @@ def text_lines(path: str, pred: Any) -> list[str]:
         head += " (a symlinked file is ignored: it starts empty)"
     if pred.ignored == "persistence-off":
         head += " (persistence is off in the configuration: the file is not read)"
+    if pred.unknown is not None:
+        where = f" at offset {pred.unknown.offset:,}" if pred.unknown.offset is not None else ""
+        head += f" (what the broker does is not known{where}: {pred.unknown.reason})"
     lines = [head + f"   [db version {pred.db_version or '-'}, as of {iso(pred.at)}]"]
-    for i, line in enumerate(pred.log[:SHOWN]):
-        lines.append(("  log:      " if i == 0 else "            ") + line)
-    if len(pred.log) > SHOWN or pred.log_more:
-        lines.append(f"            … and {len(pred.log) - SHOWN + pred.log_more:,} more log lines")
-    if pred.verdict == "refuses" or (pred.verdict == "crashes" and not pred.crash_when):
+    grouped = _grouped(pred.log)
+    for i, (line, n) in enumerate(grouped[:SHOWN]):
+        lines.append(("  log:      " if i == 0 else "            ") + line + (f"   (× {n:,})" if n > 1 else ""))
+    more = sum(n for _line, n in grouped[SHOWN:]) + pred.log_more
+    if more:
+        lines.append(f"            … and {more:,} more log lines")
+    if pred.verdict in ("refuses", "unknown") or (pred.verdict == "crashes" and not pred.crash_when):
         return lines
     lines.append(f"  sessions: {len(pred.kept):,} kept, {len(pred.dropped):,} dropped")
     for cid in pred.kept[:SHOWN]:

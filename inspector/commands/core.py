@@ -45,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_at(p)
     add_endian(p)
     add_quiet(p)
+    from inspector.commands.decoding import add_decode_options
+
+    add_decode_options(p)
     p.set_defaults(func=cmd_dump)
 
     p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent "
@@ -251,18 +254,24 @@ def selection_from_args(args: argparse.Namespace) -> Selection:
         raise UsageError(exc.reason) from None
 
 
-def write_json_dump(db: DbFile, out: Any, at: float, kinds: set[str] | None = None, bar: Any = None) -> None:
+def write_json_dump(db: DbFile, out: Any, at: float, kinds: set[str] | None = None, bar: Any = None,
+                    decoder: Any = None) -> None:
     # a --type selection goes through codec.views.select instead: it also reports chunks the index
     # passes but the decoder refuses (a bad cfg) when they are not of the selected kinds
     """The dump --json lines of every chunk (of ``kinds``), rendered from column batches."""
     from codec.views.dumprows import json_blocks  # numpy: only when dumping
 
-    for text in json_blocks(db, at, kinds, bar):
+    for text in json_blocks(db, at, kinds, bar, decoder):
         out.write(text)
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
+    from inspector.commands.decoding import decoder_from
+
     selection = selection_from_args(args)
+    args.decoder = decoder_from(args)
+    if args.decoder is not None and not args.json:
+        raise UsageError("--decode, --proto and --decode-config add the payload_* keys of dump --json: add --json")
     expiry = ExpiryState(reference_time(args))
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:
@@ -286,7 +295,7 @@ def cmd_dump(args: argparse.Namespace) -> int:
                     chunks, shown = _store_rows_selected(db, selection, expiry), None
                 elif selection.kinds is None and not (selection.clients or selection.by_store):
                     if args.json:  # everything: rendered from column batches
-                        write_json_dump(db, out, expiry.at, None, bar)
+                        write_json_dump(db, out, expiry.at, None, bar, args.decoder)
                     else:
                         from codec.views.dumprows import text_blocks  # numpy: only when dumping
 
@@ -340,6 +349,11 @@ def _dump_one(args: argparse.Namespace, out: Any, chunk: Chunk, expiry: ExpirySt
         row = chunk_to_json(chunk)
         if state is not None:
             row.update(state)
+        if args.decoder is not None and chunk.kind == "msg_store":
+            from codec.payloads.faces import dump_keys
+
+            vals = chunk.record.values
+            row.update(dump_keys(args.decoder.decode(vals.get("topic"), vals.get("payload"))))
         out.write(json_text(row) + "\n")
     else:
         out.write(format_text(chunk) + "\n")

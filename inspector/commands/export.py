@@ -69,6 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(zstd:3); default zstd:-1, a fast zstd level")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     add_endian(p)
+    from inspector.commands.decoding import add_decode_options
+
+    add_decode_options(p)
     if add_forward_options is not None:
         add_forward_options(p)
     p.set_defaults(func=cmd_export)
@@ -99,6 +102,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-ship-code", action="store_true",
                    help="do not add mosqdb's code to the executors' Python path (their Python has mosqdb "
                         "installed); by default a zip of it is shipped to every master but local[...]")
+    from inspector.commands.decoding import add_decode_options
+
+    add_decode_options(p)
     p.set_defaults(func=cmd_sql)
 
 
@@ -217,6 +223,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--batch-size must be at least 1")
     kinds = parse_kinds(args.kind)
     selection = selection_from(args, kinds)
+    from inspector.commands.decoding import decoder_from
+
+    decoder = decoder_from(args)
+    findings: list[Any] = []
     ahead = _index_ahead(args.files[0], args.endian) if to == "parquet" and args.files else None
     from exporters.files import ALL_KINDS, DEFAULT_COMPRESSION, export_jsonl, export_parquet, parse_compression
     from exporters.schema import KINDS
@@ -237,14 +247,24 @@ def cmd_export(args: argparse.Namespace) -> int:
                 raise UsageError(f"{out}: is a directory; with one --kind OUT is a Parquet file")
             counts = export_parquet(args.files, out, kinds=kinds or ALL_KINDS, single_file=single, at=_at(args),
                                     selection=selection, batch_size=args.batch_size, compression=compression,
-                                    endian=args.endian, progress=bar, opened=_ready(ahead, args.files[0]))
+                                    endian=args.endian, progress=bar, opened=_ready(ahead, args.files[0]),
+                                    decoder=decoder, findings=findings)
         else:
             counts = export_jsonl(args.files, args.output, kinds=kinds or KINDS, selection=selection,
-                                  endian=args.endian, progress=bar)
+                                  endian=args.endian, progress=bar, decoder=decoder, findings=findings)
+    report_findings(findings)
     if not args.quiet and args.output != "-":
         summary = ", ".join(f"{k} {n}" for k, n in counts.items())
         print(printable(f"exported {len(args.files)} file(s) to {args.output}: {summary}"), file=sys.stderr)
     return 0
+
+
+def report_findings(findings: list[Any], most: int = 20) -> None:
+    """Payloads that did not decode as declared: one line each on stderr (the first ``most``), then a count."""
+    for path, f in findings[:most]:
+        print(printable(f"warning: {f.line(path)}"), file=sys.stderr)
+    if len(findings) > most:
+        print(f"warning: … and {len(findings) - most} more payloads that did not decode as declared", file=sys.stderr)
 
 
 # ---------------------------------------------------------------- sql
@@ -260,6 +280,13 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(SPARK_HINT) from None
     if not xs.HAVE_SPARK:
         raise UsageError(SPARK_HINT)
+    from inspector.commands.decoding import decoder_from
+
+    decoding = None
+    if decoder_from(args) is not None:  # a bad rule is named before Spark starts
+        from exporters.spark.frames import decode_options
+
+        decoding = decode_options(args.decode, args.proto, args.decode_config)
     try:
         conf = xs.parse_conf(args.conf)
     except ValueError as exc:
@@ -276,7 +303,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     except Exception as exc:  # a bad master URL or setting: Spark's first line
         raise UsageError(f"cannot start Spark: {xs.error_line(exc)}") from None
     try:
-        xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail",
+        xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail", decode=decoding,
                           releases=releases, at=_at(args), only=xs.views_named(args.query))
         try:
             df = spark.sql(args.query)

@@ -145,7 +145,9 @@ def cmd_listen(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port}: not a TCP port")
-    out = open(args.out, "wb") if args.out else None  # noqa: SIM115 - stays open while serving
+    from codec import safefile
+
+    out = safefile.open_output(args.out) if args.out else None  # stays open while serving
 
     def show(conn: int, p: Packet, ms: list[Message]) -> None:
         if not args.print:

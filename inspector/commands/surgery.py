@@ -14,7 +14,16 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
-from inspector.commands import UsageError, add_at, add_deprecated, add_endian, check_input, open_input, store
+from inspector.commands import (
+    ExplicitEndian,
+    UsageError,
+    add_at,
+    add_deprecated,
+    add_endian,
+    check_input,
+    open_input,
+    store,
+)
 from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
@@ -56,9 +65,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("repair", help="salvage a damaged db: keep what decodes, drop the rest, verify the result")
     p.add_argument("file")
-    p.add_argument("--db-version", type=int, choices=(2, 3, 4, 5, 6), dest="db_version",
+    from codec.layouts import SUPPORTED_VERSIONS
+
+    p.add_argument("--db-version", type=int, choices=SUPPORTED_VERSIONS, dest="db_version",
                    help="db version to assume when the header is cut short or damaged")
-    add_deprecated(p, "--version", "--db-version", dest="db_version", type=int, choices=(2, 3, 4, 5, 6))
+    add_deprecated(p, "--version", "--db-version", dest="db_version", type=int, choices=SUPPORTED_VERSIONS)
     add_at(p, "the final check")
     p.add_argument("--recover-retained", action="store_true",
                    help="give stores published with the retain flag their RETAIN chunk back when it was lost "
@@ -94,7 +105,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             try:
                 with progress(args, f"converting to v{args.to_version}") as bar:
                     return convert(db, out, args.to_version, session_expiry=args.session_expiry, force=args.force,
-                                   progress=bar)
+                                   progress=bar, endian_given=isinstance(args.endian, ExplicitEndian))
             except CodecError as exc:
                 report = getattr(exc, "report", None)
                 if report is not None:

@@ -16,7 +16,7 @@ import numpy as np
 from codec.engine import Record
 from codec.errors import CodecError
 from codec.layouts import PAYLOAD_MAX
-from codec.ops.check import Finding, nul_tail, text_problem
+from codec.ops.check import Finding, nul_run, text_problem
 from codec.properties import property_problems
 from codec.reader import Chunk, DbFile
 from codec.views.query import valid_filter
@@ -130,6 +130,14 @@ class Checker:
             self._time_sanity(c, "expiry_time", exp)
             if exp < self.now:
                 self.report("warning", "expired", f"message expired at {_iso(exp)}: the broker drops it on load", c, "expiry_time")
+        payload = rec["payload"] or b""
+        if len(payload) >= 4096 and not payload[-4096:].strip(b"\0"):
+            run = len(payload) - len(payload.rstrip(b"\0"))
+            span = next(sp for sp in c.spans or () if sp.name == "payload")
+            start = c.body_offset + span.offset + span.size - run
+            self.report("warning", "nul-payload", f"payload of {len(payload):,} bytes ends in {run:,} NUL bytes (from "
+                        f"offset {start:,}): what a power cut leaves of data that never reached the disk; make sure it "
+                        "is what was published", c, "payload")
 
     def _client_msg(self, c: Chunk, rec: Record) -> None:
         self.ref_ids.append(rec["store_id"])
@@ -310,16 +318,19 @@ def check_file(db: DbFile, *, at: float | None = None, cap: int | None = 1000) -
     assert db.version is not None
     checker = Checker(db.version, at=at, cap=cap)
     idx = db.index
-    tail = nul_tail(db)
+    run = nul_run(db)  # where the NUL bytes that end the file begin, and the chunk they damage
+    tail = None if run is None else (run.tail, db.size - run.tail)
     # decode chunk ranges between damaged chunks; the index knows where each chunk starts
     i, n = 0, len(idx)
     stop = idx.end
     if tail is not None:
         n = bisect.bisect_left(idx.offsets, tail[0], 0, len(idx))
         stop = tail[0] if tail[0] < idx.end else idx.end
+        if run.chunk is not None:
+            n, stop = run.chunk, idx.offsets[run.chunk]
     while i < n:
         try:
-            for c in db.stream(start=idx.offsets[i], stop=stop, first_index=i):
+            for c in db.stream(start=idx.offsets[i], stop=stop, first_index=i, spans=True):
                 checker.add(c)
                 i = c.index + 1
         except CodecError as exc:
@@ -327,7 +338,18 @@ def check_file(db: DbFile, *, at: float | None = None, cap: int | None = 1000) -
             i = (exc.chunk_index if exc.chunk_index is not None else i) + 1
         else:
             break
-    if tail is not None:
+    if tail is not None and run.chunk is not None:
+        where = f"{run.kind}[{run.chunk}]"
+        checker.report("error", "nul-tail", f"{db.size - run.start:,} NUL bytes from offset {run.start:,} to the end, "
+                       f"beginning inside {where} ({run.what}); no chunk from offset {run.tail:,} on: an interrupted "
+                       "write (the save never reached the disk; `mosqdb repair` drops them)", offset=run.start)
+        end = idx.chunk_end(run.chunk)
+        checker.findings.append(Finding("error", "zeroed", f"its last {end - run.start:,} bytes, from offset "
+                                        f"{run.start:,} on ({run.what}), are the start of the NUL run that ends the "
+                                        "file: this chunk never fully reached the disk; the broker would load the "
+                                        "zeros as data (`mosqdb repair` drops it)", run.start, run.chunk, run.kind,
+                                        run.field))
+    elif tail is not None:
         start, count = tail
         checker.report("error", "nul-tail", f"{count:,} NUL bytes from offset {start:,}: an interrupted write (the save "
                        "never reached the disk; `mosqdb repair` drops them)", offset=start)

@@ -155,6 +155,8 @@ def compare(obs: Observed, pred: Prediction, lo: Prediction, hi: Prediction) -> 
                 assert any(line in o for o in obs.lines), f"{who} did not print {line!r}: {obs.lines}"
         return
     assert obs.started, f"{who} did not start (exit {obs.returncode}): {obs.lines[-5:]}"
+    if pred.undefined:
+        return  # the model says what it serves is not known (e.g. 2.0 serving a freed message): only that it starts
     if pred.crash_when:
         assert obs.crashed_on and not obs.alive, f"{who} survived {obs.crashed_on}; the model said it crashes " \
                                                  f"{pred.crash_when}"

@@ -253,6 +253,126 @@ def sessions_expiry_zero(path: Path, now: float) -> bytes:
     return data
 
 
+# ---------------------------------------------------------------- what the loader checks after reading
+def _alive_edit(path: Path, now: float, change: Callable[[list[Record]], list[Record]]) -> bytes:
+    """``change`` applied to the records with every expiring session and message a day after ``now``
+    (so what each broker serves is decided by the change, not by its clock)."""
+    def both(recs: list[Record]) -> list[Record]:
+        out = []
+        for r in recs:
+            if r.kind == "client" and r.get("session_expiry_interval") not in (None, NEVER) \
+                    and r.get("session_expiry_time"):
+                r = r.with_values(session_expiry_time=int(now + DAY))
+            elif r.kind == "msg_store" and (r.get("expiry_time") or 0) > 0:
+                r = r.with_values(expiry_time=int(now + DAY))
+            out.append(r)
+        return change(out)
+    return _edit(path, both)
+
+
+def _retained_stores(recs: list[Record]) -> list[int]:
+    ret = _retained_store_ids(recs)
+    return [i for i, r in enumerate(recs) if r.kind == "msg_store" and r["store_id"] in ret]
+
+
+def _queued_only_stores(recs: list[Record]) -> list[int]:
+    ret, q = _retained_store_ids(recs), _queued_store_ids(recs)
+    return [i for i, r in enumerate(recs) if r.kind == "msg_store" and r["store_id"] in q and r["store_id"] not in ret]
+
+
+def _set(recs: list[Record], i: int, **values: object) -> list[Record]:
+    recs = list(recs)
+    recs[i] = recs[i].with_values(**values)
+    return recs
+
+
+def duplicate_store_id(path: Path, now: float) -> bytes:
+    """The second retained message's store given the first one's id (2.1 refuses; older serve the later)."""
+    def change(recs: list[Record]) -> list[Record]:
+        a, b = _retained_stores(recs)[:2]
+        return _set(recs, b, store_id=recs[a]["store_id"])
+    return _alive_edit(path, now, change)
+
+
+def nul_topic_retained(path: Path, now: float) -> bytes:
+    """A retained message whose topic is two NUL bytes (an empty C string)."""
+    return _alive_edit(path, now, lambda recs: _set(recs, _retained_stores(recs)[0], topic="\0\0"))
+
+
+def nul_topic_sub(path: Path, now: float) -> bytes:
+    """A subscription whose topic filter is NUL bytes only."""
+    return _alive_edit(path, now, lambda recs: _set(recs, _first(recs, "sub"), topic="\0\0"))
+
+
+def share_topic_queued(path: Path, now: float) -> bytes:
+    """A stored message that is retained and queued given the topic $share/g/t (never delivered, not served)."""
+    return _alive_edit(path, now, lambda recs: _set(recs, _retained_stores(recs)[0], topic="$share/g/t"))
+
+
+def embedded_nul_topic(path: Path, now: float) -> bytes:
+    """A retained message's topic with a NUL inside: the broker serves the part before it."""
+    return _alive_edit(path, now, lambda recs: _set(recs, _retained_stores(recs)[0], topic="ab/c\0d/e"))
+
+
+def store_id_zero(path: Path, now: float) -> bytes:
+    """A retained message's store, its retain and a queued-only store with its client messages given id 0."""
+    def change(recs: list[Record]) -> list[Record]:
+        a = recs[_retained_stores(recs)[0]]["store_id"]
+        return [r.with_values(store_id=0) if r.kind in ("msg_store", "retain", "client_msg") and r["store_id"] == a
+                else r for r in recs]
+    return _alive_edit(path, now, change)
+
+
+def queued_qos_3(path: Path, now: float) -> bytes:
+    """An outgoing queued message with QoS 3 (restored, never sent)."""
+    def change(recs: list[Record]) -> list[Record]:
+        i = _first(recs, "client_msg", lambda r: r["direction"] == 1)
+        return _set(recs, i, qos=3)
+    return _alive_edit(path, now, change)
+
+
+def queued_mid_zero(path: Path, now: float) -> bytes:
+    """An outgoing queued QoS 1 message with message id 0 (paho takes it; a strict client disconnects)."""
+    def change(recs: list[Record]) -> list[Record]:
+        i = _first(recs, "client_msg", lambda r: r["direction"] == 1 and r["qos"] > 0)
+        return _set(recs, i, mid=0)
+    return _alive_edit(path, now, change)
+
+
+def retain_twice(path: Path, now: float) -> bytes:
+    """The first retain chunk written twice (2.0 frees the message while it is retained)."""
+    def change(recs: list[Record]) -> list[Record]:
+        i = _first(recs, "retain")
+        return recs[:i + 1] + [recs[i]] + recs[i + 1:]
+    return _alive_edit(path, now, change)
+
+
+def payload_past_end(path: Path, now: float) -> bytes:
+    """The first stored message's payload length 1,000 bytes more than its chunk holds (v5/v6)."""
+    data = bytearray(_alive_edit(path, now, lambda recs: recs))
+    with DbFile(path) as db:
+        i = next(k for k in range(len(db.index)) if db.chunk(k).record.kind == "msg_store"
+                 and db.chunk(k).record["payload"])
+        off = int(db.index.offsets[i])
+    at = off + 8 + 16  # header, store_id, expiry_time: payload_len
+    struct.pack_into(">I", data, at, struct.unpack_from(">I", data, at)[0] + 1000)
+    return bytes(data)
+
+
+def topic_bytes_missing(path: Path, now: float) -> bytes:
+    """The first stored message's topic bytes cut out, its topic length and the chunk length kept (v5/v6)."""
+    data = _alive_edit(path, now, lambda recs: recs)
+    with DbFile(path) as db:
+        i = next(k for k in range(len(db.index)) if db.chunk(k).record.kind == "msg_store")
+        c = db.chunk(i)
+        off = int(db.index.offsets[i])
+        r = c.record
+    n = len(r["topic"].encode("utf-8", "surrogateescape"))
+    skip = len((r["source_id"] or "").encode()) + len((r["source_username"] or "").encode())
+    at = off + 8 + 32 + skip  # header, the 32-byte struct, source id and username: the topic
+    return data[:at] + data[at + n:]
+
+
 VARIANTS: dict[str, Callable[[Path, float], bytes]] = {
     "nul-filled": nul_filled,
     "nul-tail": nul_tail,
@@ -279,6 +399,17 @@ VARIANTS: dict[str, Callable[[Path, float], bytes]] = {
     "sessions-expiry-zero": sessions_expiry_zero,
     "never-session-dated": never_session_dated,
     "empty": empty,
+    "duplicate-store-id": duplicate_store_id,
+    "nul-topic-retained": nul_topic_retained,
+    "nul-topic-sub": nul_topic_sub,
+    "share-topic-queued": share_topic_queued,
+    "embedded-nul-topic": embedded_nul_topic,
+    "store-id-zero": store_id_zero,
+    "queued-qos-3": queued_qos_3,
+    "queued-mid-zero": queued_mid_zero,
+    "retain-twice": retain_twice,
+    "payload-past-end": payload_past_end,
+    "topic-bytes-missing": topic_bytes_missing,
 }
 
 

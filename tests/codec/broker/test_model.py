@@ -25,7 +25,8 @@ V2022 = INCOMING / "2.0.22-a.db"
 # one release per distinct behaviour the table declares (the line ends and every boundary)
 RELEASES = ["1.4.15", "1.5.5", "1.5.11", "1.6.10", "1.6.15", "2.0.0", "2.0.14", "2.0.15", "2.0.16", "2.0.18",
             "2.0.19", "2.0.22", "2.0.23", "2.1.0", "2.1.2"]
-ACTIONS = {"refuses", "crashes", "crashes-on-delivery", "skips", "drops", "stops", "misreads", "keeps"}
+ACTIONS = {"refuses", "crashes", "crashes-on-delivery", "skips", "drops", "stops", "misreads", "keeps",
+           "unknown"}  # the release does something the model cannot tell (what it serves is undefined)
 
 
 def v(text: str) -> tuple[int, int, int]:

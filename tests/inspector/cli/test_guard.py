@@ -85,7 +85,9 @@ def test_check_broker_auto(tmp_path: Path) -> None:
 def test_check_broker_nul_file_is_a_verdict_not_a_usage_error(tmp_path: Path) -> None:
     db = bad_file(tmp_path, "nul-filled")
     r = run_in_process("check", db, "--broker", "2.0.22", "--json")
-    assert r.returncode == 1 and json.loads(r.stdout)["verdict"] == "refuses"
+    assert json.loads(r.stdout)["verdict"] == "refuses"
+    # not a Mosquitto file (no magic): exit 2 with --broker as with plain check, the verdict still printed
+    assert r.returncode == 2
     assert run_in_process("check", db).returncode == 2  # plain check: not a mosquitto db
 
 
@@ -245,3 +247,139 @@ def test_guard_exit_code_in_a_child_process(tmp_path: Path) -> None:
     db = bad_file(tmp_path)
     r = run("guard", db, "--broker", "2.0.11")
     assert r.returncode == 0 and "put the salvage" in r.stderr
+
+
+# ---------------------------------------------------------------- what the guard must never do
+STORE = INCOMING / "2.1.2-a.sqlite3"
+
+
+def store_copy(tmp_path: Path) -> Path:
+    d = tmp_path / "lib"
+    d.mkdir(exist_ok=True)
+    out = d / "mosquitto.sqlite3"
+    shutil.copyfile(STORE, out)
+    return out
+
+
+def test_guard_treats_a_sqlite_store_as_a_store(tmp_path: Path) -> None:
+    """A valid 2.1 store is what 2.1 loads with persist-sqlite: never "magic", never moved, never removed."""
+    store = store_copy(tmp_path)
+    before = listing(store.parent)
+    for extra in ([], ["--dry-run"], ["--json"]):
+        r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", *extra)
+        assert r.returncode == 0, r.stderr
+        assert "magic" not in r.stderr and "sqlite store" in r.stderr and "nothing to do" in r.stderr
+        assert listing(store.parent) == before
+    data = json.loads(run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--json").stdout)
+    assert data["store"] is True and data["action"] == "none" and data["kept_aside"] == []
+    # a 2.0 broker has no persist-sqlite: the store is not its file, and nothing is touched
+    r = run_in_process("guard", store, "--broker", "2.0.22", "--no-trial")
+    assert r.returncode == 2 and "sqlite store" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert listing(store.parent) == before
+
+
+def test_guard_leaves_a_store_it_cannot_read(tmp_path: Path) -> None:
+    """A store sqlite cannot read: nobody can tell what the plugin does without a broker: left as it is, exit 3."""
+    store = store_copy(tmp_path)
+    data = bytearray(store.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # the schema page's contents
+    store.write_bytes(bytes(data))
+    before = listing(store.parent)
+    r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial")
+    assert r.returncode == 3, r.stderr
+    assert "left as it is" in r.stderr and "magic" not in r.stderr
+    assert listing(store.parent) == before
+
+
+def unprivileged() -> list[str]:
+    """A command prefix that runs a child without the power to ignore file modes (root's DAC override)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root, and no setpriv to drop the capability that ignores file modes")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search", "--inh-caps=-all"]
+
+
+@pytest.mark.parametrize("extra", [[], ["--dry-run"], ["--json"]])
+def test_guard_says_permission_denied_not_no_file(tmp_path: Path, extra: list[str]) -> None:
+    from support.cli import MOSQDB, env
+    from support.paths import ROOT
+
+    db = bad_file(tmp_path, "sessions-alive")
+    d = db.parent
+    d.chmod(0)
+    try:
+        r = subprocess.run([*unprivileged(), *MOSQDB, "guard", str(db), "--broker", "2.0.22", "--no-trial", *extra],
+                           cwd=ROOT, env=env(), capture_output=True, text=True, timeout=120)
+    finally:
+        d.chmod(0o755)
+    assert r.returncode == 2, r.stderr
+    assert "permission denied" in r.stderr.lower() and str(db) in r.stderr, r.stderr
+    assert "no file" not in r.stderr and "nothing to do" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and r.stdout == ""
+    assert db.exists()
+
+
+def short_store_length(tmp_path: Path) -> Path:
+    """The first msg_store chunk's length one byte short (every 2.0 broker refuses the file)."""
+    import struct
+
+    from codec import DbFile
+
+    db = bad_file(tmp_path, "sessions-alive")
+    data = bytearray(db.read_bytes())
+    with DbFile(db) as f:
+        offsets, types, _ = f.index.arrays()
+        off = int(offsets[[int(t) for t in types].index(2)])
+    kind, length = struct.unpack_from(">II", data, off)
+    struct.pack_into(">II", data, off, kind, length - 1)
+    db.write_bytes(bytes(data))
+    return db
+
+
+def test_guard_on_a_short_store_length_never_fails_to_finish(tmp_path: Path) -> None:
+    """Without a broker to try it in, the model alone: it salvages (a verdict) or leaves the file (exit 3) —
+    never "could not finish"."""
+    db = short_store_length(tmp_path)
+    original = sha(db)
+    r = run_in_process("guard", db, "--broker", "2.0.18", "--no-trial", "--json")
+    assert "could not finish" not in r.stderr and r.returncode in (0, 3), r.stderr
+    data = json.loads(r.stdout)
+    if r.returncode == 3:
+        assert data["action"] == "left" and sha(db) == original and data["decision"] == "unknown"
+        assert "offset" in data["model"]["unknown"]
+    else:
+        assert data["action"] == "salvaged"
+        (aside,) = [p for p in db.parent.iterdir() if ".bad-" in p.name]
+        assert sha(aside) == original
+
+
+def test_guard_touches_nothing_outside_when_the_directory_owner_plants_links(tmp_path: Path) -> None:
+    """The broker's user owns the data directory and plants symlinks at every name the guard may use
+    (FILE.new, FILE.bad-<stamp> for the next seconds, with .1 .. .3): the guard, run by root or by anyone,
+    follows none of them; the files they point to keep their bytes, owner and mode."""
+    from codec.broker.guard import stamp
+
+    db = bad_file(tmp_path)
+    d = db.parent
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"root's file\n")
+    victim.chmod(0o600)
+    before = (sha(victim), victim.stat().st_uid, victim.stat().st_mode)
+    now = time.time()
+    names = [f"{db.name}.new"]
+    for s in range(-2, 30):
+        base = f"{db.name}.bad-{stamp(now + s)}"
+        names += [base, *(f"{base}.{n}" for n in range(1, 4))]
+    for name in names:
+        (d / name).symlink_to(victim)
+    if os.geteuid() == 0:
+        os.chown(d, 65534, 65534)
+        for name in names:
+            os.lchown(d / name, 65534, 65534)
+    r = run_in_process("guard", db, "--broker", "2.0.18", "--no-trial", "--at", AT)
+    assert r.returncode == 0, r.stderr
+    assert (sha(victim), victim.stat().st_uid, victim.stat().st_mode) == before
+    assert all((d / name).is_symlink() for name in names)  # each planted link is still a link
+    aside = [p for p in d.iterdir() if ".bad-" in p.name and not p.is_symlink()]
+    assert len(aside) == 1 and "put the salvage" in r.stderr

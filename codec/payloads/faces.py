@@ -1,0 +1,60 @@
+"""What each face adds for a decoded payload: the ``dump --json`` keys, the export columns (as plain
+values: the exporters build their Arrow columns from them), and the findings a payload that is not
+what its rule declares becomes (never an error that stops a dump or an export)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from codec.payloads.model import Decoded
+from codec.values import json_text
+
+DUMP_KEYS = ("payload_format", "payload_rule", "payload_decoded", "payload_error")
+
+
+def dump_keys(d: Decoded | None) -> dict[str, Any]:
+    """``payload_format``/``payload_rule`` (null: no rule took the payload), ``payload_decoded`` (the
+    value, null when it failed) and ``payload_error`` (``{reason, offset}`` when it failed, else null)."""
+    if d is None:
+        return dict.fromkeys(DUMP_KEYS)
+    return {"payload_format": d.format, "payload_rule": d.rule, "payload_decoded": d.value if d.ok else None,
+            "payload_error": None if d.ok else {"reason": d.error, "offset": d.offset}}
+
+
+_NONE_SUFFIX = ', "payload_format": null, "payload_rule": null, "payload_decoded": null, "payload_error": null'
+
+
+def dump_suffix(d: Decoded | None) -> str:
+    """The keys of :func:`dump_keys` as text to put before a dump line's closing brace."""
+    if d is None:
+        return _NONE_SUFFIX
+    return ", " + json_text(dump_keys(d))[1:-1]
+
+
+@dataclass
+class PayloadFinding:
+    """A payload its rule could not decode: where it is and why."""
+
+    store_id: int | None
+    offset: int | None  # the stored message chunk's file offset
+    topic: str | None
+    format: str
+    rule: str
+    reason: str
+    payload_offset: int | None
+
+    def line(self, path: str) -> str:
+        at = f" (chunk at offset {self.offset}, 0x{self.offset:x})" if self.offset is not None else ""
+        inner = f" at payload byte {self.payload_offset}" if self.payload_offset is not None else ""
+        return (f"{path}: store {self.store_id}{at} topic {self.topic!r}: payload is not {self.format} "
+                f"({self.rule}): {self.reason}{inner}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"severity": "warning", "rule": "payload-decode", "store_id": self.store_id, "offset": self.offset,
+                "topic": self.topic, "format": self.format, "decode_rule": self.rule, "reason": self.reason,
+                "payload_offset": self.payload_offset}
+
+
+def finding(d: Decoded, store_id: int | None, offset: int | None, topic: str | None) -> PayloadFinding:
+    return PayloadFinding(store_id, offset, topic, d.format, d.rule, d.error or "", d.offset)

@@ -1,0 +1,290 @@
+"""Decoded payloads in the exports: ``payload_format`` and ``payload_json`` (the value as canonical
+JSON text) after the stored message columns, and a ``sparkplug_metrics`` table, one row per metric
+of every Sparkplug B payload. Built from the codec's one decoder (codec.payloads); a payload that is
+not what its rule declares is a finding (store id, offset), never an error stopping the export.
+
+Only an export that asked for decoding has these columns and table: a plain export stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from codec.payloads.faces import PayloadFinding, finding
+from exporters.schema import SCHEMAS, TIMESTAMP
+
+PAYLOAD_FIELDS = [pa.field("payload_format", pa.string()), pa.field("payload_json", pa.string())]
+METRICS = pa.schema([
+    pa.field("file", pa.string(), nullable=False),
+    pa.field("store_id", pa.int64()),
+    pa.field("chunk_index", pa.int64(), nullable=False),
+    pa.field("chunk_offset", pa.int64(), nullable=False),
+    pa.field("topic", pa.string()),
+    pa.field("group_id", pa.string()),
+    pa.field("edge_node_id", pa.string()),
+    pa.field("device_id", pa.string()),
+    pa.field("message_type", pa.string()),
+    pa.field("seq", pa.int64()),
+    pa.field("payload_timestamp", pa.int64()),
+    pa.field("metric_name", pa.string()),
+    pa.field("metric_alias", pa.int64()),
+    pa.field("name_from_birth", pa.bool_(), nullable=False),
+    pa.field("datatype", pa.string()),
+    pa.field("is_null", pa.bool_(), nullable=False),
+    pa.field("is_historical", pa.bool_(), nullable=False),
+    pa.field("value", pa.string()),
+    pa.field("value_double", pa.float64()),
+    pa.field("timestamp", pa.int64()),
+    pa.field("timestamp_ts", TIMESTAMP),
+])
+"""``value`` is the metric's value as canonical JSON text (any datatype: numbers, text, arrays,
+datasets, templates); ``value_double`` the same as a number for the numeric and Boolean datatypes
+(null otherwise); ``timestamp`` milliseconds since the epoch as sent, ``timestamp_ts`` the same as a
+timestamp. ``metric_name`` is the payload's name, or the name a birth certificate earlier in the file
+gave the alias (then ``name_from_birth``)."""
+METRIC_NAMES = [f.name for f in METRICS]
+
+
+def decoded_schemas() -> dict[str, pa.Schema]:
+    """The schemas of an export that decodes payloads."""
+    out = dict(SCHEMAS)
+    for kind in ("msg_store", "messages"):
+        out[kind] = pa.schema(list(SCHEMAS[kind]) + PAYLOAD_FIELDS)
+    out["sparkplug_metrics"] = METRICS
+    return out
+
+
+def _double(v: Any) -> float | None:
+    if isinstance(v, bool):
+        return 1.0 if v else 0.0
+    if isinstance(v, (int, float)):
+        return float(v)
+    if v in ("NaN", "Infinity", "-Infinity"):
+        return float(v.replace("Infinity", "inf"))
+    return None
+
+
+class PayloadColumns:
+    """Decodes the stored messages of one file's batches (in file order: births before their data),
+    gathering the findings; thread-safe for the export's passes."""
+
+    def __init__(self, decoder: Any, path: str) -> None:
+        self.decoder = decoder
+        self.path = path
+        self.findings: list[PayloadFinding] = []
+        # per (group, edge node, device): its births as (store id, alias -> name, name -> datatype)
+        self.births: dict[tuple[Any, ...], list[tuple[int, dict[int, str], dict[str, str]]]] = {}
+        self.primed = False
+        self._shared: dict[Any, tuple[dict[int, str], dict[str, str]]] = {}  # equal births' maps, held once
+        self.lock = threading.Lock()
+
+    def decode(self, batch: pa.RecordBatch, keep: np.ndarray | None = None) -> tuple[list[pa.Array], pa.RecordBatch]:
+        """(payload_format, payload_json) arrays for a msg_store batch, and its metrics rows.
+        Rows where ``keep`` is false (not selected) are not decoded."""
+        n = batch.num_rows
+        topics = batch.column("topic").to_pylist()
+        payloads = batch.column("payload").to_pylist()
+        if keep is not None:
+            topics = [t if k else None for t, k in zip(topics, keep.tolist(), strict=True)]
+        with self.lock:
+            ids = batch.column("store_id").to_pylist()
+            decoded = self.decoder.decode_batch(topics, payloads)
+            fmt: list[str | None] = [None] * n
+            text: list[str | None] = [None] * n
+            metrics = _MetricColumns()
+            for r, d in enumerate(decoded):
+                if d is None:
+                    continue
+                fmt[r] = d.format
+                if not d.ok:
+                    offsets = batch.column("chunk_offset").to_pylist()
+                    self.findings.append(finding(d, _unsigned(ids[r]), offsets[r], topics[r]))
+                    continue
+                text[r] = _ENCODE(d.value)
+                if d.format.endswith("sparkplug"):
+                    self._metrics(metrics, r, topics[r], d.value, ids[r])
+        return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], metrics.batch(batch)
+
+    def prime(self, db: Any) -> None:
+        """Read the file's birth certificates first (picked by topic through the columnar engine):
+        data messages name their metrics by alias and leave datatypes to the birth, and a file holds
+        its messages in no time order (Mosquitto writes its store hash order)."""
+        from codec.payloads.sparkplug import birth_maps
+        from codec.sources import is_store
+        from codec.views.query import Selection
+        from codec.views.select import pick
+
+        if db.empty or is_store(db):
+            return
+        sel = Selection(kinds={"msg_store"}, topics=["spBv1.0/+/NBIRTH/#", "spBv1.0/+/DBIRTH/#"])
+        rows = pick(db, sel).before_stop()
+        for k in range(0, len(rows), 4096):
+            vals = [c.record.values for c in db.chunks_at(rows[k:k + 4096].tolist())]
+            topics = [v.get("topic") for v in vals]
+            for v, topic, rule in zip(vals, topics, self.decoder.rules_for(topics), strict=True):
+                if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto"):
+                    continue
+                d = self.decoder.decode(topic, v.get("payload"), rule=rule, raw=True)
+                if d is not None and d.ok and d.format.endswith("sparkplug"):
+                    self._birth(topic, birth_maps(d.value), _unsigned(v.get("store_id")))
+        for seen in self.births.values():
+            seen.sort(key=lambda b: b[0])
+        self.primed = True
+
+    def _birth(self, topic: str, maps: tuple[dict[int, str], dict[str, Any]], store_id: int | None) -> None:
+        from codec.payloads.sparkplug import topic_parts
+
+        p = topic_parts(topic)
+        names, types = maps
+        node = (p["group_id"], p["edge_node_id"], p["device_id"])
+        key = (tuple(names.items()), tuple(types.items()))
+        names, types = self._shared.setdefault(key, (names, types))  # devices born alike share one copy
+        self.births.setdefault(node, []).append((_unsigned(store_id) or 0, names, types))
+
+    def _birth_before(self, node: tuple[Any, ...], store_id: int | None) -> tuple[int, dict[int, str], dict[str, str]] | None:
+        """The node's last birth stored before ``store_id`` (store ids grow with time), else its first."""
+        seen = self.births.get(node)
+        if not seen:
+            return None
+        sid = _unsigned(store_id) or 0
+        best = None
+        for b in seen:
+            if b[0] < sid:
+                best = b
+        return best or seen[0]
+
+    def _metrics(self, out: _MetricColumns, r: int, topic: str, value: dict[str, Any], store_id: int | None) -> None:
+        """The payload's metrics into ``out``: names and datatypes a data message left to its birth
+        are taken from the birth stored before it."""
+        from codec.payloads.sparkplug import retyped, topic_parts
+
+        parts = topic_parts(topic)
+        mtype = parts["message_type"]
+        metrics = value.get("metrics", ())
+        birth = None
+        if mtype in ("NBIRTH", "DBIRTH"):
+            if not self.primed:
+                self._birth(topic, _maps(metrics), store_id)
+        elif metrics:
+            birth = self._birth_before((parts["group_id"], parts["edge_node_id"], parts["device_id"]), store_id)
+        seq, stamp = value.get("seq"), value.get("timestamp")
+        for m in metrics:
+            name, alias, dt, v = m["name"], m["alias"], m["datatype"], m["value"]
+            from_birth = False
+            if birth is not None:
+                if name is None and alias is not None:
+                    name = birth[1].get(alias)
+                    from_birth = name is not None
+                if dt is None and name is not None:
+                    dt = birth[2].get(name)
+                    if dt is not None:  # a datatype left to the birth certificate
+                        v = retyped(v, dt)
+            out.add(r, parts, mtype, seq, stamp, name, alias, from_birth, dt, m, v)
+
+
+def _maps(metrics: Any) -> tuple[dict[int, str], dict[str, Any]]:
+    """birth_maps of a decoded birth (a sqlite store's: not read ahead)."""
+    names = {m["alias"]: m["name"] for m in metrics if m["name"] is not None and m["alias"] is not None}
+    return names, {m["name"]: m["datatype"] for m in metrics if m["name"] is not None}
+
+
+class _MetricColumns:
+    """The sparkplug_metrics rows of one batch, gathered column by column."""
+
+    def __init__(self) -> None:
+        self.rows: list[int] = []
+        self.cols: dict[str, list[Any]] = {n: [] for n in ("group_id", "edge_node_id", "device_id", "message_type",
+                                                            "seq", "payload_timestamp", "metric_name",
+                                                            "metric_alias", "name_from_birth", "datatype", "is_null",
+                                                            "is_historical", "value", "value_double", "timestamp")}
+
+    def add(self, r: int, parts: dict[str, Any], mtype: str | None, seq: Any, stamp: Any, name: Any, alias: Any,
+            from_birth: bool, dt: Any, m: dict[str, Any], v: Any) -> None:
+        c = self.cols
+        self.rows.append(r)
+        c["group_id"].append(parts["group_id"])
+        c["edge_node_id"].append(parts["edge_node_id"])
+        c["device_id"].append(parts["device_id"])
+        c["message_type"].append(mtype)
+        c["seq"].append(seq)
+        c["payload_timestamp"].append(stamp)
+        c["metric_name"].append(name)
+        c["metric_alias"].append(alias)
+        c["name_from_birth"].append(from_birth)
+        c["datatype"].append(dt)
+        c["is_null"].append(bool(m.get("is_null", False)))
+        c["is_historical"].append(bool(m.get("is_historical", False)))
+        c["value"].append(value_json(v))
+        c["value_double"].append(_double(v))
+        c["timestamp"].append(m["timestamp"])
+
+    def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if not self.rows:
+            return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in METRICS], schema=METRICS)
+        at = pa.array(self.rows, pa.int64())
+        c = self.cols
+        arrays: dict[str, Any] = {name: batch.column(name).take(at)
+                                  for name in ("file", "store_id", "chunk_index", "chunk_offset", "topic")}
+        for name in ("group_id", "edge_node_id", "device_id", "message_type", "metric_name", "datatype", "value"):
+            arrays[name] = pa.array(c[name], pa.string())
+        for name in ("seq", "payload_timestamp", "metric_alias", "timestamp"):
+            arrays[name] = pa.array(c[name], pa.uint64()).cast(pa.int64(), safe=False)  # as store ids: see schema.py
+        for name in ("name_from_birth", "is_null", "is_historical"):
+            arrays[name] = pa.array(c[name], pa.bool_())
+        arrays["value_double"] = pa.array(c["value_double"], pa.float64())
+        ms = arrays["timestamp"]
+        arrays["timestamp_ts"] = pc.multiply(pc.if_else(pc.less(ms, 9_000_000_000_000), ms, None), 1000).cast(TIMESTAMP)
+        return pa.RecordBatch.from_arrays([arrays[n] for n in METRIC_NAMES], schema=METRICS)
+
+
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_STRING = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def value_json(v: Any) -> str | None:
+    """A metric value as canonical JSON text (the common scalars without the encoder's set-up)."""
+    t = type(v)
+    if v is None:
+        return None
+    if t is int:
+        return str(v)
+    if t is bool:
+        return "true" if v else "false"
+    if t is float and math.isfinite(v):
+        return repr(v)
+    if t is str:
+        return _STRING(v)
+    return _ENCODE(v)
+
+
+def _unsigned(v: Any) -> Any:
+    return v & ((1 << 64) - 1) if isinstance(v, int) else v
+
+
+def with_columns(batch: pa.RecordBatch, extra: list[pa.Array], schema: pa.Schema,
+                 keep: np.ndarray | None = None) -> pa.RecordBatch:
+    """``batch`` with the payload columns appended (``keep``: the batch was filtered by it already)."""
+    if keep is not None:
+        mask = pa.array(keep)
+        extra = [a.filter(mask) for a in extra]
+    return pa.RecordBatch.from_arrays(list(batch.columns) + extra, schema=schema)
+
+
+def json_metric(row: dict[str, Any]) -> dict[str, Any]:
+    """A metrics row as a JSON Lines object (``type`` first; the timestamp as ISO text)."""
+    out: dict[str, Any] = {"type": "sparkplug_metrics"}
+    for k, v in row.items():
+        if k == "timestamp_ts":
+            out[k] = None if v is None else v.isoformat()
+        elif isinstance(v, float) and not math.isfinite(v):
+            out[k] = None
+        else:
+            out[k] = v
+    return out
