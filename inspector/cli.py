@@ -42,6 +42,7 @@ COMMAND_MODULES = (
     "inspector.commands.spec",
     "inspector.commands.plan",
     "inspector.commands.tree",
+    "inspector.commands.fleet",
 )
 
 # which module registers each command: `mosqdb CMD` imports that module only (the others pull
@@ -65,6 +66,7 @@ COMMANDS = {
     "spec": "inspector.commands.spec",
     "plan": "inspector.commands.plan",
     "tree": "inspector.commands.tree",
+    "fleet": "inspector.commands.fleet",
 }
 
 
