@@ -233,6 +233,28 @@ def _publish(tmp: str, final: str) -> None:
     os.replace(tmp, final)
 
 
+def _make_dirs(path: str) -> list[str]:
+    """``os.makedirs(path, exist_ok=True)``, returning the directories it created (outermost first)."""
+    missing: list[str] = []
+    at = os.path.abspath(path)
+    while not os.path.isdir(at):
+        missing.append(at)
+        parent = os.path.dirname(at)
+        if parent == at:
+            break
+        at = parent
+    os.makedirs(path, exist_ok=True)
+    return missing[::-1]
+
+
+def _unmake_dirs(made: list[str]) -> None:
+    """Remove the directories a failed export created, innermost first, if they are still empty: a
+    refused export leaves nothing it made (a directory someone filled meanwhile stays)."""
+    for d in reversed(made):
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+
+
 def _empty(kind: str) -> pa.RecordBatch:
     schema = SCHEMAS[kind]
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
@@ -262,12 +284,13 @@ def export_parquet(
     if single_file and len(order) != 1:
         raise ValueError("a single Parquet file holds one kind")
     codec, level = parse_compression(compression)  # refused before anything is made
+    made: list[str] = []  # the directories this export created: removed again when it fails
     try:
         if single_file:
-            os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+            made = _make_dirs(os.path.dirname(os.path.abspath(out)))
             targets = {order[0]: os.path.abspath(out)}
         else:
-            os.makedirs(out, exist_ok=True)
+            made = _make_dirs(out)
             targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
     except OSError as exc:
         raise _failed(exc, out) from None
@@ -280,9 +303,11 @@ def export_parquet(
         writers.finish()
     except OSError as exc:
         writers.abort()
+        _unmake_dirs(made)
         raise _failed(exc, out) from None
     except BaseException:
         writers.abort()
+        _unmake_dirs(made)
         raise
     finally:
         for left in (opened or {}).values():  # not reached (an earlier input failed): closed all the same

@@ -139,7 +139,7 @@ def test_corrupt_page(tmp_path: Path, page: int | str) -> None:
     data[n * size:n * size + 40] = b"\x0d\x00\x00\xff\xff" + bytes(35)
     data[n * size + 200:n * size + 400] = b"\xff" * 200
     p.write_bytes(bytes(data))
-    codes = run_all(p, tmp_path)
+    run_all(p, tmp_path)
     r = cli("check", p)
     assert r.returncode in (1, 2), r.stderr
 
@@ -158,3 +158,47 @@ def test_corrupt_page_reads_as_one_line(tmp_path: Path) -> None:
         r = cli(cmd, p)
         assert r.returncode in (1, 2) and f"mosqdb {cmd}: {p}" in r.stderr, r.stderr
     run_all(p, tmp_path)
+
+
+def test_refused_parquet_export_leaves_no_directory(tmp_path: Path) -> None:
+    """A damaged input refuses the export: the output directory it created (and its parents) are gone."""
+    from support.paths import V6
+
+    cut = tmp_path / "cut.db"
+    cut.write_bytes(V6.read_bytes()[:2000])
+    out = tmp_path / "new" / "dataset"
+    r = cli("export", "--to", "parquet", "-o", out, cut)
+    assert r.returncode in (1, 2) and f"mosqdb export: {cut}" in r.stderr, r.stderr
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    r = cli("export", "--to", "parquet", "-o", kept, cut)
+    assert r.returncode in (1, 2) and kept.is_dir() and not list(kept.iterdir())  # one that was there stays
+
+
+def test_info_on_an_empty_file(tmp_path: Path) -> None:
+    """A 0-byte mosquitto.db is what a broker starts empty from: info answers, no traceback."""
+    empty = tmp_path / "mosquitto.db"
+    empty.write_bytes(b"")
+    for args in (("info",), ("info", "--json")):
+        r = cli(*args, empty)
+        assert r.returncode == 0 and not r.stderr, r.stderr
+
+
+def test_diff_with_a_queued_message_and_no_stored_message(tmp_path: Path) -> None:
+    """A client_msg whose store is nowhere (there are no msg_store chunks at all) is a difference, not an IndexError."""
+    import struct
+
+    from support import crafted as c
+
+    cid = b"c1"
+    body = struct.pack("<Q", 7) + struct.pack(">HH", 1, len(cid)) + bytes((1, 0, 0, 1)) + cid
+    lonely = tmp_path / "lonely.db"
+    lonely.write_bytes(c.db(6, c.cfg(6), c.client_v6(cid), c.chunk(6, 3, body)))
+    plain = tmp_path / "plain.db"
+    plain.write_bytes(c.db(6, c.cfg(6), c.client_v6(cid)))
+    for a, b in ((lonely, plain), (plain, lonely), (lonely, lonely)):
+        for extra in ((), ("--json",)):
+            r = cli("diff", *extra, a, b)
+            clean(r, "diff", a)
+            assert r.returncode == (0 if a == b else 1), r.stderr
