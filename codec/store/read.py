@@ -52,6 +52,8 @@ from codec.store.schema import (
 from codec.views.select import TypeColumns
 
 V6 = 6
+# numbers a row may hold beyond a v6 field's width (any sqlite INTEGER): cut to it as C's casts do
+_MASK = {"u8": 0xFF, "nibbles": 0xFF, "u16": 0xFFFF, "u32": 0xFFFF_FFFF}
 _EMPTY = np.zeros(0, np.int64)
 
 
@@ -448,6 +450,8 @@ class StoreFile:
                 at += int(sizes.sum())
             else:
                 v = np.array(cols[k], dtype=np.int64) if n else np.zeros(0, np.int64)
+                if kind in _MASK:  # the chunk field's width, as the plugin's C assignment truncates the int
+                    v &= _MASK[kind]
                 ints[name] = v.view(np.uint64) if kind == "u64h" else v
         data = np.frombuffer(b"".join(parts), dtype=np.uint8)
         return Columns(t.label, V6, data, 0, pos + self.first[t], rid, np.zeros(n, np.int64), ints, spans)
