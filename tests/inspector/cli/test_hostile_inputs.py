@@ -204,3 +204,24 @@ def test_diff_with_a_queued_message_and_no_stored_message(tmp_path: Path) -> Non
             r = cli("diff", *extra, a, b)
             clean(r, "diff", a)
             assert r.returncode == (0 if a == b else 1), r.stderr
+
+
+def _db_cases() -> dict[str, bytes]:
+    from support import crafted as c
+
+    return {
+        # a session expired before year 1: the broker model said when with time.gmtime (OSError)
+        "expiry-before-year-1": c.db(6, c.cfg(6), c.client_v6(b"c", session_expiry_time=-7_478_056_966_745_425_530,
+                                                                interval=60)),
+        "expiry-after-year-9999": c.db(6, c.cfg(6), c.client_v6(b"c", session_expiry_time=1 << 62, interval=60)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_db_cases()))
+def test_hostile_db_files(tmp_path: Path, name: str) -> None:
+    p = tmp_path / "hostile.db"
+    p.write_bytes(_db_cases()[name])
+    run_all(p, tmp_path, other=p)
+    for broker in ("auto", "2.0.18", "1.6.15"):
+        r = cli("check", "--broker", broker, p)
+        clean(r, "check", p)
