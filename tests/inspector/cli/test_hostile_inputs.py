@@ -225,3 +225,46 @@ def test_hostile_db_files(tmp_path: Path, name: str) -> None:
     for broker in ("auto", "2.0.18", "1.6.15"):
         r = cli("check", "--broker", broker, p)
         clean(r, "check", p)
+
+
+def test_system_failures_end_in_one_line_and_bugs_keep_their_traceback(monkeypatch, tmp_path: Path) -> None:
+    """An OSError about a named file or a sqlite error escaping a command: one line, exit 1; a bug is re-raised."""
+    import errno
+
+
+    db = tmp_path / "x.db"
+    db.write_bytes(b"")
+
+    def eio(args):
+        raise OSError(errno.EIO, "Input/output error", str(db))
+
+    monkeypatch.setattr("inspector.cli.build_parser", _parser_with("info", eio))
+    r = cli("info", db)
+    assert (r.returncode, r.stderr) == (1, f"mosqdb info: {db}: input/output error\n")
+
+    def damaged(args):
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr("inspector.cli.build_parser", _parser_with("info", damaged))
+    r = cli("info", db)
+    assert (r.returncode, r.stderr) == (1, f"mosqdb info: {db}: sqlite: database disk image is malformed\n")
+
+    def bug(args):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr("inspector.cli.build_parser", _parser_with("info", bug))
+    with pytest.raises(ValueError):
+        cli("info", db)
+
+
+def _parser_with(command: str, func: Callable) -> Callable:
+    from inspector import cli as cli_module
+
+    real = cli_module.build_parser
+
+    def build(name=None):
+        parser = real(name)
+        parser._subparsers._group_actions[0].choices[command].set_defaults(func=func)
+        return parser
+
+    return build
