@@ -14,6 +14,7 @@ straight from a read-only map of the file (the operations in ``codec.ops``).
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -372,7 +373,9 @@ class ColumnReader:
         self.offsets, self.types, _ends = db.index.intact_arrays(db.path)
         self.lengths = db.index.lengths_array()
         self.db = db
-        self.mm = np.memmap(db.path, mode="r", dtype=np.uint8) if db.size else np.zeros(0, np.uint8)
+        # the file we opened, by its descriptor: another writer may have renamed a new file over the name
+        self._mmap = mmap.mmap(db.fd, db.size, access=mmap.ACCESS_READ) if db.size else None
+        self.mm = np.frombuffer(self._mmap, dtype=np.uint8) if self._mmap is not None else np.zeros(0, np.uint8)
         self.hsize = header_size(db.version)
 
     def gather(self, which: np.ndarray, chunk_type: int, names: tuple[str, ...]) -> Columns:
@@ -416,8 +419,6 @@ class ColumnReader:
 
     def release(self) -> None:
         """Hand the mapped pages back (they stay in the page cache): RSS stays flat on huge files."""
-        mmap_obj = getattr(self.mm, "_mmap", None)
+        mmap_obj = self._mmap
         if mmap_obj is not None and hasattr(mmap_obj, "madvise"):
-            import mmap
-
             mmap_obj.madvise(mmap.MADV_DONTNEED)

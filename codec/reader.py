@@ -37,15 +37,23 @@ class Fingerprint:
 
     @classmethod
     def of(cls, path: str | os.PathLike[str]) -> Fingerprint:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            return cls.of_fd(fd)
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def of_fd(cls, fd: int) -> Fingerprint:
+        """The fingerprint of the file open at ``fd`` (the one we read, whatever its name holds now)."""
         import hashlib  # only for fingerprints (2 ms of every start-up otherwise)
 
-        st = os.stat(path)
+        st = os.fstat(fd)
         h = hashlib.sha256()
-        with open(path, "rb") as f:
-            h.update(f.read(65536))
-            if st.st_size > 65536:
-                f.seek(max(st.st_size - 65536, 65536))
-                h.update(f.read())
+        h.update(os.pread(fd, 65536, 0))
+        if st.st_size > 65536:
+            start = max(st.st_size - 65536, 65536)
+            h.update(os.pread(fd, st.st_size - start, start))
         return cls(st.st_size, st.st_mtime_ns, st.st_ino, h.hexdigest())
 
 
@@ -126,7 +134,7 @@ class DbFile:
         try:
             st = os.fstat(self.fd)
             self.size = st.st_size
-            self.fingerprint = Fingerprint.of(self.path)
+            self.fingerprint = Fingerprint.of_fd(self.fd)
             self.header = os.pread(self.fd, FILE_HEADER_SIZE, 0)
             self.version = read_header(self.path, self.header, self.size)
         except BaseException:

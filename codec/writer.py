@@ -9,18 +9,16 @@ we read from is refused if it changed on disk since it was opened.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
-import stat
 import struct
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from codec import safefile
 from codec.engine import Record, encode_chunk
-from codec.errors import CodecError, FileChangedError, UnsupportedVersionError, WriteError
+from codec.errors import CodecError, FileChangedError, UnsupportedVersionError
 from codec.layouts import MAGIC, SUPPORTED_VERSIONS
 from codec.reader import Chunk, DbFile, Fingerprint
 
@@ -39,90 +37,43 @@ def file_header(version: int) -> bytes:
 
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
-                  verify: Callable[[str], None] | None = None) -> Iterator[BinaryIO]:
-    """Yield a temp file; on success fsync it and rename it over ``path``.
+                  verify: Callable[[str], None] | None = None, like: os.stat_result | None = None,
+                  mode: int | None = None) -> Iterator[BinaryIO]:
+    """Yield a temp file beside ``path`` (:mod:`codec.safefile`); on success fsync it and rename it over ``path``.
 
     ``guard`` is the db we read from: if ``path`` is that file and it changed on disk
     since it was opened, the rename is refused with :class:`FileChangedError`.
     ``verify`` is called with the finished temp file's path before the rename; if it
-    raises, nothing is renamed and the temp file is removed.
+    raises, nothing is renamed and the temp file is removed. The result keeps the owner, group
+    and mode of the file it replaces (or of ``like``); a new file is 0644, or ``mode`` when given.
+    A ``path`` that is a symbolic link is refused (:func:`codec.safefile.target_stat`).
     """
     path = os.fspath(path)
-    if os.path.islink(path):
-        path = os.path.realpath(path)  # edit the file the link points to, in its directory; the link stays
-    existing = existing_target(path)
-    directory = os.path.dirname(os.path.abspath(path))
+    rep = safefile.Replacement(path, like=like, new_mode=0o644 if mode is None else mode, mode=mode)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise WriteError(f"cannot create a temp file in {directory}: {exc.strerror}", path=path) from None
-    try:
-        with os.fdopen(fd, "wb") as out:
-            yield out
-            out.flush()
-            os.fsync(out.fileno())
-        if verify is not None:
-            verify(tmp)
-        with write_lock(path):  # the fingerprint check and the rename are one step for every mosqdb
-            _replace(tmp, path, guard, existing)
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        hint = " (disk full)" if exc.errno == errno.ENOSPC else ""
-        raise WriteError(f"writing failed{hint}: {exc.strerror or exc}; the original is untouched", path=path) from None
+        yield rep.file
+    except OSError as exc:  # writing the temp failed (a full disk): the original is untouched
+        rep.abort()
+        raise safefile.write_failed(exc, path) from None
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        rep.abort()
         raise
+    rep.commit(verify=verify, lock=lambda: _unchanged(path, guard))
 
 
-NOT_REGULAR = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def not_regular(st: os.stat_result) -> str | None:
-    """What a non-regular file is ("a directory", "a character device", ...); None for a regular file."""
-    if stat.S_ISREG(st.st_mode):
-        return None
-    return next((name for test, name in NOT_REGULAR if test(st.st_mode)), "not a regular file")
-
-
-def existing_target(path: str) -> os.stat_result | None:
-    """The stat of an output path that exists (following links), None when it does not.
-
-    Anything but a regular file is refused: renaming over a FIFO, a device node or a
-    directory would replace it with a file (``-o /dev/full`` as root replaced the node).
-    """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise WriteError(f"cannot use it as the output: {exc.strerror}; nothing written", path=path) from None
-    what = not_regular(st)
-    if what is not None:
-        raise WriteError(f"is {what}, not a regular file: refused as an output, nothing written", path=path)
-    return st
+not_regular = safefile.not_regular
 
 
 def keep_owner_and_mode(path: str, st: os.stat_result) -> None:
-    """Give ``path`` the owner, group and mode of ``st`` (the file it replaces or copies).
+    """Give ``path`` the owner, group and mode of ``st`` (:func:`codec.safefile.copy_owner_and_mode`:
+    through a descriptor opened without following a link)."""
+    safefile.copy_owner_and_mode(path, st)
 
-    As root the owner is kept (the broker's user must still read its db); otherwise the
-    group is kept where we may, and the mode always. chown first: it clears set-id bits.
-    """
-    try:
-        os.chown(path, st.st_uid, st.st_gid)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.chown(path, -1, st.st_gid)
-    with contextlib.suppress(OSError):
-        os.chmod(path, st.st_mode & 0o7777)
+
+def existing_target(path: str) -> os.stat_result | None:
+    """The stat of an output path that exists, None when it does not (:func:`codec.safefile.target_stat`:
+    a symlink, a FIFO, a device node or a directory is refused)."""
+    return safefile.target_stat(path)
 
 
 LOCK_WAIT = 10.0
@@ -142,8 +93,8 @@ def write_lock(path: str) -> Iterator[None]:
     except ImportError:  # pragma: no cover - not POSIX
         yield
         return
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # never waits on a FIFO put there meanwhile
+    try:  # never waits on a FIFO put there meanwhile, never opens what a link points to
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | safefile.O_NOFOLLOW | safefile.O_CLOEXEC)
     except OSError:  # nothing there yet (or nothing we may open): nothing to lock
         fd = None
     if fd is None:
@@ -165,22 +116,19 @@ def write_lock(path: str) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def _replace(tmp: str, path: str, guard: DbFile | None, existing: os.stat_result | None) -> None:
-    """Rename ``tmp`` over ``path`` unless ``path`` is ``guard``'s file and changed since it was opened.
-
-    ``existing``: the stat of the file ``path`` held when the write began (its owner and mode are kept).
-    """
-    if existing is not None:
-        keep_owner_and_mode(tmp, existing)
-        if guard is not None and os.path.samefile(path, guard.path) and Fingerprint.of(path) != guard.fingerprint:
+@contextlib.contextmanager
+def _unchanged(path: str, guard: DbFile | None) -> Iterator[None]:
+    """Under the write lock: refuse when ``path`` is ``guard``'s file and changed since it was opened
+    (the fingerprint check and the rename are one step for every mosqdb)."""
+    with write_lock(path):
+        if guard is not None and os.path.lexists(path) and os.path.samefile(path, guard.path) \
+                and Fingerprint.of(path) != guard.fingerprint:
             raise FileChangedError(
                 "the file changed on disk since it was opened (size, mtime or content differ); "
                 "not overwriting it - save elsewhere or reopen",
                 path=path,
             )
-    else:
-        os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+        yield
 
 
 def copy_range(src_fd: int, out: BinaryIO, offset: int, size: int) -> None:

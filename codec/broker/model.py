@@ -232,7 +232,7 @@ def _load(db: DbFile, v: Version, at: float, *, emulate_all: bool = False,
 
         lookup = _store_lookup(loaded)
         framing = set(offsets[prefix:].tolist())
-        with open(db.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        with mmap.mmap(db.fd, db.size, access=mmap.ACCESS_READ) as buf:  # the file opened, not its name now
             emulate(buf, len(buf), v, loaded, at, start, prefix, lookup=lookup, framing=framing,
                     framing_end=idx.end, endian=db.endian)
     step()

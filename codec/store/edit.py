@@ -12,15 +12,17 @@ as ``DELETE``/``UPDATE`` statements. Each command reports with the same objects 
 
 * checked first through a read-only connection (a sqlite file without the plugin's tables, or a
   schema version other than 1.1.0, is refused before anything is opened for writing);
-* refused while another process uses it (:mod:`codec.store.lock`), then locked with
-  ``BEGIN IMMEDIATE`` (no busy wait): a broker cannot start writing in the middle;
-* a store with a ``-wal`` is opened with it: sqlite replays the log, so committed changes in it are
-  seen and kept; the edit is one transaction, so it is applied whole or not at all (a failure, a
-  kill, a full disk roll it back on the next open);
-* in place: the backup (``--in-place``) is a consistent single-file copy taken under that lock
-  (a byte copy, or sqlite's backup API when a ``-wal`` holds changes); as a copy (``-o OUT``): the
-  store is copied into a temp file beside OUT, edited there in one transaction, fsynced and renamed
-  over OUT (stale ``OUT-wal``/``-shm`` removed first, or sqlite would replay them onto it);
+* refused while another process uses it (:mod:`codec.store.lock`), checked again just before the
+  result is put in place;
+* sqlite never opens a name in the store's directory (its owner may have put a link at
+  ``FILE-journal`` or ``FILE-shm``): the store and its ``-wal``/``-journal`` are copied (without
+  following links) into a private work directory (:func:`codec.safefile.new_private_dir`), the log
+  is folded in there, and the edit is one transaction on that copy;
+* the result replaces FILE (``--in-place``) or OUT through :func:`codec.safefile.atomic_replace`
+  (temp beside it, fsync, owner and mode kept, rename), refused if the store changed on disk
+  meanwhile; stale ``-wal``/``-shm``/``-journal`` beside it are removed first, or sqlite would replay
+  them onto it. ``--in-place`` first keeps the original, a complete store with its log folded in,
+  at the first free ``FILE.bak``, ``FILE.bak.1``, ... (:func:`codec.safefile.new_copy`);
 * a dry run reads a snapshot (``codec.sources.connect_readonly``) and creates nothing beside it.
 """
 
@@ -30,24 +32,23 @@ import contextlib
 import os
 import shutil
 import sqlite3
-import tempfile
 import time
 from collections.abc import Iterator
 
+from codec import safefile
 from codec.broker.bridges import protected
 from codec.engine import Record
-from codec.errors import CodecError, NotADatabaseError, WriteError
+from codec.errors import CodecError, FileChangedError, NotADatabaseError, WriteError
 from codec.layouts import ChunkType
 from codec.ops.renew import Policy, RenewPlan, left_alone, renewed
 from codec.ops.session_filter import SessionCriteria, note_selection, select_sessions
 from codec.ops.surgery import EXAMPLES, Removal, SessionInfo, filter_patterns
 from codec.sources import connect_readonly, is_sqlite_file
-from codec.store.lock import StoreInUseError, require_free
+from codec.store.lock import require_free, require_unlocked
 from codec.store.read import as_text, require_editable, require_store, schema_version
 from codec.values import NEVER
 from codec.views.query import valid_filter
 from codec.views.select import topics_matching
-from codec.writer import existing_target, keep_owner_and_mode
 
 ROW_TABLES = ("base_msgs", "retains", "clients", "subscriptions", "client_msgs")
 
@@ -65,19 +66,24 @@ class StoreEdit:
     """A store opened for one change (see the module doc). Use as a context manager; the change is
     committed when the block ends without an error and :attr:`changed` is true, else rolled back.
 
-    ``out`` None and not ``in_place``: a dry run. ``backup``: where ``--in-place`` keeps the original
-    (a name nobody uses; created here, removed again when nothing changed or the edit failed)."""
+    ``out`` None and not ``in_place``: a dry run. ``backup`` true: ``--in-place`` keeps the original
+    at the first free ``FILE.bak``, ``FILE.bak.1``, ... (:func:`codec.safefile.new_copy`), made only
+    when the change is committed; :attr:`backup` is then its path."""
 
     def __init__(self, path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None, *,
-                 in_place: bool = False, backup: str | None = None) -> None:
+                 in_place: bool = False, backup: bool | str | None = None) -> None:
         self.path = os.fspath(path)
         self.out = None if out is None else os.fspath(out)
         self.in_place = in_place
         self.dry_run = self.out is None and not in_place
-        self.backup = backup
+        self.keep_backup = bool(backup)
+        self.backup: str | None = None  # where the backup went, once it is made
         self.changed = False
         self.con: sqlite3.Connection | None = None
         self.tmp: str | None = None
+        self.work_dir: str | None = None
+        self.original = ""
+        self.before: tuple[tuple[int, int, int] | None, ...] = ()
         self.size = 0
         self.written: str | None = None
 
@@ -115,79 +121,72 @@ class StoreEdit:
 
     def _open_for_writing(self) -> None:
         require_free(self.path)
-        target = self.path
+        require_unlocked(self.path)
         if not self.in_place:
             assert self.out is not None
-            if os.path.exists(self.out) and os.path.samefile(self.out, self.path):
+            if os.path.lexists(self.out) and os.path.exists(self.out) and os.path.samefile(self.out, self.path):
                 raise WriteError("the output is the input store; write elsewhere or use --in-place", path=self.out)
-            existing_target(self.out)
+            safefile.target_stat(self.out)
             if os.path.exists(self.out):
                 require_free(self.out)
-            target = self.tmp = self._copy()
+        else:
+            safefile.target_stat(self.path)  # a symlinked store is refused before anything is copied
+        self.work_dir = safefile.new_private_dir("mosqdb-store-")
+        self.original = self._snapshot(os.path.join(self.work_dir, "original.sqlite3"))
+        self.tmp = os.path.join(self.work_dir, "store.sqlite3")
         try:
-            self.con = sqlite3.connect(target, isolation_level=None, timeout=0, check_same_thread=False)
+            shutil.copyfile(self.original, self.tmp)
+        except OSError as exc:
+            raise WriteError(f"cannot copy the store to a private work directory ({safefile.reason(exc)}); "
+                             "nothing written", path=self.path) from None
+        try:
+            self.con = sqlite3.connect(self.tmp, isolation_level=None, timeout=0, check_same_thread=False)
             self.con.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
-            text = str(exc)
-            if "locked" in text or "busy" in text:
-                raise StoreInUseError(f"locked by another connection ({text}): a broker or another program is "
-                                      "writing it; refused, nothing written", path=self.path) from None
-            raise WriteError(f"cannot open it for writing ({text}); nothing written", path=self.path) from None
-        if self.in_place and self.backup:
-            self._keep_backup()
+            raise WriteError(f"cannot open it for writing ({exc}); nothing written", path=self.path) from None
 
-    def _copy(self) -> str:
-        """The store (with its -wal's committed changes) as a temp file beside OUT."""
-        assert self.out is not None
-        directory = os.path.dirname(os.path.abspath(self.out))
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.out)}.", suffix=".tmp", dir=directory)
-        except OSError as exc:
-            raise WriteError(f"cannot create a temp file in {directory}: {exc.strerror}; nothing written",
-                             path=self.out) from None
-        os.close(fd)
-        self.tmp = tmp
-        self._snapshot(tmp)
-        return tmp
-
-    def _snapshot(self, dest: str) -> None:
-        """A consistent single-file copy of the store at ``dest``: the bytes when no -wal holds
-        changes, else sqlite's backup API (which reads the store through its log)."""
-        try:
-            wal = f"{self.path}-wal"
-            if not os.path.exists(wal) or os.path.getsize(wal) == 0:
-                shutil.copyfile(self.path, dest)
-                return
-            src = connect_readonly(self.path) if self.con is None else \
-                sqlite3.connect(f"file:{_uri(self.path)}?mode=ro", uri=True, timeout=0)
-            dst = sqlite3.connect(dest)
-            try:
-                src.backup(dst)
-            finally:
-                dst.close()
-                src.close()
+    def _snapshot(self, dest: str) -> str:
+        """A consistent single-file copy of the store at ``dest`` (in the private work directory):
+        the store and its -wal / -journal read without following links, then sqlite folds the log in
+        there (the store's own directory may hold anything its owner put there: sqlite never opens
+        a name in it). Returns ``dest``; its stat is :attr:`before` (the fingerprint of the store)."""
+        d, name = safefile.SafeDir.of(self.path)
+        with d:
+            self.before = self._state(d, name)
+            for suffix in ("", "-wal", "-journal"):
+                st = d.lstat(name + suffix)
+                if st is None or (suffix and st.st_size == 0):
+                    continue
+                src = d.open_read(name + suffix)  # a link or a FIFO there is refused, one line
+                try:
+                    with safefile.create_private(dest + suffix) as out:
+                        safefile.copy_fd(src, out.fileno())
+                finally:
+                    os.close(src)
+        if os.path.exists(dest + "-wal") or os.path.exists(dest + "-journal"):
+            try:  # opening and closing the copy replays its log into it (the last connection checkpoints)
+                con = sqlite3.connect(dest, isolation_level=None, timeout=0)
+                try:
+                    con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                    if con.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                        con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                finally:
+                    con.close()
+            except sqlite3.Error as exc:
+                raise WriteError(f"cannot copy the store ({exc}); nothing written", path=self.path) from None
             for suffix in ("-wal", "-shm", "-journal"):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(dest + suffix)
-        except (OSError, sqlite3.Error) as exc:
-            raise WriteError(f"cannot copy the store to {dest}: {exc}; nothing written", path=self.path) from None
+        return dest
 
-    def _keep_backup(self) -> None:
-        """``--in-place``: the original, as a complete store, at :attr:`backup` (never over a file)."""
-        assert self.backup is not None
-        tmp = f"{self.backup}.{os.getpid()}.tmp"
-        try:
-            self._snapshot(tmp)
-            keep_owner_and_mode(tmp, os.stat(self.path))
-            os.link(tmp, self.backup)
-        except FileExistsError:
-            raise WriteError(f"the backup {self.backup} appeared meanwhile; nothing written", path=self.path) from None
-        except OSError as exc:
-            raise WriteError(f"cannot keep a backup {self.backup}: {exc.strerror}; nothing changed",
-                             path=self.path) from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    @staticmethod
+    def _state(d: safefile.SafeDir, name: str) -> tuple[tuple[int, int, int] | None, ...]:
+        """What the store and its side files are on disk (inode, size, mtime): changed means someone wrote."""
+        out = []
+        for suffix in ("", "-wal", "-journal"):
+            st = d.lstat(name + suffix)
+            out.append(None if st is None else (st.st_ino, st.st_size, st.st_mtime_ns))
+        return tuple(out)
 
     # ------------------------------------------------------------ closing
     def __exit__(self, kind: object, exc: object, tb: object) -> None:
@@ -198,7 +197,7 @@ class StoreEdit:
         self._commit()
 
     def _commit(self) -> None:
-        assert self.con is not None
+        assert self.con is not None and self.tmp is not None
         try:
             self.con.execute("COMMIT")
             self.con.close()  # the last connection: sqlite checkpoints the -wal into the file and removes it
@@ -207,29 +206,46 @@ class StoreEdit:
             self._abort()
             raise WriteError(f"sqlite: {exc}; nothing written (the transaction was rolled back)",
                              path=self.path) from None
-        if self.tmp is None:
-            self.written = self.path
-            return
-        assert self.out is not None
+        target = self.path if self.in_place else self.out
+        assert target is not None
         try:
-            with open(self.tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            existing = existing_target(self.out)
-            keep_owner_and_mode(self.tmp, existing if existing is not None else os.stat(self.path))
-            for suffix in ("-wal", "-shm", "-journal"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(self.out + suffix)
-            os.replace(self.tmp, self.out)
-            self.tmp = None
-            dfd = os.open(os.path.dirname(os.path.abspath(self.out)), os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            st = safefile.target_stat(self.path)
+            assert st is not None
+            existing = st if self.in_place else safefile.target_stat(target)
+            if self.in_place and self.keep_backup:  # the original, a complete store, under a name nothing uses
+                with safefile.new_copy(self.path, "bak", like=st) as nc:
+                    _copy_into(self.original, nc.fd)
+                self.backup = nc.final
+            with safefile.atomic_replace(target, like=existing if existing is not None else st,
+                                         lock=lambda: self._unchanged(target)) as rep:
+                _copy_into(self.tmp, rep.fd)
         except OSError as exc:
             self._abort()
-            raise WriteError(f"cannot write it: {exc.strerror}; nothing written", path=self.out) from None
-        self.written = self.out
+            raise WriteError(f"cannot write it: {safefile.reason(exc)}; nothing written", path=target) from None
+        except BaseException:
+            self._abort()
+            raise
+        self._cleanup()
+        self.written = target
+
+    @contextlib.contextmanager
+    def _unchanged(self, target: str) -> Iterator[None]:
+        """Just before the rename: the store is as it was copied (nobody wrote it meanwhile) and free, and
+        the target's stale side files are gone (sqlite would replay an old -wal onto the new file)."""
+        from codec.writer import write_lock
+
+        with write_lock(target):
+            d, name = safefile.SafeDir.of(target)
+            with d:
+                if self.in_place and self._state(d, name) != self.before:
+                    raise FileChangedError("the store changed on disk since it was copied for this edit; not "
+                                           "overwriting it - run the command again", path=self.path)
+                if d.exists(name):
+                    require_free(target)
+                    require_unlocked(target)
+                for suffix in ("-wal", "-shm", "-journal"):
+                    d.unlink(name + suffix)
+            yield
 
     def _abort(self) -> None:
         if self.con is not None:
@@ -239,15 +255,17 @@ class StoreEdit:
             with contextlib.suppress(sqlite3.Error):
                 self.con.close()
             self.con = None
-        if self.tmp is not None:
-            for suffix in ("", "-wal", "-shm", "-journal"):
-                with contextlib.suppress(OSError):
-                    os.unlink(self.tmp + suffix)
-            self.tmp = None
-        if self.backup is not None and not self.dry_run:  # nothing was committed: no backup to keep
-            with contextlib.suppress(OSError):
-                os.unlink(self.backup)
+        self._cleanup()
+        if self.backup is not None and self.written is None:  # nothing was committed: no backup to keep
+            with contextlib.suppress(WriteError):
+                safefile.remove(self.backup)
             self.backup = None
+
+    def _cleanup(self) -> None:
+        if self.work_dir is not None:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            self.work_dir = None
+        self.tmp = None
 
     # ------------------------------------------------------------ helpers for the operations
     def execute(self, sql: str, params: tuple | list = ()) -> sqlite3.Cursor:
@@ -270,10 +288,13 @@ class StoreEdit:
         return f"temp.{name}"
 
 
-def _uri(path: str) -> str:
-    from urllib.parse import quote
-
-    return quote(os.path.abspath(path))
+def _copy_into(path: str, fd: int) -> None:
+    """The bytes of the private file ``path`` into ``fd``."""
+    src = os.open(path, os.O_RDONLY)
+    try:
+        safefile.copy_fd(src, fd)
+    finally:
+        os.close(src)
 
 
 # ---------------------------------------------------------------- rm-retained

@@ -55,8 +55,8 @@ def _name(pid: int) -> str:
 
 def lock_holder(path: str, start: int, length: int) -> int | None:
     """The pid holding a POSIX lock that overlaps ``[start, start + length)`` of ``path`` (not ours)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
+    try:  # never waits on a FIFO, never opens what a link someone put at the name points to
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
     try:
@@ -130,4 +130,19 @@ def require_free(path: str | os.PathLike[str]) -> None:
                               "refused, nothing written (--force does not override this)", path=os.fspath(path))
 
 
-__all__ = ["Holder", "StoreInUseError", "holders", "require_free"]
+WAL_LOCKS = 120  # the -shm bytes of the WAL write, checkpoint, recover and read-mark locks (120-127)
+
+
+def require_unlocked(path: str | os.PathLike[str]) -> None:
+    """Refuse a store whose sqlite locks another connection holds (its write lock most of all), asked
+    directly of the lock bytes: the edit works on a copy, so sqlite's own ``BEGIN IMMEDIATE`` on the
+    store cannot meet that writer. One line, exit 1."""
+    path = os.fspath(path)
+    for file, start, length in ((f"{path}-shm", WAL_LOCKS, 9), (path, PENDING_BYTE, LOCK_SPAN)):
+        pid = lock_holder(file, start, length)
+        if pid:
+            raise StoreInUseError(f"locked by another connection (pid {pid} holds a sqlite lock on it): a broker or "
+                                  "another program is writing it; refused, nothing written", path=path)
+
+
+__all__ = ["Holder", "StoreInUseError", "holders", "require_free", "require_unlocked"]

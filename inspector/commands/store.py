@@ -16,7 +16,7 @@ from typing import Any
 
 from codec.sources import is_sqlite_file
 from inspector.commands import UsageError, check_input
-from inspector.commands.writing import STDOUT, backup_name, check_output, emit, no_match
+from inspector.commands.writing import STDOUT, check_output, emit, no_match
 
 
 def is_store_path(path: str) -> bool:
@@ -44,8 +44,9 @@ def edit(args: argparse.Namespace, work: Callable[[Any], Any]) -> tuple[Any, Any
         if os.path.exists(out) and os.path.samefile(out, args.file):
             raise UsageError(f"{out}: the output is the input file; write elsewhere or use --in-place")
         check_output(out)
-    backup = backup_name(args.file) if args.in_place else None
-    ed = StoreEdit(args.file, out, in_place=args.in_place, backup=backup)
+    if args.in_place:
+        check_output(args.file)  # a symlinked store is refused here, one line
+    ed = StoreEdit(args.file, out, in_place=args.in_place, backup=args.in_place)
     with ed:
         result = work(ed)
     args.backup = ed.backup if ed.written else None

@@ -4,10 +4,11 @@ backups that are never overwritten, the report, and the ``--at``-style time opti
 A writing command reads FILE and writes ``-o OUT`` atomically (``codec.writer.atomic_output``:
 temp file in the destination's directory, fsync, rename). ``--in-place`` writes over FILE
 after keeping a copy of it: ``FILE.bak``, or ``FILE.bak.1``, ``FILE.bak.2``, ... when that
-exists, never over an older backup. A FILE that is a symlink is edited where it points
-(the link stays); owner, group and mode of the original are kept on the result and the
-backup. An output that exists and is not a regular file (FIFO, device node, directory) is
-refused before anything is read.
+exists, never over an older backup nor anything else (:mod:`codec.safefile`). A FILE or an
+output that is a symbolic link is refused (one line, exit 2): mosqdb never writes through a
+link; owner, group and mode of the original are kept on the result and the backup. An output
+that exists and is not a regular file (FIFO, device node, directory) is refused before
+anything is read. A backup of a run that changed nothing (the same bytes) is removed again.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
     p.add_argument("-o", "--output", help="output file (written atomically; never the input); - for stdout "
                    "when it is not a terminal (the report then goes to stderr)")
     p.add_argument("--in-place", action="store_true",
-                   help="write over FILE (through a symlink: the file it points to), keeping a copy first in "
+                   help="write over FILE (not a symlink: refused), keeping a copy first in "
                         "FILE.bak (FILE.bak.1, ... when that exists; never overwritten)")
     p.add_argument("--dry-run", action="store_true", help="only report what would change")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
@@ -53,16 +54,14 @@ def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
 
 
 def check_output(path: str) -> None:
-    """Refuse an existing output that is not a regular file (one line, exit 2), before any work."""
-    from codec.writer import not_regular  # the writer only where a command writes (not on --at's start-up path)
+    """Refuse an existing output that is a symbolic link or not a regular file (one line, exit 2), before
+    any work (:func:`codec.safefile.target_stat`, the one place that decides it)."""
+    from codec import safefile  # the writer only where a command writes (not on --at's start-up path)
 
     try:
-        st = os.stat(path)
-    except OSError:
-        return
-    what = not_regular(st)
-    if what is not None:
-        raise UsageError(f"{path}: is {what}, not a regular file: refused as an output, nothing written")
+        safefile.target_stat(path)
+    except CodecError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def refuse_sqlite(args: argparse.Namespace) -> None:
@@ -122,13 +121,13 @@ def to_stdout(args: argparse.Namespace, work: Callable[[str], Any]) -> Any:
     """Run ``work(path)`` into a scratch file, then copy that file to stdout (``-o -``); its size in ``args``.
 
     The db is finished (and, for repair, verified) before the first byte goes out; a result
-    that says it was ``written`` to the scratch file says ``-`` instead.
+    that says it was ``written`` to the scratch file says ``-`` instead. The scratch file is in a
+    private directory (:func:`codec.safefile.private_dir`), beside nobody's file.
     """
-    import tempfile
+    from codec import safefile
 
-    scratch = tempfile.mkdtemp(prefix="mosqdb-stdout-")
-    path = os.path.join(scratch, os.path.basename(str(args.file)) or "out.db")
-    try:
+    with safefile.private_dir("mosqdb-stdout-") as scratch:
+        path = os.path.join(scratch, os.path.basename(str(args.file)) or "out.db")
         result = work(path)
         args.stdout_bytes = None
         if os.path.exists(path):
@@ -141,8 +140,6 @@ def to_stdout(args: argparse.Namespace, work: Callable[[str], Any]) -> Any:
         if getattr(result, "written", None) == path:
             result.written = STDOUT
         return result
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def report_stream(args: argparse.Namespace) -> Any:
@@ -151,9 +148,9 @@ def report_stream(args: argparse.Namespace) -> Any:
 
 
 def backup_name(path: str) -> str:
-    """Where the backup of ``path`` goes: beside the real file (a symlink's target), ``.bak`` then ``.bak.N``."""
-    real = os.path.realpath(path) if os.path.islink(path) else path
-    base = f"{real}.bak"
+    """The name the backup of ``path`` would take now (``.bak`` then ``.bak.N``): for a message before the
+    work. The backup itself takes the first free name when it is made (:func:`make_backup`)."""
+    base = f"{path}.bak"
     n = 0
     while True:
         name = base if n == 0 else f"{base}.{n}"
@@ -165,40 +162,51 @@ def backup_name(path: str) -> str:
 def make_backup(path: str) -> str:
     """Copy ``path`` to a backup name nobody uses yet, with its owner, group, mode and times; return the name.
 
-    The copy is finished under a temp name and then hard-linked to the backup name, which
-    fails instead of replacing a backup that appeared meanwhile.
+    :func:`codec.safefile.keep_backup`: the copy is finished under an unpredictable temp name and
+    hard-linked to ``FILE.bak`` (``.bak.1``, ...), which fails instead of replacing anything at the
+    name (an older backup, a symlink someone put there). A ``path`` that is a symlink is refused.
     """
-    from codec.writer import keep_owner_and_mode
+    from codec import safefile
 
-    st = os.stat(path)
-    while True:
-        backup = backup_name(path)
-        tmp = f"{backup}.{os.getpid()}.tmp"
-        try:
-            shutil.copy2(path, tmp)
-            keep_owner_and_mode(tmp, st)
-            try:
-                os.link(tmp, backup)
-            except FileExistsError:
-                continue
-            except OSError:  # no hard links on this file system: rename (the name was free a moment ago)
-                if os.path.lexists(backup):
-                    continue
-                os.replace(tmp, backup)
-            return backup
-        except OSError as exc:
-            raise CodecError(f"cannot keep a backup {backup}: {exc.strerror}; nothing changed", path=path) from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    return safefile.keep_backup(path)
+
+
+def same_bytes(a: str, b: str) -> bool:
+    """Do the regular files ``a`` and ``b`` hold the same bytes (read without following links)?"""
+    from codec import safefile
+
+    fds = []
+    try:
+        for p in (a, b):
+            d, name = safefile.SafeDir.of(p)
+            with d:
+                fds.append(d.open_read(name))
+        if os.fstat(fds[0]).st_size != os.fstat(fds[1]).st_size:
+            return False
+        offset = 0
+        while True:
+            x, y = os.pread(fds[0], 1 << 20, offset), os.pread(fds[1], 1 << 20, offset)
+            if x != y:
+                return False
+            if not x:
+                return True
+            offset += len(x)
+    except (CodecError, OSError):
+        return False
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 def run(args: argparse.Namespace, work: Callable[[str | None], Any],
         changed: Callable[[Any], bool] | None = None) -> Any:
-    """Run ``work(out)``; with --in-place keep a backup first (removed again if the work fails or changed nothing).
+    """Run ``work(out)``; with --in-place keep a backup first (removed again if the work fails or changed
+    nothing: ``changed(result)`` false, or, without ``changed``, FILE holding the same bytes as before).
 
     The backup's name is left in ``args.backup`` for :func:`emit`.
     """
+    from codec import safefile
+
     out = target(args)
     args.backup = None
     if args.in_place:
@@ -207,13 +215,13 @@ def run(args: argparse.Namespace, work: Callable[[str | None], Any],
         result = to_stdout(args, work) if out == STDOUT else work(out)
     except BaseException:
         if args.backup:
-            with contextlib.suppress(OSError):
-                os.unlink(args.backup)
+            with contextlib.suppress(CodecError):
+                safefile.remove(args.backup)
             args.backup = None
         raise
-    if args.backup and changed is not None and not changed(result):
-        with contextlib.suppress(OSError):
-            os.unlink(args.backup)
+    if args.backup and not (changed(result) if changed is not None else not same_bytes(args.file, args.backup)):
+        with contextlib.suppress(CodecError):
+            safefile.remove(args.backup)
         args.backup = None
     return result
 

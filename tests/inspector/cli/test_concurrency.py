@@ -130,3 +130,21 @@ def test_a_file_that_grows_while_read(tmp_path):
         with pytest.raises(FileChangedError):
             save(db, path, Overlay(deleted={1}))
     assert path.stat().st_size == size + 16
+
+
+def test_a_file_replaced_after_opening_is_reported_as_changed(tmp_path):
+    """Another writer renames its result over the file after we opened it: our edit reads the file we
+    opened (not the new one under its name) and the save refuses with "changed on disk". Before, the
+    column reader mapped the file by name and the loser said "fields run past the end of the file"."""
+    from codec import DbFile, FileChangedError
+    from codec.ops.surgery import rm_retained
+
+    path = tmp_path / "r.db"
+    shutil.copy(SOURCE, path)
+    with DbFile(path) as db:
+        winner = tmp_path / "winner.db"
+        winner.write_bytes(SOURCE.read_bytes()[:db.header_size])  # the winner removed everything
+        os.replace(winner, path)
+        with pytest.raises(FileChangedError, match="changed on disk"):
+            rm_retained(db, ["#"], path)
+    assert path.stat().st_size < SOURCE.stat().st_size

@@ -34,34 +34,51 @@ def retained_topics(path: Path) -> list[str]:
         return sorted(stores[c.record["store_id"]] for c in db.stream() if c.record.kind == "retain")
 
 
-def test_in_place_on_a_symlink_edits_the_target_and_keeps_the_link(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cmd", [["rm-retained", RETAINED], ["convert", "--to-version", "5"], ["repair"],
+                                 ["renew", "--sessions", "never"]])
+def test_in_place_on_a_symlink_is_refused(tmp_path: Path, cmd: list[str]) -> None:
+    """Before: the file the link pointed to was rewritten and its backup put beside it: whoever owns the
+    directory could point root's --in-place at any file (Mosquitto 2.1 refuses a symlinked db too)."""
     volume = tmp_path / "volume"
     volume.mkdir()
     real = volume / "mosquitto.db"
     shutil.copy(V6, real)
     link = tmp_path / "mosquitto.db"
     link.symlink_to(real)
-    before = retained_topics(real)
-    r = run_cli("rm-retained", link, RETAINED, "--in-place")
-    assert r.returncode == 0, r.stderr
+    st = os.stat(real)
+    r = run_cli(cmd[0], link, *cmd[1:], "--in-place")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(link) in lines[0] and "symbolic link" in lines[0], r.stderr
+    assert real.read_bytes() == V6.read_bytes() and os.stat(real).st_mtime_ns == st.st_mtime_ns
     assert link.is_symlink() and os.readlink(link) == str(real)
-    after = retained_topics(real)
-    assert after != before and not any(t.startswith("corp/retained/") for t in after)
-    backup = volume / "mosquitto.db.bak"  # beside the real file, on its volume
-    assert backup.read_bytes() == V6.read_bytes()
-    assert f"original kept in {backup}" in r.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mosquitto.db", "volume"]
-    assert sorted(p.name for p in volume.iterdir()) == ["mosquitto.db", "mosquitto.db.bak"]
+    assert sorted(p.name for p in volume.iterdir()) == ["mosquitto.db"]
 
 
-def test_output_through_a_symlink_writes_the_target(tmp_path: Path) -> None:
+def test_output_to_a_symlink_is_refused(tmp_path: Path) -> None:
+    """Before: -o through a link wrote the file it pointed to."""
     real = tmp_path / "real.db"
     real.write_bytes(b"old")
     link = tmp_path / "out.db"
     link.symlink_to(real)
     r = run_cli("rm-retained", V6, RETAINED, "-o", link)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert len(r.stderr.strip().splitlines()) == 1 and "symbolic link" in r.stderr
+    assert link.is_symlink() and real.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.db", "real.db"]
+
+
+@pytest.mark.parametrize("cmd", [["convert", "--to-version", "6"], ["repair"]])
+def test_in_place_that_changes_nothing_keeps_no_backup(tmp_path: Path, cmd: list[str]) -> None:
+    """Before: convert to the file's own version and repair of a valid file kept a .bak of identical bytes."""
+    db = tmp_path / "mosquitto.db"
+    shutil.copy(V6, db)
+    r = run_cli(cmd[0], db, *cmd[1:], "--in-place", "--json")
     assert r.returncode == 0, r.stderr
-    assert link.is_symlink() and real.read_bytes() != b"old"
+    assert json.loads(r.stdout)["backup"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mosquitto.db"]
+    assert db.read_bytes() == V6.read_bytes()
 
 
 def _fifo(tmp_path: Path) -> Path:
@@ -110,9 +127,11 @@ def test_in_place_on_a_fifo_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("cmd", [["rm-retained", RETAINED], ["renew", "--sessions", "never"],
                                  ["convert", "--to-version", "5", "--force"], ["repair"]])
 def test_in_place_keeps_owner_group_and_mode(tmp_path: Path, cmd: list[str]) -> None:
-    """Before: as root the result (and the .bak) belonged to root: the broker's user could no longer read it."""
+    """Before: as root the result (and the .bak) belonged to root: the broker's user could no longer read it.
+    (repair gets a file with a cut chunk header at its end: on a valid file it changes nothing, keeps no backup.)"""
     db = tmp_path / "mosquitto.db"
-    shutil.copy(V6, db)
+    original = V6.read_bytes() + (b"\0\0\0\4\0" if cmd[0] == "repair" else b"")
+    db.write_bytes(original)
     os.chown(db, 1883, 1884)
     os.chmod(db, 0o640)
     r = run_cli(cmd[0], db, *cmd[1:], "--in-place")
@@ -120,7 +139,7 @@ def test_in_place_keeps_owner_group_and_mode(tmp_path: Path, cmd: list[str]) -> 
     for p in (db, tmp_path / "mosquitto.db.bak"):
         st = os.stat(p)
         assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1883, 1884, 0o640), p
-    assert (tmp_path / "mosquitto.db.bak").read_bytes() == V6.read_bytes()
+    assert (tmp_path / "mosquitto.db.bak").read_bytes() == original
 
 
 @as_root
