@@ -71,7 +71,7 @@ def wrong_endian(db: DbFile) -> str | None:
     in the wrong order a small id becomes a huge one with its low byte on top.
     """
     from codec.errors import CodecError
-    from codec.layouts import ChunkType
+    from codec.layouts import ChunkType, layout_for
 
     if getattr(db, "empty", True) or db.version is None or db.version < 3:
         return None
@@ -83,12 +83,17 @@ def wrong_endian(db: DbFile) -> str | None:
         if idx is None or (idx.error is not None and len(idx) == 0):
             return None
         ids: list[tuple[str, int]] = []
+        layout = layout_for(db.version, ChunkType.MSG_STORE)
+        store_id_at = layout.offset_of("store_id") if layout is not None else None
         for i in range(min(len(idx), 64)):
             t = idx.types[i]
             if t == ChunkType.CFG:
                 ids.append(("last_db_id", db.chunk(i).record["last_db_id"]))
-            elif t == ChunkType.MSG_STORE:
-                ids.append(("store_id", db.chunk(i).record["store_id"]))
+            elif t == ChunkType.MSG_STORE:  # its first 8 bytes only: decoding it would read the whole payload
+                at = idx.offsets[i] + db.header_size + (store_id_at or 0)
+                if store_id_at is None or idx.chunk_end(i) - at < 8:
+                    return None
+                ids.append(("store_id", int.from_bytes(os.pread(db.fd, 8, at), db.endian)))
             if len(ids) >= 4:
                 break
     except (CodecError, KeyError, AttributeError, TypeError):

@@ -24,9 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "store), by content as `mosqdb diff OTHER FILE` compares: + not in OTHER, ~ changed (key v)")
     add_at(p)
     add_endian(p)
-    from inspector.commands.decoding import add_decode_options
-
-    add_decode_options(p)  # without them the field tree detects each payload's format
     p.set_defaults(func=cmd_inspect)
 
 
@@ -43,17 +40,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     broker = broker_option(args.broker, args.conf)
     if args.diff is not None:
         check_input(args.diff)  # a missing other file: one line, exit 2
-    from inspector.commands.decoding import decoder_from
-
-    decoder = decoder_from(args)  # a bad rule: one line, exit 2, before the screen opens
     try:
         doc = open_document(path, endian=args.endian, read_only=args.read_only)
     except PermissionError as exc:
         raise UsageError(f"{path}: {exc.strerror}") from None
     try:
-        app = InspectorApp(doc, check_at=at, broker=broker, broker_conf=args.conf, diff=args.diff)
-        app.payload_decoder = decoder  # type: ignore[attr-defined] # read by the field tree
-        app.run()
+        InspectorApp(doc, check_at=at, broker=broker, broker_conf=args.conf, diff=args.diff).run()
     finally:
         doc.close()
     return 0

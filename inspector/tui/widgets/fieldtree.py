@@ -127,35 +127,6 @@ class Node:
         self.label = label if isinstance(label, Text) else Text(label)
 
 
-_DETECTING: Any = None
-DECODED_STYLE = "green"
-
-
-def payload_decoder(app: Any) -> Any:
-    """The app's decoder (``inspect --decode/--proto/--decode-config``), else one that detects."""
-    global _DETECTING
-    chosen = getattr(app, "payload_decoder", None)
-    if chosen is not None:
-        return chosen
-    if _DETECTING is None:
-        from codec.payloads import PayloadDecoder
-
-        _DETECTING = PayloadDecoder.detecting()
-    return _DETECTING
-
-
-def fmt_decoded(value: Any) -> str:
-    if isinstance(value, str):
-        return fmt_text(value)
-    from codec.payloads import canonical_json
-
-    try:
-        text = canonical_json(value)
-    except (TypeError, ValueError):
-        text = repr(value)
-    return text if len(text) <= PAYLOAD_PREVIEW else text[:PAYLOAD_PREVIEW] + "…"
-
-
 class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
     """The decoded fields of the selected chunk, drawn line by line (cheap to rebuild per chunk)."""
 
@@ -324,9 +295,7 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
                              if sp.name in ("expiry_time", "session_expiry_time") else fmt_value(sp.name, value))
                     expired = sp.name in ("expiry_time", "session_expiry_time") and "expired" in shown
                     label = Text.assemble((sp.name, "bold"), f" {sp.kind} = ", (shown, "red" if expired else ""))
-                    node = self._add(root, label, NodeInfo(sp.name, start, sp.size, editable=True))
-                    if sp.name == "payload" and rec.kind == "msg_store":
-                        self._add_decoded(node, rec.values.get("topic"), value, start)
+                    self._add(root, label, NodeInfo(sp.name, start, sp.size, editable=True))
             if rec.kind == "unknown":
                 root.add_leaf(Text("unknown chunk type: body kept as raw bytes", style="magenta"))
         self._flatten()
@@ -368,9 +337,7 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
             else:
                 shown = str(value)
             label = Text.assemble((name, "bold"), f" {kind} = ", shown)
-            node = self._add(stored, label, NodeInfo(name, start, size, editable=name in values and name != "properties"))
-            if name == "payload" and isinstance(value, bytes) and v.record is not None and size == len(value):
-                self._add_decoded(node, v.record.values.get("topic"), value, start)
+            self._add(stored, label, NodeInfo(name, start, size, editable=name in values and name != "properties"))
         rec = v.record
         if rec is not None:
             restored = self._add(root, Text(f"as Mosquitto restores it (the v6 {rec.kind} values):", style="blue"),
@@ -394,46 +361,6 @@ class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
                 if node.data and node.data.name == old:
                     self.move_cursor(node, announce=False)
                     break
-
-    def _add_decoded(self, parent: Node, topic: str | None, payload: Any, start: int) -> None:
-        """The payload as the decoder reads it, under its field: each value linked to its bytes (a
-        span relative to the payload, moved to the chunk's bytes); a payload that is plain text is
-        shown by its field already."""
-        if not isinstance(payload, bytes) or not payload:
-            return
-        try:
-            d = payload_decoder(self.app).decode(topic, payload, spans=True)
-        except Exception as exc:  # noqa: BLE001 - a decoder fault must not take the field tree with it
-            parent.add_leaf(Text(printable(f"payload not decoded: {exc}"), style="red"))
-            return
-        if d is None or (d.ok and d.format == "text" and d.rule.startswith("detected")):
-            return
-        if not d.ok:
-            at = f" at payload byte {d.offset}" if d.offset is not None else ""
-            info = NodeInfo(None, start + d.offset, 1) if d.offset is not None and d.offset < len(payload) else None
-            self._add(parent, Text(printable(f"not {d.format} ({d.rule}): {d.error}{at}"), style="bold red"), info)
-            return
-        head = self._add(parent, Text.assemble(("decoded ", "bold"), (d.format, DECODED_STYLE),
-                                               (printable(f"  ({d.rule})"), "grey58")),
-                         NodeInfo(None, start, len(payload)))
-        tree = d.tree
-        if tree is None:
-            return
-
-        def add(into: Node, f: Any) -> None:
-            value = "" if f.children and f.value is None else f" = {fmt_decoded(f.value)}"
-            note = f"  {f.note}" if f.note else ""
-            label = Text.assemble((printable(f.name), "bold"), (f" {f.kind}", "grey58"), printable(value),
-                                  (printable(note), DECODED_STYLE))
-            info = NodeInfo(None, start + f.start, f.end - f.start) if f.start is not None and f.end else None
-            node = self._add(into, label, info)
-            for c in f.children[:500]:
-                add(node, c)
-            if len(f.children) > 500:
-                node.add_leaf(Text(f"… {len(f.children) - 500} more", style="grey50"))
-
-        for c in tree.children[:500] if tree.children else [tree]:
-            add(head, c)
 
     def node_at(self, pos: int) -> Node | None:
         """The innermost node whose bytes include ``pos``."""
