@@ -442,6 +442,44 @@ class StoreGrammar:
         return bytes(data)
 
 
+MATRIX_VALUES: tuple[object, ...] = (
+    None, 0, -1, 1 << 31, (1 << 63) - 1, -(1 << 63), 1.5, math.inf, -math.inf, math.nan, "", "12", "x",
+    RawText(b"\xff\xfe"), RawText(b"a\x00b"), "t" * 70_000, b"", b"\x00" * 9, b"\xff" * 70_000,
+)
+
+
+def matrix_images() -> list[bytes]:
+    """Every value of :data:`MATRIX_VALUES` in every column of every table of a seeded store, one at a
+    time (and ``properties`` with every hostile JSON): the deterministic part of the store campaign."""
+    grammar = StoreGrammar(random.Random(0))
+    base = sqlite3.connect(":memory:")
+    for s in grammar.statements:
+        base.execute(s)
+    seed_rows(base, random.Random(0))
+    base.commit()
+    image = base.serialize()
+    out = []
+    for table in TABLES:
+        for col in grammar.columns[table]:
+            values = list(MATRIX_VALUES)
+            if col == "properties":
+                rng = random.Random(1)
+                values += [hostile_props(rng) for _ in range(40)]
+            for value in values:
+                con = sqlite3.connect(":memory:")
+                con.deserialize(image)
+                try:
+                    con.execute(f"UPDATE {table} SET {col} = {_slot(value)} WHERE rowid = "
+                                f"(SELECT min(rowid) FROM {table})", (value,))
+                except (sqlite3.Error, OverflowError):
+                    con.close()
+                    continue
+                con.commit()
+                out.append(bytes(con.serialize()))
+                con.close()
+    return out
+
+
 def _plain(rng: random.Random, table: str, col: str) -> object:
     if col in ("client_id", "topic", "component"):
         return rng.choice(("c1", "c2", "t/1", "x"))
@@ -573,6 +611,10 @@ class Driver:
 
 
 def make_generator(kind: str, rng: random.Random) -> Callable[[], bytes]:
+    if kind == "matrix":  # the matrix, then random stores
+        images = iter(matrix_images())
+        more = StoreGrammar(rng).image
+        return lambda: next(images, None) or more()
     return DbGrammar(rng).file if kind == "db" else StoreGrammar(rng).image
 
 
@@ -587,7 +629,8 @@ def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None,
     gen = make_generator(kind, rng)
     base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     scratch = tempfile.mkdtemp(prefix="mosqdb-fuzz-cli-", dir=base)
-    driver = Driver(scratch, ".db" if kind == "db" else ".sqlite3")
+    suffix = ".db" if kind == "db" else ".sqlite3"
+    driver = Driver(scratch, suffix)
     found: dict[str, dict] = {}
     t0 = time.monotonic()
     done = 0
@@ -603,8 +646,7 @@ def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None,
                 hit["count"] += 1
                 if hit["example"] is None and findings_dir:
                     os.makedirs(findings_dir, exist_ok=True)
-                    name = os.path.join(findings_dir, f"{kind}{label}-{seed}-{len(found):03d}"
-                                        f"{'.db' if kind == 'db' else '.sqlite3'}")
+                    name = os.path.join(findings_dir, f"{kind}{label}-{seed}-{len(found):03d}{suffix}")
                     with open(name, "wb") as f:
                         f.write(data)
                     with open(name + ".other", "wb") as f:
@@ -631,7 +673,8 @@ def _worker(job: tuple) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--kind", choices=("db", "store"), default="db")
+    ap.add_argument("--kind", choices=("db", "store", "matrix"), default="db",
+                    help="matrix: every value class in every store column first (%(default)s)")
     ap.add_argument("--inputs", type=int, default=1000, help="inputs per worker")
     ap.add_argument("--seed", type=int, default=1, help="worker k uses seed + k")
     ap.add_argument("--workers", type=int, default=1)
