@@ -178,7 +178,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first is not None and first not in commands and os.path.exists(first) and "inspect" in commands:
         argv.insert(argv.index(first), "inspect")  # `mosqdb FILE` opens the TUI
     elif first is not None and first not in commands and ("." in first or os.sep in first):
-        print(f"mosqdb: {first}: no such file (and not a command; see mosqdb --help)", file=sys.stderr)
+        from codec.errors import unreachable
+
+        why = unreachable(first) or "not a file"
+        print(printable(f"mosqdb: {first}: {why} (and not a command; see mosqdb --help)"), file=sys.stderr)
         return 2
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the sub-command, in the one error shape

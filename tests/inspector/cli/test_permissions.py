@@ -90,3 +90,9 @@ def test_fwd_listen_out_in_a_directory_it_cannot_write(place: Path) -> None:
 def test_a_missing_file_is_still_no_such_file(place: Path) -> None:
     r = run_as_nobody("info", place / "absent.db")
     assert r.returncode == 2 and r.stderr.strip() == f"mosqdb info: {place / 'absent.db'}: no such file", r.stderr
+
+
+def test_mosqdb_file_in_a_locked_directory(place: Path) -> None:
+    """``mosqdb FILE`` (the TUI) on a file it cannot reach: permission denied, not "no such file"."""
+    r = run_as_nobody(place / "locked" / "a.db", warm=["--help"])
+    assert r.returncode == 2 and "permission denied" in r.stderr and "no such file" not in r.stderr, r.stderr
