@@ -290,7 +290,11 @@ class StoreFile:
             raise NotADatabaseError("not a sqlite database (and not a mosquitto db)", path=self.path)
         try:
             self.con = connect_readonly(self.path)
-        except (OSError, sqlite3.DatabaseError) as exc:
+        except OSError as exc:  # the store, or its -wal copied with it for a snapshot
+            what = "" if exc.filename in (None, self.path) else f" ({exc.filename})"
+            raise CodecError(f"cannot open the sqlite store{what}: {(exc.strerror or str(exc)).lower()}",
+                             path=self.path) from None
+        except sqlite3.DatabaseError as exc:
             raise CodecError(f"cannot open the sqlite store ({exc})", path=self.path) from None
         try:
             self.con.text_factory = bytes

@@ -96,3 +96,20 @@ def test_mosqdb_file_in_a_locked_directory(place: Path) -> None:
     """``mosqdb FILE`` (the TUI) on a file it cannot reach: permission denied, not "no such file"."""
     r = run_as_nobody(place / "locked" / "a.db", warm=["--help"])
     assert r.returncode == 2 and "permission denied" in r.stderr and "no such file" not in r.stderr, r.stderr
+
+
+def test_a_store_whose_wal_cannot_be_read(place: Path) -> None:
+    """The -wal beside a store is read with it: one it may not read is "permission denied", naming it."""
+    if not SQLITE_STORES:
+        pytest.skip("no sqlite fixture")
+    store = place / "walled.sqlite3"
+    shutil.copyfile(SQLITE_STORES[0], store)
+    store.chmod(0o644)
+    wal = place / "walled.sqlite3-wal"
+    wal.write_bytes(b"")
+    wal.chmod(0)
+    for cmd in (("info",), ("check",), ("dump",)):
+        r = run_as_nobody(*cmd, store, warm=[*cmd, SQLITE_STORES[0]])
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.strip() == f"mosqdb {cmd[0]}: {store}: cannot open the sqlite store ({wal}): permission " \
+                                   "denied", r.stderr
