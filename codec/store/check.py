@@ -42,7 +42,7 @@ from codec.layouts import ChunkType, Layout, layout_for
 from codec.ops.check import LIMIT, Checker
 from codec.ops.check_xref import Table
 from codec.ops.findings import Finding, Findings
-from codec.store.read import StoreFile, sql_int
+from codec.store.read import StoreFile, StoreReadError, sql_int
 from codec.store.schema import ROWS, restored_properties
 
 _GENERIC_DROPPED = {"dangling", "no-client", "order"}  # answered by the store's own rules below
@@ -179,7 +179,7 @@ class _Rules:
     def integrity(self) -> None:
         try:
             problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, StoreReadError) as exc:  # the reader's connection says it as the latter
             problems = [str(exc).encode()]
         for p in problems:
             text = p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
