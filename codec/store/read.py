@@ -105,7 +105,7 @@ def schema_version(con: sqlite3.Connection) -> tuple[int, int, int] | None:
     """The ``database_schema`` row of ``version_info`` (None when there is none)."""
     try:
         row = con.execute("SELECT major, minor, patch FROM version_info WHERE component = 'database_schema'").fetchone()
-    except sqlite3.DatabaseError:
+    except _FAILURES:
         return None
     if row is None:
         return None
@@ -120,8 +120,8 @@ def require_store(con: sqlite3.Connection | ReadConnection, path: str) -> set[st
     raw = con.raw if isinstance(con, ReadConnection) else con
     try:
         names = {as_text(r[0]) for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
-        raise NotADatabaseError(f"not a readable sqlite database ({exc})", path=path) from None
+    except _FAILURES as exc:
+        raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)})", path=path) from None
     lacking = [t for t in REQUIRED_TABLES if t not in names]
     if lacking:
         views = [t for t in lacking if _is_view(raw, t)]
@@ -135,8 +135,8 @@ def require_store(con: sqlite3.Connection | ReadConnection, path: str) -> set[st
         except sqlite3.OperationalError:  # no rowid column: a WITHOUT ROWID table, never what the plugin creates
             raise NotADatabaseError(f"table {table} is WITHOUT ROWID: not a table Mosquitto 2.1's plugin creates "
                                     "(its rows are read by rowid)", path=path) from None
-        except sqlite3.DatabaseError as exc:
-            raise NotADatabaseError(f"not a readable sqlite database ({exc})", path=path) from None
+        except _FAILURES as exc:
+            raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)})", path=path) from None
         missing = [c for c in plugin_columns(table) if c not in have]
         if missing:
             raise NotADatabaseError(f"table {table} has no column {', '.join(missing)}: not a table Mosquitto 2.1's "
@@ -148,8 +148,17 @@ def _is_view(con: sqlite3.Connection, name: str) -> bool:
     try:
         return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (name,)).fetchone() \
             is not None
-    except sqlite3.DatabaseError:
+    except _FAILURES:
         return False
+
+
+# what a sqlite call raises on a damaged store: its own errors, and UnicodeDecodeError when the message
+# sqlite composed quotes the damaged schema's bytes (the sqlite3 module decodes it as UTF-8)
+_FAILURES = (sqlite3.Error, UnicodeDecodeError)
+
+
+def _said(exc: Exception) -> str:
+    return "its schema text is not UTF-8: sqlite cannot parse it" if isinstance(exc, UnicodeDecodeError) else str(exc)
 
 
 class ReadConnection:
@@ -166,7 +175,7 @@ class ReadConnection:
     def execute(self, sql: str, params: Any = ()) -> _ReadCursor:
         try:
             return _ReadCursor(self.raw.execute(sql, params), self.path)
-        except sqlite3.Error as exc:
+        except _FAILURES as exc:
             raise StoreReadError.of(exc, self.path) from None
 
     def close(self) -> None:
@@ -183,13 +192,13 @@ class _ReadCursor:
     def fetchone(self) -> Any:
         try:
             return self.cur.fetchone()
-        except sqlite3.Error as exc:
+        except _FAILURES as exc:
             raise StoreReadError.of(exc, self.path) from None
 
     def fetchall(self) -> list[Any]:
         try:
             return self.cur.fetchall()
-        except sqlite3.Error as exc:
+        except _FAILURES as exc:
             raise StoreReadError.of(exc, self.path) from None
 
     def __iter__(self) -> Iterator[Any]:
@@ -198,7 +207,7 @@ class _ReadCursor:
     def __next__(self) -> Any:
         try:
             return next(self.cur)
-        except sqlite3.Error as exc:
+        except _FAILURES as exc:
             raise StoreReadError.of(exc, self.path) from None
 
 
@@ -206,9 +215,9 @@ class StoreReadError(CodecError):
     """sqlite failed to read the store (a damaged page, a table changed under us)."""
 
     @classmethod
-    def of(cls, exc: sqlite3.Error, path: str) -> StoreReadError:
-        text = str(exc)
-        if "malformed" in text or isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
+    def of(cls, exc: Exception, path: str) -> StoreReadError:
+        text = _said(exc)
+        if isinstance(exc, UnicodeDecodeError) or "malformed" in text or isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
             return cls(f"the sqlite store is damaged ({text}): sqlite cannot read it", path=path)
         return cls(f"reading the sqlite store failed: {text}", path=path)
 
@@ -294,8 +303,8 @@ class StoreFile:
             what = "" if exc.filename in (None, self.path) else f" ({exc.filename})"
             raise CodecError(f"cannot open the sqlite store{what}: {(exc.strerror or str(exc)).lower()}",
                              path=self.path) from None
-        except sqlite3.DatabaseError as exc:
-            raise CodecError(f"cannot open the sqlite store ({exc})", path=self.path) from None
+        except _FAILURES as exc:
+            raise CodecError(f"cannot open the sqlite store ({_said(exc)})", path=self.path) from None
         try:
             self.con.text_factory = bytes
             self.con = ReadConnection(self.con, self.path)  # type: ignore[assignment]
@@ -313,7 +322,7 @@ class StoreFile:
             for t in ORDER:
                 self.types[self.first[t]:self.first[t] + self.count[t]] = int(t)
             self._rowids: dict[ChunkType, np.ndarray] = {}
-        except sqlite3.DatabaseError as exc:
+        except _FAILURES as exc:
             self.close()
             raise StoreReadError.of(exc, self.path) from None
         except BaseException:

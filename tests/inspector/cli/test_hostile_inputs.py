@@ -117,6 +117,10 @@ SCHEMAS: dict[str, Callable[[sqlite3.Connection], None]] = {
     "missing-column": lambda con: con.executescript("ALTER TABLE base_msgs DROP COLUMN source_port;"),
     "extra-column": lambda con: con.executescript("ALTER TABLE subscriptions ADD COLUMN extra BLOB DEFAULT x'00';"),
     "no-version-table": lambda con: con.executescript("DROP TABLE version_info;"),
+    # a damaged schema whose error message quotes bytes that are not UTF-8 (UnicodeDecodeError in sqlite3)
+    "schema-name-not-utf8": lambda con: con.executescript(
+        "PRAGMA writable_schema=ON; UPDATE sqlite_master SET name = CAST(x'737562738f' AS TEXT) "
+        "WHERE name = 'sqlite_autoindex_subscriptions_1';"),
 }
 
 
@@ -128,7 +132,7 @@ def test_odd_schemas(tmp_path: Path, name: str) -> None:
     con.commit()
     con.close()
     codes = run_all(p, tmp_path)
-    if name in ("without-rowid", "view", "missing-column"):  # not what the plugin can read: refused, exit 2
+    if name in ("without-rowid", "view", "missing-column", "schema-name-not-utf8"):  # not what the plugin can read: refused, exit 2
         assert codes["info"] == 2 and codes["dump"] == 2, codes
 
 
