@@ -622,8 +622,11 @@ def make_generator(kind: str, rng: random.Random) -> Callable[[], bytes]:
 
 def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None, *, report_every: int = 0,
              time_limit: float | None = None, commands: tuple[tuple[str, ...], ...] = COMMANDS,
-             label: str = "") -> dict:
-    """``inputs`` generated inputs of ``kind`` ('db' or 'store') through ``commands``; the findings."""
+             label: str = "", status: str | None = None) -> dict:
+    """``inputs`` generated inputs of ``kind`` ('db' or 'store') through ``commands``; the findings.
+
+    ``status``: a JSON file rewritten with the figures so far at every progress line and at the end
+    (what a killed worker leaves for the summary)."""
     import warnings
 
     warnings.simplefilter("ignore")
@@ -640,11 +643,21 @@ def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None,
     t0 = time.monotonic()
     done = 0
     stop: list[bool] = []
-    if threading.current_thread() is threading.main_thread():  # SIGTERM: stop after this input and report
-        signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    main_thread = threading.current_thread() is threading.main_thread()
+
+    def on_term(*_: object) -> None:
+        stop.append(True)
+
+    def figures() -> dict:
+        return {"kind": kind, "seed": seed, "inputs": done, "runs": driver.runs,
+                "seconds": round(time.monotonic() - t0, 1), "foreign": sum(h["count"] for h in found.values()),
+                "findings": found}
+
     previous = gen()
     try:
         for k in range(inputs):
+            if main_thread:  # SIGTERM: stop after this input and report (set again: a command may replace it)
+                signal.signal(signal.SIGTERM, on_term)
             if stop or (time_limit is not None and time.monotonic() - t0 > time_limit):
                 break
             data = gen()
@@ -666,17 +679,52 @@ def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None,
                 rate = done / (time.monotonic() - t0)
                 print(f"[{kind} seed {seed}] {done:,} inputs, {driver.runs:,} runs, {rate:,.1f} inputs/s, "
                       f"{sum(h['count'] for h in found.values())} foreign in {len(found)} classes", flush=True)
+                _write_status(status, figures())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    wall = time.monotonic() - t0
-    return {"kind": kind, "seed": seed, "inputs": done, "runs": driver.runs, "seconds": round(wall, 1),
-            "foreign": sum(h["count"] for h in found.values()), "findings": found}
+    result = figures()
+    _write_status(status, result)
+    return result
+
+
+def _write_status(path: str | None, figures: dict) -> None:
+    if path:
+        with open(path + ".tmp", "w") as f:
+            json.dump(figures, f)
+        os.replace(path + ".tmp", path)
 
 
 def _worker(job: tuple) -> dict:
-    kind, inputs, seed, findings, every, limit, names = job
+    kind, inputs, seed, findings, every, limit, names, status = job
     commands = tuple(c for c in COMMANDS if not names or c[0] in names)
-    return campaign(kind, inputs, seed, findings, report_every=every, time_limit=limit, commands=commands)
+    return campaign(kind, inputs, seed, findings, report_every=every, time_limit=limit, commands=commands,
+                    status=status)
+
+
+def _run_workers(jobs: list[tuple]) -> list[dict]:
+    """One forked process per job; each leaves its figures in its status file, read when all have ended
+    (a worker killed on the way counts what it had written last). SIGTERM here is passed on to them."""
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_worker, args=(job,)) for job in jobs]
+    for p in procs:
+        p.start()
+
+    def forward(*_: object) -> None:
+        for p in procs:
+            if p.pid is not None and p.is_alive():
+                os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    for p in procs:
+        p.join()
+    results = []
+    for job in jobs:
+        try:
+            with open(job[-1]) as f:
+                results.append(json.load(f))
+        except (OSError, ValueError):
+            results.append({"inputs": 0, "runs": 0, "seconds": 0, "foreign": 0, "findings": {}})
+    return results
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -692,13 +740,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--commands", nargs="*", help="only these command names")
     ap.add_argument("--json", help="write the summary here")
     args = ap.parse_args(argv)
-    jobs = [(args.kind, args.inputs, args.seed + k, args.findings, args.every, args.time_limit, args.commands)
-            for k in range(args.workers)]
-    if args.workers == 1:
-        results = [_worker(jobs[0])]
-    else:
-        with multiprocessing.get_context("fork").Pool(args.workers) as pool:
-            results = pool.map(_worker, jobs)
+    status_dir = tempfile.mkdtemp(prefix="mosqdb-fuzz-cli-status-")
+    jobs = [(args.kind, args.inputs, args.seed + k, args.findings, args.every, args.time_limit, args.commands,
+             os.path.join(status_dir, f"worker-{k}.json")) for k in range(args.workers)]
+    try:
+        results = [_worker(jobs[0])] if args.workers == 1 else _run_workers(jobs)
+    finally:
+        shutil.rmtree(status_dir, ignore_errors=True)
     merged: dict[str, dict] = {}
     for r in results:
         for key, hit in r["findings"].items():
