@@ -91,6 +91,10 @@ COMMANDS: tuple[tuple[str, ...], ...] = (
     ("fwd-dump", "{in}"),
 )
 
+# commands the campaign leaves out, and why: each needs a terminal, a network peer or Spark
+NOT_FUZZED = {"inspect": "a terminal UI", "serve": "a web server", "live": "a running broker",
+              "replay": "a running broker", "sql": "Spark", "fwd-listen": "a TCP server"}
+
 
 # ---------------------------------------------------------------- values
 BOUND_INTS = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFF_FFFF, 0x8000_0000,

@@ -57,3 +57,13 @@ def test_grammar_covers_every_chunk_type_and_version() -> None:
             seen.add((version, t))
             at += hs + n
     assert {(v, t) for v in range(2, 7) for t in range(1, 7)} <= seen
+
+
+def test_every_command_is_fuzzed_or_says_why_not() -> None:
+    """A new command joins the campaign (bench/fuzz_cli.py COMMANDS) or NOT_FUZZED with the reason."""
+    from inspector.cli import COMMANDS as REGISTERED
+
+    fuzz = _fuzz()
+    fuzzed = {c[0] for c in fuzz.COMMANDS}
+    assert set(REGISTERED) - fuzzed - set(fuzz.NOT_FUZZED) == set()
+    assert not fuzzed & set(fuzz.NOT_FUZZED)
