@@ -108,6 +108,15 @@ def test_hostile_row_values(tmp_path: Path, name: str) -> None:
     run_all(p, tmp_path)
 
 
+def test_a_topic_no_db_can_hold_names_its_row(tmp_path: Path) -> None:
+    p = store_with(tmp_path, VALUES["long-topic"][0], params=("t/" * 35_000,))
+    rowid = sqlite3.connect(p).execute("SELECT min(rowid) FROM base_msgs").fetchone()[0]
+    for cmd in (("convert", "--to-version", "6"), ("migrate", "--to", "sqlite")):
+        r = cli(*cmd, "-o", tmp_path / "out", p)
+        assert r.returncode == 1 and r.stderr.splitlines()[-1] == (
+            f"mosqdb {cmd[0]}: {p}: base_msgs[{rowid}].topic: its length 70000 is out of range 0..65535"), r.stderr
+
+
 SCHEMAS: dict[str, Callable[[sqlite3.Connection], None]] = {
     "without-rowid": lambda con: con.executescript(
         "ALTER TABLE retains RENAME TO old; CREATE TABLE retains (topic STRING PRIMARY KEY, store_id INT64) "
