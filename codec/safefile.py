@@ -35,7 +35,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 from codec.errors import WriteError
 
@@ -231,8 +231,18 @@ def copy_owner_and_mode(path: str | os.PathLike[str], like: os.stat_result) -> N
 
 
 def copy_fd(src: int, dst: int) -> None:
-    """All of ``src`` (from its start) to ``dst`` at its current position."""
+    """All of ``src`` (from its start) to ``dst`` at its current position (inside the kernel where it can)."""
     offset = 0
+    if hasattr(os, "copy_file_range"):
+        try:
+            while True:
+                n = os.copy_file_range(src, dst, 1 << 30, offset)
+                if n == 0:
+                    return
+                offset += n
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF):
+                raise
     while True:
         data = os.pread(src, COPY_BLOCK, offset)
         if not data:
@@ -295,6 +305,10 @@ class Replacement:
         if self._file is None:
             self._file = open(self.fd, "wb", closefd=False)  # noqa: SIM115 - flushed and dropped by commit/abort
         return self._file
+
+    def text(self, *, encoding: str = "utf-8", errors: str = "strict") -> TextIO:
+        """A text file on the temp (not closing the descriptor): close or flush it before :meth:`commit`."""
+        return open(self.fd, "w", encoding=encoding, errors=errors, closefd=False)  # noqa: SIM115
 
     def commit(self, *, verify: Callable[[str], None] | None = None,
                lock: Callable[[], AbstractContextManager[object]] | None = None) -> None:
@@ -529,6 +543,73 @@ def keep_aside(path: str | os.PathLike[str], suffix: str) -> str:
     return keep_backup(path, suffix)
 
 
+def capture(src: str | os.PathLike[str], dest: str | os.PathLike[str], *,
+            accept: Callable[[str, os.stat_result], bool] | None = None) -> os.stat_result | None:
+    """``dest`` becomes the file ``src`` names now: a hard link to that very inode (not following a link at
+    ``src``) where the file system allows, else a copy read through one descriptor; made under an
+    unpredictable temp name beside ``dest``, then renamed to it. ``accept(temp_path, stat)`` may refuse
+    it (nothing is left then). Returns the captured file's stat; None when ``src`` is missing or refused.
+    A ``src`` that is a symlink, FIFO or device is refused (WriteError).
+    """
+    src, dest = os.path.abspath(os.fspath(src)), os.path.abspath(os.fspath(dest))
+    sdir, sname = SafeDir.of(src)
+    ddir, dname = SafeDir.of(dest)
+    with sdir, ddir:
+        st = sdir.lstat(sname)
+        if st is None:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            raise WriteError(symlink_refusal(src) if stat.S_ISLNK(st.st_mode) else
+                             f"is {not_regular(st)}, not a regular file; nothing captured", path=src)
+        temp = None
+        for _ in range(100):
+            name = f".{dname[:80]}.{secrets.token_hex(8)}.tmp"
+            try:
+                os.link(sname, name, src_dir_fd=sdir.fd, dst_dir_fd=ddir.fd, follow_symlinks=False)
+            except FileExistsError:
+                continue
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                if exc.errno not in NO_HARD_LINKS:
+                    raise WriteError(f"cannot capture it: {reason(exc)}", path=src) from None
+                break
+            temp = name
+            break
+        if temp is not None:
+            st = ddir.lstat(temp)
+            if st is None or not stat.S_ISREG(st.st_mode):  # swapped for something else meanwhile
+                ddir.unlink(temp)
+                return None
+        else:  # no hard links here: a copy of what one open descriptor reads
+            try:
+                fd = sdir.open_read(sname)
+            except WriteError:
+                if sdir.lstat(sname) is None:
+                    return None
+                raise
+            try:
+                st = os.fstat(fd)
+                out, temp = ddir.create_temp(dname, about=dest)
+                try:
+                    copy_fd(fd, out)
+                finally:
+                    os.close(out)
+            finally:
+                os.close(fd)
+        assert st is not None
+        try:
+            if accept is not None and not accept(ddir.join(temp), st):
+                ddir.unlink(temp)
+                return None
+            ddir.rename(temp, dname)
+        except BaseException:
+            ddir.unlink(temp)
+            raise
+        ddir.fsync()
+        return st
+
+
 def remove(path: str | os.PathLike[str]) -> None:
     """Remove the name ``path`` (a link itself, never what it points to); fsync its directory."""
     d, name = SafeDir.of(path)
@@ -540,23 +621,122 @@ def remove(path: str | os.PathLike[str]) -> None:
         d.fsync()
 
 
+def make_dirs(path: str | os.PathLike[str]) -> None:
+    """``path`` as a directory, its missing parents made too (``os.makedirs``, mode 0777 minus the umask).
+
+    A symbolic link at ``path`` itself is refused (files would then be created wherever it points);
+    the components above it are the caller's choice, as for any path.
+    """
+    path = os.path.abspath(os.fspath(path))
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as exc:
+            raise WriteError(f"cannot create the directory: {reason(exc)}; nothing written", path=path) from None
+        st = os.lstat(path)
+    except OSError as exc:
+        raise WriteError(f"cannot use it as the output: {reason(exc)}; nothing written", path=path) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise WriteError(symlink_refusal(path), path=path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise WriteError(f"is {not_regular(st) or 'a regular file'}, not a directory; nothing written", path=path)
+
+
+def open_output(path: str | os.PathLike[str]) -> BinaryIO:
+    """``path`` opened for writing as it goes (a stream others may follow), created or truncated: never
+    through a link at the name (refused), never a FIFO, device or directory (refused). Mode 0666 minus
+    the umask for a new file. For a finished file use :func:`atomic_replace`."""
+    path = os.path.abspath(os.fspath(path))
+    d, name = SafeDir.of(path)
+    with d:
+        st = d.lstat(name)
+        if st is not None and stat.S_ISLNK(st.st_mode):
+            raise WriteError(symlink_refusal(path), path=path)
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            raise WriteError(f"is {not_regular(st)}, not a regular file: refused as an output, nothing written",
+                             path=path)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | O_NOFOLLOW | O_CLOEXEC | os.O_NONBLOCK, 0o666,
+                         dir_fd=d.fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise WriteError(symlink_refusal(path), path=path) from None
+            raise WriteError(f"cannot write it: {reason(exc)}; nothing written", path=path) from None
+    what = not_regular(os.fstat(fd))
+    if what is not None:
+        os.close(fd)
+        raise WriteError(f"is {what}, not a regular file: refused as an output, nothing written", path=path)
+    os.set_blocking(fd, True)
+    os.ftruncate(fd, 0)
+    return open(fd, "wb")  # noqa: SIM115 - the caller closes it
+
+
 # ---------------------------------------------------------------- private scratch space
 
 
+def _private_parent(near: str | os.PathLike[str] | None) -> str | None:
+    """The directory of ``near`` when only we may change it (ours, not group- or world-writable): a private
+    directory there is on the destination's file system and nobody can swap it. Else None (use $TMPDIR)."""
+    if near is None:
+        return None
+    parent = os.path.dirname(os.path.abspath(os.fspath(near)))
+    try:
+        st = os.stat(parent)
+    except OSError:
+        return None
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return None
+    return parent
+
+
 @contextlib.contextmanager
-def private_dir(prefix: str = "mosqdb-") -> Iterator[str]:
-    """A new directory only this process's user can enter (mode 0700, in the temp directory), removed
-    afterwards: where a tool that opens files by path (sqlite, with its -journal/-wal/-shm) may work."""
-    path = tempfile.mkdtemp(prefix=prefix)
+def private_dir(prefix: str = "mosqdb-", *, near: str | os.PathLike[str] | None = None) -> Iterator[str]:
+    """A new directory only this process's user can enter (mode 0700), removed afterwards: where a tool
+    that opens files by path (sqlite, with its -journal/-wal/-shm) may work. Beside ``near`` when that
+    directory is ours alone (same file system), else in the temp directory."""
+    path = new_private_dir(prefix, near=near)
     try:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def new_private_dir(prefix: str = "mosqdb-") -> str:
+def new_private_dir(prefix: str = "mosqdb-", *, near: str | os.PathLike[str] | None = None) -> str:
     """Like :func:`private_dir` for a directory that outlives a block (the caller removes it)."""
+    parent = _private_parent(near)
+    if parent is not None:
+        with contextlib.suppress(OSError):
+            return tempfile.mkdtemp(prefix=f".{prefix}", dir=parent)
     return tempfile.mkdtemp(prefix=prefix)
+
+
+def user_cache_dir() -> str:
+    """``$TMPDIR/mosqdb-<uid>``: a directory only this user may write (made 0700; refused when someone else
+    made it, it is a link or others may write it), for files reused between runs by a fixed name."""
+    path = os.path.join(tempfile.gettempdir(), f"mosqdb-{os.geteuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o077:
+        raise WriteError("is not a private directory of this user (someone else made it, or it is a link or "
+                         "open to others): refused", path=path)
+    return path
+
+
+def cached_file(name: str, data: bytes) -> str:
+    """The path of ``name`` in :func:`user_cache_dir` holding ``data`` (written once, atomically)."""
+    path = os.path.join(user_cache_dir(), name)
+    try:
+        with open(path, "rb") as f:
+            if f.read() == data:
+                return path
+    except OSError:
+        pass
+    with atomic_replace(path, new_mode=0o600) as rep:
+        rep.file.write(data)
+    return path
 
 
 def create_private(path: str | os.PathLike[str]) -> BinaryIO:

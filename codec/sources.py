@@ -12,7 +12,6 @@ import atexit
 import os
 import shutil
 import sqlite3
-import tempfile
 from typing import Any
 
 from codec.reader import DbFile
@@ -38,19 +37,38 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     running process has open (its -shm locked) is read in place, read-only, under sqlite's own
     locks: a copy taken while the broker checkpoints could be torn.
     """
+    from codec import safefile
+
     wal = f"{path}-wal"
-    if not os.path.exists(wal):
+    if not os.path.lexists(wal):
         return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True, check_same_thread=False)
-    if os.path.exists(f"{path}-shm") and _live(path):
+    if _regular(f"{path}-shm") and _regular(wal) and _live(path):
         # a running broker's store: its -wal and -shm exist and it keeps them consistent; a read-only
         # connection takes sqlite's read lock and sees the last commit, creating nothing
         return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, check_same_thread=False)
-    tmp = tempfile.mkdtemp(prefix="mosqdb-snapshot-")
+    tmp = safefile.new_private_dir("mosqdb-snapshot-")
     atexit.register(shutil.rmtree, tmp, True)
     copy = os.path.join(tmp, "store.sqlite3")
-    shutil.copyfile(path, copy)
-    shutil.copyfile(wal, f"{copy}-wal")
+    d, name = safefile.SafeDir.of(path)
+    with d:  # read without following a link someone put at the store's or the log's name
+        for suffix in ("", "-wal"):
+            src = d.open_read(name + suffix)
+            try:
+                with safefile.create_private(copy + suffix) as out:
+                    safefile.copy_fd(src, out.fileno())
+            finally:
+                os.close(src)
     return sqlite3.connect(f"file:{_uri_path(copy)}?mode=ro", uri=True, check_same_thread=False)
+
+
+def _regular(path: str) -> bool:
+    """A regular file (not a link someone put there: sqlite would open what it points to)."""
+    import stat
+
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def _live(path: str) -> bool:
@@ -98,10 +116,11 @@ def as_db(db: Any, *, endian: str = "little") -> DbFile:
     """``db`` as a DbFile: itself, or for a store (which is closed) its v6 records in a temporary .db file."""
     if not is_store(db):
         return db
+    from codec import safefile
     from codec.store.todb import sqlite_to_db
 
     db.close()
-    tmp = tempfile.mkdtemp(prefix="mosqdb-sqlite-")
+    tmp = safefile.new_private_dir("mosqdb-sqlite-")
     atexit.register(shutil.rmtree, tmp, True)
     out = os.path.join(tmp, os.path.basename(db.path) + ".db")
     sqlite_to_db(db.path, out)

@@ -15,7 +15,6 @@ import glob
 import os
 import queue
 import sys
-import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,14 +30,13 @@ os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 import pyarrow as pa  # noqa: E402 - after the allocator is chosen
 import pyarrow.parquet as pq  # noqa: E402
 
-from codec import DbFile
+from codec import DbFile, safefile
 from codec.errors import CodecError, WriteError
 from codec.layouts import ChunkType
 from codec.sources import is_store, open_any
 from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
-from codec.writer import existing_target
 from exporters.arrow import DEFAULT_BATCH
 from exporters.schema import KINDS, SCHEMAS, TYPE_OF
 from exporters.select import FileView
@@ -114,7 +112,7 @@ class _Writers:
     def __init__(self, targets: dict[str, str], compression: str, level: int | None = None) -> None:
         self.targets = targets
         self.compression, self.level = compression, level
-        self.open: dict[str, tuple[pq.ParquetWriter, str]] = {}
+        self.open: dict[str, tuple[pq.ParquetWriter, safefile.Replacement]] = {}
         self.rows = dict.fromkeys(targets, 0)
         self.pending: dict[str, list[pa.RecordBatch]] = {k: [] for k in targets}
         self.queues: dict[str, queue.Queue[pa.RecordBatch | None]] = {k: queue.Queue(self.QUEUE) for k in targets}
@@ -152,17 +150,16 @@ class _Writers:
     def _write_now(self, kind: str, batch: pa.RecordBatch) -> None:
         if kind not in self.open:
             final = self.targets[kind]
-            fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".parquet.tmp", dir=os.path.dirname(final) or ".")
-            os.close(fd)
+            rep = safefile.Replacement(final)  # a temp beside it; renamed into place by finish()
             schema = SCHEMAS[kind]
             writer = pq.ParquetWriter(
-                tmp, schema, compression=self.compression, compression_level=self.level,
+                rep.file, schema, compression=self.compression, compression_level=self.level,
                 use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names],
                 # min/max of payloads and property lists cost time and help no reader
                 write_statistics=[c for c in schema.names if c not in _NO_STATS],
                 column_encoding=_delta_columns(schema),
             )
-            self.open[kind] = (writer, tmp)
+            self.open[kind] = (writer, rep)
         if batch.num_rows:
             pending = self.pending[kind]
             pending.append(batch)
@@ -191,21 +188,20 @@ class _Writers:
         self._stop()
         if self.error is not None:
             raise self.error
-        for kind, (writer, tmp) in self.open.items():
+        for writer, rep in self.open.values():
             writer.close()
-            _publish(tmp, self.targets[kind])
+            rep.commit()
         self.open.clear()
 
     def abort(self) -> None:
         self.aborting = True
         self._stop()
-        for writer, tmp in self.open.values():
+        for writer, rep in self.open.values():
             try:
                 with contextlib.suppress(OSError):  # closing fails again on a full disk: the temp goes anyway
                     writer.close()
             finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+                rep.abort()
         self.open.clear()
 
 
@@ -224,26 +220,16 @@ def _failed(exc: OSError, out: str) -> WriteError:
     return WriteError(f"export failed{hint}: {reason}; no partial output left", path=out)
 
 
-def _publish(tmp: str, final: str) -> None:
-    """Give a finished temporary file the usual permissions (mkstemp makes it 0600) and its name."""
-    existing_target(final)  # renaming over /dev/null or a FIFO would replace it: refused
-    mask = os.umask(0)
-    os.umask(mask)
-    os.chmod(tmp, 0o666 & ~mask)
-    os.replace(tmp, final)
-
-
-def _make_dirs(path: str) -> list[str]:
-    """``os.makedirs(path, exist_ok=True)``, returning the directories it created (outermost first)."""
+def _missing_dirs(path: str) -> list[str]:
+    """The directories ``path`` (a directory to be) lacks, outermost first: what making it creates."""
     missing: list[str] = []
     at = os.path.abspath(path)
-    while not os.path.isdir(at):
+    while not os.path.lexists(at):
         missing.append(at)
         parent = os.path.dirname(at)
         if parent == at:
             break
         at = parent
-    os.makedirs(path, exist_ok=True)
     return missing[::-1]
 
 
@@ -287,13 +273,21 @@ def export_parquet(
     made: list[str] = []  # the directories this export created: removed again when it fails
     try:
         if single_file:
-            made = _make_dirs(os.path.dirname(os.path.abspath(out)))
+            made = _missing_dirs(os.path.dirname(os.path.abspath(out)))
+            safefile.make_dirs(os.path.dirname(os.path.abspath(out)))
             targets = {order[0]: os.path.abspath(out)}
         else:
-            made = _make_dirs(out)
+            made = _missing_dirs(out)
+            safefile.make_dirs(out)
             targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
+        for t in targets.values():
+            safefile.target_stat(t)  # a link, FIFO or device at a name is refused before any work
     except OSError as exc:
+        _unmake_dirs(made)
         raise _failed(exc, out) from None
+    except CodecError:
+        _unmake_dirs(made)
+        raise
     writers = _Writers(targets, codec, level)
     try:
         for path in paths:
@@ -388,24 +382,19 @@ def export_jsonl(
     if out == "-":
         _jsonl_into(sys.stdout, paths, order, chunk_kinds, selection, endian, progress, counts)
         return counts
-    final = os.path.abspath(out)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".jsonl.tmp", dir=os.path.dirname(final))
+        rep = safefile.Replacement(os.path.abspath(out))
     except OSError as exc:
         raise _failed(exc, out) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as fh:
+        with rep.text(encoding="utf-8", errors="surrogateescape") as fh:
             _jsonl_into(fh, paths, order, chunk_kinds, selection, endian, progress, counts)
-            fh.flush()
-            os.fsync(fh.fileno())
-        _publish(tmp, final)
+        rep.commit()
     except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        rep.abort()
         raise _failed(exc, out) from None
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        rep.abort()
         raise
     return counts
 

@@ -19,10 +19,10 @@ import hashlib
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from codec import safefile
 from codec.errors import CodecError
 from codec.reader import DbFile
 
@@ -113,24 +113,21 @@ class VersionStore:
             return None
         if last is not None and last["fingerprint"] == fingerprint(st):
             return None
-        os.makedirs(self._dir(key), exist_ok=True)
+        safefile.make_dirs(self._dir(key))
         seq = (seqs[-1] if seqs else 0) + 1
-        tmp = self._db(key, seq) + f".{os.getpid()}.tmp"
-        st = _link_or_copy(path, tmp)
+
+        def accept(tmp: str, st: os.stat_result) -> bool:
+            if last is not None and last["fingerprint"] == fingerprint(st):  # replaced back meanwhile: same file
+                return False
+            return _whole(tmp)
+
+        st = safefile.capture(path, self._db(key, seq), accept=accept)
         if st is None:
             return None
-        if last is not None and last["fingerprint"] == fingerprint(st):  # replaced back meanwhile: same file
-            os.unlink(tmp)
-            return None
-        if not _whole(tmp):
-            os.unlink(tmp)
-            return None
-        os.replace(tmp, self._db(key, seq))
         meta = {"source": os.path.abspath(path), "fingerprint": fingerprint(st), "mtime_ns": st.st_mtime_ns,
                 "size": st.st_size}
-        with open(self._meta(key, seq) + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(meta, fh)
-        os.replace(self._meta(key, seq) + ".tmp", self._meta(key, seq))
+        with safefile.atomic_replace(self._meta(key, seq)) as rep:
+            rep.file.write(json.dumps(meta).encode("utf-8"))
         return self.version(key, seq)
 
     def prune(self, key: str, below: int) -> None:
@@ -141,27 +138,6 @@ class VersionStore:
             for p in (self._meta(key, seq), self._db(key, seq)):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(p)
-
-
-def _link_or_copy(path: str, dest: str) -> os.stat_result | None:
-    """``dest`` becomes the file ``path`` names now (a hard link, else a copy from one descriptor); its stat."""
-    try:
-        os.link(path, dest)
-        return os.stat(dest)
-    except FileNotFoundError:
-        return None
-    except OSError:  # another file system, or links not allowed: copy what one open descriptor reads
-        try:
-            src = os.open(path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        try:
-            st = os.fstat(src)
-            with os.fdopen(os.dup(src), "rb") as fin, open(dest, "wb") as fout:
-                shutil.copyfileobj(fin, fout, 1 << 20)
-            return st
-        finally:
-            os.close(src)
 
 
 def _whole(path: str) -> bool:

@@ -24,13 +24,12 @@ bytes are already what the encoder would write as raw byte ranges (re-encoding t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import mmap
 import os
 import re
-import shutil
 import struct
-import tempfile
 import time
 from array import array
 from collections.abc import Callable, Iterator
@@ -39,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from codec import safefile
 from codec.engine import Record, decode_chunk, encode_chunk
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
@@ -346,13 +346,9 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
             if out_path is not None:
                 _write_verified(out_path, write, report, path, at=at, endian=endian)
             else:  # dry run: build and check the result in a scratch dir
-                scratch = tempfile.mkdtemp(prefix="mosqdb-repair-")
-                try:
-                    _write_verified(os.path.join(scratch, "mosquitto.db"), write, report, path, at=at, endian=endian)
-                except CodecError:
-                    pass
-                finally:
-                    shutil.rmtree(scratch, ignore_errors=True)
+                with safefile.private_dir("mosqdb-repair-") as scratch, contextlib.suppress(CodecError):
+                    _write_verified(os.path.join(scratch, "mosquitto.db"), write, report, path, at=at,
+                                    endian=endian)
                 report.written = None
         finally:
             mm.close()

@@ -135,7 +135,8 @@ class StoreEdit:
         self.original = self._snapshot(os.path.join(self.work_dir, "original.sqlite3"))
         self.tmp = os.path.join(self.work_dir, "store.sqlite3")
         try:
-            shutil.copyfile(self.original, self.tmp)
+            with safefile.create_private(self.tmp) as out:
+                _copy_into(self.original, out.fileno())
         except OSError as exc:
             raise WriteError(f"cannot copy the store to a private work directory ({safefile.reason(exc)}); "
                              "nothing written", path=self.path) from None

@@ -7,9 +7,9 @@ The collected messages are written to a temporary db (the backup format) and cou
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
+from codec import safefile
 from codec.ops.stats import compute
 from codec.reader import DbFile
 from codec.values import time_text
@@ -19,7 +19,7 @@ from exporters.live.messages import Message
 
 def summary(msgs: list[Message], *, depth: int = 2, top: int = 10) -> dict[str, Any]:
     """Retained messages per topic prefix (``depth`` levels) and the biggest payloads."""
-    with tempfile.TemporaryDirectory(prefix="mosqdb-live-") as tmp:
+    with safefile.private_dir("mosqdb-live-") as tmp:
         path = os.path.join(tmp, "retained.db")
         write_backup(path, msgs)
         with DbFile(path) as db:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import collections
 import functools
-import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -314,7 +313,7 @@ def _write_resp(path: str, cmds: Iterable[tuple[str, int, bytes]], rep: Migratio
                 prog: Callable[[str, int, int], None]) -> None:
     done = 0
     f: BinaryIO
-    with atomic_output(path) as f:
+    with atomic_output(path, mode=0o644) as f:
         for kind, n, data in cmds:
             f.write(data)
             if kind == "msgs":
@@ -323,4 +322,3 @@ def _write_resp(path: str, cmds: Iterable[tuple[str, int, bytes]], rep: Migratio
                 if done % 10_000 == 0:
                     prog("writing", done, total)
     prog("writing", done, total)
-    os.chmod(path, 0o644)

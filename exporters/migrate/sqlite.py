@@ -13,8 +13,8 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import sqlite3
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from codec import safefile
 from codec.columnar import iter_columns
 from codec.engine import Record
 from codec.errors import CodecError, WriteError
@@ -178,13 +179,10 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
     if out is None:
         con = sqlite3.connect(":memory:")
         tmp = None
-    else:
-        directory = os.path.dirname(os.path.abspath(out))
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(out)}.", suffix=".tmp", dir=directory)
-        except OSError as exc:
-            raise WriteError(f"cannot create a temp file in {directory}: {exc.strerror}", path=out) from None
-        os.close(fd)
+    else:  # built in a private directory (sqlite opens names beside it), then copied in by codec.safefile
+        safefile.target_stat(out)
+        work = safefile.new_private_dir("mosqdb-migrate-", near=out)
+        tmp = os.path.join(work, "store.sqlite3")
     try:
         refs = None
         if not db.empty:
@@ -211,23 +209,31 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
         con.execute("COMMIT")
         con.close()
         if tmp is not None and out is not None:
-            with open(tmp, "rb+") as f:
-                os.fsync(f.fileno())
-            os.chmod(tmp, os.stat(out).st_mode & 0o7777 if os.path.exists(out) else 0o644)
-            for suffix in ("-wal", "-shm", "-journal"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(out + suffix)
-            os.replace(tmp, out)
+            with safefile.atomic_replace(out, new_mode=0o644, lock=lambda: _no_side_files(out)) as put:
+                src = os.open(tmp, os.O_RDONLY)
+                try:
+                    safefile.copy_fd(src, put.fd)
+                finally:
+                    os.close(src)
             tmp = None
     except sqlite3.Error as exc:
         raise WriteError(f"sqlite: {exc}; nothing written", path=out or db.path) from None
     finally:
         with contextlib.suppress(Exception):
             con.close()
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        if out is not None:
+            shutil.rmtree(work, ignore_errors=True)
     return rep
+
+
+@contextlib.contextmanager
+def _no_side_files(out: str) -> Iterator[None]:
+    """Just before the rename: a stale ``OUT-wal``/``-shm``/``-journal`` goes (sqlite would replay it onto OUT)."""
+    d, name = safefile.SafeDir.of(out)
+    with d:
+        for suffix in ("-wal", "-shm", "-journal"):
+            d.unlink(name + suffix)
+    yield
 
 
 PRAGMAS = ("PRAGMA page_size=4096", "PRAGMA journal_mode=OFF", "PRAGMA synchronous=OFF", "PRAGMA cache_size=-262144")

@@ -23,13 +23,12 @@ import contextlib
 import difflib
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codec import safefile
 from codec.broker.conf import SQLITE_DB_FILE, BrokerConf, read_conf
 from codec.errors import CodecError, WriteError
-from codec.writer import keep_owner_and_mode
 
 PLUGIN_NAME = "mosquitto_persist_sqlite.so"
 # where distributions and `make install` put it (the first that exists is taken)
@@ -172,49 +171,23 @@ def _comm(pid: int) -> str:
 
 
 def rewrite(cut: Cutover) -> None:
-    """Write the new configuration texts: each file kept as FILE.bak first, then replaced atomically."""
-    from codec.writer import existing_target
-
+    """Write the new configuration texts: each file kept as FILE.bak first, then replaced atomically
+    (:mod:`codec.safefile`: never through a link, never over an older backup)."""
     for path, (old, new) in cut.texts.items():
         if _text(path) != old:
             raise WriteError("changed while the store was written; the configuration was not rewritten", path=path)
-        st = existing_target(path)
+        safefile.target_stat(path)  # a symlinked configuration file is refused before anything is kept
         cut.backups.append(_backup(path))
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(new.encode("utf-8", "surrogateescape"))
-                f.flush()
-                os.fsync(f.fileno())
-            if st is not None:
-                keep_owner_and_mode(tmp, st)
-            os.replace(tmp, path)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise WriteError(f"cannot rewrite it: {exc.strerror}", path=path) from None
+        with safefile.atomic_replace(path) as rep:
+            rep.file.write(new.encode("utf-8", "surrogateescape"))
 
 
 def _backup(path: str) -> str:
     """``path`` copied to ``path.bak`` (``.bak.1``, ... when taken; never over a file)."""
-    n = 0
-    while True:
-        name = f"{path}.bak" if n == 0 else f"{path}.bak.{n}"
-        if not os.path.lexists(name):
-            try:
-                shutil.copy2(path, f"{name}.tmp")
-                os.link(f"{name}.tmp", name)
-                return name
-            except FileExistsError:
-                pass
-            except OSError as exc:
-                raise WriteError(f"cannot keep a backup {name}: {exc.strerror}; the configuration was not "
-                                 "rewritten", path=path) from None
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(f"{name}.tmp")
-        n += 1
+    try:
+        return safefile.keep_backup(path)
+    except WriteError as exc:
+        raise WriteError(f"{exc.reason}; the configuration was not rewritten", path=path) from None
 
 
 __all__ = ["Cutover", "CutoverError", "find_plugin", "plan", "rewrite", "running_broker"]

@@ -24,10 +24,10 @@ at start arrives as additions - the default; ``latest``: only what changes after
 from __future__ import annotations
 
 import os
-import tempfile
 from datetime import datetime, timezone
 from typing import Any
 
+from codec import safefile
 from codec.reader import DbFile
 from exporters.files import db_files
 from exporters.snapshots import VersionStore, key_of
@@ -49,10 +49,7 @@ class ChangesPartition(InputPartition):  # type: ignore[misc]
 
 
 def _empty_db() -> str:
-    path = os.path.join(tempfile.gettempdir(), "mosqdb-empty.db")
-    if not os.path.exists(path):
-        open(path, "wb").close()  # an empty file is a db with nothing saved
-    return path
+    return safefile.cached_file("mosqdb-empty.db", b"")  # an empty file is a db with nothing saved
 
 
 def version_rows(root: str, key: str, prev: int, seq: int) -> list[tuple[Any, ...]]:

@@ -19,11 +19,11 @@ import io
 import os
 import re
 import sys
-import tempfile
 import zipfile
 from collections.abc import Mapping
 from typing import Any
 
+from codec import safefile
 from exporters.spark.base import need_spark
 
 # log4j2 properties: everything at ERROR to stderr, one line per event (the loggers are added to it)
@@ -92,25 +92,19 @@ def code_archive(directory: str | None = None) -> str:
             with open(full, "rb") as fh:
                 z.writestr(info, fh.read())
     data = buf.getvalue()
-    out_dir = directory or tempfile.gettempdir()
-    path = os.path.join(out_dir, f"mosqdb-code-{hashlib.sha256(data).hexdigest()[:16]}.zip")
+    name = f"mosqdb-code-{hashlib.sha256(data).hexdigest()[:16]}.zip"
+    if directory is None:  # a private directory: a zip someone else put in /tmp under this name is never shipped
+        return safefile.cached_file(name, data)
+    path = os.path.join(directory, name)
     if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        with safefile.atomic_replace(path) as rep:
+            rep.file.write(data)
     return path
 
 
 def _log4j_file() -> str:
     tag = hashlib.sha256(_LOG4J.encode()).hexdigest()[:12]
-    path = os.path.join(tempfile.gettempdir(), f"mosqdb-spark-log4j2-{tag}.properties")
-    if not os.path.exists(path):
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
-            fh.write(_LOG4J)
-        os.replace(tmp, path)
-    return path
+    return safefile.cached_file(f"mosqdb-spark-log4j2-{tag}.properties", _LOG4J.encode())
 
 
 def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str, str] | None = None,

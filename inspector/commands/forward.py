@@ -155,9 +155,11 @@ def cmd_listen(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port < 65536:
         raise UsageError(f"--port {args.port}: not a TCP port")
+    from codec import safefile
+
     try:
-        out = open(args.out, "wb") if args.out else None  # noqa: SIM115 - stays open while serving
-    except OSError as exc:
+        out = safefile.open_output(args.out) if args.out else None  # stays open while serving
+    except OSError as exc:  # the directory itself cannot be opened (a refusal is safefile's WriteError)
         raise CodecError(f"cannot create the output: {exc.strerror or exc}; nothing was received",
                          path=args.out) from None
 

@@ -32,13 +32,22 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "opens the store's working copy inside safefile.private_dir (journals and -wal land there)",
     ("codec/store/edit.py", "StoreEdit._snapshot", "sqlite3.connect"):
         "the backup API's destination is inside safefile.private_dir",
-    ("exporters/migrate/sqlite.py", "to_sqlite", "sqlite3.connect"):
-        "builds the store inside safefile.private_dir; safefile copies it to OUT",
+    ("exporters/migrate/sqlite.py", "_migrate", "sqlite3.connect"):
+        "builds the store inside safefile.new_private_dir; safefile.atomic_replace copies it to OUT",
+    ("exporters/files.py", "_Writers._write_now", "arrow.ParquetWriter"):
+        "writes into a safefile.Replacement's file object, not to a path",
 }
 
 # sites in modules being converted to codec.safefile on other branches: the lead empties this list after
 # merging them (then these modules are held to the same rule as everything else)
-PENDING: dict[tuple[str, str, str], str] = {}
+PENDING: dict[tuple[str, str, str], str] = {
+    ("codec/broker/guard.py", "keep_aside", "os.link"): "guard: use safefile.keep_aside",
+    ("codec/broker/guard.py", "keep_aside", "os.open-writing"): "guard: use safefile.keep_aside",
+    ("codec/broker/guard.py", "keep_aside", "shutil.copystat"): "guard: use safefile.keep_aside",
+    ("codec/broker/guard.py", "_salvage", "tempfile.mkdtemp"): "guard: use safefile.private_dir",
+    ("codec/broker/guard.py", "_salvage", "tempfile.mkstemp"): "guard: scratch in safefile.private_dir",
+    ("inspector/tui/diffmarks.py", "diff_marks", "tempfile.TemporaryDirectory"): "tui: use safefile.private_dir",
+}
 
 TEMPFILE = {"mkstemp", "mkdtemp", "NamedTemporaryFile", "TemporaryFile", "SpooledTemporaryFile",
             "TemporaryDirectory"}

@@ -67,12 +67,13 @@ def test_export_to_a_read_only_file_system(tmp_path, monkeypatch, capsys, to):
     import errno
 
     import exporters.files as files
+    from codec import safefile
     from inspector.cli import main
 
     def refuse(*_a, **_k):
         raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-    monkeypatch.setattr(files.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(safefile.SafeDir, "create_temp", refuse)  # every temp file is made there
     monkeypatch.setattr(files.os, "makedirs", refuse)
     out = str(tmp_path / ("x.jsonl" if to == "jsonl" else "ds"))
     code = main(["export", "--to", to, "-o", out, str(SOURCE)])

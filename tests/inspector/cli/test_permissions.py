@@ -83,8 +83,9 @@ def test_fwd_listen_out_in_a_directory_it_cannot_write(place: Path) -> None:
     ro.chmod(0o555)
     r = run_as_nobody("fwd-listen", "--port", "0", "--out", ro / "x.fwd")
     assert r.returncode == 1, r.stderr
-    assert r.stderr.strip() == f"mosqdb fwd-listen: {ro / 'x.fwd'}: cannot create the output: Permission denied; " \
-                               "nothing was received", r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and line.startswith(f"mosqdb fwd-listen: {ro / 'x.fwd'}: ") and "Permission denied" in line, \
+        r.stderr
 
 
 def test_a_missing_file_is_still_no_such_file(place: Path) -> None:
