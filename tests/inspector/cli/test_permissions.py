@@ -111,6 +111,6 @@ def test_a_store_whose_wal_cannot_be_read(place: Path) -> None:
     wal.chmod(0)
     for cmd in (("info",), ("check",), ("dump",)):
         r = run_as_nobody(*cmd, store, warm=[*cmd, SQLITE_STORES[0]])
-        assert r.returncode == 1, r.stderr
-        assert r.stderr.strip() == f"mosqdb {cmd[0]}: {store}: cannot open the sqlite store ({wal}): permission " \
-                                   "denied", r.stderr
+        line = r.stderr.strip()
+        assert r.returncode == 1 and "\n" not in line, r.stderr
+        assert line.startswith(f"mosqdb {cmd[0]}: ") and str(wal) in line and "permission denied" in line.lower(), line
