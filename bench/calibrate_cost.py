@@ -29,7 +29,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 from broker_cost import measure  # noqa: E402
 from cost_shapes import SHAPES, write  # noqa: E402
 
-from codec.broker.cost import TERMS, features_of, vector  # noqa: E402
+from codec.broker.cost import QUADRATIC_LINES, SQUARED, TERMS, features_of, vector  # noqa: E402
 
 LINES = {  # line name -> (broker version to build, db version it reads, sqlite store)
     "1.4": ("1.4.15", 3, False), "1.5": ("1.5.11", 4, False), "1.6": ("1.6.15", 5, False),
@@ -127,6 +127,8 @@ def print_fit(rows: list[dict]) -> None:
         mine = [r for r in rows if r["line"] == line]
         train = [r for r in mine if not r["held"]]
         x = np.array([vector(r["features"]) for r in train])
+        if line not in QUADRATIC_LINES:  # no square terms where the broker's structures are hash tables
+            x[:, len(TERMS) - len(SQUARED):] = 0.0
         model[line], error[line] = {}, {}
         for target in ("load_cpu", "rss", "save_cpu", "save_peak"):
             coef = fit(x, np.array([r[target] for r in train]))

@@ -55,7 +55,13 @@ class Plan:
                        "gained": {c: {"from": a, "to": b} for c, (a, b) in self.queued_gained.items()}},
             "retained": {"lost": self.retained_lost, "gained": self.retained_gained},
             "sqlite_applies": self.sqlite_applies,
+            "cost": {"from": _cost(self.before), "to": _cost(self.after)},
         }
+
+
+def _cost(pred: Prediction) -> dict[str, Any] | None:
+    cost = getattr(pred, "cost", None)  # codec.broker.cost.Cost, when the caller computed it
+    return None if cost is None else cost.to_json()
 
 
 def compare(before: Prediction, after: Prediction) -> Plan:

@@ -40,7 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from codec.broker.model import predict
     from codec.broker.upgrade import compare
     from inspector.commands import UsageError
     from inspector.commands.broker import load_conf, run_model, version_of
@@ -56,7 +55,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     old, new = version_of(args.old, path), version_of(args.new, path)
     at = parse_at(args.at, path)
     before = run_model(path, old, conf, at)
-    after = predict(path, new, at=at, conf=conf) if before is not None else None
+    after = run_model(path, new, conf, at)
     plan = compare(before, after)
     migration = cutover = None
     if args.sqlite:
@@ -119,6 +118,11 @@ def _verdict(p: Any) -> str:
 def text_lines(path: str, plan: Any, migration: Any, cutover: dict[str, Any] | None) -> list[str]:
     lines = [f"{path}: upgrade from {plan.before.broker} to {plan.after.broker}",
              f"  from: {_verdict(plan.before)}", f"  to:   {_verdict(plan.after)}"]
+    from inspector.commands.broker import cost_text
+
+    for label, pred in (("from", plan.before), ("to", plan.after)):
+        if getattr(pred, "cost", None) is not None:
+            lines.append(f"  cost {label + ':':5} {cost_text(pred.cost)}")
     if plan.start_lost:
         lines.append(f"  LOST: Mosquitto {plan.after.broker} does not start with this file"
                      + (f" ({plan.after.log[0]})" if plan.after.log else ""))
