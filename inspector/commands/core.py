@@ -22,6 +22,9 @@ from inspector.commands import UsageError, add_at, add_endian, open_input
 from inspector.commands.bridging import add_conf
 from inspector.commands.progress import add_quiet, progress
 
+COMMANDS = ("info", "dump", "check", "rewrite")
+HELP_ORDER = 10
+
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
 
 

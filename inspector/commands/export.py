@@ -19,6 +19,9 @@ from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.commands import UsageError, add_at, add_endian
 from inspector.commands.progress import progress
 
+COMMANDS = ("export", "sql")
+HELP_ORDER = 60
+
 try:  # the forward-packet sinks live with their engine
     from inspector.commands.forward_export import add_forward_options, run_forward_export
 except ImportError:

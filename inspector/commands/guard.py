@@ -29,6 +29,9 @@ from inspector.commands import UsageError, add_at
 from inspector.commands.bridging import add_broker_options
 from inspector.commands.broker import load_conf, report, version_of
 
+COMMANDS = ("guard",)
+HELP_ORDER = 120
+
 UNDECIDED = 3
 
 

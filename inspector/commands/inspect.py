@@ -7,6 +7,9 @@ import argparse
 from inspector.commands import UsageError, add_at, add_endian, check_input, open_input, sample_path
 from inspector.commands.writing import parse_at
 
+COMMANDS = ("inspect",)
+HELP_ORDER = 20
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser("inspect", help="browse, edit and save a db in a terminal UI",

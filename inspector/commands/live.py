@@ -23,6 +23,9 @@ from inspector.commands import UsageError, add_at, add_endian, open_input
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import parse_at
 
+COMMANDS = ("replay", "live")
+HELP_ORDER = 110
+
 PROTOCOLS = ("5", "3.1.1")
 
 

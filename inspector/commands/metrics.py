@@ -16,6 +16,9 @@ from codec.errors import CodecError
 from inspector.commands import UsageError, add_at, add_endian, check_input
 from inspector.commands.bridging import add_broker_options
 
+COMMANDS = ("metrics",)
+HELP_ORDER = 130
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

@@ -21,6 +21,9 @@ from inspector.commands import UsageError, add_at, add_deprecated, add_endian, o
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import parse_at, reference_time_ms
 
+COMMANDS = ("migrate",)
+HELP_ORDER = 80
+
 if TYPE_CHECKING:
     from codec.store.report import MigrationReport
     from exporters.migrate.sqlite_cutover import Cutover

@@ -15,6 +15,9 @@ from typing import Any
 
 from codec.values import json_text, printable
 
+COMMANDS = ("plan",)
+HELP_ORDER = 150
+
 SHOWN = 20
 
 

@@ -18,6 +18,9 @@ from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import progress
 from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, report_stream, run
 
+COMMANDS = ("renew",)
+HELP_ORDER = 40
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("renew", help="bring an aged backup back to life: shift or reset session and message expiry")

@@ -28,6 +28,9 @@ from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import add_quiet, progress
 from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
 
+COMMANDS = ("convert", "rm-retained", "drop-client", "prune-sessions", "repair", "stats")
+HELP_ORDER = 30
+
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
 BY = ("type", "client", "topic")  # codec.ops.stats.BY; kept here so `mosqdb --help` stays light
 

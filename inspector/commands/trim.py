@@ -11,6 +11,9 @@ from inspector.commands.bridging import add_conf, load_conf
 from inspector.commands.progress import progress
 from inspector.commands.writing import add_writing, emit, no_match, parse_at, run
 
+COMMANDS = ("trim-queue",)
+HELP_ORDER = 50
+
 _SIZE = re.compile(r"(\d+)\s*([kKmMgGtT]?)(i?[bB])?")
 _UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
