@@ -1,4 +1,4 @@
-"""`mosqdb export` (Parquet, JSON Lines; msgpack/forward via inspector.commands.forward_export) and `mosqdb sql`."""
+"""`mosqdb export` (Parquet, JSON Lines; msgpack/forward via inspector.commands.shared.forward_export) and `mosqdb sql`."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from codec.sources import is_store, open_any
 from codec.values import json_text, printable
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.commands import UsageError, add_at, add_endian
-from inspector.commands.progress import progress
+from inspector.commands.shared.progress import progress
 
 COMMANDS = ("export", "sql")
 HELP_ORDER = 60
 
 try:  # the forward-packet sinks live with their engine
-    from inspector.commands.forward_export import add_forward_options, run_forward_export
+    from inspector.commands.shared.forward_export import add_forward_options, run_forward_export
 except ImportError:
     add_forward_options = run_forward_export = None  # type: ignore[assignment]
 
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(zstd:3); default zstd:-1, a fast zstd level")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     add_endian(p)
-    from inspector.commands.decoding import add_decode_options
+    from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)
     if add_forward_options is not None:
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-ship-code", action="store_true",
                    help="do not add mosqdb's code to the executors' Python path (their Python has mosqdb "
                         "installed); by default a zip of it is shipped to every master but local[...]")
-    from inspector.commands.decoding import add_decode_options
+    from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)
     p.set_defaults(func=cmd_sql)
@@ -220,7 +220,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--batch-size must be at least 1")
     kinds = parse_kinds(args.kind)
     selection = selection_from(args, kinds)
-    from inspector.commands.decoding import decoder_from
+    from inspector.commands.shared.decoding import decoder_from
 
     decoder = decoder_from(args)
     findings: list[Any] = []
@@ -277,7 +277,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(SPARK_HINT) from None
     if not xs.HAVE_SPARK:
         raise UsageError(SPARK_HINT)
-    from inspector.commands.decoding import decoder_from
+    from inspector.commands.shared.decoding import decoder_from
 
     decoding = None
     if decoder_from(args) is not None:  # a bad rule is named before Spark starts
@@ -357,6 +357,6 @@ def _at(args: argparse.Namespace) -> float | None:
     """--at as Unix seconds (None: now)."""
     if not getattr(args, "at", None):
         return None
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.writing import parse_at
 
     return parse_at(args.at, args.files[0] if getattr(args, "files", None) else "")

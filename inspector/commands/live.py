@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterator
 from codec.values import json_text, printable
 from codec.views.query import valid_filter
 from inspector.commands import UsageError, add_at, add_endian, open_input
-from inspector.commands.progress import add_quiet, progress
-from inspector.commands.writing import parse_at
+from inspector.commands.shared.progress import add_quiet, progress
+from inspector.commands.shared.writing import parse_at
 
 COMMANDS = ("replay", "live")
 HELP_ORDER = 110

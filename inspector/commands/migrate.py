@@ -18,8 +18,8 @@ from urllib.parse import urlsplit
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
 from inspector.commands import UsageError, add_at, add_deprecated, add_endian, open_input
-from inspector.commands.progress import add_quiet, progress
-from inspector.commands.writing import parse_at, reference_time_ms
+from inspector.commands.shared.progress import add_quiet, progress
+from inspector.commands.shared.writing import parse_at, reference_time_ms
 
 COMMANDS = ("migrate",)
 HELP_ORDER = 80
@@ -73,7 +73,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 @contextlib.contextmanager
 def progress_bar(args: argparse.Namespace) -> Iterator[Callable[[str, int, int], None]]:
-    """The shared progress bar (inspector.commands.progress) as the exporters' ``progress(stage, done, total)``."""
+    """The shared progress bar (inspector.commands.shared.progress) as the exporters' ``progress(stage, done, total)``."""
     with progress(args, "migrating", unit="items", enabled=not args.json) as bar:
         if bar is None:
             yield lambda stage, done, total: None

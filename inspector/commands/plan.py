@@ -45,8 +45,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from codec.broker.model import predict
     from codec.broker.upgrade import compare
     from inspector.commands import UsageError
-    from inspector.commands.broker import load_conf, run_model, version_of
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.broker import load_conf, run_model, version_of
+    from inspector.commands.shared.writing import parse_at
 
     conf = load_conf(args.conf)
     path = args.file or (str(conf.db_path) if conf is not None else None)

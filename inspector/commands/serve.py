@@ -20,7 +20,7 @@ import sys
 from typing import Any
 
 from inspector.commands import UsageError, add_at, add_endian, open_input, sample_path
-from inspector.commands.writing import parse_at
+from inspector.commands.shared.writing import parse_at
 
 COMMANDS = ("serve",)
 HELP_ORDER = 100

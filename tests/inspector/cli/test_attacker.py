@@ -75,7 +75,7 @@ GUARD_CASES: list[tuple[str, list[str]]] = [
 GUARD_CONVERTED = "safefile" in (ROOT / "codec" / "broker" / "guard.py").read_text(encoding="utf-8")
 CASES += GUARD_CASES
 # still to add (the lead, after merging `tui`): the TUI's ctrl+s save, which keeps a backup through
-# inspector.commands.writing.make_backup and writes through codec.writer.save (both on codec.safefile here),
+# inspector.commands.shared.writing.make_backup and writes through codec.writer.save (both on codec.safefile here),
 # driven by a Pilot run as root
 PENDING_CASES: list[str] = ["tui-save"]
 

@@ -21,13 +21,9 @@ def registered(module: str) -> tuple[str, ...]:
     return tuple(sub.choices)
 
 
-HELPERS = {"bridging", "broker", "decoding", "forward_export", "progress", "store", "writing"}
-
-
 def command_modules() -> list[str]:
     return [m.name for m in pkgutil.iter_modules(inspector.commands.__path__, "inspector.commands.")
-            if not m.ispkg and not m.name.rsplit(".", 1)[-1].startswith("_")
-            and m.name.rsplit(".", 1)[-1] not in HELPERS]
+            if not m.ispkg and not m.name.rsplit(".", 1)[-1].startswith("_")]
 
 
 def choices(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:

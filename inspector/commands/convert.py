@@ -22,11 +22,11 @@ from inspector.commands import (
     add_endian,
     check_input,
     open_input,
-    store,
 )
-from inspector.commands.bridging import add_conf, load_conf
-from inspector.commands.progress import add_quiet, progress
-from inspector.commands.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
+from inspector.commands.shared import store
+from inspector.commands.shared.bridging import add_conf, load_conf
+from inspector.commands.shared.progress import add_quiet, progress
+from inspector.commands.shared.writing import add_writing, emit, no_match, optional_at, parse_at, report_stream, run
 
 COMMANDS = ("convert", "rm-retained", "drop-client", "prune-sessions", "repair", "stats")
 HELP_ORDER = 30

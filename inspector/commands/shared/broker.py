@@ -94,7 +94,7 @@ def plain_findings(args: argparse.Namespace, path: str, at: float) -> list[Any]:
     """The plain checker's findings (none when the file cannot be opened as a db: the model says why)."""
     from codec.ops.check import Finding, check_file
     from codec.sources import open_any
-    from inspector.commands.progress import progress
+    from inspector.commands.shared.progress import progress
 
     try:
         db = open_any(path, endian=getattr(args, "endian", "little"))
@@ -131,7 +131,7 @@ def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -
 
 
 def cmd_check_broker(args: argparse.Namespace) -> int:
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.writing import parse_at
 
     path, version, conf = resolve(args)
     at = parse_at(getattr(args, "at", None), path)

@@ -45,7 +45,7 @@ def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
         p.add_argument("--fail-if-none", action="store_true",
                        help="exit 1 when nothing matches (nothing is written either way)")
     add_endian(p)
-    from inspector.commands.progress import add_quiet
+    from inspector.commands.shared.progress import add_quiet
 
     add_quiet(p)
 
@@ -65,7 +65,7 @@ def check_output(path: str) -> None:
 
 
 def refuse_sqlite(args: argparse.Namespace) -> None:
-    """Only the store's own commands edit a sqlite store (``inspector.commands.store``); any other writing
+    """Only the store's own commands edit a sqlite store (``inspector.commands.shared.store``); any other writing
     command would write a .db under its name (or as its edited copy), which loses it.
 
     ``convert`` is the one command whose job is to change the format, and only to ``-o OUT``.

@@ -6,10 +6,11 @@ import argparse
 import re
 from typing import Any
 
-from inspector.commands import UsageError, add_at, open_input, store
-from inspector.commands.bridging import add_conf, load_conf
-from inspector.commands.progress import progress
-from inspector.commands.writing import add_writing, emit, no_match, parse_at, run
+from inspector.commands import UsageError, add_at, open_input
+from inspector.commands.shared import store
+from inspector.commands.shared.bridging import add_conf, load_conf
+from inspector.commands.shared.progress import progress
+from inspector.commands.shared.writing import add_writing, emit, no_match, parse_at, run
 
 COMMANDS = ("trim-queue",)
 HELP_ORDER = 50
