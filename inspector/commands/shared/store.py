@@ -87,7 +87,7 @@ def prune_sessions(args: argparse.Namespace, criteria: Any) -> int:
 def trim_queue(args: argparse.Namespace, rules: Any) -> int:
     """``trim-queue`` on a store: the .db decision (:mod:`codec.store.trim`), the .db report."""
     from codec.store import trim
-    from inspector.commands.trim_queue import nothing_matched
+    from inspector.commands.shared.removal import nothing_matched
 
     return _removal(args, lambda ed: trim.trim_queue(ed, rules), nothing_matched)
 

@@ -147,18 +147,6 @@ def report_stream(args: argparse.Namespace) -> Any:
     return sys.stderr if getattr(args, "output", None) == STDOUT else sys.stdout
 
 
-def backup_name(path: str) -> str:
-    """The name the backup of ``path`` would take now (``.bak`` then ``.bak.N``): for a message before the
-    work. The backup itself takes the first free name when it is made (:func:`make_backup`)."""
-    base = f"{path}.bak"
-    n = 0
-    while True:
-        name = base if n == 0 else f"{base}.{n}"
-        if not os.path.lexists(name):
-            return name
-        n += 1
-
-
 def make_backup(path: str) -> str:
     """Copy ``path`` to a backup name nobody uses yet, with its owner, group, mode and times; return the name.
 
