@@ -202,6 +202,12 @@ class DbFile:
                     raise
             yield count
 
+    def drop_index(self) -> None:
+        """Forget the index (its memory); the next use scans again. For a file kept open but not shown:
+        the inspector's file as it was before a save, which undo can go back to."""
+        with self._lock:
+            self._scan = self._index = None
+
     @property
     def index(self) -> ChunkIndex:
         """The complete index (scanning the headers on first use)."""

@@ -330,15 +330,18 @@ class SaveResult:
     chunks_copied: int
     chunks_encoded: int
     chunks_deleted: int
+    backup: str | None = None  # where the file as it was is kept (a save over the file itself)
 
 
 def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None = None,
          *, endian: str | None = None, progress: Callable[[int, int], None] | None = None,
-         verify: Callable[[str], None] | None = None) -> SaveResult:
+         verify: Callable[[str], None] | None = None, guard: DbFile | None = None) -> SaveResult:
     """Write ``db`` with ``overlay`` applied to ``out_path`` atomically (same db version).
 
     Runs of untouched chunks are copied as one raw byte range; bytes after the last
-    chunk that the broker ignores (a partial header) are kept as they were.
+    chunk that the broker ignores (a partial header) are kept as they were. ``guard``: the
+    file ``out_path`` must still be as it was read (default ``db``; the inspector, undoing
+    past a save, writes from the file it had before over the one it saved since).
     """
     overlay = overlay or Overlay()
     endian = endian or db.endian
@@ -352,7 +355,7 @@ def save(db: DbFile, out_path: str | os.PathLike[str], overlay: Overlay | None =
     n = len(idx)
     special = sorted(i for i in overlay.touched() | set(overlay.inserted) if i <= n)
     encoded = 0
-    with atomic_output(out_path, guard=db, verify=verify) as out:
+    with atomic_output(out_path, guard=guard or db, verify=verify) as out:
         if db.empty:
             return SaveResult(os.fspath(out_path), 0, 0, 0, 0)
         out.write(db.header)

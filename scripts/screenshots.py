@@ -202,6 +202,29 @@ def sparkplug_db(tmp: Path) -> Path | None:
         return None
 
 
+async def topic_tree(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The topic tree (t), two levels open, the cursor on the level that fills the file."""
+    await pilot.press("t")
+    await settle(app, pilot)
+    screen = app.screen
+    widget = screen.query_one("#topic-tree")
+    node = widget.root.children[0]
+    for _level in range(2):
+        node.expand()
+        screen.fill(node)
+        await settle(app, pilot)
+        node = node.children[0]
+    await settle(app, pilot)
+    widget.move_cursor(node)
+
+
+async def sessions_view(app: InspectorApp, pilot) -> None:  # type: ignore[no-untyped-def]
+    """The sessions view (s): one row per client, the biggest queue first."""
+    await pilot.press("s")
+    await settle(app, pilot)
+    await pilot.press("down")
+
+
 def pace_checker() -> None:
     """Slow the checker's child process (a file this size is checked in one) to 0.1 s a batch."""
     os.environ["MOSQDB_TEST_CHECK_PACE"] = "0.1"
@@ -318,6 +341,8 @@ def main() -> None:
             ("save-new-errors", editable, (120, 36), new_errors),
             ("broker-verdict", private, (120, 36), broker_verdict),
             ("sqlite-store", store, (120, 36), store_row),
+            ("topic-tree", V6, (130, 36), topic_tree),
+            ("sessions", V6, (130, 36), sessions_view),
         ]
         if wanted("sparkplug-payload"):
             spb = sparkplug_db(Path(tmp))

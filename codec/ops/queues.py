@@ -99,9 +99,11 @@ def store_facts(cols: ColumnReader, ids: np.ndarray) -> StoreFacts:
 
     Only the facts of referenced stores are kept, so memory follows the queues, not the stores.
     """
-    wanted = np.unique(ids)
+    wanted = np.sort(ids)  # deduplicated by hand: numpy 2.4's np.unique hashes, 0.8 s for 200 k ids here
+    wanted = wanted[np.r_[True, wanted[1:] != wanted[:-1]]] if len(wanted) else wanted
     s_idx = np.flatnonzero(cols.types == int(ChunkType.MSG_STORE))
-    names = ("store_id", "payload") + (("expiry_time",) if (cols.db.version or 0) >= 5 else ())
+    version = cols.db.version if hasattr(cols, "db") else 6  # a 2.1 store's reader: v6 values
+    names = ("store_id", "payload") + (("expiry_time",) if (version or 0) >= 5 else ())
     got_ids, got_len, got_exp = [], [], []
     for s in batches(len(s_idx)):
         g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), names)

@@ -260,11 +260,21 @@ def trim_queue(db: DbFile, rules: TrimRules, out_path: str | os.PathLike[str] | 
     """Cut queues by ``rules``; write FILE less those entries and their orphaned stores to ``out_path``
     (None: a dry run). Nothing is written when nothing matches."""
     t0 = time.perf_counter()
+    drop, rep = trim_chunks(db, rules)
+    if drop is None:
+        return rep
+    return write_removal(db, out_path, drop, rep, t0, progress)
+
+
+def trim_chunks(db: DbFile, rules: TrimRules) -> tuple[np.ndarray | None, TrimReport]:
+    """What ``trim_queue`` removes: a drop mask over the chunks (the queue entries the rules cut and
+    the stores they leave unreferenced), and the report; no mask for an empty file. The inspector's
+    queue trim deletes exactly these chunks."""
     rules.check()
     rep = TrimReport(size_before=db.size)
     if db.empty:
         rep.notes.append("empty file: no queues")
-        return rep
+        return None, rep
     cols = ColumnReader(db)
     rep.chunks_before = len(cols.offsets)
     q = read_queues(cols)
@@ -275,8 +285,8 @@ def trim_queue(db: DbFile, rules: TrimRules, out_path: str | os.PathLike[str] | 
         orphans = orphaned_stores(gather_refs(cols), drop)
         drop[orphans] = True
         rep.stores = len(orphans)
-    return write_removal(db, out_path, drop, rep, t0, progress)
+    return drop, rep
 
 
 __all__ = ["DIRECTIONS", "REASONS", "TrimPlan", "TrimReport", "TrimRules", "client_matcher", "decide", "is_glob",
-           "plan_trim", "trim_queue"]
+           "plan_trim", "trim_chunks", "trim_queue"]

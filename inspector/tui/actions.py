@@ -86,6 +86,14 @@ TABLE: tuple[Action, ...] = (
     Action("diff_list", "V", NAV, "what differs: what only the other file holds, the\n"
                                   "marked rows (Enter jumps)", "Diff list", "List differences",
            "List what only the other file holds, and this file's added and changed rows"),
+    Action("topic_tree", "t", NAV, "topic tree: what fills the file by topic level; Enter\n"
+                                   "filters to a node, d deletes its retained messages", "Tree", "Topic tree",
+           "Stored, retained and queued messages and bytes per topic level; filter to a node or delete its "
+           "retained messages", footer=19, panes=(LIST,)),
+    Action("sessions", "s", NAV, "sessions: one row per client, biggest queue first;\n"
+                                 "d drops a session, t trims its queue", "Sessions", "Sessions",
+           "Subscriptions, queued messages and bytes, expiry and bridges per client; drop a session or trim "
+           "its queue", footer=20, panes=(LIST,)),
     Action("layout", "w", NAV, "layout: a wider chunk list, the list alone, back", "Layout", "Change layout",
            "Widen the chunk list (for long topics), show it alone, or go back to three panes",
            footer=13, panes=(LIST,)),

@@ -46,7 +46,7 @@ from inspector.tui.actions import (
 from inspector.tui.diffing import DiffMixin
 from inspector.tui.document import ChunkView, Document
 from inspector.tui.editing import EditingMixin
-from inspector.tui.filters import StoreColumns
+from inspector.tui.filters import FILTER_HELP, FILTER_PLACEHOLDER, StoreColumns
 from inspector.tui.jobs import Cancelled, JobThreads, Progress
 from inspector.tui.messages import (
     CheckFindings,
@@ -61,7 +61,9 @@ from inspector.tui.rows import clip
 from inspector.tui.savecheck import SaveCheck
 from inspector.tui.saving import SavingMixin
 from inspector.tui.screens import CheckScreen, HelpScreen
+from inspector.tui.sessionsview import SessionsMixin
 from inspector.tui.storedoc import open_document
+from inspector.tui.topictree import TopicTreeMixin
 from inspector.tui.verdict import VerdictMixin, graded, model_findings, panel_lines
 from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
 from inspector.tui.widgets.fieldtree import FieldTree
@@ -70,20 +72,18 @@ from inspector.tui.widgets.jobbar import JobBar
 from inspector.tui.widgets.keybar import KeyBar
 from inspector.tui.widgets.summary import SummaryBar
 
-CANCELLABLE = ("filter", "search", "check", "export", "broker", "diff")
+CANCELLABLE = ("filter", "search", "check", "export", "broker", "diff", "tree", "sessions")
 """Jobs (worker groups) that Esc stops; the index scan runs on."""
 
 # (title, action, description) of each palette command, read from the actions table
 ACTIONS = [(a.title, a.name, a.description) for a in actions()]
 
-FILTER_PLACEHOLDER = "type:retain  topic:site/+/temp  client:dev-1  store:10-20  or a topic prefix: site/te"
-FILTER_HELP = ("types: cfg msg_store client_msg retain sub client (msg, cmsg, ret…) · topic: an MQTT filter · "
-               "a bare word: topics starting with it · criteria combine (AND) · Enter applies, Esc clears")
 LAYOUTS = ("normal", "wide", "list")
 """The layout toggle (w): three panes, a wider chunk list, the chunk list alone."""
 
 
-class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, DiffMixin, App[None]):
+class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, DiffMixin, TopicTreeMixin, SessionsMixin,
+                   App[None]):
     """mosqdb inspect: one document, three panes, the actions of the mixins bound from the actions table."""
 
     CSS_PATH = "app.tcss"
@@ -116,6 +116,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.last_search = ""
         self.status_text = ""
         self.rows_version = doc.rows_version
+        self.generation = doc.generation  # the document's chunk numbering the list shows
         self.jobs: dict[str, ScanProgress] = {}  # running jobs, their newest progress (the job bar shows one)
         self.stopped_at: dict[str, int] = {}  # how far a cancelled job had got when its worker stopped
         self.job_started: dict[str, float] = {}  # when each running job was first heard of
@@ -130,6 +131,8 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.verdict_before: str | None = None
         self.diff_other = diff  # the file whose differences the rows are marked with (--diff, v)
         self.diff: Any = None
+        self.topic_tree: Any = None  # (the DbFile it was built from, its codec.ops.tree.TopicTree)
+        self.sessions_cache: Any = None  # (the DbFile they were read from, rows, groups)
 
     # ------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:

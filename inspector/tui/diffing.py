@@ -35,6 +35,14 @@ KINDS = (("retained", "retained", "retained"), ("sessions", "session", "sessions
 """(report key, one, many) of what the diff counts."""
 
 
+def not_a_file(text: str) -> str | None:
+    """Why the compare prompt refuses ``text`` (not a file), or None (empty ends the comparison)."""
+    path = os.path.expanduser(text.strip())
+    if not path or os.path.isfile(path):
+        return None
+    return f"{path}: {'is a directory' if os.path.isdir(path) else 'no such file'}: nothing to compare with"
+
+
 def plural(n: int, one: str, many: str) -> str:
     return f"{n:,} {one if n == 1 else many}"
 
@@ -147,7 +155,7 @@ class DiffMixin:
         self.push_screen(PromptScreen("Compare with another file: mark what differs", value,
                                       "path of a mosquitto.db or a 2.1 sqlite store",
                                       hint="rows it lacks get +, rows it holds otherwise ~; V lists what only it "
-                                           "holds; empty: no comparison"), self.set_diff)
+                                           "holds; empty: no comparison", check=not_a_file), self.set_diff)
 
     def set_diff(self, text: str | None) -> None:
         """Compare with the file ``text`` (empty: stop comparing); a path that is not a file is refused."""

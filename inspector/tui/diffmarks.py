@@ -101,10 +101,9 @@ def diff_marks(path: str, other: str, *, endian: str = "little",
                progress: Callable[[int, int], None] | None = None) -> DiffMarks:
     """Compare the file ``path`` with ``other`` (a .db or a 2.1 sqlite store) by content; raises CodecError
     for a file that cannot be compared (damaged: ``mosqdb repair`` first), OSError for one not read."""
-    import tempfile
-
     from codec import DbFile
     from codec.ops.diff import compare, snapshot
+    from codec.safefile import private_dir
     from codec.sources import as_db, is_sqlite_file, open_any
 
     def step(k: int) -> None:
@@ -112,7 +111,7 @@ def diff_marks(path: str, other: str, *, endian: str = "little",
             progress(k, STEPS)
 
     step(0)
-    with tempfile.TemporaryDirectory(prefix="mosqdb-diff-") as tmp:
+    with private_dir("mosqdb-diff-") as tmp:
         rows = None
         mine = path
         if is_sqlite_file(path):  # a store: its records as a .db, each chunk naming its row

@@ -9,6 +9,7 @@ what keeps a 2.4 M-chunk file cheap to browse.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import struct
 from collections import OrderedDict
@@ -80,6 +81,27 @@ class Edit:
     before: dict[int, State] = field(default_factory=dict)
     after: dict[int, State] = field(default_factory=dict)
     warning: str | None = None
+    base: Base | None = None  # the file its chunk numbers are of (a save starts a new one)
+
+
+Snapshot = tuple[dict[int, Record], set[int], dict[int, Record], dict[int, int]]
+"""An overlay's state: (replaced, deleted, inserted records, their anchors)."""
+
+
+@dataclass(eq=False)
+class Base:
+    """A file the edits were made on: the one open now, or one a save has replaced since.
+
+    A save renames a new file over the old one, whose bytes stay readable through the descriptor
+    it was opened with: undoing past a save goes back to that file with the edits as they were
+    saved (``saved``), and a further save writes from it. ``prev``/``next``: the base saved from /
+    the base a save made.
+    """
+
+    db: DbFile
+    prev: Base | None = None
+    next: Base | None = None
+    saved: Snapshot | None = None
 
 
 def property_spans(props_span: Span, props: list[Any] | None) -> list[Span]:
@@ -118,6 +140,9 @@ class Document:
         self.new_anchor: dict[int, int] = {}
         self.rows_version = 0  # bumped when inserted chunks appear or disappear
         self._next_virtual = -2
+        self.base = Base(self.db)
+        self.disk = self.db  # the file as on disk now (a save refuses when it changed since)
+        self.generation = 0  # bumped when the chunk numbers change (a save, an undo past one)
 
     @property
     def read_only_why(self) -> str:
@@ -245,6 +270,7 @@ class Document:
     def apply(self, edit: Edit) -> Edit:
         if self.read_only:
             raise EditRefused("the file is open read-only; edits are disabled")
+        edit.base = self.base
         for i in edit.after:
             edit.before.setdefault(i, self._state(i))
         for i, st in edit.after.items():
@@ -258,7 +284,9 @@ class Document:
     def undo(self) -> Edit | None:
         if not self.undo_stack:
             return None
-        edit = self.undo_stack.pop()
+        edit = self.undo_stack[-1]
+        self._switch(edit.base)
+        self.undo_stack.pop()
         for i, st in edit.before.items():
             self._set_state(i, st)
         self.redo_stack.append(edit)
@@ -267,17 +295,91 @@ class Document:
     def redo(self) -> Edit | None:
         if not self.redo_stack:
             return None
-        edit = self.redo_stack.pop()
+        edit = self.redo_stack[-1]
+        self._switch(edit.base)
+        self.redo_stack.pop()
         for i, st in edit.after.items():
             self._set_state(i, st)
         self.undo_stack.append(edit)
+        nxt = self.base.next
+        if nxt is not None and len(self.undo_stack) == self.saved_depth and self._snapshot_is(self.base.saved):
+            self._load(nxt, None)  # redone up to the save: show the file as saved, as after the save
         return edit
+
+    # ------------------------------------------------------------ bases (undo past a save)
+    def _snapshot(self) -> Snapshot:
+        return dict(self.overlay.replaced), set(self.overlay.deleted), dict(self.new_records), dict(self.new_anchor)
+
+    def _snapshot_is(self, snap: Snapshot | None) -> bool:
+        if snap is None:
+            return False
+        replaced, deleted, records, _anchors = snap
+        return (deleted == self.overlay.deleted and replaced.keys() == self.overlay.replaced.keys()
+                and all(replaced[i] is self.overlay.replaced[i] for i in replaced)
+                and records.keys() == self.new_records.keys()
+                and all(records[v] is self.new_records[v] for v in records))
+
+    def _load(self, base: Base, snap: Snapshot | None) -> None:
+        """Show ``base`` with the overlay ``snap`` (None: no edits)."""
+        replaced, deleted, records, anchors = snap if snap is not None else ({}, set(), {}, {})
+        left = self.base
+        self.base, self.db = base, base.db
+        if left is not base and left.db is not base.db and hasattr(left.db, "drop_index"):
+            left.db.drop_index()  # kept for undo, not shown: its index is scanned again if it is
+        if base.db.partial_index() is None or not base.db.partial_index().complete:
+            for _ in base.db.scan_steps():
+                pass
+        self.overlay = Overlay(dict(replaced), set(deleted))
+        self.new_records, self.new_anchor = dict(records), dict(anchors)
+        self.rows_version += 1
+        self.generation += 1
+        self._cache.clear()
+
+    def _switch(self, target: Base | None) -> None:
+        """Make ``target`` (an edit's base) the shown one: back through the saves for an undo, forward
+        for a redo, each step with the edits as that save wrote them."""
+        if target is None or target is self.base:
+            return
+        older, b = False, self.base.prev
+        while b is not None:
+            if b is target:
+                older = True
+                break
+            b = b.prev
+        while self.base is not target:
+            if older:
+                prev = self.base.prev
+                assert prev is not None
+                self._load(prev, prev.saved)
+            else:
+                nxt = self.base.next
+                assert nxt is not None, "redo of an edit whose file is gone"
+                self._load(nxt, None)
+
+    def _prune(self) -> None:
+        """Close the files no edit in the history can go back to."""
+        wanted = {id(e.base) for e in self.undo_stack}
+        b, keep = self.base, self.base
+        while b is not None:
+            if id(b) in wanted:
+                keep = b
+            b = b.prev
+        old, keep.prev = keep.prev, None
+        while old is not None:
+            if old.db is not self.disk:
+                old.db.close()
+            old = old.prev
 
     def is_dirty(self) -> bool:
         return len(self.undo_stack) != self.saved_depth
 
     def set_field(self, i: int, name: str, text: str) -> Edit:
         """Change one field from what the user typed, validated by the field's type and range."""
+        return self.apply(self.field_edit(i, name, text))
+
+    def field_edit(self, i: int, name: str, text: str) -> Edit:
+        """The edit setting one field from typed text, not applied; EditRefused says why it cannot be
+        (the edit prompt stays open with the reason)."""
         v = self.view(i)
         if v.record is None:
             raise EditRefused(f"chunk {i} cannot be decoded; edit its bytes in the hex view instead")
@@ -290,8 +392,7 @@ class Document:
             encode_chunk(new, self.db.version, endian=self.endian)
         except CodecError as exc:
             raise EditRefused(f"{rec.kind}[{i}].{name}: {exc.reason}") from None
-        edit = Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
-        return self.apply(edit)
+        return Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
 
     def set_byte(self, i: int, pos: int, value: int) -> Edit:
         """Overwrite one byte of a chunk; refused unless the bytes still decode to the same size."""
@@ -338,11 +439,7 @@ class Document:
         The values come from the layout table of the file's version (``Layout.blank``): numbers
         0, empty text and payload, no properties.
         """
-        kinds = {k: t for k, t in chunk_kind_names().items() if t != ChunkType.CFG}
-        chunk_type = kinds.get(kind.strip().lower().replace("-", "_"))
-        if chunk_type is None:
-            labels = ", ".join(t.label for t in ChunkType if t != ChunkType.CFG)
-            raise EditRefused(f"{kind!r} is not a chunk kind to add: use one of {labels} (a file has one cfg chunk)")
+        chunk_type = addable_kind(kind)
         version = self.version
         layout = layout_for(version, chunk_type) if version is not None else None
         if layout is None:
@@ -378,12 +475,62 @@ class Document:
 
     # ------------------------------------------------------------ save
     def save(self, path: str | None = None, verify: Any = None) -> SaveResult:
-        """Write atomically with codec.writer.save, then reopen the written file. ``verify(tmp)`` may refuse
-        the written temp file before it is renamed (nothing changes then)."""
+        """Write atomically with codec.writer.save, then open the written file, keeping the history.
+
+        ``verify(tmp)`` may refuse the written temp file before it is renamed (nothing changes then).
+        Over the file itself, the file as it was is kept first, as ``--in-place`` keeps it
+        (``FILE.bak``, then ``.bak.1`` …, never over anything), once the temp file is verified; it is
+        removed again when the save does not happen. The undo history stays: undoing past the save
+        goes back to the file as it was (:class:`Base`), and a further save writes that.
+        """
+        from codec.safefile import keep_backup
+
         target = path or self.path
-        result = save(self.db, target, self.full_overlay(), verify=verify)
-        self.reopen(target)
+        in_place = os.path.exists(target) and os.path.samefile(target, self.disk.path)
+        backup: list[str] = []
+
+        def keep_then_verify(tmp: str) -> None:
+            if verify is not None:
+                verify(tmp)
+            if in_place:
+                backup.append(keep_backup(target))
+
+        try:
+            result = save(self.db, target, self.full_overlay(), verify=keep_then_verify, guard=self.disk)
+        except BaseException:
+            for name in backup:
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
+            raise
+        result.backup = backup[0] if backup else None
+        self.saved_to(target)
         return result
+
+    def saved_to(self, path: str) -> None:
+        """Open the file just written at ``path`` as the new base; the history is kept (see :class:`Base`)."""
+        db = DbFile(path, endian=self.endian)
+        for _ in db.scan_steps():
+            pass
+        self.base.saved = self._snapshot()
+        new = Base(db, prev=self.base)
+        self.base.next = new
+        old_disk = self.disk
+        self.disk = db
+        self.path = path
+        self.read_only = self.forced_read_only or not os.access(path, os.W_OK)
+        self.redo_stack.clear()  # a redo would need the edits after the save as they were: a save is an edit point
+        self._load(new, None)
+        self.saved_depth = len(self.undo_stack)
+        if old_disk is not self.disk and not any(b.db is old_disk for b in self._bases()):
+            old_disk.close()
+        self._prune()
+
+    def _bases(self) -> list[Base]:
+        out, b = [], self.base
+        while b is not None:
+            out.append(b)
+            b = b.prev
+        return out
 
     def reopen(self, path: str) -> None:
         old = self.db
@@ -403,6 +550,9 @@ class Document:
         self._cache.clear()
 
     def close(self) -> None:
+        for b in self._bases():
+            b.db.close()
+        self.disk.close()
         self.db.close()
 
 
@@ -474,6 +624,20 @@ def parse_bytes_text(text: str, where: str) -> bytes:
     if value is None:
         raise EditRefused(f"{where}: use either escapes or non-ASCII text, not both")
     return value
+
+
+def addable_kind(kind: str) -> int:
+    """The chunk type a typed kind names, among those a chunk can be added of; EditRefused otherwise."""
+    kinds = {k: t for k, t in chunk_kind_names().items() if t != ChunkType.CFG}
+    chunk_type = kinds.get(kind.strip().lower().replace("-", "_"))
+    if chunk_type is None:
+        import difflib
+
+        labels = ", ".join(t.label for t in ChunkType if t != ChunkType.CFG)
+        close = difflib.get_close_matches(kind.strip().lower(), list(kinds), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise EditRefused(f"{kind!r} is not a chunk kind to add{hint}: use one of {labels} (a file has one cfg chunk)")
+    return chunk_type
 
 
 def chunk_kind_names() -> dict[str, int]:

@@ -8,12 +8,13 @@ Mixed into :class:`~inspector.tui.app.InspectorApp`. Every edit goes through its
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from textual import work
 
 from codec import CodecError
 from codec.values import utf8_or_none
-from inspector.tui.document import Document, EditRefused
+from inspector.tui.document import Document, EditRefused, addable_kind
 from inspector.tui.messages import HexByteTyped
 from inspector.tui.screens import PromptScreen
 from inspector.tui.sessions import SessionDelete, session_delete
@@ -23,6 +24,19 @@ from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.summary import SummaryBar
 
 
+def refusal(attempt: Callable[[str], Any]) -> Callable[[str], str | None]:
+    """A prompt's check from a function that raises EditRefused: the reason, or None when it would do."""
+
+    def check(text: str) -> str | None:
+        try:
+            attempt(text)
+        except EditRefused as exc:
+            return f"refused: {exc}"
+        return None
+
+    return check
+
+
 class EditingMixin:
     """Edit actions of the inspector app (refused, with a message, on a read-only file)."""
 
@@ -30,6 +44,7 @@ class EditingMixin:
     doc: Document
     item: int | None
     rows_version: int
+    generation: int
     topics: dict[int, str | None]
     layout_mode: str
 
@@ -46,8 +61,8 @@ class EditingMixin:
             return
         self.push_screen(PromptScreen("Add a new chunk after this one: which kind?",
                                       placeholder="msg_store, client_msg, retain, sub or client",
-                                      hint="numbers start at 0 and text empty: edit the fields next (u: undo)"),
-                         self.do_add_new)
+                                      hint="numbers start at 0 and text empty: edit the fields next (u: undo)",
+                                      check=refusal(addable_kind)), self.do_add_new)
 
     def do_add_new(self, kind: str | None) -> None:
         if not kind or self.item is None:
@@ -66,6 +81,19 @@ class EditingMixin:
         self.jump(new)
         self.say(f"added {what.replace('{anchor}', str(self.doc.new_anchor[new]))}: edit its fields (u: undo)")
 
+    def new_generation(self) -> None:
+        """The chunk numbers changed (a save, an undo or redo past one): the store-id columns are gathered
+        again and the filter runs again on the file now shown, keeping the cursor where it was."""
+        self.generation = self.doc.generation
+        self.columns = None
+        self.columns_worker()
+        if self.filter_text:
+            self.rows_version = self.doc.rows_version
+            keep = self.item if self.item is not None and self.item < self.doc.count() else None
+            self.apply_filter(self.filter_text, keep=keep)
+        else:
+            self.rows_version = -1  # sync_rows lays the whole list out again
+
     def sync_rows(self) -> None:
         """Put inserted chunks among the rows (the unfiltered list only) when they change."""
         if self.rows_version == self.doc.rows_version:
@@ -82,6 +110,8 @@ class EditingMixin:
 
     def refresh_after_edit(self) -> None:
         self.topics.clear()  # an edited store may have a new topic for the rows that reference it
+        if self.generation != self.doc.generation:
+            self.new_generation()
         self.sync_rows()
         self.chunks.refresh()
         self.show_item(keep_cursor=True)
@@ -122,7 +152,8 @@ class EditingMixin:
             current = "" if value is None else str(value)
             hint = "an integer (decimal or 0x..)"
         item, name = self.item, info.name
-        self.push_screen(PromptScreen(f"{rec.kind}[{item}].{name}", current, hint=hint),
+        self.push_screen(PromptScreen(f"{rec.kind}[{item}].{name}", current, hint=hint,
+                                      check=refusal(lambda text: self.doc.field_edit(item, name, text))),
                          lambda text: self.do_edit(item, name, text))
 
     def do_edit(self, item: int, name: str, text: str | None) -> None:
@@ -230,15 +261,19 @@ class EditingMixin:
                  "warning" if warning else "information")
 
     @work(thread=True, exclusive=True, group="session")
-    def session_worker(self, item: int, client_id: str) -> None:
+    def session_worker(self, item: int | None, client_id: str) -> None:
         """The session's chunks and the stores it leaves unreferenced, as ``drop-client`` finds them."""
         try:
             found = session_delete(self.doc, client_id)
         except CodecError as exc:
             self.call_from_thread(self.say, f"cannot delete the session: {exc}", "error")
             return
-        if item not in found.items:
+        if item is not None and item not in found.items:
             found.items = sorted([*found.items, item])
+        found.items = [i for i in found.items if i not in self.doc.overlay.deleted]
+        if not found.items:
+            self.call_from_thread(self.say, f"no chunk of {client_id!r} left to delete", "warning")
+            return
         self.call_from_thread(self.session_done, found, client_id)
 
     def session_done(self, found: SessionDelete, client_id: str) -> None:

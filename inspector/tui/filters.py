@@ -28,6 +28,9 @@ FILTER_KEYS = {"type": "type", "t": "type", "kind": "type", "topic": "topic", "t
                "c": "client", "id": "client", "store": "store", "s": "store", "sid": "store"}
 """The filter bar's criteria and their short spellings."""
 
+FILTER_PLACEHOLDER = "type:retain  topic:site/+/temp  client:dev-1  store:10-20  or a topic prefix: site/te"
+FILTER_HELP = ("types: cfg msg_store client_msg retain sub client (msg, cmsg, ret…) · topic: an MQTT filter · "
+               "a bare word: topics starting with it · criteria combine (AND) · Enter applies, Esc clears")
 PREFIX_LIMIT = 2000
 """Different topic levels a bare word may open onto (each becomes one MQTT filter)."""
 

@@ -12,12 +12,15 @@ import threading
 from typing import Any
 
 import numpy as np
+from rich.text import Text
 from textual import work
-from textual.widgets import Input
+from textual.widgets import Input, Static
 
 from codec import CodecError
+from codec.values import printable
 from inspector.tui.document import Document
 from inspector.tui.filters import (
+    FILTER_HELP,
     StoreColumns,
     filter_view,
     inserted_records,
@@ -120,13 +123,16 @@ class NavigationMixin:
             self.chunks.goto_item(item)
 
     def action_goto(self) -> None:
-        self.push_screen(PromptScreen("Go to", placeholder="123 = chunk index, 0x1f or @31 = offset, #42 = store id"),
-                         self.do_goto)
+        self.push_screen(PromptScreen("Go to", placeholder="123 = chunk index, 0x1f or @31 = offset, #42 = store id",
+                                      check=lambda text: self.goto_target(text)[1]), self.do_goto)
 
-    def do_goto(self, text: str | None) -> None:
-        if not text or not self.need_index():
-            return
+    def goto_target(self, text: str) -> tuple[int | None, str | None]:
+        """Where a goto text leads: (the item, None), or (None, why not) — the prompt stays open then."""
         text = text.strip()
+        if not text:
+            return None, None
+        if not self.doc.complete():
+            return None, "the index is still being built; try again in a moment"
         idx = self.doc.index()
         assert idx is not None
         try:
@@ -134,30 +140,36 @@ class NavigationMixin:
                 sid = int(text.lstrip("#s").strip(), 0)
                 item = self.store_columns().find_store(sid)
                 if item is None:
-                    self.say(f"no msg_store with store id {sid}", "warning")
-                    return
-            elif text.startswith(("0x", "@")) and self.doc.is_store:
-                self.say("a sqlite store has rows, not byte offsets: give a row number or #store id", "warning")
-                return
-            elif text.startswith(("0x", "@")):
+                    return None, f"no msg_store with store id {sid}"
+                return item, None
+            if text.startswith(("0x", "@")) and self.doc.is_store:
+                return None, "a sqlite store has rows, not byte offsets: give a row number or #store id"
+            if text.startswith(("0x", "@")):
                 off = int(text.lstrip("@"), 0)
-                self.pending_offset = off  # the hex view goes to this byte once it shows the chunk
                 found = idx.find(off)
                 if found is None:
                     if idx.end <= off < self.doc.db.size and self.chunks.show_damage:
-                        found = DAMAGE_ROW
-                    else:
-                        self.say(f"offset {off} is not inside a chunk (file header is 0..22, end {idx.end})", "warning")
-                        return
-                item = found
-            else:
-                item = int(text, 0)
-                if not 0 <= item < len(idx):
-                    self.say(f"chunk index {item} out of range 0..{len(idx) - 1}", "warning")
-                    return
+                        return DAMAGE_ROW, None
+                    return None, f"offset {off} is not inside a chunk (file header is 0..22, end {idx.end})"
+                return found, None
+            item = int(text, 0)
         except ValueError:
-            self.say(f"goto: cannot read {text!r}", "warning")
+            return None, f"goto: cannot read {text!r} (123, 0x1f, @31 or #42)"
+        if not 0 <= item < len(idx):
+            return None, f"{self.unit} index {item} out of range 0..{len(idx) - 1}"
+        return item, None
+
+    def do_goto(self, text: str | None) -> None:
+        if not text or not self.need_index():
             return
+        item, why = self.goto_target(text)
+        if item is None:
+            if why:
+                self.say(why, "warning")
+            return
+        text = text.strip()
+        if text.startswith(("0x", "@")):
+            self.pending_offset = int(text.lstrip("@"), 0)  # the hex view goes to this byte once it shows the chunk
         same = item == self.item
         self.jump(item)
         if same:  # no new row: the details are not shown again, so move the hex view here
@@ -241,8 +253,10 @@ class NavigationMixin:
     def on_input_submitted(self, event: Input.Submitted) -> None:
         if event.input.id == "filter":
             event.stop()
-            self.apply_filter(event.value)
-            self.chunks.focus()
+            if self.apply_filter(event.value):
+                self.chunks.focus()
+            else:  # refused: the text stays to be corrected, and what is typed next goes into it
+                event.input.focus()
 
     def action_clear_filter(self) -> None:
         stopped = self.cancel_jobs()  # Esc stops a running filter, search, check, export or broker verdict first
@@ -267,6 +281,7 @@ class NavigationMixin:
         box = self.query_one("#filter", Input)
         box.value = ""
         box.display = False
+        self.query_one("#filter-help", Static).update(FILTER_HELP)
         self.query_one("#filter-help").display = False
         if self.status_text.startswith("filter applied"):
             self.status_text = ""
@@ -275,24 +290,29 @@ class NavigationMixin:
         self.chunks.set_rows(rows, keep=keep, sorted_rows=rows is None)
         self.update_status()
 
-    def apply_filter(self, text: str) -> None:
+    def apply_filter(self, text: str, keep: int | None = None) -> bool:
+        """Filter the list by ``text``; False when it is refused (the reason is said), True when it runs."""
         text = text.strip()
         if not text:
             self.clear_filter()
-            return
+            return True
         try:
             spec = parse_filter(text)
         except ValueError as exc:
             self.say(str(exc), "error")
-            return
+            help_line = self.query_one("#filter-help", Static)
+            help_line.update(Text(printable(str(exc)), style="bold red"))
+            help_line.display = True
+            return False
         if not self.need_index():
-            return
+            return False
+        self.query_one("#filter-help", Static).update(FILTER_HELP)
         box = self.query_one("#filter", Input)
         box.value = text
         box.display = True
         self.filter_gen += 1
         self.filter_text = text
-        keep = self.item
+        keep = self.item if keep is None else keep
         self.filter_spec = spec
         self.filter_rows = NO_ROWS
         self.filter_busy = True
@@ -300,6 +320,7 @@ class NavigationMixin:
         self.query_one("#filter-help").display = False
         self.filter_worker(spec, self.filter_gen, dict(self.doc.overlay.replaced), inserted_records(self.doc), keep)
         self.say(f"filter applied: {text}" + ("; " + "; ".join(spec.notes) if spec.notes else ""))
+        return True
 
     @work(thread=True, exclusive=True, group="filter")
     def filter_worker(self, spec: Any, gen: int, replaced: dict, inserted: Any, keep: int | None = None) -> None:
@@ -315,6 +336,8 @@ class NavigationMixin:
             rows = filter_view(self.doc, resolved, replaced, inserted)  # unsaved edits and insertions too; int64
         except (CodecError, ValueError) as exc:
             self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
+            if isinstance(exc, ValueError) and gen == self.filter_gen:  # the text is refused: back to it
+                self.call_from_thread(self.query_one("#filter", Input).focus)
         finally:
             progress.finish()
         if gen == self.filter_gen:

@@ -20,6 +20,15 @@ from inspector.tui.savecheck import NewErrors, SaveCheck
 from inspector.tui.screens import ConfirmQuit, ConfirmSave, PromptScreen
 
 
+def no_directory(text: str) -> str | None:
+    """Why a path prompt refuses ``text``: the directory it would go in does not exist; else None."""
+    path = os.path.expanduser(text.strip())
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"{directory}: no such directory"
+    return None
+
+
 class SavingMixin:
     """Save, save as, quit and export actions of the inspector app."""
 
@@ -44,7 +53,8 @@ class SavingMixin:
             self.say("not saved: a sqlite store is saved in place only (^s); mosqdb convert STORE OUT.db writes "
                      "it as a .db", "warning")
             return
-        self.push_screen(PromptScreen("Save as", self.doc.path, "path of the new file"), self.do_save_as)
+        self.push_screen(PromptScreen("Save as", self.doc.path, "path of the new file", check=no_directory),
+                         self.do_save_as)
 
     def do_save_as(self, path: str | None) -> None:
         if path:
@@ -70,16 +80,14 @@ class SavingMixin:
         except (CodecError, EditRefused) as exc:
             self.say(f"not saved: {exc}", "error")
             return False
-        self.columns = None
-        self.columns_worker()
-        self.clear_filter()
         self.hex.editable = not self.doc.read_only
-        self.refresh_after_edit()
+        self.refresh_after_edit()  # the chunk numbers are the saved file's: the filter runs again on it
         if self.doc.is_store:
             self.say(result.summary())
         else:
+            kept = f"; the file as it was: {result.backup}" if result.backup else ""
             self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
-                     f"{result.chunks_deleted} deleted)")
+                     f"{result.chunks_deleted} deleted){kept} (u: undo)")
         self.file_saved()
         if then_exit:
             self.exit()
@@ -104,7 +112,8 @@ class SavingMixin:
         base = os.path.splitext(self.doc.path)[0]
         self.push_screen(PromptScreen("Export the current selection (the file as saved, not unsaved edits)",
                                       base + ".jsonl", hint="NAME.jsonl: JSON lines; any other name: a Parquet "
-                                      "dataset directory (one file per chunk kind)"), self.do_export)
+                                      "dataset directory (one file per chunk kind)", check=no_directory),
+                         self.do_export)
 
     def do_export(self, out: str | None) -> None:
         if not out:

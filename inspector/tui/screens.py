@@ -4,6 +4,7 @@ save, help, and check results."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -30,13 +31,20 @@ HELP = help_text() + "\n" + LEGEND
 
 
 class PromptScreen(ModalScreen[str | None]):
-    """Ask for one line of text (goto target, search text, a field value, a path)."""
+    """Ask for one line of text (goto target, search text, a field value, a path).
+
+    ``check(text)`` says why a text is refused (None: accepted): a refused text stays in the
+    prompt, with the reason under it, so what is typed next corrects it instead of running as
+    commands in the pane below. Only Enter on an accepted text or Esc closes the prompt.
+    """
 
     BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
-    def __init__(self, title: str, value: str = "", placeholder: str = "", hint: str = "") -> None:
+    def __init__(self, title: str, value: str = "", placeholder: str = "", hint: str = "",
+                 check: Callable[[str], str | None] | None = None) -> None:
         super().__init__()
         self.title_text, self.value, self.placeholder, self.hint = title, value, placeholder, hint
+        self.check = check
 
     def compose(self) -> ComposeResult:
         with Vertical(id="prompt-box", classes="modal-box"):
@@ -44,9 +52,22 @@ class PromptScreen(ModalScreen[str | None]):
             yield Input(self.value, placeholder=self.placeholder, id="prompt-input")
             if self.hint:
                 yield Static(self.hint, id="prompt-hint")
+            error = Static("", id="prompt-error")
+            error.display = False
+            yield error
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        why = self.check(event.value) if self.check is not None and event.value.strip() else None
+        if why is not None:
+            error = self.query_one("#prompt-error", Static)
+            error.update(Text(printable(why)))
+            error.display = True
+            say = getattr(self.app, "say", None)
+            if say is not None:  # the status line says it too
+                say(why, "warning")
+            event.input.focus()
+            return
         self.dismiss(event.value)
 
     def action_cancel(self) -> None:

@@ -10,6 +10,7 @@ an inserted chunk), so a delete in the inspector saved on a clean file is byte f
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -84,3 +85,65 @@ def session_delete(doc: Document, client_id: str) -> SessionDelete:
 
 
 __all__ = ["SessionDelete", "session_delete"]
+
+
+# ---------------------------------------------------------------- the sessions view's rows
+
+
+@dataclass
+class SessionRow:
+    """One line of the sessions view: a client, or a group of generated-looking ids (``members``)."""
+
+    name: str  # the client id, or the group's shape (``mosq-*``)
+    session: int  # CLIENT chunks: 0/1 for a client, how many for a group
+    subscriptions: int
+    queued: int  # outgoing entries (waiting or in flight)
+    queued_bytes: int  # their stored payloads' bytes
+    in_flight: int
+    incoming: int  # incoming QoS 2 entries awaiting release
+    expiry: tuple[int | None, int | None] = (None, None)  # (session expiry time, interval)
+    bridge: str | None = None  # bridge or not: the status bridge_map gives it
+    members: list[str] | None = None  # a group: its client ids
+
+    @property
+    def is_group(self) -> bool:
+        return self.members is not None
+
+
+SORT_KEYS = {
+    "queued bytes": lambda r: (-r.queued_bytes, -r.queued, r.name),
+    "queued": lambda r: (-r.queued, -r.queued_bytes, r.name),
+    "name": lambda r: (r.name,),
+}
+
+
+def session_rows(db: Any, at: float) -> tuple[list[SessionRow], dict[str, list[SessionRow]]]:
+    """Every client of ``db`` as ``stats --by client`` counts it (codec.ops.clients: sessions, subscriptions,
+    queues in and out with their bytes, in-flight entries; bridges marked and never grouped), with
+    generated-looking ids grouped by shape: (the rows — single clients and groups —, each group's members)."""
+    from codec.ops.clients import bridge_map, client_table, id_shape
+    from codec.sources import column_reader
+
+    table = client_table(db, cols=column_reader(db))
+    marks = {s.client_id: s.status for s in bridge_map(db, None, at, table=table).sessions if s.present}
+    singles: list[SessionRow] = []
+    groups: dict[str, list[SessionRow]] = {}
+    for i, name in enumerate(table.names):
+        row = SessionRow(name, int(table.session[i]), int(table.subscriptions[i]), int(table.queued[i]),
+                         int(table.queued_bytes[i]), int(table.in_flight[i]), int(table.incoming[i]),
+                         table.expiry.get(name, (None, None)), marks.get(name))
+        shape = None if name in marks else id_shape(name)
+        if shape is None:
+            singles.append(row)
+        else:
+            groups.setdefault(shape, []).append(row)
+    rows = list(singles)
+    for shape, members in groups.items():
+        rows.append(SessionRow(shape, sum(m.session for m in members), sum(m.subscriptions for m in members),
+                               sum(m.queued for m in members), sum(m.queued_bytes for m in members),
+                               sum(m.in_flight for m in members), sum(m.incoming for m in members),
+                               members=[m.name for m in members]))
+    return rows, groups
+
+
+__all__ += ["SORT_KEYS", "SessionRow", "session_rows"]

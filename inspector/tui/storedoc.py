@@ -38,7 +38,7 @@ from codec.store.read import StoreFile, as_text
 from codec.store.rowedit import RowChange, RowsWritten, Stored, apply_changes, assignments, read_stored
 from codec.store.schema import ROWS
 from codec.writer import Overlay
-from inspector.tui.document import ChunkView, Document, Edit, EditRefused, parse_value, short
+from inspector.tui.document import Base, ChunkView, Document, Edit, EditRefused, parse_value, short
 from inspector.tui.rows import summary
 
 NO_BYTES = ("a store row's bytes are its text and blob columns: edit its values in the field tree "
@@ -180,6 +180,9 @@ class StoreDocument(Document):
         self.new_anchor = {}
         self.rows_version = 0
         self._next_virtual = -2
+        self.base = Base(self.db)
+        self.disk = self.db
+        self.generation = 0
 
     @property
     def read_only_why(self) -> str:
@@ -240,8 +243,9 @@ class StoreDocument(Document):
         return summary(rec)
 
     # ------------------------------------------------------------ edits
-    def set_field(self, i: int, name: str, text: str) -> Edit:
-        """Change one value of a row, refused when the v6 record or the store's columns cannot hold it."""
+    def field_edit(self, i: int, name: str, text: str) -> Edit:
+        """The edit of one value of a row (not applied), refused when the v6 record or the store's
+        columns cannot hold it."""
         v = self.view(i)
         rec = v.record
         assert rec is not None
@@ -255,7 +259,7 @@ class StoreDocument(Document):
             assignments(self.db.chunk(i).record, new, where)
         except CodecError as exc:
             raise EditRefused(exc.reason) from None
-        return self.apply(Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)}))
+        return Edit(f"{v.label}.{name} = {short(value)}", after={i: (new, i in self.overlay.deleted)})
 
     def set_byte(self, i: int, pos: int, value: int) -> Edit:
         raise EditRefused(NO_BYTES)
@@ -314,6 +318,9 @@ class StoreDocument(Document):
         self.read_only = self.forced_read_only or not _writable(path)
         self.overlay = Overlay()
         self.rows_version += 1
+        self.generation += 1  # rows deleted: the numbers after them moved
+        self.base = Base(self.db)
+        self.disk = self.db
         self.undo_stack.clear()
         self.redo_stack.clear()
         self.saved_depth = 0
@@ -336,7 +343,8 @@ class StoreSaved:
         parts = [f"{n} {t} row(s) updated" for t, n in self.rows.updated.items()]
         parts += [f"{n} {t} row(s) deleted" for t, n in self.rows.deleted.items()]
         kept = f"; the store as it was: {self.backup}" if self.backup else ""
-        return f"saved {self.path} in one transaction: {', '.join(parts) or 'nothing changed'}{kept}"
+        return (f"saved {self.path} in one transaction: {', '.join(parts) or 'nothing changed'}{kept} (a store's "
+                "undo history starts again after a save: the backup holds what it was)")
 
 
 def _writable(path: str) -> bool:

@@ -34,6 +34,20 @@ DROP_WORDS = {"expired-session": "expired", "persistent-client-expiration": "per
 HEADER_KEY = "broker"
 
 
+def release_refused(text: str) -> str | None:
+    """Why the broker prompt refuses ``text`` (an unknown release), or None."""
+    text = text.strip()
+    if not text or text == "auto":
+        return None
+    from codec.broker.versions import UnknownVersion, parse_version
+
+    try:
+        parse_version(text)
+    except UnknownVersion as exc:
+        return exc.reason
+    return None
+
+
 def label(pred: Any, asked: str) -> str:
     """``Mosquitto 2.0.18`` (``Mosquitto 2.0.22 (auto)`` when the file chose it)."""
     return f"Mosquitto {pred.broker}" + (" (auto)" if asked == "auto" else "")
@@ -150,7 +164,7 @@ class VerdictMixin:
         self.push_screen(PromptScreen("Broker verdict: which Mosquitto release?", self.broker or "auto",
                                       "2.0.18, 2.1.2, auto",
                                       hint=f"releases {ACCEPTED}; auto: the one the file's db version suggests; "
-                                           "empty: hide the verdict"), self.set_broker)
+                                           "empty: hide the verdict", check=release_refused), self.set_broker)
 
     def set_broker(self, text: str | None) -> None:
         """Show the verdict of release ``text`` (``auto``; empty hides it); an unknown release is refused."""

@@ -12,7 +12,7 @@ unchanged, nothing new exists outside the data directory, no root-owned temp fil
 and the command either succeeded or refused with one line.
 
 Root only (skipped otherwise: the attack needs two users). The ``guard`` cases run once guard goes
-through ``codec.safefile``; the TUI's save is still to add (see PENDING_CASES).
+through ``codec.safefile``; the inspector's save runs as ``tests/support/tui_save.py`` drives it.
 """
 
 from __future__ import annotations
@@ -74,10 +74,12 @@ GUARD_CASES: list[tuple[str, list[str]]] = [
 ]
 GUARD_CONVERTED = "safefile" in (ROOT / "codec" / "broker" / "guard.py").read_text(encoding="utf-8")
 CASES += GUARD_CASES
-# still to add (the lead, after merging `tui`): the TUI's ctrl+s save, which keeps a backup through
-# inspector.commands.shared.writing.make_backup and writes through codec.writer.save (both on codec.safefile here),
-# driven by a Pilot run as root
-PENDING_CASES: list[str] = ["tui-save"]
+# the inspector's ctrl+s (a backup through codec.safefile.keep_backup, the file through
+# codec.writer.save; a store through codec.store.edit), twice with an undo past the first save between,
+# driven by a Pilot run as root (tests/support/tui_save.py)
+TUI = "@tui"
+CASES += [("tui-save", [TUI, "{db}"]), ("tui-save-store", [TUI, "{store}"]), ("tui-save-linked", [TUI, "{data}/linked.db"])]
+PENDING_CASES: list[str] = []
 
 BASES = ("hostile.db", "mosquitto.db", "mosquitto.sqlite3", "damaged.db", "rewritten.db", "export.jsonl", "migrated.sqlite3",
          "from-store.db", "edited.sqlite3")
@@ -218,7 +220,9 @@ def test_root_writes_nothing_outside_the_directory(arena: dict[str, Path], case:
         os.close(r_fd)
         args = [a.format(db=data / "mosquitto.db", store=data / "mosquitto.sqlite3", data=data,
                          damaged=data / "damaged.db", client=client) for a in argv]
-        r = subprocess.run([sys.executable, "-m", "inspector.cli", *args], cwd=ROOT, capture_output=True, text=True,
+        command = ([str(ROOT / "tests" / "support" / "tui_save.py"), *args[1:]] if args[0] == TUI
+                   else ["-m", "inspector.cli", *args])
+        r = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
                            timeout=300)
     finally:

@@ -326,7 +326,8 @@ async def test_add_a_new_blank_chunk_fill_it_and_save(v6_copy: Path) -> None:
         await type_text(pilot, "cfg")
         await keys(pilot, "enter")
         assert "a file has one cfg chunk" in status(app) and not app.doc.new_records
-        await keys(pilot, "A")
+        assert isinstance(app.screen, PromptScreen)  # refused: the prompt stays for another kind
+        await keys(pilot, "escape", "A")
         await type_text(pilot, "retain")
         await keys(pilot, "enter")
         new = app.item

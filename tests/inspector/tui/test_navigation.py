@@ -7,6 +7,7 @@ import json
 import pytest
 
 from codec import DbFile
+from inspector.tui.screens import PromptScreen
 
 from support.paths import V3, V6
 from support.reference_selection import topic_matches
@@ -63,6 +64,7 @@ async def test_goto_index_offset_store() -> None:
         await type_text(pilot, "900")
         await keys(pilot, "enter")
         assert app.item == 42 and "out of range 0..89" in status(app)
+        assert isinstance(app.screen, PromptScreen)  # refused: the prompt stays open to correct it
 
 
 async def test_search_and_next() -> None:

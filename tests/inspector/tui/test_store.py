@@ -166,6 +166,7 @@ async def test_find_follow_and_check_work_on_rows(store: Path, where: str) -> No
         await type_text(pilot, "0x40")
         await keys(pilot, "enter")
         assert app.item == first and "rows, not byte offsets" in status(app)
+        await keys(pilot, "escape")  # the refused goto's prompt stayed open to correct it
         await keys(pilot, "c")
         panel = app.screen
         await until(pilot, lambda: not panel.running, "the check")
