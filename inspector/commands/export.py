@@ -17,15 +17,16 @@ from codec.sources import is_store, open_any
 from codec.values import json_text, printable
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.commands import UsageError, add_at, add_endian
+from inspector.commands.shared import sinks
 from inspector.commands.shared.progress import progress
 
 COMMANDS = ("export", "sql")
 HELP_ORDER = 60
 
 try:  # the forward-packet sinks live with their engine
-    from inspector.commands.shared.forward_export import add_forward_options, run_forward_export
+    from inspector.commands.shared.forward_export import add_forward_options
 except ImportError:
-    add_forward_options = run_forward_export = None  # type: ignore[assignment]
+    add_forward_options = None  # type: ignore[assignment]
 
 KIND_CHOICES = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages")
 
@@ -51,8 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(`-` for stdout) with the objects of `mosqdb dump --json` plus `file`.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
-    p.add_argument("--to", required=True, metavar="FORMAT",
-                   help="parquet | jsonl" + (" | msgpack | forward://HOST:PORT" if add_forward_options else ""))
+    p.add_argument("--to", required=True, metavar="SINK",
+                   help=sinks.forms("export") + " (the older --to parquet -o DIR, likewise jsonl and msgpack, "
+                   "still works)")
     p.add_argument("-o", "--output", metavar="OUT", help="output directory or file (required for parquet/jsonl)")
     add_at(p, "the expires_at/expired columns")
     p.add_argument("--kind", action="append", default=[], metavar="K",
@@ -204,14 +206,16 @@ def _ready(ahead: Future[Any] | None, path: str) -> dict[str, Any] | None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    to = args.to
+    sink = sinks.choose("export", args)  # parquet:DIR is the older --to parquet -o DIR
     args.files = input_files(args.files)
-    if to == "msgpack" or to.startswith("forward://"):
-        if run_forward_export is None:
-            raise UsageError(f"--to {to}: the forward-packet exporter is not available in this build")
-        return int(run_forward_export(args) or 0)
-    if to not in ("parquet", "jsonl"):
-        raise UsageError(f"--to {to}: use parquet, jsonl, msgpack or forward://HOST:PORT")
+    if sink is None:
+        raise UsageError(f"--to {args.to}: use parquet, jsonl, msgpack or forward://HOST:PORT")
+    return sinks.run(sink, args)
+
+
+def export_files(args: argparse.Namespace) -> int:
+    """The Parquet and JSON Lines sinks (``--to parquet:DIR``, ``--to jsonl:FILE``)."""
+    to = args.to
     if not args.output:
         raise UsageError(f"--to {to} needs -o OUT")
     if args.batch_size is None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from codec.values import json_text, printable
 from codec.views.query import valid_filter
 from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands.shared import sinks
 from inspector.commands.shared.progress import add_quiet, progress
 from inspector.commands.shared.writing import parse_at
 
@@ -200,6 +201,12 @@ def _emit(args: argparse.Namespace, data: dict, text: list[str]) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    sink = sinks.find("replay", args.to)
+    return replay_to(args) if sink is None else sinks.run(sink, args)  # not a sink: replay_to says which are
+
+
+def replay_to(args: argparse.Namespace) -> int:
+    """The live-broker sink (``--to mqtt://…``, ``mqtts://…``)."""
     from exporters.live.plan import plan_replay
     from exporters.live.replay import Interrupted, Replay, ReplayOptions
     from exporters.live.resume import StateError, open_state
