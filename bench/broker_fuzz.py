@@ -233,6 +233,7 @@ class Run:
     content_ok: bool | None = None  # None: not compared (one of them did not start)
     diff: str = ""
     notes: list[str] = field(default_factory=list)
+    guard: str | None = None  # with --guard, where the broker did not load: "ok" or what went wrong
 
 
 def _observed_verdict(rc: int | None, started: bool) -> str:
@@ -243,7 +244,39 @@ def _observed_verdict(rc: int | None, started: bool) -> str:
     return "refuses"
 
 
-def run_one(version: str, binary: str, path: Path, work: Path, clients: list[str], now: float) -> Run:
+def guard_one(version: str, binary: str, path: Path, work: Path) -> str:
+    """``mosqdb guard`` on a copy of a file the broker does not load, then the broker on what guard left:
+    "ok" when the broker starts and the original bytes are kept in FILE.bad-*, else what went wrong."""
+    gdir = work / "guard"
+    gdir.mkdir(parents=True, exist_ok=True)
+    db = gdir / "mosquitto.db"
+    shutil.copyfile(path, db)
+    db.chmod(0o600)
+    r = subprocess.run([sys.executable, "-m", "inspector.cli", "guard", str(db), "--broker", version,
+                        "--mosquitto", binary], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    problems = []
+    if "Traceback" in r.stderr:
+        problems.append("traceback")
+    original = path.read_bytes()
+    if not any(p.read_bytes() == original for p in gdir.iterdir() if p.name.startswith("mosquitto.db.bad-")):
+        problems.append(f"original bytes not kept (guard exit {r.returncode})")
+    b = _Broker(binary, gdir, old=version < "2")
+    try:
+        b.start(timeout=20.0)
+        if b.proc is None:
+            problems.append(f"guard exit {r.returncode}, then the broker "
+                            f"{_observed_verdict(b.returncode, False)}: {r.stderr.strip().splitlines()[-1:]}")
+    except TimeoutError as exc:
+        problems.append(f"the broker hangs after guard: {exc}")
+    finally:
+        with contextlib.suppress(Exception):
+            b.stop()
+    return "ok" if not problems else "; ".join(problems)
+
+
+def run_one(version: str, binary: str, path: Path, work: Path, clients: list[str], now: float,
+            guard: bool = False) -> Run:
     from support.brokers import collect_queued
 
     work.mkdir(parents=True, exist_ok=True)
@@ -264,6 +297,8 @@ def run_one(version: str, binary: str, path: Path, work: Path, clients: list[str
         started = b.proc is not None
         run.observed = _observed_verdict(b.returncode, started)
         if not started:
+            if guard:
+                run.guard = guard_one(version, binary, path, work)
             return run
         if pred.verdict != "loads":
             return run
@@ -474,6 +509,8 @@ def main() -> int:
     ap.add_argument("--keep", help="keep the variant files here")
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("--minutes", type=float, default=0, help="stop starting variants after this long (0: no limit)")
+    ap.add_argument("--guard", action="store_true", help="where a broker does not load a variant, run mosqdb guard "
+                    "on it (trial load in that broker) and check the broker then starts and the original is kept")
     args = ap.parse_args()
     found = brokers_found()
     wanted = [v for v in args.brokers.split(",") if v in found]
@@ -489,7 +526,7 @@ def main() -> int:
         for path, clients, what in variants:
             for v in wanted:
                 jobs.append((what, pool.submit(_guarded, v, found[v], path, outdir / "w" / f"{path.stem}-{v}",
-                                               clients, now, started, args.minutes)))
+                                               clients, now, started, args.minutes, args.guard)))
         for what, fut in jobs:
             r = fut.result()
             if r is not None:
@@ -503,11 +540,11 @@ def main() -> int:
 
 
 def _guarded(v: str, exe: str, path: Path, work: Path, clients: list[str], now: float, t0: float,
-             minutes: float) -> Run | None:
+             minutes: float, guard: bool = False) -> Run | None:
     if minutes and time.monotonic() - t0 > minutes * 60:
         return None
     try:
-        return run_one(v, exe, path, work, clients, now)
+        return run_one(v, exe, path, work, clients, now, guard)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -534,7 +571,15 @@ def report(runs: list[tuple[str, Run]], brokers: list[str], missing: list[str], 
         cs = [r for r in rs if r.content_ok is not None]
         lines.append(f"| {b} | {sum(r.model == r.observed for r in rs)} | {len(rs)} | "
                      f"{sum(bool(r.content_ok) for r in cs)} | {len(cs)} |")
+    guarded = [(w, r) for w, r in runs if r.guard is not None]
+    if guarded:
+        ok = sum(1 for _w, r in guarded if r.guard == "ok")
+        lines += ["", f"guard, where the broker did not load the variant: {ok} of {len(guarded)} then started with the "
+                  "original bytes kept in FILE.bad-*"]
     lines += ["", "## Disagreements", ""]
+    for what, r in guarded:
+        if r.guard != "ok":
+            lines.append(f"- guard: {r.variant} ({what}) on {r.broker}: {r.guard}")
     for what, r in runs:
         if r.model != r.observed:
             lines.append(f"- verdict: {r.variant} ({what}) on {r.broker}: model {r.model}, broker {r.observed} {r.diff}")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from codec.errors import CodecError
-from codec.layouts import ChunkType
+from codec.layouts import ChunkType, layout_for
 
 PLAUSIBLE_ID = 1 << 48  # a store id / last_db_id beyond this is a byte order mix-up, not 281 trillion messages
 SANE_TIME = (946_684_800, 4_102_444_800)  # 2000 .. 2100
@@ -56,11 +56,13 @@ def first_ids(db: Any, *, explicit: bool = False) -> tuple[list[tuple[str, int]]
             t = idx.types[i]
             if t == ChunkType.CFG:
                 ids.append(("last_db_id", db.chunk(i).record["last_db_id"]))
-            elif t == ChunkType.MSG_STORE:
-                rec = db.chunk(i).record
+            elif t == ChunkType.MSG_STORE:  # two 8-byte fields: decoding the chunk would read the whole payload
+                sid, expiry = _store_fields(db, idx, i)
+                if sid is None:
+                    return [], []
                 if len(ids) < 4:
-                    ids.append(("store_id", rec["store_id"]))
-                times.append(rec.values.get("expiry_time") or 0)
+                    ids.append(("store_id", sid))
+                times.append(expiry or 0)
             elif t == ChunkType.CLIENT and explicit:
                 times.append(db.chunk(i).record.values.get("session_expiry_time") or 0)
             if len(ids) >= 4 and not explicit:  # the times are only wanted against an explicit order
@@ -68,6 +70,29 @@ def first_ids(db: Any, *, explicit: bool = False) -> tuple[list[tuple[str, int]]
     except (CodecError, KeyError, AttributeError, TypeError, OverflowError):
         return [], []
     return ids, times
+
+
+def _store_fields(db: Any, idx: Any, i: int) -> tuple[int | None, int | None]:
+    """The store id and expiry time of msg_store chunk ``i``, read at their layout offsets (None: the chunk is
+    too short for them); the expiry is None where the version has none."""
+    import os
+
+    layout = layout_for(db.version, ChunkType.MSG_STORE)
+    if layout is None:
+        return None, None
+    body = int(idx.offsets[i]) + db.header_size
+    end = idx.chunk_end(i)
+    out: list[int | None] = []
+    for name, signed in (("store_id", False), ("expiry_time", True)):
+        offset = layout.offset_of(name)
+        if offset is None:
+            out.append(None)
+            continue
+        at = body + offset
+        if end - at < 8:
+            return None, None
+        out.append(int.from_bytes(os.pread(db.fd, 8, at), db.endian, signed=signed))
+    return out[0], out[1]
 
 
 def judge(ids: list[tuple[str, int]], times: list[int], endian: str, *, explicit: bool = False) -> str | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any
 
@@ -87,19 +88,41 @@ def decode_options(decode: list[str] | None = None, proto: list[str] | None = No
     return out
 
 
-def register_views(spark: Any, paths: list[str], *, on_error: str = "fail",
-                   decode: dict[str, str] | None = None) -> list[str]:
-    """Temp views cfg, msg_store, client_msg, retain, sub, client and messages over the inputs;
+DEFAULT_RELEASES = "2.0.18,2.1.2"
+"""The releases of the ``verdicts`` view unless told (the 2.0 line most installs run, and 2.1)."""
+
+
+VIEWS = (*KINDS, "messages", "sparkplug_metrics", "verdicts")
+
+
+def views_named(query: str) -> list[str]:
+    """The views a SQL text mentions (as words, any case): the only ones worth planning for it."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query)}
+    return [v for v in VIEWS if v in words]
+
+
+def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", decode: dict[str, str] | None = None,
+                   releases: str = DEFAULT_RELEASES, at: float | None = None,
+                   only: list[str] | None = None) -> list[str]:
+    """Temp views cfg, msg_store, client_msg, retain, sub, client, messages and verdicts over the inputs;
     with ``decode`` (:func:`decode_options`) msg_store and messages have payload_format/payload_json
     and a ``sparkplug_metrics`` view is added.
 
-    Unreadable files fail with a line naming them, or (``skip``) are left out; returns the
+    ``verdicts``: one row per file × release of ``releases`` (comma separated), the broker model at ``at``
+    (Unix seconds; default now) — see :mod:`exporters.spark.verdicts`. ``only``: register just these views
+    (each view is a round trip to a Python planner process: ``mosqdb sql`` registers those its query names).
+    The verdicts view covers every file, damaged or not (the model says what the broker does with it); for the
+    other views unreadable files fail with a line naming them, or (``skip``) are left out; returns the
     skip lines (also kept for :func:`report_skipped`).
     """
     register(spark)
+    wanted = set(VIEWS if only is None else only)
     files = [f for p in paths for f in db_files(p)]
     if not files:
         raise CodecError("no *.db files found", path=",".join(paths))
+    if wanted == {"verdicts"}:  # the model reads damaged files too: its rows say what the broker does
+        verdicts_dataframe(spark, files, releases, at=at).createOrReplaceTempView("verdicts")
+        return []
     good, skipped = [], []
     for f in files:  # open each once here so a bad file is named before Spark starts working
         try:
@@ -116,12 +139,19 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail",
     if not good:
         raise CodecError("no readable *.db files", path=",".join(paths))
     joined = ",".join(good)
-    frames = {k: _reader(spark, k, decode if decode and k == "msg_store" else {}).load(joined) for k in KINDS}
-    if decode:
+    need = set(wanted) | ({"msg_store", "client_msg", "retain"} if "messages" in wanted else set())
+    frames = {k: _reader(spark, k, decode if decode and k == "msg_store" else {}).load(joined)
+              for k in KINDS if k in need}
+    if decode and "sparkplug_metrics" in wanted:
         frames["sparkplug_metrics"] = _reader(spark, "sparkplug_metrics", decode).load(joined)
     for k, df in frames.items():
-        df.createOrReplaceTempView(k)
-    messages_dataframe(frames["msg_store"], frames["client_msg"], frames["retain"]).createOrReplaceTempView("messages")
+        if k in wanted:
+            df.createOrReplaceTempView(k)
+    if "messages" in wanted:
+        messages_dataframe(frames["msg_store"], frames["client_msg"],
+                           frames["retain"]).createOrReplaceTempView("messages")
+    if "verdicts" in wanted:  # every file, the damaged ones too
+        verdicts_dataframe(spark, files, releases, at=at).createOrReplaceTempView("verdicts")
     return skipped
 
 
@@ -147,3 +177,27 @@ def error_line(exc: BaseException) -> str:
                 "--no-ship-code), give it with --conf spark.submit.pyFiles=ZIP, or name a Python that has mosqdb "
                 "with --conf spark.pyspark.python=PATH")
     return lines[0] if lines else type(exc).__name__
+
+
+def verdicts_dataframe(spark: Any, files: list[str], releases: str, *, at: float | None = None,
+                       upgrade_from: str | None = None, **options: Any) -> Any:
+    """One row per file × release: the broker model's verdict and counts, computed on the executors.
+
+    Spark's own file-packing settings (``spark.sql.files.maxPartitionBytes``/``openCostInBytes``) and the
+    default parallelism pack the files into tasks unless ``options`` say otherwise."""
+    from exporters.spark.verdicts import parse_releases
+
+    parse_releases(releases)  # a bad release is one line here, not a task failure later
+    conf = spark.conf
+    opts = {"releases": releases, "at": repr(at) if at is not None else None, "from": upgrade_from,
+            "maxPartitionBytes": _bytes(conf.get("spark.sql.files.maxPartitionBytes", "134217728")),
+            "openCostInBytes": _bytes(conf.get("spark.sql.files.openCostInBytes", "4194304")),
+            "minPartitions": spark.sparkContext.defaultParallelism, **options}
+    return _reader(spark, "verdicts", opts).load(",".join(files))
+
+
+def _bytes(text: str) -> int:
+    """A Spark size setting (``134217728``, ``128m``, ``4MB``) in bytes."""
+    t = str(text).strip().lower().rstrip("b")
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(t[-1:], 1)
+    return int(float(t[:-1] if mult > 1 else t) * mult)

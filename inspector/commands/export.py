@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from codec.errors import CodecError
+from codec.errors import CodecError, unreachable
 from codec.sources import is_store, open_any
 from codec.values import json_text, printable
 from codec.views.query import Selection, parse_store_ids, valid_filter
@@ -83,15 +83,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "sql",
-        help="run Spark SQL over db files (views cfg, msg_store, client_msg, retain, sub, client, messages)",
+        help="run Spark SQL over db files (views cfg, msg_store, client_msg, retain, sub, client, messages, "
+             "verdicts)",
         description="Every kind is registered as a temporary view with a `file` column; `messages` joins "
-        "stored messages with retains and queued deliveries. Needs PySpark: " + spark_install(),
+        "stored messages with retains and queued deliveries; `verdicts` has one row per file and release "
+        "(--releases): the broker model's verdict, sessions kept/dropped, queued, retained, predicted load "
+        "time and memory, findings counts. Needs PySpark: " + spark_install(),
     )
     p.add_argument("query", help='e.g. "SELECT topic, count(*) FROM msg_store GROUP BY topic"')
     p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per row")
     p.add_argument("--limit", type=int, default=1000, help="rows to print at most (default 1000)")
     p.add_argument("--on-error", choices=("fail", "skip"), default="fail", help="what to do with unreadable files")
+    p.add_argument("--releases", metavar="V,V", default=None,
+                   help="Mosquitto releases of the verdicts view, comma separated (default 2.0.18,2.1.2)")
+    add_at(p, "the verdicts view's broker model (session and message expiry)")
     p.add_argument("--master", metavar="URL", help="Spark master: local[*] (default), local-cluster[N,C,M], "
                    "spark://HOST:PORT, yarn, ... (on a cluster the files must be readable at the same path on "
                    "every worker)")
@@ -161,8 +167,9 @@ def input_files(paths: list[str]) -> list[str]:
 
     files: list[str] = []
     for path in paths:
-        if not os.path.exists(path):
-            raise UsageError(f"{path}: no such file or directory")
+        why = unreachable(path)
+        if why is not None:
+            raise UsageError(f"{path}: {why}")
         if os.path.isdir(path):
             found = db_files(path)
             if not found:
@@ -273,8 +280,9 @@ def report_findings(findings: list[Any], most: int = 20) -> None:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     for path in args.files:
-        if not os.path.exists(path):
-            raise UsageError(f"{path}: no such file or directory")
+        why = unreachable(path)
+        if why is not None:
+            raise UsageError(f"{path}: {why}")
     try:
         import exporters.spark as xs
     except ImportError:
@@ -292,12 +300,20 @@ def cmd_sql(args: argparse.Namespace) -> int:
         conf = xs.parse_conf(args.conf)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    releases = args.releases or xs.DEFAULT_RELEASES
     try:
-        spark = xs.session(args.master, conf=conf, ship_code=False if args.no_ship_code else None)
+        from exporters.spark.verdicts import parse_releases
+
+        parse_releases(releases)
+    except ValueError as exc:
+        raise UsageError(f"--releases: {str(exc).split(': ', 2)[-1]}") from None
+    try:
+        spark = xs.session(args.master, conf=conf, ship_code=False if args.no_ship_code else None, quick=True)
     except Exception as exc:  # a bad master URL or setting: Spark's first line
         raise UsageError(f"cannot start Spark: {xs.error_line(exc)}") from None
     try:
-        xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail", decode=decoding)
+        xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail", decode=decoding,
+                          releases=releases, at=_at(args), only=xs.views_named(args.query))
         try:
             df = spark.sql(args.query)
         except Exception as exc:  # Spark's AnalysisException / ParseException: one line

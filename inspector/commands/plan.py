@@ -11,6 +11,7 @@ configuration change of the cut-over is shown. Exit 0 when nothing is lost, 1 wh
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from codec.values import json_text, printable
@@ -78,6 +79,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         for line in text_lines(path, plan, migration, cutover):
             print(printable(line))
+    if lost:  # the one line a script sees: what made the exit status 1
+        what = [f"{n:,} {name}" for n, name in ((len(plan.sessions_lost), "session(s)"),
+                                                 (len(plan.queued_lost), "queue(s) shortened"),
+                                                 (len(plan.retained_lost), "retained topic(s)")) if n]
+        if plan.start_lost:
+            what.insert(0, "the broker does not start")
+        if migration is not None and migration.skipped:
+            what.append(f"{sum(migration.skipped.values()):,} left out by the migration")
+        print(printable(f"mosqdb plan: {path}: the upgrade from {plan.before.broker} to {plan.after.broker} loses data: "
+                        + (", ".join(what) or "see the report")), file=sys.stderr)
     return 1 if lost else 0
 
 

@@ -1,0 +1,158 @@
+"""The fleet on Spark: how long thousands of devices' files take, a small query, and `mosqdb sql` start-up.
+
+    python bench/bench_fleet.py fleet --files 10000        # mosqdb fleet on a 2-worker standalone cluster
+    python bench/bench_fleet.py join --runs 5              # 20 small files: a join and a count, session up
+    python bench/bench_fleet.py sql --runs 5               # mosqdb sql on one small file, end to end
+    python bench/bench_fleet.py startup --runs 3           # where sql's start-up goes (session, views, query)
+
+Targets: 10,000 files for two releases in ≤ 3 min; the join and count ≤ 3 s after the session is up (local
+mode); `mosqdb sql` on one small file ≤ 8 s end to end. The files are made from the real fixtures
+(tests/support/fleetfiles.py: prefixes of the chunks, torn tails, flipped bits), seeded. Every figure is
+min-median-max of the runs, with the load average, since the machine is shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CODE = os.environ.get("BENCH_CODE", ROOT)  # another checkout's code to measure against (the files are made here)
+sys.path[:0] = [CODE, ROOT, os.path.join(ROOT, "tests")]
+
+from support.fleetfiles import make_fleet  # noqa: E402
+
+PY = sys.executable
+ENV = dict(os.environ, PYTHONPATH=CODE + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+def mmm(xs: list[float]) -> str:
+    return f"{min(xs):.2f}-{statistics.median(xs):.2f}-{max(xs):.2f} s"
+
+
+def load() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
+
+
+def bench_fleet(files: int, runs: int, tmp: Path) -> None:
+    from support.spark_cluster import StandaloneCluster
+
+    t = time.perf_counter()
+    make_fleet(tmp / "devices", files, seed=1)
+    size = sum(p.stat().st_size for p in (tmp / "devices").iterdir())
+    print(f"{files:,} files, {size / 1e6:.0f} MB, made in {time.perf_counter() - t:.1f} s")
+    with StandaloneCluster(tmp / "standalone", workers=2, cores=1) as cluster:
+        conf = [a for k, v in cluster.driver_conf().items() if k != "spark.executor.extraJavaOptions"
+                for a in ("--conf", f"{k}={v}")]
+        times = []
+        for i in range(runs):
+            print(load())
+            t = time.perf_counter()
+            r = subprocess.run([PY, "-m", "inspector.cli", "fleet", str(tmp / "devices"), "--broker", "2.0.18",
+                                "--to", "2.1.2", "--master", cluster.url, *conf, "-o", str(tmp / f"report{i}")],
+                               cwd=CODE, env=ENV, capture_output=True, text=True)
+            times.append(time.perf_counter() - t)
+            assert r.returncode in (0, 1), r.stderr[-2000:]
+            print(f"  run {i + 1}: {times[-1]:.1f} s; {r.stdout.splitlines()[2] if len(r.stdout.splitlines()) > 2 else ''}")
+    print(f"fleet, {files:,} files × 2 releases, 2 workers: {mmm(times)}; {load()}")
+
+
+def bench_join(runs: int, tmp: Path) -> None:
+    import exporters.spark as xs
+
+    files = make_fleet(tmp / "twenty", 20, seed=5)
+    good = [f for f in files if _readable(f)]
+    t = time.perf_counter()
+    spark = xs.session("local[*]")
+    print(f"session up in {time.perf_counter() - t:.1f} s; {len(good)} readable files of 20")
+    times = []
+    try:
+        for _ in range(runs):
+            t = time.perf_counter()
+            df = xs.to_dataframe(spark, [str(f) for f in good], "messages")
+            n = df.join(xs.to_dataframe(spark, [str(f) for f in good], "client"), ["file"]).count()
+            times.append(time.perf_counter() - t)
+        print(f"join + count ({n} rows), 20 small files, local[*]: {mmm(times)}; {load()}")
+    finally:
+        spark.stop()
+
+
+def _readable(path: Path) -> bool:
+    from codec import DbFile
+    from codec.errors import CodecError
+
+    try:
+        with DbFile(path) as db:
+            return db.empty or db.index.error is None
+    except CodecError:
+        return False
+
+
+def bench_sql(runs: int) -> None:
+    one = os.path.join(ROOT, "..", "shared", "fixtures", "real", "2.0.20-a.db")
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        r = subprocess.run([PY, "-m", "inspector.cli", "sql", "SELECT count(*) FROM msg_store", one], cwd=CODE,
+                           env=ENV, capture_output=True, text=True)
+        times.append(time.perf_counter() - t)
+        assert r.returncode == 0, r.stderr[-2000:]
+    print(f"mosqdb sql, one small file, end to end: {mmm(times)}; {load()}")
+
+
+def bench_startup(runs: int) -> None:
+    code = r"""
+import sys, time
+t0 = time.perf_counter()
+import exporters.spark as xs
+t1 = time.perf_counter()
+spark = xs.session()
+t2 = time.perf_counter()
+xs.register_views(spark, [sys.argv[1]], only=["msg_store"])
+t3 = time.perf_counter()
+spark.sql("SELECT count(*) FROM msg_store").collect()
+t4 = time.perf_counter()
+spark.sql("SELECT count(*) FROM msg_store").collect()
+t5 = time.perf_counter()
+spark.stop()
+t6 = time.perf_counter()
+print(f"{t1-t0:.2f} {t2-t1:.2f} {t3-t2:.2f} {t4-t3:.2f} {t5-t4:.2f} {t6-t5:.2f}")
+"""
+    one = os.path.join(ROOT, "..", "shared", "fixtures", "real", "2.0.20-a.db")
+    cols: list[list[float]] = [[] for _ in range(6)]
+    for _ in range(runs):
+        r = subprocess.run([PY, "-c", code, one], cwd=CODE, env=ENV, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        for c, v in zip(cols, r.stdout.split()):
+            c.append(float(v))
+    for name, c in zip(("import", "session (JVM + context)", "views (planner round trip)", "first query",
+                        "same query again", "stop"), cols):
+        print(f"  {name}: {mmm(c)}")
+    print(load())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("fleet", "join", "sql", "startup"))
+    ap.add_argument("--files", type=int, default=10_000)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-fleet-") as d:
+        if a.what == "fleet":
+            bench_fleet(a.files, a.runs, Path(d))
+        elif a.what == "join":
+            bench_join(a.runs, Path(d))
+        elif a.what == "sql":
+            bench_sql(a.runs)
+        else:
+            bench_startup(a.runs)
+
+
+if __name__ == "__main__":
+    main()
