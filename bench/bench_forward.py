@@ -33,7 +33,7 @@ from codec import DbFile  # noqa: E402
 from exporters.forward.content import batches  # noqa: E402
 from exporters.forward.net import ForwardClient  # noqa: E402
 from exporters.forward.source import MessageSource, Options, write_stream  # noqa: E402
-from inspector.commands.forward_export import run_forward_export  # noqa: E402
+from inspector.commands.shared.forward_export import run_forward_export  # noqa: E402
 
 BATCH = 1000
 

@@ -502,6 +502,12 @@ def new_copy(path: str | os.PathLike[str], suffix: str = "bak", *,
     nc.publish()
 
 
+def backup_name(path: str | os.PathLike[str], suffix: str = "bak") -> str:
+    """The name the backup of ``path`` would take now (``.bak``, then ``.bak.1``, ...): for a message before
+    the work. The backup itself takes the first free name when it is made (:func:`keep_backup`)."""
+    return next(name for name in free_names(f"{os.fspath(path)}.{suffix}") if not os.path.lexists(name))
+
+
 def keep_backup(path: str | os.PathLike[str], suffix: str = "bak") -> str:
     """A copy of ``path``'s bytes (owner, group, mode and times kept) at the first free
     ``path.bak``, ``path.bak.1``, ...; returns its path. ``path`` itself must be a regular file,

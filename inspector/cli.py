@@ -24,50 +24,41 @@ from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.values import printable
 from inspector.commands import UsageError
 
-# modules that define register(subparsers); a missing optional one is skipped
-COMMAND_MODULES = (
-    "inspector.commands.core",
-    "inspector.commands.inspect",
-    "inspector.commands.surgery",
-    "inspector.commands.renew",
-    "inspector.commands.trim",
-    "inspector.commands.export",
-    "inspector.commands.forward",
-    "inspector.commands.migrate",
-    "inspector.commands.diff",
-    "inspector.commands.serve",
-    "inspector.commands.live",
-    "inspector.commands.guard",
-    "inspector.commands.metrics",
-    "inspector.commands.spec",
-    "inspector.commands.plan",
-    "inspector.commands.tree",
-    "inspector.commands.fleet",
-)
+# Each command module in inspector/commands/ declares the names it registers, ``COMMANDS = ("info", ...)``,
+# and may declare its place in `mosqdb --help`, ``HELP_ORDER = 10``. Those two lines are read as text, not
+# imported: `mosqdb CMD` imports CMD's module only (the others pull numpy, rich, pyarrow... at start-up), and
+# importing every module to learn its names would spend what that saves. Help, a file or an unknown name
+# build every command. tests/inspector/cli/test_lazy_parser.py keeps the lines equal to what register() adds.
+COMMANDS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "commands")
+_NAME = re.compile(rb"""["']([^"']+)["']""")
+LAST = 1000  # the place of a module without HELP_ORDER (then by module name)
 
-# which module registers each command: `mosqdb CMD` imports that module only (the others pull
-# numpy, rich, pyarrow... at start-up); anything else (help, a file, an unknown name) builds them all.
-# tests/inspector/cli/test_lazy_parser.py keeps this table equal to what the modules register.
-COMMANDS = {
-    **dict.fromkeys(("info", "dump", "check", "rewrite"), "inspector.commands.core"),
-    "inspect": "inspector.commands.inspect",
-    **dict.fromkeys(("convert", "rm-retained", "drop-client", "prune-sessions", "repair", "stats"),
-                    "inspector.commands.surgery"),
-    "renew": "inspector.commands.renew",
-    "trim-queue": "inspector.commands.trim",
-    **dict.fromkeys(("export", "sql"), "inspector.commands.export"),
-    **dict.fromkeys(("fwd-dump", "fwd-listen"), "inspector.commands.forward"),
-    "migrate": "inspector.commands.migrate",
-    "diff": "inspector.commands.diff",
-    "serve": "inspector.commands.serve",
-    **dict.fromkeys(("replay", "live"), "inspector.commands.live"),
-    "guard": "inspector.commands.guard",
-    "metrics": "inspector.commands.metrics",
-    "spec": "inspector.commands.spec",
-    "plan": "inspector.commands.plan",
-    "tree": "inspector.commands.tree",
-    "fleet": "inspector.commands.fleet",
-}
+
+def declared(source: bytes) -> tuple[tuple[str, ...], int] | None:
+    """The command names a module's source declares and its place in the help; None for a module without.
+
+    Found with str.find (a multi-line regex over every module's text cost a few ms of each start)."""
+    at = -1 if source.startswith(b"COMMANDS = (") else source.find(b"\nCOMMANDS = (")
+    if at < 0 and not source.startswith(b"COMMANDS = ("):
+        return None
+    names = source[at + 13:source.find(b")", at)]
+    order = source.find(b"\nHELP_ORDER = ")
+    place = int(source[order + 14:source.find(b"\n", order + 1)]) if order >= 0 else LAST
+    return tuple(n.decode() for n in _NAME.findall(names)), place
+
+
+def command_table(directory: str = COMMANDS_DIR) -> dict[str, str]:
+    """Command name -> module, in help order, from the declarations of the modules in ``directory``."""
+    found = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if not entry.name.endswith(".py") or entry.name.startswith("_"):
+                continue
+            with open(entry.path, "rb") as fh:
+                got = declared(fh.read())
+            if got is not None:
+                found.append((got[1], entry.name[:-3], got[0]))
+    return {name: f"inspector.commands.{module}" for _, module, names in sorted(found) for name in names}
 
 
 def version() -> str:
@@ -123,8 +114,9 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command, or (``command`` named in :data:`COMMANDS`) of that one only."""
+def build_parser(command: str | None = None, table: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    """The parser of every command, or (``command`` declared by a module: :func:`command_table`) of that one only."""
+    commands = command_table() if table is None else table
     parser = Parser(
         prog="mosqdb",
         description="Inspect, check, edit, repair, convert and export Mosquitto persistence files (mosquitto.db).",
@@ -137,13 +129,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     missing: list[tuple[str, str]] = []
-    for name in (COMMANDS[command],) if command in COMMANDS else COMMAND_MODULES:
+    for name in (commands[command],) if command in commands else dict.fromkeys(commands.values()):
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name == name:  # an optional command module left out of this copy
                 continue
-            if command in COMMANDS:  # the command asked for cannot run: say which library is missing
+            if command in commands:  # the command asked for cannot run: say which library is missing
                 raise MissingDependency(command, exc.name or str(exc)) from None
             missing.append((name, exc.name or str(exc)))  # help and other commands still work
             continue
@@ -186,14 +178,15 @@ def located(exc: CodecError, args: argparse.Namespace) -> CodecError:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
+    table = command_table()
     try:
-        parser = build_parser(first)
+        parser = build_parser(first, table)
     except MissingDependency as exc:
         print(exc, file=sys.stderr)
         return 2
     commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # type: ignore[union-attr]
-    if first in COMMANDS and first not in commands:  # its module is missing: say so as the full parser does
-        parser = build_parser()
+    if first in table and first not in commands:  # its module is missing: say so as the full parser does
+        parser = build_parser(None, table)
         commands = set(parser._subparsers._group_actions[0].choices) if parser._subparsers else set()  # type: ignore[union-attr]
     if first is not None and first not in commands and os.path.exists(first) and "inspect" in commands:
         argv.insert(argv.index(first), "inspect")  # `mosqdb FILE` opens the TUI

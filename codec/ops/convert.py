@@ -32,6 +32,7 @@ from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, UnsupportedVersionError
 from codec.layouts import LAYOUTS, WRITABLE_VERSIONS, ChunkType, header_size, layout_for
 from codec.ops.check import output_verifier
+from codec.ops.report import WriteReport
 from codec.reader import Chunk, DbFile
 from codec.values import NEVER
 from codec.writer import file_header, save_masked
@@ -64,7 +65,7 @@ class Loss:
 
 
 @dataclass
-class ConvertReport:
+class ConvertReport(WriteReport):
     source_version: int | None
     target_version: int
     chunks: int = 0
@@ -72,14 +73,9 @@ class ConvertReport:
     encoded: int = 0
     dropped: int = 0
     losses: dict[tuple[str, str], Loss] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
     session_expiry: int | None = None
     sessions_set: int = 0
-    size_before: int = 0
-    size_after: int = 0
-    written: str | None = None
     refused: bool = False
-    seconds: float = 0.0
 
     @property
     def lossy(self) -> bool:

@@ -43,6 +43,7 @@ from codec.engine import Record, decode_chunk, encode_chunk
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
 from codec.ops.check import check_file, zeroed_from
+from codec.ops.report import WriteReport
 from codec.progress import EVERY as PROGRESS_EVERY
 from codec.reader import DbFile
 from codec.values import is_utf8
@@ -69,21 +70,16 @@ class Dropped:
 
 
 @dataclass
-class RepairReport:
+class RepairReport(WriteReport):
     path: str
     version: int | None
-    size_before: int = 0
     chunks_found: int = 0
     kept: dict[str, int] = field(default_factory=dict)
     dropped: list[Dropped] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
     valid: bool = False
     remaining_errors: list[str] = field(default_factory=list)
     warnings_after: int = 0
-    written: str | None = None
-    size_after: int = 0
-    seconds: float = 0.0
     recoverable_retained: int = 0  # retained messages --recover-retained would have kept (0 when it was given)
 
     @property

@@ -21,6 +21,7 @@ from codec.columnar import ColumnReader, batches
 from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.ops.check import output_verifier
+from codec.ops.report import WriteReport
 from codec.ops.session_filter import SessionCriteria, note_selection, select_sessions
 from codec.progress import Progress
 from codec.reader import DbFile
@@ -82,7 +83,7 @@ def orphaned_stores(refs: Refs, drop: np.ndarray) -> np.ndarray:
 
 
 @dataclass
-class Removal:
+class Removal(WriteReport):
     """What an operation removed (or would remove, for a dry run)."""
 
     action: str
@@ -94,11 +95,6 @@ class Removal:
     client_msgs: int = 0
     stores: int = 0
     chunks_before: int = 0
-    size_before: int = 0
-    size_after: int = 0
-    written: str | None = None
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # sessions a criterion met, left alone (bridges)
 
     @property

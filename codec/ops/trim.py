@@ -41,6 +41,7 @@ from codec.broker.conf import BrokerConf
 from codec.columnar import ColumnReader
 from codec.errors import CodecError
 from codec.ops.queues import IN, OUT, Queues, StoreFacts, read_queues, store_facts
+from codec.ops.report import WriteReport
 from codec.ops.surgery import gather_refs, orphaned_stores, write_removal
 from codec.progress import Progress
 from codec.reader import DbFile
@@ -193,7 +194,7 @@ def plan_trim(q: Queues, rules: TrimRules, facts: StoreFacts | None, bridges: di
 
 
 @dataclass
-class TrimReport:
+class TrimReport(WriteReport):
     """What trim-queue removed (or would remove, for a dry run)."""
 
     action: str = "trim-queue"
@@ -204,11 +205,6 @@ class TrimReport:
     skipped: dict[str, str] = field(default_factory=dict)
     in_flight_kept: int = 0
     chunks_before: int = 0
-    size_before: int = 0
-    size_after: int = 0
-    written: str | None = None
-    seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:

@@ -19,8 +19,11 @@ from codec.views.query import Selection, parse_store_ids
 from codec.views.textview import format_text
 from codec.views.timeview import ExpiryState, expiry_counts, iso
 from inspector.commands import UsageError, add_at, add_endian, open_input
-from inspector.commands.bridging import add_conf
-from inspector.commands.progress import add_quiet, progress
+from inspector.commands.shared.bridging import add_conf
+from inspector.commands.shared.progress import add_quiet, progress
+
+COMMANDS = ("info", "dump", "check", "rewrite")
+HELP_ORDER = 10
 
 KIND_ORDER = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "unknown")
 
@@ -45,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_at(p)
     add_endian(p)
     add_quiet(p)
-    from inspector.commands.decoding import add_decode_options
+    from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)
     p.set_defaults(func=cmd_dump)
@@ -55,7 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", nargs="?")
     p.add_argument("--json", action="store_true",
                    help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
-    from inspector.commands.bridging import add_broker_options
+    from inspector.commands.shared.bridging import add_broker_options
 
     add_broker_options(p)
     add_at(p)
@@ -74,7 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def reference_time(args: argparse.Namespace) -> float:
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.writing import parse_at
 
     return parse_at(getattr(args, "at", None), args.file)
 
@@ -163,7 +166,7 @@ def _preload(*modules: str) -> None:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from inspector.commands.bridging import load_conf
+    from inspector.commands.shared.bridging import load_conf
 
     # the bridge look-alike check (numpy) and the table (rich), imported while the header scan runs
     _preload("numpy", "codec.columnar", *(() if args.json else ("rich.console", "rich.table")))
@@ -266,7 +269,7 @@ def write_json_dump(db: DbFile, out: Any, at: float, kinds: set[str] | None = No
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
-    from inspector.commands.decoding import decoder_from
+    from inspector.commands.shared.decoding import decoder_from
 
     selection = selection_from_args(args)
     args.decoder = decoder_from(args)
@@ -362,7 +365,7 @@ def _dump_one(args: argparse.Namespace, out: Any, chunk: Chunk, expiry: ExpirySt
 # ---------------------------------------------------------------- check
 def cmd_check(args: argparse.Namespace) -> int:
     if args.broker or args.conf:
-        from inspector.commands.broker import cmd_check_broker
+        from inspector.commands.shared.broker import cmd_check_broker
 
         return cmd_check_broker(args)
     if args.file is None:
@@ -398,15 +401,15 @@ def same_file(a: str, b: str) -> bool:
 
 def cmd_rewrite(args: argparse.Namespace) -> int:
     from codec.writer import rewrite  # the writing commands' modules: not on every command's start-up
-    from inspector.commands.writing import check_output
+    from inspector.commands.shared.writing import check_output
 
     if args.to_version is not None:
         try:
-            from inspector.commands import surgery  # noqa: F401 - conversion lives with the surgery commands
+            from inspector.commands import convert  # noqa: F401 - conversion lives with its command
         except ImportError:
             raise UsageError("--to-version is not supported yet; rewrite keeps the file's version") from None
         raise UsageError("use `mosqdb convert FILE --to-version N -o OUT` for version conversion")
-    from inspector.commands.writing import STDOUT, refuse_terminal, to_stdout
+    from inspector.commands.shared.writing import STDOUT, refuse_terminal, to_stdout
 
     if args.output == STDOUT:
         refuse_terminal()

@@ -13,6 +13,9 @@ from codec.errors import CodecError
 from codec.values import json_text, printable
 from inspector.commands import UsageError, add_endian, open_input
 
+COMMANDS = ("diff",)
+HELP_ORDER = 90
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

@@ -1,4 +1,4 @@
-"""`mosqdb export` (Parquet, JSON Lines; msgpack/forward via inspector.commands.forward_export) and `mosqdb sql`."""
+"""`mosqdb export` (Parquet, JSON Lines; msgpack/forward via inspector.commands.shared.forward_export) and `mosqdb sql`."""
 
 from __future__ import annotations
 
@@ -17,12 +17,16 @@ from codec.sources import is_store, open_any
 from codec.values import json_text, printable
 from codec.views.query import Selection, parse_store_ids, valid_filter
 from inspector.commands import UsageError, add_at, add_endian
-from inspector.commands.progress import progress
+from inspector.commands.shared import sinks
+from inspector.commands.shared.progress import progress
+
+COMMANDS = ("export", "sql")
+HELP_ORDER = 60
 
 try:  # the forward-packet sinks live with their engine
-    from inspector.commands.forward_export import add_forward_options, run_forward_export
+    from inspector.commands.shared.forward_export import add_forward_options
 except ImportError:
-    add_forward_options = run_forward_export = None  # type: ignore[assignment]
+    add_forward_options = None  # type: ignore[assignment]
 
 KIND_CHOICES = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages")
 
@@ -48,8 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(`-` for stdout) with the objects of `mosqdb dump --json` plus `file`.",
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
-    p.add_argument("--to", required=True, metavar="FORMAT",
-                   help="parquet | jsonl" + (" | msgpack | forward://HOST:PORT" if add_forward_options else ""))
+    p.add_argument("--to", required=True, metavar="SINK",
+                   help=sinks.forms("export") + " (the older --to parquet -o DIR, likewise jsonl and msgpack, "
+                   "still works)")
     p.add_argument("-o", "--output", metavar="OUT", help="output directory or file (required for parquet/jsonl)")
     add_at(p, "the expires_at/expired columns")
     p.add_argument("--kind", action="append", default=[], metavar="K",
@@ -69,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(zstd:3); default zstd:-1, a fast zstd level")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary")
     add_endian(p)
-    from inspector.commands.decoding import add_decode_options
+    from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)
     if add_forward_options is not None:
@@ -102,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-ship-code", action="store_true",
                    help="do not add mosqdb's code to the executors' Python path (their Python has mosqdb "
                         "installed); by default a zip of it is shipped to every master but local[...]")
-    from inspector.commands.decoding import add_decode_options
+    from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)
     p.set_defaults(func=cmd_sql)
@@ -208,14 +213,16 @@ def _ready(ahead: Future[Any] | None, path: str) -> dict[str, Any] | None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    to = args.to
+    sink = sinks.choose("export", args)  # parquet:DIR is the older --to parquet -o DIR
     args.files = input_files(args.files)
-    if to == "msgpack" or to.startswith("forward://"):
-        if run_forward_export is None:
-            raise UsageError(f"--to {to}: the forward-packet exporter is not available in this build")
-        return int(run_forward_export(args) or 0)
-    if to not in ("parquet", "jsonl"):
-        raise UsageError(f"--to {to}: use parquet, jsonl, msgpack or forward://HOST:PORT")
+    if sink is None:
+        raise UsageError(f"--to {args.to}: use parquet, jsonl, msgpack or forward://HOST:PORT")
+    return sinks.run(sink, args)
+
+
+def export_files(args: argparse.Namespace) -> int:
+    """The Parquet and JSON Lines sinks (``--to parquet:DIR``, ``--to jsonl:FILE``)."""
+    to = args.to
     if not args.output:
         raise UsageError(f"--to {to} needs -o OUT")
     if args.batch_size is None:
@@ -224,7 +231,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError("--batch-size must be at least 1")
     kinds = parse_kinds(args.kind)
     selection = selection_from(args, kinds)
-    from inspector.commands.decoding import decoder_from
+    from inspector.commands.shared.decoding import decoder_from
 
     decoder = decoder_from(args)
     findings: list[Any] = []
@@ -282,7 +289,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(SPARK_HINT) from None
     if not xs.HAVE_SPARK:
         raise UsageError(SPARK_HINT)
-    from inspector.commands.decoding import decoder_from
+    from inspector.commands.shared.decoding import decoder_from
 
     decoding = None
     if decoder_from(args) is not None:  # a bad rule is named before Spark starts
@@ -370,6 +377,6 @@ def _at(args: argparse.Namespace) -> float | None:
     """--at as Unix seconds (None: now)."""
     if not getattr(args, "at", None):
         return None
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.writing import parse_at
 
     return parse_at(args.at, args.files[0] if getattr(args, "files", None) else "")

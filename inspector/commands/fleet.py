@@ -20,6 +20,9 @@ from typing import Any
 
 from codec.values import printable
 
+COMMANDS = ("fleet",)
+HELP_ORDER = 170
+
 SHOWN = 10  # files named per reason in the summary (all of them are in the Parquet)
 
 
@@ -149,7 +152,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     files = find_files(args.inputs)
     at = None
     if args.at:
-        from inspector.commands.writing import parse_at
+        from inspector.commands.shared.writing import parse_at
 
         at = parse_at(args.at, files[0])
     try:

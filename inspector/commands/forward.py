@@ -17,6 +17,9 @@ from exporters.forward.content import ForwardError, Message
 from exporters.forward.frames import T_FORWARD, T_HANDSHAKE, TYPE_NAMES, FrameDecoder, Packet
 from inspector.commands import UsageError
 
+COMMANDS = ("fwd-dump", "fwd-listen")
+HELP_ORDER = 70
+
 READ_SIZE = 1 << 20
 
 

@@ -26,8 +26,11 @@ from typing import Any
 
 from codec.values import json_text, printable
 from inspector.commands import UsageError, add_at
-from inspector.commands.bridging import add_broker_options
-from inspector.commands.broker import load_conf, report, version_of
+from inspector.commands.shared.bridging import add_broker_options
+from inspector.commands.shared.broker import load_conf, report, version_of
+
+COMMANDS = ("guard",)
+HELP_ORDER = 120
 
 UNDECIDED = 3
 
@@ -116,7 +119,7 @@ def cmd_guard(args: argparse.Namespace) -> int:
     from codec.broker.guard import GuardRefused, present, run_guard
     from codec.broker.trial import TrialError
     from codec.errors import CodecError
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.writing import parse_at
 
     path, version, conf, binary, no_trial = resolve_guard(args)
     try:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 
 from inspector.commands import UsageError, add_at, add_endian, check_input, open_input, sample_path
-from inspector.commands.writing import parse_at
+from inspector.commands.shared.writing import parse_at
+
+COMMANDS = ("inspect",)
+HELP_ORDER = 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -24,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    "store), by content as `mosqdb diff OTHER FILE` compares: + not in OTHER, ~ changed (key v)")
     add_at(p)
     add_endian(p)
-    from inspector.commands.decoding import add_decode_options
+    from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)  # without them the field tree detects each payload's format
     p.set_defaults(func=cmd_inspect)
@@ -43,7 +46,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     broker = broker_option(args.broker, args.conf)
     if args.diff is not None:
         check_input(args.diff)  # a missing other file: one line, exit 2
-    from inspector.commands.decoding import decoder_from
+    from inspector.commands.shared.decoding import decoder_from
 
     decoder = decoder_from(args)  # a bad rule: one line, exit 2, before the screen opens
     try:
@@ -64,7 +67,7 @@ def broker_option(text: str | None, conf: str | None) -> str | None:
     read is a usage error (exit 2) before the TUI starts."""
     from codec.broker.versions import UnknownVersion, parse_version
     from codec.broker.versions import text as version_text
-    from inspector.commands.broker import load_conf
+    from inspector.commands.shared.broker import load_conf
 
     if conf is not None:
         if text is None:

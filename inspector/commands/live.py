@@ -20,8 +20,12 @@ from collections.abc import Callable, Iterator
 from codec.values import json_text, printable
 from codec.views.query import valid_filter
 from inspector.commands import UsageError, add_at, add_endian, open_input
-from inspector.commands.progress import add_quiet, progress
-from inspector.commands.writing import parse_at
+from inspector.commands.shared import sinks
+from inspector.commands.shared.progress import add_quiet, progress
+from inspector.commands.shared.writing import parse_at
+
+COMMANDS = ("replay", "live")
+HELP_ORDER = 110
 
 PROTOCOLS = ("5", "3.1.1")
 
@@ -197,6 +201,12 @@ def _emit(args: argparse.Namespace, data: dict, text: list[str]) -> None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    sink = sinks.find("replay", args.to)
+    return replay_to(args) if sink is None else sinks.run(sink, args)  # not a sink: replay_to says which are
+
+
+def replay_to(args: argparse.Namespace) -> int:
+    """The live-broker sink (``--to mqtt://…``, ``mqtts://…``)."""
     from exporters.live.plan import plan_replay
     from exporters.live.replay import Interrupted, Replay, ReplayOptions
     from exporters.live.resume import StateError, open_state

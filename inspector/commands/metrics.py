@@ -14,7 +14,10 @@ import time
 
 from codec.errors import CodecError
 from inspector.commands import UsageError, add_at, add_endian, check_input
-from inspector.commands.bridging import add_broker_options
+from inspector.commands.shared.bridging import add_broker_options
+
+COMMANDS = ("metrics",)
+HELP_ORDER = 130
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--top", type=int, default=10, help="clients with the most queued bytes to list (default 10)")
     add_at(p, "expiry and ages")
     add_endian(p)
-    from inspector.commands.progress import add_quiet
+    from inspector.commands.shared.progress import add_quiet
 
     add_quiet(p)
     p.set_defaults(func=cmd_metrics)
@@ -42,7 +45,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     from codec.ops.metrics import collect
     from codec.sources import as_db, is_store
     from inspector.commands import open_input
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.writing import parse_at
 
     if args.top < 0:
         raise UsageError("--top must be 0 or more")
@@ -78,7 +81,7 @@ def _predict(args: argparse.Namespace, at: float) -> tuple[object | None, str | 
             raise UsageError("--conf is read by the broker model: give --broker VERSION (or auto) too")
         return None, None
     from codec.broker.versions import text as version_text
-    from inspector.commands.broker import resolve, run_model
+    from inspector.commands.shared.broker import resolve, run_model
 
     path, version, conf = resolve(args)
     return run_model(path, version, conf, at), version_text(version)

@@ -18,8 +18,12 @@ from urllib.parse import urlsplit
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
 from inspector.commands import UsageError, add_at, add_deprecated, add_endian, open_input
-from inspector.commands.progress import add_quiet, progress
-from inspector.commands.writing import parse_at, reference_time_ms
+from inspector.commands.shared import sinks
+from inspector.commands.shared.progress import add_quiet, progress
+from inspector.commands.shared.writing import parse_at, reference_time_ms
+
+COMMANDS = ("migrate",)
+HELP_ORDER = 80
 
 if TYPE_CHECKING:
     from codec.store.report import MigrationReport
@@ -33,8 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("migrate", help="migrate to Mosquitto 2.1's sqlite store or EMQX's offline-message store",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
-    p.add_argument("--to", required=True, metavar="TARGET",
-                   help="sqlite | mysql://USER:PASS@HOST:PORT/DB | redis://HOST:PORT/N | mysql-sql:FILE | redis-cmds:FILE")
+    p.add_argument("--to", required=True, metavar="SINK",
+                   help=sinks.forms("migrate") + " (the older --to sqlite -o FILE still works)")
     p.add_argument("-o", "--output", help="sqlite: the mosquitto.sqlite3 to write")
     p.add_argument("--force", action="store_true", help="sqlite: replace an existing non-empty database")
     p.add_argument("--conf", metavar="MOSQUITTO_CONF",
@@ -70,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 @contextlib.contextmanager
 def progress_bar(args: argparse.Namespace) -> Iterator[Callable[[str, int, int], None]]:
-    """The shared progress bar (inspector.commands.progress) as the exporters' ``progress(stage, done, total)``."""
+    """The shared progress bar (inspector.commands.shared.progress) as the exporters' ``progress(stage, done, total)``."""
     with progress(args, "migrating", unit="items", enabled=not args.json) as bar:
         if bar is None:
             yield lambda stage, done, total: None
@@ -79,6 +83,13 @@ def progress_bar(args: argparse.Namespace) -> Iterator[Callable[[str, int, int],
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    sink = sinks.choose("migrate", args)  # sqlite:FILE is the older --to sqlite -o FILE
+    return migrate_to(args) if sink is None else sinks.run(sink, args)  # not a sink: migrate_to says which are
+
+
+def migrate_to(args: argparse.Namespace) -> int:
+    """The sqlite store and EMQX's MySQL and Redis sinks (``--to sqlite:FILE``, ``mysql://…``, ``redis://…``,
+    ``mysql-sql:FILE``, ``redis-cmds:FILE``)."""
     from exporters.migrate.emqx import EmqxOptions, migrate_emqx, parse_target
     from exporters.migrate.sqlite import db_to_sqlite
 

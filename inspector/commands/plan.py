@@ -16,6 +16,9 @@ from typing import Any
 
 from codec.values import json_text, printable
 
+COMMANDS = ("plan",)
+HELP_ORDER = 150
+
 SHOWN = 20
 
 
@@ -42,8 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from codec.broker.upgrade import compare
     from inspector.commands import UsageError
-    from inspector.commands.broker import load_conf, run_model, version_of
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.broker import load_conf, run_model, version_of
+    from inspector.commands.shared.writing import parse_at
 
     conf = load_conf(args.conf)
     path = args.file or (str(conf.db_path) if conf is not None else None)

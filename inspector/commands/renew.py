@@ -13,10 +13,14 @@ from codec.ops.renew import Policy, RenewPlan, plan_renew
 from codec.values import printable
 from codec.views.timeview import iso, parse_duration
 from codec.writer import save
-from inspector.commands import UsageError, add_at, check_input, open_input, store
-from inspector.commands.bridging import add_conf, load_conf
-from inspector.commands.progress import progress
-from inspector.commands.writing import add_writing, emit, note_mtime, parse_at, report_stream, run
+from inspector.commands import UsageError, add_at, check_input, open_input
+from inspector.commands.shared import store
+from inspector.commands.shared.bridging import add_conf, load_conf
+from inspector.commands.shared.progress import progress
+from inspector.commands.shared.writing import add_writing, emit, note_mtime, parse_at, report_stream, run
+
+COMMANDS = ("renew",)
+HELP_ORDER = 40
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -20,7 +20,10 @@ import sys
 from typing import Any
 
 from inspector.commands import UsageError, add_at, add_endian, open_input, sample_path
-from inspector.commands.writing import parse_at
+from inspector.commands.shared.writing import parse_at
+
+COMMANDS = ("serve",)
+HELP_ORDER = 100
 
 QUIT_GRACE = 3.0
 """Seconds an app has to quit by itself after its connection ended, before it is terminated."""

@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+COMMANDS = ("spec",)
+HELP_ORDER = 140
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("spec", help="write the format as a Kaitai Struct spec (.ksy) or an ImHex pattern (.hexpat), "

@@ -11,7 +11,10 @@ import argparse
 
 from codec.values import json_text, printable
 from inspector.commands import UsageError, add_endian, open_input
-from inspector.commands.progress import add_quiet, progress
+from inspector.commands.shared.progress import add_quiet, progress
+
+COMMANDS = ("tree",)
+HELP_ORDER = 160
 
 SORTS = ("size", "name")  # codec.ops.tree.SORTS; kept here so `mosqdb --help` stays light
 

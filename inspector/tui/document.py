@@ -483,7 +483,7 @@ class Document:
         removed again when the save does not happen. The undo history stays: undoing past the save
         goes back to the file as it was (:class:`Base`), and a further save writes that.
         """
-        from inspector.commands.writing import make_backup
+        from codec.safefile import keep_backup
 
         target = path or self.path
         in_place = os.path.exists(target) and os.path.samefile(target, self.disk.path)
@@ -493,7 +493,7 @@ class Document:
             if verify is not None:
                 verify(tmp)
             if in_place:
-                backup.append(make_backup(target))
+                backup.append(keep_backup(target))
 
         try:
             result = save(self.db, target, self.full_overlay(), verify=keep_then_verify, guard=self.disk)

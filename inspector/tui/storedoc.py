@@ -293,8 +293,8 @@ class StoreDocument(Document):
         """Write the edits into the store in one transaction, a backup kept first; then reopen it.
 
         Only in place: a store is not written as a .db (``mosqdb convert``), nor copied elsewhere here."""
+        from codec.safefile import backup_name
         from codec.store.edit import StoreEdit
-        from inspector.commands.writing import backup_name
 
         if path is not None and os.path.abspath(path) != os.path.abspath(self.path):
             raise EditRefused("a store is saved in place only (mosqdb convert STORE OUT.db writes a .db)")

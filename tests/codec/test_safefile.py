@@ -124,6 +124,17 @@ def test_backup_never_goes_over_anything_and_keeps_times(data: Path, victim: Pat
     assert sorted(n for n in names(data) if n.startswith(".")) == []
 
 
+def test_backup_name_is_the_name_keep_backup_takes(data: Path) -> None:
+    """The name announced before the work (a dangling link, a file, a folder all take a name)."""
+    f = data / "db"
+    f.write_bytes(b"original")
+    assert safefile.backup_name(str(f)) == str(data / "db.bak")
+    (data / "db.bak").symlink_to(data / "nowhere")
+    (data / "db.bak.1").mkdir()
+    name = safefile.backup_name(str(f))
+    assert name == str(data / "db.bak.2") == safefile.keep_backup(f)
+
+
 def test_new_copy_publishes_under_a_free_name_and_aborts_cleanly(data: Path, victim: Path) -> None:
     f = data / "store.sqlite3"
     f.write_bytes(b"x")

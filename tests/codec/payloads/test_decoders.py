@@ -164,7 +164,7 @@ def test_protobuf_spans_come_from_the_wire() -> None:
 
 def test_importing_the_registry_loads_no_payload_library() -> None:
     """``info`` builds the dump parser (which names the formats): protobuf and cbor2 stay unloaded."""
-    probe = ("import sys, codec.payloads, inspector.commands.decoding\n"
+    probe = ("import sys, codec.payloads, inspector.commands.shared.decoding\n"
              "print(sorted(m for m in ('google.protobuf', 'cbor2', 'msgpack', 'numpy') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

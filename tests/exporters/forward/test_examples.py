@@ -20,7 +20,7 @@ from exporters.forward.frames import (
 )
 from exporters.forward.net import Listener
 from exporters.forward.source import MessageSource, Options, clock_time_ms
-from inspector.commands.forward_export import run_forward_export
+from inspector.commands.shared.forward_export import run_forward_export
 
 from support.forward import EX2_MS, S1, S2, doc_example, example3_db, export_args, make_db, run_cli
 from support.paths import UNIT, manifest, writer

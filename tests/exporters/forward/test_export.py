@@ -11,7 +11,7 @@ from codec import ChunkType, Record
 from exporters.forward.content import ForwardError, MessageTooLarge, batches, make_id, message_map, salt_of
 from exporters.forward.frames import HANDSHAKE, iter_packets
 from inspector.commands import UsageError
-from inspector.commands.forward_export import run_forward_export
+from inspector.commands.shared.forward_export import run_forward_export
 
 from support.forward import db_stores, export_args, make_db, run_cli, stream_messages
 from support.paths import REAL, REAL_FILES, UNIT_FILES, manifest
@@ -246,7 +246,7 @@ def test_damaged_db_exports_nothing_and_names_the_chunk(tmp_path) -> None:
 def test_progress_position_covers_every_input() -> None:
     from contextlib import ExitStack
 
-    from inspector.commands.forward_export import Run, options_from
+    from inspector.commands.shared.forward_export import Run, options_from
 
     args = export_args(REAL_FILES[:2], "msgpack", output="-", batch=5)
     seen: list[int] = []

@@ -13,7 +13,7 @@ from exporters.forward.content import Batch, Message, batches, make_id, message_
 from exporters.forward.frames import ACK_OK, HANDSHAKE, HEARTBEAT, FrameDecoder, Packet, encode_forward
 from exporters.forward.net import ForwardClient, Listener, SendError
 from exporters.forward.source import MessageSource, Options
-from inspector.commands.forward_export import run_forward_export
+from inspector.commands.shared.forward_export import run_forward_export
 
 from support.forward import FakeReceiver, FwdListen, db_stores, export_args, run_cli, stream_messages
 from support.paths import REAL, REAL_FILES

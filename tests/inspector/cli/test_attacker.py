@@ -74,7 +74,7 @@ GUARD_CASES: list[tuple[str, list[str]]] = [
 ]
 GUARD_CONVERTED = "safefile" in (ROOT / "codec" / "broker" / "guard.py").read_text(encoding="utf-8")
 CASES += GUARD_CASES
-# the inspector's ctrl+s (a backup through inspector.commands.writing.make_backup, the file through
+# the inspector's ctrl+s (a backup through codec.safefile.keep_backup, the file through
 # codec.writer.save; a store through codec.store.edit), twice with an undo past the first save between,
 # driven by a Pilot run as root (tests/support/tui_save.py)
 TUI = "@tui"

@@ -173,7 +173,7 @@ def test_forward_targets_are_routed(tmp_path: Path) -> None:
     out = tmp_path / "f.msgpack"
     r = mosqdb("export", str(REAL_FILES[-1]), "--to", "msgpack", "-o", str(out))
     try:
-        import inspector.commands.forward_export  # noqa: F401
+        import inspector.commands.shared.forward_export  # noqa: F401
     except ImportError:
         assert r.returncode == 2 and "forward-packet exporter is not available" in r.stderr
     else:

@@ -45,7 +45,7 @@ def add_writing(p: argparse.ArgumentParser, *, filters: bool = False) -> None:
         p.add_argument("--fail-if-none", action="store_true",
                        help="exit 1 when nothing matches (nothing is written either way)")
     add_endian(p)
-    from inspector.commands.progress import add_quiet
+    from inspector.commands.shared.progress import add_quiet
 
     add_quiet(p)
 
@@ -65,7 +65,7 @@ def check_output(path: str) -> None:
 
 
 def refuse_sqlite(args: argparse.Namespace) -> None:
-    """Only the store's own commands edit a sqlite store (``inspector.commands.store``); any other writing
+    """Only the store's own commands edit a sqlite store (``inspector.commands.shared.store``); any other writing
     command would write a .db under its name (or as its edited copy), which loses it.
 
     ``convert`` is the one command whose job is to change the format, and only to ``-o OUT``.
@@ -145,18 +145,6 @@ def to_stdout(args: argparse.Namespace, work: Callable[[str], Any]) -> Any:
 def report_stream(args: argparse.Namespace) -> Any:
     """Where the report goes: stdout, or stderr when stdout carries the db (``-o -``)."""
     return sys.stderr if getattr(args, "output", None) == STDOUT else sys.stdout
-
-
-def backup_name(path: str) -> str:
-    """The name the backup of ``path`` would take now (``.bak`` then ``.bak.N``): for a message before the
-    work. The backup itself takes the first free name when it is made (:func:`make_backup`)."""
-    base = f"{path}.bak"
-    n = 0
-    while True:
-        name = base if n == 0 else f"{base}.{n}"
-        if not os.path.lexists(name):
-            return name
-        n += 1
 
 
 def make_backup(path: str) -> str:

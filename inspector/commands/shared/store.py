@@ -16,7 +16,7 @@ from typing import Any
 
 from codec.sources import is_sqlite_file
 from inspector.commands import UsageError, check_input
-from inspector.commands.writing import STDOUT, check_output, emit, no_match
+from inspector.commands.shared.writing import STDOUT, check_output, emit, no_match
 
 
 def is_store_path(path: str) -> bool:
@@ -87,7 +87,7 @@ def prune_sessions(args: argparse.Namespace, criteria: Any) -> int:
 def trim_queue(args: argparse.Namespace, rules: Any) -> int:
     """``trim-queue`` on a store: the .db decision (:mod:`codec.store.trim`), the .db report."""
     from codec.store import trim
-    from inspector.commands.trim import nothing_matched
+    from inspector.commands.shared.removal import nothing_matched
 
     return _removal(args, lambda ed: trim.trim_queue(ed, rules), nothing_matched)
 

@@ -67,7 +67,7 @@ def add_forward_options(p: argparse.ArgumentParser) -> None:
 
 def parse_time_ms(text: str, path: str = "") -> int | None:
     """``--reference-time`` in milliseconds: the ``--at`` syntax (old all-digit milliseconds still taken)."""
-    from inspector.commands.writing import reference_time_ms
+    from inspector.commands.shared.writing import reference_time_ms
 
     return reference_time_ms(text, path)
 
@@ -180,7 +180,7 @@ class Run:
 @contextmanager
 def _progress(args: argparse.Namespace, run: Run, label: str) -> Iterator[Callable[[int], None]]:
     """The shared progress bar (bytes of the db files read), with the messages written or acknowledged."""
-    from inspector.commands.progress import progress
+    from inspector.commands.shared.progress import progress
 
     with progress(args, "reading") as bar:
         if bar is None:

@@ -6,10 +6,15 @@ import argparse
 import re
 from typing import Any
 
-from inspector.commands import UsageError, add_at, open_input, store
-from inspector.commands.bridging import add_conf, load_conf
-from inspector.commands.progress import progress
-from inspector.commands.writing import add_writing, emit, no_match, parse_at, run
+from inspector.commands import UsageError, add_at, open_input
+from inspector.commands.shared import store
+from inspector.commands.shared.bridging import add_conf, load_conf
+from inspector.commands.shared.progress import progress
+from inspector.commands.shared.removal import nothing_matched
+from inspector.commands.shared.writing import add_writing, emit, no_match, parse_at, run
+
+COMMANDS = ("trim-queue",)
+HELP_ORDER = 50
 
 _SIZE = re.compile(r"(\d+)\s*([kKmMgGtT]?)(i?[bB])?")
 _UNIT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -70,12 +75,6 @@ def rules_from_args(args: argparse.Namespace) -> Any:
     rules.at = parse_at(args.at, args.file) if args.at is not None or args.drop_expired else None
     rules.conf = load_conf(args)
     return rules
-
-
-def nothing_matched(rep: Any) -> str:
-    """What a trim that removes nothing says (a .db or a store): the notes and the bridges left alone."""
-    extra = "; ".join(rep.notes + [f"left alone {c!r}: {w}" for c, w in rep.skipped.items()])
-    return "no queued message matches" + (f"; {extra}" if extra else "")
 
 
 def cmd_trim(args: argparse.Namespace) -> int:

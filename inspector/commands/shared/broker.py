@@ -96,7 +96,7 @@ def plain_findings(args: argparse.Namespace, path: str, at: float) -> list[Any]:
     """The plain checker's findings (none when the file cannot be opened as a db: the model says why)."""
     from codec.ops.check import Finding, check_file
     from codec.sources import open_any
-    from inspector.commands.progress import progress
+    from inspector.commands.shared.progress import progress
 
     try:
         db = open_any(path, endian=getattr(args, "endian", "little"))
@@ -148,7 +148,7 @@ def file_cost(path: str, version: Version, conf: BrokerConf | None) -> Any:
 
 
 def cmd_check_broker(args: argparse.Namespace) -> int:
-    from inspector.commands.writing import parse_at
+    from inspector.commands.shared.writing import parse_at
 
     path, version, conf = resolve(args)
     at = parse_at(getattr(args, "at", None), path)

@@ -1,0 +1,40 @@
+"""`mosqdb rm-retained`: remove retained messages whose topic matches MQTT filters (codec.ops.surgery).
+
+Every writing command reads FILE, never touches it, and writes ``-o OUT`` atomically
+(``--in-place`` writes over FILE after keeping ``FILE.bak``); it prints what it changed,
+``--dry-run`` only reports, ``--json`` prints one JSON object for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from inspector.commands import UsageError, open_input
+from inspector.commands.shared import store
+from inspector.commands.shared.removal import removal
+from inspector.commands.shared.writing import add_writing
+
+COMMANDS = ("rm-retained",)
+HELP_ORDER = 31
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rm-retained", help="remove retained messages whose topic matches MQTT filters")
+    p.add_argument("file")
+    p.add_argument("filters", nargs="+", metavar="FILTER", help="MQTT topic filter (+ and # allowed)")
+    add_writing(p, filters=True)
+    p.set_defaults(func=cmd_rm_retained)
+
+
+def cmd_rm_retained(args: argparse.Namespace) -> int:
+    from codec.ops.surgery import rm_retained
+    from codec.views.query import valid_filter
+
+    bad = [f for f in args.filters if not valid_filter(f)]
+    if bad:
+        raise UsageError(f"not a valid MQTT topic filter: {bad[0]!r}")
+    if store.is_store_path(args.file):  # a Mosquitto 2.1 sqlite store: edited in one transaction
+        return store.rm_retained(args)
+    with open_input(args.file, endian=args.endian) as db:
+        return removal(args, lambda out, bar: rm_retained(db, args.filters, out, progress=bar),
+                       "no retained message matches")
