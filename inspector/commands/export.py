@@ -88,7 +88,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Every kind is registered as a temporary view with a `file` column; `messages` joins "
         "stored messages with retains and queued deliveries; `verdicts` has one row per file and release "
         "(--releases): the broker model's verdict, sessions kept/dropped, queued, retained, predicted load "
-        "time and memory, findings counts. Needs PySpark: " + spark_install(),
+        "time and memory, findings counts. Needs PySpark (the spark extra: pip install 'mosqdb[spark]').",
     )
     p.add_argument("query", help='e.g. "SELECT topic, count(*) FROM msg_store GROUP BY topic"')
     p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")

@@ -28,11 +28,11 @@ SHOWN = 10  # files named per reason in the summary (all of them are in the Parq
 
 def register(sub: argparse._SubParsersAction) -> None:
     from inspector.commands import add_at
-    from inspector.commands.export import spark_install
 
     p = sub.add_parser("fleet", help="the broker model on many devices' files on Spark: which fail, grouped by "
                        "reason, and what an upgrade loses (Parquet + a text summary)",
-                       description=__doc__.split("\n\n", 1)[1].strip() + " Needs PySpark: " + spark_install())
+                       description=__doc__.split("\n\n", 1)[1].strip()
+                       + " Needs PySpark (the spark extra: pip install 'mosqdb[spark]').")
     p.add_argument("inputs", nargs="+", metavar="DIR|GLOB",
                    help="directories (every *.db below them) or glob patterns (quote them: ** recurses)")
     p.add_argument("--broker", metavar="VERSION", required=True, help="the Mosquitto release running now, e.g. 2.0.18")
