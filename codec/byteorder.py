@@ -9,10 +9,11 @@ refused when the file's times contradict it too; the default order is refused on
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from codec.errors import CodecError
-from codec.layouts import ChunkType
+from codec.layouts import ChunkType, layout_for
 
 PLAUSIBLE_ID = 1 << 48  # a store id / last_db_id beyond this is a byte order mix-up, not 281 trillion messages
 SANE_TIME = (946_684_800, 4_102_444_800)  # 2000 .. 2100
@@ -56,11 +57,13 @@ def first_ids(db: Any, *, explicit: bool = False) -> tuple[list[tuple[str, int]]
             t = idx.types[i]
             if t == ChunkType.CFG:
                 ids.append(("last_db_id", db.chunk(i).record["last_db_id"]))
-            elif t == ChunkType.MSG_STORE:
-                rec = db.chunk(i).record
+            elif t == ChunkType.MSG_STORE:  # its first 16 bytes only: decoding it would read the whole payload
+                head = _store_head(db, idx, i)
+                if head is None:
+                    return [], []
                 if len(ids) < 4:
-                    ids.append(("store_id", rec["store_id"]))
-                times.append(rec.values.get("expiry_time") or 0)
+                    ids.append(("store_id", head[0]))
+                times.append(head[1])
             elif t == ChunkType.CLIENT and explicit:
                 times.append(db.chunk(i).record.values.get("session_expiry_time") or 0)
             if len(ids) >= 4 and not explicit:  # the times are only wanted against an explicit order
@@ -68,6 +71,25 @@ def first_ids(db: Any, *, explicit: bool = False) -> tuple[list[tuple[str, int]]
     except (CodecError, KeyError, AttributeError, TypeError, OverflowError):
         return [], []
     return ids, times
+
+
+def _store_head(db: Any, idx: Any, i: int) -> tuple[int, int] | None:
+    """(store id, expiry time or 0) of msg_store chunk ``i``, read from its fixed head (None: too short)."""
+    layout = layout_for(db.version, ChunkType.MSG_STORE)
+    at_id = layout.offset_of("store_id") if layout is not None else None
+    at_exp = layout.offset_of("expiry_time") if layout is not None else None
+    if at_id is None:
+        return None
+    body = idx.offsets[i] + db.header_size
+    want = max(at_id, at_exp or 0) + 8
+    if idx.chunk_end(i) - body < want:
+        return None
+    raw = os.pread(db.fd, want, body)
+    if len(raw) < want:
+        return None
+    store_id = int.from_bytes(raw[at_id:at_id + 8], db.endian)
+    expiry = 0 if at_exp is None else int.from_bytes(raw[at_exp:at_exp + 8], db.endian, signed=True)
+    return store_id, expiry
 
 
 def judge(ids: list[tuple[str, int]], times: list[int], endian: str, *, explicit: bool = False) -> str | None:

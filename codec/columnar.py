@@ -368,7 +368,8 @@ class ColumnReader:
     """
 
     def __init__(self, db: DbFile) -> None:
-        assert db.version is not None
+        if db.version is None:  # an empty file (0 bytes): no header, no chunks to gather from
+            raise CodecError("empty file: no header and no chunks", path=db.path)
         self.offsets, self.types, _ends = db.index.intact_arrays(db.path)
         self.lengths = db.index.lengths_array()
         self.db = db

@@ -92,3 +92,27 @@ class FileChangedError(CodecError):
 
 class WriteError(CodecError):
     """Writing the output failed (disk full, permissions); the original is untouched."""
+
+
+def unreachable(path: str) -> str | None:
+    """Why ``path`` cannot be used as an input, as the system says it (None when it is there).
+
+    ``os.path.exists`` is False both for a file that is not there and for one this user may not
+    reach (a directory on the way without search permission): telling the two apart matters to
+    an operator, who would otherwise look for a file that is there.
+    """
+    import os
+
+    try:
+        os.stat(path)
+        return None
+    except FileNotFoundError:
+        if os.path.islink(path):
+            return f"a symlink to {os.readlink(path)}, which does not exist"
+        return "no such file"
+    except PermissionError:
+        return "permission denied (a directory on its path cannot be searched by this user)"
+    except NotADirectoryError:
+        return "no such file (a part of its path is not a directory)"
+    except OSError as exc:
+        return (exc.strerror or str(exc)).lower()

@@ -17,13 +17,20 @@ _WEIGHTS: np.ndarray | None = None
 
 
 def position_weights(n: int) -> np.ndarray:
-    """Random odd 64-bit weights per byte position (fixed seed; strings are at most 65,535 bytes): a
-    sum-of-products hash that no string structure makes collide (unlike a polynomial one mod 2**64)."""
+    """Random odd 64-bit weights per byte position, at least ``n`` of them (fixed seeds): a
+    sum-of-products hash that no string structure makes collide (unlike a polynomial one mod 2**64).
+    A .db string is at most 65,535 bytes; a sqlite store's text has no such bound, so further
+    positions get weights of their own, 65,536 at a time (the first ones never change)."""
     global _WEIGHTS
     if _WEIGHTS is None:
-        _WEIGHTS = np.random.default_rng(0x6D6F7371).integers(0, 1 << 63, 1 << 16, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
-    assert n <= len(_WEIGHTS)
+        _WEIGHTS = _weights(0x6D6F7371)
+    while n > len(_WEIGHTS):
+        _WEIGHTS = np.concatenate((_WEIGHTS, _weights(0x6D6F7371 + len(_WEIGHTS))))
     return _WEIGHTS
+
+
+def _weights(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 1 << 63, 1 << 16, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
 
 class TextColumn:

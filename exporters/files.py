@@ -222,6 +222,27 @@ def _failed(exc: OSError, out: str) -> WriteError:
     return WriteError(f"export failed{hint}: {reason}; no partial output left", path=out)
 
 
+def _missing_dirs(path: str) -> list[str]:
+    """The directories ``path`` (a directory to be) lacks, outermost first: what making it creates."""
+    missing: list[str] = []
+    at = os.path.abspath(path)
+    while not os.path.lexists(at):
+        missing.append(at)
+        parent = os.path.dirname(at)
+        if parent == at:
+            break
+        at = parent
+    return missing[::-1]
+
+
+def _unmake_dirs(made: list[str]) -> None:
+    """Remove the directories a failed export created, innermost first, if they are still empty: a
+    refused export leaves nothing it made (a directory someone filled meanwhile stays)."""
+    for d in reversed(made):
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+
+
 def _empty(kind: str, schemas: dict[str, pa.Schema] | None = None) -> pa.RecordBatch:
     schema = (schemas or SCHEMAS)[kind]
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
@@ -255,11 +276,14 @@ def export_parquet(
     if single_file and len(order) != 1:
         raise ValueError("a single Parquet file holds one kind")
     codec, level = parse_compression(compression)  # refused before anything is made
+    made: list[str] = []  # the directories this export created: removed again when it fails
     try:
         if single_file:
+            made = _missing_dirs(os.path.dirname(os.path.abspath(out)))
             safefile.make_dirs(os.path.dirname(os.path.abspath(out)))
             targets = {order[0]: os.path.abspath(out)}
         else:
+            made = _missing_dirs(out)
             safefile.make_dirs(out)
             targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
             if decoder is not None and ("msg_store" in order or "messages" in order):
@@ -267,7 +291,11 @@ def export_parquet(
         for t in targets.values():
             safefile.target_stat(t)  # a link, FIFO or device at a name is refused before any work
     except OSError as exc:
+        _unmake_dirs(made)
         raise _failed(exc, out) from None
+    except CodecError:
+        _unmake_dirs(made)
+        raise
     schemas = None
     if decoder is not None:
         from exporters.payloads import decoded_schemas
@@ -282,9 +310,11 @@ def export_parquet(
         writers.finish()
     except OSError as exc:
         writers.abort()
+        _unmake_dirs(made)
         raise _failed(exc, out) from None
     except BaseException:
         writers.abort()
+        _unmake_dirs(made)
         raise
     finally:
         for left in (opened or {}).values():  # not reached (an earlier input failed): closed all the same

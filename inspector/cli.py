@@ -194,7 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if first is not None and first not in commands and os.path.exists(first) and "inspect" in commands:
         argv.insert(argv.index(first), "inspect")  # `mosqdb FILE` opens the TUI
     elif first is not None and first not in commands and ("." in first or os.sep in first):
-        print(f"mosqdb: {first}: no such file (and not a command; see mosqdb --help)", file=sys.stderr)
+        from codec.errors import unreachable
+
+        why = unreachable(first) or "not a file"
+        print(printable(f"mosqdb: {first}: {why} (and not a command; see mosqdb --help)"), file=sys.stderr)
         return 2
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the sub-command, in the one error shape
@@ -229,6 +232,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()
         return 0
+    except Exception as exc:
+        line = environment_error(exc, args)
+        if line is None or args.debug:
+            raise
+        print(error_line(args.command, line), file=sys.stderr)
+        return 1
+
+
+def environment_error(exc: BaseException, args: argparse.Namespace) -> str | None:
+    """The one line for a failure of the system rather than of mosqdb, None for anything else (a bug,
+    which keeps its traceback): an OSError about a named file (permission denied, I/O error, a full
+    disk) says that file and the system's words; a sqlite error (a damaged store met by a query the
+    reader did not wrap) names the command's input."""
+    if isinstance(exc, OSError) and exc.filename is not None and not isinstance(exc, BrokenPipeError):
+        name = os.fsdecode(exc.filename) if isinstance(exc.filename, (str, bytes)) else str(exc.filename)
+        return f"{name}: {(exc.strerror or str(exc)).lower()}"
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.DatabaseError):
+        return str(located(CodecError(f"sqlite: {exc}"), args))
+    return None
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ from codec.errors import CodecError
 from codec.layouts import FILE_HEADER_SIZE, MAGIC, PAYLOAD_MAX, ChunkType, header_size
 from codec.reader import DbFile
 from codec.textscan import TextColumn
-from codec.values import NEVER
+from codec.values import NEVER, time_text
 
 CFG, MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT = (int(t) for t in (
     ChunkType.CFG, ChunkType.MSG_STORE, ChunkType.CLIENT_MSG, ChunkType.RETAIN, ChunkType.SUB, ChunkType.CLIENT))
@@ -933,7 +933,7 @@ def _session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str
             return "session-expiry-zero", "session_expiry_time 0 in the file: expired at once (2.0.15)"
         expiry = int(at) + (min(interval, pce) if pce else interval)
     if expiry < int(at):
-        when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(expiry))
+        when = time_text(expiry, "%Y-%m-%d %H:%M:%S UTC")  # a year past 9999 has no date: the integer
         rule = "persistent-client-expiration" if interval == NEVER else "expired-session"
         return rule, f"session expired at {when}"
     return None, ""

@@ -94,6 +94,11 @@ class Stores:
         return pos, self.ids[pos] == ids
 
 
+def _at(values: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    """``values[pos]`` for positions from :meth:`Stores.find` (all 0, found nowhere, when there are no stores)."""
+    return values[pos] if len(values) else np.zeros(len(pos), values.dtype)
+
+
 @dataclass
 class Snapshot:
     """The content of one db as hashed tables (see the module doc)."""
@@ -211,8 +216,8 @@ def _queued(db: DbFile, stores: Stores) -> Table:
     ids = _concat(sid, np.uint64)
     pos, found = stores.find(ids)
     dangling = mix(ids ^ _U64(_NONE))  # a reference to no store: known by its id only
-    msg = combine(np.where(found, stores.topic[pos], dangling), np.where(found, stores.payload[pos], dangling),
-                  np.where(found, stores.props[pos], dangling), _concat(qos, np.int64), _concat(retain, np.int64),
+    msg = combine(np.where(found, _at(stores.topic, pos), dangling), np.where(found, _at(stores.payload, pos), dangling),
+                  np.where(found, _at(stores.props, pos), dangling), _concat(qos, np.int64), _concat(retain, np.int64),
                   _concat(direction, np.int64), _concat(props, np.uint64))
     rows_a = _concat(rows, np.int64)
     rank = _ranked(group, msg, rows_a)
@@ -517,7 +522,7 @@ def _message_rows(snap: Snapshot, which: np.ndarray) -> list[dict[str, Any]]:
     reader = ColumnReader(snap.db)
     c = reader.gather(rows, CLIENT_MSG, ("store_id", "qos", "retain", "direction"))
     pos, found = snap.stores.find(c.ints["store_id"].astype(np.uint64))
-    store_rows = snap.stores.rows[pos]
+    store_rows = _at(snap.stores.rows, pos)
     topics = _gather_texts(snap.db, store_rows[found], MSG_STORE, ("topic",))["topic"]
     shas = _sha256s(snap.db, store_rows[found])
     out, k = [], 0

@@ -42,7 +42,7 @@ from codec.layouts import ChunkType, Layout, layout_for
 from codec.ops.check import LIMIT, Checker
 from codec.ops.check_xref import Table
 from codec.ops.findings import Finding, Findings
-from codec.store.read import StoreFile
+from codec.store.read import StoreFile, StoreReadError, sql_int
 from codec.store.schema import ROWS, restored_properties
 
 _GENERIC_DROPPED = {"dangling", "no-client", "order"}  # answered by the store's own rules below
@@ -179,7 +179,7 @@ class _Rules:
     def integrity(self) -> None:
         try:
             problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, StoreReadError) as exc:  # the reader's connection says it as the latter
             problems = [str(exc).encode()]
         for p in problems:
             text = p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
@@ -216,10 +216,9 @@ class _Rules:
 
     def values(self) -> None:
         self.each("error", "payloadlen", "base_msgs", "payloadlen",
-                  "SELECT rowid, store_id, payloadlen, IFNULL(length(CAST(payload AS BLOB)), 0) FROM base_msgs "
-                  "WHERE IFNULL(payloadlen, 0) IS NOT IFNULL(length(CAST(payload AS BLOB)), 0) ORDER BY rowid",
-                  lambda r: f"store {_u(r[1])}: payloadlen {r[2]} but the payload holds {r[3]} bytes: the broker "
-                            f"copies {r[2]} bytes from it" + (" (reading past its end)" if (r[2] or 0) > r[3] else ""))
+                  "SELECT rowid, store_id, CAST(IFNULL(payloadlen, 0) AS INTEGER), IFNULL(length(CAST(payload AS BLOB)), "
+                  "0), typeof(payloadlen) FROM base_msgs WHERE CAST(IFNULL(payloadlen, 0) AS INTEGER) IS NOT "
+                  "IFNULL(length(CAST(payload AS BLOB)), 0) ORDER BY rowid", _payloadlen)
 
         def props(r: tuple) -> str | None:
             _props, problems = restored_properties(r[2])
@@ -240,12 +239,19 @@ class _Rules:
                                          f"broker reads it back as the text {_t(r[2])!r}")
 
 
+def _payloadlen(r: tuple) -> str:
+    """The payloadlen finding of a row (rowid, store_id, payloadlen as the broker reads it, blob size, its type)."""
+    stored = "" if _t(r[4]) in ("integer", "null") else f" (stored as {_t(r[4])})"
+    return (f"store {_u(r[1])}: payloadlen {r[2]}{stored} but the payload holds {r[3]} bytes: the broker copies "
+            f"{r[2]} bytes from it" + (" (reading past its end)" if r[2] > r[3] else ""))
+
+
 def _t(v: Any) -> str:
     return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
 
 
 def _u(v: Any) -> int:
-    return int(v or 0) & (1 << 64) - 1
+    return sql_int(v) & (1 << 64) - 1
 
 
 __all__ = ["check_store"]

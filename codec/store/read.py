@@ -20,7 +20,9 @@ on the way, and nothing is created beside the store: it is opened immutable, or,
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import sqlite3
 import struct
 import threading
@@ -37,10 +39,21 @@ from codec.layouts import ChunkType, Layout, layout_for
 from codec.properties import VBI_MAX, Property, decode_properties, encode_properties
 from codec.reader import Chunk
 from codec.sources import connect_readonly, is_sqlite_file
-from codec.store.schema import EDITABLE_VERSION, INDEXES, ORDER, REQUIRED_TABLES, ROWS, SUB_ID, restored_properties
+from codec.store.schema import (
+    EDITABLE_VERSION,
+    INDEXES,
+    ORDER,
+    REQUIRED_TABLES,
+    ROWS,
+    SUB_ID,
+    plugin_columns,
+    restored_properties,
+)
 from codec.views.select import TypeColumns
 
 V6 = 6
+# numbers a row may hold beyond a v6 field's width (any sqlite INTEGER): cut to it as C's casts do
+_MASK = {"u8": 0xFF, "nibbles": 0xFF, "u16": 0xFFFF, "u32": 0xFFFF_FFFF}
 _EMPTY = np.zeros(0, np.int64)
 
 
@@ -92,7 +105,7 @@ def schema_version(con: sqlite3.Connection) -> tuple[int, int, int] | None:
     """The ``database_schema`` row of ``version_info`` (None when there is none)."""
     try:
         row = con.execute("SELECT major, minor, patch FROM version_info WHERE component = 'database_schema'").fetchone()
-    except sqlite3.DatabaseError:
+    except _FAILURES:
         return None
     if row is None:
         return None
@@ -102,17 +115,111 @@ def schema_version(con: sqlite3.Connection) -> tuple[int, int, int] | None:
         return None
 
 
-def require_store(con: sqlite3.Connection, path: str) -> set[str]:
+def require_store(con: sqlite3.Connection | ReadConnection, path: str) -> set[str]:
     """The store's tables; a sqlite file without the plugin's tables is refused (exit 2)."""
+    raw = con.raw if isinstance(con, ReadConnection) else con
     try:
-        names = {as_text(r[0]) for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
-        raise NotADatabaseError(f"not a readable sqlite database ({exc})", path=path) from None
+        names = {as_text(r[0]) for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except _FAILURES as exc:
+        raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)})", path=path) from None
     lacking = [t for t in REQUIRED_TABLES if t not in names]
     if lacking:
-        raise NotADatabaseError(f"a sqlite database but not a Mosquitto 2.1 persistence store (no table "
-                                f"{', '.join(lacking)})", path=path)
+        views = [t for t in lacking if _is_view(raw, t)]
+        what = (f"{', '.join(views)} {'is a view' if len(views) == 1 else 'are views'}, not "
+                f"{'a table' if len(views) == 1 else 'tables'}") if views else f"no table {', '.join(lacking)}"
+        raise NotADatabaseError(f"a sqlite database but not a Mosquitto 2.1 persistence store ({what})", path=path)
+    for table in REQUIRED_TABLES:
+        try:
+            have = {as_text(r[1]) for r in raw.execute(f"PRAGMA table_info({table})")}
+            raw.execute(f"SELECT rowid FROM {table} LIMIT 0").fetchall()
+        except sqlite3.OperationalError:  # no rowid column: a WITHOUT ROWID table, never what the plugin creates
+            raise NotADatabaseError(f"table {table} is WITHOUT ROWID: not a table Mosquitto 2.1's plugin creates "
+                                    "(its rows are read by rowid)", path=path) from None
+        except _FAILURES as exc:
+            raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)})", path=path) from None
+        missing = [c for c in plugin_columns(table) if c not in have]
+        if missing:
+            raise NotADatabaseError(f"table {table} has no column {', '.join(missing)}: not a table Mosquitto 2.1's "
+                                    "plugin creates", path=path)
     return names
+
+
+def _is_view(con: sqlite3.Connection, name: str) -> bool:
+    try:
+        return con.execute("SELECT 1 FROM sqlite_master WHERE type = 'view' AND name = ?", (name,)).fetchone() \
+            is not None
+    except _FAILURES:
+        return False
+
+
+# what a sqlite call raises on a damaged store: its own errors, and UnicodeDecodeError when the message
+# sqlite composed quotes the damaged schema's bytes (the sqlite3 module decodes it as UTF-8)
+_FAILURES = (sqlite3.Error, UnicodeDecodeError)
+
+
+def _said(exc: Exception) -> str:
+    return "its schema text is not UTF-8: sqlite cannot parse it" if isinstance(exc, UnicodeDecodeError) else str(exc)
+
+
+class ReadConnection:
+    """A store's read connection whose failures are codec errors naming the store.
+
+    Every query of a store may meet a damaged page (``sqlite3.DatabaseError: database disk image is
+    malformed``) when it reaches it, long after opening: the statements and their rows say so as a
+    :class:`StoreReadError` (one line, the file named) wherever the query was made.
+    """
+
+    def __init__(self, con: sqlite3.Connection, path: str) -> None:
+        self.raw, self.path = con, path
+
+    def execute(self, sql: str, params: Any = ()) -> _ReadCursor:
+        try:
+            return _ReadCursor(self.raw.execute(sql, params), self.path)
+        except _FAILURES as exc:
+            raise StoreReadError.of(exc, self.path) from None
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+class _ReadCursor:
+    def __init__(self, cur: sqlite3.Cursor, path: str) -> None:
+        self.cur, self.path = cur, path
+
+    def fetchone(self) -> Any:
+        try:
+            return self.cur.fetchone()
+        except _FAILURES as exc:
+            raise StoreReadError.of(exc, self.path) from None
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return self.cur.fetchall()
+        except _FAILURES as exc:
+            raise StoreReadError.of(exc, self.path) from None
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        try:
+            return next(self.cur)
+        except _FAILURES as exc:
+            raise StoreReadError.of(exc, self.path) from None
+
+
+class StoreReadError(CodecError):
+    """sqlite failed to read the store (a damaged page, a table changed under us)."""
+
+    @classmethod
+    def of(cls, exc: Exception, path: str) -> StoreReadError:
+        text = _said(exc)
+        if isinstance(exc, UnicodeDecodeError) or "malformed" in text or isinstance(exc, sqlite3.DatabaseError) and "not a database" in text:
+            return cls(f"the sqlite store is damaged ({text}): sqlite cannot read it", path=path)
+        return cls(f"reading the sqlite store failed: {text}", path=path)
 
 
 def require_editable(version: tuple[int, int, int] | None, path: str) -> None:
@@ -127,6 +234,27 @@ def require_editable(version: tuple[int, int, int] | None, path: str) -> None:
 def as_text(v: Any) -> str:
     """A sqlite text (bytes with text_factory=bytes) as str; invalid UTF-8 kept as surrogates."""
     return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
+
+
+_LEADING_INT = re.compile(rb"\s*([+-]?\d+)")
+
+
+def sql_int(v: Any) -> int:
+    """A column value as ``sqlite3_column_int64`` reads it (what the plugin's C code sees): texts by their
+    leading integer (else 0), reals truncated and clamped to 64 bits (NaN 0), NULL 0."""
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        if math.isnan(v):
+            return 0
+        return max(-(1 << 63), min((1 << 63) - 1, int(v))) if math.isfinite(v) else \
+            ((1 << 63) - 1 if v > 0 else -(1 << 63))
+    if isinstance(v, str):
+        v = v.encode("utf-8", "surrogateescape")
+    if isinstance(v, bytes):
+        m = _LEADING_INT.match(v)
+        return max(-(1 << 63), min((1 << 63) - 1, int(m.group(1)))) if m else 0
+    return 0
 
 
 def figures(con: sqlite3.Connection, path: str, names: set[str]) -> Figures:
@@ -171,10 +299,15 @@ class StoreFile:
             raise NotADatabaseError("not a sqlite database (and not a mosquitto db)", path=self.path)
         try:
             self.con = connect_readonly(self.path)
-        except (OSError, sqlite3.DatabaseError) as exc:
-            raise CodecError(f"cannot open the sqlite store ({exc})", path=self.path) from None
+        except OSError as exc:  # the store, or its -wal copied with it for a snapshot
+            what = "" if exc.filename in (None, self.path) else f" ({exc.filename})"
+            raise CodecError(f"cannot open the sqlite store{what}: {(exc.strerror or str(exc)).lower()}",
+                             path=self.path) from None
+        except _FAILURES as exc:
+            raise CodecError(f"cannot open the sqlite store ({_said(exc)})", path=self.path) from None
         try:
             self.con.text_factory = bytes
+            self.con = ReadConnection(self.con, self.path)  # type: ignore[assignment]
             self._lock = threading.RLock()  # export reads kinds in two threads: one statement at a time
             names = require_store(self.con, self.path)
             self.figures = figures(self.con, self.path, names)
@@ -189,9 +322,9 @@ class StoreFile:
             for t in ORDER:
                 self.types[self.first[t]:self.first[t] + self.count[t]] = int(t)
             self._rowids: dict[ChunkType, np.ndarray] = {}
-        except sqlite3.DatabaseError as exc:
+        except _FAILURES as exc:
             self.close()
-            raise CodecError(f"reading the sqlite store failed: {exc}", path=self.path) from None
+            raise StoreReadError.of(exc, self.path) from None
         except BaseException:
             self.close()
             raise
@@ -330,6 +463,8 @@ class StoreFile:
                 at += int(sizes.sum())
             else:
                 v = np.array(cols[k], dtype=np.int64) if n else np.zeros(0, np.int64)
+                if kind in _MASK:  # the chunk field's width, as the plugin's C assignment truncates the int
+                    v &= _MASK[kind]
                 ints[name] = v.view(np.uint64) if kind == "u64h" else v
         data = np.frombuffer(b"".join(parts), dtype=np.uint8)
         return Columns(t.label, V6, data, 0, pos + self.first[t], rid, np.zeros(n, np.int64), ints, spans)
@@ -536,4 +671,4 @@ class StoreReader:
         """Nothing is mapped."""
 
 
-__all__ = ["as_text", "expiry_counts", "store_expiries", "info_data", "Figures", "Row", "StoreColumns", "StoreFile", "StoreReader", "require_editable", "require_store", "schema_version"]
+__all__ = ["as_text", "sql_int", "expiry_counts", "store_expiries", "info_data", "Figures", "Row", "StoreColumns", "StoreFile", "StoreReader", "require_editable", "require_store", "schema_version"]

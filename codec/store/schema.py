@@ -16,6 +16,8 @@ and payload columns are read. Numbers are read with ``CAST(IFNULL(x, 0) AS INTEG
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +49,16 @@ SCHEMA = (
     "CREATE TABLE wills (client_id TEXT PRIMARY KEY,payload BLOB,topic STRING NOT NULL,payloadlen INTEGER,"
     "qos INTEGER,retain INTEGER,properties STRING)",
 )
+def plugin_columns(table: str) -> tuple[str, ...]:
+    """The columns of ``table`` as the plugin creates it (from :data:`SCHEMA`)."""
+    for statement in SCHEMA:
+        if statement.startswith(f"CREATE TABLE {table} ("):
+            body = statement[statement.index("(") + 1:statement.rindex(")")]
+            body = body.split(",PRIMARY KEY (")[0]  # a table constraint, not a column
+            return tuple(part.split()[0] for part in body.split(","))
+    return ()
+
+
 # the tables a store must have to be read at all (version_info and wills came later: 1.0 / 1.1)
 REQUIRED_TABLES = ("base_msgs", "retains", "clients", "subscriptions", "client_msgs")
 INDEXES = ("client_msgs_client_id", "client_msgs_store_id", "retains_storeid")
@@ -142,6 +154,16 @@ _WIDTH = {"byte": 0xFF, "u16": 0xFFFF, "u32": 0xFFFF_FFFF, "vbi": 0xFFFF_FFFF}
 BY_ANY_JSON_NAME = {_json_name(name): spec for name, spec in BY_NAME.items()}
 
 
+# a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one, or one of those not after a high half
+_LONE_SURROGATE = re.compile(r"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def _not_json(name: str) -> float:
+    """``NaN``/``Infinity`` are Python's JSON extension, not JSON (cJSON refuses them)."""
+    raise ValueError(f"{name} is not a JSON value")
+
+
 def restored_properties(text: Any) -> tuple[list[Property] | None, list[str]]:
     """The properties the plugin restores from a ``properties`` JSON text, and why it skips others.
 
@@ -153,10 +175,15 @@ def restored_properties(text: Any) -> tuple[list[Property] | None, list[str]]:
         return None, []
     if isinstance(text, bytes):
         text = text.decode("utf-8", "surrogateescape")
+    text = str(text)
+    if _LONE_SURROGATE.search(text):  # cJSON refuses a \\uD800-\\uDFFF escape that is not half of a pair
+        return None, ["properties are not JSON (a lone surrogate escape): the broker restores none"]
     try:
-        items = json.loads(str(text))
+        items = json.loads(text, parse_constant=_not_json)
     except ValueError as exc:
-        return None, [f"properties are not JSON ({exc.msg}): the broker restores none"]
+        return None, [f"properties are not JSON ({getattr(exc, 'msg', exc)}): the broker restores none"]
+    except RecursionError:  # cJSON's nesting limit is 1000: deeper text does not parse
+        return None, ["properties are not JSON (nested too deep): the broker restores none"]
     if not isinstance(items, list):
         return None, ["properties are not a JSON array: the broker restores none"]
     props: list[Property] = []
@@ -172,7 +199,7 @@ def restored_properties(text: Any) -> tuple[list[Property] | None, list[str]]:
             continue
         value = item["value"]
         if spec.kind in ("byte", "u16", "u32", "vbi"):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             value = int(value) & _WIDTH[spec.kind] if ok else value  # the C casts truncate
             ok = ok and (spec.kind != "vbi" or value <= VBI_MAX)
         elif spec.kind == "pair":

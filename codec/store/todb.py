@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from codec.engine import Record
+from codec.errors import CodecError
 from codec.layouts import ChunkType
 from codec.store.read import StoreFile
 from codec.store.report import MigrationReport
@@ -98,7 +99,19 @@ def sqlite_to_db(src_path: str | os.PathLike[str], out_path: str | os.PathLike[s
         wills = store.figures.tables.get("wills", 0)
         if wills:
             rep.skip("will message (a mosquitto.db has no place for wills)", n=wills)
-        write_records(out_path, V6, store_records(store, rep))
+        rows: list[int] = []
+        try:
+            write_records(out_path, V6, store_records(store, rep, rows=rows))
+        except CodecError as exc:  # a value a v6 chunk cannot hold (a 70,000-byte topic): say which row
+            if rows and rows[-1] >= 0 and exc.chunk_type is None:
+                table, rowid = store.where(rows[-1])
+                field = exc.field
+                if field and field.endswith("_len"):  # the length field of a text: the row's column is the text
+                    field, exc.reason = field[:-4], f"its length {exc.reason}"
+                    exc.args = (exc.reason,)
+                exc.field = None
+                exc.located(path=store.source_path, chunk_type=table, chunk_index=rowid, field=field)
+            raise
     rep.seconds = time.perf_counter() - t0
     return rep
 

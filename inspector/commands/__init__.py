@@ -51,10 +51,11 @@ def open_input(path: str, *, endian: str = "little", db_only: bool = False) -> D
 
 def check_input(path: str) -> None:
     """The input must exist and not be a directory (exit 2 otherwise)."""
-    if not os.path.lexists(path):
-        raise UsageError(f"{path}: no such file")
-    if not os.path.exists(path):
-        raise UsageError(f"{path}: a symlink to {os.readlink(path)}, which does not exist")
+    from codec.errors import unreachable
+
+    why = unreachable(path)
+    if why is not None:
+        raise UsageError(f"{path}: {why}")
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     mode = os.stat(path).st_mode

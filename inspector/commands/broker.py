@@ -18,7 +18,7 @@ from typing import Any
 from codec.broker.conf import BrokerConf, ConfError, read_conf
 from codec.broker.versions import UnknownVersion, Version, auto_version, parse_version
 from codec.broker.versions import text as version_text
-from codec.errors import CodecError
+from codec.errors import CodecError, unreachable
 from codec.values import json_text, printable
 from inspector.commands import UsageError
 
@@ -47,8 +47,10 @@ def resolve(args: argparse.Namespace) -> tuple[str, Version, BrokerConf | None]:
         path = str(conf.db_path)
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
-    if not os.path.lexists(path) and not (getattr(args, "command", "") == "guard"):
-        raise UsageError(f"{path}: no such file")
+    why = unreachable(path)
+    absent = why is not None and (why.startswith("no such file") or os.path.islink(path))
+    if why is not None and (not absent or getattr(args, "command", "") != "guard"):
+        raise UsageError(f"{path}: {why}")  # guard starts from an absent file; one it may not reach is no such thing
     return path, version_of(args.broker, path), conf
 
 

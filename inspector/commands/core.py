@@ -130,7 +130,7 @@ def bridge_data(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
         if conf is None:  # no look-alike scan: it would build the store's v6 image for every `info`
             return None
         db = as_db(db)  # with --conf: the per-client columns come from the store's v6 image
-    if db.index.error is not None:
+    if db.empty or db.index.error is not None:  # an empty file holds no sessions
         return None
     if conf is None:  # look-alikes only: most files have none, and saying so needs no client table
         from codec.broker.bridges import names_local

@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
-from codec.errors import CodecError
+from codec.errors import CodecError, unreachable
 from codec.sources import is_store, open_any
 from codec.values import json_text, printable
 from codec.views.query import Selection, parse_store_ids, valid_filter
@@ -156,8 +156,9 @@ def input_files(paths: list[str]) -> list[str]:
 
     files: list[str] = []
     for path in paths:
-        if not os.path.exists(path):
-            raise UsageError(f"{path}: no such file or directory")
+        why = unreachable(path)
+        if why is not None:
+            raise UsageError(f"{path}: {why}")
         if os.path.isdir(path):
             found = db_files(path)
             if not found:
@@ -266,8 +267,9 @@ def report_findings(findings: list[Any], most: int = 20) -> None:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     for path in args.files:
-        if not os.path.exists(path):
-            raise UsageError(f"{path}: no such file or directory")
+        why = unreachable(path)
+        if why is not None:
+            raise UsageError(f"{path}: {why}")
     try:
         import exporters.spark as xs
     except ImportError:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import base64
+import errno
 import os
 import signal
 import sys
 from datetime import datetime, timezone
 from typing import Any, BinaryIO
 
+from codec.errors import CodecError, unreachable
 from codec.values import json_text, printable
 from exporters.forward.content import ForwardError, Message
 from exporters.forward.frames import T_FORWARD, T_HANDSHAKE, TYPE_NAMES, FrameDecoder, Packet
@@ -104,11 +106,15 @@ def _chunks(f: BinaryIO) -> Any:
 def cmd_dump(args: argparse.Namespace) -> int:
     name = "<stdin>" if args.file == "-" else args.file
     if args.file != "-":
-        if not os.path.exists(args.file):
-            raise UsageError(f"{args.file}: no such file")
+        why = unreachable(args.file)
+        if why is not None:
+            raise UsageError(f"{args.file}: {why}")
         if os.path.isdir(args.file):
             raise UsageError(f"{args.file}: is a directory")
-    f = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+    try:
+        f = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise CodecError(f"cannot open: {exc.strerror or exc}", path=name) from None
     dec = FrameDecoder()
     packets = messages = 0
     try:
@@ -129,6 +135,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
     except ForwardError as exc:
         sys.stdout.flush()
         raise exc.located(path=name) from None
+    except OSError as exc:  # a read error (EIO, a file that is a directory after all)
+        if exc.errno == errno.EPIPE:
+            raise
+        raise CodecError(f"reading failed: {exc.strerror or exc}", path=name) from None
     finally:
         if f is not sys.stdin.buffer:
             f.close()
@@ -147,7 +157,11 @@ def cmd_listen(args: argparse.Namespace) -> int:
         raise UsageError(f"--port {args.port}: not a TCP port")
     from codec import safefile
 
-    out = safefile.open_output(args.out) if args.out else None  # stays open while serving
+    try:
+        out = safefile.open_output(args.out) if args.out else None  # stays open while serving
+    except OSError as exc:  # the directory itself cannot be opened (a refusal is safefile's WriteError)
+        raise CodecError(f"cannot create the output: {exc.strerror or exc}; nothing was received",
+                         path=args.out) from None
 
     def show(conn: int, p: Packet, ms: list[Message]) -> None:
         if not args.print:

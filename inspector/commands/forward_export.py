@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from codec import DbFile
-from codec.errors import CodecError
+from codec.errors import CodecError, unreachable
 from codec.sources import as_db, open_any
 from codec.values import printable
 from codec.views.query import parse_store_ids, valid_filter
@@ -133,8 +133,9 @@ class Run:
         self.report = report
         self.dbs: list[DbFile] = []
         for path in args.files:
-            if not os.path.exists(path):
-                raise _usage(f"{path}: no such file")
+            why = unreachable(path)
+            if why is not None:
+                raise _usage(f"{path}: {why}")
             if os.path.isdir(path):
                 raise _usage(f"{path}: is a directory, not a mosquitto.db file")
             self.dbs.append(stack.enter_context(as_db(open_any(path, endian=getattr(args, "endian", "little")))))

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from codec.errors import CodecError
+from codec.errors import CodecError, unreachable
 from codec.values import json_text, printable
 from inspector.commands import UsageError, add_endian
 
@@ -287,8 +287,8 @@ def parse_at(text: str | None, path: str, *, option: str = "--at", quiet: bool =
     """
     from codec.views.timeview import parse_time
 
-    if text == "file-mtime" and not os.path.exists(path):
-        raise UsageError(f"{path}: no such file")
+    if text == "file-mtime" and unreachable(path) is not None:
+        raise UsageError(f"{path}: {unreachable(path)}")
     try:
         value = parse_time(text, path=path)
     except CodecError as exc:

@@ -163,7 +163,7 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert r.stderr.count("\n") == 1 and str(cut) in r.stderr and "offset" in r.stderr and "[" in r.stderr
     assert "Traceback" not in r.stderr
-    assert not any(p.suffix == ".parquet" for p in out.iterdir())
+    assert not out.exists()  # nothing the refused export created is left: no .parquet, not the directory either
     r = mosqdb("export", str(REAL_FILES[0]), "--to", "jsonl", "-o", str(tmp_path / "x.jsonl"), "--kind", "nope")
     assert r.returncode == 2 and "unknown kind 'nope'" in r.stderr
 

@@ -1,0 +1,773 @@
+"""The command line under fuzzing: grammar-made .db files and hostile sqlite stores through every command.
+
+    python bench/fuzz_cli.py --kind db --inputs 1000000 --workers 2 --findings /tmp/fuzz-cli
+    python bench/fuzz_cli.py --kind store --inputs 1000000 --workers 2 --findings /tmp/fuzz-cli
+
+Where ``bench/fuzz.py`` mutates real files under the codec's API, this campaign drives what a
+user runs: every input goes through every reading command and every writing command with ``-o``
+(see :data:`COMMANDS`), in process (``inspector.cli.main``), many inputs per process and one
+process per ``--workers``. A *finding* ("foreign exception") is anything but the clean ending:
+an exception escaping ``main``, a ``SystemExit`` other than 0/1/2, or an exit 1/2 whose stderr
+holds a traceback or no ``mosqdb CMD: ...`` line.
+
+Inputs:
+
+* ``db``: files made from the format's grammar (:mod:`codec.layouts`): every chunk type of
+  every version 2-6, framed correctly (the chunk length fits the body, the length fields fit
+  their strings) around hostile values: boundary numbers, invalid or hostile UTF-8, wildcards
+  and NULs in topics, 0-65,535-byte strings, property tails (valid, truncated, duplicated, unknown
+  identifiers, huge variable-byte integers), dangling and duplicate references. Now and then
+  one framing byte is off (a length one short or long, a cut) so the damage paths run too.
+* ``store``: Mosquitto 2.1 sqlite stores built in memory from the plugin's schema and seeded
+  with valid rows, then given row values of every sqlite type and size in every column (NULL,
+  boundary and huge integers, reals with inf/NaN, texts and blobs of 0-70,000 bytes, hostile
+  properties JSON: ``1e999``, ``NaN``, deep nesting, lone surrogates, wrong shapes), odd schemas
+  (a missing table or column, an extra column, ``WITHOUT ROWID``, a view instead of a table, no
+  version row) and corrupt pages (bytes overwritten in a page of the file image).
+
+Each worker writes its findings (deduplicated by exception type and the line that raised) to
+``--findings`` with the first input that raised them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import multiprocessing
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import struct
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from codec.layouts import ALL_LAYOUTS, MAGIC, ChunkType, Layout, header_size  # noqa: E402
+
+SCHEMA = ROOT.parent / "shared" / "docs" / "persist-sqlite-schema.sql"
+
+# {in}: the input, {in2}: a second input (diff), {out}: a file path, {dir}: a directory path
+COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("info", "{in}"),
+    ("info", "--json", "{in}"),
+    ("check", "{in}"),
+    ("check", "--json", "{in}"),
+    ("check", "--broker", "auto", "{in}"),
+    ("stats", "{in}"),
+    ("stats", "--by", "topic", "--json", "{in}"),
+    ("dump", "{in}"),
+    ("dump", "--json", "{in}"),
+    ("dump", "--topic", "#", "--client", "c", "{in}"),
+    ("diff", "{in}", "{in2}"),
+    ("diff", "--json", "{in2}", "{in}"),
+    ("export", "--to", "jsonl", "-o", "{out}", "{in}"),
+    ("export", "--to", "parquet", "-o", "{dir}", "{in}"),
+    ("export", "--to", "msgpack", "-o", "{out}", "{in}"),
+    ("convert", "--to-version", "5", "-o", "{out}", "{in}"),
+    ("convert", "--to-version", "6", "--force", "-o", "{out}", "{in}"),
+    ("repair", "-o", "{out}", "{in}"),
+    ("repair", "--recover-retained", "--dry-run", "{in}"),
+    ("rewrite", "-o", "{out}", "{in}"),
+    ("rm-retained", "-o", "{out}", "{in}", "#"),
+    ("drop-client", "--expired", "-o", "{out}", "{in}"),
+    ("prune-sessions", "--no-subscriptions", "-o", "{out}", "{in}"),
+    ("trim-queue", "--keep-newest", "1", "-o", "{out}", "{in}"),
+    ("renew", "--shift", "1d", "-o", "{out}", "{in}"),
+    ("migrate", "--to", "sqlite", "-o", "{out}", "{in}"),
+    ("guard", "--dry-run", "{in}"),
+    ("fwd-dump", "{in}"),
+)
+
+# commands the campaign leaves out, and why: each needs a terminal, a network peer or Spark
+NOT_FUZZED = {"inspect": "a terminal UI", "serve": "a web server", "live": "a running broker",
+              "replay": "a running broker", "sql": "Spark", "fwd-listen": "a TCP server"}
+
+
+# ---------------------------------------------------------------- values
+BOUND_INTS = (0, 1, 2, 0x7F, 0x80, 0xFF, 0x100, 0x7FFF, 0x8000, 0xFFFF, 0x10000, 0x7FFF_FFFF, 0x8000_0000,
+              0xFFFF_FFFF, 1 << 32, 1 << 53, (1 << 63) - 1, 1 << 63, (1 << 64) - 1, 268_435_455, 268_435_456,
+              1_700_000_000, 4_102_444_800, 253_402_300_800)
+HOSTILE_TEXT = (b"", b"a", b"#", b"+", b"a/#", b"/", b"//", b"$SYS/x", b"a\x00b", b"\x00", b"\xff\xfe",
+                b"\xed\xa0\x80", b"\xc0\x80", b"\x1b[31mred\x1b[0m", b"\r\n", "ключ/значение".encode(),
+                b"\xf4\x90\x80\x80", b"a" * 255, b"x/" * 100, b"\xe2\x80\xae", b"%s%n", b"..", b"../../etc")
+
+
+class Values:
+    """Hostile values, cheap to draw."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def int(self, width: int, signed: bool = False) -> int:
+        r = self.rng.random()
+        if r < 0.55:
+            v = self.rng.choice(BOUND_INTS)
+        elif r < 0.8:
+            v = self.rng.randrange(16)
+        else:
+            v = self.rng.getrandbits(8 * width)
+        v &= (1 << (8 * width)) - 1
+        if signed and v >= 1 << (8 * width - 1):
+            v -= 1 << (8 * width)
+        return v
+
+    def text(self, limit: int = 65535) -> bytes:
+        r = self.rng.random()
+        if r < 0.6:
+            return self.rng.choice(HOSTILE_TEXT)[:limit]
+        if r < 0.85:
+            return bytes(self.rng.randrange(256) for _ in range(self.rng.randrange(12)))
+        if r < 0.97:
+            return self.rng.choice(HOSTILE_TEXT) * self.rng.randrange(1, 64)
+        return (b"t/" * 40_000)[:min(limit, self.rng.choice((4096, 65535, 70_000)))]
+
+    def payload(self) -> bytes:
+        r = self.rng.random()
+        if r < 0.5:
+            return self.text()
+        if r < 0.98:
+            return bytes(self.rng.randrange(256) for _ in range(self.rng.randrange(40)))
+        return b"\0" * self.rng.choice((65536, 300_000))
+
+    def props(self) -> bytes:
+        """An MQTT v5 property tail: valid, or broken in one of the ways that matter."""
+        rng = self.rng
+        out = bytearray()
+        for _ in range(rng.choice((0, 1, 1, 2, 3, 6))):
+            pid = rng.choice((0x01, 0x02, 0x03, 0x08, 0x09, 0x0B, 0x11, 0x23, 0x26, 0x26, 0x00, 0x7F, 0xFF, 0x80))
+            if pid in (0x01,):
+                out += bytes((pid, rng.choice((0, 1, 2, 255))))
+            elif pid in (0x02, 0x11):
+                out += bytes((pid,)) + struct.pack(">I", self.int(4))
+            elif pid == 0x23:
+                out += bytes((pid,)) + struct.pack(">H", self.int(2))
+            elif pid == 0x0B:
+                out += bytes((pid,)) + rng.choice((b"\x00", b"\x7f", b"\xff\xff\xff\x7f", b"\xff\xff\xff\xff\x7f",
+                                                   b"\x80", b"\x80\x80\x80\x80\x01"))
+            elif pid == 0x26:
+                for _k in range(2):
+                    s = self.text(300)
+                    out += (bytes((pid,)) if _k == 0 else b"") + struct.pack(">H", len(s)) + s
+            elif pid in (0x03, 0x08, 0x09):
+                s = self.text(300)
+                n = len(s) if rng.random() < 0.9 else self.int(2)
+                out += bytes((pid,)) + struct.pack(">H", n) + s
+            else:
+                out += bytes((pid,)) + bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
+        if out and rng.random() < 0.1:
+            out = out[:rng.randrange(len(out))]
+        return bytes(out)
+
+
+# ---------------------------------------------------------------- grammar-made .db files
+_BY_VERSION: dict[int, list[Layout]] = {}
+for _l in ALL_LAYOUTS:
+    if _l.abi == "lp64":
+        for _v in _l.versions:
+            _BY_VERSION.setdefault(_v, []).append(_l)
+
+
+class DbGrammar:
+    """Whole .db files from the field tables, framed correctly around hostile values."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng, self.val = rng, Values(rng)
+
+    def body(self, layout: Layout, version: int, ids: list[int], clients: list[bytes]) -> bytes:
+        rng, val = self.rng, self.val
+        strs: dict[str, bytes] = {}
+        for f in layout.fields:
+            if f.kind in ("str", "bytes"):
+                if f.name == "client_id" and clients and rng.random() < 0.7:
+                    strs[f.name] = rng.choice(clients)
+                elif f.kind == "bytes":
+                    strs[f.name] = val.payload()
+                else:
+                    strs[f.name] = val.text()
+        out = bytearray()
+        for f in layout.fields:
+            k = f.kind
+            if k == "u8":
+                v = f.must if (f.must is not None and rng.random() < 0.9) else val.int(1)
+                out.append(v)
+            elif k == "nibbles":
+                out.append(val.int(1))
+            elif k == "u16":
+                out += struct.pack(">H", val.int(2))
+            elif k == "u32":
+                out += struct.pack(">I", val.int(4))
+            elif k == "u64h":
+                if f.name == "store_id" and ids and rng.random() < 0.8:
+                    v = rng.choice(ids)
+                else:
+                    v = val.int(8)
+                    if f.name == "store_id":
+                        ids.append(v)
+                out += struct.pack("<Q", v)
+            elif k == "i64h" or k == "time_t":
+                out += struct.pack("<q", val.int(8, signed=True))
+            elif k == "len16":
+                n = len(strs[f.target or ""])
+                out += struct.pack(">H", min(n, 0xFFFF))
+            elif k == "len32":
+                out += struct.pack(">I", len(strs[f.target or ""]))
+            elif k in ("str", "bytes"):
+                s = strs[f.name]
+                out += s[:0xFFFF] if k == "str" else s
+            elif k == "pad":
+                out += bytes(f.size) if rng.random() < 0.95 else bytes([0xFF] * f.size)
+            elif k == "props":
+                out += val.props()
+        return bytes(out)
+
+    def file(self) -> bytes:
+        rng = self.rng
+        version = rng.choice((2, 3, 4, 5, 6, 6, 6, 5))
+        layouts = _BY_VERSION[version]
+        hs = header_size(version)
+        out = bytearray(MAGIC + b"\0\0\0\0" + struct.pack(">I", version))
+        ids: list[int] = []
+        clients: list[bytes] = []
+        order = [ChunkType.CFG] if rng.random() < 0.9 else []
+        order += [rng.choice((ChunkType.MSG_STORE, ChunkType.MSG_STORE, ChunkType.CLIENT_MSG, ChunkType.RETAIN,
+                              ChunkType.SUB, ChunkType.CLIENT)) for _ in range(rng.randrange(1, 12))]
+        for t in order:
+            if rng.random() < 0.03:  # an unknown chunk type, framed
+                body = bytes(rng.randrange(256) for _ in range(rng.randrange(20)))
+                t_num = rng.choice((0, 7, 99, 0xFFFF))
+            else:
+                layout = next(lay for lay in layouts if lay.type == t)
+                if t == ChunkType.CLIENT and rng.random() < 0.7:
+                    clients.append(self.val.text(64))
+                body = self.body(layout, version, ids, clients)
+                t_num = int(t)
+            n = len(body)
+            if rng.random() < 0.04:
+                n = max(0, n + rng.choice((-1, 1, -8, 8, 1 << 20)))
+            out += struct.pack(">II", t_num, n) if hs == 8 else struct.pack(">HI", t_num & 0xFFFF, n)
+            out += body
+        if rng.random() < 0.04:
+            del out[rng.randrange(23, len(out)):]
+        if rng.random() < 0.03:
+            out += b"\0" * rng.choice((1, 8, 100))
+        return bytes(out)
+
+
+# ---------------------------------------------------------------- sqlite stores
+TABLES = ("base_msgs", "retains", "clients", "subscriptions", "client_msgs", "wills", "version_info")
+
+
+def schema_statements() -> list[str]:
+    text = SCHEMA.read_text()
+    return [s.strip() for s in text.split(";") if s.strip()]
+
+
+def _props_json(rng: random.Random) -> str:
+    return json.dumps(rng.choice((
+        [{"identifier": "content-type", "value": "text/plain"}],
+        [{"identifier": "user-property", "name": "k", "value": "v"}],
+        [{"identifier": "payload-format-indicator", "value": 1}, {"identifier": "correlation-data",
+                                                                   "value": "00ff"}],
+        [],
+    )))
+
+
+def seed_rows(con: sqlite3.Connection, rng: random.Random) -> None:
+    """A few valid rows in every table (what 2.1's plugin writes)."""
+    con.execute("INSERT INTO version_info VALUES ('database_schema', 1, 0, 0)")
+    n = rng.randrange(1, 5)
+    for i in range(1, n + 1):
+        con.execute("INSERT INTO base_msgs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                    (i, rng.choice((0, 1_700_000_000)), f"t/{i}", b"payload" * i, "c1", "u", 7 * i, i, 1883,
+                     rng.randrange(3), i % 2, _props_json(rng) if rng.random() < 0.5 else None))
+        if i % 2:
+            con.execute("INSERT INTO retains VALUES (?, ?)", (f"t/{i}", i))
+    for c in ("c1", "c2"):
+        con.execute("INSERT INTO clients VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (c, "u", 1_700_000_000, 0, 0, 1883, 0, 2, 1, 3600, 0))
+        con.execute("INSERT INTO subscriptions VALUES (?,?,?,?)", (c, "t/#", 1, 0))
+        con.execute("INSERT INTO client_msgs VALUES (?,?,?,?,?,?,?,?,?,?)", (c, 1, 1, 0, 1, 1, 1, 0, 2, 0))
+    con.execute("INSERT INTO wills VALUES (?,?,?,?,?,?,?)", ("c1", b"bye", "will/t", 3, 1, 0, None))
+
+
+def hostile_props(rng: random.Random) -> object:
+    return rng.choice((
+        "1e999", "-1e999", "NaN", "Infinity", "[1e999]", '[{"identifier":"content-type","value":1e999}]',
+        "[" * 3000 + "]" * 3000, '["\\ud800"]', RawText(b'["\\xed\\xa0\\x80"]'), '[{"identifier":"content-type","value":"\\udc80"}]',
+        '[{"identifier":"user-property","name":"\\ud800","value":"x"}]', "{}", "null", "0", '"x"', "[[]]",
+        '[{"identifier":"nope"}]', '[{"identifier":"message-expiry-interval","value":-1}]',
+        '[{"identifier":"message-expiry-interval","value":1e300}]', '[{"identifier":"subscription-identifier",'
+        '"value":268435456}]', '[{"identifier":"correlation-data","value":"zz"}]',
+        '[{"identifier":"correlation-data","value":"0"}]', '[{"identifier":"user-property","value":"v"}]',
+        '[{"identifier":"content-type","value":"' + "x" * 70_000 + '"}]', "[", "\x00", "",
+        '[{"identifier":"payload-format-indicator","value":true}]',
+        '[{"identifier":"topic-alias","value":1}]', b"[]", b"\xff\xfe", 1, 2.5,
+    ))
+
+
+class RawText(bytes):
+    """Bytes stored as sqlite TEXT as they are (invalid UTF-8 included): bound with CAST(? AS TEXT)."""
+
+
+def _slot(v: object) -> str:
+    return "CAST(? AS TEXT)" if isinstance(v, RawText) else "?"
+
+
+def hostile_value(rng: random.Random, column: str) -> object:
+    if column == "properties" and rng.random() < 0.5:
+        return hostile_props(rng)
+    r = rng.random()
+    if r < 0.1:
+        return None
+    if r < 0.4:
+        v = rng.choice(BOUND_INTS)
+        return rng.choice((v, -v, v & ((1 << 63) - 1), -(1 << 63)))
+    if r < 0.5:
+        return rng.choice((0.5, -0.0, 1e308, math.inf, -math.inf, math.nan, 1e19, 2.0 ** 63))
+    if r < 0.8:
+        t = rng.choice(HOSTILE_TEXT)
+        if rng.random() < 0.1:
+            t = b"t" * rng.choice((65535, 65536, 70_000))
+        return rng.choice((RawText(t), RawText(t), "12", "-1", " 7", "1e3", "0x10", RawText(b"\xed\xb3\xbf")))
+    b = rng.choice(HOSTILE_TEXT)
+    return rng.choice((b, b"\x00" * rng.choice((0, 8, 70_000)), bytes(rng.randrange(256) for _ in range(9))))
+
+
+class StoreGrammar:
+    """sqlite store images: the plugin's schema and rows, then hostile values, odd schemas or torn pages."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.statements = schema_statements()
+        self.columns: dict[str, list[str]] = {}
+        con = sqlite3.connect(":memory:")
+        for s in self.statements:
+            con.execute(s)
+        for t in TABLES:
+            self.columns[t] = [r[1] for r in con.execute(f"PRAGMA table_info({t})")]
+        con.close()
+
+    def _schema(self, con: sqlite3.Connection) -> list[str]:
+        """Create the tables, now and then oddly; the tables whose rows will be seeded normally."""
+        rng = self.rng
+        odd = rng.random() < 0.25
+        skip = set()
+        for s in self.statements:
+            if odd:
+                r = rng.random()
+                name = s.split()[2] if s.startswith("CREATE TABLE") else ""
+                if name and r < 0.1:
+                    skip.add(name)
+                    continue
+                if name and r < 0.2 and "PRIMARY KEY" in s:
+                    s = s + " WITHOUT ROWID"
+                elif name and r < 0.3:
+                    cols = self.columns[name]
+                    drop = rng.choice(cols)
+                    keep = [c for c in cols if c != drop]
+                    s = f"CREATE TABLE {name} ({', '.join(keep)})"
+                elif name and r < 0.4:
+                    s = s[:s.rindex(")")] + ", extra BLOB DEFAULT x'00')"
+                elif name and r < 0.45:
+                    con.execute(f"CREATE TABLE real_{name} ({', '.join(self.columns[name])})")
+                    s = f"CREATE VIEW {name} AS SELECT * FROM real_{name}"
+                elif name and r < 0.5:
+                    cols = self.columns[name]
+                    s = f"CREATE TABLE {name} ({', '.join(f'{c} ANY' for c in cols)}) STRICT"
+            try:
+                con.execute(s)
+            except sqlite3.Error:
+                skip.add(s.split()[2] if s.startswith("CREATE") else "")
+        return [t for t in TABLES if t not in skip]
+
+    def image(self) -> bytes:
+        rng = self.rng
+        con = sqlite3.connect(":memory:")
+        con.execute(f"PRAGMA page_size={rng.choice((512, 1024, 4096, 4096, 65536))}")
+        if rng.random() < 0.2:
+            con.execute("PRAGMA auto_vacuum=FULL")
+        self._schema(con)
+        with contextlib.suppress(sqlite3.Error):
+            seed_rows(con, rng)
+        for _ in range(rng.choice((0, 1, 1, 2, 3, 5))):
+            table = rng.choice(TABLES[:-1])
+            try:
+                cols = [r[1] for r in con.execute(f"PRAGMA table_info({table})")]
+                if not cols:
+                    continue
+                col = rng.choice(cols)
+                value = hostile_value(rng, col)
+                if rng.random() < 0.5:
+                    con.execute(f"UPDATE {table} SET {col} = {_slot(value)} WHERE rowid IN (SELECT rowid FROM {table} "
+                                f"ORDER BY random() LIMIT 1)", (value,))
+                else:
+                    row = [hostile_value(rng, c) if c == col else _plain(rng, table, c) for c in cols]
+                    con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(map(_slot, row))})",
+                                row)
+            except (sqlite3.Error, OverflowError, UnicodeEncodeError):
+                pass
+        if rng.random() < 0.05:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("DELETE FROM version_info")
+        if rng.random() < 0.03:
+            with contextlib.suppress(sqlite3.Error):
+                con.execute("UPDATE version_info SET major = ?", (rng.choice((0, 2, 99, -1, "x")),))
+        con.commit()
+        data = bytearray(con.serialize())
+        con.close()
+        if rng.random() < 0.2:  # a torn or overwritten page
+            page = struct.unpack(">H", data[16:18])[0]
+            page = 65536 if page == 1 else page
+            n = len(data) // page
+            p = rng.randrange(n)
+            start = p * page + (100 if p == 0 and rng.random() < 0.7 else 0)
+            how = rng.random()
+            if how < 0.4:
+                for _ in range(rng.randrange(1, 16)):
+                    data[rng.randrange(start, (p + 1) * page)] = rng.randrange(256)
+            elif how < 0.7:
+                data[start:(p + 1) * page] = bytes((p + 1) * page - start)
+            elif how < 0.85:
+                del data[rng.randrange(100, len(data)):]
+            else:
+                data[start:start + 8] = rng.choice((b"\x0d\x00\x00\xff\xff\x00\x00\x00", b"\x05\xff\xff\xff\xff"
+                                                    b"\x00\x00\x00", b"\x0a\x00\x01\x00\x00\x00\x00\x00"))
+        return bytes(data)
+
+
+MATRIX_VALUES: tuple[object, ...] = (
+    None, 0, -1, 1 << 31, (1 << 63) - 1, -(1 << 63), 1.5, math.inf, -math.inf, math.nan, "", "12", "x",
+    RawText(b"\xff\xfe"), RawText(b"a\x00b"), "t" * 70_000, b"", b"\x00" * 9, b"\xff" * 70_000,
+)
+
+
+def matrix_images() -> list[bytes]:
+    """Every value of :data:`MATRIX_VALUES` in every column of every table of a seeded store, one at a
+    time (and ``properties`` with every hostile JSON): the deterministic part of the store campaign."""
+    grammar = StoreGrammar(random.Random(0))
+    base = sqlite3.connect(":memory:")
+    for s in grammar.statements:
+        base.execute(s)
+    seed_rows(base, random.Random(0))
+    base.commit()
+    image = base.serialize()
+    out = []
+    for table in TABLES:
+        for col in grammar.columns[table]:
+            values = list(MATRIX_VALUES)
+            if col == "properties":
+                rng = random.Random(1)
+                values += [hostile_props(rng) for _ in range(40)]
+            for value in values:
+                con = sqlite3.connect(":memory:")
+                con.deserialize(image)
+                try:
+                    con.execute(f"UPDATE {table} SET {col} = {_slot(value)} WHERE rowid = "
+                                f"(SELECT min(rowid) FROM {table})", (value,))
+                except (sqlite3.Error, OverflowError):
+                    con.close()
+                    continue
+                con.commit()
+                out.append(bytes(con.serialize()))
+                con.close()
+    return out
+
+
+def _plain(rng: random.Random, table: str, col: str) -> object:
+    if col in ("client_id", "topic", "component"):
+        return rng.choice(("c1", "c2", "t/1", "x"))
+    if col in ("payload",):
+        return b"p"
+    if col == "properties":
+        return None
+    return rng.randrange(3)
+
+
+# ---------------------------------------------------------------- driving the CLI
+class _Sink(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, b) -> int:  # type: ignore[no-untyped-def, override]
+        return len(b)
+
+
+def _null_text() -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BufferedWriter(_Sink()), encoding="utf-8", errors="strict", write_through=False)
+
+
+def where(exc: BaseException) -> str:
+    tb = traceback.extract_tb(exc.__traceback__)
+    frame = next((f for f in reversed(tb) if str(ROOT) in f.filename and "/bench/" not in f.filename),
+                 tb[-1] if tb else None)
+    loc = f"{os.path.relpath(frame.filename, ROOT)}:{frame.lineno}" if frame else "?"
+    return f"{type(exc).__name__} at {loc}"
+
+
+# commands whose exit 1 is an answer printed on stdout (damaged, different, would be refused)
+ANSWERS = ("check", "diff", "guard", "info", "repair")
+_PARSERS: dict[str | None, object] = {}
+
+
+def _cached_parsers() -> None:
+    """Build each command's parser once: building it costs more than most runs (parsing is stateless)."""
+    import inspector.cli as cli
+
+    if getattr(cli.build_parser, "cached", False):
+        return
+    build = cli.build_parser
+
+    def cached(command: str | None = None):  # type: ignore[no-untyped-def]
+        if command not in _PARSERS:
+            _PARSERS[command] = build(command)
+        return _PARSERS[command]
+
+    cached.cached = True  # type: ignore[attr-defined]
+    cli.build_parser = cached  # type: ignore[assignment]
+
+
+def run_command(argv: list[str]) -> tuple[str, str] | None:
+    """One CLI run in process; None when it ended cleanly, else (key, detail) of the foreign ending."""
+    from inspector.cli import main
+
+    _cached_parsers()
+
+    out, err = _null_text(), io.StringIO()
+    old = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    rc: object
+    try:
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = exc.code
+        with contextlib.suppress(Exception):
+            out.flush()
+    except BaseException as exc:  # noqa: BLE001 - the finding
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return where(exc), "".join(traceback.format_exception(exc))[-3000:]
+    finally:
+        sys.stdout, sys.stderr = old
+    text = err.getvalue()
+    if rc not in (0, 1, 2, None):
+        return f"exit {rc!r}", text[-2000:]
+    if "Traceback (most recent call last)" in text:
+        return "traceback on stderr", text[-2000:]
+    if rc in (1, 2) and not text.strip() and argv[0] not in ANSWERS:
+        return f"exit {rc} without an error line ({argv[0]})", text[-2000:]
+    return None
+
+
+class Driver:
+    """Runs an input through :data:`COMMANDS` in a scratch directory."""
+
+    def __init__(self, scratch: str, suffix: str) -> None:
+        self.scratch = scratch
+        self.inp = os.path.join(scratch, "in" + suffix)
+        self.in2 = os.path.join(scratch, "other" + suffix)
+        self.out = os.path.join(scratch, "out.bin")
+        self.dir = os.path.join(scratch, "outdir")
+        self.runs = 0
+
+    def _clean(self) -> None:
+        for p in (self.out, self.out + "-wal", self.out + "-journal"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+        if os.path.lexists(self.dir):
+            shutil.rmtree(self.dir, ignore_errors=True)
+        for name in os.listdir(self.scratch):  # guard/repair leftovers beside the input
+            if name.startswith(("in", "other")) and name not in (os.path.basename(self.inp), os.path.basename(self.in2)):
+                p = os.path.join(self.scratch, name)
+                if os.path.isdir(p):
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        os.unlink(p)
+
+    def run(self, data: bytes, other: bytes, commands: tuple[tuple[str, ...], ...] = COMMANDS
+            ) -> list[tuple[tuple[str, ...], str, str]]:
+        with open(self.inp, "wb") as f:
+            f.write(data)
+        with open(self.in2, "wb") as f:
+            f.write(other)
+        found = []
+        subst = {"{in}": self.inp, "{in2}": self.in2, "{out}": self.out, "{dir}": self.dir}
+        for cmd in commands:
+            argv = [subst.get(a, a) for a in cmd]
+            hit = run_command(argv)
+            self.runs += 1
+            if hit is not None:
+                found.append((cmd, *hit))
+            self._clean()
+        return found
+
+
+def make_generator(kind: str, rng: random.Random) -> Callable[[], bytes]:
+    if kind == "matrix":  # the matrix, then random stores
+        images = iter(matrix_images())
+        more = StoreGrammar(rng).image
+        return lambda: next(images, None) or more()
+    return DbGrammar(rng).file if kind == "db" else StoreGrammar(rng).image
+
+
+def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None, *, report_every: int = 0,
+             time_limit: float | None = None, commands: tuple[tuple[str, ...], ...] = COMMANDS,
+             label: str = "", status: str | None = None) -> dict:
+    """``inputs`` generated inputs of ``kind`` ('db' or 'store') through ``commands``; the findings.
+
+    ``status``: a JSON file rewritten with the figures so far at every progress line and at the end
+    (what a killed worker leaves for the summary)."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    # durability is not what is fuzzed: every output's fsync (a third of an input's time on a busy machine)
+    # is skipped in this process; the writers' logic around it runs as it does for a user
+    os.fsync = lambda fd: None  # type: ignore[assignment]
+    rng = random.Random(seed)
+    gen = make_generator(kind, rng)
+    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+    scratch = tempfile.mkdtemp(prefix="mosqdb-fuzz-cli-", dir=base)
+    suffix = ".db" if kind == "db" else ".sqlite3"
+    driver = Driver(scratch, suffix)
+    found: dict[str, dict] = {}
+    t0 = time.monotonic()
+    done = 0
+    stop: list[bool] = []
+    main_thread = threading.current_thread() is threading.main_thread()
+
+    def on_term(*_: object) -> None:
+        stop.append(True)
+
+    def figures() -> dict:
+        return {"kind": kind, "seed": seed, "inputs": done, "runs": driver.runs,
+                "seconds": round(time.monotonic() - t0, 1), "foreign": sum(h["count"] for h in found.values()),
+                "findings": found}
+
+    previous = gen()
+    try:
+        for k in range(inputs):
+            if main_thread:  # SIGTERM: stop after this input and report (set again: a command may replace it)
+                signal.signal(signal.SIGTERM, on_term)
+            if stop or (time_limit is not None and time.monotonic() - t0 > time_limit):
+                break
+            data = gen()
+            for cmd, key, detail in driver.run(data, previous, commands):
+                hit = found.setdefault(key, {"count": 0, "command": " ".join(cmd), "detail": detail,
+                                             "example": None})
+                hit["count"] += 1
+                if hit["example"] is None and findings_dir:
+                    os.makedirs(findings_dir, exist_ok=True)
+                    name = os.path.join(findings_dir, f"{kind}{label}-{seed}-{len(found):03d}{suffix}")
+                    with open(name, "wb") as f:
+                        f.write(data)
+                    with open(name + ".other", "wb") as f:
+                        f.write(previous)
+                    hit["example"] = name
+            previous = data
+            done = k + 1
+            if report_every and done % report_every == 0:
+                rate = done / (time.monotonic() - t0)
+                print(f"[{kind} seed {seed}] {done:,} inputs, {driver.runs:,} runs, {rate:,.1f} inputs/s, "
+                      f"{sum(h['count'] for h in found.values())} foreign in {len(found)} classes", flush=True)
+                _write_status(status, figures())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    result = figures()
+    _write_status(status, result)
+    return result
+
+
+def _write_status(path: str | None, figures: dict) -> None:
+    if path:
+        with open(path + ".tmp", "w") as f:
+            json.dump(figures, f)
+        os.replace(path + ".tmp", path)
+
+
+def _worker(job: tuple) -> dict:
+    kind, inputs, seed, findings, every, limit, names, status = job
+    commands = tuple(c for c in COMMANDS if not names or c[0] in names)
+    return campaign(kind, inputs, seed, findings, report_every=every, time_limit=limit, commands=commands,
+                    status=status)
+
+
+def _run_workers(jobs: list[tuple]) -> list[dict]:
+    """One forked process per job; each leaves its figures in its status file, read when all have ended
+    (a worker killed on the way counts what it had written last). SIGTERM here is passed on to them."""
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_worker, args=(job,)) for job in jobs]
+    for p in procs:
+        p.start()
+
+    def forward(*_: object) -> None:
+        for p in procs:
+            if p.pid is not None and p.is_alive():
+                os.kill(p.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    for p in procs:
+        p.join()
+    results = []
+    for job in jobs:
+        try:
+            with open(job[-1]) as f:
+                results.append(json.load(f))
+        except (OSError, ValueError):
+            results.append({"inputs": 0, "runs": 0, "seconds": 0, "foreign": 0, "findings": {}})
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kind", choices=("db", "store", "matrix"), default="db",
+                    help="matrix: every value class in every store column first (%(default)s)")
+    ap.add_argument("--inputs", type=int, default=1000, help="inputs per worker")
+    ap.add_argument("--seed", type=int, default=1, help="worker k uses seed + k")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--findings", help="directory for the inputs behind each finding")
+    ap.add_argument("--every", type=int, default=1000, help="progress line every N inputs")
+    ap.add_argument("--time-limit", type=float, help="seconds per worker")
+    ap.add_argument("--commands", nargs="*", help="only these command names")
+    ap.add_argument("--json", help="write the summary here")
+    args = ap.parse_args(argv)
+    status_dir = tempfile.mkdtemp(prefix="mosqdb-fuzz-cli-status-")
+    jobs = [(args.kind, args.inputs, args.seed + k, args.findings, args.every, args.time_limit, args.commands,
+             os.path.join(status_dir, f"worker-{k}.json")) for k in range(args.workers)]
+    try:
+        results = [_worker(jobs[0])] if args.workers == 1 else _run_workers(jobs)
+    finally:
+        shutil.rmtree(status_dir, ignore_errors=True)
+    merged: dict[str, dict] = {}
+    for r in results:
+        for key, hit in r["findings"].items():
+            m = merged.setdefault(key, {**hit, "count": 0})
+            m["count"] += hit["count"]
+    summary = {"kind": args.kind, "workers": args.workers, "inputs": sum(r["inputs"] for r in results),
+               "runs": sum(r["runs"] for r in results), "seconds": max(r["seconds"] for r in results),
+               "foreign": sum(r["foreign"] for r in results), "classes": len(merged),
+               "commands": len(COMMANDS) if not args.commands else len(args.commands)}
+    print(json.dumps(summary, indent=1))
+    for key, hit in merged.items():
+        print(f"FINDING {key}: {hit['count']}x in `{hit['command']}` ({hit['example']})\n{hit['detail'][-1500:]}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**summary, "findings": merged}, f, indent=1)
+    return 1 if merged else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
