@@ -109,10 +109,7 @@ def schema_version(con: sqlite3.Connection) -> tuple[int, int, int] | None:
         return None
     if row is None:
         return None
-    try:
-        return int(row[0] or 0), int(row[1] or 0), int(row[2] or 0)
-    except (TypeError, ValueError):
-        return None
+    return sql_int(row[0]), sql_int(row[1]), sql_int(row[2])  # as the plugin's sqlite3_column_int reads them
 
 
 def require_store(con: sqlite3.Connection | ReadConnection, path: str) -> set[str]:

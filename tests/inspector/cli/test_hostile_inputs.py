@@ -96,6 +96,7 @@ VALUES: dict[str, tuple[str, ...]] = {
     "text-queue-store-id": ("UPDATE client_msgs SET store_id = 'abc' WHERE rowid = (SELECT min(rowid) FROM client_msgs)",),
     "real-store-id": ("UPDATE retains SET store_id = 1e300",),
     "blob-qos": ("UPDATE base_msgs SET qos = x'ff00'",),
+    "infinite-schema-version": ("UPDATE version_info SET major = 1e999, minor = 'x', patch = -1e999",),
     "numbers-beyond-the-field": ("UPDATE base_msgs SET qos = -9223372036854775808, source_mid = 70000",
                                  "UPDATE client_msgs SET mid = -1, dup = 4096, state = 300"),
     "long-topic": ("UPDATE base_msgs SET topic = ? WHERE rowid = (SELECT min(rowid) FROM base_msgs)",),
