@@ -687,9 +687,18 @@ class StoreFile:
             table = ROWS[t].table
             cols = [as_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
             expr = " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
-            cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
             a = self.first[t]
             n = self.count[t]
+            with self._lock:
+                got = self._query_columns(f"SELECT {expr} FROM {table} ORDER BY rowid") if n else None
+            if got is not None:
+                sizes = np.concatenate([b[0] for b in got]) if got else np.zeros(0, np.int64)
+                if len(sizes) != n:
+                    raise CodecError(f"{table}: {n} rows counted, {len(sizes)} read (the store changed?)",
+                                     path=self.path)
+                out[a:a + n] = sizes
+                continue
+            cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
             out[a:a + n] = np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
         return out
 
