@@ -737,13 +737,18 @@ def expiry_counts(store: StoreFile, at: float) -> dict[str, dict[str, int]]:
     for kind, t, live in (("client", ChunkType.CLIENT, "e > 0 AND i != 4294967295"),
                           ("msg_store", ChunkType.MSG_STORE, "e > 0")):
         exprs = dict(ROWS[t].values)
-        e = exprs["session_expiry_time" if kind == "client" else "expiry_time"]
+        column = "session_expiry_time" if kind == "client" else "expiry_time"
+        e = exprs[column]
         i = exprs.get("session_expiry_interval", "0")
+        # a NULL or integer 0 (nearly every row) reads as 0: such rows are passed over before the cast,
+        # which halves the scan of a big table; the others are judged on the value as read
         with store._lock:
             row = store.con.execute(
-                f"SELECT count(*), sum({live} AND e <= :at), sum({live} AND e > :at AND e <= :day), sum({live}) "
-                f"FROM (SELECT {e} AS e, {i} AS i FROM {ROWS[t].table})", {"at": at, "day": at + DAY}).fetchone()
-        total, expired, soon, timed = (int(v or 0) for v in row)
+                f"SELECT sum(e <= :at), sum(e > :at AND e <= :day), count(*) FROM (SELECT {e} AS e, {i} AS i "
+                f"FROM {ROWS[t].table} WHERE {column} IS NOT NULL AND {column} IS NOT 0) WHERE {live}",
+                {"at": at, "day": at + DAY}).fetchone()
+        total = store.count[t]
+        expired, soon, timed = (int(v or 0) for v in row)
         out[kind] = {"expired": expired, "expiring_within_day": soon, "never": total - timed, "total": total}
     return out
 
