@@ -271,8 +271,17 @@ def main() -> None:
                   + (f" | anchor {figure(r.anchor, b.metric)} | ratio {spread(r.ratios)}" if r.ratios else "")
                   + f" | {'met' if r.met else 'NOT met'} ({time.perf_counter() - t:.0f} s, load {loads[-1]:.1f})",
                   flush=True)
+            save(a, p, results, loads)  # after every figure: an interrupted run keeps what it measured
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    data = save(a, p, results, loads)
+    print()
+    print(markdown(data))
+    print(f"\nwritten: {a.json}")
+
+
+def save(a: argparse.Namespace, p: Paths, results: list[Result], loads: list[float]) -> dict:
+    """Write the run so far to ``--json``; returns what was written."""
     data = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": a.runs,
             "commit": git_head(), "host": {"cpus": os.cpu_count(), "python": platform.python_version()},
             "load": [min(loads), max(loads)] if loads else None,
@@ -282,9 +291,7 @@ def main() -> None:
     with open(a.json, "w") as fh:
         json.dump(data, fh, indent=1)
         fh.write("\n")
-    print()
-    print(markdown(data))
-    print(f"\nwritten: {a.json}")
+    return data
 
 
 def git_head() -> str:
