@@ -306,7 +306,8 @@ def markdown(data: dict) -> str:
     """The table of a run (``run_all.json``) as Markdown, with a line saying when and how it was measured."""
     load = data.get("load")
     head = (f"Measured by `bench/run_all.py` on {data['when']} (commit {data['commit'] or '?'}, "
-            f"{data['host']['cpus']} cores, {data['runs']} runs per figure alternating with the anchor"
+            f"{data['host']['cpus']} cores, {data['runs']} run{'' if data['runs'] == 1 else 's'} per figure, alternating "
+            "with the anchor"
             + (f", load average {load[0]:.1f}–{load[1]:.1f}" if load else "") + "). Figures are min–median–max; "
             "a target is met when the median ratio (or figure) is within it.")
     lines = [head, "", "| figure | mosqdb | anchor | ratio | target | met? |", "| --- | --- | --- | --- | --- | --- |"]
