@@ -9,6 +9,7 @@ refused when the file's times contradict it too; the default order is refused on
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from codec.errors import CodecError
@@ -56,13 +57,13 @@ def first_ids(db: Any, *, explicit: bool = False) -> tuple[list[tuple[str, int]]
             t = idx.types[i]
             if t == ChunkType.CFG:
                 ids.append(("last_db_id", db.chunk(i).record["last_db_id"]))
-            elif t == ChunkType.MSG_STORE:  # two 8-byte fields: decoding the chunk would read the whole payload
-                sid, expiry = _store_fields(db, idx, i)
-                if sid is None:
+            elif t == ChunkType.MSG_STORE:  # its first 16 bytes only: decoding it would read the whole payload
+                head = _store_head(db, idx, i)
+                if head is None:
                     return [], []
                 if len(ids) < 4:
-                    ids.append(("store_id", sid))
-                times.append(expiry or 0)
+                    ids.append(("store_id", head[0]))
+                times.append(head[1])
             elif t == ChunkType.CLIENT and explicit:
                 times.append(db.chunk(i).record.values.get("session_expiry_time") or 0)
             if len(ids) >= 4 and not explicit:  # the times are only wanted against an explicit order
@@ -72,27 +73,23 @@ def first_ids(db: Any, *, explicit: bool = False) -> tuple[list[tuple[str, int]]
     return ids, times
 
 
-def _store_fields(db: Any, idx: Any, i: int) -> tuple[int | None, int | None]:
-    """The store id and expiry time of msg_store chunk ``i``, read at their layout offsets (None: the chunk is
-    too short for them); the expiry is None where the version has none."""
-    import os
-
+def _store_head(db: Any, idx: Any, i: int) -> tuple[int, int] | None:
+    """(store id, expiry time or 0) of msg_store chunk ``i``, read from its fixed head (None: too short)."""
     layout = layout_for(db.version, ChunkType.MSG_STORE)
-    if layout is None:
-        return None, None
-    body = int(idx.offsets[i]) + db.header_size
-    end = idx.chunk_end(i)
-    out: list[int | None] = []
-    for name, signed in (("store_id", False), ("expiry_time", True)):
-        offset = layout.offset_of(name)
-        if offset is None:
-            out.append(None)
-            continue
-        at = body + offset
-        if end - at < 8:
-            return None, None
-        out.append(int.from_bytes(os.pread(db.fd, 8, at), db.endian, signed=signed))
-    return out[0], out[1]
+    at_id = layout.offset_of("store_id") if layout is not None else None
+    at_exp = layout.offset_of("expiry_time") if layout is not None else None
+    if at_id is None:
+        return None
+    body = idx.offsets[i] + db.header_size
+    want = max(at_id, at_exp or 0) + 8
+    if idx.chunk_end(i) - body < want:
+        return None
+    raw = os.pread(db.fd, want, body)
+    if len(raw) < want:
+        return None
+    store_id = int.from_bytes(raw[at_id:at_id + 8], db.endian)
+    expiry = 0 if at_exp is None else int.from_bytes(raw[at_exp:at_exp + 8], db.endian, signed=True)
+    return store_id, expiry
 
 
 def judge(ids: list[tuple[str, int]], times: list[int], endian: str, *, explicit: bool = False) -> str | None:

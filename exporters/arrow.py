@@ -32,6 +32,7 @@ from exporters.arrow_columns import (
     property_rows,
     read_block,
     shown_text,
+    store_columns,
 )
 from exporters.schema import EXPIRY_SOURCES, KINDS, SCHEMAS, TIME_COLUMNS, TYPE_OF, VALUE_NAMES
 
@@ -251,12 +252,15 @@ def _store_batches(store: Any, kind: str, batch_size: int, columns: list[str] | 
     ctype = TYPE_OF[kind]
     if ctype not in store.first:  # no table holds this kind (cfg)
         return
-    numbers = store.rows_of(ctype)
-    if rows is not None:
-        numbers = numbers[rows]
-    for a in range(0, len(numbers), batch_size):
-        batch = chunks_to_batch(store, kind, list(store.rows(ctype, numbers[a:a + batch_size])), at)
-        yield batch if columns is None else batch.select(columns)
+    numbers = None if rows is None else store.rows_of(ctype)[rows]
+    wanted = None if columns is None else frozenset(columns)
+    for c in store.batches(ctype, numbers, size=batch_size):
+        cols = store_columns(c, ctype, wanted)
+        if cols is None:  # unusual values: one record per row, as the codec reads them
+            batch = chunks_to_batch(store, kind, list(store.rows(ctype, c.index)), at)
+            yield batch if columns is None else batch.select(columns)
+            continue
+        yield assemble(kind, cols, _meta(store, kind, c.index, c.offset, wanted), len(c), at, names=columns)
 
 
 def read_table(path: str, kind: str, **kw: Any) -> pa.Table:

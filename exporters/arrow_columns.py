@@ -209,6 +209,14 @@ def arrow_batch(
     ints, spans = got
     if len(options) > 1 and np.any(_walked(layout, body, spans) != lengths):
         return None  # an ABI variant (32-bit broker): let the codec choose per chunk
+    return columns_to_arrow(block, layout, ctype, ints, spans, len(offsets), columns)
+
+
+def columns_to_arrow(block: Block, layout: Layout, ctype: ChunkType, ints: dict[str, np.ndarray],
+                     spans: dict[str, tuple[np.ndarray, np.ndarray]], n: int,
+                     columns: frozenset[str] | None = None) -> dict[str, pa.Array] | None:
+    """Arrow columns of ``n`` chunks from their decoded values: integer vectors, and (start, size) spans
+    into ``block`` (a .db's bytes, or a sqlite store's column batch: :func:`store_columns`). None if unusual."""
     types = SCHEMAS[ctype.label]
     cols: dict[str, pa.Array] = {}
     issues: Issues = {}
@@ -243,8 +251,19 @@ def arrow_batch(
                 return None
             cols[f.name] = props
     if "invalid_utf8" in types.names:
-        cols["invalid_utf8"] = invalid_column(issues, len(offsets))
+        cols["invalid_utf8"] = invalid_column(issues, n)
     return cols
+
+
+def store_columns(batch: columnar.Columns, ctype: ChunkType, columns: frozenset[str] | None = None
+                  ) -> dict[str, pa.Array] | None:
+    """Arrow columns of a sqlite store's column batch (:meth:`codec.store.read.StoreFile.batches`: the v6
+    values its rows are read as), built as a .db's are. None if unusual."""
+    layout = LAYOUTS[(6, ctype)][0]
+    data = np.zeros(len(batch.data) + PAD, np.uint8)
+    data[:len(batch.data)] = batch.data
+    block = Block(data, 0, "little")
+    return columns_to_arrow(block, layout, ctype, batch.ints, batch.spans, len(batch), columns)
 
 
 def _walked(layout: Layout, body: np.ndarray, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> np.ndarray:

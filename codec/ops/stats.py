@@ -247,7 +247,8 @@ def _by_client(db: DbFile, cols: ColumnReader, types: np.ndarray, sizes: np.ndar
     for t, col in ((ChunkType.CLIENT, 0), (ChunkType.SUB, 1), (ChunkType.CLIENT_MSG, 2)):
         idx = np.flatnonzero(types == int(t))
         for s in batches(len(idx)):
-            if t == ChunkType.CLIENT:  # decoded one by one: the v6 CLIENT layout depends on the writer's ABI
+            if t == ChunkType.CLIENT and not getattr(db, "is_store", False):
+                # decoded one by one: the v6 CLIENT layout depends on the writer's ABI (a store's rows do not)
                 g = None
                 codes = np.array([ids.setdefault(db.chunk(i).record["client_id"].encode("utf-8", "surrogateescape"),
                                                  len(ids)) for i in idx[s].tolist()], np.int64)

@@ -319,6 +319,8 @@ class StoreFile:
             for t in ORDER:
                 self.types[self.first[t]:self.first[t] + self.count[t]] = int(t)
             self._rowids: dict[ChunkType, np.ndarray] = {}
+            self._uri = self._columnar_uri()
+            self._fast: Any = None  # the columnar connection, opened when rows are first read
         except _FAILURES as exc:
             self.close()
             raise StoreReadError.of(exc, self.path) from None
@@ -326,14 +328,42 @@ class StoreFile:
             self.close()
             raise
 
+    def _columnar_uri(self) -> str | None:
+        """Where the columnar reader may read the same bytes as :attr:`con`: the store itself when it has
+        no -wal (immutable), or the private snapshot it was copied to; None for a store read in place
+        under a live broker's locks (a second connection could see another commit)."""
+        from codec.sources import _uri_path
+
+        if self.figures.wal_size is None:
+            return f"file:{_uri_path(self.path)}?mode=ro&immutable=1"
+        files = [as_text(r[2]) for r in self.con.execute("PRAGMA database_list") if as_text(r[1]) == "main"]
+        if files and os.path.realpath(files[0]) != os.path.realpath(self.path):
+            return f"file:{_uri_path(files[0])}?mode=ro"
+        return None
+
+    def _columnar(self) -> Any:
+        """The columnar connection (:mod:`codec.store.columnar`), or None where it cannot be had."""
+        if self._fast is None and self._uri is not None:
+            from codec.store.columnar import Connection, Unsupported
+
+            try:
+                self._fast = Connection(self._uri, BATCH)
+            except (Unsupported, ImportError):
+                self._uri = None
+        return self._fast
+
     def rowids(self, t: int) -> np.ndarray:
         """The rowids of chunk type ``t``'s table, ascending (read once, when a row is asked for by number)."""
         t = ChunkType(t)
         if t not in self._rowids:
             assert self.con is not None
             with self._lock:
-                cur = self.con.execute(f"SELECT rowid FROM {ROWS[t].table} ORDER BY rowid")
-                ids = np.fromiter((r[0] for r in cur), dtype=np.int64)
+                got = self._query_columns(f"SELECT rowid FROM {ROWS[t].table} ORDER BY rowid")
+                if got is not None:
+                    ids = np.concatenate([b[0] for b in got]) if got else np.zeros(0, np.int64)
+                else:
+                    cur = self.con.execute(f"SELECT rowid FROM {ROWS[t].table} ORDER BY rowid")
+                    ids = np.fromiter((r[0] for r in cur), dtype=np.int64)
             if len(ids) != self.count[t]:
                 raise CodecError(f"{ROWS[t].table}: {self.count[t]} rows counted, {len(ids)} read (the store changed?)",
                                  path=self.path)
@@ -342,6 +372,10 @@ class StoreFile:
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:
+        fast = getattr(self, "_fast", None)
+        if fast is not None:
+            fast.close()
+            self._fast = None
         con = getattr(self, "con", None)
         if con is not None:
             con.close()
@@ -403,6 +437,10 @@ class StoreFile:
         """One batch: the rows at positions ``pos``, or the ``page`` (first position, rowid before it, size)."""
         assert self.con is not None
         table = ROWS[t].table
+        with self._lock:
+            fast = self._fetch_columnar(t, wanted, pos=pos, page=page)
+        if fast is not None:
+            return fast
         select = ", ".join(["rowid"] + [e for _n, e in wanted])
         try:
             with self._lock:
@@ -419,6 +457,118 @@ class StoreFile:
         except sqlite3.DatabaseError as exc:
             raise CodecError(f"{table}: reading the rows failed: {exc}", path=self.path) from None
         return self._columns(t, pos, rid, wanted, got)
+
+    def _query_columns(self, sql: str) -> list[list[Any]] | None:
+        """``sql``'s result as numpy columns per batch (:mod:`codec.store.columnar`); None: read it with
+        :attr:`con` instead (no columnar connection, or a result it does not take)."""
+        fast = self._columnar()
+        if fast is None:
+            return None
+        from codec.store.columnar import Unsupported
+
+        try:
+            return fast.query(sql)
+        except Unsupported:
+            return None
+
+    def _fetch_columnar(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None,
+                        page: tuple[int, int | None, int] | None) -> Columns | None:
+        """:meth:`_fetch` without a Python object per value: the same SQL values, NULL-free (a NULL text
+        is the empty one, as :meth:`_columns` takes it), read as numpy columns. None: not possible here."""
+        if self._uri is None:
+            return None
+        table = ROWS[t].table
+        kinds = KINDS[t]
+        exprs = ["rowid"]
+        for name, expr in wanted:
+            if expr.startswith("length("):
+                exprs.append(f"IFNULL({expr}, 0)")
+            elif kinds[name] in ("str", "bytes") or (kinds[name] == "props" and t != ChunkType.CLIENT_MSG):
+                exprs.append(f"IFNULL(CAST({expr} AS BLOB), X'')")
+            else:
+                exprs.append(expr)
+        select = ", ".join(exprs)
+        if page is not None:
+            first, after, size = page
+            sql = (f"SELECT {select} FROM {table} WHERE rowid > {-(1 << 63) if after is None else int(after)} "
+                   f"ORDER BY rowid LIMIT {int(size)}")
+        else:
+            assert pos is not None
+            if not len(pos):
+                return None
+            rid = self.rowids(t)[pos]
+            if int(pos[-1] - pos[0]) + 1 == len(pos):
+                sql = f"SELECT {select} FROM {table} WHERE rowid BETWEEN {int(rid[0])} AND {int(rid[-1])} ORDER BY rowid"
+            else:  # numbers only: the JSON text is safe to write into the statement
+                sql = (f"SELECT {select} FROM {table} WHERE rowid IN (SELECT value FROM json_each("
+                       f"'{json.dumps(rid.tolist())}')) ORDER BY rowid")
+        got = self._query_columns(sql)
+        if got is None:
+            return None
+        cols: list[Any] = []
+        for k in range(len(exprs)):
+            parts = [b[k] for b in got]
+            if not parts:
+                cols.append(None)
+            elif isinstance(parts[0], tuple):
+                ends, datas, at = [np.zeros(1, np.int64)], [], 0
+                for e, d in parts:
+                    ends.append(e[1:] + at)
+                    datas.append(d)
+                    at += len(d)
+                cols.append((np.concatenate(ends), np.concatenate(datas) if datas else np.zeros(0, np.uint8)))
+            else:
+                cols.append(np.concatenate(parts))
+        n = len(cols[0]) if cols[0] is not None else 0
+        if page is not None:
+            pos = np.arange(page[0], page[0] + n, dtype=np.int64)
+        assert pos is not None
+        if n != len(pos):
+            raise CodecError(f"{table}: {len(pos)} rows asked for, {n} read (the store changed?)", path=self.path)
+        if any(c is not None and (isinstance(c, tuple) != (k > 0 and _is_span(t, wanted[k - 1]))) for k, c in
+               enumerate(cols)):
+            return None  # a column of another type than the SQL promises: the ordinary path decides
+        rid = cols[0] if n else np.zeros(0, np.int64)
+        ints: dict[str, np.ndarray] = {}
+        spans: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        parts_: list[np.ndarray] = []
+        at = 0
+        for k, (name, expr) in enumerate(wanted, start=1):
+            kind = kinds[name]
+            col = cols[k]
+            if expr.startswith("length("):
+                spans[name] = (np.zeros(n, np.int64), col if n else np.zeros(0, np.int64))
+            elif kind in ("str", "bytes", "props") and isinstance(col, tuple):
+                ends, data = col
+                if kind == "props":  # the JSON restored as v5 property bytes, row by row where there is any
+                    sizes = np.diff(ends)
+                    raw = data.tobytes()
+                    values = _props_bytes(t, tuple(raw[int(a):int(b)] if b > a else b"" for a, b in
+                                                   zip(ends[:-1].tolist(), ends[1:].tolist(), strict=True))) \
+                        if sizes.any() else [b""] * n
+                    data = np.frombuffer(b"".join(values), np.uint8)
+                    ends = np.zeros(n + 1, np.int64)
+                    np.cumsum(np.fromiter(map(len, values), np.int64, n), out=ends[1:])
+                spans[name] = (ends[:-1] + at, np.diff(ends))
+                parts_.append(data)
+                at += len(data)
+            elif kind == "props":  # a queue entry's subscription identifier
+                v = col if n else np.zeros(0, np.int64)
+                values = _props_bytes(t, tuple(v.tolist())) if v.any() else [b""] * n
+                sizes = np.fromiter(map(len, values), np.int64, n)
+                starts = np.zeros(n, np.int64)
+                if n:
+                    np.cumsum(sizes[:-1], out=starts[1:])
+                spans[name] = (starts + at, sizes)
+                parts_.append(np.frombuffer(b"".join(values), np.uint8))
+                at += int(sizes.sum())
+            else:
+                v = col if n else np.zeros(0, np.int64)
+                if kind in _MASK:  # the chunk field's width, as the plugin's C assignment truncates the int
+                    v &= _MASK[kind]
+                ints[name] = v.view(np.uint64) if kind == "u64h" else v
+        data_ = np.concatenate(parts_) if parts_ else np.zeros(0, np.uint8)
+        return Columns(t.label, V6, data_, 0, pos + self.first[t], rid, np.zeros(n, np.int64), ints, spans)
 
     def _select(self, table: str, select: str, pos: np.ndarray, rid: np.ndarray) -> list[tuple]:
         assert self.con is not None
@@ -537,11 +687,27 @@ class StoreFile:
             table = ROWS[t].table
             cols = [as_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
             expr = " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
-            cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
             a = self.first[t]
             n = self.count[t]
+            with self._lock:
+                got = self._query_columns(f"SELECT {expr} FROM {table} ORDER BY rowid") if n else None
+            if got is not None:
+                sizes = np.concatenate([b[0] for b in got]) if got else np.zeros(0, np.int64)
+                if len(sizes) != n:
+                    raise CodecError(f"{table}: {n} rows counted, {len(sizes)} read (the store changed?)",
+                                     path=self.path)
+                out[a:a + n] = sizes
+                continue
+            cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
             out[a:a + n] = np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
         return out
+
+
+def _is_span(t: ChunkType, want: tuple[str, str]) -> bool:
+    """Whether the columnar reader's SQL gives value ``want`` as bytes (else as a number)."""
+    name, expr = want
+    kind = KINDS[t][name]
+    return not expr.startswith("length(") and (kind in ("str", "bytes") or (kind == "props" and t != ChunkType.CLIENT_MSG))
 
 
 def _props_bytes(t: ChunkType, values: tuple) -> list[bytes]:
@@ -571,13 +737,18 @@ def expiry_counts(store: StoreFile, at: float) -> dict[str, dict[str, int]]:
     for kind, t, live in (("client", ChunkType.CLIENT, "e > 0 AND i != 4294967295"),
                           ("msg_store", ChunkType.MSG_STORE, "e > 0")):
         exprs = dict(ROWS[t].values)
-        e = exprs["session_expiry_time" if kind == "client" else "expiry_time"]
+        column = "session_expiry_time" if kind == "client" else "expiry_time"
+        e = exprs[column]
         i = exprs.get("session_expiry_interval", "0")
+        # a NULL or integer 0 (nearly every row) reads as 0: such rows are passed over before the cast,
+        # which halves the scan of a big table; the others are judged on the value as read
         with store._lock:
             row = store.con.execute(
-                f"SELECT count(*), sum({live} AND e <= :at), sum({live} AND e > :at AND e <= :day), sum({live}) "
-                f"FROM (SELECT {e} AS e, {i} AS i FROM {ROWS[t].table})", {"at": at, "day": at + DAY}).fetchone()
-        total, expired, soon, timed = (int(v or 0) for v in row)
+                f"SELECT sum(e <= :at), sum(e > :at AND e <= :day), count(*) FROM (SELECT {e} AS e, {i} AS i "
+                f"FROM {ROWS[t].table} WHERE {column} IS NOT NULL AND {column} IS NOT 0) WHERE {live}",
+                {"at": at, "day": at + DAY}).fetchone()
+        total = store.count[t]
+        expired, soon, timed = (int(v or 0) for v in row)
         out[kind] = {"expired": expired, "expiring_within_day": soon, "never": total - timed, "total": total}
     return out
 

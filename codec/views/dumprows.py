@@ -288,7 +288,7 @@ class JsonRows:
         spec = self._spec(ctype)
         n = len(rows)
         bad = np.zeros(n, dtype=bool)
-        cols: list[list[Any]] = [rows.tolist(), offs.tolist(), lengths.tolist()]
+        cols: list[list[Any]] = self._where(rows, offs, lengths)
         for name, how in spec.columns:
             if how == "int":
                 cols.append(ints[name].tolist())
@@ -325,6 +325,10 @@ class JsonRows:
         if self.decoder is not None and spec.kind == "msg_store":
             self._decoded(out, raw, spans)
         return out
+
+    def _where(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray) -> list[list[Any]]:
+        """The columns of the line's head: index, offset, length."""
+        return [rows.tolist(), offs.tolist(), lengths.tolist()]
 
     def _decoded(self, out: list[str | None], raw: bytes, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """The payload_* keys before each stored message line's closing brace."""
@@ -542,6 +546,79 @@ def text_blocks(db: DbFile, progress: Callable[[int, int], None] | None = None) 
     return TextRows(db).blocks(None, None, progress)
 
 
+class _StoreExpiries(StoreExpiry):
+    """:class:`StoreExpiry` of a sqlite store: its stored messages' ids are unique (the primary key)
+    and come before every queue entry, so a queue entry inherits its store's expiry."""
+
+    def __init__(self, expiries: dict[int, int]) -> None:
+        ids = np.fromiter(expiries.keys(), np.uint64, len(expiries))
+        order = np.argsort(ids, kind="stable")
+        self.ids = ids[order]
+        self.values = np.fromiter(expiries.values(), np.int64, len(expiries))[order]
+        self.chunks = np.full(len(ids), -1, np.int64)  # before every queue entry
+
+
+class _StoreSpec(_Spec):
+    """A store row's template: its table and rowid where a chunk has offset and length."""
+
+    def __init__(self, ctype: int, table: str) -> None:
+        super().__init__(6, ctype)
+        head = f'{{"type": "{self.kind}", "index": %d, "offset": %d, "length": %d'
+        assert self.template.startswith(head)
+        self.template = (f'{{"type": "{self.kind}", "index": %d, "table": "{table}", "rowid": %d, "offset": null, '
+                         f'"length": null{self.template[len(head):]}')
+
+
+class StoreJsonRows(JsonRows):
+    """``dump --json`` of a Mosquitto 2.1 sqlite store, rendered from its column batches
+    (:meth:`codec.store.read.StoreFile.batches`) as a .db's are; rows the templates do not take
+    (properties, text that is not UTF-8, clients) go per record, as :func:`json_line` renders them."""
+
+    def __init__(self, store: Any, at: float, decoder: Any = None) -> None:
+        from codec.store.read import store_expiries
+
+        self.db = store
+        self.at = at
+        self.stores = _StoreExpiries(store_expiries(store))
+        self.specs = {}
+        self.decoder = decoder
+
+    def _spec(self, ctype: int) -> _Spec:
+        from codec.store.schema import ROWS
+
+        spec = self.specs.get(ctype)
+        if spec is None:
+            spec = self.specs[ctype] = _StoreSpec(ctype, ROWS[ChunkType(ctype)].table)
+        return spec
+
+    def _where(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray) -> list[list[Any]]:
+        return [rows.tolist(), offs.tolist()]
+
+    def blocks(self, keep: np.ndarray | None = None, keep_chunk: Callable[[Chunk], bool] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
+        """Every row (or those where ``keep``, a boolean per row number, is true), in row-number order."""
+        from codec.store.schema import ORDER
+
+        store = self.db
+        done = 0
+        for t in ORDER:
+            if t not in COLUMNAR:  # clients: few, and their expiry is the record's
+                for row in store.rows(t):
+                    if keep is None or keep[row.index]:
+                        yield self.line(row)
+                continue
+            for c in store.batches(t):
+                out = self.lines(int(t), c.data.tobytes(), c.data, c.index, c.offset, c.length, c.ints, c.spans)
+                sel = np.ones(len(c), bool) if keep is None else keep[c.index]
+                parts = [out[r] if out[r] is not None else self.line(store.chunk(int(c.index[r])))
+                         for r in np.flatnonzero(sel).tolist()]
+                if parts:
+                    yield "".join(parts)  # type: ignore[arg-type]
+                done += len(c)
+                if progress is not None:
+                    progress(done, len(store))
+
+
 def kinds_mask(db: DbFile, kinds: set[str] | None) -> tuple[np.ndarray | None, Callable[[Chunk], bool] | None]:
     """(``keep``, ``keep_chunk``) of :meth:`JsonRows.blocks` for a ``--type`` list (None: all)."""
     if kinds is None or db.empty:
@@ -557,8 +634,12 @@ def kinds_mask(db: DbFile, kinds: set[str] | None) -> tuple[np.ndarray | None, C
 def json_blocks(db: DbFile, at: float, kinds: set[str] | None = None,
                 progress: Callable[[int, int], None] | None = None, decoder: Any = None) -> Iterator[str]:
     """``dump --json`` text of a file (every chunk, or those of ``kinds``), block by block."""
+    if getattr(db, "is_store", False):
+        keep = None if kinds is None else np.isin(db.types, np.array(sorted(int(t) for t in ChunkType
+                                                                            if t.label in kinds), np.uint32))
+        return StoreJsonRows(db, at, decoder).blocks(keep, None, progress)
     keep, keep_chunk = kinds_mask(db, kinds)
     return JsonRows(db, at, decoder).blocks(keep, keep_chunk, progress)
 
 
-__all__ = ["JsonRows", "StoreExpiry", "TextRows", "expiry_state", "json_blocks", "json_line", "kinds_mask", "text_blocks"]
+__all__ = ["JsonRows", "StoreJsonRows", "StoreExpiry", "TextRows", "expiry_state", "json_blocks", "json_line", "kinds_mask", "text_blocks"]

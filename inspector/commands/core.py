@@ -294,6 +294,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
         try:
             with paused_gc(), progress(args, "dumping", enabled=not out.isatty()) as bar:  # on a terminal the dump shows it
                 picked = None
+                if is_store(db) and args.json and selection.kinds is None and \
+                        not (selection.clients or selection.by_store):  # everything: from column batches
+                    write_json_dump(db, out, expiry.at, None, bar, args.decoder)
+                    return 0
                 if is_store(db):
                     chunks, shown = _store_rows_selected(db, selection, expiry), None
                 elif selection.kinds is None and not (selection.clients or selection.by_store):
