@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -524,31 +524,32 @@ def where(exc: BaseException) -> str:
 
 # commands whose exit 1 is an answer printed on stdout (damaged, different, would be refused)
 ANSWERS = ("check", "diff", "guard", "info", "repair")
-_PARSERS: dict[str | None, object] = {}
-
-
-def _cached_parsers() -> None:
-    """Build each command's parser once: building it costs more than most runs (parsing is stateless)."""
+@contextlib.contextmanager
+def cached_parsers() -> Iterator[None]:
+    """Build each command's parser once while a campaign runs (building costs more than most runs; parsing
+    is stateless), and put the CLI's own builder back afterwards: the cache must not outlive the campaign
+    (in a test process, another test would get a parser this one changed)."""
     import inspector.cli as cli
 
-    if getattr(cli.build_parser, "cached", False):
-        return
     build = cli.build_parser
+    parsers: dict[object, object] = {}
 
-    def cached(command: str | None = None):  # type: ignore[no-untyped-def]
-        if command not in _PARSERS:
-            _PARSERS[command] = build(command)
-        return _PARSERS[command]
+    def cached(*args: object, **kw: object):  # type: ignore[no-untyped-def]
+        key = args[0] if args else kw.get("command")  # the command; the table beside it is the same each time
+        if key not in parsers:
+            parsers[key] = build(*args, **kw)
+        return parsers[key]
 
-    cached.cached = True  # type: ignore[attr-defined]
     cli.build_parser = cached  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        cli.build_parser = build  # type: ignore[assignment]
 
 
 def run_command(argv: list[str]) -> tuple[str, str] | None:
     """One CLI run in process; None when it ended cleanly, else (key, detail) of the foreign ending."""
     from inspector.cli import main
-
-    _cached_parsers()
 
     out, err = _null_text(), io.StringIO()
     old = sys.stdout, sys.stderr
@@ -638,10 +639,26 @@ def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None,
     (what a killed worker leaves for the summary)."""
     import warnings
 
-    warnings.simplefilter("ignore")
-    # durability is not what is fuzzed: every output's fsync (a third of an input's time on a busy machine)
-    # is skipped in this process; the writers' logic around it runs as it does for a user
+    with warnings.catch_warnings(), cached_parsers(), _no_fsync():
+        warnings.simplefilter("ignore")
+        return _campaign(kind, inputs, seed, findings_dir, report_every=report_every, time_limit=time_limit,
+                         commands=commands, label=label, status=status)
+
+
+@contextlib.contextmanager
+def _no_fsync() -> Iterator[None]:
+    """Durability is not what is fuzzed: every output's fsync (a third of an input's time on a busy machine)
+    is skipped while the campaign runs; the writers' logic around it runs as it does for a user."""
+    real = os.fsync
     os.fsync = lambda fd: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        os.fsync = real
+
+
+def _campaign(kind: str, inputs: int, seed: int, findings_dir: str | None, *, report_every: int,
+              time_limit: float | None, commands: tuple[tuple[str, ...], ...], label: str, status: str | None) -> dict:
     rng = random.Random(seed)
     gen = make_generator(kind, rng)
     base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
@@ -663,6 +680,7 @@ def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None,
                 "findings": found}
 
     previous = gen()
+    old_term = signal.getsignal(signal.SIGTERM) if main_thread else None
     try:
         for k in range(inputs):
             if main_thread:  # SIGTERM: stop after this input and report (set again: a command may replace it)
@@ -691,6 +709,8 @@ def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None,
                 _write_status(status, figures())
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if main_thread:
+            signal.signal(signal.SIGTERM, old_term)
     result = figures()
     _write_status(status, result)
     return result

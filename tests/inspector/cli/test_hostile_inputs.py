@@ -276,8 +276,8 @@ def _parser_with(command: str, func: Callable) -> Callable:
 
     real = cli_module.build_parser
 
-    def build(name=None):
-        parser = real(name)
+    def build(*args, **kw):
+        parser = real(*args, **kw)
         parser._subparsers._group_actions[0].choices[command].set_defaults(func=func)
         return parser
 
