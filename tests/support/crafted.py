@@ -62,3 +62,20 @@ def sub_v6(client_id: bytes = b"c", topic: bytes = b"t") -> bytes:
 
 def db(version: int, *chunks: bytes) -> bytes:
     return header(version) + b"".join(chunks)
+
+
+def shorten_first_store(path) -> None:  # type: ignore[no-untyped-def]
+    """Make the stored length of ``path``'s first msg_store chunk one byte short, in place (v5/v6 framing):
+    the broker refuses such a file, repair salvages it."""
+    from pathlib import Path
+
+    from codec import DbFile
+
+    path = Path(path)
+    data = bytearray(path.read_bytes())
+    with DbFile(path) as f:
+        offsets, types, _ = f.index.arrays()
+        off = int(offsets[[int(t) for t in types].index(2)])
+    kind, length = struct.unpack_from(">II", data, off)
+    struct.pack_into(">II", data, off, kind, length - 1)
+    path.write_bytes(bytes(data))

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from support.cli import run, run_in_process
+from support.crafted import shorten_first_store
 from support.paths import INCOMING, V4
 from support.variants import make
 
@@ -322,18 +323,8 @@ def test_guard_says_permission_denied_not_no_file(tmp_path: Path, extra: list[st
 
 def short_store_length(tmp_path: Path) -> Path:
     """The first msg_store chunk's length one byte short (every 2.0 broker refuses the file)."""
-    import struct
-
-    from codec import DbFile
-
     db = bad_file(tmp_path, "sessions-alive")
-    data = bytearray(db.read_bytes())
-    with DbFile(db) as f:
-        offsets, types, _ = f.index.arrays()
-        off = int(offsets[[int(t) for t in types].index(2)])
-    kind, length = struct.unpack_from(">II", data, off)
-    struct.pack_into(">II", data, off, kind, length - 1)
-    db.write_bytes(bytes(data))
+    shorten_first_store(db)
     return db
 
 

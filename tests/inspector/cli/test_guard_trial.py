@@ -24,6 +24,7 @@ from codec.broker.trial import trial_conf
 
 from support.brokers import Broker, collect_retained, have_mosquitto, oracle_binary
 from support.cli import run_in_process
+from support.crafted import shorten_first_store
 from support.paths import INCOMING
 from support.variants import _edit, _first, make
 
@@ -268,16 +269,8 @@ def test_a_store_the_plugin_refuses_is_set_aside_and_the_broker_starts(tmp_path:
 @live
 @pytest.mark.broker
 def test_a_store_length_one_byte_short_is_salvaged_and_the_broker_starts(tmp_path: Path) -> None:
-    from codec import DbFile
-
     db = placed(tmp_path)
-    data = bytearray(db.read_bytes())
-    with DbFile(db) as f:
-        offsets, types, _ = f.index.arrays()
-        off = int(offsets[[int(t) for t in types].index(2)])
-    kind, length = struct.unpack_from(">II", data, off)
-    struct.pack_into(">II", data, off, kind, length - 1)
-    db.write_bytes(bytes(data))
+    shorten_first_store(db)
     original = sha(db)
     rc, err, out = guard_with("/usr/sbin/mosquitto", db)
     assert rc == 0 and "could not finish" not in err, err
