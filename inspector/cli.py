@@ -8,6 +8,7 @@ or failed work, 2 for usage errors) - never a traceback unless ``--debug`` is gi
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import re
@@ -47,8 +48,11 @@ def declared(source: bytes) -> tuple[tuple[str, ...], int] | None:
     return tuple(n.decode() for n in _NAME.findall(names)), place
 
 
+@functools.lru_cache(maxsize=8)
 def command_table(directory: str = COMMANDS_DIR) -> dict[str, str]:
-    """Command name -> module, in help order, from the declarations of the modules in ``directory``."""
+    """Command name -> module, in help order, from the declarations of the modules in ``directory``; read once
+    per process (the package's files do not change while it runs, and a process that gave up its privileges
+    after starting — a test as uid 65534, a service — may no longer be allowed to list them)."""
     found = []
     with os.scandir(directory) as entries:
         for entry in entries:
