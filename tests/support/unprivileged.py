@@ -45,6 +45,13 @@ def run_as_nobody(*args: object, warm: list[object] | None = None) -> subprocess
     An exception escaping the command is returned as exit 99 with its traceback on stderr.
     """
     argv = [str(a) for a in args]
+    # the CLI, every command's module and what they import where they need it, read while this process
+    # still may (the child below cannot read this checkout or the interpreter's library under /root)
+    import inspector.cli
+
+    inspector.cli.build_parser()
+    for module in ("secrets", "sqlite3", "codec.safefile", "codec.sources", "exporters.forward.net"):
+        __import__(module)
     if warm is not None:
         with contextlib.suppress(Exception):
             _in_process([str(a) for a in warm])

@@ -78,6 +78,8 @@ def test_permission_denied_said_as_such(place: Path, target: str) -> None:
 
 
 def test_fwd_listen_out_in_a_directory_it_cannot_write(place: Path) -> None:
+    import exporters.forward.net  # noqa: F401 - what the server imports, read before the privileges are dropped
+
     ro = place / "ro"
     ro.mkdir(exist_ok=True)
     ro.chmod(0o555)
