@@ -62,6 +62,9 @@ LOG_CAP = 200  # log lines shown; the rest are counted
 TOPIC_SLICE = 1 << 16  # retained topics copied out of the map at once
 WIDE_TOPIC = 1024  # topics up to this long are sorted as a fixed-width byte matrix; longer ones one by one
 V2 = (2, 0, 0)
+# situations whose outcome depends on the client that reconnects (what is received is not the broker's alone):
+# a message sent with packet id 0 is refused by a strict client and redelivered to paho as it reconnects
+CLIENT_DEPENDENT = frozenset({"mid-zero-queued"})
 STEPS = 8
 """Steps :func:`predict` reports to its ``progress(done, STEPS)``: the framing, stored messages, client messages,
 retains, subscriptions, the reads past the framing, sessions and queues, retained topics."""
@@ -743,7 +746,7 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
             pred.counts["empty-topic-store"] += 1
     for rule in sorted(pred.counts):
         eff = effect(rule, v) if rule in BY_ID else None
-        if eff is not None and eff.action == "unknown":
+        if eff is not None and (eff.action == "unknown" or rule in CLIENT_DEPENDENT):
             pred.undefined.append(f"{rule}: {eff.note}")
     if progress is not None:
         progress(STEPS - 1, STEPS)
