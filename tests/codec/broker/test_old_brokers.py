@@ -47,7 +47,7 @@ def _serve(version: str, data: bytes, tmp: Path) -> tuple[object, set[str] | Non
     db = tmp / "mosquitto.db"
     db.write_bytes(data)
     db.chmod(0o600)
-    pred = predict(db, parse_version(version), at=time.time())
+    pred = predict(db, parse_version(version), at=time.time())  # about now: the live broker judges by its clock
     b = OldBroker(None, binary=_binary(version), workdir=tmp)
     try:
         b.start(expect_fail=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 
 import pytest
@@ -107,8 +106,8 @@ def test_mid_zero_says_it_depends_on_the_client(tmp_path: Path) -> None:
 
 
 def test_a_nul_tail_is_one_finding_not_one_per_8_bytes(tmp_path: Path) -> None:
-    f = make("nul-tail", V2022, tmp_path / "v.db", time.time())
-    r = run("check", f, "--broker", "2.0.22")
+    f = make("nul-tail", V2022, tmp_path / "v.db", NOW)
+    r = run("check", f, "--broker", "2.0.22", "--at", str(int(NOW)))
     unknown = [line for line in r.stdout.splitlines() if "[broker:unknown-chunk]" in line]
     assert len(unknown) == 1, len(unknown)
     assert "chunks in a row" in unknown[0]

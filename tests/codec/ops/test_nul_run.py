@@ -131,7 +131,7 @@ def said_recreated(report: dict) -> set[str]:
 
 def live_now(path: Path, topics: set[str]) -> dict[str, bytes]:
     """The payloads of ``topics`` in ``path`` whose message has not expired by now (the broker drops those)."""
-    now = time.time()
+    now = time.time()  # about now: the live broker drops what has expired by its own clock
     out = {}
     with DbFile(path) as db:
         for c in db.stream():
