@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from inspector.tui.app import InspectorApp  # Textual loads only for this command
-    from inspector.tui.memory import one_malloc_arena
-    from inspector.tui.storedoc import open_document
+    from inspector.tui.model.memory import one_malloc_arena
+    from inspector.tui.model.storedoc import open_document
 
     one_malloc_arena()  # before the app's worker threads: their big arrays would stay in arenas of their own
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from inspector.tui.app import InspectorApp
-from inspector.tui.storedoc import open_document
+from inspector.tui.model.storedoc import open_document
 
 from support.clock import AT
 

@@ -21,9 +21,9 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from codec.views.timeview import expires_at
-from inspector.tui.document import Document
 from inspector.tui.messages import RowHighlighted
-from inspector.tui.rows import clip, summary, type_label
+from inspector.tui.model.document import Document
+from inspector.tui.model.rows import clip, summary, type_label
 from inspector.tui.widgets.focus import RepaintOnFocus
 
 DAMAGE_ROW = -1

@@ -24,8 +24,8 @@ from codec.properties import BY_ID
 from codec.values import is_utf8, printable, utc_text, utf8_or_none
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.timeview import expires_at, relative
-from inspector.tui.document import ChunkView, property_spans
 from inspector.tui.messages import SpanSelected
+from inspector.tui.model.document import ChunkView, property_spans
 from inspector.tui.widgets.focus import RepaintOnFocus
 
 TIME_FIELDS = ("expiry_time", "session_expiry_time", "disconnect_t")

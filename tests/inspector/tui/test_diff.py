@@ -15,7 +15,7 @@ import pytest
 from textual.pilot import Pilot
 
 from codec import DbFile
-from inspector.tui.diffing import DiffScreen
+from inspector.tui.features.diffing import DiffScreen
 
 from support.cli import run_in_process
 from support.clock import AT

@@ -14,7 +14,9 @@ from codec import DbFile
 from codec.ops.check import check_file
 from codec.ops.surgery import drop_clients
 from inspector.tui.actions import TABLE, actions, help_text, key_names
-from inspector.tui.screens import CheckScreen, HelpScreen, PromptScreen
+from inspector.tui.screens.check import CheckScreen
+from inspector.tui.screens.help import HelpScreen
+from inspector.tui.screens.prompt import PromptScreen
 from inspector.tui.widgets.keybar import KeyBar
 
 from support.clock import AT

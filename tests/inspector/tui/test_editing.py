@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from codec import DbFile
-from inspector.tui.screens import PromptScreen
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.paths import V6
 from support.tui import keys, make_app, settle, status, type_text
@@ -395,8 +395,8 @@ def test_filter_view_is_the_oracle_on_the_saved_file(v6_copy: Path, tmp_path: Pa
     oracle keeps in the file as saved (every inserted chunk in its place): a store inserted under
     a new topic selects the references after it (in the file and inserted), not those before it."""
     from codec.views.query import Selection
-    from inspector.tui.document import Document
-    from inspector.tui.filters import filter_view, parse_filter
+    from inspector.tui.features.filters import filter_view, parse_filter
+    from inspector.tui.model.document import Document
 
     from support.reference_selection import reference_filter
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from codec import DbFile
-from inspector.tui.screens import CheckScreen, ConfirmQuit
+from inspector.tui.screens.check import CheckScreen
+from inspector.tui.screens.confirm import ConfirmQuit
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 
 from support.clock import CHECK_AT
@@ -175,7 +176,7 @@ def test_rows_are_usable_while_the_index_is_built(tmp_path: Path) -> None:
     """Between two scan steps the list already counts, decodes and shows the chunks found so far."""
     import struct
 
-    from inspector.tui.document import Document
+    from inspector.tui.model.document import Document
     from inspector.tui.widgets.chunklist import ChunkList
 
     path = tmp_path / "many.db"

@@ -13,7 +13,8 @@ from pathlib import Path
 from textual.widgets import Input
 
 from codec import DbFile
-from inspector.tui.screens import ConfirmSave, PromptScreen
+from inspector.tui.screens.confirm import ConfirmSave
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.paths import SQLITE_STORES, V6
 from support.tui import keys, make_app, settle, status, type_text

@@ -12,7 +12,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import ProgressBar
 
-from inspector.tui.screens import CheckScreen
+from inspector.tui.screens.check import CheckScreen
 from inspector.tui.widgets.jobbar import JobBar
 
 from support.tui import keys, make_app, settle, status

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from codec import DbFile
-from inspector.tui.screens import PromptScreen
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.paths import V3, V6
 from support.reference_selection import topic_matches
@@ -177,8 +177,8 @@ def test_store_columns_match_decoded_values(pack: bool) -> None:
     ids packed beside their chunk numbers and (ids too wide for that) kept apart."""
     from collections import Counter
 
-    from inspector.tui.document import Document
-    from inspector.tui.filters import StoreColumns, store_ids
+    from inspector.tui.features.filters import StoreColumns, store_ids
+    from inspector.tui.model.document import Document
 
     from support.paths import V4, V5
 

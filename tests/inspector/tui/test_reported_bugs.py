@@ -242,7 +242,7 @@ async def test_goto_an_offset_inside_the_damage_moves_the_hex_view_there(tmp_pat
 
 async def test_check_panel_lists_errors_before_warnings(tmp_path: Path) -> None:
     """Bug 5: the one error was listed after 26 warnings."""
-    from inspector.tui.screens import CheckScreen
+    from inspector.tui.screens.check import CheckScreen
 
     path = tmp_path / "dangling.db"
     with DbFile(V6) as db:
@@ -290,7 +290,7 @@ async def test_deleting_a_client_removes_its_unreferenced_stores_as_drop_client_
 
 def test_the_pre_save_check_in_a_child_process_finds_what_one_in_a_thread_does(tmp_path: Path) -> None:
     """Big files (200 k chunks and more) are checked before a save in a child process, as the panel does."""
-    from inspector.tui.savecheck import SaveCheck
+    from inspector.tui.model.savecheck import SaveCheck
 
     path = tmp_path / "dangling.db"
     with DbFile(V6) as db:

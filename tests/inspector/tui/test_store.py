@@ -16,8 +16,8 @@ from textual.pilot import Pilot
 
 from codec.ops.check import check_file
 from codec.store.read import StoreFile
-from inspector.tui.screens import CheckScreen
-from inspector.tui.storedoc import StoreDocument
+from inspector.tui.model.storedoc import StoreDocument
+from inspector.tui.screens.check import CheckScreen
 
 from support.paths import INCOMING, SQLITE_STORES
 from support.stores import ORDER, alone_copy, connect, counts, rows_in_order, sha256

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from inspector.tui.screens import PromptScreen
-from inspector.tui.storedoc import NO_BYTES, NO_ROWS
+from inspector.tui.model.storedoc import NO_BYTES, NO_ROWS
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.brokers import SqliteBroker, collect_retained, sqlite_plugin
 from support.cli import run

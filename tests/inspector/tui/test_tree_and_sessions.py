@@ -17,10 +17,10 @@ import pytest
 from textual.widgets import DataTable, Tree
 
 from codec.sources import open_any
-from inspector.tui.screens import PromptScreen
-from inspector.tui.sessions import session_rows
-from inspector.tui.sessionsview import SessionsScreen
-from inspector.tui.topictree import TopicTreeScreen
+from inspector.tui.features.sessions import SessionsScreen
+from inspector.tui.features.tree import TopicTreeScreen
+from inspector.tui.model.sessions import session_rows
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.clock import AT
 from support.paths import REAL_FILES, ROOT, SQLITE_STORES, V6
@@ -192,7 +192,7 @@ async def test_store_sessions_view_drops_a_session(tmp_path: Path) -> None:
 
 
 async def test_sessions_view_lists_the_biggest_rows_and_counts_the_rest(v6_copy: Path) -> None:
-    from inspector.tui.sessions import SessionRow
+    from inspector.tui.model.sessions import SessionRow
 
     rows = [SessionRow(f"c{i:04d}", 1, 1, i, 10 * i, 0, 0) for i in range(SessionsScreen.LIMIT + 50)]
     app = make_app(v6_copy)

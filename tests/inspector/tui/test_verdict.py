@@ -17,7 +17,7 @@ from textual.pilot import Pilot
 
 from codec import DbFile
 from codec.broker import verdict_for
-from inspector.tui.screens import CheckScreen
+from inspector.tui.screens.check import CheckScreen
 
 from support.cli import run_in_process
 from support.clock import AT

@@ -1,6 +1,6 @@
 """Marking what differs from a second file: ``v`` (or ``inspect FILE --diff OTHER``), the header line, ``V``.
 
-The comparison (:mod:`inspector.tui.diffmarks`, the content diff of ``mosqdb diff``) runs in a worker
+The comparison (:mod:`inspector.tui.model.diffmarks`, the content diff of ``mosqdb diff``) runs in a worker
 with its steps as progress — in a child process on big files, as the checker — then the chunk list
 marks each row the other file lacks (``+``) or holds with other values (``~``), the header counts
 them and what only the other file holds, and ``V`` lists those (and jumps to the marked rows).
@@ -23,10 +23,10 @@ from textual.widgets.option_list import Option
 
 from codec import CodecError
 from codec.values import printable
-from inspector.tui.document import Document
-from inspector.tui.jobs import Cancelled, Progress
-from inspector.tui.rows import clip, summary
-from inspector.tui.screens import PromptScreen
+from inspector.tui.model.document import Document
+from inspector.tui.model.jobs import Cancelled, Progress
+from inspector.tui.model.rows import clip, summary
+from inspector.tui.screens.prompt import PromptScreen
 
 HEADER_KEY = "diff"
 KINDS = (("retained", "retained", "retained"), ("sessions", "session", "sessions"),
@@ -201,14 +201,14 @@ class DiffMixin:
 
     @work(thread=True, exclusive=True, group="diff")
     def diff_worker(self, other: str, path: str) -> None:
-        from inspector.tui.diffmarks import STEPS, diff_marks
+        from inspector.tui.model.diffmarks import STEPS, diff_marks
 
         progress = Progress(self, "diff", STEPS)
         progress.found = -1
         progress.post(False)
         try:
             if self.in_child():
-                from inspector.tui.checkproc import run_result
+                from inspector.tui.model.checkproc import run_result
 
                 marks = run_result(["diff", path, other, self.doc.endian], progress, progress.cancelled)
             else:

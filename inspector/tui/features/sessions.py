@@ -25,9 +25,9 @@ from textual.widgets import DataTable, Label, Static
 
 from codec import CodecError
 from codec.values import NEVER, printable
-from inspector.tui.document import Document
-from inspector.tui.screens import PromptScreen
-from inspector.tui.sessions import SORT_KEYS, SessionRow
+from inspector.tui.model.document import Document
+from inspector.tui.model.sessions import SORT_KEYS, SessionRow
+from inspector.tui.screens.prompt import PromptScreen
 
 HINT = ("Enter: filter the list to the client (a group: open it) · d: drop the session · t: trim its queue · "
         "o: sort · Esc: close")
@@ -201,7 +201,7 @@ class SessionsMixin:
 
     @work(thread=True, exclusive=True, group="sessions")
     def sessions_worker(self, db: Any) -> None:
-        from inspector.tui.sessions import session_rows
+        from inspector.tui.model.sessions import session_rows
 
         try:
             rows, groups = session_rows(db, self.at)

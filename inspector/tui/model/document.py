@@ -49,7 +49,7 @@ class ChunkView:
     deleted: bool = False
     edited: bool = False
     inserted: bool = False  # a new chunk (not in the file) placed after ``offset``'s chunk
-    row: Any = None  # a sqlite store's row (inspector.tui.storedoc.RowInfo): table, rowid, key, columns
+    row: Any = None  # a sqlite store's row (inspector.tui.model.storedoc.RowInfo): table, rowid, key, columns
 
     @property
     def label(self) -> str:
@@ -122,7 +122,7 @@ class Document:
     """An open db, its edit overlay, undo/redo history and a small decode cache."""
 
     CACHE = 512
-    is_store = False  # a 2.1 sqlite store: inspector.tui.storedoc.StoreDocument
+    is_store = False  # a 2.1 sqlite store: inspector.tui.model.storedoc.StoreDocument
 
     def __init__(self, path: str, *, endian: str = "little", read_only: bool = False) -> None:
         self.path = path
