@@ -97,6 +97,22 @@ def add_at(parser, what: str = "expiry") -> None:  # type: ignore[no-untyped-def
                         "(as the broker saw it when it wrote the file), Unix seconds or ISO 8601")
 
 
+def reference_time(args: argparse.Namespace) -> float:
+    """``--at`` as Unix seconds (now when not given), read against ``args.file``."""
+    from inspector.commands.shared.writing import parse_at
+
+    return parse_at(getattr(args, "at", None), args.file)
+
+
+def optional_at(args: argparse.Namespace) -> float | None:
+    """``--at`` as Unix seconds, read against the first of ``args.files``; None when not given (now)."""
+    if not getattr(args, "at", None):
+        return None
+    from inspector.commands.shared.writing import parse_at
+
+    return parse_at(args.at, args.files[0] if getattr(args, "files", None) else "")
+
+
 class _Deprecated(argparse.Action):
     """An old option spelling: still works, says once on stderr which name to use instead."""
 

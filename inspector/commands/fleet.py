@@ -135,7 +135,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     from codec.broker.versions import text as version_text
     from codec.errors import CodecError
     from inspector.commands import UsageError
-    from inspector.commands.export import SPARK_HINT
+    from inspector.commands.shared.spark import SPARK_HINT
 
     try:
         broker = version_text(parse_version(args.broker))

@@ -12,8 +12,8 @@ import pytest
 
 from codec import DbFile
 from codec.views.jsonview import chunk_to_json
+from codec.views.textview import format_text
 from inspector.cli import main
-from inspector.commands.core import format_text
 
 from support.bigfile import TAIL, sparse_file
 

@@ -166,7 +166,7 @@ def test_help_texts_render_without_backticks_and_point_to_shipped_docs() -> None
 
 
 def test_spark_hint_names_a_working_install_command() -> None:
-    from inspector.commands.export import SPARK_HINT
+    from inspector.commands.shared.spark import SPARK_HINT
 
     assert f"{sys.executable} -m pip install -e '{ROOT}[spark]'" in SPARK_HINT
     assert (ROOT / "pyproject.toml").read_text().count("spark = [") == 1
