@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from textual.pilot import Pilot
@@ -25,6 +27,16 @@ async def settle(pilot: Pilot) -> None:
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
     await pilot.pause()
+
+
+@asynccontextmanager
+async def running(path: Path | str, *, size: tuple[int, int] = (100, 30), **kw: object) -> AsyncIterator[Pilot]:
+    """The app on ``path`` (:func:`make_app`'s options) started at ``size`` with its index built: the set-up of
+    almost every TUI test (the app is ``pilot.app``)."""
+    app = make_app(path, **kw)  # type: ignore[arg-type]
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        yield pilot
 
 
 async def keys(pilot: Pilot, *names: str) -> None:

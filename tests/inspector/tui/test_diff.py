@@ -20,7 +20,7 @@ from inspector.tui.features.diffing import DiffScreen
 from support.cli import run_in_process
 from support.clock import AT
 from support.paths import INCOMING, V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text
 from support.variants import make
 
 TOPIC = "corp/retained/plain"
@@ -110,9 +110,8 @@ async def test_a_changed_session_is_marked_and_v_list_jumps_to_it(tmp_path: Path
     changed = make("interval-zero", V6, tmp_path / "changed.db", AT)
     with DbFile(changed) as db:
         client = next(c.index for c in db.stream() if c.record.kind == "client" and c.record["client_id"] == "a-sub-q1")
-    app = make_app(changed)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(changed, size=(140, 36)) as pilot:
+        app = pilot.app
         await keys(pilot, "v")
         await pilot.press("ctrl+u")
         await type_text(pilot, str(V6))

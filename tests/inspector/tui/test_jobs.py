@@ -15,7 +15,7 @@ from textual.widgets import ProgressBar
 from inspector.tui.screens.check import CheckScreen
 from inspector.tui.widgets.jobbar import JobBar
 
-from support.tui import keys, make_app, settle, status
+from support.tui import keys, make_app, running, settle, status
 
 
 async def wait_until(pilot: Pilot, cond, what: str, rounds: int = 2000) -> None:  # type: ignore[no-untyped-def]
@@ -97,9 +97,8 @@ async def test_esc_stops_the_check_and_hides_the_bar(many_chunks: Path, monkeypa
 
     monkeypatch.setattr(check, "BATCH", 1024)
     pace_checker(monkeypatch)
-    app = make_app(many_chunks)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(many_chunks) as pilot:
+        app = pilot.app
         total = app.doc.db.size  # the checker reports bytes read, as every codec progress callback
         await pilot.press("c")
         assert isinstance(app.screen, CheckScreen)
@@ -131,9 +130,8 @@ async def test_check_panel_fills_as_findings_come(v6_copy: Path, monkeypatch) ->
         yield check.Finding("error", "second", "found late", chunk_index=2)
 
     monkeypatch.setattr(check, "check_file", slow_check)
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         await pilot.press("c")
         screen = app.screen
         assert isinstance(screen, CheckScreen)
@@ -177,9 +175,8 @@ async def test_the_check_panel_lists_a_limited_number_and_counts_the_rest(v6_cop
 
     monkeypatch.setattr(check, "check_file", many)
     monkeypatch.setattr(CheckScreen, "LIMIT", 3)
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         await keys(pilot, "c")
         panel = app.screen
         assert isinstance(panel, CheckScreen)

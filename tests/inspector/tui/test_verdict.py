@@ -22,7 +22,7 @@ from inspector.tui.screens.check import CheckScreen
 from support.cli import run_in_process
 from support.clock import AT
 from support.paths import INCOMING, V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text
 from support.variants import make
 
 V2022 = INCOMING / "2.0.22-a.db"
@@ -110,9 +110,8 @@ async def test_releases_disagree_on_a_sub_without_client_id(tmp_path: Path) -> N
     bad = make("sub-without-client-id", V2022, tmp_path / "bad.db", AT)
     crash, fine = model(bad, "2.0.18"), model(bad, "2.0.22")
     assert crash.verdict == "crashes" and fine.verdict == "loads"
-    app = make_app(bad)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
+    async with running(bad, size=(160, 30)) as pilot:
+        app = pilot.app
         assert len(header(app).splitlines()) == 2
         await choose(pilot, "2.0.18")
         await until(pilot, lambda: app.verdict is not None, "the 2.0.18 verdict")
@@ -142,9 +141,8 @@ async def test_refusal_shows_the_log_line_and_auto_names_the_release(tmp_path: P
 
 
 async def test_unknown_release_is_refused_and_changes_nothing(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(120, 30)) as pilot:
+        app = pilot.app
         await choose(pilot, "2.2.9")
         assert app.broker is None and len(header(app).splitlines()) == 2
         assert "not a release the broker model knows" in status(app)
