@@ -15,7 +15,6 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
@@ -23,6 +22,7 @@ from textual.widgets.option_list import Option
 
 from codec import CodecError
 from codec.values import printable
+from inspector.tui.actions import DIFF_LIST, bindings
 from inspector.tui.model.document import Document
 from inspector.tui.model.jobs import Cancelled, Progress
 from inspector.tui.model.rows import clip, summary
@@ -78,7 +78,7 @@ class DiffScreen(ModalScreen[int | None]):
     """What differs from the other file: what only it holds, then this file's added and changed rows
     (Enter on one jumps to it)."""
 
-    BINDINGS = [Binding("escape,q,V", "close", "Close")]
+    BINDINGS = bindings(DIFF_LIST)
     LIMIT = 500
     """Lines per section (``mosqdb diff --json`` lists every change)."""
 

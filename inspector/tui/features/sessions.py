@@ -18,13 +18,13 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from codec import CodecError
 from codec.values import NEVER, printable
+from inspector.tui.actions import SESSIONS, bindings
 from inspector.tui.model.document import Document
 from inspector.tui.model.sessions import SORT_KEYS, SessionRow
 from inspector.tui.screens.prompt import PromptScreen
@@ -57,12 +57,7 @@ class SessionsScreen(ModalScreen[tuple[str, Any] | None]):
     """Rows listed at most (the biggest in the chosen order): a table of 2,000 rows took a second of CPU to
     lay out, 500 half a second; the rest are counted on a last line."""
 
-    BINDINGS = [
-        Binding("escape,q", "close", "Close"),
-        Binding("o", "sort", "Sort"),
-        Binding("d,delete", "choose('drop')", "Drop session"),
-        Binding("t", "choose('trim')", "Trim queue"),
-    ]
+    BINDINGS = bindings(SESSIONS)
 
     def __init__(self, rows: list[SessionRow], at: float, note: str = "", sort: str = "queued bytes") -> None:
         super().__init__()

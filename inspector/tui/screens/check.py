@@ -6,13 +6,13 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from codec.values import printable
+from inspector.tui.actions import CHECK, bindings
 from inspector.tui.widgets.jobbar import JobBar
 
 
@@ -23,7 +23,7 @@ class CheckScreen(ModalScreen[Any]):
     findings are added as they arrive; closing the panel stops the check.
     """
 
-    BINDINGS = [Binding("escape,q", "close", "Close")]
+    BINDINGS = bindings(CHECK)
     LIMIT = 10_000
     """Findings listed at most (a file of millions of bad chunks: `mosqdb check` lists them all)."""
 

@@ -7,23 +7,19 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.markup import escape
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 from codec.values import printable
+from inspector.tui.actions import CONFIRM_QUIT, CONFIRM_SAVE, bindings
 
 
 class ConfirmQuit(ModalScreen[str | None]):
     """Unsaved edits: save, discard or go back."""
 
-    BINDINGS = [
-        Binding("s", "choose('save')", "Save"),
-        Binding("d", "choose('discard')", "Discard"),
-        Binding("escape,c", "choose(None)", "Cancel"),
-    ]
+    BINDINGS = bindings(CONFIRM_QUIT)
 
     def __init__(self, edits: int) -> None:
         super().__init__()
@@ -47,10 +43,7 @@ class ConfirmQuit(ModalScreen[str | None]):
 class ConfirmSave(ModalScreen[bool]):
     """The saved file would hold errors it has not now: list them, then save anyway or go back."""
 
-    BINDINGS = [
-        Binding("s", "choose(True)", "Save anyway"),
-        Binding("escape,c", "choose(False)", "Cancel"),
-    ]
+    BINDINGS = bindings(CONFIRM_SAVE)
     SHOWN = 12
 
     def __init__(self, errors: list[Any], where: list[str], target: str) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from inspector.tui.actions import help_text
+from inspector.tui.actions import HELP_SCREEN, bindings, help_text
 
 LEGEND = """\
 [b]Marks[/b]  * edited  + new  D deleted  !! does not decode  ⚠ damage
@@ -21,7 +20,7 @@ HELP = help_text() + "\n" + LEGEND
 
 
 class HelpScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+    BINDINGS = bindings(HELP_SCREEN)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(classes="modal-box", id="help-box"):

@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
 from codec.values import printable
+from inspector.tui.actions import PROMPT, bindings
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -22,7 +22,7 @@ class PromptScreen(ModalScreen[str | None]):
     commands in the pane below. Only Enter on an accepted text or Esc closes the prompt.
     """
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = bindings(PROMPT)
 
     def __init__(self, title: str, value: str = "", placeholder: str = "", hint: str = "",
                  check: Callable[[str], str | None] | None = None) -> None:

@@ -252,3 +252,26 @@ async def test_export_follows_a_topic_prefix_filter(tmp_path: Path) -> None:
         await settle(pilot)
     topics = sorted(json.loads(line)["topic"] for line in out.read_text().splitlines())
     assert topics == ["corp/retained/big", "corp/retained/binary"]
+
+
+def test_every_binding_comes_from_the_table_and_reaches_an_action_of_its_target() -> None:
+    """Each pane and modal binds what the table gives its target, and every bound action exists there."""
+    from inspector.tui import actions as table
+    from inspector.tui.app import InspectorApp
+    from inspector.tui.features.diffing import DiffScreen
+    from inspector.tui.features.sessions import SessionsScreen
+    from inspector.tui.screens.confirm import ConfirmQuit, ConfirmSave
+    from inspector.tui.widgets.chunklist import ChunkList
+    from inspector.tui.widgets.fieldtree import FieldTree
+    from inspector.tui.widgets.hexview import HexView
+
+    owners = {None: InspectorApp, table.LIST: ChunkList, table.FIELDS: FieldTree, table.HEX: HexView,
+              table.PROMPT: PromptScreen, table.CONFIRM_QUIT: ConfirmQuit, table.CONFIRM_SAVE: ConfirmSave,
+              table.HELP_SCREEN: HelpScreen, table.CHECK: CheckScreen, table.DIFF_LIST: DiffScreen,
+              table.SESSIONS: SessionsScreen}
+    assert {a.target for a in TABLE} <= set(owners)
+    for target, owner in owners.items():
+        assert table.bindings(target) == owner.BINDINGS, target
+        assert owner.BINDINGS, target
+        for b in owner.BINDINGS:
+            assert callable(getattr(owner, "action_" + b.action.split("(")[0], None)), (target, b.action)
