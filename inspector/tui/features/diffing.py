@@ -24,7 +24,7 @@ from codec import CodecError
 from codec.values import printable
 from inspector.tui.actions import DIFF_LIST, bindings
 from inspector.tui.model.document import Document
-from inspector.tui.model.jobs import Cancelled, Progress
+from inspector.tui.model.jobs import Progress
 from inspector.tui.model.rows import clip, summary
 from inspector.tui.screens.prompt import PromptScreen
 
@@ -206,22 +206,16 @@ class DiffMixin:
         progress = Progress(self, "diff", STEPS)
         progress.found = -1
         progress.post(False)
-        try:
+
+        def compute() -> Any:
             if self.in_child():
                 from inspector.tui.model.checkproc import run_result
 
-                marks = run_result(["diff", path, other, self.doc.endian], progress, progress.cancelled)
-            else:
-                marks = diff_marks(path, other, endian=self.doc.endian, progress=progress)
-        except Cancelled:
-            return
-        except (CodecError, OSError, RuntimeError, ValueError) as exc:
-            self.call_from_thread(self.diff_failed, other, str(exc))
-            return
-        finally:
-            progress.finish()
-        if marks is not None and not progress.cancelled():
-            self.call_from_thread(self.diff_ready, other, path, marks)
+                return run_result(["diff", path, other, self.doc.endian], progress, progress.cancelled)
+            return diff_marks(path, other, endian=self.doc.endian, progress=progress)
+
+        progress.deliver(compute, (CodecError, OSError, RuntimeError, ValueError),
+                         lambda why: self.diff_failed(other, why), lambda marks: self.diff_ready(other, path, marks))
 
     def diff_ready(self, other: str, path: str, marks: Any) -> None:
         if other != self.diff_other or path != self.doc.path:

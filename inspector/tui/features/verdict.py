@@ -22,7 +22,7 @@ from textual import work
 
 from codec import CodecError
 from inspector.tui.model.document import Document
-from inspector.tui.model.jobs import Cancelled, Progress
+from inspector.tui.model.jobs import Progress
 from inspector.tui.screens.prompt import PromptScreen
 
 DROP_WORDS = {"expired-session": "expired", "persistent-client-expiration": "persistent_client_expiration",
@@ -234,17 +234,8 @@ class VerdictMixin:
         progress = Progress(self, "broker", STEPS)
         progress.found = -1
         progress.post(False)
-        try:
-            pred = self.compute_verdict(asked, progress)
-        except Cancelled:
-            return
-        except (CodecError, RuntimeError, ValueError) as exc:
-            self.call_from_thread(self.verdict_failed, asked, str(exc))
-            return
-        finally:
-            progress.finish()
-        if pred is not None and not progress.cancelled():
-            self.call_from_thread(self.verdict_ready, asked, path, pred)
+        progress.deliver(lambda: self.compute_verdict(asked, progress), (CodecError, RuntimeError, ValueError),
+                         lambda why: self.verdict_failed(asked, why), lambda pred: self.verdict_ready(asked, path, pred))
 
     def verdict_ready(self, asked: str, path: str, pred: Any) -> None:
         if asked != self.broker or path != self.doc.path:

@@ -281,26 +281,25 @@ class Document:
         self.redo_stack.clear()
         return edit
 
-    def undo(self) -> Edit | None:
-        if not self.undo_stack:
+    def _step(self, source: list[Edit], target: list[Edit], states: str) -> Edit | None:
+        """Move the last edit of ``source`` to ``target``, its chunks set to its ``before`` or ``after``."""
+        if not source:
             return None
-        edit = self.undo_stack[-1]
+        edit = source[-1]
         self._switch(edit.base)
-        self.undo_stack.pop()
-        for i, st in edit.before.items():
+        source.pop()
+        for i, st in getattr(edit, states).items():
             self._set_state(i, st)
-        self.redo_stack.append(edit)
+        target.append(edit)
         return edit
 
+    def undo(self) -> Edit | None:
+        return self._step(self.undo_stack, self.redo_stack, "before")
+
     def redo(self) -> Edit | None:
-        if not self.redo_stack:
+        edit = self._step(self.redo_stack, self.undo_stack, "after")
+        if edit is None:
             return None
-        edit = self.redo_stack[-1]
-        self._switch(edit.base)
-        self.redo_stack.pop()
-        for i, st in edit.after.items():
-            self._set_state(i, st)
-        self.undo_stack.append(edit)
         nxt = self.base.next
         if nxt is not None and len(self.undo_stack) == self.saved_depth and self._snapshot_is(self.base.saved):
             self._load(nxt, None)  # redone up to the save: show the file as saved, as after the save
