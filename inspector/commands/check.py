@@ -7,7 +7,7 @@ import os
 import sys
 
 from codec.values import json_text, printable
-from inspector.commands import UsageError, add_at, add_endian, open_input, reference_time
+from inspector.commands import UsageError, add_at, add_endian, command, open_input, reference_time
 from inspector.commands.shared.progress import add_quiet, progress
 
 COMMANDS = ("check",)
@@ -15,8 +15,8 @@ HELP_ORDER = 12
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent "
-                       "(--broker: what that Mosquitto release does with the file)")
+    p = command(sub, "check", help="semantic integrity check; exit 0 clean, 1 damaged or inconsistent "
+                "(--broker: what that Mosquitto release does with the file)", run=cmd_check)
     p.add_argument("file", nargs="?")
     p.add_argument("--json", action="store_true",
                    help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
@@ -26,7 +26,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_at(p)
     add_endian(p)
     add_quiet(p)
-    p.set_defaults(func=cmd_check)
 
 
 def cmd_check(args: argparse.Namespace) -> int:

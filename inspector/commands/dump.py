@@ -16,7 +16,7 @@ from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
 from codec.views.textview import format_text
 from codec.views.timeview import ExpiryState
-from inspector.commands import UsageError, add_at, add_endian, open_input, reference_time
+from inspector.commands import UsageError, add_at, add_endian, command, open_input, reference_time
 from inspector.commands.shared.progress import add_quiet, progress
 from inspector.commands.shared.selection import KIND_ORDER, selection_from_args
 
@@ -25,9 +25,8 @@ HELP_ORDER = 11
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("dump", help="every chunk, decoded (text close to mosquitto_db_dump, or JSON Lines)")
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="JSON Lines: one object per chunk, in file order")
+    p = command(sub, "dump", help="every chunk, decoded (text close to mosquitto_db_dump, or JSON Lines)",
+                run=cmd_dump, file=True, json="JSON Lines: one object per chunk, in file order")
     p.add_argument("--type", help="chunk types to show, comma separated (" + ",".join(KIND_ORDER) + "; "
                    "retained = retain)")
     p.add_argument("--topic", action="append", default=[], help="MQTT topic filter (+, #): stores and their references")
@@ -39,7 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)
-    p.set_defaults(func=cmd_dump)
 
 
 def write_json_dump(db: DbFile, out: Any, at: float, kinds: set[str] | None = None, bar: Any = None,

@@ -14,7 +14,7 @@ from typing import Any
 from codec.errors import unreachable
 from codec.sources import is_store, open_any
 from codec.values import printable
-from inspector.commands import UsageError, add_at, add_endian, optional_at
+from inspector.commands import UsageError, add_at, add_endian, command, optional_at
 from inspector.commands.shared import sinks
 from inspector.commands.shared.progress import progress
 from inspector.commands.shared.selection import KIND_CHOICES, parse_kinds, selection_from
@@ -29,12 +29,14 @@ except ImportError:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "export",
         help="export db files to Parquet (one file per kind) or JSON Lines",
         description="Export one or more mosquitto.db files. Parquet: OUT is a dataset directory with "
         "<kind>.parquet per kind (or one Parquet file when one --kind is given); JSON Lines: one file "
         "(`-` for stdout) with the objects of `mosqdb dump --json` plus `file`.",
+        run=cmd_export,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
     p.add_argument("--to", required=True, metavar="SINK",
@@ -64,7 +66,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_decode_options(p)
     if add_forward_options is not None:
         add_forward_options(p)
-    p.set_defaults(func=cmd_export)
 
 
 @contextmanager

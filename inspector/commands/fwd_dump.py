@@ -12,7 +12,7 @@ from codec.errors import CodecError, unreachable
 from codec.values import json_text, printable
 from exporters.forward.content import ForwardError
 from exporters.forward.frames import T_HANDSHAKE, FrameDecoder
-from inspector.commands import UsageError
+from inspector.commands import UsageError, command
 from inspector.commands.shared.packets import message_line, packet_json, packet_line
 
 COMMANDS = ("fwd-dump",)
@@ -22,12 +22,11 @@ READ_SIZE = 1 << 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fwd-dump", help="decode a forward-packet stream file (msgpack export) or stdin",
-                       description="Print the packets and messages of a stream written by "
-                                   "`mosqdb export --to msgpack` or `mosqdb fwd-listen --out`.")
+    p = command(sub, "fwd-dump", help="decode a forward-packet stream file (msgpack export) or stdin",
+                description="Print the packets and messages of a stream written by "
+                            "`mosqdb export --to msgpack` or `mosqdb fwd-listen --out`.", run=cmd_dump)
     p.add_argument("file", nargs="?", default="-", metavar="FILE.fwd", help="stream file (default: stdin)")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per packet")
-    p.set_defaults(func=cmd_dump)
 
 
 def _chunks(f: BinaryIO) -> Any:

@@ -11,7 +11,7 @@ from codec.errors import CodecError
 from codec.values import json_text, printable
 from exporters.forward.content import Message
 from exporters.forward.frames import Packet
-from inspector.commands import UsageError
+from inspector.commands import UsageError, command
 from inspector.commands.shared.packets import message_json, message_line, packet_line
 
 COMMANDS = ("fwd-listen",)
@@ -19,9 +19,9 @@ HELP_ORDER = 71
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("fwd-listen", help="receive forward packets over TCP (for tests and people without EMQX)",
-                       description="Accept forward-protocol connections, acknowledge as the protocol says "
-                                   "and write what arrives. Stops on SIGTERM or Ctrl-C.")
+    p = command(sub, "fwd-listen", help="receive forward packets over TCP (for tests and people without EMQX)",
+                description="Accept forward-protocol connections, acknowledge as the protocol says "
+                            "and write what arrives. Stops on SIGTERM or Ctrl-C.", run=cmd_listen)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, required=True, help="TCP port (0: any free port, printed at start)")
     p.add_argument("--out", metavar="FILE.fwd", help="write the received packets as a stream file")
@@ -29,7 +29,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="with --print: JSON Lines")
     p.add_argument("--handshake-timeout", type=float, default=10.0, metavar="S",
                    help="close a connection without a handshake after S seconds (default 10)")
-    p.set_defaults(func=cmd_listen)
 
 
 def cmd_listen(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from codec.layouts import ChunkType
 from codec.sources import is_store
 from codec.values import json_text, printable
 from codec.views.timeview import expiry_counts, iso
-from inspector.commands import add_at, add_endian, open_input, reference_time
+from inspector.commands import add_at, add_endian, command, open_input, reference_time
 from inspector.commands.shared.bridging import add_conf
 from inspector.commands.shared.selection import KIND_ORDER
 
@@ -20,13 +20,11 @@ HELP_ORDER = 10
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="header, chunk counts, cfg values, what has expired, bridge sessions")
-    p.add_argument("file")
-    p.add_argument("--json", action="store_true", help="one JSON object")
+    p = command(sub, "info", help="header, chunk counts, cfg values, what has expired, bridge sessions",
+                run=cmd_info, file=True, json="one JSON object")
     add_at(p)
     add_conf(p, include=False)
     add_endian(p)
-    p.set_defaults(func=cmd_info)
 
 
 def info_data(db: DbFile, at: float | None = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterator
 
 from codec.values import printable
-from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands import UsageError, add_at, add_endian, command, open_input
 from inspector.commands.shared import sinks
 from inspector.commands.shared.mqtt import check_numbers, connection_options, emit, item_bar, mqtt_target, topic_filters
 from inspector.commands.shared.progress import add_quiet
@@ -27,12 +27,11 @@ HELP_ORDER = 110
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("replay", help="replay a db into a live MQTT broker: retained messages, sessions, queues",
-                       description="Publish a db's retained messages to a running broker (retain flag, QoS, MQTT 5 "
-                                   "properties, the expiry left at --at); with --sessions recreate each persistent "
-                                   "session with its subscriptions and publish its queued messages so the target "
-                                   "queues them. See the manual (mosqdb --manual), 'Live brokers'.")
-    p.add_argument("file")
+    p = command(sub, "replay", help="replay a db into a live MQTT broker: retained messages, sessions, queues",
+                description="Publish a db's retained messages to a running broker (retain flag, QoS, MQTT 5 "
+                            "properties, the expiry left at --at); with --sessions recreate each persistent "
+                            "session with its subscriptions and publish its queued messages so the target "
+                            "queues them. See the manual (mosqdb --manual), 'Live brokers'.", run=cmd_replay, file=True)
     p.add_argument("--to", required=True, metavar="URL", help="mqtt://[USER[:PASS]@]HOST[:PORT] or mqtts://… "
                    "(a user without a password takes it from MOSQDB_MQTT_PASSWORD)")
     p.add_argument("--topic", action="append", metavar="FILTER", help="only messages whose topic matches (repeatable)")
@@ -55,7 +54,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     connection_options(p)
     add_quiet(p)
     add_endian(p)
-    p.set_defaults(func=cmd_replay)
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ from typing import Any
 
 from codec.sources import is_store
 from codec.values import printable
-from inspector.commands import UsageError, add_endian, open_input
+from inspector.commands import UsageError, add_endian, command, open_input
 from inspector.commands.shared.progress import add_quiet, progress
 
 COMMANDS = ("rewrite",)
@@ -17,14 +17,13 @@ HELP_ORDER = 13
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rewrite", help="decode every chunk and encode it again (byte-identical for valid files)")
-    p.add_argument("file")
+    p = command(sub, "rewrite", help="decode every chunk and encode it again (byte-identical for valid files)",
+                run=cmd_rewrite, file=True)
     p.add_argument("-o", "--output", required=True,
                    help="output file (written atomically); - for stdout when it is not a terminal")
     p.add_argument("--to-version", type=int, help="not here: version conversion is mosqdb convert")
     add_endian(p)
     add_quiet(p)
-    p.set_defaults(func=cmd_rewrite)
 
 
 def same_file(a: str, b: str) -> bool:

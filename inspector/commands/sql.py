@@ -10,7 +10,7 @@ from typing import Any
 
 from codec.errors import CodecError, unreachable
 from codec.values import json_text, printable
-from inspector.commands import UsageError, add_at, optional_at
+from inspector.commands import UsageError, add_at, command, optional_at
 from inspector.commands.shared.spark import SPARK_HINT
 
 COMMANDS = ("sql",)
@@ -18,7 +18,8 @@ HELP_ORDER = 61
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "sql",
         help="run Spark SQL over db files (views cfg, msg_store, client_msg, retain, sub, client, messages, "
              "verdicts)",
@@ -26,6 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "stored messages with retains and queued deliveries; `verdicts` has one row per file and release "
         "(--releases): the broker model's verdict, sessions kept/dropped, queued, retained, predicted load "
         "time and memory, findings counts. Needs PySpark (the spark extra: pip install 'mosqdb[spark]').",
+        run=cmd_sql,
     )
     p.add_argument("query", help='e.g. "SELECT topic, count(*) FROM msg_store GROUP BY topic"')
     p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
@@ -47,7 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)
-    p.set_defaults(func=cmd_sql)
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
