@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -37,6 +37,15 @@ async def running(path: Path | str, *, size: tuple[int, int] = (100, 30), **kw: 
     async with app.run_test(size=size) as pilot:
         await settle(pilot)
         yield pilot
+
+
+async def until(pilot: Pilot, cond: Callable[[], object], what: str, rounds: int = 3000) -> None:
+    """Let the app run until ``cond()`` holds (bounded by rounds of the event loop, not seconds)."""
+    for _ in range(rounds):
+        if cond():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"never happened: {what}")
 
 
 async def keys(pilot: Pilot, *names: str) -> None:

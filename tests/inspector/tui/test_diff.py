@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 
 from codec import DbFile
 from inspector.tui.features.diffing import DiffScreen
@@ -20,7 +19,7 @@ from inspector.tui.features.diffing import DiffScreen
 from support.cli import run_in_process
 from support.clock import AT
 from support.paths import INCOMING, V6
-from support.tui import keys, make_app, running, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text, until
 from support.variants import make
 
 TOPIC = "corp/retained/plain"
@@ -43,14 +42,6 @@ def retained_rows(path: Path, topic: str) -> set[int]:
     store = next(i for i, r in recs if r.kind == "msg_store" and r["topic"] == topic and r["store_id"] in sids)
     sid = recs[store][1]["store_id"]
     return {store} | {i for i, r in recs if r.kind == "retain" and r["store_id"] == sid}
-
-
-async def until(pilot: Pilot, cond, what: str, rounds: int = 3000) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ import os
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 
 from codec.ops.check import check_file
 from codec.store.read import StoreFile
@@ -21,7 +20,7 @@ from inspector.tui.screens.check import CheckScreen
 
 from support.paths import INCOMING, SQLITE_STORES
 from support.stores import ORDER, alone_copy, connect, counts, rows_in_order, sha256
-from support.tui import keys, make_app, running, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text, until
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not SQLITE_STORES, reason="no 2.1 sqlite fixture")
@@ -50,14 +49,6 @@ def key_text(table: str, rowid: int, r: dict) -> str:
 
 def row_line(app, row: int) -> str:  # type: ignore[no-untyped-def]
     return "".join(seg.text for seg in app.chunks._row_segments(row, 120))
-
-
-async def until(pilot: Pilot, cond, what: str, rounds: int = 3000) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def test_rows_are_listed_with_table_and_primary_key(store: Path) -> None:

@@ -22,7 +22,7 @@ from inspector.tui.screens.check import CheckScreen
 from support.cli import run_in_process
 from support.clock import AT
 from support.paths import INCOMING, V6
-from support.tui import keys, make_app, running, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text, until
 from support.variants import make
 
 V2022 = INCOMING / "2.0.22-a.db"
@@ -37,14 +37,6 @@ def model(path: Path, release: str) -> object:
         for _ in db.scan_steps():
             pass
         return verdict_for(db, release, at=AT, topics=False)
-
-
-async def until(pilot: Pilot, cond, what: str, rounds: int = 3000) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def choose(pilot: Pilot, release: str) -> None:
