@@ -100,7 +100,7 @@ def replay_to(args: argparse.Namespace) -> int:
     if args.resend_unconfirmed and not args.resume:
         raise UsageError("--resend-unconfirmed needs --resume STATE")
     at = parse_at(args.at, args.file)
-    with open_input(args.file, endian=args.endian) as db:
+    with open_input(args.file, endian=args.endian, db_only=True) as db:  # a store: its v6 records
         plan = plan_replay(db, at=at, topics=topics, clients=args.client or [], retained=not args.no_retained,
                            sessions=args.sessions, exact_only=args.exact_only, protocol=args.protocol)
         if args.dry_run:
