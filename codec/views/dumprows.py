@@ -484,6 +484,132 @@ class _TextSpec:
         self.props = next((f.name for f in layout.fields if f.kind == "props"), None)
 
 
+# a text dump grid wider than this per row (a long topic, client id) goes through the template
+_ROW_MAX = 1024
+
+
+class _Grid:
+    """Rows of a text dump built column by column in one ``rows x width`` byte grid: each piece
+    (constant text, a number's digits, a value's bytes) has a slot as wide as its widest value,
+    zero-filled; the rows are the grid's non-zero bytes. Exact because every byte of a row
+    rendered this way is printable ASCII, a tab or a newline: never NUL."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        # (width, fill): fill writes the slot and returns each row's size in it (or one for all rows)
+        self.steps: list[tuple[int, Callable[[np.ndarray], np.ndarray | int]]] = []
+        self.width = 0
+        self._text = ""  # constant text not yet given a slot (runs of constants share one)
+
+    def const(self, text: str, mask: np.ndarray | None = None) -> None:
+        if mask is None:
+            self._text += text
+            return
+        self._flush()
+        b = np.frombuffer(text.encode("ascii"), np.uint8)
+
+        def fill(g: np.ndarray) -> np.ndarray:
+            g[:] = b
+            g[~mask] = 0
+            return mask * len(b)
+        self._add(len(b), fill)
+
+    def _flush(self) -> None:
+        if self._text:
+            b = np.frombuffer(self._text.encode("ascii"), np.uint8)
+
+            def fill(g: np.ndarray) -> int:
+                g[:] = b
+                return len(b)
+            self._text = ""
+            self._add(len(b), fill)
+
+    def number(self, values: np.ndarray) -> bool:
+        """Decimal digits of non-negative integers (False: a negative one, not taken)."""
+        if not len(values):
+            return True
+        if values.dtype.kind == "i" and int(values.min()) < 0:
+            return False
+        self._flush()
+        top = int(values.max())
+        width = len(str(top))
+
+        def fill(g: np.ndarray) -> np.ndarray:
+            v = values.astype(np.uint32 if top < 1 << 32 else np.uint64)
+            digits = np.ones(len(v), np.int64)
+            for k in range(width):  # from the last digit; a zero with nothing left above it is a leading one
+                q = v // 10
+                col = (v - q * 10).astype(np.uint8)
+                col += 48
+                if k:
+                    nonzero = v != 0
+                    col *= nonzero
+                    digits += nonzero
+                g[:, width - 1 - k] = col
+                v = q
+            return digits
+        self._add(width, fill)
+        return True
+
+    def bytes_at(self, d: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> None:
+        """Each row's bytes ``d[start:start + size]`` (none past its size)."""
+        width = int(sizes.max()) if len(sizes) else 0
+        self._flush()
+
+        def fill(g: np.ndarray) -> np.ndarray:
+            if len(d) >= width:
+                wins = np.lib.stride_tricks.sliding_window_view(d, width)  # row k: d[k:k + width], a view
+                g[:] = wins[np.minimum(starts, len(d) - width)]
+                # a value near the end of the block starts at an earlier window: shift it into place
+                for r in np.flatnonzero(starts > len(d) - width).tolist():
+                    s0 = int(starts[r])
+                    g[r] = 0
+                    g[r, :len(d) - s0] = d[s0:]
+            else:
+                g[:] = _grid(d, starts, sizes, width, 0)[0]
+            g[np.arange(width) >= sizes[:, None]] = 0
+            return sizes
+        self._add(width, fill)
+
+    def table(self, codes: np.ndarray, texts: dict[int, str]) -> None:
+        """Text chosen per row from a few values (``texts`` holds every value of ``codes``)."""
+        self._flush()
+        keys = sorted(texts)
+        width = max(len(texts[k]) for k in keys)
+        tab = np.zeros((len(keys), width), np.uint8)
+        for i, k in enumerate(keys):
+            t = texts[k].encode("ascii")
+            tab[i, :len(t)] = np.frombuffer(t, np.uint8)
+        lens = np.array([len(texts[k]) for k in keys], np.int64)
+
+        def fill(g: np.ndarray) -> np.ndarray:
+            which = np.searchsorted(np.array(keys, dtype=np.uint64), codes.astype(np.uint64))
+            g[:] = tab[which]
+            return lens[which]
+        self._add(width, fill)
+
+    def _add(self, width: int, fill: Callable[[np.ndarray], np.ndarray | int]) -> None:
+        if width:
+            self.steps.append((width, fill))
+            self.width += width
+
+    def render(self) -> tuple[str, np.ndarray]:
+        """All rows as one text, and each row's size."""
+        self._flush()
+        g = np.empty((self.n, self.width), np.uint8)
+        sizes = np.zeros(self.n, np.int64)
+        a = 0
+        for width, fill in self.steps:
+            sizes += fill(g[:, a:a + width])
+            a += width
+        return g[g != 0].tobytes().decode("ascii"), sizes
+
+    def rows(self) -> list[str]:
+        text, sizes = self.render()
+        ends = np.cumsum(sizes)
+        return list(map(text.__getitem__, map(slice, (ends - sizes).tolist(), ends.tolist())))
+
+
 class TextRows(JsonRows):
     """Renders the text dump of chunks from column batches (:meth:`JsonRows.blocks` walks them):
     values that are printable ASCII go through a template; a row with any other text (escapes,
@@ -507,6 +633,88 @@ class TextRows(JsonRows):
         odd = np.zeros(len(d) + 1, dtype=bool)  # per byte: not printable ASCII (False after the end)
         np.logical_or(d < 0x20, d >= 0x7F, out=odd[:-1])
         bad = np.zeros(n, dtype=bool)
+        for name, how, _ in spec.columns:
+            if how in ("str", "strnull"):
+                starts, sizes = spans[name]
+                bad |= any_in_spans(odd, starts, starts + sizes)
+        if spec.props is not None:
+            bad |= spans[spec.props][1] > 0
+        payload = None  # msg_store: which rows show the payload, as ASCII (the others: rows to go per record)
+        if spec.kind == "msg_store":
+            starts, sizes = spans["payload"]
+            short = sizes < 256
+            ascii_ = short & ~any_in_spans(odd, starts, starts + sizes)
+            high = np.zeros(len(d) + 1, dtype=bool)
+            np.greater_equal(d, 0x80, out=high[:-1])
+            control = odd[:-1] & ~high[:-1]
+            control = np.append(control, False)
+            # a C0 control or DEL is never printable, whatever the rest decodes to: no payload line
+            utf8 = short & ~ascii_ & ~any_in_spans(control, starts, starts + sizes)  # Unicode's rules decide
+            payload = ascii_
+        out = self._grid_lines(spec, d, rows, offs, lengths, ints, spans, bad, payload)
+        if out is None:
+            out = self._template_lines(spec, raw, rows, offs, lengths, ints, spans, payload)
+        if payload is not None:
+            starts, sizes = spans["payload"]
+            shown = np.flatnonzero(utf8 & ~bad)
+            for r, value in zip(shown.tolist(), _slices(raw, starts[shown], sizes[shown])):
+                try:
+                    text = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                if text.isprintable():  # then printable() leaves it as it is
+                    out[r] += "\tPayload: " + text + "\n"  # type: ignore[operator]
+        for r in np.flatnonzero(bad).tolist():
+            out[r] = None
+        return out
+
+    def _grid_lines(self, spec: _TextSpec, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+                    ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]], bad: np.ndarray,
+                    payload: np.ndarray | None) -> list[str | None] | None:
+        """The rows from a :class:`_Grid`; None when a value does not fit one (too wide, negative)."""
+        n = len(rows)
+        g = _Grid(n)
+        good = ~bad
+        g.const(f"DB_CHUNK_{spec.kind.upper()}:\n\tIndex: ")
+        g.number(rows)
+        g.const("\n\tOffset: ")
+        g.number(offs)
+        g.const("\n\tLength: ")
+        g.number(lengths)
+        g.const("\n")
+        for name, how, label in spec.columns:
+            if how in ("int", "length"):
+                g.const(f"\t{label}: ")
+                if not g.number(ints[name] if how == "int" else spans[name][1]):
+                    return None
+                g.const("\n")
+            elif how in ("state", "direction"):
+                names = STATE_NAMES if how == "state" else DIRECTION_NAMES
+                codes = ints[name]
+                g.const(f"\t{label}: ")
+                g.number(codes)
+                g.table(codes, {v: f" ({names.get(v, '?')})\n" for v in np.unique(codes).tolist()})
+            else:
+                starts, sizes = spans[name]
+                sizes = np.where(good, sizes, 0)  # a row going per record: whatever its bytes, none here
+                shown = sizes > 0 if how == "strnull" else None  # an empty nullable text is None: no line
+                g.const(f"\t{label}: ", shown)
+                g.bytes_at(d, starts, sizes)
+                g.const("\n", shown)
+        if payload is not None:
+            starts, sizes = spans["payload"]
+            sizes = np.where(payload, sizes, 0)
+            g.const("\tPayload: ", payload)
+            g.bytes_at(d, starts, sizes)
+            g.const("\n", payload)
+        if g.width > _ROW_MAX or n * g.width > 1 << 26:
+            return None
+        return g.rows()  # type: ignore[return-value]
+
+    def _template_lines(self, spec: _TextSpec, raw: bytes, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+                        ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]],
+                        payload: np.ndarray | None) -> list[str | None]:
+        """The rows, one ``%``-format of the type's template each (values too wide for a grid)."""
         cols: list[list[Any]] = [rows.tolist(), offs.tolist(), lengths.tolist()]
         for name, how, label in spec.columns:
             if how == "int":
@@ -518,26 +726,17 @@ class TextRows(JsonRows):
                 cols.append([f"{v} ({names.get(v, '?')})" for v in ints[name].tolist()])
             else:
                 starts, sizes = spans[name]
-                bad |= any_in_spans(odd, starts, starts + sizes)
                 values = list(map(bytes.decode, _slices(raw, starts, sizes), repeat("latin-1")))
                 if how == "strnull":  # an empty nullable text is None: no line
                     values = [f"\t{label}: {v}\n" if v else "" for v in values]
                 cols.append(values)
-        if spec.props is not None:
-            bad |= spans[spec.props][1] > 0
         template, cols = _bake_constants(spec.template, cols)
         out: list[str | None] = list(map(template.__mod__, zip(*cols)))
-        if spec.kind == "msg_store":
+        if payload is not None:
             starts, sizes = spans["payload"]
-            short = sizes < 256
-            high = np.zeros(len(d) + 1, dtype=bool)
-            np.greater_equal(d, 0x80, out=high[:-1])
-            bad |= short & any_in_spans(high, starts, starts + sizes)  # may be UTF-8: Unicode's rules decide
-            shown = np.flatnonzero(short & ~bad & ~any_in_spans(odd, starts, starts + sizes))
+            shown = np.flatnonzero(payload)
             for r, value in zip(shown.tolist(), _slices(raw, starts[shown], sizes[shown])):
-                out[r] += "\tPayload: " + value.decode("ascii") + "\n"
-        for r in np.flatnonzero(bad).tolist():
-            out[r] = None
+                out[r] += "\tPayload: " + value.decode("latin-1") + "\n"  # type: ignore[operator]
         return out
 
 
