@@ -407,6 +407,10 @@ class JsonRows:
             got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[which] - lo, db.endian)
             if got is None:
                 return self._per_record_block(a, b, sel)
+            if len(pos) == b - a:  # the whole block is of this type: its text at once, when the renderer can
+                text = self.whole(int(ctype), raw, d, which, offs, lens, *got)
+                if text is not None:
+                    return text
             out[pos] = self.lines(int(ctype), raw, d, which, offs, lens, *got)
         for r in np.flatnonzero(sel & np.equal(out, None)).tolist():
             try:
@@ -414,6 +418,11 @@ class JsonRows:
             except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
                 raise _Damaged("".join(out[:r][sel[:r]].tolist()), exc) from None
         return "".join(out[sel].tolist())
+
+    def whole(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> str | None:
+        """The text of all these rows when no row needs anything but the batch (None: ask :meth:`lines`)."""
+        return None
 
     def _per_record_block(self, a: int, b: int, sel: np.ndarray) -> str:
         """The stream from the block's first chunk: exact values, and the exact error if any."""
@@ -625,7 +634,10 @@ class TextRows(JsonRows):
         return format_text(chunk) + "\n"
 
     def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str | None]:
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]],
+              whole: bool = False) -> Any:
+        """One text per row (None: the row goes per record); with ``whole``, all rows as one text, or
+        None when a row cannot be rendered from the batch."""
         spec = self.text_specs.get(ctype)
         if spec is None:
             spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
@@ -639,7 +651,7 @@ class TextRows(JsonRows):
                 bad |= any_in_spans(odd, starts, starts + sizes)
         if spec.props is not None:
             bad |= spans[spec.props][1] > 0
-        payload = None  # msg_store: which rows show the payload, as ASCII (the others: rows to go per record)
+        payload = utf8 = None  # msg_store: which rows show the payload, as ASCII (the others: rows to go per record)
         if spec.kind == "msg_store":
             starts, sizes = spans["payload"]
             short = sizes < 256
@@ -651,7 +663,11 @@ class TextRows(JsonRows):
             # a C0 control or DEL is never printable, whatever the rest decodes to: no payload line
             utf8 = short & ~ascii_ & ~any_in_spans(control, starts, starts + sizes)  # Unicode's rules decide
             payload = ascii_
-        out = self._grid_lines(spec, d, rows, offs, lengths, ints, spans, bad, payload)
+        grid = self._grid(spec, d, rows, offs, lengths, ints, spans, bad, payload)
+        if whole:
+            return grid.render()[0] if grid is not None and not (bad.any() or (utf8 is not None and utf8.any())) \
+                else None
+        out = grid.rows() if grid is not None else None  # type: ignore[assignment]
         if out is None:
             out = self._template_lines(spec, raw, rows, offs, lengths, ints, spans, payload)
         if payload is not None:
@@ -668,10 +684,14 @@ class TextRows(JsonRows):
             out[r] = None
         return out
 
-    def _grid_lines(self, spec: _TextSpec, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-                    ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]], bad: np.ndarray,
-                    payload: np.ndarray | None) -> list[str | None] | None:
-        """The rows from a :class:`_Grid`; None when a value does not fit one (too wide, negative)."""
+    def whole(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> str | None:
+        return self.lines(ctype, raw, d, rows, offs, lengths, ints, spans, whole=True)  # type: ignore[no-any-return]
+
+    def _grid(self, spec: _TextSpec, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]], bad: np.ndarray,
+              payload: np.ndarray | None) -> _Grid | None:
+        """The rows as a :class:`_Grid`; None when a value does not fit one (too wide, negative)."""
         n = len(rows)
         g = _Grid(n)
         good = ~bad
@@ -709,7 +729,7 @@ class TextRows(JsonRows):
             g.const("\n", payload)
         if g.width > _ROW_MAX or n * g.width > 1 << 26:
             return None
-        return g.rows()  # type: ignore[return-value]
+        return g
 
     def _template_lines(self, spec: _TextSpec, raw: bytes, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
                         ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]],
