@@ -283,7 +283,7 @@ class JsonRows:
         return spec
 
     def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str | None]:
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> Any:
         """One line per row; None where the row must go per record."""
         spec = self._spec(ctype)
         n = len(rows)
@@ -407,22 +407,19 @@ class JsonRows:
             got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[which] - lo, db.endian)
             if got is None:
                 return self._per_record_block(a, b, sel)
-            if len(pos) == b - a:  # the whole block is of this type: its text at once, when the renderer can
-                text = self.whole(int(ctype), raw, d, which, offs, lens, *got)
-                if text is not None:
-                    return text
-            out[pos] = self.lines(int(ctype), raw, d, which, offs, lens, *got)
+            got_lines = self.lines(int(ctype), raw, d, which, offs, lens, *got)
+            if isinstance(got_lines, _Batch):
+                if len(pos) == b - a:  # the whole block is of this type
+                    return got_lines.text
+                got_lines.place(out, pos)
+            else:
+                out[pos] = got_lines
         for r in np.flatnonzero(sel & np.equal(out, None)).tolist():
             try:
                 out[r] = self.line(db.chunk(a + r))
             except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
                 raise _Damaged("".join(out[:r][sel[:r]].tolist()), exc) from None
         return "".join(out[sel].tolist())
-
-    def whole(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> str | None:
-        """The text of all these rows when no row needs anything but the batch (None: ask :meth:`lines`)."""
-        return None
 
     def _per_record_block(self, a: int, b: int, sel: np.ndarray) -> str:
         """The stream from the block's first chunk: exact values, and the exact error if any."""
@@ -435,6 +432,23 @@ class JsonRows:
         except Exception as exc:
             raise _Damaged("".join(parts), exc) from None
         return "".join(parts)
+
+
+class _Batch:
+    """The text of a batch's rows, one after the other, and where each ends in it."""
+
+    def __init__(self, text: str, sizes: np.ndarray) -> None:
+        self.text, self.sizes = text, sizes
+
+    def place(self, out: np.ndarray, pos: np.ndarray) -> None:
+        """Put the rows at block positions ``pos`` into ``out``: each run of consecutive positions as
+        one text at its first position, and "" at the others (one slice per run, not per row)."""
+        first = np.flatnonzero(np.diff(pos, prepend=-2) != 1)  # where each run starts, in the batch
+        ends = np.cumsum(self.sizes)
+        starts = ends - self.sizes
+        cut = np.append(starts[first], len(self.text))
+        out[pos] = ""
+        out[pos[first]] = list(map(self.text.__getitem__, map(slice, cut[:-1].tolist(), cut[1:].tolist())))
 
 
 class _Damaged(Exception):
@@ -505,10 +519,11 @@ class _Grid:
 
     def __init__(self, n: int) -> None:
         self.n = n
-        # (width, fill): fill writes the slot and returns each row's size in it (or one for all rows)
-        self.steps: list[tuple[int, Callable[[np.ndarray], np.ndarray | int]]] = []
+        # fill writes the slot and returns each row's size in it
+        self.steps: list[tuple[int, int, Callable[[np.ndarray], np.ndarray | int]]] = []  # (where, width, fill)
         self.width = 0
         self._text = ""  # constant text not yet given a slot (runs of constants share one)
+        self.consts: list[tuple[int, bytes]] = []  # (where, text) of the constant slots
 
     def const(self, text: str, mask: np.ndarray | None = None) -> None:
         if mask is None:
@@ -518,20 +533,15 @@ class _Grid:
         b = np.frombuffer(text.encode("ascii"), np.uint8)
 
         def fill(g: np.ndarray) -> np.ndarray:
-            g[:] = b
-            g[~mask] = 0
+            np.multiply(b, mask[:, None], out=g)
             return mask * len(b)
         self._add(len(b), fill)
 
     def _flush(self) -> None:
-        if self._text:
-            b = np.frombuffer(self._text.encode("ascii"), np.uint8)
-
-            def fill(g: np.ndarray) -> int:
-                g[:] = b
-                return len(b)
+        if self._text:  # written with every row's other constants at once (render)
+            self.consts.append((self.width, self._text.encode("ascii")))
+            self.width += len(self.consts[-1][1])
             self._text = ""
-            self._add(len(b), fill)
 
     def number(self, values: np.ndarray) -> bool:
         """Decimal digits of non-negative integers (False: a negative one, not taken)."""
@@ -576,7 +586,7 @@ class _Grid:
                     g[r, :len(d) - s0] = d[s0:]
             else:
                 g[:] = _grid(d, starts, sizes, width, 0)[0]
-            g[np.arange(width) >= sizes[:, None]] = 0
+            g *= np.arange(width, dtype=np.int16) < sizes.astype(np.int16)[:, None]  # widths <= _ROW_MAX
             return sizes
         self._add(width, fill)
 
@@ -599,18 +609,20 @@ class _Grid:
 
     def _add(self, width: int, fill: Callable[[np.ndarray], np.ndarray | int]) -> None:
         if width:
-            self.steps.append((width, fill))
+            self.steps.append((self.width, width, fill))
             self.width += width
 
     def render(self) -> tuple[str, np.ndarray]:
         """All rows as one text, and each row's size."""
         self._flush()
+        base = np.zeros(self.width, np.uint8)
+        for a, text in self.consts:
+            base[a:a + len(text)] = np.frombuffer(text, np.uint8)
         g = np.empty((self.n, self.width), np.uint8)
-        sizes = np.zeros(self.n, np.int64)
-        a = 0
-        for width, fill in self.steps:
+        g[:] = base
+        sizes = np.full(self.n, sum(len(text) for _, text in self.consts), np.int64)
+        for a, width, fill in self.steps:
             sizes += fill(g[:, a:a + width])
-            a += width
         return g[g != 0].tobytes().decode("ascii"), sizes
 
     def rows(self) -> list[str]:
@@ -629,21 +641,20 @@ class TextRows(JsonRows):
         self.db = db
         self.stores = None
         self.text_specs: dict[int, _TextSpec] = {}
+        self._masked: tuple[bytes, np.ndarray, np.ndarray] | None = None
 
     def line(self, chunk: Chunk) -> str:
         return format_text(chunk) + "\n"
 
     def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]],
-              whole: bool = False) -> Any:
-        """One text per row (None: the row goes per record); with ``whole``, all rows as one text, or
-        None when a row cannot be rendered from the batch."""
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> Any:
+        """One text per row (None: the row goes per record), or a :class:`_Batch` of all of them when
+        every row is rendered from the batch."""
         spec = self.text_specs.get(ctype)
         if spec is None:
             spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
         n = len(rows)
-        odd = np.zeros(len(d) + 1, dtype=bool)  # per byte: not printable ASCII (False after the end)
-        np.logical_or(d < 0x20, d >= 0x7F, out=odd[:-1])
+        odd, control = self._masks(raw, d)
         bad = np.zeros(n, dtype=bool)
         for name, how, _ in spec.columns:
             if how in ("str", "strnull"):
@@ -656,17 +667,12 @@ class TextRows(JsonRows):
             starts, sizes = spans["payload"]
             short = sizes < 256
             ascii_ = short & ~any_in_spans(odd, starts, starts + sizes)
-            high = np.zeros(len(d) + 1, dtype=bool)
-            np.greater_equal(d, 0x80, out=high[:-1])
-            control = odd[:-1] & ~high[:-1]
-            control = np.append(control, False)
             # a C0 control or DEL is never printable, whatever the rest decodes to: no payload line
             utf8 = short & ~ascii_ & ~any_in_spans(control, starts, starts + sizes)  # Unicode's rules decide
             payload = ascii_
         grid = self._grid(spec, d, rows, offs, lengths, ints, spans, bad, payload)
-        if whole:
-            return grid.render()[0] if grid is not None and not (bad.any() or (utf8 is not None and utf8.any())) \
-                else None
+        if grid is not None and not (bad.any() or (utf8 is not None and utf8.any())):
+            return _Batch(*grid.render())
         out = grid.rows() if grid is not None else None  # type: ignore[assignment]
         if out is None:
             out = self._template_lines(spec, raw, rows, offs, lengths, ints, spans, payload)
@@ -684,9 +690,18 @@ class TextRows(JsonRows):
             out[r] = None
         return out
 
-    def whole(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> str | None:
-        return self.lines(ctype, raw, d, rows, offs, lengths, ints, spans, whole=True)  # type: ignore[no-any-return]
+    def _masks(self, raw: bytes, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per byte of the block (and a False after its end, so that spans may end there): outside
+        printable ASCII; a C0 control or DEL. Computed once per block, whichever types it holds."""
+        if self._masked is None or self._masked[0] is not raw:
+            odd = np.zeros(len(d) + 1, dtype=bool)
+            control = np.zeros(len(d) + 1, dtype=bool)
+            np.less(d, 0x20, out=control[:-1])
+            np.greater_equal(d, 0x7F, out=odd[:-1])
+            odd |= control
+            control[:-1] |= d == 0x7F
+            self._masked = (raw, odd, control)
+        return self._masked[1], self._masked[2]
 
     def _grid(self, spec: _TextSpec, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
               ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]], bad: np.ndarray,
