@@ -409,7 +409,7 @@ class JsonRows:
                 return self._per_record_block(a, b, sel)
             got_lines = self.lines(int(ctype), raw, d, which, offs, lens, *got)
             if isinstance(got_lines, _Batch):
-                if len(pos) == b - a:  # the whole block is of this type
+                if len(pos) == b - a and got_lines.skip is None:  # the whole block is of this type
                     return got_lines.text
                 got_lines.place(out, pos)
             else:
@@ -435,20 +435,28 @@ class JsonRows:
 
 
 class _Batch:
-    """The text of a batch's rows, one after the other, and where each ends in it."""
+    """The text of a batch's rows, one after the other, and each row's size in it; ``skip``: rows
+    whose text is not theirs (they go per record)."""
 
-    def __init__(self, text: str, sizes: np.ndarray) -> None:
-        self.text, self.sizes = text, sizes
+    def __init__(self, text: str, sizes: np.ndarray, skip: np.ndarray | None = None) -> None:
+        self.text, self.sizes, self.skip = text, sizes, skip
 
     def place(self, out: np.ndarray, pos: np.ndarray) -> None:
         """Put the rows at block positions ``pos`` into ``out``: each run of consecutive positions as
-        one text at its first position, and "" at the others (one slice per run, not per row)."""
-        first = np.flatnonzero(np.diff(pos, prepend=-2) != 1)  # where each run starts, in the batch
+        one text at its first position, and "" at the others (one slice per run, not per row); a
+        skipped row stays None and ends a run."""
         ends = np.cumsum(self.sizes)
         starts = ends - self.sizes
-        cut = np.append(starts[first], len(self.text))
-        out[pos] = ""
-        out[pos[first]] = list(map(self.text.__getitem__, map(slice, cut[:-1].tolist(), cut[1:].tolist())))
+        apart = np.diff(pos) != 1  # between rows i and i + 1
+        if self.skip is not None:
+            apart |= self.skip[:-1] | self.skip[1:]
+        first = np.flatnonzero(np.concatenate(([True], apart)))
+        last = np.flatnonzero(np.concatenate((apart, [True])))
+        if self.skip is not None:
+            first, last = first[~self.skip[first]], last[~self.skip[last]]
+        kept = pos if self.skip is None else pos[~self.skip]
+        out[kept] = ""
+        out[pos[first]] = list(map(self.text.__getitem__, map(slice, starts[first].tolist(), ends[last].tolist())))
 
 
 class _Damaged(Exception):
@@ -670,13 +678,8 @@ class TextRows(JsonRows):
             # a C0 control or DEL is never printable, whatever the rest decodes to: no payload line
             utf8 = short & ~ascii_ & ~any_in_spans(control, starts, starts + sizes)  # Unicode's rules decide
             payload = ascii_
-        grid = self._grid(spec, d, rows, offs, lengths, ints, spans, bad, payload)
-        if grid is not None and not (bad.any() or (utf8 is not None and utf8.any())):
-            return _Batch(*grid.render())
-        out = grid.rows() if grid is not None else None  # type: ignore[assignment]
-        if out is None:
-            out = self._template_lines(spec, raw, rows, offs, lengths, ints, spans, payload)
-        if payload is not None:
+        extra = {}  # the payload lines of non-ASCII payloads that are printable UTF-8 (few)
+        if utf8 is not None:
             starts, sizes = spans["payload"]
             shown = np.flatnonzero(utf8 & ~bad)
             for r, value in zip(shown.tolist(), _slices(raw, starts[shown], sizes[shown])):
@@ -685,7 +688,15 @@ class TextRows(JsonRows):
                 except UnicodeDecodeError:
                     continue
                 if text.isprintable():  # then printable() leaves it as it is
-                    out[r] += "\tPayload: " + text + "\n"  # type: ignore[operator]
+                    extra[r] = "\tPayload: " + text + "\n"
+        grid = self._grid(spec, d, rows, offs, lengths, ints, spans, bad, payload)
+        if grid is not None and not extra:
+            return _Batch(*grid.render(), bad if bad.any() else None)
+        out = grid.rows() if grid is not None else None  # type: ignore[assignment]
+        if out is None:
+            out = self._template_lines(spec, raw, rows, offs, lengths, ints, spans, payload)
+        for r, line in extra.items():
+            out[r] += line  # type: ignore[operator]
         for r in np.flatnonzero(bad).tolist():
             out[r] = None
         return out
