@@ -641,9 +641,10 @@ class _Grid:
 
 class TextRows(JsonRows):
     """Renders the text dump of chunks from column batches (:meth:`JsonRows.blocks` walks them):
-    values that are printable ASCII go through a template; a row with any other text (escapes,
-    Unicode rules), a payload of 128-255 that may be UTF-8, or a property tail is printed by
-    :func:`format_text` itself."""
+    rows whose values are printable ASCII are built together in a :class:`_Grid` (or, when a value
+    is too wide for one, through a per-row template); a row with any other text (escapes, Unicode
+    rules) or a property tail is printed by :func:`format_text` itself, and a payload with bytes
+    128-255 and no control byte gets its line when it is printable UTF-8."""
 
     def __init__(self, db: DbFile) -> None:
         self.db = db
