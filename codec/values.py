@@ -64,6 +64,12 @@ def _escape(m: re.Match[str]) -> str:
     return f"\\u{c:04x}"
 
 
+# str.translate table of _UNSAFE: each character it matches to its escape (the rest is not in it: kept)
+_ESCAPES = {c: _escape(m) for c in (*range(0x20), *range(0x7F, 0xA0), 0x61C, 0x200E, 0x200F, *range(0x202A, 0x202F),
+                                    *range(0x2066, 0x206A), *range(0xD800, 0xE000))
+            if (m := _UNSAFE.match(chr(c))) is not None}
+
+
 def printable(text: object) -> str:
     """``text`` safe to put on a terminal: C0/C1 controls, DEL, bidi controls and bytes that are not
     UTF-8 are shown escaped (``\\x1b``, ``\\x00``, ``\\u202e``, ``\\xff``); everything else as it is.
@@ -74,6 +80,8 @@ def printable(text: object) -> str:
     s = text if isinstance(text, str) else str(text)
     if s.isprintable():  # the common case: nothing to escape (every target above is non-printable)
         return s
+    if len(s) > 64:  # one table lookup per character in C, not a Python call per escape
+        return s.translate(_ESCAPES)
     return _UNSAFE.sub(_escape, s)
 
 

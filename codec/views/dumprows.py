@@ -283,7 +283,7 @@ class JsonRows:
         return spec
 
     def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str | None]:
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> Any:
         """One line per row; None where the row must go per record."""
         spec = self._spec(ctype)
         n = len(rows)
@@ -407,7 +407,13 @@ class JsonRows:
             got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[which] - lo, db.endian)
             if got is None:
                 return self._per_record_block(a, b, sel)
-            out[pos] = self.lines(int(ctype), raw, d, which, offs, lens, *got)
+            got_lines = self.lines(int(ctype), raw, d, which, offs, lens, *got)
+            if isinstance(got_lines, _Batch):
+                if len(pos) == b - a and got_lines.skip is None:  # the whole block is of this type
+                    return got_lines.text
+                got_lines.place(out, pos)
+            else:
+                out[pos] = got_lines
         for r in np.flatnonzero(sel & np.equal(out, None)).tolist():
             try:
                 out[r] = self.line(db.chunk(a + r))
@@ -426,6 +432,31 @@ class JsonRows:
         except Exception as exc:
             raise _Damaged("".join(parts), exc) from None
         return "".join(parts)
+
+
+class _Batch:
+    """The text of a batch's rows, one after the other, and each row's size in it; ``skip``: rows
+    whose text is not theirs (they go per record)."""
+
+    def __init__(self, text: str, sizes: np.ndarray, skip: np.ndarray | None = None) -> None:
+        self.text, self.sizes, self.skip = text, sizes, skip
+
+    def place(self, out: np.ndarray, pos: np.ndarray) -> None:
+        """Put the rows at block positions ``pos`` into ``out``: each run of consecutive positions as
+        one text at its first position, and "" at the others (one slice per run, not per row); a
+        skipped row stays None and ends a run."""
+        ends = np.cumsum(self.sizes)
+        starts = ends - self.sizes
+        apart = np.diff(pos) != 1  # between rows i and i + 1
+        if self.skip is not None:
+            apart |= self.skip[:-1] | self.skip[1:]
+        first = np.flatnonzero(np.concatenate(([True], apart)))
+        last = np.flatnonzero(np.concatenate((apart, [True])))
+        if self.skip is not None:
+            first, last = first[~self.skip[first]], last[~self.skip[last]]
+        kept = pos if self.skip is None else pos[~self.skip]
+        out[kept] = ""
+        out[pos[first]] = list(map(self.text.__getitem__, map(slice, starts[first].tolist(), ends[last].tolist())))
 
 
 class _Damaged(Exception):
@@ -484,29 +515,253 @@ class _TextSpec:
         self.props = next((f.name for f in layout.fields if f.kind == "props"), None)
 
 
+# a text dump grid wider than this per row (a long topic, client id) goes through the template
+_ROW_MAX = 1024
+
+
+class _Grid:
+    """Rows of a text dump built column by column in one ``rows x width`` byte grid: each piece
+    (constant text, a number's digits, a value's bytes) has a slot as wide as its widest value,
+    zero-filled; the rows are the grid's non-zero bytes. Exact because every byte of a row
+    rendered this way is printable ASCII, a tab or a newline: never NUL."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        # fill writes the slot and returns each row's size in it
+        self.steps: list[tuple[int, int, Callable[[np.ndarray], np.ndarray | int]]] = []  # (where, width, fill)
+        self.width = 0
+        self._text = ""  # constant text not yet given a slot (runs of constants share one)
+        self.consts: list[tuple[int, bytes]] = []  # (where, text) of the constant slots
+
+    def const(self, text: str, mask: np.ndarray | None = None) -> None:
+        if mask is None:
+            self._text += text
+            return
+        self._flush()
+        b = np.frombuffer(text.encode("ascii"), np.uint8)
+
+        def fill(g: np.ndarray) -> np.ndarray:
+            np.multiply(b, mask[:, None], out=g)
+            return mask * len(b)
+        self._add(len(b), fill)
+
+    def _flush(self) -> None:
+        if self._text:  # written with every row's other constants at once (render)
+            self.consts.append((self.width, self._text.encode("ascii")))
+            self.width += len(self.consts[-1][1])
+            self._text = ""
+
+    def number(self, values: np.ndarray) -> bool:
+        """Decimal digits of non-negative integers (False: a negative one, not taken)."""
+        if not len(values):
+            return True
+        if values.dtype.kind == "i" and int(values.min()) < 0:
+            return False
+        self._flush()
+        top = int(values.max())
+        width = len(str(top))
+
+        def fill(g: np.ndarray) -> np.ndarray:
+            v = values.astype(np.uint32 if top < 1 << 32 else np.uint64)
+            digits = np.ones(len(v), np.int64)
+            for k in range(width):  # from the last digit; a zero with nothing left above it is a leading one
+                q = v // 10
+                col = (v - q * 10).astype(np.uint8)
+                col += 48
+                if k:
+                    nonzero = v != 0
+                    col *= nonzero
+                    digits += nonzero
+                g[:, width - 1 - k] = col
+                v = q
+            return digits
+        self._add(width, fill)
+        return True
+
+    def bytes_at(self, d: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> None:
+        """Each row's bytes ``d[start:start + size]`` (none past its size)."""
+        width = int(sizes.max()) if len(sizes) else 0
+        self._flush()
+
+        def fill(g: np.ndarray) -> np.ndarray:
+            if len(d) >= width:
+                wins = np.lib.stride_tricks.sliding_window_view(d, width)  # row k: d[k:k + width], a view
+                g[:] = wins[np.minimum(starts, len(d) - width)]
+                # a value near the end of the block starts at an earlier window: shift it into place
+                for r in np.flatnonzero(starts > len(d) - width).tolist():
+                    s0 = int(starts[r])
+                    g[r] = 0
+                    g[r, :len(d) - s0] = d[s0:]
+            else:
+                g[:] = _grid(d, starts, sizes, width, 0)[0]
+            g *= np.arange(width, dtype=np.int16) < sizes.astype(np.int16)[:, None]  # widths <= _ROW_MAX
+            return sizes
+        self._add(width, fill)
+
+    def table(self, codes: np.ndarray, texts: dict[int, str]) -> None:
+        """Text chosen per row from a few values (``texts`` holds every value of ``codes``)."""
+        self._flush()
+        keys = sorted(texts)
+        width = max(len(texts[k]) for k in keys)
+        tab = np.zeros((len(keys), width), np.uint8)
+        for i, k in enumerate(keys):
+            t = texts[k].encode("ascii")
+            tab[i, :len(t)] = np.frombuffer(t, np.uint8)
+        lens = np.array([len(texts[k]) for k in keys], np.int64)
+
+        def fill(g: np.ndarray) -> np.ndarray:
+            which = np.searchsorted(np.array(keys, dtype=np.uint64), codes.astype(np.uint64))
+            g[:] = tab[which]
+            return lens[which]
+        self._add(width, fill)
+
+    def _add(self, width: int, fill: Callable[[np.ndarray], np.ndarray | int]) -> None:
+        if width:
+            self.steps.append((self.width, width, fill))
+            self.width += width
+
+    def render(self) -> tuple[str, np.ndarray]:
+        """All rows as one text, and each row's size."""
+        self._flush()
+        base = np.zeros(self.width, np.uint8)
+        for a, text in self.consts:
+            base[a:a + len(text)] = np.frombuffer(text, np.uint8)
+        g = np.empty((self.n, self.width), np.uint8)
+        g[:] = base
+        sizes = np.full(self.n, sum(len(text) for _, text in self.consts), np.int64)
+        for a, width, fill in self.steps:
+            sizes += fill(g[:, a:a + width])
+        return g[g != 0].tobytes().decode("ascii"), sizes
+
+    def rows(self) -> list[str]:
+        text, sizes = self.render()
+        ends = np.cumsum(sizes)
+        return list(map(text.__getitem__, map(slice, (ends - sizes).tolist(), ends.tolist())))
+
+
 class TextRows(JsonRows):
     """Renders the text dump of chunks from column batches (:meth:`JsonRows.blocks` walks them):
-    values that are printable ASCII go through a template; a row with any other text (escapes,
-    Unicode rules), a payload of 128-255 that may be UTF-8, or a property tail is printed by
-    :func:`format_text` itself."""
+    rows whose values are printable ASCII are built together in a :class:`_Grid` (or, when a value
+    is too wide for one, through a per-row template); a row with any other text (escapes, Unicode
+    rules) or a property tail is printed by :func:`format_text` itself, and a payload with bytes
+    128-255 and no control byte gets its line when it is printable UTF-8."""
 
     def __init__(self, db: DbFile) -> None:
         self.db = db
         self.stores = None
         self.text_specs: dict[int, _TextSpec] = {}
+        self._masked: tuple[bytes, np.ndarray, np.ndarray] | None = None
 
     def line(self, chunk: Chunk) -> str:
         return format_text(chunk) + "\n"
 
     def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str | None]:
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> Any:
+        """One text per row (None: the row goes per record), or a :class:`_Batch` of all of them when
+        every row is rendered from the batch."""
         spec = self.text_specs.get(ctype)
         if spec is None:
             spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
         n = len(rows)
-        odd = np.zeros(len(d) + 1, dtype=bool)  # per byte: not printable ASCII (False after the end)
-        np.logical_or(d < 0x20, d >= 0x7F, out=odd[:-1])
+        odd, control = self._masks(raw, d)
         bad = np.zeros(n, dtype=bool)
+        for name, how, _ in spec.columns:
+            if how in ("str", "strnull"):
+                starts, sizes = spans[name]
+                bad |= any_in_spans(odd, starts, starts + sizes)
+        if spec.props is not None:
+            bad |= spans[spec.props][1] > 0
+        payload = utf8 = None  # msg_store: which rows show the payload, as ASCII (the others: rows to go per record)
+        if spec.kind == "msg_store":
+            starts, sizes = spans["payload"]
+            short = sizes < 256
+            ascii_ = short & ~any_in_spans(odd, starts, starts + sizes)
+            # a C0 control or DEL is never printable, whatever the rest decodes to: no payload line
+            utf8 = short & ~ascii_ & ~any_in_spans(control, starts, starts + sizes)  # Unicode's rules decide
+            payload = ascii_
+        extra = {}  # the payload lines of non-ASCII payloads that are printable UTF-8 (few)
+        if utf8 is not None:
+            starts, sizes = spans["payload"]
+            shown = np.flatnonzero(utf8 & ~bad)
+            for r, value in zip(shown.tolist(), _slices(raw, starts[shown], sizes[shown])):
+                try:
+                    text = value.decode("utf-8")
+                except UnicodeDecodeError:
+                    continue
+                if text.isprintable():  # then printable() leaves it as it is
+                    extra[r] = "\tPayload: " + text + "\n"
+        grid = self._grid(spec, d, rows, offs, lengths, ints, spans, bad, payload)
+        if grid is not None and not extra:
+            return _Batch(*grid.render(), bad if bad.any() else None)
+        out = grid.rows() if grid is not None else None  # type: ignore[assignment]
+        if out is None:
+            out = self._template_lines(spec, raw, rows, offs, lengths, ints, spans, payload)
+        for r, line in extra.items():
+            out[r] += line  # type: ignore[operator]
+        for r in np.flatnonzero(bad).tolist():
+            out[r] = None
+        return out
+
+    def _masks(self, raw: bytes, d: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per byte of the block (and a False after its end, so that spans may end there): outside
+        printable ASCII; a C0 control or DEL. Computed once per block, whichever types it holds."""
+        if self._masked is None or self._masked[0] is not raw:
+            odd = np.zeros(len(d) + 1, dtype=bool)
+            control = np.zeros(len(d) + 1, dtype=bool)
+            np.less(d, 0x20, out=control[:-1])
+            np.greater_equal(d, 0x7F, out=odd[:-1])
+            odd |= control
+            control[:-1] |= d == 0x7F
+            self._masked = (raw, odd, control)
+        return self._masked[1], self._masked[2]
+
+    def _grid(self, spec: _TextSpec, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]], bad: np.ndarray,
+              payload: np.ndarray | None) -> _Grid | None:
+        """The rows as a :class:`_Grid`; None when a value does not fit one (too wide, negative)."""
+        n = len(rows)
+        g = _Grid(n)
+        good = ~bad
+        g.const(f"DB_CHUNK_{spec.kind.upper()}:\n\tIndex: ")
+        g.number(rows)
+        g.const("\n\tOffset: ")
+        g.number(offs)
+        g.const("\n\tLength: ")
+        g.number(lengths)
+        g.const("\n")
+        for name, how, label in spec.columns:
+            if how in ("int", "length"):
+                g.const(f"\t{label}: ")
+                if not g.number(ints[name] if how == "int" else spans[name][1]):
+                    return None
+                g.const("\n")
+            elif how in ("state", "direction"):
+                names = STATE_NAMES if how == "state" else DIRECTION_NAMES
+                codes = ints[name]
+                g.const(f"\t{label}: ")
+                g.number(codes)
+                g.table(codes, {v: f" ({names.get(v, '?')})\n" for v in np.unique(codes).tolist()})
+            else:
+                starts, sizes = spans[name]
+                sizes = np.where(good, sizes, 0)  # a row going per record: whatever its bytes, none here
+                shown = sizes > 0 if how == "strnull" else None  # an empty nullable text is None: no line
+                g.const(f"\t{label}: ", shown)
+                g.bytes_at(d, starts, sizes)
+                g.const("\n", shown)
+        if payload is not None:
+            starts, sizes = spans["payload"]
+            sizes = np.where(payload, sizes, 0)
+            g.const("\tPayload: ", payload)
+            g.bytes_at(d, starts, sizes)
+            g.const("\n", payload)
+        if g.width > _ROW_MAX or n * g.width > 1 << 26:
+            return None
+        return g
+
+    def _template_lines(self, spec: _TextSpec, raw: bytes, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
+                        ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]],
+                        payload: np.ndarray | None) -> list[str | None]:
+        """The rows, one ``%``-format of the type's template each (values too wide for a grid)."""
         cols: list[list[Any]] = [rows.tolist(), offs.tolist(), lengths.tolist()]
         for name, how, label in spec.columns:
             if how == "int":
@@ -518,26 +773,17 @@ class TextRows(JsonRows):
                 cols.append([f"{v} ({names.get(v, '?')})" for v in ints[name].tolist()])
             else:
                 starts, sizes = spans[name]
-                bad |= any_in_spans(odd, starts, starts + sizes)
                 values = list(map(bytes.decode, _slices(raw, starts, sizes), repeat("latin-1")))
                 if how == "strnull":  # an empty nullable text is None: no line
                     values = [f"\t{label}: {v}\n" if v else "" for v in values]
                 cols.append(values)
-        if spec.props is not None:
-            bad |= spans[spec.props][1] > 0
         template, cols = _bake_constants(spec.template, cols)
         out: list[str | None] = list(map(template.__mod__, zip(*cols)))
-        if spec.kind == "msg_store":
+        if payload is not None:
             starts, sizes = spans["payload"]
-            short = sizes < 256
-            high = np.zeros(len(d) + 1, dtype=bool)
-            np.greater_equal(d, 0x80, out=high[:-1])
-            bad |= short & any_in_spans(high, starts, starts + sizes)  # may be UTF-8: Unicode's rules decide
-            shown = np.flatnonzero(short & ~bad & ~any_in_spans(odd, starts, starts + sizes))
+            shown = np.flatnonzero(payload)
             for r, value in zip(shown.tolist(), _slices(raw, starts[shown], sizes[shown])):
-                out[r] += "\tPayload: " + value.decode("ascii") + "\n"
-        for r in np.flatnonzero(bad).tolist():
-            out[r] = None
+                out[r] += "\tPayload: " + value.decode("latin-1") + "\n"  # type: ignore[operator]
         return out
 
 

@@ -108,6 +108,14 @@ def test_small_blocks_and_expiry_times(monkeypatch: pytest.MonkeyPatch) -> None:
         same(path, at=4e9)
 
 
+def test_text_rows_too_wide_for_a_grid(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows wider than the text dump's byte grid take its per-row template: the same text."""
+    monkeypatch.setattr(dumprows, "_ROW_MAX", 0)
+    for path in FILES:
+        want, got = reference_text(path), rendered_text(path)
+        assert got == want
+
+
 @pytest.mark.parametrize("path", [UNIT / "persist_write/v4-full.test-db", *REAL_FILES[-2:]], ids=lambda p: p.name)
 def test_damaged_prefixes(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(dumprows, "BLOCK_CHUNKS", 4)

@@ -40,6 +40,18 @@ def test_printable_escapes_every_control():
     assert printable("plain/topic") == "plain/topic"
 
 
+def test_printable_long_text_escapes_the_same():
+    """Long values take a translation table instead of the expression: the same escapes."""
+    chars = "a\x00\x1b\x7f\x85\x9f\u061c\u200e\u200f\u202a\u202e\u2066\u2069\ud800\udc80\udcff\udfff\u00e9\u2070 "
+    for k in range(len(chars)):
+        text = (chars[k:] + chars[:k]) * 5
+        assert printable(text) == re.sub(
+            "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]",
+            lambda m: (f"\\x{ord(m.group()) - 0xDC00:02x}" if 0xDC80 <= ord(m.group()) <= 0xDCFF
+                       else f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}"),
+            text)
+
+
 def test_json_text_keeps_values_and_escapes_c1():
     value = {"t": "\x9b\x9d\x1b\u202e\x7f"}
     out = json_text(value)
