@@ -96,14 +96,24 @@ def _readable(path: Path) -> bool:
 
 def bench_sql(runs: int) -> None:
     one = os.path.join(ROOT, "..", "shared", "fixtures", "real", "2.0.20-a.db")
-    times = []
+    times, cpu = [], []
     for _ in range(runs):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _child_cpu()
         r = subprocess.run([PY, "-m", "inspector.cli", "sql", "SELECT count(*) FROM msg_store", one], cwd=CODE,
                            env=ENV, capture_output=True, text=True)
         times.append(time.perf_counter() - t)
+        cpu.append(_child_cpu() - c)
         assert r.returncode == 0, r.stderr[-2000:]
-    print(f"mosqdb sql, one small file, end to end: {mmm(times)}; {load()}")
+    print(f"mosqdb sql, one small file, end to end: wall {mmm(times)}, CPU (user+sys, with the JVM) {mmm(cpu)}; "
+          f"{load()}")
+
+
+def _child_cpu() -> float:
+    """User + system seconds of this process's finished children (the CLI, its JVM and Python workers)."""
+    import resource
+
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
 
 
 def bench_startup(runs: int) -> None:
