@@ -14,6 +14,7 @@ min-median-max of the runs, with the load average, since the machine is shared.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -43,24 +44,69 @@ def load() -> str:
 def bench_fleet(files: int, runs: int, tmp: Path) -> None:
     from support.spark_cluster import StandaloneCluster
 
+    _subreaper()
     t = time.perf_counter()
     make_fleet(tmp / "devices", files, seed=1)
     size = sum(p.stat().st_size for p in (tmp / "devices").iterdir())
     print(f"{files:,} files, {size / 1e6:.0f} MB, made in {time.perf_counter() - t:.1f} s")
+    fleet_profile(tmp / "devices")
+    before = _child_cpu()
     with StandaloneCluster(tmp / "standalone", workers=2, cores=1) as cluster:
         conf = [a for k, v in cluster.driver_conf().items() if k != "spark.executor.extraJavaOptions"
                 for a in ("--conf", f"{k}={v}")]
-        times = []
+        times, cpu = [], []
         for i in range(runs):
             print(load())
-            t = time.perf_counter()
+            t, c = time.perf_counter(), _child_cpu()
             r = subprocess.run([PY, "-m", "inspector.cli", "fleet", str(tmp / "devices"), "--broker", "2.0.18",
                                 "--to", "2.1.2", "--master", cluster.url, *conf, "-o", str(tmp / f"report{i}")],
                                cwd=CODE, env=ENV, capture_output=True, text=True)
             times.append(time.perf_counter() - t)
+            cpu.append(_child_cpu() - c)
             assert r.returncode in (0, 1), r.stderr[-2000:]
-            print(f"  run {i + 1}: {times[-1]:.1f} s; {r.stdout.splitlines()[2] if len(r.stdout.splitlines()) > 2 else ''}")
-    print(f"fleet, {files:,} files × 2 releases, 2 workers: {mmm(times)}; {load()}")
+            print(f"  run {i + 1}: {times[-1]:.1f} s wall, {cpu[-1]:.1f} s CPU (the CLI and its driver JVM); "
+                  f"{r.stdout.splitlines()[2] if len(r.stdout.splitlines()) > 2 else ''}")
+    print(f"fleet, {files:,} files × 2 releases, 2 workers: wall {mmm(times)}; {load()}")
+    print(f"  CPU of everything (cluster daemons and executors too, their start included): {_child_cpu() - before:.1f} s")
+
+
+def fleet_profile(directory: Path, sample: int = 400) -> None:
+    """Where a fleet's time goes outside Spark, in this process: listing, packing, the model per file (a sample),
+    the summary and the Parquet report (of rows repeated to the fleet's size)."""
+    import pyarrow as pa
+
+    from codec.broker.verdicts import unreadable_rows, verdict_rows
+    from codec.broker.versions import parse_version
+    from codec.errors import CodecError
+    from exporters.spark.verdicts import SCHEMA, pack
+    from inspector.commands.fleet import find_files, summary, write_report
+
+    cpu = time.process_time
+    t = cpu()
+    files = find_files([str(directory)])
+    listing = cpu() - t
+    t = cpu()
+    groups = pack([(f, os.path.getsize(f)) for f in files], min_partitions=2)
+    packing = cpu() - t
+    releases = [parse_version("2.0.18"), parse_version("2.1.2")]
+    step = max(1, len(files) // sample)
+    rows = []
+    t = cpu()
+    for f in files[::step]:
+        try:
+            rows.extend(verdict_rows(f, releases, at=1.7e9, baseline=releases[0]))
+        except CodecError as exc:
+            rows.extend(unreadable_rows(f, releases, str(exc)))
+    per_file = (cpu() - t) / len(files[::step])
+    rows = (rows * (len(files) * 2 // max(1, len(rows)) + 1))[:len(files) * 2]
+    t = cpu()
+    text, _ = summary(rows, len(files), "2.0.18", "2.1.2")
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    write_report(str(directory.parent / "profile-report"), table, text)
+    report = cpu() - t
+    print(f"  outside Spark (CPU, this process): listing {listing:.2f} s, packing {packing:.2f} s into {len(groups)} "
+          f"tasks, the model {per_file * 1000:.1f} ms a file (× {len(files):,} = {per_file * len(files):.0f} s), "
+          f"summary + Parquet report {report:.2f} s")
 
 
 def bench_join(runs: int, tmp: Path) -> None:
@@ -95,6 +141,7 @@ def _readable(path: Path) -> bool:
 
 
 def bench_sql(runs: int) -> None:
+    _subreaper()
     one = os.path.join(ROOT, "..", "shared", "fixtures", "real", "2.0.20-a.db")
     times, cpu = [], []
     for _ in range(runs):
@@ -109,11 +156,26 @@ def bench_sql(runs: int) -> None:
 
 
 def _child_cpu() -> float:
-    """User + system seconds of this process's finished children (the CLI, its JVM and Python workers)."""
+    """User + system seconds of this process's finished descendants: the CLI, and (see :func:`_subreaper`) the
+    JVM and Python workers that outlive it, reaped here first."""
     import resource
 
+    while True:  # the JVM leaves when the CLI is gone (its stdin closes): wait for it, its time counts
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     return ru.ru_utime + ru.ru_stime
+
+
+def _subreaper() -> None:
+    """Become the parent of orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``): PySpark's JVM outlives the
+    CLI that started it, and only a waited-for process's CPU time is added to ours."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)
 
 
 def bench_startup(runs: int) -> None:

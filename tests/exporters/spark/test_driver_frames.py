@@ -75,3 +75,22 @@ def test_a_chunk_that_does_not_decode_leaves_it_to_the_data_source(spark, tmp_pa
     xs.register_views(spark, [str(bad)], only=["msg_store"])
     with pytest.raises(Exception, match="properties"):  # the data source's error, at query time as before
         spark.table("msg_store").collect()
+
+
+def test_class_archive_saved_once_then_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import tempfile
+
+    sess = importlib.import_module("exporters.spark.session")  # the module (exporters.spark.session is also a function)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("MOSQDB_SPARK_CDS", raising=False)
+    opts, part = sess._class_archive()
+    assert part is not None and f"-XX:ArchiveClassesAtExit={part}" in opts and part.startswith(str(tmp_path))
+    assert "-Xlog:disable" in opts  # the JVM's own warnings never reach the command's stdout
+    final = part.rsplit(".", 2)[0]
+    Path(final).write_bytes(b"\0" * 16)  # what the first run leaves
+    opts, part = sess._class_archive()
+    assert part is None and f"-XX:SharedArchiveFile={final}" in opts and "-Xshare:auto" in opts
+    monkeypatch.setenv("MOSQDB_SPARK_CDS", "off")
+    assert sess._class_archive() == ("", None)
