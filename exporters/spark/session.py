@@ -222,6 +222,8 @@ def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.extraJavaOptions", driver_opts)
     )
+    if (master == "local" or master.startswith("local[")) and _workers_import_us():
+        builder = builder.config("spark.python.daemon.module", "exporters.spark.daemon")  # see that module
     if here:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -236,6 +238,21 @@ def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str
         spark.sparkContext.addPyFile(code_archive())  # executors import this code, not what their Python has
     register(spark)
     return spark
+
+
+def _workers_import_us() -> bool:
+    """Whether a local worker's Python starts with this code on its path (the same interpreter, and the code in
+    its site-packages or on ``PYTHONPATH``): only then may the worker daemon be :mod:`exporters.spark.daemon`."""
+    import sysconfig
+
+    if os.path.realpath(os.environ.get("PYSPARK_PYTHON") or sys.executable) != os.path.realpath(sys.executable):
+        return False
+    import exporters
+
+    root = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(exporters.__file__))))
+    paths = [*os.environ.get("PYTHONPATH", "").split(os.pathsep), sysconfig.get_paths()["purelib"],
+             sysconfig.get_paths()["platlib"]]
+    return any(p and os.path.realpath(p) == root for p in paths)
 
 
 def local_session(master: str = "local[*]", app: str = "mosqdb", **conf: str) -> Any:

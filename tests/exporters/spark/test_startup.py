@@ -1,4 +1,5 @@
-"""Small inputs' views made in the driver from Arrow: the same schema and rows, in the same order, as the data source."""
+"""A short command's start: small inputs' views made in the driver from Arrow (the same schema and rows, in the
+same order, as the data source), the driver JVM's class archive, the workers' daemon with mosqdb imported."""
 
 from __future__ import annotations
 
@@ -94,3 +95,22 @@ def test_class_archive_saved_once_then_mapped(tmp_path: Path, monkeypatch: pytes
     assert part is None and f"-XX:SharedArchiveFile={final}" in opts and "-Xshare:auto" in opts
     monkeypatch.setenv("MOSQDB_SPARK_CDS", "off")
     assert sess._class_archive() == ("", None)
+
+
+def test_worker_daemon_only_when_the_workers_import_this_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import os
+    import sys
+
+    import exporters
+
+    sess = importlib.import_module("exporters.spark.session")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(exporters.__file__)))
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/nonexistent", root]))
+    assert sess._workers_import_us()
+    monkeypatch.setenv("PYTHONPATH", "/nonexistent")  # only this process's sys.path has it: a worker would not
+    assert not sess._workers_import_us()  # (a checkout, not installed into site-packages)
+    monkeypatch.setenv("PYTHONPATH", root)
+    monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/false")  # another Python
+    assert not sess._workers_import_us()
