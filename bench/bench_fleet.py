@@ -224,7 +224,7 @@ print(f"{t1-t0:.2f} {t2-t1:.2f} {t3-t2:.2f} {t4-t3:.2f} {t5-t4:.2f} {t6-t5:.2f}"
         assert r.returncode == 0, r.stderr[-2000:]
         for c, v in zip(cols, r.stdout.split()):
             c.append(float(v))
-    for name, c in zip(("import", "session (JVM + context)", "views (planner round trip)", "first query",
+    for name, c in zip(("import", "session (JVM + context)", "views (in the driver; or a planner round trip)", "first query",
                         "same query again", "stop"), cols):
         print(f"  {name}: {mmm(c)}")
     print(f"  CPU of the whole run (Python, JVM, Python workers): {mmm(cpu)}; {load()}")
