@@ -7,13 +7,15 @@ import re
 import sys
 from typing import Any
 
+import pyarrow as pa
+
 from codec import DbFile
 from codec.errors import CodecError
 from codec.views.query import valid_filter
 from exporters.files import db_files
-from exporters.schema import KINDS
+from exporters.schema import KINDS, SCHEMAS, spark_ddl
 from exporters.spark.session import register
-from exporters.spark.source import NAME
+from exporters.spark.source import NAME, pack_parts, plan, read_part
 
 
 def _reader(spark: Any, kind: str, options: dict[str, Any]) -> Any:
@@ -92,6 +94,10 @@ DEFAULT_RELEASES = "2.0.18,2.1.2"
 """The releases of the ``verdicts`` view unless told (the 2.0 line most installs run, and 2.1)."""
 
 
+DRIVER_BYTES = 64 << 20
+"""Inputs up to this size (all files together) are read into Arrow in the driver by :func:`register_views`."""
+
+
 VIEWS = (*KINDS, "messages", "sparkplug_metrics", "verdicts")
 
 
@@ -103,7 +109,7 @@ def views_named(query: str) -> list[str]:
 
 def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", decode: dict[str, str] | None = None,
                    releases: str = DEFAULT_RELEASES, at: float | None = None,
-                   only: list[str] | None = None) -> list[str]:
+                   only: list[str] | None = None, driver_bytes: int = DRIVER_BYTES) -> list[str]:
     """Temp views cfg, msg_store, client_msg, retain, sub, client, messages and verdicts over the inputs;
     with ``decode`` (:func:`decode_options`) msg_store and messages have payload_format/payload_json
     and a ``sparkplug_metrics`` view is added.
@@ -113,7 +119,8 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     (each view is a round trip to a Python planner process: ``mosqdb sql`` registers those its query names).
     The verdicts view covers every file, damaged or not (the model says what the broker does with it); for the
     other views unreadable files fail with a line naming them, or (``skip``) are left out; returns the
-    skip lines (also kept for :func:`report_skipped`).
+    skip lines (also kept for :func:`report_skipped`). Inputs of at most ``driver_bytes`` in all (and no
+    ``decode``) are read here, in the driver (:func:`driver_frames`).
     """
     register(spark)
     wanted = set(VIEWS if only is None else only)
@@ -140,8 +147,12 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
         raise CodecError("no readable *.db files", path=",".join(paths))
     joined = ",".join(good)
     need = set(wanted) | ({"msg_store", "client_msg", "retain"} if "messages" in wanted else set())
-    frames = {k: _reader(spark, k, decode if decode and k == "msg_store" else {}).load(joined)
-              for k in KINDS if k in need}
+    frames = None
+    if not decode and sum(os.path.getsize(f) for f in good) <= driver_bytes:
+        frames = driver_frames(spark, good, [k for k in KINDS if k in need])
+    if frames is None:
+        frames = {k: _reader(spark, k, decode if decode and k == "msg_store" else {}).load(joined)
+                  for k in KINDS if k in need}
     if decode and "sparkplug_metrics" in wanted:
         frames["sparkplug_metrics"] = _reader(spark, "sparkplug_metrics", decode).load(joined)
     for k, df in frames.items():
@@ -153,6 +164,31 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     if "verdicts" in wanted:  # every file, the damaged ones too
         verdicts_dataframe(spark, files, releases, at=at).createOrReplaceTempView("verdicts")
     return skipped
+
+
+def driver_frames(spark: Any, files: list[str], kinds: list[str]) -> dict[str, Any] | None:
+    """The kinds of small, readable files as DataFrames made in the driver from Arrow tables, or None.
+
+    The same rows in the same order, columns and types as the data source gives (the same planning and
+    packing, :func:`exporters.spark.source.read_part` on each part in task order), but without its cost
+    for a short query: no Python planner process to make the plan, no Python worker to start on the first
+    query (seconds, next to milliseconds of decoding a small file). None when a chunk does not decode: the
+    data source then reads the files and reports the error (or skips the rest of the file) its own way.
+    """
+    from pyspark.sql.types import _parse_datatype_string
+
+    cores = os.cpu_count() or 1  # as the data source plans: its default minPartitions, packing defaults
+    tables = {}
+    try:
+        for kind in kinds:
+            parts, _ = plan(files, kind, min_partitions=cores)
+            batches = [b for group in pack_parts(parts, min_partitions=cores) for part in group
+                       for b in read_part(part, kind)]
+            tables[kind] = pa.Table.from_batches(batches, schema=SCHEMAS[kind])
+    except CodecError:
+        return None
+    return {k: spark.createDataFrame(t, schema=_parse_datatype_string(spark_ddl(SCHEMAS[k])))
+            for k, t in tables.items()}
 
 
 _SKIPPED: dict[int, list[str]] = {}

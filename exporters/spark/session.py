@@ -14,6 +14,7 @@ path. The workers still need Python 3.10+ with numpy and pyarrow. The same zip w
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -110,6 +111,78 @@ def _log4j_file() -> str:
 QUICK_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """Driver JVM options for a short command: the quick compiler only and one GC thread (less CPU at start-up)."""
 
+# JVM logging off but for errors, to stderr: the archive's own warnings (signed jars it skips, a stale
+# archive it ignores) would otherwise go to stdout, into the command's output
+_CDS_QUIET = "-Xlog:disable -Xlog:all=error:stderr"
+_CDS_OFF = ("0", "off", "no", "false")
+
+
+def _cds_key() -> str:
+    """What a class archive depends on: the Java binary, Spark's jars, PySpark's version and the options."""
+    import shutil
+
+    import pyspark
+
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java") or "java"
+    parts = [os.path.realpath(java), QUICK_JVM, getattr(pyspark, "__version__", "")]
+    with contextlib.suppress(OSError):
+        st = os.stat(os.path.realpath(java))
+        parts.append(f"{st.st_size}:{st.st_mtime_ns}")
+    jars = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "jars")
+    with contextlib.suppress(OSError):
+        for entry in sorted(os.scandir(jars), key=lambda e: e.name):
+            st = entry.stat()
+            parts.append(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _class_archive() -> tuple[str, str | None]:
+    """Driver JVM options for Java's class-data sharing, and the archive to save at exit (None: one is in use).
+
+    Starting Spark's driver is mostly loading and checking some ten thousand classes from the jars; a
+    dynamic archive of them (``-XX:ArchiveClassesAtExit``, Java 13+) mapped by later JVMs
+    (``-XX:SharedArchiveFile``) halves the CPU time of a short command's start. The first run saves it
+    (some seconds after the answer, see :func:`_save_archive_at_exit`) in the private cache directory
+    (:func:`codec.safefile.user_cache_dir`), named by :func:`_cds_key`; a stale or unreadable archive
+    is ignored by the JVM (``-Xshare:auto``). ``MOSQDB_SPARK_CDS=off`` turns it off."""
+    if os.environ.get("MOSQDB_SPARK_CDS", "").strip().lower() in _CDS_OFF:
+        return "", None
+    try:
+        directory = safefile.user_cache_dir()
+        final = os.path.join(directory, f"mosqdb-spark-cds-{_cds_key()}.jsa")
+    except (OSError, safefile.WriteError):
+        return "", None
+    if os.path.isfile(final) and os.path.getsize(final) > 0:
+        return f"-Xshare:auto -XX:SharedArchiveFile={final} {_CDS_QUIET}", None
+    part = f"{final}.{os.getpid()}.part"
+    return f"-XX:ArchiveClassesAtExit={part} {_CDS_QUIET}", part
+
+
+def _save_archive_at_exit(spark: Any, part: str) -> None:
+    """When this process ends: end the driver JVM (it leaves when its stdin closes) and wait while it writes the
+    class archive, then move the archive into place, whole, or drop it."""
+    import atexit
+
+    proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
+    final = part.rsplit(".", 2)[0]
+
+    def save() -> None:
+        try:
+            if proc is not None:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
+                proc.wait(timeout=600)
+            if proc is not None and proc.returncode == 0 and os.path.getsize(part) > 0:
+                os.replace(part, final)
+        except Exception:  # noqa: BLE001 - no archive this time: the next run tries again
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(part)
+
+    atexit.register(save)
+
 
 def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str, str] | None = None,
             ship_code: bool | None = None, quick: bool = False) -> Any:
@@ -121,7 +194,8 @@ def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str
     another). ``conf``: any Spark settings, applied last (they win). ``ship_code``: add the
     :func:`code_archive` to the executors' Python path (default: for every master but ``local``).
     ``quick``: a short-lived driver (``mosqdb sql``): :data:`QUICK_JVM` for its JVM, which starts sooner and
-    compiles less, at the cost of slower JVM code on long jobs.
+    compiles less, at the cost of slower JVM code on long jobs, and a class archive (:func:`_class_archive`)
+    unless ``conf`` sets ``spark.driver.extraJavaOptions``.
     """
     need_spark()
     from pyspark.sql import SparkSession
@@ -134,7 +208,12 @@ def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str
     os.environ["PYSPARK_PYTHON"] = conf.get("spark.pyspark.python") or _USER_PYTHON or sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
-    driver_opts = f"{java_opts} {QUICK_JVM}" if quick else java_opts
+    driver_opts, archive_part = java_opts, None
+    if quick:
+        driver_opts = f"{java_opts} {QUICK_JVM}"
+        if "spark.driver.extraJavaOptions" not in conf:  # the user's own options replace all of ours
+            cds, archive_part = _class_archive()
+            driver_opts = f"{driver_opts} {cds}".strip()
     builder = (
         SparkSession.builder.master(master).appName(app)
         .config("spark.ui.enabled", "false")
@@ -143,6 +222,8 @@ def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.extraJavaOptions", driver_opts)
     )
+    if (master == "local" or master.startswith("local[")) and _workers_import_us():
+        builder = builder.config("spark.python.daemon.module", "exporters.spark.daemon")  # see that module
     if here:
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = (builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -150,11 +231,28 @@ def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str
     for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
+    if archive_part is not None:
+        _save_archive_at_exit(spark, archive_part)
     spark.sparkContext.setLogLevel("ERROR")
     if ship_code if ship_code is not None else not (master == "local" or master.startswith("local[")):
         spark.sparkContext.addPyFile(code_archive())  # executors import this code, not what their Python has
     register(spark)
     return spark
+
+
+def _workers_import_us() -> bool:
+    """Whether a local worker's Python starts with this code on its path (the same interpreter, and the code in
+    its site-packages or on ``PYTHONPATH``): only then may the worker daemon be :mod:`exporters.spark.daemon`."""
+    import sysconfig
+
+    if os.path.realpath(os.environ.get("PYSPARK_PYTHON") or sys.executable) != os.path.realpath(sys.executable):
+        return False
+    import exporters
+
+    root = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(exporters.__file__))))
+    paths = [*os.environ.get("PYTHONPATH", "").split(os.pathsep), sysconfig.get_paths()["purelib"],
+             sysconfig.get_paths()["platlib"]]
+    return any(p and os.path.realpath(p) == root for p in paths)
 
 
 def local_session(master: str = "local[*]", app: str = "mosqdb", **conf: str) -> Any:

@@ -166,8 +166,8 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     try:
-        spark = xs.session(args.master, app="mosqdb-fleet", conf=conf,
-                           ship_code=False if args.no_ship_code else None)
+        spark = xs.session(args.master, app="mosqdb-fleet", conf=conf,  # the driver only schedules and collects
+                           ship_code=False if args.no_ship_code else None, quick=True)
     except Exception as exc:  # a bad master URL or setting: Spark's first line
         raise UsageError(f"cannot start Spark: {xs.error_line(exc)}") from None
     try:
