@@ -429,7 +429,7 @@ class Emulator:
             return self._sub_effect("sub-no-topic", at)
         if topic[:1] == b"\0" and (cid or self.v < V15) and effect("nul-topic-sub", self.v).fatal:
             return self._sub_effect("nul-topic-sub", at)
-        if (cid or self.v < V15) and len(topic) >= 199 and _past_limit(self.v, topic):
+        if (cid or self.v < V15) and len(topic) >= 199 and past_hierarchy_limit(self.v, topic):
             return self._sub_effect("topic-hierarchy-limit", at)
         if topic.startswith(b"$share/") and effect("share-sub-restored", self.v).action == "unknown":
             self.loaded.event(Event("share-sub-restored", self.pos, at, "sub"))
@@ -471,10 +471,18 @@ class Emulator:
         return None
 
 
-def _past_limit(v: Version, topic: bytes) -> bool:
-    from codec.broker.model import past_hierarchy_limit
+HIERARCHY_LIMIT = 200
 
-    return past_hierarchy_limit(v, topic)
+
+def past_hierarchy_limit(v: Version, topic: bytes) -> bool:
+    """Whether 1.5's or 1.6's sub__topic_tokenise() fails on ``topic`` (a C string: up to its first NUL).
+    1.5 counts every character from the first one after a leading '/' to the terminator; 1.6 counts levels."""
+    topic = topic.split(b"\0", 1)[0]
+    if V15 <= v < V16:
+        return len(topic) + 1 - (1 if topic[:1] == b"/" else 0) > HIERARCHY_LIMIT
+    if V16 <= v < V2:
+        return topic[1:].count(b"/") + 1 > HIERARCHY_LIMIT if topic[:1] == b"/" else topic.count(b"/") + 1 > HIERARCHY_LIMIT
+    return False
 
 
 class _Fatal(Exception):
@@ -487,4 +495,4 @@ def emulate(buf: Any, size: int, v: Version, loaded: Loaded, now: float, start: 
     return Emulator(buf, size, v, loaded, now, **kw).run(start, pos)
 
 
-__all__ = ["Emulator", "Struct", "emulate", "properties_refused"]
+__all__ = ["HIERARCHY_LIMIT", "Emulator", "Struct", "emulate", "past_hierarchy_limit", "properties_refused"]

@@ -32,10 +32,9 @@ import numpy as np
 
 from codec.broker.conf import BrokerConf
 from codec.broker.loaded import Event, Loaded, Stop
-from codec.broker.loader import emulate, properties_refused
+from codec.broker.loader import HIERARCHY_LIMIT, emulate, past_hierarchy_limit, properties_refused
 from codec.broker.rules import (
     BY_ID,
-    V15,
     V16,
     V21,
     V2015,
@@ -1030,19 +1029,7 @@ def _served_topics(pred: Prediction) -> None:
         pred.counts["bad-utf8-topic"] += len(bad)
 
 
-HIERARCHY_LIMIT = 200
 SHARE_SUB = b"$share/"
-
-
-def past_hierarchy_limit(v: Version, topic: bytes) -> bool:
-    """Whether 1.5's or 1.6's sub__topic_tokenise() fails on ``topic`` (a C string: up to its first NUL).
-    1.5 counts every character from the first one after a leading '/' to the terminator; 1.6 counts levels."""
-    topic = topic.split(b"\0", 1)[0]
-    if V15 <= v < V16:
-        return len(topic) + 1 - (1 if topic[:1] == b"/" else 0) > HIERARCHY_LIMIT
-    if V16 <= v < V2:
-        return topic[1:].count(b"/") + 1 > HIERARCHY_LIMIT if topic[:1] == b"/" else topic.count(b"/") + 1 > HIERARCHY_LIMIT
-    return False
 ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, as surrogateescape decodes them
 
 
