@@ -21,11 +21,21 @@ from typing import Any
 from codec.broker.loaded import Event, Loaded, Stop
 from codec.broker.rules import V15, V16, V21, V2023, Version, effect, fill
 from codec.errors import CodecError
-from codec.layouts import FIXED_SIZES, PAYLOAD_MAX, ChunkType, layout_for
+from codec.layouts import (
+    CFG,
+    CLIENT,
+    CLIENT_MSG,
+    FIXED_SIZES,
+    MSG_STORE,
+    PAYLOAD_MAX,
+    RETAIN,
+    SUB,
+    ChunkType,
+    layout_for,
+    version_row,
+)
 from codec.properties import decode_properties, decode_vbi, property_problems
 
-CFG, MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT = (int(t) for t in (
-    ChunkType.CFG, ChunkType.MSG_STORE, ChunkType.CLIENT_MSG, ChunkType.RETAIN, ChunkType.SUB, ChunkType.CLIENT))
 LABELS = {int(t): t.label for t in ChunkType}
 U32 = 1 << 32
 MALLOC_LIMIT = 1 << 30  # a property length the emulation assumes malloc() refuses (approximate: RAM-dependent)
@@ -90,13 +100,17 @@ class Emulator:
         self._np = np
         self.buf, self.size, self.v, self.loaded, self.now = buf, size, v, loaded, now
         self.dbv = loaded.db_version
+        self.row = version_row(self.dbv)  # the file's framing
+        # a version whose chunks are C structs written raw is read as the broker's struct reader reads it (a
+        # struct, then its strings); the others field by field, as its older reader does
+        self.native = self.row.native_framing
         self.lookup_before = lookup
         self.framing = framing
         self.framing_end = framing_end
         self.e = "<" if endian == "little" else ">"
         self.stores: dict[int, bool] = {}  # store id -> topic is NULL, for stores loaded here
         self.structs = {t: Struct(self.dbv, t, endian) for t in (CFG, MSG_STORE, CLIENT_MSG, SUB, CLIENT)} \
-            if self.dbv >= 5 else {}
+            if self.native else {}
         self.p = 0
         self.pos = 0
 
@@ -167,28 +181,28 @@ class Emulator:
         """Read chunks from ``start`` (load position ``pos``) until the file ends or the loader stops."""
         self.p, self.pos = start, pos
         loaded = self.loaded
-        hsize = 8 if self.dbv >= 5 else 6
+        header, hsize, tsize = self.row.header, self.row.header_size, self.row.type_size
         while True:
             at = self.p
             if self.framing is not None and loaded.misread_at is None and at < self.framing_end \
                     and at not in self.framing:
                 loaded.misread_at = at
-            if self.dbv >= 5:
-                head = self.read(8)
+            if self.native:  # the header struct in one read
+                head = self.read(hsize)
                 if head is None:
                     break
-                chunk_type, length = struct.unpack(">II", head)
-            else:
-                head = self.read(2)
+                chunk_type, length = header.unpack(head)
+            else:  # the type, then the length
+                head = self.read(tsize)
                 if head is None:
                     break
-                rest = self.read(4)
+                rest = self.read(hsize - tsize)
                 if rest is None:
                     if self.v < V16:
                         self.fatal("short-read", None, at)
                         return loaded
                     break
-                chunk_type, length = struct.unpack(">H", head)[0], struct.unpack(">I", rest)[0]
+                chunk_type, length = header.unpack(head + rest)
             try:
                 stop = self.chunk(chunk_type, length, at)
             except _Fatal as f:
@@ -228,7 +242,7 @@ class Emulator:
 
     # ------------------------------------------------------------ chunk types
     def cfg(self, at: int) -> Stop | None:
-        if self.dbv >= 5:
+        if self.native:
             st = self.structs[CFG]
             dbid_size = st.get(self.read_e(st.size), "dbid_size")
         else:
@@ -266,7 +280,7 @@ class Emulator:
                                   len(topic or b""), topic is None, at)
 
     def msg_store(self, length: int, at: int) -> Stop | None:
-        if self.dbv >= 5:
+        if self.native:
             return self.msg_store_v56(length, at)
         return self.msg_store_v234(at)
 
@@ -344,7 +358,7 @@ class Emulator:
 
     def client_msg(self, length: int, at: int) -> Stop | None:
         e = self.e
-        if self.dbv >= 5:
+        if self.native:
             st = self.structs[CLIENT_MSG]
             size = st.size
             raw = self.read_e(size)
@@ -409,7 +423,7 @@ class Emulator:
         return None
 
     def sub(self, at: int) -> Stop | None:
-        if self.dbv >= 5:
+        if self.native:
             st = self.structs[SUB]
             raw = self.read_e(st.size)
             cid = self.string_len(st.get(raw, "client_id_len"))
@@ -446,12 +460,12 @@ class Emulator:
     def client(self, at: int) -> Stop | None:
         e = self.e
         expiry, interval, disconnect = 0, 0, 0
-        if self.dbv >= 5:
+        if self.native:
             st = self.structs[CLIENT]
             raw = self.read_e(st.size)
             expiry, interval = st.get(raw, "session_expiry_time"), st.get(raw, "session_expiry_interval")
             id_len = st.get(raw, "client_id_len")
-            user_len = st.get(raw, "username_len") if self.dbv == 6 else 0
+            user_len = st.get(raw, "username_len") if "username_len" in st.at else 0
             cid = self.string_len(id_len)
             if cid is None:
                 if self.v < V2:

@@ -23,7 +23,16 @@ import numpy as np
 
 from codec.columnar import Columns, decode_batch
 from codec.errors import CodecError
-from codec.layouts import FIXED_SIZES, LAYOUTS, PAYLOAD_MAX, SUB_OPTIONS_VALID, ChunkType, Layout, header_size
+from codec.layouts import (
+    FIXED_SIZES,
+    LAYOUTS,
+    PAYLOAD_MAX,
+    SUB_OPTIONS_VALID,
+    ChunkType,
+    Layout,
+    header_size,
+    native_framing,
+)
 from codec.ops.check_xref import CrossReferences, Table
 from codec.ops.findings import CHUNK, Finding, Findings, text_problem
 from codec.properties import decode_properties, property_problems
@@ -252,7 +261,7 @@ class Checker(CrossReferences):
                 msg = f"stored length {stored} but the body is {body} bytes"
                 if src is not None and src[r] and stored == body + int(src[r]):
                     msg += " (off by the source id length: the known, harmless Mosquitto 1.5.6/1.5.7 writer bug)"
-                elif stored == 0 and self.version <= 4:
+                elif stored == 0 and not native_framing(self.version):
                     msg += " (length 0: the broker parses field by field and does not notice)"
                 return msg
 
@@ -451,7 +460,7 @@ class Checker(CrossReferences):
     def client(self, layout: Layout, c: Columns) -> None:
         self.common(layout, c)
         cid = _Text(c, "client_id")
-        sev = "error" if self.version >= 5 else "warning"
+        sev = "error" if native_framing(self.version) else "warning"
         self.flag(c, np.flatnonzero(cid.sizes == 0), sev, "client", 10, "client_id",
                   lambda r: "client with an empty client id (the broker skips it)")
         codes = self.intern(c, "client_id")
