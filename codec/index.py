@@ -20,7 +20,7 @@ from codec.errors import CodecError, TruncatedError
 from codec.layouts import FILE_HEADER_SIZE, LAYOUTS, ChunkType, Layout, layout_for, version_row
 
 try:  # optional C accelerator for the framing loop; the pure-Python walk gives the same index
-    from codec import _framing
+    import codec._framing as _framing
 except ImportError:  # pragma: no cover - depends on the build
     _framing = None
 if _framing is not None and getattr(_framing, "API", 0) != 2:  # pragma: no cover - a stale build

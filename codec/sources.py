@@ -51,7 +51,7 @@ def as_db(db: Any, *, endian: str = "little") -> DbFile:
     """``db`` as a DbFile: itself, or for a store (which is closed) its v6 records in a temporary .db file."""
     if not is_store(db):
         return db
-    from codec import safefile
+    import codec.safefile as safefile
     from codec.store.todb import sqlite_to_db
 
     db.close()

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from codec import safefile
+import codec.safefile as safefile
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, FileChangedError, UnsupportedVersionError
 from codec.layouts import HEADER_FIELD, MAGIC, VERSION_RANGE, VERSIONS

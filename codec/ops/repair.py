@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from codec import safefile
+import codec.safefile as safefile
 from codec.engine import Record, decode_chunk, encode_chunk
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import (

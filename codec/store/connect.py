@@ -32,7 +32,7 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     running process has open (its -shm locked) is read in place, read-only, under sqlite's own
     locks: a copy taken while the broker checkpoints could be torn.
     """
-    from codec import safefile
+    import codec.safefile as safefile
 
     wal = f"{path}-wal"
     if not os.path.lexists(wal):

@@ -35,7 +35,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
-from codec import safefile
+import codec.safefile as safefile
 from codec.broker.bridges import protected
 from codec.engine import Record
 from codec.errors import CodecError, FileChangedError, NotADatabaseError, WriteError
