@@ -39,7 +39,7 @@ def spread(values: list[float]) -> str:
 def in_process(path: str, runs: int) -> None:
     from codec import DbFile
     from codec.ops.tree import build
-    from inspector.tui.sessions import session_rows
+    from inspector.tui.model.sessions import session_rows
 
     db = DbFile(path)
     for _ in db.scan_steps():

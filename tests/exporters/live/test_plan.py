@@ -20,7 +20,7 @@ from exporters.live.resume import Rows, StateError, open_state
 from exporters.live.url import BadTarget, parse_target
 
 from support.clock import LATER, WRITTEN, written
-from support.paths import REAL_FILES, V6, manifest
+from support.paths import REAL_FILES, SQLITE_STORES, V6, manifest
 from support.reference_selection import topic_matches
 
 # ---------------------------------------------------------------- the target URL
@@ -215,3 +215,23 @@ def test_a_damaged_file_is_refused_with_one_line(tmp_path: Path) -> None:
     r = run_in_process("replay", damaged, "--to", "mqtt://127.0.0.1:1", "--dry-run")
     assert r.returncode == 1 and r.stderr.count("\n") == 1
     assert str(damaged) in r.stderr and "offset" in r.stderr and "mosqdb repair" in r.stderr
+
+
+@pytest.mark.parametrize("store", SQLITE_STORES, ids=lambda p: p.name)
+def test_a_store_plans_as_its_records_do(store: Path, tmp_path: Path) -> None:
+    """A 2.1 sqlite store replays what the .db of its v6 records replays (the command once raised on a store)."""
+    from codec.store.todb import sqlite_to_db
+
+    from support.cli import run_in_process
+
+    db = tmp_path / "records.db"
+    sqlite_to_db(str(store), str(db))
+    args = ("--to", "mqtt://127.0.0.1:1", "--dry-run", "--sessions", "--json", "--at", "2026-01-01T00:00:00Z")
+    plans = []
+    for path in (store, db):
+        r = run_in_process("replay", path, *args)
+        assert r.returncode == 0, r.stderr
+        assert "Traceback" not in r.stderr
+        plan = json.loads(r.stdout)
+        plans.append({k: v for k, v in plan.items() if k != "file"})
+    assert plans[0] == plans[1]
