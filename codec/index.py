@@ -20,7 +20,7 @@ from codec.errors import CodecError, TruncatedError
 from codec.layouts import FILE_HEADER_SIZE, LAYOUTS, ChunkType, Layout, layout_for, version_row
 
 try:  # optional C accelerator for the framing loop; the pure-Python walk gives the same index
-    from codec import _framing
+    import codec._framing as _framing
 except ImportError:  # pragma: no cover - depends on the build
     _framing = None
 if _framing is not None and getattr(_framing, "API", 0) != 2:  # pragma: no cover - a stale build
@@ -40,6 +40,8 @@ NATIVE_RUN, MAX_RUN = 1 << 18, 1 << 20
 """Chunks the C walk takes per call, at least and at most (it reads the file itself, without the GIL)."""
 PYTHON_RUN = 256
 """Chunks walked field by field where the C walk stopped on a chunk its rule does not confirm."""
+C_HEADERS = {8: ">II", 6: ">HI"}
+"""The chunk headers the C walk reads, told apart by their size (the version table gives the size)."""
 OTHER = 7
 """The chunk-count slot shared by types 0 and >= 7 (unknown types: counted exactly on demand)."""
 
@@ -198,7 +200,9 @@ def scan(fd: int, size: int, version: int, index: ChunkIndex, *, endian: str = "
     always are. Both walks give the same index (tests/codec/test_native_scan.py).
     """
     walker = _Walker(BlockReader(fd, size), version, index, endian)
-    fast = native and _framing is not None and version_row(version).native_framing
+    row = version_row(version)
+    c_reads = C_HEADERS.get(row.header_size) == row.header_format
+    fast = native and _framing is not None and row.native_framing and c_reads
     n_next = step
     while not walker.done:
         counted = index.tallied == len(index.types)  # the tally covers every chunk so far

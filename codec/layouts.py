@@ -26,6 +26,10 @@ import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import mmap
 
 
 class ChunkType(IntEnum):
@@ -97,7 +101,11 @@ SUPPORTED_VERSIONS = tuple(VERSIONS)
 VERSION_RANGE = f"{min(VERSIONS)}-{max(VERSIONS)}"  # "2-6", as messages name the versions that exist
 WRITABLE_VERSIONS = tuple(v for v, row in VERSIONS.items() if row.writable)
 MAGIC = b"\x00\xb5\x00mosquitto db"
-FILE_HEADER_SIZE = 23
+# the file header, the same in every version: the magic, a CRC (written 0, never checked), the db version
+HEADER_FIELD = struct.Struct(">I")  # the CRC and the db version: big-endian u32
+CRC_OFFSET = len(MAGIC)  # 15
+VERSION_OFFSET = CRC_OFFSET + HEADER_FIELD.size  # 19
+FILE_HEADER_SIZE = VERSION_OFFSET + HEADER_FIELD.size  # 23
 PAYLOAD_MAX = 268_435_455
 
 FIXED_SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64h": 8, "i64h": 8, "len16": 2, "len32": 4, "nibbles": 1}
@@ -426,6 +434,11 @@ def header_size(version: int) -> int:
 def native_framing(version: int) -> bool:
     """Stored chunk lengths are exact (v5/v6): the scan may follow them."""
     return version_row(version).native_framing
+
+
+def stored_version(head: bytes | bytearray | memoryview | mmap.mmap) -> int:
+    """The db version a file header (at least :data:`FILE_HEADER_SIZE` bytes) says, whatever it is."""
+    return HEADER_FIELD.unpack_from(head, VERSION_OFFSET)[0]
 
 
 def layout_for(version: int, chunk_type: int, abi: str = "lp64") -> Layout | None:

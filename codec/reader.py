@@ -8,7 +8,6 @@ the current block. Neither maps the whole file, so memory stays flat on multi-GB
 from __future__ import annotations
 
 import os
-import struct
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,7 +22,19 @@ from codec.errors import (
     UnsupportedVersionError,
 )
 from codec.index import BlockReader, ChunkIndex, scan
-from codec.layouts import FILE_HEADER_SIZE, MAGIC, VERSION_RANGE, VERSIONS, ChunkType, header_size, version_row
+from codec.layouts import (
+    CRC_OFFSET,
+    FILE_HEADER_SIZE,
+    HEADER_FIELD,
+    MAGIC,
+    VERSION_OFFSET,
+    VERSION_RANGE,
+    VERSIONS,
+    ChunkType,
+    header_size,
+    stored_version,
+    version_row,
+)
 
 
 @dataclass(frozen=True)
@@ -110,10 +121,10 @@ def read_header(path: str, head: bytes, size: int) -> int | None:
         raise BadHeaderError(
             f"file header is cut short after {len(head)} of {FILE_HEADER_SIZE} bytes", path=path, offset=len(head)
         )
-    (version,) = struct.unpack_from(">I", head, 19)
+    version = stored_version(head)
     if version not in VERSIONS:
         raise UnsupportedVersionError(
-            f"db version {version} (0x{version:08x}) is not one of {VERSION_RANGE}", path=path, offset=19
+            f"db version {version} (0x{version:08x}) is not one of {VERSION_RANGE}", path=path, offset=VERSION_OFFSET
         )
     return version
 
@@ -164,7 +175,8 @@ class DbFile:
 
     @property
     def crc(self) -> int:
-        return struct.unpack_from(">I", self.header, 15)[0] if len(self.header) >= 19 else 0
+        end = CRC_OFFSET + HEADER_FIELD.size
+        return HEADER_FIELD.unpack_from(self.header, CRC_OFFSET)[0] if len(self.header) >= end else 0
 
     @property
     def header_size(self) -> int:

@@ -3,7 +3,8 @@
 A sqlite store (``mosquitto.sqlite3``) opens as a :class:`codec.store.read.StoreFile`: its rows
 read as the column batches every engine uses (see that module). The few consumers that need the
 bytes of a .db (the TUI, the forward and EMQX exporters, ``convert``) ask :func:`as_db`, which
-writes the store's v6 records to a temporary file, removed when the process exits.
+writes the store's v6 records to a temporary file, removed when the process exits. How a store is
+known and opened read-only is the store's own (:mod:`codec.store.connect`); both are named here too.
 """
 
 from __future__ import annotations
@@ -11,79 +12,11 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import sqlite3
 from typing import Any
 
 from codec.reader import DbFile
 from codec.storage import Storage
-
-SQLITE_MAGIC = b"SQLite format 3\0"
-
-
-def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
-    except OSError:
-        return False
-
-
-def connect_readonly(path: str) -> sqlite3.Connection:
-    """A read-only connection that never creates files beside a (possibly live) store.
-
-    Opening a WAL-mode store even with ``mode=ro`` makes sqlite create ``-wal`` and ``-shm``
-    next to it. Without a ``-wal`` file the main file is the whole truth, so ``immutable=1``
-    reads it without any side file; with one, store and log are copied together into a private
-    temp dir (a snapshot) and the copy is read, so committed changes in the log are seen. A store a
-    running process has open (its -shm locked) is read in place, read-only, under sqlite's own
-    locks: a copy taken while the broker checkpoints could be torn.
-    """
-    from codec import safefile
-
-    wal = f"{path}-wal"
-    if not os.path.lexists(wal):
-        return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro&immutable=1", uri=True, check_same_thread=False)
-    if _regular(f"{path}-shm") and _regular(wal) and _live(path):
-        # a running broker's store: its -wal and -shm exist and it keeps them consistent; a read-only
-        # connection takes sqlite's read lock and sees the last commit, creating nothing
-        return sqlite3.connect(f"file:{_uri_path(path)}?mode=ro", uri=True, check_same_thread=False)
-    tmp = safefile.new_private_dir("mosqdb-snapshot-")
-    atexit.register(shutil.rmtree, tmp, True)
-    copy = os.path.join(tmp, "store.sqlite3")
-    d, name = safefile.SafeDir.of(path)
-    with d:  # read without following a link someone put at the store's or the log's name
-        for suffix in ("", "-wal"):
-            src = d.open_read(name + suffix)
-            try:
-                with safefile.create_private(copy + suffix) as out:
-                    safefile.copy_fd(src, out.fileno())
-            finally:
-                os.close(src)
-    return sqlite3.connect(f"file:{_uri_path(copy)}?mode=ro", uri=True, check_same_thread=False)
-
-
-def _regular(path: str) -> bool:
-    """A regular file (not a link someone put there: sqlite would open what it points to)."""
-    import stat
-
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except OSError:
-        return False
-
-
-def _live(path: str) -> bool:
-    """Does another process hold the store open in WAL mode (the -shm lock every live connection keeps)?"""
-    from codec.store.lock import SHM_DMS, lock_holder
-
-    return lock_holder(f"{os.path.realpath(path)}-shm", SHM_DMS, 1) is not None
-
-
-def _uri_path(path: str) -> str:
-    """``path`` quoted for a ``file:`` URI (``?``, ``#`` and ``%`` in names would cut it)."""
-    from urllib.parse import quote
-
-    return quote(os.path.abspath(path))
+from codec.store.connect import connect_readonly, is_sqlite_file  # the store's opener, named here for the faces
 
 
 def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> Storage:
@@ -118,7 +51,7 @@ def as_db(db: Any, *, endian: str = "little") -> DbFile:
     """``db`` as a DbFile: itself, or for a store (which is closed) its v6 records in a temporary .db file."""
     if not is_store(db):
         return db
-    from codec import safefile
+    import codec.safefile as safefile
     from codec.store.todb import sqlite_to_db
 
     db.close()
@@ -129,3 +62,6 @@ def as_db(db: Any, *, endian: str = "little") -> DbFile:
     image = DbFile(out, endian=endian)
     image.source_path = db.source_path
     return image
+
+
+__all__ = ["Storage", "as_db", "column_reader", "connect_readonly", "is_sqlite_file", "is_store", "open_any"]

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from codec import safefile
+import codec.safefile as safefile
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, FileChangedError, UnsupportedVersionError
-from codec.layouts import MAGIC, VERSION_RANGE, VERSIONS
+from codec.layouts import HEADER_FIELD, MAGIC, VERSION_RANGE, VERSIONS
 from codec.reader import Chunk, DbFile, Fingerprint
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ def file_header(version: int) -> bytes:
     """Magic, CRC placeholder 0 (what every broker writes), version."""
     if version not in VERSIONS:
         raise UnsupportedVersionError(f"cannot write db version {version}; versions {VERSION_RANGE} exist")
-    return MAGIC + b"\0\0\0\0" + struct.pack(">I", version)
+    return MAGIC + HEADER_FIELD.pack(0) + HEADER_FIELD.pack(version)
 
 
 @contextlib.contextmanager

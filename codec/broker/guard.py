@@ -46,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from codec import safefile
+import codec.safefile as safefile
 from codec.broker.conf import BrokerConf
 from codec.broker.model import Prediction, predict
 from codec.broker.trial import Binary, Trial, trial_load

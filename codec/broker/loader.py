@@ -21,11 +21,21 @@ from typing import Any
 from codec.broker.loaded import Event, Loaded, Stop
 from codec.broker.rules import V15, V16, V21, V2023, Version, effect, fill
 from codec.errors import CodecError
-from codec.layouts import FIXED_SIZES, PAYLOAD_MAX, ChunkType, layout_for
+from codec.layouts import (
+    CFG,
+    CLIENT,
+    CLIENT_MSG,
+    FIXED_SIZES,
+    MSG_STORE,
+    PAYLOAD_MAX,
+    RETAIN,
+    SUB,
+    ChunkType,
+    layout_for,
+    version_row,
+)
 from codec.properties import decode_properties, decode_vbi, property_problems
 
-CFG, MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT = (int(t) for t in (
-    ChunkType.CFG, ChunkType.MSG_STORE, ChunkType.CLIENT_MSG, ChunkType.RETAIN, ChunkType.SUB, ChunkType.CLIENT))
 LABELS = {int(t): t.label for t in ChunkType}
 U32 = 1 << 32
 MALLOC_LIMIT = 1 << 30  # a property length the emulation assumes malloc() refuses (approximate: RAM-dependent)
@@ -90,13 +100,17 @@ class Emulator:
         self._np = np
         self.buf, self.size, self.v, self.loaded, self.now = buf, size, v, loaded, now
         self.dbv = loaded.db_version
+        self.row = version_row(self.dbv)  # the file's framing
+        # a version whose chunks are C structs written raw is read as the broker's struct reader reads it (a
+        # struct, then its strings); the others field by field, as its older reader does
+        self.native = self.row.native_framing
         self.lookup_before = lookup
         self.framing = framing
         self.framing_end = framing_end
         self.e = "<" if endian == "little" else ">"
         self.stores: dict[int, bool] = {}  # store id -> topic is NULL, for stores loaded here
         self.structs = {t: Struct(self.dbv, t, endian) for t in (CFG, MSG_STORE, CLIENT_MSG, SUB, CLIENT)} \
-            if self.dbv >= 5 else {}
+            if self.native else {}
         self.p = 0
         self.pos = 0
 
@@ -167,28 +181,28 @@ class Emulator:
         """Read chunks from ``start`` (load position ``pos``) until the file ends or the loader stops."""
         self.p, self.pos = start, pos
         loaded = self.loaded
-        hsize = 8 if self.dbv >= 5 else 6
+        header, hsize, tsize = self.row.header, self.row.header_size, self.row.type_size
         while True:
             at = self.p
             if self.framing is not None and loaded.misread_at is None and at < self.framing_end \
                     and at not in self.framing:
                 loaded.misread_at = at
-            if self.dbv >= 5:
-                head = self.read(8)
+            if self.native:  # the header struct in one read
+                head = self.read(hsize)
                 if head is None:
                     break
-                chunk_type, length = struct.unpack(">II", head)
-            else:
-                head = self.read(2)
+                chunk_type, length = header.unpack(head)
+            else:  # the type, then the length
+                head = self.read(tsize)
                 if head is None:
                     break
-                rest = self.read(4)
+                rest = self.read(hsize - tsize)
                 if rest is None:
                     if self.v < V16:
                         self.fatal("short-read", None, at)
                         return loaded
                     break
-                chunk_type, length = struct.unpack(">H", head)[0], struct.unpack(">I", rest)[0]
+                chunk_type, length = header.unpack(head + rest)
             try:
                 stop = self.chunk(chunk_type, length, at)
             except _Fatal as f:
@@ -228,7 +242,7 @@ class Emulator:
 
     # ------------------------------------------------------------ chunk types
     def cfg(self, at: int) -> Stop | None:
-        if self.dbv >= 5:
+        if self.native:
             st = self.structs[CFG]
             dbid_size = st.get(self.read_e(st.size), "dbid_size")
         else:
@@ -266,7 +280,7 @@ class Emulator:
                                   len(topic or b""), topic is None, at)
 
     def msg_store(self, length: int, at: int) -> Stop | None:
-        if self.dbv >= 5:
+        if self.native:
             return self.msg_store_v56(length, at)
         return self.msg_store_v234(at)
 
@@ -344,7 +358,7 @@ class Emulator:
 
     def client_msg(self, length: int, at: int) -> Stop | None:
         e = self.e
-        if self.dbv >= 5:
+        if self.native:
             st = self.structs[CLIENT_MSG]
             size = st.size
             raw = self.read_e(size)
@@ -409,7 +423,7 @@ class Emulator:
         return None
 
     def sub(self, at: int) -> Stop | None:
-        if self.dbv >= 5:
+        if self.native:
             st = self.structs[SUB]
             raw = self.read_e(st.size)
             cid = self.string_len(st.get(raw, "client_id_len"))
@@ -429,7 +443,7 @@ class Emulator:
             return self._sub_effect("sub-no-topic", at)
         if topic[:1] == b"\0" and (cid or self.v < V15) and effect("nul-topic-sub", self.v).fatal:
             return self._sub_effect("nul-topic-sub", at)
-        if (cid or self.v < V15) and len(topic) >= 199 and _past_limit(self.v, topic):
+        if (cid or self.v < V15) and len(topic) >= 199 and past_hierarchy_limit(self.v, topic):
             return self._sub_effect("topic-hierarchy-limit", at)
         if topic.startswith(b"$share/") and effect("share-sub-restored", self.v).action == "unknown":
             self.loaded.event(Event("share-sub-restored", self.pos, at, "sub"))
@@ -446,12 +460,12 @@ class Emulator:
     def client(self, at: int) -> Stop | None:
         e = self.e
         expiry, interval, disconnect = 0, 0, 0
-        if self.dbv >= 5:
+        if self.native:
             st = self.structs[CLIENT]
             raw = self.read_e(st.size)
             expiry, interval = st.get(raw, "session_expiry_time"), st.get(raw, "session_expiry_interval")
             id_len = st.get(raw, "client_id_len")
-            user_len = st.get(raw, "username_len") if self.dbv == 6 else 0
+            user_len = st.get(raw, "username_len") if "username_len" in st.at else 0
             cid = self.string_len(id_len)
             if cid is None:
                 if self.v < V2:
@@ -471,10 +485,18 @@ class Emulator:
         return None
 
 
-def _past_limit(v: Version, topic: bytes) -> bool:
-    from codec.broker.model import past_hierarchy_limit
+HIERARCHY_LIMIT = 200
 
-    return past_hierarchy_limit(v, topic)
+
+def past_hierarchy_limit(v: Version, topic: bytes) -> bool:
+    """Whether 1.5's or 1.6's sub__topic_tokenise() fails on ``topic`` (a C string: up to its first NUL).
+    1.5 counts every character from the first one after a leading '/' to the terminator; 1.6 counts levels."""
+    topic = topic.split(b"\0", 1)[0]
+    if V15 <= v < V16:
+        return len(topic) + 1 - (1 if topic[:1] == b"/" else 0) > HIERARCHY_LIMIT
+    if V16 <= v < V2:
+        return topic[1:].count(b"/") + 1 > HIERARCHY_LIMIT if topic[:1] == b"/" else topic.count(b"/") + 1 > HIERARCHY_LIMIT
+    return False
 
 
 class _Fatal(Exception):
@@ -487,4 +509,4 @@ def emulate(buf: Any, size: int, v: Version, loaded: Loaded, now: float, start: 
     return Emulator(buf, size, v, loaded, now, **kw).run(start, pos)
 
 
-__all__ = ["Emulator", "Struct", "emulate", "properties_refused"]
+__all__ = ["HIERARCHY_LIMIT", "Emulator", "Struct", "emulate", "past_hierarchy_limit", "properties_refused"]

@@ -21,7 +21,6 @@ import mmap
 import os
 import re
 import stat
-import struct
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -32,10 +31,9 @@ import numpy as np
 
 from codec.broker.conf import BrokerConf
 from codec.broker.loaded import Event, Loaded, Stop
-from codec.broker.loader import emulate, properties_refused
+from codec.broker.loader import HIERARCHY_LIMIT, emulate, past_hierarchy_limit, properties_refused
 from codec.broker.rules import (
     BY_ID,
-    V15,
     V16,
     V21,
     V2015,
@@ -50,13 +48,26 @@ from codec.broker.rules import (
 from codec.broker.versions import text as version_text
 from codec.columnar import iter_columns
 from codec.errors import CodecError
-from codec.layouts import FILE_HEADER_SIZE, MAGIC, PAYLOAD_MAX, ChunkType, header_size
+from codec.layouts import (
+    CFG,
+    CLIENT,
+    CLIENT_MSG,
+    FILE_HEADER_SIZE,
+    MAGIC,
+    MSG_STORE,
+    PAYLOAD_MAX,
+    RETAIN,
+    SUB,
+    VERSION_OFFSET,
+    ChunkType,
+    header_size,
+    native_framing,
+    stored_version,
+)
 from codec.reader import DbFile
 from codec.textscan import TextColumn
 from codec.values import NEVER, time_text
 
-CFG, MSG_STORE, CLIENT_MSG, RETAIN, SUB, CLIENT = (int(t) for t in (
-    ChunkType.CFG, ChunkType.MSG_STORE, ChunkType.CLIENT_MSG, ChunkType.RETAIN, ChunkType.SUB, ChunkType.CLIENT))
 KNOWN = np.array([int(t) for t in ChunkType], dtype=np.uint32)
 LOG_CAP = 200  # log lines shown; the rest are counted
 TOPIC_SLICE = 1 << 16  # retained topics copied out of the map at once
@@ -188,7 +199,7 @@ def predict(path: str | os.PathLike[str], version: Version, *, at: float | None 
         pred.log.extend(fill(effect("empty-file", version).log, version))
         pred.counts["empty-file"] += 1
         return pred
-    db_version = struct.unpack(">I", head[19:23])[0]
+    db_version = stored_version(head)
     pred.db_version = db_version
     try:
         loaded = _load_any(path, db, db_version, version, at, emulate_all=emulate_all, progress=progress)
@@ -259,9 +270,10 @@ def _header_stop(head: bytes, size: int, v: Version) -> Stop | None:
         return _stop("bad-magic", v, offset=0)
     if len(head) < FILE_HEADER_SIZE:
         return _stop("short-header", v, offset=len(head))
-    db_version = struct.unpack(">I", head[19:23])[0]
+    db_version = stored_version(head)
     if not reads_db_version(v, db_version):
-        return _stop("unsupported-version", v, offset=19, db_version=db_version, native=native_db_version(v))
+        return _stop("unsupported-version", v, offset=VERSION_OFFSET, db_version=db_version,
+                     native=native_db_version(v))
     return None
 
 
@@ -365,7 +377,7 @@ def _columns(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, off
             continue
         cid = (rec["client_id"] or "").encode("utf-8", "surrogateescape")
         if not cid:
-            rule = "client-no-id" if dbv >= 5 or v < V16 else "client-no-id-v234"
+            rule = "client-no-id" if native_framing(dbv) or v < V16 else "client-no-id-v234"
             eff = effect(rule, v)
             if eff.fatal:
                 fatal.append(_stop(rule, v, offset=int(offsets[i]), pos=i, chunk_type="client"))
@@ -450,14 +462,14 @@ def _stores(db: DbFile, v: Version, at: float, loaded: Loaded, prefix: int, fata
         t_start, t_size = c.spans["topic"]
         payload = c.spans["payload"][1]
         null = t_size == 0
-        too_big = payload > PAYLOAD_MAX if (dbv >= 5 and v >= V16) or v >= V2023 else np.zeros(len(c), bool)
+        too_big = payload > PAYLOAD_MAX if (native_framing(dbv) and v >= V16) or v >= V2023 else np.zeros(len(c), bool)
         for r in np.flatnonzero(too_big).tolist():
             fatal.append(_stop("payload-too-large", v, offset=int(c.offset[r]), pos=int(pos[r]), chunk_type="msg_store"))
         for r in np.flatnonzero(_props_bad(c)).tolist():
             fatal.append(_stop("bad-properties", v, offset=int(c.offset[r]), pos=int(pos[r]), chunk_type="msg_store"))
         if v >= V21:
             empty = null.copy()
-            if dbv <= 4:  # the v2-v4 reader takes strlen(topic) as its length: a NUL first is length 0
+            if not native_framing(dbv):  # the v2-v4 reader takes strlen(topic) as its length: a NUL first is 0
                 some = np.flatnonzero(~null)
                 empty[some] = np.asarray(c.data)[t_start[some]] == 0
             for r in np.flatnonzero(empty).tolist()[:1]:
@@ -1030,19 +1042,7 @@ def _served_topics(pred: Prediction) -> None:
         pred.counts["bad-utf8-topic"] += len(bad)
 
 
-HIERARCHY_LIMIT = 200
 SHARE_SUB = b"$share/"
-
-
-def past_hierarchy_limit(v: Version, topic: bytes) -> bool:
-    """Whether 1.5's or 1.6's sub__topic_tokenise() fails on ``topic`` (a C string: up to its first NUL).
-    1.5 counts every character from the first one after a leading '/' to the terminator; 1.6 counts levels."""
-    topic = topic.split(b"\0", 1)[0]
-    if V15 <= v < V16:
-        return len(topic) + 1 - (1 if topic[:1] == b"/" else 0) > HIERARCHY_LIMIT
-    if V16 <= v < V2:
-        return topic[1:].count(b"/") + 1 > HIERARCHY_LIMIT if topic[:1] == b"/" else topic.count(b"/") + 1 > HIERARCHY_LIMIT
-    return False
 ESCAPED = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8, as surrogateescape decodes them
 
 

@@ -33,7 +33,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from codec import safefile
+import codec.safefile as safefile
 from codec.broker.conf import BrokerConf
 
 Version = tuple[int, int, int]

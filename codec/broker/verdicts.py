@@ -30,7 +30,7 @@ def _cost(path: str, version: Version, features: dict[str, int] | None) -> tuple
                                                                                  dict[str, int] | None]:
     """Predicted load seconds and memory, or None where the cost model has no calibration (or is absent)."""
     try:
-        from codec.broker import cost
+        import codec.broker.cost as cost
     except ImportError:  # the cost model is not part of this build
         return None, None, features
     if not getattr(cost, "MODEL", {}).get(cost.line_of(version)):

@@ -39,7 +39,7 @@ class Table:
 
 
 class CrossReferences:
-    """Mixin of the checker (:class:`codec.ops.check.Checker`): ``stores``, ``refs`` and ``flights`` are its
+    """Mixin of the checker (:class:`codec.ops.checker.Checker`): ``stores``, ``refs`` and ``flights`` are its
     :class:`Table` columns, ``out`` its :class:`codec.ops.findings.Findings`."""
 
     out: Any

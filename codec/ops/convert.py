@@ -30,7 +30,7 @@ import numpy as np
 from codec.byteorder import first_ids, judge, wrong_order
 from codec.engine import Record, encode_chunk
 from codec.errors import CodecError, UnsupportedVersionError
-from codec.layouts import LAYOUTS, WRITABLE_VERSIONS, ChunkType, header_size, layout_for
+from codec.layouts import LAYOUTS, WRITABLE_VERSIONS, ChunkType, layout_for, version_row
 from codec.ops.check import output_verifier
 from codec.ops.report import WriteReport
 from codec.reader import Chunk, DbFile
@@ -196,7 +196,7 @@ _WHY = {
 
 def same_layout(source: int, target: int, chunk_type: int) -> bool:
     """Can a chunk of this type be copied byte for byte from one version to the other?"""
-    if header_size(source) != header_size(target):
+    if version_row(source).header_format != version_row(target).header_format:
         return False
     try:
         t = ChunkType(chunk_type)

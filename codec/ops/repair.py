@@ -29,7 +29,6 @@ import hashlib
 import mmap
 import os
 import re
-import struct
 import time
 from array import array
 from collections.abc import Callable, Iterator
@@ -38,10 +37,25 @@ from typing import Any
 
 import numpy as np
 
-from codec import safefile
+import codec.safefile as safefile
 from codec.engine import Record, decode_chunk, encode_chunk
 from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
-from codec.layouts import FILE_HEADER_SIZE, MAGIC, SUPPORTED_VERSIONS, ChunkType, header_size
+from codec.layouts import (
+    CFG,
+    CLIENT,
+    CLIENT_MSG,
+    FILE_HEADER_SIZE,
+    MAGIC,
+    MSG_STORE,
+    RETAIN,
+    SUB,
+    SUPPORTED_VERSIONS,
+    VERSION_OFFSET,
+    VERSION_RANGE,
+    ChunkType,
+    stored_version,
+    version_row,
+)
 from codec.ops.check import check_file, zeroed_from
 from codec.ops.report import WriteReport
 from codec.progress import EVERY as PROGRESS_EVERY
@@ -50,10 +64,6 @@ from codec.values import is_utf8
 from codec.views.query import valid_filter
 from codec.writer import atomic_output, copy_range, file_header
 
-KNOWN = {int(t) for t in ChunkType}
-STORE, CLIENT_MSG, RETAIN, SUB, CLIENT, CFG = (int(ChunkType.MSG_STORE), int(ChunkType.CLIENT_MSG),
-                                               int(ChunkType.RETAIN), int(ChunkType.SUB), int(ChunkType.CLIENT),
-                                               int(ChunkType.CFG))
 RELEASE = 16 << 20  # the mapped pages behind the walk go back to the page cache every this many bytes
 BLOCK_ROWS = 1 << 18  # references checked this many at a time
 
@@ -109,16 +119,26 @@ class RepairReport(WriteReport):
         return out
 
 
+def type_field_pattern(type_size: int, known: frozenset[int]) -> bytes:
+    """A regular expression for a chunk header's type field holding a known chunk type id (big-endian,
+    ``type_size`` bytes): where the walk looks for the next chunk after damage."""
+    assert max(known) < 256
+    ids = b"".join(re.escape(bytes([t])) for t in sorted(known))
+    return re.escape(bytes(type_size - 1)) + b"[" + ids + b"]"
+
+
 class Salvager:
     """The structural walk over a memory-mapped file."""
 
     def __init__(self, buf: Any, size: int, version: int, endian: str) -> None:
         self.buf, self.size, self.version, self.endian = buf, size, version, endian
-        self.hsize = header_size(version)
-        self.unpack = struct.Struct(">II" if version >= 5 else ">HI").unpack_from
-        pattern = rb"\x00\x00\x00[\x01-\x06]" if version >= 5 else rb"\x00[\x01-\x06]"
-        self.header_re = re.compile(pattern)
-        self.header_len = 4 if version >= 5 else 2  # bytes a match of the pattern spans
+        row = version_row(version)  # the framing: header struct, exact lengths, chunk type ids
+        self.hsize = row.header_size
+        self.unpack = row.header.unpack_from
+        self.native = row.native_framing  # stored lengths are exact: a chunk must end where its length says
+        self.known = frozenset(int(t) for t in row.chunk_types)
+        self.header_re = re.compile(type_field_pattern(row.type_size, self.known))
+        self.header_len = row.type_size  # bytes a match of the pattern spans
         self.progress: Callable[[int, int], None] | None = None  # (bytes walked, size) every few thousand chunks
         self.released = 0  # the mapped pages before this offset were handed back
         self.nul_start = self.last_data_end()  # where the NUL bytes that end the file begin (size: none)
@@ -185,21 +205,21 @@ class Salvager:
         if self.size - pos < self.hsize:
             return "incomplete chunk header at the end of the file"
         t, length = self.header(pos)
-        if t not in KNOWN:
+        if t not in self.known:
             return f"unknown chunk type {t}"
         body = pos + self.hsize
         limit = self.size
-        if self.version >= 5:
+        if self.native:
             if body + length > self.size:
                 return f"{ChunkType(t).label} of {length} bytes is cut short by the end of the file"
-            if t in (STORE, CLIENT_MSG):
+            if t in (MSG_STORE, CLIENT_MSG):
                 limit = body + length
         try:
             rec, end, _ = decode_chunk(self.version, t, self.buf, body, limit, length, endian=self.endian)
         except CodecError as exc:
             return f"{ChunkType(t).label} does not decode: {exc.field + ': ' if exc.field else ''}{exc.reason}"
         rec.version = self.version
-        if self.version >= 5 and end - body != length and (strict or t in (STORE, CLIENT_MSG)):
+        if self.native and end - body != length and (strict or t in (MSG_STORE, CLIENT_MSG)):
             return f"stored length {length} does not match the {end - body}-byte body"
         problem = implausible(rec)
         if problem:
@@ -250,19 +270,19 @@ class Salvager:
                 return
             t, length = self.header(pos)
             skip = pos + self.hsize + length
-            if t not in KNOWN and t != 0 and skip <= self.size and (
+            if t not in self.known and t != 0 and skip <= self.size and (
                     self.size - skip < self.hsize or self.confirmed(skip) is not None):
                 yield Dropped(pos, skip - pos, "unknown", f"unknown chunk type {t} (the broker skips it)")
                 pos = skip
                 continue
             nxt = self.resync(pos + 1)
             stop = self.size if nxt is None else nxt
-            kind = ChunkType(t).label if t in KNOWN else "bytes"
+            kind = ChunkType(t).label if t in self.known else "bytes"
             if self.only_nul(pos, stop):
                 kind, reason = "bytes", "NUL bytes (a crash before the data reached the disk)"
-            elif nxt is None and t in KNOWN:
+            elif nxt is None and t in self.known:
                 reason = f"truncated: {reason}"
-            elif t not in KNOWN:
+            elif t not in self.known:
                 reason = f"garbage ({reason})"
             yield Dropped(pos, stop - pos, kind, reason + ("" if nxt is None else f"; resynchronised at offset {nxt}"))
             if nxt is None:
@@ -316,15 +336,15 @@ def _read_version(path: str, buf: Any, size: int, version: int | None) -> int:
     if size < len(MAGIC) or bytes(buf[: len(MAGIC)]) != MAGIC:
         raise NotADatabaseError("not a mosquitto db: the magic bytes do not match; nothing to salvage",
                                 path=path, offset=0)
-    stored = struct.unpack_from(">I", buf, 19)[0] if size >= FILE_HEADER_SIZE else None
+    stored = stored_version(buf) if size >= FILE_HEADER_SIZE else None
     if version is not None:
         return version
     if stored is None:
         raise UnsupportedVersionError(f"the header is cut short after {size} bytes; give --db-version to rebuild it",
                                       path=path, offset=size)
     if stored not in SUPPORTED_VERSIONS:
-        raise UnsupportedVersionError(f"db version {stored} is not one of 2-6; give --db-version if you know it",
-                                      path=path, offset=19)
+        raise UnsupportedVersionError(f"db version {stored} is not one of {VERSION_RANGE}; give --db-version if you know it",
+                                      path=path, offset=VERSION_OFFSET)
     return stored
 
 
@@ -362,7 +382,7 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
         try:
             ver = _read_version(path, mm, size, version)
             report.version = ver
-            if size >= FILE_HEADER_SIZE and struct.unpack_from(">I", mm, 19)[0] != ver:
+            if size >= FILE_HEADER_SIZE and stored_version(mm) != ver:
                 report.fixes.append(f"header version set to {ver}")
             elif size < FILE_HEADER_SIZE:
                 report.fixes.append(f"file header rebuilt (only {size} bytes were there)")
@@ -587,7 +607,7 @@ class _Table:
 
     def first_stores(self, report: RepairReport) -> np.ndarray:
         """The first copy of every store id (rows, file order); later copies are dropped."""
-        rows = self.rows(self.kinds == STORE)
+        rows = self.rows(self.kinds == MSG_STORE)
         is_first, firsts = _chosen(self.sids[rows], rows)
         for row, first in zip(rows[~is_first].tolist(), firsts.tolist()):
             self.drop(report, row, f"duplicate store id {int(self.sids[row])} (first at offset "
@@ -606,7 +626,7 @@ class _Table:
     def references(self, s: Salvager, report: RepairReport) -> tuple[np.ndarray, np.ndarray]:
         """Drop dangling references and second client chunks: (rows kept among the rest, file order;
         the retains among them). Stores may appear anywhere in a damaged file (they are written first)."""
-        rest = self.rows(self.kinds != STORE)
+        rest = self.rows(self.kinds != MSG_STORE)
         kinds = self.kinds[rest]
         keep = np.ones(len(rest), bool)
         refs = self.rows((kinds == CLIENT_MSG) | (kinds == RETAIN))

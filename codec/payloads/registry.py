@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codec.payloads import formats, jsonfmt
+import codec.payloads.formats as formats
+import codec.payloads.jsonfmt as jsonfmt
 from codec.payloads.model import Decoded, Field, PayloadError
 
 BASE_FORMATS = ("text", "json", "cbor", "msgpack", "sparkplug", "auto", "none")
@@ -220,14 +221,14 @@ class PayloadDecoder:
             value = jsonfmt.decode(data)
             return value, jsonfmt.spans(data) if spans else None
         if base == "sparkplug":
-            from codec.payloads import sparkplug
+            import codec.payloads.sparkplug as sparkplug
 
             msg = sparkplug.parse(data)
             if raw:
                 return msg, None
             return sparkplug.payload_json(msg), sparkplug.tree(msg, data) if spans else None
         if base.startswith("protobuf:"):
-            from codec.payloads import protobuf
+            import codec.payloads.protobuf as protobuf
 
             cls = self._message_class(base[len("protobuf:"):])
             msg = protobuf.parse(cls, data)
@@ -262,7 +263,7 @@ class PayloadDecoder:
         why = "detected" if rule.origin == "detection" else f"{rule.text}: detected"
         if not data:
             return None
-        from codec.payloads import sparkplug
+        import codec.payloads.sparkplug as sparkplug
 
         if topic.startswith(sparkplug.NAMESPACE) and not topic.startswith(sparkplug.NAMESPACE + "STATE/"):
             try:

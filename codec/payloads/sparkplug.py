@@ -21,7 +21,7 @@ import os
 import struct
 from typing import Any
 
-from codec.payloads import protobuf
+import codec.payloads.protobuf as protobuf
 from codec.payloads.model import Field, PayloadError, b64, plain_float
 
 NAMESPACE = "spBv1.0/"

@@ -1,6 +1,6 @@
 """``mosqdb check`` on a persist-sqlite store: the .db rules on its rows, and the store's own rules.
 
-The rules of :mod:`codec.ops.check` (ranges, states, UTF-8, property tails, expiry, duplicate
+The rules of :mod:`codec.ops.checker` (ranges, states, UTF-8, property tails, expiry, duplicate
 in-flight mids, retains and queue qos against their stores, unreferenced stores...) run unchanged
 on the store's column batches (:mod:`codec.store.read`): :class:`_StoreCheck` only says where the
 batches come from and leaves out what a table cannot have (chunk lengths, padding, cfg, unknown
@@ -39,8 +39,8 @@ import numpy as np
 
 from codec.columnar import Columns
 from codec.layouts import ChunkType, Layout, layout_for
-from codec.ops.check import LIMIT, Checker
 from codec.ops.check_xref import Table
+from codec.ops.checker import LIMIT, Checker
 from codec.ops.findings import Finding, Findings
 from codec.store.read import StoreFile, StoreReadError, sql_int
 from codec.store.schema import ROWS, restored_properties

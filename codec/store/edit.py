@@ -23,7 +23,7 @@ as ``DELETE``/``UPDATE`` statements. Each command reports with the same objects 
   meanwhile; stale ``-wal``/``-shm``/``-journal`` beside it are removed first, or sqlite would replay
   them onto it. ``--in-place`` first keeps the original, a complete store with its log folded in,
   at the first free ``FILE.bak``, ``FILE.bak.1``, ... (:func:`codec.safefile.new_copy`);
-* a dry run reads a snapshot (``codec.sources.connect_readonly``) and creates nothing beside it.
+* a dry run reads a snapshot (``codec.store.connect.connect_readonly``) and creates nothing beside it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 
-from codec import safefile
+import codec.safefile as safefile
 from codec.broker.bridges import protected
 from codec.engine import Record
 from codec.errors import CodecError, FileChangedError, NotADatabaseError, WriteError
@@ -43,7 +43,7 @@ from codec.layouts import ChunkType
 from codec.ops.renew import Policy, RenewPlan, left_alone, renewed
 from codec.ops.session_filter import SessionCriteria, note_selection, select_sessions
 from codec.ops.surgery import EXAMPLES, Removal, SessionInfo, filter_patterns
-from codec.sources import connect_readonly, is_sqlite_file
+from codec.store.connect import connect_readonly, is_sqlite_file
 from codec.store.lock import require_free, require_unlocked
 from codec.store.read import as_text, require_editable, require_store, schema_version
 from codec.values import NEVER

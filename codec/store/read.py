@@ -14,7 +14,7 @@ and its ``offset`` the rows' rowids, so every answer goes back to the user as *t
 ``export`` turns into Arrow rows are made from the same batches. Nothing is converted to a .db
 on the way, and nothing is created beside the store: it is opened immutable, or, when a
 ``-wal`` holds committed changes, read from a private snapshot of store and log
-(:func:`codec.sources.connect_readonly`).
+(:func:`codec.store.connect.connect_readonly`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import ChunkType, Layout, layout_for
 from codec.properties import VBI_MAX, Property, decode_properties, encode_properties
 from codec.reader import Chunk
-from codec.sources import connect_readonly, is_sqlite_file
+from codec.store.connect import connect_readonly, is_sqlite_file
 from codec.store.schema import (
     EDITABLE_VERSION,
     INDEXES,
@@ -332,7 +332,7 @@ class StoreFile:
         """Where the columnar reader may read the same bytes as :attr:`con`: the store itself when it has
         no -wal (immutable), or the private snapshot it was copied to; None for a store read in place
         under a live broker's locks (a second connection could see another commit)."""
-        from codec.sources import _uri_path
+        from codec.store.connect import uri_path as _uri_path
 
         if self.figures.wal_size is None:
             return f"file:{_uri_path(self.path)}?mode=ro&immutable=1"

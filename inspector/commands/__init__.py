@@ -11,10 +11,8 @@ from typing import Any
 
 from codec import DbFile
 from codec.sources import as_db, is_store, open_any
-
-
-class UsageError(Exception):
-    """Wrong arguments or a missing input: exit code 2."""
+from inspector.commands.shared.usage import ExplicitEndian, UsageError  # named here for the commands
+from inspector.commands.shared.usage import add_endian as add_endian
 
 
 def command(sub: argparse._SubParsersAction, name: str, *, run: Callable[[argparse.Namespace], int],
@@ -79,31 +77,11 @@ def check_input(path: str) -> None:
                          "file: a db is read by offset; copy it to a file first")
 
 
-class ExplicitEndian(str):
-    """A byte order the user gave with ``--endian`` (the default "little" is a plain str): obeyed
-    unless the file's times contradict it too (:func:`codec.byteorder.wrong_order`)."""
-
-
-class _GivenEndian(argparse.Action):
-    """Stores a given ``--endian`` as an :class:`ExplicitEndian` (a ``type=`` would convert the default too)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
-                 option_string: str | None = None) -> None:
-        setattr(namespace, self.dest, ExplicitEndian(str(values)))
-
-
 def wrong_endian(db: DbFile, *, explicit: bool = False) -> str | None:
     """Why ``db`` was opened with the wrong ``--endian`` (None when it reads plausibly)."""
     from codec.byteorder import wrong_order
 
     return wrong_order(db, explicit=explicit)
-
-
-def add_endian(parser) -> None:  # type: ignore[no-untyped-def]
-    parser.add_argument("--endian", choices=("little", "big"), default="little", action=_GivenEndian,
-                        help="byte order of the 64-bit fields (host order of the broker that wrote the file; "
-                             "default: little, refused when the ids read as nonsense in it; given: obeyed "
-                             "unless the expiry times contradict it too)")
 
 
 def add_at(parser, what: str = "expiry") -> None:  # type: ignore[no-untyped-def]

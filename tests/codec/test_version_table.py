@@ -54,14 +54,19 @@ def test_rows_describe_the_framing() -> None:
     assert version_row(0) is VERSIONS[2] and version_row(9) is VERSIONS[6]  # no version: a defined framing
 
 
-def with_version_7(src: Path, dst: Path) -> None:
-    """A copy of the codec package whose layout table knows a version 7 (laid out as 6)."""
+def with_version_7(src: Path, dst: Path, header: str | None = None) -> None:
+    """A copy of the codec package whose layout table knows a version 7 (laid out as 6; its chunk headers
+    packed as ``header`` says, when given)."""
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
     path = dst / "layouts.py"
     text = path.read_text()
     row = re.search(r"    DbVersion\(6, [^\n]*\n", text)
     assert row, "no row for version 6"
-    text = text.replace(row.group(0), row.group(0) + row.group(0).replace("DbVersion(6, ", "DbVersion(7, "), 1)
+    seven = row.group(0).replace("DbVersion(6, ", "DbVersion(7, ")
+    if header is not None:
+        seven = seven.replace('">II"', repr(header).replace("'", '"'))
+        assert header in seven
+    text = text.replace(row.group(0), row.group(0) + seven, 1)
     text, n = re.subn(r"Layout\((T\.\w+), \(([^)]*\b6),?\)", lambda m: f"Layout({m.group(1)}, ({m.group(2)}, 7)", text)
     assert n >= 6, n
     path.write_text(text)
@@ -84,6 +89,53 @@ def test_a_version_is_one_row_plus_its_layouts(tmp_path: Path) -> None:
     assert seven["rows"] == six["rows"] and len(six["rows"]) > 50
     assert (seven["offsets"], seven["end"]) == (six["offsets"], six["end"])
     assert out["converted"] == six["rows"]
+
+
+OWN_HEADER = r"""
+import json, sys
+from codec.broker.model import _emulate_file
+from codec.ops.check import check_file
+from codec.ops.convert import convert
+from codec.ops.repair import repair
+from codec.reader import DbFile
+from codec.views.jsonview import chunk_to_json
+
+AT = 1_700_000_000.0
+v6, v7, repaired = sys.argv[1:4]
+with DbFile(v6) as db:
+    convert(db, v7, 7, now=AT)
+out = {}
+for path, version in ((v6, 6), (v7, 7)):
+    with DbFile(path) as db:
+        rows = [{k: v for k, v in chunk_to_json(c).items() if k != "offset"} for c in db.stream()]
+        header = db.header_size
+        findings = sorted((f.severity, f.rule) for f in check_file(db, at=AT))
+    loaded = _emulate_file(path, version, (2, 0, 22), AT, "little")
+    counts = sorted(loaded.counts.items())
+    tables = {k: len(t.rows) for k, t in loaded.tables.items()}
+    out[version] = {"rows": rows, "header": header, "findings": findings, "loaded": [counts, tables, loaded.read_to]}
+    rep = repair(path, None, at=AT)
+    out[version]["repair"] = [rep.kept, len(rep.dropped), rep.fixes]
+print(json.dumps(out))
+"""
+
+
+def test_a_version_with_its_own_chunk_header(tmp_path: Path) -> None:
+    """A version 7 whose chunk headers are packed as v2-v4's (u16 type) while its chunks are v6's: written by
+    convert, then read, checked, salvaged and replayed as the broker reads it, each following the row."""
+    copy = tmp_path / "checkout"
+    copy.mkdir()
+    with_version_7(ROOT / "codec", copy / "codec", header=">HI")
+    r = subprocess.run([sys.executable, "-c", OWN_HEADER, str(V6), str(tmp_path / "v7.db"), str(tmp_path / "r.db")],
+                       cwd=copy, capture_output=True, text=True, timeout=300, env={"PYTHONPATH": str(copy)})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    six, seven = out["6"], out["7"]
+    assert (six["header"], seven["header"]) == (8, 6)
+    assert seven["rows"] == six["rows"] and len(six["rows"]) > 50
+    assert seven["findings"] == six["findings"]
+    assert seven["loaded"] == six["loaded"] and sum(six["loaded"][1].values()) > 50
+    assert seven["repair"] == six["repair"] and six["repair"][1] == 0
 
 
 @pytest.mark.parametrize("version", [0, 1, 7, 0xFFFFFFFF])

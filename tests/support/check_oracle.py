@@ -16,7 +16,8 @@ import numpy as np
 from codec.engine import Record
 from codec.errors import CodecError
 from codec.layouts import PAYLOAD_MAX
-from codec.ops.check import Finding, nul_run, text_problem
+from codec.ops.check import Finding, nul_run
+from codec.ops.findings import text_problem
 from codec.properties import property_problems
 from codec.reader import Chunk, DbFile
 from codec.views.query import valid_filter

@@ -67,14 +67,14 @@ def version_of(text: str | None, path: str) -> Version:
 
 def auto_for(path: str) -> Version:
     """The release ``--broker auto`` models: from the header's db version (and 2.1's clock-based ids)."""
-    import struct
+    from codec.layouts import FILE_HEADER_SIZE, stored_version
 
     try:
         with open(path, "rb") as f:
-            head = f.read(23)
+            head = f.read(FILE_HEADER_SIZE)
     except OSError:
         return auto_version(None)
-    db_version = struct.unpack(">I", head[19:23])[0] if len(head) == 23 else None
+    db_version = stored_version(head) if len(head) == FILE_HEADER_SIZE else None
     clock = False
     if db_version == 6:
         try:

@@ -24,7 +24,7 @@ from typing import Any
 
 from codec.errors import CodecError, unreachable
 from codec.values import json_text, printable
-from inspector.commands import UsageError, add_endian
+from inspector.commands.shared.usage import UsageError, add_endian
 
 # a reference time outside these is a mistake (a millisecond timestamp read as seconds, a typo)
 TIME_MIN = 0.0  # 1970-01-01

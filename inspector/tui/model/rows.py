@@ -6,11 +6,12 @@ shows is what search finds.
 
 from __future__ import annotations
 
-from codec import Record
+from codec import ChunkType, Record
 from codec.values import printable as safe_text
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 
-TYPE_SHORT = {1: "cfg", 2: "msg", 3: "cmsg", 4: "ret", 5: "sub", 6: "clnt"}
+TYPE_SHORT = {ChunkType.CFG: "cfg", ChunkType.MSG_STORE: "msg", ChunkType.CLIENT_MSG: "cmsg", ChunkType.RETAIN: "ret",
+              ChunkType.SUB: "sub", ChunkType.CLIENT: "clnt"}
 """Chunk type labels in the list and the summary bar."""
 
 

@@ -12,7 +12,7 @@ from codec import DbFile
 from codec.engine import Record
 from codec.errors import CodecError
 from codec.layouts import ChunkType
-from codec.ops import check
+from codec.ops import checker
 from codec.ops.check import check_file
 from codec.writer import write_records
 
@@ -94,7 +94,7 @@ def test_short_and_long_text_scans_agree(monkeypatch: pytest.MonkeyPatch) -> Non
     for path in [p for p in FILES if loadable(p)]:
         with DbFile(path) as db:
             wide = check_file(db, at=AT, limit=None)
-        monkeypatch.setattr(check._Text, "WINDOW", 1)
+        monkeypatch.setattr(checker._Text, "WINDOW", 1)
         with DbFile(path) as db:
             narrow = check_file(db, at=AT, limit=None)
         monkeypatch.undo()
