@@ -1,4 +1,4 @@
-"""`mosqdb convert`: convert to another db version (3-6), reporting every loss (codec.ops.convert).
+"""`mosqdb convert`: convert to another writable db version, reporting every loss (codec.ops.convert).
 
 Every writing command reads FILE, never touches it, and writes ``-o OUT`` atomically
 (``--in-place`` writes over FILE after keeping ``FILE.bak``); it prints what it changed,
@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from codec.errors import CodecError
+from codec.layouts import WRITABLE_VERSIONS
 from codec.values import NEVER, json_text, printable
 from inspector.commands import ExplicitEndian, UsageError, command, open_input
 from inspector.commands.shared.progress import progress
@@ -19,11 +20,15 @@ from inspector.commands.shared.writing import add_writing, emit, report_stream, 
 
 COMMANDS = ("convert",)
 HELP_ORDER = 30
+# the versions the layout table marks writable, as the help and the refusal say them
+_SPAN = f"{WRITABLE_VERSIONS[0]}-{WRITABLE_VERSIONS[-1]}"
+_CHOICE = ", ".join(map(str, WRITABLE_VERSIONS[:-1])) + f" or {WRITABLE_VERSIONS[-1]}"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = command(sub, "convert", help="convert to another db version (3-6), reporting every loss",
+    p = command(sub, "convert", help=f"convert to another db version ({_SPAN}), reporting every loss",
                 run=cmd_convert, file=True)
-    p.add_argument("--to-version", type=int, required=True, help="target db version: 3, 4, 5 or 6")
+    p.add_argument("--to-version", type=int, required=True, help=f"target db version: {_CHOICE}")
     p.add_argument("--session-expiry", type=int, default=NEVER, metavar="SECONDS",
                    help="v3/v4 -> v5/v6: session expiry interval for every session "
                         "(default 4294967295 = never expires, so the broker keeps queued messages)")
@@ -35,7 +40,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from codec.ops.convert import WRITABLE, convert
 
     if args.to_version not in WRITABLE:
-        raise UsageError(f"cannot write db version {args.to_version}; choose 3, 4, 5 or 6")
+        raise UsageError(f"cannot write db version {args.to_version}; choose {_CHOICE}")
     if not 0 <= args.session_expiry <= NEVER:
         raise UsageError("--session-expiry must be 0..4294967295 seconds")
     with open_input(args.file, endian=args.endian, db_only=True) as db:
