@@ -408,10 +408,14 @@ class StoreFile:
 
     # ------------------------------------------------------------ column batches
     def batches(self, t: int, rows: np.ndarray | None = None, *, names: Iterable[str] | None = None,
-                size: int = BATCH, sizes_only: Iterable[str] = ()) -> Iterator[Columns]:
+                size: int = BATCH, sizes_only: Iterable[str] = (),
+                extra: tuple[tuple[str, str, bool], ...] = ()) -> Iterator[Columns]:
         """Column batches of the rows (numbers ``rows``, ascending; default all) of chunk type ``t``,
         with the values ``names`` (default all), ``size`` rows at a time. ``sizes_only``: text or blob
-        values whose lengths alone are wanted (their spans have the sizes; their bytes are not read)."""
+        values whose lengths alone are wanted (their spans have the sizes; their bytes are not read).
+        ``extra``: (name, SQL expression, is bytes) read in the same scan, into ``ints`` (a NULL-free
+        integer) or ``spans`` (a NULL-free blob) under that name; only the columnar reader reads them, so
+        a batch read another way lacks them (the caller then asks sqlite itself)."""
         t = ChunkType(t)
         lengths = set(sizes_only)
         wanted = [(n, f"length({e})" if n in lengths else e) for n, e in ROWS[t].values
@@ -419,7 +423,7 @@ class StoreFile:
         if rows is None:  # every row, in rowid order: keyset pages, no rowid list needed
             done, after = 0, None
             while done < self.count[t]:
-                c = self._fetch(t, wanted, page=(done, after, size))
+                c = self._fetch(t, wanted, page=(done, after, size), extra=extra)
                 if not len(c):
                     break
                 yield c
@@ -430,15 +434,16 @@ class StoreFile:
             return
         pos = np.asarray(rows, np.int64) - self.first[t]
         for s in batches(len(pos), size):
-            yield self._fetch(t, wanted, pos=pos[s])
+            yield self._fetch(t, wanted, pos=pos[s], extra=extra)
 
     def _fetch(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None = None,
-               page: tuple[int, int | None, int] | None = None) -> Columns:
+               page: tuple[int, int | None, int] | None = None,
+               extra: tuple[tuple[str, str, bool], ...] = ()) -> Columns:
         """One batch: the rows at positions ``pos``, or the ``page`` (first position, rowid before it, size)."""
         assert self.con is not None
         table = ROWS[t].table
         with self._lock:
-            fast = self._fetch_columnar(t, wanted, pos=pos, page=page)
+            fast = self._fetch_columnar(t, wanted, pos=pos, page=page, extra=extra)
         if fast is not None:
             return fast
         select = ", ".join(["rowid"] + [e for _n, e in wanted])
@@ -472,7 +477,8 @@ class StoreFile:
             return None
 
     def _fetch_columnar(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None,
-                        page: tuple[int, int | None, int] | None) -> Columns | None:
+                        page: tuple[int, int | None, int] | None,
+                        extra: tuple[tuple[str, str, bool], ...] = ()) -> Columns | None:
         """:meth:`_fetch` without a Python object per value: the same SQL values, NULL-free (a NULL text
         is the empty one, as :meth:`_columns` takes it), read as numpy columns. None: not possible here."""
         if self._uri is None:
@@ -487,6 +493,7 @@ class StoreFile:
                 exprs.append(f"IFNULL(CAST({expr} AS BLOB), X'')")
             else:
                 exprs.append(expr)
+        exprs += [expr for _n, expr, _span in extra]
         select = ", ".join(exprs)
         if page is not None:
             first, after, size = page
@@ -525,8 +532,8 @@ class StoreFile:
         assert pos is not None
         if n != len(pos):
             raise CodecError(f"{table}: {len(pos)} rows asked for, {n} read (the store changed?)", path=self.path)
-        if any(c is not None and (isinstance(c, tuple) != (k > 0 and _is_span(t, wanted[k - 1]))) for k, c in
-               enumerate(cols)):
+        spanned = [False, *(_is_span(t, w) for w in wanted), *(span for _n, _e, span in extra)]
+        if any(c is not None and isinstance(c, tuple) != spanned[k] for k, c in enumerate(cols)):
             return None  # a column of another type than the SQL promises: the ordinary path decides
         rid = cols[0] if n else np.zeros(0, np.int64)
         ints: dict[str, np.ndarray] = {}
@@ -567,6 +574,15 @@ class StoreFile:
                 if kind in _MASK:  # the chunk field's width, as the plugin's C assignment truncates the int
                     v &= _MASK[kind]
                 ints[name] = v.view(np.uint64) if kind == "u64h" else v
+        for k, (name, _expr, span) in enumerate(extra, start=len(wanted) + 1):
+            col = cols[k]
+            if span:
+                ends, data = col if n else (np.zeros(1, np.int64), np.zeros(0, np.uint8))
+                spans[name] = (ends[:-1] + at, np.diff(ends))
+                parts_.append(data)
+                at += len(data)
+            else:
+                ints[name] = col if n else np.zeros(0, np.int64)
         data_ = np.concatenate(parts_) if parts_ else np.zeros(0, np.uint8)
         return Columns(t.label, V6, data_, 0, pos + self.first[t], rid, np.zeros(n, np.int64), ints, spans)
 
