@@ -321,6 +321,8 @@ class StoreFile:
             self._rowids: dict[ChunkType, np.ndarray] = {}
             self._uri = self._columnar_uri()
             self._fast: Any = None  # the columnar connection, opened when rows are first read
+            self._pages: dict[tuple, Columns] = {}  # page reads kept for a second reader (see _fetch)
+            self._kept = 0
         except _FAILURES as exc:
             self.close()
             raise StoreReadError.of(exc, self.path) from None
@@ -358,6 +360,13 @@ class StoreFile:
         if t not in self._rowids:
             assert self.con is not None
             with self._lock:
+                # rowids are distinct integers: as many as the table has rows between the first and the last
+                # are every number in between (the usual table: no row ever deleted), known without a scan
+                first, last = self.con.execute(f"SELECT (SELECT min(rowid) FROM {ROWS[t].table}), "  # one each:
+                                               f"(SELECT max(rowid) FROM {ROWS[t].table})").fetchone()  # no scan
+                if first is not None and last - first + 1 == self.count[t]:
+                    self._rowids[t] = np.arange(first, last + 1, dtype=np.int64)
+                    return self._rowids[t]
                 got = self._query_columns(f"SELECT rowid FROM {ROWS[t].table} ORDER BY rowid")
                 if got is not None:
                     ids = np.concatenate([b[0] for b in got]) if got else np.zeros(0, np.int64)
@@ -372,6 +381,7 @@ class StoreFile:
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:
+        self._pages = {}
         fast = getattr(self, "_fast", None)
         if fast is not None:
             fast.close()
@@ -442,8 +452,19 @@ class StoreFile:
         """One batch: the rows at positions ``pos``, or the ``page`` (first position, rowid before it, size)."""
         assert self.con is not None
         table = ROWS[t].table
+        # export reads the queues and the retains twice, as their kinds and for the messages view (in
+        # two threads): a page the columnar reader read is kept, within a budget and without the stored
+        # messages (their payloads), for the one identical read that may follow
+        key = (t, tuple(wanted), page) if page is not None and not extra and t != ChunkType.MSG_STORE else None
         with self._lock:
+            kept = self._pages.pop(key, None) if key is not None else None
+            if kept is not None:
+                self._kept -= _nbytes(kept)
+                return kept
             fast = self._fetch_columnar(t, wanted, pos=pos, page=page, extra=extra)
+            if fast is not None and key is not None and self._kept + _nbytes(fast) <= PAGE_BUDGET:
+                self._pages[key] = fast
+                self._kept += _nbytes(fast)
         if fast is not None:
             return fast
         select = ", ".join(["rowid"] + [e for _n, e in wanted])
@@ -703,10 +724,13 @@ class StoreFile:
             table = ROWS[t].table
             cols = [as_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
             expr = " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
+            # the same sizes without making a blob of each value (sqlite >= 3.43, as the columnar reader's is;
+            # an older one fails the statement and the rows are read below)
+            octets = " + ".join(f"IFNULL(octet_length({c}), 0)" for c in cols)
             a = self.first[t]
             n = self.count[t]
             with self._lock:
-                got = self._query_columns(f"SELECT {expr} FROM {table} ORDER BY rowid") if n else None
+                got = self._query_columns(f"SELECT {octets} FROM {table} ORDER BY rowid") if n else None
             if got is not None:
                 sizes = np.concatenate([b[0] for b in got]) if got else np.zeros(0, np.int64)
                 if len(sizes) != n:
@@ -717,6 +741,14 @@ class StoreFile:
             cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
             out[a:a + n] = np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
         return out
+
+
+PAGE_BUDGET = 64 << 20  # bytes of page reads kept for a second reader
+
+
+def _nbytes(c: Columns) -> int:
+    return (c.data.nbytes + c.index.nbytes + c.offset.nbytes + c.length.nbytes + sum(v.nbytes for v in c.ints.values())
+            + sum(a.nbytes + b.nbytes for a, b in c.spans.values()))
 
 
 def _is_span(t: ChunkType, want: tuple[str, str]) -> bool:
@@ -772,6 +804,16 @@ def expiry_counts(store: StoreFile, at: float) -> dict[str, dict[str, int]]:
 def store_expiries(store: StoreFile) -> dict[int, int]:
     """Store id -> expiry time of every stored message that expires (what its queue entries inherit)."""
     out: dict[int, int] = {}
+    exprs = dict(ROWS[ChunkType.MSG_STORE].values)
+    # a NULL or 0 (nearly every row) reads as 0 and never expires: passed over by sqlite, not read
+    with store._lock:
+        got = store._query_columns(f"SELECT {exprs['store_id']}, {exprs['expiry_time']} FROM base_msgs "
+                                   "WHERE expiry_time IS NOT NULL AND expiry_time IS NOT 0 ORDER BY rowid")
+    if got is not None:
+        for ids, expiry in got:
+            keep = expiry > 0
+            out.update(zip(ids[keep].view(np.uint64).tolist(), expiry[keep].tolist(), strict=True))
+        return out
     for c in store.batches(ChunkType.MSG_STORE, names=("store_id", "expiry_time")):
         keep = c.ints["expiry_time"] > 0
         out.update(zip(c.ints["store_id"][keep].tolist(), c.ints["expiry_time"][keep].tolist(), strict=True))
