@@ -94,11 +94,13 @@ class _Seen:
             return
         self.rowids.append(c.offset)
         self.ids.append(c.ints["store_id"].view(np.int64))
-        self.flags.append(flags)
-        if t == ChunkType.MSG_STORE:
-            self.topics.append((c.data, *c.spans["topic"]))
-        elif topic is not None:
-            self.topics.append((c.data, *topic))
+        self.flags.append(flags.astype(np.uint8))
+        spans = c.spans["topic"] if t == ChunkType.MSG_STORE else topic
+        if spans is not None:  # the topics' bytes alone (one run of the batch's buffer), not its other texts
+            start, size = spans
+            lo = int(start.min()) if len(start) else 0
+            hi = int((start + size).max()) if len(start) else 0
+            self.topics.append((c.data[lo:hi].copy(), start - lo, size))
 
     def column(self, part: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(part) if part else np.zeros(0, np.int64)
