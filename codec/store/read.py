@@ -320,6 +320,7 @@ class StoreFile:
                 self.types[self.first[t]:self.first[t] + self.count[t]] = int(t)
             self._rowids: dict[ChunkType, np.ndarray] = {}
             self._uri = self._columnar_uri()
+            self._fixed = self._uri is not None  # immutable or a private snapshot: nothing changes under us
             self._fast: Any = None  # the columnar connection, opened when rows are first read
             self._pages: dict[tuple, Columns] = {}  # page reads kept for a second reader (see _fetch)
             self._kept = 0
@@ -362,8 +363,11 @@ class StoreFile:
             with self._lock:
                 # rowids are distinct integers: as many as the table has rows between the first and the last
                 # are every number in between (the usual table: no row ever deleted), known without a scan
-                first, last = self.con.execute(f"SELECT (SELECT min(rowid) FROM {ROWS[t].table}), "  # one each:
-                                               f"(SELECT max(rowid) FROM {ROWS[t].table})").fetchone()  # no scan
+                # (when the rows counted on opening are still the rows: not a store a broker writes meanwhile)
+                first, last = None, None
+                if self._fixed:
+                    first, last = self.con.execute(f"SELECT (SELECT min(rowid) FROM {ROWS[t].table}), "  # a b-tree end each
+                                                   f"(SELECT max(rowid) FROM {ROWS[t].table})").fetchone()
                 if first is not None and last - first + 1 == self.count[t]:
                     self._rowids[t] = np.arange(first, last + 1, dtype=np.int64)
                     return self._rowids[t]
