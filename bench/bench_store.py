@@ -8,7 +8,7 @@ usage: python bench/bench_store.py --read [BIG.db] [--store BIG.sqlite3] [--runs
 parquet``) on the store and on the .db, alternately (store, .db, store, .db, ...), as child processes;
 per command the CPU seconds (user + system of the child and its threads, from wait4) and the peak
 RSS of each side as min-median-max, and the store/.db ratio (min-median-max of the per-pair CPU
-ratios), with the load average before and after. The store defaults to BIG.sqlite3 beside BIG.db
+ratios), and the range of the 1-minute load average over the runs. The store defaults to BIG.sqlite3 beside BIG.db
 (made once with ``mosqdb migrate`` when absent). CPU, not wall: the machine may be shared.
 
 Without ``--read``: in-place edits.
