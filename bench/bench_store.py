@@ -1,7 +1,17 @@
-"""In-place edits of a big Mosquitto 2.1 sqlite store: seconds and peak memory (min-median-max of N runs).
+"""A big Mosquitto 2.1 sqlite store against the .db it was made from; and in-place edits of it.
 
-usage: python bench/bench_store.py [BIG.db] [--runs 3] [--tmp DIR]
+usage: python bench/bench_store.py --read [BIG.db] [--store BIG.sqlite3] [--runs 3] [--only info,check,...]
+       python bench/bench_store.py [BIG.db] [--runs 3] [--tmp DIR]
        (BIG.db default: $MOSQDB_BIG or /tmp/big.db, made by ../shared/tools/make-big-db.sh)
+
+``--read``: the reading commands (``info``, ``check``, ``stats``, ``dump --json``, ``export --to
+parquet``) on the store and on the .db, alternately (store, .db, store, .db, ...), as child processes;
+per command the CPU seconds (user + system of the child and its threads, from wait4) and the peak
+RSS of each side as min-median-max, and the store/.db ratio (min-median-max of the per-pair CPU
+ratios), and the range of the 1-minute load average over the runs. The store defaults to BIG.sqlite3 beside BIG.db
+(made once with ``mosqdb migrate`` when absent). CPU, not wall: the machine may be shared.
+
+Without ``--read``: in-place edits.
 
 The store is made once from the big file (`mosqdb migrate BIG.db --to sqlite`, in a temp dir, never in the
 repository). Each run copies it afresh and times, as a child process, `rm-retained STORE 'fleet/site000/#'
@@ -22,7 +32,7 @@ import sys
 import tempfile
 import time
 
-from timing import spread
+from timing import child, spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(os.path.dirname(ROOT), "shared", "fixtures", "incoming", "2.1.2-a.sqlite3")
@@ -65,14 +75,67 @@ def run_child(args: list[str]) -> tuple[float, int, dict]:
     return dt, usage.ru_maxrss // 1024, json.loads(b"".join(chunks))
 
 
+AT = ["--at", "1700000000"]  # a fixed reference time: the same work on every run
+READ = {
+    "info": ["info"],
+    "check": ["check"],
+    "stats": ["stats"],
+    "dump --json": ["dump", "--json", *AT],
+    "export --to parquet": ["export", "--to", "parquet", *AT, "-q"],
+}
+
+
+def read_commands(big: str, store: str, runs: int, only: set[str] | None) -> None:
+    """Each reading command on the store and on the .db, alternately: CPU, peak RSS and the ratio."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    cmd = [sys.executable, "-m", "inspector.cli"]
+    tmp = tempfile.mkdtemp(prefix="bench-store-read-")
+    load = [os.getloadavg()[0]]
+    print(f"store {store} ({os.path.getsize(store) / 1e6:.0f} MB), .db {big} ({os.path.getsize(big) / 1e6:.0f} MB); "
+          f"{runs} runs each, alternating")
+    print(f"{'command':<22} {'store CPU s':<17} {'.db CPU s':<17} {'ratio':<17} {'store MiB':<13} {'.db MiB':<13}")
+    try:
+        for label, args in READ.items():
+            if only and label.split()[0] not in only:
+                continue
+            mine, theirs, ratios = [], [], []
+            for _ in range(runs):
+                got = []
+                for f in (store, big):
+                    out = ["-o", os.path.join(tmp, "export")] if args[0] == "export" else []
+                    shutil.rmtree(os.path.join(tmp, "export"), ignore_errors=True)
+                    # check exits 1 on errors; the big file's findings are warnings, but a bench should not die on it
+                    got.append(child([*cmd, *args, *out, f], cwd=ROOT, env=env, check=args[0] != "check"))
+                    load.append(os.getloadavg()[0])
+                mine.append(got[0])
+                theirs.append(got[1])
+                ratios.append(got[0].cpu / got[1].cpu)
+            print(f"{label:<22} {spread([r.cpu for r in mine]):<17} {spread([r.cpu for r in theirs]):<17} "
+                  f"{spread(ratios) + 'x':<17} {spread([r.rss for r in mine], '{:.0f}'):<13} "
+                  f"{spread([r.rss for r in theirs], '{:.0f}'):<13}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"load average (1 min) during the runs: {min(load):.1f}-{max(load):.1f} on {os.cpu_count()} cores")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("big", nargs="?", default=os.environ.get("MOSQDB_BIG", "/tmp/big.db"))
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tmp", default=None, help="where the store and its copies go (default: a new temp dir)")
+    ap.add_argument("--read", action="store_true", help="the reading commands on the store against the .db")
+    ap.add_argument("--store", default=None, help="with --read: the store made from BIG.db (default: beside it)")
+    ap.add_argument("--only", default="", help="with --read: comma-separated commands (info,check,stats,dump,export)")
     a = ap.parse_args()
     if not os.path.exists(a.big):
         sys.exit(f"{a.big}: missing; run bash ../shared/tools/make-big-db.sh {a.big}")
+    if a.read:
+        store = a.store or os.path.splitext(a.big)[0] + ".sqlite3"
+        if not os.path.exists(store):
+            print(f"making the 2.1 store {store} from {a.big} (once) ...", flush=True)
+            run_child(["migrate", a.big, "--to", "sqlite", "-o", store, "--json", "-q"])
+        read_commands(a.big, store, a.runs, {x.strip() for x in a.only.split(",") if x.strip()} or None)
+        return
     tmp = tempfile.mkdtemp(prefix="bench-store-", dir=a.tmp)
     base = os.path.join(tmp, "base.sqlite3")
     try:

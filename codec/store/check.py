@@ -10,7 +10,10 @@ rules instead, worded for tables, with what Mosquitto 2.1.2 does on load (``rest
 
 * ``schema``: ``version_info`` must say 1.1.x (1.0 is upgraded by the plugin; any other version
   makes it refuse to start); missing indexes make every delete a table scan;
-* ``sqlite``: ``PRAGMA quick_check`` (pages, records, indexes);
+* ``sqlite``: ``PRAGMA quick_check`` (pages, records, indexes). The broker checks nothing on open
+  (``init.c`` opens the file and sets its pragmas), so a damaged page would otherwise show only when
+  the broker reaches it; it is the one whole-file pass left besides the rows' scan (0.6-0.9 s of CPU
+  on a 490 MB store);
 * ``missing-message``: a queue entry or retain whose ``base_msgs`` row is missing (dropped on load);
 * ``no-session``: a queue entry or subscription whose client has no ``clients`` row (2.1 drops
   them, where 2.0 made the session);
@@ -23,12 +26,18 @@ rules instead, worded for tables, with what Mosquitto 2.1.2 does on load (``rest
 * ``will``: a will of a client without a session (published when the broker starts);
 * ``wal``: a ``-wal`` file beside the store (a broker is running, or was not shut down cleanly).
 
+The row rules' SQL (joins against ``base_msgs``, scans for odd values) would each read the tables
+again; the scan the .db rules make reads, in the same statements, one column of flags per table and the
+retains' topics, and each rule's SQL then runs only on the rows that may have something to report
+(:func:`_candidates`), deciding on them exactly as on the whole table.
+
 Findings name the table and rowid: ``chunk_type`` is the table, ``chunk_index`` the rowid,
 ``field`` the column; ``offset`` is None.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 import time
@@ -55,6 +64,54 @@ def _column(expr: str) -> str:
 
 
 COLUMN = {(t, name): _column(expr) for t, r in ROWS.items() for name, expr in r.values}
+
+
+# What the store's own rules need from the rows, read in the scan the .db rules make anyway (one column
+# of flags per table, and the retains' topics), so that the rules' SQL runs only on the rows that may
+# have something to report instead of joining and scanning the tables again. A flag is the rule's own
+# SQL predicate or a sign that the values read (cast to integers, NULL read as empty) may not stand for
+# what the rule compares (a store id that is not an integer, a topic that is not text).
+_STORE_ID = "(typeof(store_id) != 'integer')"
+_EXTRA: dict[ChunkType, tuple[tuple[str, str, bool], ...]] = {
+    ChunkType.MSG_STORE: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text') + 4 * (properties IS NOT NULL) "
+                           "+ 8 * (CAST(IFNULL(payloadlen, 0) AS INTEGER) IS NOT IFNULL(length(CAST(payload AS BLOB)), 0))",
+                           False),),
+    ChunkType.CLIENT_MSG: (("\0flags", _STORE_ID, False),),
+    ChunkType.RETAIN: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text')", False),
+                       ("\0topic", "IFNULL(CAST(topic AS BLOB), X'')", True)),
+}
+_ODD_ID, _ODD_TOPIC, _PROPERTIES, _PAYLOADLEN = 1, 2, 4, 8
+
+
+class _Seen:
+    """Per table, what the scan read for the store's rules: rowids, store ids, flags (all None when a batch
+    came another way than the columnar reader, which reads no flags)."""
+
+    def __init__(self) -> None:
+        self.complete = True
+        self.rowids: list[np.ndarray] = []
+        self.ids: list[np.ndarray] = []
+        self.flags: list[np.ndarray] = []
+        self.topics: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (data, starts, sizes) per batch
+
+    def add(self, c: Columns, t: ChunkType) -> None:
+        flags = c.ints.pop("\0flags", None)
+        topic = c.spans.pop("\0topic", None)
+        if flags is None:
+            self.complete = False
+            return
+        self.rowids.append(c.offset)
+        self.ids.append(c.ints["store_id"].view(np.int64))
+        self.flags.append(flags.astype(np.uint8))
+        spans = c.spans["topic"] if t == ChunkType.MSG_STORE else topic
+        if spans is not None:  # the topics' bytes alone (one run of the batch's buffer), not its other texts
+            start, size = spans
+            lo = int(start.min()) if len(start) else 0
+            hi = int((start + size).max()) if len(start) else 0
+            self.topics.append((c.data[lo:hi].copy(), start - lo, size))
+
+    def column(self, part: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate(part) if part else np.zeros(0, np.int64)
 
 
 class _StoreCheck(Checker):
@@ -84,13 +141,19 @@ class _StoreCheck(Checker):
         self.clients = set()
         self.cfg_last_db_id = None
         self.cfg_seen = 1  # a store has no cfg row: nothing to say about one
+        self.seen = {t: _Seen() for t in _EXTRA}
 
     def batches(self, t: int) -> Iterator[tuple[Layout, Columns]]:
-        if ChunkType(t) not in ROWS:
+        t = ChunkType(t)
+        if t not in ROWS:
             return
         layout = layout_for(6, t)
         assert layout is not None
-        for c in self.store.batches(t, sizes_only=("payload",)):  # the rules look at payload sizes only
+        extra = _EXTRA.get(t, ())
+        # the rules look at payload sizes only
+        for c in self.store.batches(t, sizes_only=("payload",), extra=extra):
+            if extra:
+                self.seen[t].add(c, t)
             self.offsets[c.index] = c.offset
             yield layout, c
             self.tick(len(c))
@@ -121,24 +184,135 @@ def check_store(store: StoreFile, *, at: float | None = None, limit: int | None 
             f.field = COLUMN.get((t, f.field or ""), f.field)
         f.offset = None
         found.append(f)
-    rules = _Rules(store, limit)
+    rules = _Rules(store, limit, _candidates(run.seen))
     rules.run()
     if progress is not None:
         progress(store.size, store.size)
     return rules.head + found + rules.rows
 
 
-class _Rules:
-    """The store's own rules, in SQL (each capped at ``limit`` findings like the .db rules)."""
+def _candidates(seen: dict[ChunkType, _Seen]) -> dict[str, np.ndarray]:
+    """Per rule of :class:`_Rules` that the scan can narrow: the rowids of the rows its SQL may report
+    (every row it reports is among them: the SQL, run on them alone, decides as on the whole table).
+    A rule left out runs on the whole table."""
+    out: dict[str, np.ndarray] = {}
+    b, q, r = seen[ChunkType.MSG_STORE], seen[ChunkType.CLIENT_MSG], seen[ChunkType.RETAIN]
+    if b.complete:
+        bflags, brow = b.column(b.flags), b.column(b.rowids)
+        out["payloadlen"] = brow[bflags & _PAYLOADLEN != 0]
+        out["properties"] = brow[bflags & _PROPERTIES != 0]
+        out["number-topic base_msgs"] = brow[bflags & _ODD_TOPIC != 0]
+    if r.complete:
+        out["number-topic retains"] = r.column(r.rowids)[r.column(r.flags) & _ODD_TOPIC != 0]
+    if not (b.complete and q.complete and r.complete):
+        return out
+    bflags, qflags, rflags = b.column(b.flags), q.column(q.flags), r.column(r.flags)
+    if (bflags & _ODD_ID).any() or (qflags & _ODD_ID).any() or (rflags & _ODD_ID).any():
+        return out  # a store id that is not an integer: sqlite's comparison is not the numbers'
+    ids, rids = b.column(b.ids), r.column(r.ids)
+    if bool((ids[1:] > ids[:-1]).all()):  # the usual store: ids ascend with the rowids
+        order, sorted_ids = np.arange(len(ids)), ids
+    else:
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+    out["missing-message client_msgs"] = q.column(q.rowids)[~_member(sorted_ids, q.column(q.ids))]
+    found = _member(sorted_ids, rids)
+    rrow = r.column(r.rowids)
+    out["missing-message retains"] = rrow[~found]
+    unique = not len(sorted_ids) or bool((sorted_ids[1:] != sorted_ids[:-1]).all())
+    if unique and not (bflags & _ODD_TOPIC).any() and not (rflags & _ODD_TOPIC).any():
+        # every topic is text, so its bytes are what the rule compares: the retains whose topic differs
+        # from their message's
+        target = np.full(len(rids), -1, np.int64)  # per retain: its message's position among the stores
+        target[found] = order[np.searchsorted(sorted_ids, rids[found])]
+        out["retain-topic"] = rrow[_topics_differ(r.topics, b.topics, target)]
+    return out
 
-    def __init__(self, store: StoreFile, limit: int | None) -> None:
+
+def _member(sorted_ids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Whether each of ``ids`` is in ``sorted_ids``."""
+    if not len(sorted_ids):
+        return np.zeros(len(ids), bool)
+    w = np.minimum(np.searchsorted(sorted_ids, ids), len(sorted_ids) - 1)
+    return sorted_ids[w] == ids
+
+
+Spans = list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # per batch: (bytes, starts, sizes)
+
+
+def _topics_differ(mine: Spans, theirs: Spans, target: np.ndarray) -> np.ndarray:
+    """Per value of ``mine`` (all batches in order): whether it differs from value ``target`` of ``theirs``
+    (False where ``target`` is -1). Compared batch against batch, in place."""
+    bounds = np.cumsum([0, *(len(sz) for _d, _st, sz in theirs)])
+    out = np.zeros(len(target), bool)
+    at = 0
+    for data, start, size in mine:
+        tg = target[at:at + len(size)]
+        has = np.flatnonzero(tg >= 0)
+        batch = np.searchsorted(bounds, tg[has], side="right") - 1
+        for k in np.unique(batch).tolist():
+            pick = has[batch == k]
+            their_data, their_start, their_size = theirs[k]
+            row = tg[pick] - bounds[k]
+            n = size[pick]
+            differ = n != their_size[row]
+            same = np.flatnonzero(~differ)
+            differ[same] = _bytes_differ(data, start[pick[same]], their_data, their_start[row[same]], n[same])
+            out[at + pick] = differ
+        at += len(size)
+    return out
+
+
+def _bytes_differ(a: np.ndarray, astart: np.ndarray, b: np.ndarray, bstart: np.ndarray, size: np.ndarray,
+                  rows: int = 1 << 16) -> np.ndarray:
+    """Whether value k of ``a`` (``astart[k]``, ``size[k]`` bytes) differs from that of ``b`` (as long):
+    compared 8 bytes at a time, the last word of a value ending at its end (overlapping the one before),
+    values shorter than 8 bytes byte by byte; nothing is read outside a value."""
+    out = np.zeros(len(size), bool)
+    short = np.flatnonzero(size < 8)
+    for j in range(7):
+        k = short[size[short] > j]
+        out[k] |= a[astart[k] + j] != b[bstart[k] + j]
+    long = np.flatnonzero(size >= 8)
+    if not len(long):
+        return out
+    wa = np.ndarray((len(a) - 7,), "<u8", a, 0, (1,))  # the 8 bytes from each offset, unaligned
+    wb = np.ndarray((len(b) - 7,), "<u8", b, 0, (1,))
+    for s in range(0, len(long), rows):
+        part = long[s:s + rows]
+        n = size[part]
+        words = (n + 7) // 8
+        row = np.repeat(np.arange(len(part)), words)
+        k = np.arange(len(row)) - np.repeat(np.cumsum(words) - words, words)
+        at = np.minimum(8 * k, n[row] - 8)
+        diff = wa[astart[part][row] + at] != wb[bstart[part][row] + at]
+        out[part] = np.bincount(row[diff], minlength=len(part)) > 0
+    return out
+
+
+class _Rules:
+    """The store's own rules, in SQL (each capped at ``limit`` findings like the .db rules). ``only``: per
+    rule (:func:`_candidates`), the rowids its SQL is run on instead of the whole table."""
+
+    def __init__(self, store: StoreFile, limit: int | None, only: dict[str, np.ndarray] | None = None) -> None:
         assert store.con is not None
         self.store, self.con, self.limit = store, store.con, limit
+        self.only = only or {}
         self.head: list[Finding] = []  # findings about the whole store
         self.rows: list[Finding] = []
 
     def each(self, severity: str, rule: str, table: str, field: str | None, sql: str,
-             message: Callable[[tuple], str | None], params: tuple = ()) -> None:
+             message: Callable[[tuple], str | None], params: tuple = (), *, key: str | None = None,
+             alias: str = "") -> None:
+        """Run ``sql`` (its ``{only}`` the place for a condition on ``alias``.rowid) and report its rows."""
+        rowids = self.only.get(key or rule)
+        if rowids is not None and not len(rowids):
+            return  # the scan found no row the rule could report
+        if rowids is None:
+            sql = sql.replace("{only}", "")
+        else:
+            sql = sql.replace("{only}", f" AND {alias + '.' if alias else ''}rowid IN (SELECT value FROM json_each(?))")
+            params = (*params, json.dumps(rowids.tolist()))
         n = 0
         for row in self.con.execute(sql, params):
             text = message(row)
@@ -189,54 +363,55 @@ class _Rules:
     def references(self) -> None:
         self.each("error", "missing-message", "client_msgs", "store_id",
                   "SELECT q.rowid, q.client_id, q.store_id FROM client_msgs q WHERE NOT EXISTS "
-                  "(SELECT 1 FROM base_msgs b WHERE b.store_id = q.store_id) ORDER BY q.rowid",
+                  "(SELECT 1 FROM base_msgs b WHERE b.store_id = q.store_id){only} ORDER BY q.rowid",
                   lambda r: f"queue entry of {_t(r[1])!r} for store {_u(r[2])} whose base_msgs row is missing: "
-                            "the broker drops it on load")
+                            "the broker drops it on load", key="missing-message client_msgs", alias="q")
         self.each("error", "missing-message", "retains", "store_id",
                   "SELECT r.rowid, r.topic, r.store_id FROM retains r WHERE NOT EXISTS "
-                  "(SELECT 1 FROM base_msgs b WHERE b.store_id = r.store_id) ORDER BY r.rowid",
+                  "(SELECT 1 FROM base_msgs b WHERE b.store_id = r.store_id){only} ORDER BY r.rowid",
                   lambda r: f"retained message on {_t(r[1])!r} points at store {_u(r[2])} whose base_msgs row is "
-                            "missing: the broker drops it on load")
+                            "missing: the broker drops it on load", key="missing-message retains", alias="r")
         for table, what in (("client_msgs", "queue entry"), ("subscriptions", "subscription")):
             self.each("warning", "no-session", table, "client_id",
                       f"SELECT x.rowid, x.client_id FROM {table} x WHERE NOT EXISTS "
-                      "(SELECT 1 FROM clients c WHERE c.client_id = x.client_id) ORDER BY x.rowid",
+                      "(SELECT 1 FROM clients c WHERE c.client_id = x.client_id){only} ORDER BY x.rowid",
                       lambda r, what=what: f"{what} of {_t(r[1])!r}, which has no clients row: Mosquitto 2.1 drops "
                                            "it on load (2.0 made a session)")
         self.each("warning", "retain-topic", "retains", "topic",
                   "SELECT r.rowid, r.topic, b.topic FROM retains r JOIN base_msgs b ON b.store_id = r.store_id "
-                  "WHERE CAST(r.topic AS BLOB) IS NOT CAST(b.topic AS BLOB) ORDER BY r.rowid",
+                  "WHERE CAST(r.topic AS BLOB) IS NOT CAST(b.topic AS BLOB){only} ORDER BY r.rowid",
                   lambda r: f"retained under {_t(r[1])!r} but its message's topic is {_t(r[2])!r}: the broker "
-                            f"serves it to subscribers of {_t(r[1])!r}")
+                            f"serves it to subscribers of {_t(r[1])!r}", alias="r")
         if "wills" in self.store.figures.tables:
             self.each("warning", "will", "wills", "client_id",
                       "SELECT w.rowid, w.client_id FROM wills w WHERE NOT EXISTS "
-                      "(SELECT 1 FROM clients c WHERE c.client_id = w.client_id) ORDER BY w.rowid",
+                      "(SELECT 1 FROM clients c WHERE c.client_id = w.client_id){only} ORDER BY w.rowid",
                       lambda r: f"will of {_t(r[1])!r}, which has no session: the broker publishes it when it starts")
 
     def values(self) -> None:
         self.each("error", "payloadlen", "base_msgs", "payloadlen",
                   "SELECT rowid, store_id, CAST(IFNULL(payloadlen, 0) AS INTEGER), IFNULL(length(CAST(payload AS BLOB)), "
                   "0), typeof(payloadlen) FROM base_msgs WHERE CAST(IFNULL(payloadlen, 0) AS INTEGER) IS NOT "
-                  "IFNULL(length(CAST(payload AS BLOB)), 0) ORDER BY rowid", _payloadlen)
+                  "IFNULL(length(CAST(payload AS BLOB)), 0){only} ORDER BY rowid", _payloadlen)
 
         def props(r: tuple) -> str | None:
             _props, problems = restored_properties(r[2])
             return f"store {_u(r[1])}: {'; '.join(problems)}" if problems else None
 
         self.each("warning", "properties", "base_msgs", "properties",
-                  "SELECT rowid, store_id, properties FROM base_msgs WHERE properties IS NOT NULL ORDER BY rowid", props)
+                  "SELECT rowid, store_id, properties FROM base_msgs WHERE properties IS NOT NULL{only} ORDER BY rowid",
+                  props)
         self.each("warning", "range", "subscriptions", "subscription_identifier",
-                  "SELECT rowid, subscription_identifier FROM subscriptions WHERE subscription_identifier < 0 "
-                  "OR subscription_identifier > 268435455 ORDER BY rowid",
+                  "SELECT rowid, subscription_identifier FROM subscriptions WHERE (subscription_identifier < 0 "
+                  "OR subscription_identifier > 268435455){only} ORDER BY rowid",
                   lambda r: f"subscription identifier {r[1]} is outside 0..268435455")
         for table, col in (("base_msgs", "topic"), ("retains", "topic"), ("subscriptions", "topic"),
                            ("clients", "client_id"), ("client_msgs", "client_id")):
             self.each("warning", "number-topic", table, col,
                       f"SELECT rowid, typeof({col}), CAST({col} AS TEXT) FROM {table} "
-                      f"WHERE typeof({col}) IN ('integer', 'real') ORDER BY rowid",
+                      f"WHERE typeof({col}) IN ('integer', 'real'){{only}} ORDER BY rowid",
                       lambda r, col=col: f"{col} is stored as {_t(r[1])} (a STRING column has NUMERIC affinity): the "
-                                         f"broker reads it back as the text {_t(r[2])!r}")
+                                         f"broker reads it back as the text {_t(r[2])!r}", key=f"number-topic {table}")
 
 
 def _payloadlen(r: tuple) -> str:

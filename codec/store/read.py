@@ -320,7 +320,10 @@ class StoreFile:
                 self.types[self.first[t]:self.first[t] + self.count[t]] = int(t)
             self._rowids: dict[ChunkType, np.ndarray] = {}
             self._uri = self._columnar_uri()
+            self._fixed = self._uri is not None  # immutable or a private snapshot: nothing changes under us
             self._fast: Any = None  # the columnar connection, opened when rows are first read
+            self._pages: dict[tuple, Columns] = {}  # page reads kept for a second reader (see _fetch)
+            self._kept = 0
         except _FAILURES as exc:
             self.close()
             raise StoreReadError.of(exc, self.path) from None
@@ -358,6 +361,16 @@ class StoreFile:
         if t not in self._rowids:
             assert self.con is not None
             with self._lock:
+                # rowids are distinct integers: as many as the table has rows between the first and the last
+                # are every number in between (the usual table: no row ever deleted), known without a scan
+                # (when the rows counted on opening are still the rows: not a store a broker writes meanwhile)
+                first, last = None, None
+                if self._fixed:
+                    first, last = self.con.execute(f"SELECT (SELECT min(rowid) FROM {ROWS[t].table}), "  # a b-tree end each
+                                                   f"(SELECT max(rowid) FROM {ROWS[t].table})").fetchone()
+                if first is not None and last - first + 1 == self.count[t]:
+                    self._rowids[t] = np.arange(first, last + 1, dtype=np.int64)
+                    return self._rowids[t]
                 got = self._query_columns(f"SELECT rowid FROM {ROWS[t].table} ORDER BY rowid")
                 if got is not None:
                     ids = np.concatenate([b[0] for b in got]) if got else np.zeros(0, np.int64)
@@ -372,6 +385,7 @@ class StoreFile:
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:
+        self._pages = {}
         fast = getattr(self, "_fast", None)
         if fast is not None:
             fast.close()
@@ -408,10 +422,14 @@ class StoreFile:
 
     # ------------------------------------------------------------ column batches
     def batches(self, t: int, rows: np.ndarray | None = None, *, names: Iterable[str] | None = None,
-                size: int = BATCH, sizes_only: Iterable[str] = ()) -> Iterator[Columns]:
+                size: int = BATCH, sizes_only: Iterable[str] = (),
+                extra: tuple[tuple[str, str, bool], ...] = ()) -> Iterator[Columns]:
         """Column batches of the rows (numbers ``rows``, ascending; default all) of chunk type ``t``,
         with the values ``names`` (default all), ``size`` rows at a time. ``sizes_only``: text or blob
-        values whose lengths alone are wanted (their spans have the sizes; their bytes are not read)."""
+        values whose lengths alone are wanted (their spans have the sizes; their bytes are not read).
+        ``extra``: (name, SQL expression, is bytes) read in the same scan, into ``ints`` (a NULL-free
+        integer) or ``spans`` (a NULL-free blob) under that name; only the columnar reader reads them, so
+        a batch read another way lacks them (the caller then asks sqlite itself)."""
         t = ChunkType(t)
         lengths = set(sizes_only)
         wanted = [(n, f"length({e})" if n in lengths else e) for n, e in ROWS[t].values
@@ -419,7 +437,7 @@ class StoreFile:
         if rows is None:  # every row, in rowid order: keyset pages, no rowid list needed
             done, after = 0, None
             while done < self.count[t]:
-                c = self._fetch(t, wanted, page=(done, after, size))
+                c = self._fetch(t, wanted, page=(done, after, size), extra=extra)
                 if not len(c):
                     break
                 yield c
@@ -430,15 +448,27 @@ class StoreFile:
             return
         pos = np.asarray(rows, np.int64) - self.first[t]
         for s in batches(len(pos), size):
-            yield self._fetch(t, wanted, pos=pos[s])
+            yield self._fetch(t, wanted, pos=pos[s], extra=extra)
 
     def _fetch(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None = None,
-               page: tuple[int, int | None, int] | None = None) -> Columns:
+               page: tuple[int, int | None, int] | None = None,
+               extra: tuple[tuple[str, str, bool], ...] = ()) -> Columns:
         """One batch: the rows at positions ``pos``, or the ``page`` (first position, rowid before it, size)."""
         assert self.con is not None
         table = ROWS[t].table
+        # export reads the queues and the retains twice, as their kinds and for the messages view (in
+        # two threads): a page the columnar reader read is kept, within a budget and without the stored
+        # messages (their payloads), for the one identical read that may follow
+        key = (t, tuple(wanted), page) if page is not None and not extra and t != ChunkType.MSG_STORE else None
         with self._lock:
-            fast = self._fetch_columnar(t, wanted, pos=pos, page=page)
+            kept = self._pages.pop(key, None) if key is not None else None
+            if kept is not None:
+                self._kept -= _nbytes(kept)
+                return kept
+            fast = self._fetch_columnar(t, wanted, pos=pos, page=page, extra=extra)
+            if fast is not None and key is not None and self._kept + _nbytes(fast) <= PAGE_BUDGET:
+                self._pages[key] = fast
+                self._kept += _nbytes(fast)
         if fast is not None:
             return fast
         select = ", ".join(["rowid"] + [e for _n, e in wanted])
@@ -472,7 +502,8 @@ class StoreFile:
             return None
 
     def _fetch_columnar(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None,
-                        page: tuple[int, int | None, int] | None) -> Columns | None:
+                        page: tuple[int, int | None, int] | None,
+                        extra: tuple[tuple[str, str, bool], ...] = ()) -> Columns | None:
         """:meth:`_fetch` without a Python object per value: the same SQL values, NULL-free (a NULL text
         is the empty one, as :meth:`_columns` takes it), read as numpy columns. None: not possible here."""
         if self._uri is None:
@@ -487,6 +518,7 @@ class StoreFile:
                 exprs.append(f"IFNULL(CAST({expr} AS BLOB), X'')")
             else:
                 exprs.append(expr)
+        exprs += [expr for _n, expr, _span in extra]
         select = ", ".join(exprs)
         if page is not None:
             first, after, size = page
@@ -525,8 +557,8 @@ class StoreFile:
         assert pos is not None
         if n != len(pos):
             raise CodecError(f"{table}: {len(pos)} rows asked for, {n} read (the store changed?)", path=self.path)
-        if any(c is not None and (isinstance(c, tuple) != (k > 0 and _is_span(t, wanted[k - 1]))) for k, c in
-               enumerate(cols)):
+        spanned = [False, *(_is_span(t, w) for w in wanted), *(span for _n, _e, span in extra)]
+        if any(c is not None and isinstance(c, tuple) != spanned[k] for k, c in enumerate(cols)):
             return None  # a column of another type than the SQL promises: the ordinary path decides
         rid = cols[0] if n else np.zeros(0, np.int64)
         ints: dict[str, np.ndarray] = {}
@@ -567,6 +599,15 @@ class StoreFile:
                 if kind in _MASK:  # the chunk field's width, as the plugin's C assignment truncates the int
                     v &= _MASK[kind]
                 ints[name] = v.view(np.uint64) if kind == "u64h" else v
+        for k, (name, _expr, span) in enumerate(extra, start=len(wanted) + 1):
+            col = cols[k]
+            if span:
+                ends, data = col if n else (np.zeros(1, np.int64), np.zeros(0, np.uint8))
+                spans[name] = (ends[:-1] + at, np.diff(ends))
+                parts_.append(data)
+                at += len(data)
+            else:
+                ints[name] = col if n else np.zeros(0, np.int64)
         data_ = np.concatenate(parts_) if parts_ else np.zeros(0, np.uint8)
         return Columns(t.label, V6, data_, 0, pos + self.first[t], rid, np.zeros(n, np.int64), ints, spans)
 
@@ -687,10 +728,13 @@ class StoreFile:
             table = ROWS[t].table
             cols = [as_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
             expr = " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
+            # the same sizes without making a blob of each value (sqlite >= 3.43, as the columnar reader's is;
+            # an older one fails the statement and the rows are read below)
+            octets = " + ".join(f"IFNULL(octet_length({c}), 0)" for c in cols)
             a = self.first[t]
             n = self.count[t]
             with self._lock:
-                got = self._query_columns(f"SELECT {expr} FROM {table} ORDER BY rowid") if n else None
+                got = self._query_columns(f"SELECT {octets} FROM {table} ORDER BY rowid") if n else None
             if got is not None:
                 sizes = np.concatenate([b[0] for b in got]) if got else np.zeros(0, np.int64)
                 if len(sizes) != n:
@@ -701,6 +745,14 @@ class StoreFile:
             cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
             out[a:a + n] = np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
         return out
+
+
+PAGE_BUDGET = 64 << 20  # bytes of page reads kept for a second reader
+
+
+def _nbytes(c: Columns) -> int:
+    return (c.data.nbytes + c.index.nbytes + c.offset.nbytes + c.length.nbytes + sum(v.nbytes for v in c.ints.values())
+            + sum(a.nbytes + b.nbytes for a, b in c.spans.values()))
 
 
 def _is_span(t: ChunkType, want: tuple[str, str]) -> bool:
@@ -756,6 +808,16 @@ def expiry_counts(store: StoreFile, at: float) -> dict[str, dict[str, int]]:
 def store_expiries(store: StoreFile) -> dict[int, int]:
     """Store id -> expiry time of every stored message that expires (what its queue entries inherit)."""
     out: dict[int, int] = {}
+    exprs = dict(ROWS[ChunkType.MSG_STORE].values)
+    # a NULL or 0 (nearly every row) reads as 0 and never expires: passed over by sqlite, not read
+    with store._lock:
+        got = store._query_columns(f"SELECT {exprs['store_id']}, {exprs['expiry_time']} FROM base_msgs "
+                                   "WHERE expiry_time IS NOT NULL AND expiry_time IS NOT 0 ORDER BY rowid")
+    if got is not None:
+        for ids, expiry in got:
+            keep = expiry > 0
+            out.update(zip(ids[keep].view(np.uint64).tolist(), expiry[keep].tolist(), strict=True))
+        return out
     for c in store.batches(ChunkType.MSG_STORE, names=("store_id", "expiry_time")):
         keep = c.ints["expiry_time"] > 0
         out.update(zip(c.ints["store_id"][keep].tolist(), c.ints["expiry_time"][keep].tolist(), strict=True))
