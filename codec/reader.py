@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from codec.engine import Record, Span, decode_chunk, walked_size
@@ -156,12 +156,20 @@ class DbFile:
         self._index: ChunkIndex | None = None
         self._scan: Iterator[int] | None = None
         self._lock = threading.Lock()
+        self._on_close: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------ lifecycle
+    def on_close(self, action: Callable[[], None]) -> None:
+        """Run ``action`` when the file is closed (a temporary image removes its directory then, not at exit:
+        a long-lived process, the TUI or a fuzzer, would otherwise keep every one it made)."""
+        self._on_close.append(action)
+
     def close(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+        while self._on_close:
+            self._on_close.pop()()
 
     def __enter__(self) -> DbFile:
         return self

@@ -10,6 +10,7 @@ known and opened read-only is the store's own (:mod:`codec.store.connect`); both
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import shutil
 from typing import Any
@@ -56,11 +57,23 @@ def as_db(db: Any, *, endian: str = "little") -> DbFile:
 
     db.close()
     tmp = safefile.new_private_dir("mosqdb-sqlite-")
-    atexit.register(shutil.rmtree, tmp, True)
-    out = os.path.join(tmp, os.path.basename(db.path) + ".db")
-    sqlite_to_db(db.path, out)
-    image = DbFile(out, endian=endian)
+    remove = functools.partial(shutil.rmtree, tmp, True)
+    atexit.register(remove)  # the process ends without closing the image
+    try:
+        out = os.path.join(tmp, os.path.basename(db.path) + ".db")
+        sqlite_to_db(db.path, out)
+        image = DbFile(out, endian=endian)
+    except BaseException:
+        remove()
+        atexit.unregister(remove)
+        raise
     image.source_path = db.source_path
+
+    def removed() -> None:
+        remove()
+        atexit.unregister(remove)
+
+    image.on_close(removed)
     return image
 
 

@@ -24,3 +24,17 @@ def test_open_any_gives_the_contract_for_both_formats() -> None:
 
 def test_the_contract_is_exported_by_the_codec_package() -> None:
     assert codec.Storage is Storage and "open_any" in codec.__all__ and "Storage" in codec.__all__
+
+
+def test_a_stores_temporary_image_is_removed_when_closed() -> None:
+    """A store read as .db records (codec.sources.as_db) leaves no directory behind once closed: a long-lived
+    process (the TUI, a fuzzer) would otherwise keep one per opening until it exits."""
+    import os
+
+    from codec.sources import as_db
+
+    image = as_db(codec.open_any(SQLITE_STORES[0]))
+    folder = os.path.dirname(image.path)
+    assert os.path.isdir(folder) and len(image) > 0 and image.source_path == str(SQLITE_STORES[0])
+    image.close()
+    assert not os.path.exists(folder)
