@@ -17,6 +17,8 @@ template_ref, is_definition, metrics, parameters}``, PropertySets a ``{key: valu
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import struct
 from typing import Any
@@ -299,3 +301,116 @@ def metric_rows(topic: str, value: dict[str, Any]) -> list[dict[str, Any]]:
             "timestamp": m.get("timestamp"),
         })
     return rows
+
+
+# ---------------------------------------------------------------- the fast path of big files
+# Most metrics are a name and/or alias, a timestamp, a datatype and one scalar value. For those the
+# faces need the same few things: the value as JSON text (payload_json, dump, the metrics table's
+# ``value``) and the pieces around it, which repeat (names, aliases, datatypes). ``flat`` reads such a
+# message with a few attribute reads per metric (the runtime's ``ListFields`` costs several times
+# more), and ``FlatJson`` writes the text json.dumps would write for ``payload_json(msg)``, from
+# pieces cached by (name, alias) and datatype. A message with anything else (arrays, datasets,
+# templates, properties, metadata, flags) takes the general path: ``flat`` answers None.
+
+_SCALARS = {"int_value": 0, "long_value": 1, "float_value": 2, "double_value": 2, "boolean_value": 3,
+            "string_value": 4}
+_STRING = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_isfinite = math.isfinite
+
+Flat = tuple  # (name, alias, timestamp, datatype code, value, value as JSON text), None where unset
+
+
+def flat(msg: Any) -> tuple[tuple[Any, Any, Any, Any], list[Flat]] | None:
+    """(timestamp, seq, uuid, body as base64) and the metrics of a message, or None when a metric is
+    not a plain scalar one (then :func:`payload_json` is the reader)."""
+    metrics: list[Flat] = []
+    add = metrics.append
+    for m in msg.metrics:
+        which = m.WhichOneof("value")
+        kind = _SCALARS.get(which, 5) if which is not None else -1
+        if kind == 5 or m.is_null or m.is_historical or m.is_transient or m.HasField("properties") \
+                or m.HasField("metadata"):
+            return None
+        name = m.name
+        if not name and not m.HasField("name"):
+            name = None
+        alias = m.alias
+        if not alias and not m.HasField("alias"):
+            alias = None
+        ts = m.timestamp
+        if not ts and not m.HasField("timestamp"):
+            ts = None
+        dt = m.datatype
+        if not dt and not m.HasField("datatype"):
+            dt = None
+        if kind < 0:
+            add((name, alias, ts, dt, None, "null"))
+            continue
+        v = getattr(m, which)
+        if kind <= 1:
+            bits = _SIGNED_BITS.get(dt) if dt else None
+            if bits is not None:
+                v = _signed(v, bits, 64 if kind else 32)
+            add((name, alias, ts, dt, v, str(v)))
+        elif kind == 2:
+            if _isfinite(v):
+                add((name, alias, ts, dt, v, repr(v)))
+            else:
+                v = plain_float(v)
+                add((name, alias, ts, dt, v, _STRING(v)))
+        elif kind == 3:
+            add((name, alias, ts, dt, v, "true" if v else "false"))
+        else:
+            add((name, alias, ts, dt, v, _STRING(v)))
+    head = (msg.timestamp if msg.HasField("timestamp") else None, msg.seq if msg.HasField("seq") else None,
+            msg.uuid if msg.HasField("uuid") else None, b64(msg.body) if msg.HasField("body") else None)
+    return head, metrics
+
+
+class FlatJson:
+    """The text ``json.dumps(payload_json(msg), ensure_ascii=False, separators=...)`` writes, from
+    :func:`flat`'s pieces (``compact``: the exports' canonical JSON; else json.dumps' default
+    separators, as dump --json prints)."""
+
+    def __init__(self, compact: bool) -> None:
+        self.item, self.key = (",", ":") if compact else (", ", ": ")
+        self._pre: dict[tuple[Any, Any], str] = {}
+        k = self.key
+        self._mid = [f'{self.item}"datatype"{k}{_STRING(DATATYPES[c])}{self.item}"value"{k}'
+                     for c in range(len(DATATYPES))]
+        self._mid_none = f'{self.item}"datatype"{k}null{self.item}"value"{k}'
+
+    def _prefix(self, name: Any, alias: Any) -> str:
+        k, i = self.key, self.item
+        pre = (f'{{"name"{k}{"null" if name is None else _STRING(name)}{i}"alias"{k}'
+               f'{"null" if alias is None else alias}{i}"timestamp"{k}')
+        if len(self._pre) < 65536:
+            self._pre[(name, alias)] = pre
+        return pre
+
+    def text(self, head: tuple[Any, Any, Any, Any], metrics: list[Flat]) -> str:
+        k, i = self.key, self.item
+        pres, mids, mid_none = self._pre, self._mid, self._mid_none
+        nmid = len(mids)
+        parts = []
+        for name, alias, ts, dt, _v, vj in metrics:
+            pre = pres.get((name, alias)) or self._prefix(name, alias)
+            if dt is None:
+                mid = mid_none
+            elif dt < nmid:
+                mid = mids[dt]
+            else:
+                mid = f'{i}"datatype"{k}{_STRING(f"Unknown({dt})")}{i}"value"{k}'
+            parts.append(f'{pre}{"null" if ts is None else ts}{mid}{vj}}}')
+        stamp, seq, uuid, body = head
+        out = "{"
+        if stamp is not None:
+            out += f'"timestamp"{k}{stamp}{i}'
+        if seq is not None:
+            out += f'"seq"{k}{seq}{i}'
+        if uuid is not None:
+            out += f'"uuid"{k}{_STRING(uuid)}{i}'
+        out += f'"metrics"{k}[{i.join(parts)}]'
+        if body is not None:
+            out += f'{i}"body"{k}"{body}"'
+        return out + "}"
