@@ -95,7 +95,7 @@ class PayloadColumns:
         Plain Sparkplug B payloads (the bulk of a Sparkplug file) are read once by
         :func:`codec.payloads.sparkplug.flat`: the payload's JSON text and its metrics rows come from
         the same pieces; any other payload (and one ``flat`` declines) goes through the decoder."""
-        from codec.payloads.sparkplug import flat, payload_class
+        from codec.payloads.sparkplug import read_flat
 
         n = batch.num_rows
         topics = batch.column("topic").to_pylist()
@@ -108,7 +108,6 @@ class PayloadColumns:
             fmt: list[str | None] = [None] * n
             text: list[str | None] = [None] * n
             metrics = _MetricColumns()
-            parse = payload_class().FromString
             to_text = self._flat_json.text
             for r, rule in enumerate(rules):
                 if rule is None or rule.format == "none":
@@ -117,10 +116,7 @@ class PayloadColumns:
                 if payload is None:
                     continue
                 if self.decoder.plain_sparkplug(rule, topic, payload) is not None:
-                    try:
-                        got = flat(parse(payload))
-                    except Exception:  # noqa: BLE001 - the runtime's DecodeError: the decoder says why, below
-                        got = None
+                    got = read_flat(payload)
                     if got is not None:
                         fmt[r] = "sparkplug"
                         text[r] = to_text(*got)

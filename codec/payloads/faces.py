@@ -37,9 +37,8 @@ def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence
     """:func:`dump_suffix` of each row's ``decoder.decode``, for a batch of rows: plain Sparkplug B
     payloads (most of a Sparkplug file) are read by :func:`codec.payloads.sparkplug.flat` and their
     text written from its pieces, the same bytes without building the value."""
-    from codec.payloads.sparkplug import FlatJson, flat, payload_class
+    from codec.payloads.sparkplug import FlatJson, read_flat
 
-    parse = payload_class().FromString
     to_text = FlatJson(compact=False).text
     out = []
     heads: dict[str, str] = {}
@@ -48,13 +47,8 @@ def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence
             out.append(_NONE_SUFFIX)
             continue
         why = decoder.plain_sparkplug(rule, topic, payload)
-        got = None
-        if why is not None:
-            try:
-                got = flat(parse(payload))
-            except Exception:  # noqa: BLE001 - the runtime's DecodeError: the decoder says why, below
-                got = None
-        if got is None:
+        got = None if why is None else read_flat(payload)
+        if got is None:  # not plain Sparkplug B: the decoder reads it (and says why it does not parse)
             out.append(dump_suffix(decoder.decode(topic, payload, rule=rule)))
             continue
         head = heads.get(why)
