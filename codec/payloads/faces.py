@@ -37,9 +37,14 @@ def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence
     """:func:`dump_suffix` of each row's ``decoder.decode``, for a batch of rows: plain Sparkplug B
     payloads (most of a Sparkplug file) are read by :func:`codec.payloads.sparkplug.flat` and their
     text written from its pieces, the same bytes without building the value."""
-    from codec.payloads.sparkplug import FlatJson, read_flat
+    from codec.payloads.sparkplug import FlatJson, collector_paused, read_flat
 
-    to_text = FlatJson(compact=False).text
+    with collector_paused():
+        return _suffixes(decoder, topics, payloads, FlatJson(compact=False).text, read_flat)
+
+
+def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None], to_text: Any,
+              read_flat: Any) -> list[str]:
     out = []
     heads: dict[str, str] = {}
     for topic, payload, rule in zip(topics, payloads, decoder.rules_for(topics), strict=True):
