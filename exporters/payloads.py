@@ -245,7 +245,7 @@ class PayloadColumns:
     def _flat_metrics(self, out: _MetricColumns, r: int, topic: str, got: Any, store_id: int | None) -> None:
         """:meth:`_metrics` of a payload read by ``flat``: the value's JSON text is the one its payload_json
         holds, made again only when the birth's datatype reads the value otherwise."""
-        from codec.payloads.sparkplug import datatype_name, retyped, topic_parts
+        from codec.payloads.sparkplug import DATATYPES, datatype_name, retyped, topic_parts
 
         parts = topic_parts(topic)
         mtype = parts["message_type"]
@@ -258,8 +258,9 @@ class PayloadColumns:
             birth = self._birth_before((parts["group_id"], parts["edge_node_id"], parts["device_id"]), store_id)
         g, e, d = parts["group_id"], parts["edge_node_id"], parts["device_id"]
         rows, tuples = out.rows, out.tuples
+        names, nnames = DATATYPES, len(DATATYPES)
         for name, alias, ts, dt, v, vj in metrics:
-            dtn = datatype_name(dt)
+            dtn = None if dt is None else names[dt] if dt < nnames else datatype_name(dt)
             from_birth = False
             if birth is not None:
                 if name is None and alias is not None:
@@ -271,9 +272,11 @@ class PayloadColumns:
                         v2 = retyped(v, dtn)
                         if v2 is not v:
                             v, vj = v2, value_json(v2)
+            t = type(v)  # value_double as _double reads it: the common types first
+            dbl = float(v) if t is int or t is float else (1.0 if v else 0.0) if t is bool else _double(v)
             rows.append(r)
             tuples.append((g, e, d, mtype, seq, stamp, name, alias, from_birth, dtn, False, False,
-                           None if v is None else vj, _double(v), ts))
+                           None if v is None else vj, dbl, ts))
 
 
 def _gathered(reader: Any, rows: np.ndarray) -> tuple[list[Any], list[Any], list[Any]] | None:
