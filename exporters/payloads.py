@@ -84,39 +84,61 @@ class PayloadColumns:
         self.primed = False
         self._shared: dict[Any, tuple[dict[int, str], dict[str, str]]] = {}  # equal births' maps, held once
         self.lock = threading.Lock()
+        from codec.payloads.sparkplug import FlatJson
+
+        self._flat_json = FlatJson(compact=True)
 
     def decode(self, batch: pa.RecordBatch, keep: np.ndarray | None = None) -> tuple[list[pa.Array], pa.RecordBatch]:
         """(payload_format, payload_json) arrays for a msg_store batch, and its metrics rows.
-        Rows where ``keep`` is false (not selected) are not decoded."""
+        Rows where ``keep`` is false (not selected) are not decoded.
+
+        Plain Sparkplug B payloads (the bulk of a Sparkplug file) are read once by
+        :func:`codec.payloads.sparkplug.flat`: the payload's JSON text and its metrics rows come from
+        the same pieces; any other payload (and one ``flat`` declines) goes through the decoder."""
+        from codec.payloads.sparkplug import collector_paused, read_flat
+
         n = batch.num_rows
         topics = batch.column("topic").to_pylist()
         payloads = batch.column("payload").to_pylist()
         if keep is not None:
             topics = [t if k else None for t, k in zip(topics, keep.tolist(), strict=True)]
-        with self.lock:
+        with self.lock, collector_paused():
             ids = batch.column("store_id").to_pylist()
-            decoded = self.decoder.decode_batch(topics, payloads)
+            rules = self.decoder.rules_for(topics)
             fmt: list[str | None] = [None] * n
             text: list[str | None] = [None] * n
             metrics = _MetricColumns()
-            for r, d in enumerate(decoded):
+            to_text = self._flat_json.text
+            for r, rule in enumerate(rules):
+                if rule is None or rule.format == "none":
+                    continue
+                topic, payload = topics[r], payloads[r]
+                if payload is None:
+                    continue
+                if self.decoder.plain_sparkplug(rule, topic, payload) is not None:
+                    got = read_flat(payload)
+                    if got is not None:
+                        fmt[r] = "sparkplug"
+                        text[r] = to_text(*got)
+                        self._flat_metrics(metrics, r, topic, got, ids[r])
+                        continue
+                d = self.decoder.decode(topic, payload, rule=rule)
                 if d is None:
                     continue
                 fmt[r] = d.format
                 if not d.ok:
                     offsets = batch.column("chunk_offset").to_pylist()
-                    self.findings.append(finding(d, _unsigned(ids[r]), offsets[r], topics[r]))
+                    self.findings.append(finding(d, _unsigned(ids[r]), offsets[r], topic))
                     continue
                 text[r] = _ENCODE(d.value)
                 if d.format.endswith("sparkplug"):
-                    self._metrics(metrics, r, topics[r], d.value, ids[r])
+                    self._metrics(metrics, r, topic, d.value, ids[r])
         return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], metrics.batch(batch)
 
     def prime(self, db: Any) -> None:
         """Read the file's birth certificates first (picked by topic through the columnar engine):
         data messages name their metrics by alias and leave datatypes to the birth, and a file holds
         its messages in no time order (Mosquitto writes its store hash order)."""
-        from codec.payloads.sparkplug import birth_maps
         from codec.sources import is_store
         from codec.views.query import Selection
         from codec.views.select import pick
@@ -124,19 +146,50 @@ class PayloadColumns:
         if db.empty or is_store(db):
             return
         sel = Selection(kinds={"msg_store"}, topics=["spBv1.0/+/NBIRTH/#", "spBv1.0/+/DBIRTH/#"])
+        from codec.columnar import ColumnReader
+        from codec.errors import CodecError
+
         rows = pick(db, sel).before_stop()
+        try:
+            reader: Any = ColumnReader(db) if len(rows) else None
+        except CodecError:
+            reader = None
         for k in range(0, len(rows), 4096):
-            vals = [c.record.values for c in db.chunks_at(rows[k:k + 4096].tolist())]
-            topics = [v.get("topic") for v in vals]
-            for v, topic, rule in zip(vals, topics, self.decoder.rules_for(topics), strict=True):
-                if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto"):
-                    continue
-                d = self.decoder.decode(topic, v.get("payload"), rule=rule, raw=True)
-                if d is not None and d.ok and d.format.endswith("sparkplug"):
-                    self._birth(topic, birth_maps(d.value), _unsigned(v.get("store_id")))
+            part = rows[k:k + 4096]
+            got = None if reader is None else _gathered(reader, part)
+            if got is None:  # a damaged file: chunk by chunk, as the export's own read meets it
+                vals = [c.record.values for c in db.chunks_at(part.tolist())]
+                got = ([v.get("topic") for v in vals], [v.get("payload") for v in vals],
+                       [v.get("store_id") for v in vals])
+            self._births(*got)
         for seen in self.births.values():
             seen.sort(key=lambda b: b[0])
         self.primed = True
+
+    def _births(self, topics: list[Any], payloads: list[Any], store_ids: list[Any]) -> None:
+        from codec.payloads.sparkplug import birth_maps, collector_paused, payload_class
+
+        parse = payload_class().FromString
+        with collector_paused():
+            self._births_paused(parse, birth_maps, topics, payloads, store_ids)
+
+    def _births_paused(self, parse: Any, birth_maps: Any, topics: list[Any], payloads: list[Any],
+                       store_ids: list[Any]) -> None:
+        for topic, payload, store_id, rule in zip(topics, payloads, store_ids, self.decoder.rules_for(topics),
+                                                  strict=True):
+            if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto") or payload is None:
+                continue
+            if self.decoder.plain_sparkplug(rule, topic, payload) is not None:
+                try:
+                    msg = parse(payload)
+                except Exception:  # noqa: BLE001 - the runtime's DecodeError: not a birth to learn from
+                    continue
+            else:
+                d = self.decoder.decode(topic, payload, rule=rule, raw=True)
+                if d is None or not d.ok or not d.format.endswith("sparkplug"):
+                    continue
+                msg = d.value
+            self._birth(topic, birth_maps(msg), _unsigned(store_id))
 
     def _birth(self, topic: str, maps: tuple[dict[int, str], dict[str, Any]], store_id: int | None) -> None:
         from codec.payloads.sparkplug import topic_parts
@@ -189,47 +242,98 @@ class PayloadColumns:
             out.add(r, parts, mtype, seq, stamp, name, alias, from_birth, dt, m, v)
 
 
+    def _flat_metrics(self, out: _MetricColumns, r: int, topic: str, got: Any, store_id: int | None) -> None:
+        """:meth:`_metrics` of a payload read by ``flat``: the value's JSON text is the one its payload_json
+        holds, made again only when the birth's datatype reads the value otherwise."""
+        from codec.payloads.sparkplug import DATATYPES, datatype_name, retyped, topic_parts
+
+        parts = topic_parts(topic)
+        mtype = parts["message_type"]
+        (stamp, seq, _uuid, _body), metrics = got
+        birth = None
+        if mtype in ("NBIRTH", "DBIRTH"):
+            if not self.primed:
+                self._birth(topic, _flat_maps(metrics), store_id)
+        elif metrics:
+            birth = self._birth_before((parts["group_id"], parts["edge_node_id"], parts["device_id"]), store_id)
+        g, e, d = parts["group_id"], parts["edge_node_id"], parts["device_id"]
+        rows, tuples = out.rows, out.tuples
+        names, nnames = DATATYPES, len(DATATYPES)
+        for name, alias, ts, dt, v, vj in metrics:
+            dtn = None if dt is None else names[dt] if dt < nnames else datatype_name(dt)
+            from_birth = False
+            if birth is not None:
+                if name is None and alias is not None:
+                    name = birth[1].get(alias)
+                    from_birth = name is not None
+                if dtn is None and name is not None:
+                    dtn = birth[2].get(name)
+                    if dtn is not None:  # a datatype left to the birth certificate
+                        v2 = retyped(v, dtn)
+                        if v2 is not v:
+                            v, vj = v2, value_json(v2)
+            t = type(v)  # value_double as _double reads it: the common types first
+            dbl = float(v) if t is int or t is float else (1.0 if v else 0.0) if t is bool else _double(v)
+            rows.append(r)
+            tuples.append((g, e, d, mtype, seq, stamp, name, alias, from_birth, dtn, False, False,
+                           None if v is None else vj, dbl, ts))
+
+
+def _gathered(reader: Any, rows: np.ndarray) -> tuple[list[Any], list[Any], list[Any]] | None:
+    """(topics, payloads, store ids) of stored message chunks ``rows``, read on columns (None: the
+    file is damaged, the caller reads the chunks one by one)."""
+    from codec.errors import CodecError
+    from codec.layouts import ChunkType
+
+    try:
+        cols = reader.gather(rows, int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
+    except CodecError:
+        return None
+    data = memoryview(cols.data)
+    starts, sizes = cols.spans["payload"]
+    payloads = [bytes(data[a:a + n]) for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)]
+    out = cols.texts("topic"), payloads, cols.ints["store_id"].tolist()
+    reader.release()
+    return out
+
 def _maps(metrics: Any) -> tuple[dict[int, str], dict[str, Any]]:
     """birth_maps of a decoded birth (a sqlite store's: not read ahead)."""
     names = {m["alias"]: m["name"] for m in metrics if m["name"] is not None and m["alias"] is not None}
     return names, {m["name"]: m["datatype"] for m in metrics if m["name"] is not None}
 
 
+def _flat_maps(metrics: Any) -> tuple[dict[int, str], dict[str, Any]]:
+    """:func:`_maps` of a birth read by ``flat``."""
+    from codec.payloads.sparkplug import datatype_name
+
+    names = {m[1]: m[0] for m in metrics if m[0] is not None and m[1] is not None}
+    return names, {m[0]: datatype_name(m[3]) for m in metrics if m[0] is not None}
+
+
+_COLUMNS = ("group_id", "edge_node_id", "device_id", "message_type", "seq", "payload_timestamp", "metric_name",
+            "metric_alias", "name_from_birth", "datatype", "is_null", "is_historical", "value", "value_double",
+            "timestamp")
+
+
 class _MetricColumns:
-    """The sparkplug_metrics rows of one batch, gathered column by column."""
+    """The sparkplug_metrics rows of one batch: a tuple per row, turned into columns once per batch."""
 
     def __init__(self) -> None:
         self.rows: list[int] = []
-        self.cols: dict[str, list[Any]] = {n: [] for n in ("group_id", "edge_node_id", "device_id", "message_type",
-                                                            "seq", "payload_timestamp", "metric_name",
-                                                            "metric_alias", "name_from_birth", "datatype", "is_null",
-                                                            "is_historical", "value", "value_double", "timestamp")}
+        self.tuples: list[tuple[Any, ...]] = []
 
     def add(self, r: int, parts: dict[str, Any], mtype: str | None, seq: Any, stamp: Any, name: Any, alias: Any,
             from_birth: bool, dt: Any, m: dict[str, Any], v: Any) -> None:
-        c = self.cols
         self.rows.append(r)
-        c["group_id"].append(parts["group_id"])
-        c["edge_node_id"].append(parts["edge_node_id"])
-        c["device_id"].append(parts["device_id"])
-        c["message_type"].append(mtype)
-        c["seq"].append(seq)
-        c["payload_timestamp"].append(stamp)
-        c["metric_name"].append(name)
-        c["metric_alias"].append(alias)
-        c["name_from_birth"].append(from_birth)
-        c["datatype"].append(dt)
-        c["is_null"].append(bool(m.get("is_null", False)))
-        c["is_historical"].append(bool(m.get("is_historical", False)))
-        c["value"].append(value_json(v))
-        c["value_double"].append(_double(v))
-        c["timestamp"].append(m["timestamp"])
+        self.tuples.append((parts["group_id"], parts["edge_node_id"], parts["device_id"], mtype, seq, stamp, name,
+                            alias, from_birth, dt, bool(m.get("is_null", False)),
+                            bool(m.get("is_historical", False)), value_json(v), _double(v), m["timestamp"]))
 
     def batch(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if not self.rows:
             return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in METRICS], schema=METRICS)
         at = pa.array(self.rows, pa.int64())
-        c = self.cols
+        c = dict(zip(_COLUMNS, zip(*self.tuples, strict=True), strict=True))
         arrays: dict[str, Any] = {name: batch.column(name).take(at)
                                   for name in ("file", "store_id", "chunk_index", "chunk_offset", "topic")}
         for name in ("group_id", "edge_node_id", "device_id", "message_type", "metric_name", "datatype", "value"):

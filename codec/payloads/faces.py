@@ -4,11 +4,12 @@ what its rule declares becomes (never an error that stops a dump or an export)."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from codec.payloads.model import Decoded
-from codec.values import json_text
+from codec.values import json_safe, json_string, json_text
 
 DUMP_KEYS = ("payload_format", "payload_rule", "payload_decoded", "payload_error")
 
@@ -30,6 +31,36 @@ def dump_suffix(d: Decoded | None) -> str:
     if d is None:
         return _NONE_SUFFIX
     return ", " + json_text(dump_keys(d))[1:-1]
+
+
+def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None]) -> list[str]:
+    """:func:`dump_suffix` of each row's ``decoder.decode``, for a batch of rows: plain Sparkplug B
+    payloads (most of a Sparkplug file) are read by :func:`codec.payloads.sparkplug.flat` and their
+    text written from its pieces, the same bytes without building the value."""
+    from codec.payloads.sparkplug import FlatJson, collector_paused, read_flat
+
+    with collector_paused():
+        return _suffixes(decoder, topics, payloads, FlatJson(compact=False).text, read_flat)
+
+
+def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None], to_text: Any,
+              read_flat: Any) -> list[str]:
+    out = []
+    heads: dict[str, str] = {}
+    for topic, payload, rule in zip(topics, payloads, decoder.rules_for(topics), strict=True):
+        if rule is None or payload is None or rule.format == "none":
+            out.append(_NONE_SUFFIX)
+            continue
+        why = decoder.plain_sparkplug(rule, topic, payload)
+        got = None if why is None else read_flat(payload)
+        if got is None:  # not plain Sparkplug B: the decoder reads it (and says why it does not parse)
+            out.append(dump_suffix(decoder.decode(topic, payload, rule=rule)))
+            continue
+        head = heads.get(why)
+        if head is None:
+            head = heads[why] = f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
+        out.append(head + json_safe(to_text(*got)) + ', "payload_error": null')
+    return out
 
 
 @dataclass

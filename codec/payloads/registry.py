@@ -190,6 +190,19 @@ class PayloadDecoder:
             return None
         return self._run(rule, topic or "", bytes(payload), spans, raw)
 
+    def plain_sparkplug(self, rule: Rule, topic: str | None, payload: bytes) -> str | None:
+        """The rule text :meth:`decode` gives a payload of ``topic`` that ``rule`` reads as Sparkplug B
+        with no wrapper (declared, or detected by its namespace), else None: a batch reader then reads
+        it with :func:`codec.payloads.sparkplug.flat` and gives the same value."""
+        fmt = rule.format
+        if fmt == "sparkplug":
+            return rule.text
+        if fmt == "auto" and payload and topic is not None and topic.startswith("spBv1.0/") \
+                and not topic.startswith("spBv1.0/STATE/"):
+            why = "detected" if rule.origin == "detection" else f"{rule.text}: detected"
+            return f"{why} (spBv1.0/ namespace)"
+        return None
+
     def _run(self, rule: Rule, topic: str, payload: bytes, spans: bool, raw: bool = False) -> Decoded | None:
         parts = rule.format.split("+")
         wrappers, base = parts[:-1], parts[-1]

@@ -17,8 +17,13 @@ template_ref, is_definition, metrics, parameters}``, PropertySets a ``{key: valu
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import json
+import math
 import os
 import struct
+from collections.abc import Iterator
 from typing import Any
 
 import codec.payloads.protobuf as protobuf
@@ -34,6 +39,7 @@ DATATYPES = [
     "PropertySetList", "Int8Array", "Int16Array", "Int32Array", "Int64Array", "UInt8Array", "UInt16Array",
     "UInt32Array", "UInt64Array", "FloatArray", "DoubleArray", "BooleanArray", "StringArray", "DateTimeArray",
 ]
+_DT_CODES = {name: code for code, name in enumerate(DATATYPES)}
 _SIGNED_BITS = {1: 8, 2: 16, 3: 32, 4: 64}
 _ARRAY_CODES = {22: "b", 23: "h", 24: "i", 25: "q", 26: "B", 27: "H", 28: "I", 29: "Q", 30: "f", 31: "d", 34: "q"}
 MESSAGE_TYPES = ("NBIRTH", "NDEATH", "DBIRTH", "DDEATH", "NDATA", "DDATA", "NCMD", "DCMD", "STATE")
@@ -238,11 +244,15 @@ def birth_maps(msg: Any) -> tuple[dict[int, str], dict[str, str | None]]:
     are not read: a big file's births are read for this alone)."""
     names: dict[int, str] = {}
     types: dict[str, str | None] = {}
-    for m in msg.metrics:
-        if m.HasField("name"):
-            types[m.name] = datatype_name(m.datatype) if m.HasField("datatype") else None
-            if m.HasField("alias"):
-                names[m.alias] = m.name
+    for m in msg.metrics:  # a set field is read first: only an unset one (a zero) costs a HasField more
+        name = m.name
+        if not name and not m.HasField("name"):
+            continue
+        dt = m.datatype
+        types[name] = datatype_name(dt) if dt or m.HasField("datatype") else None
+        alias = m.alias
+        if alias or m.HasField("alias"):
+            names[alias] = name
     return names, types
 
 
@@ -265,9 +275,9 @@ def tree(msg: Any, payload: bytes) -> Field:
 def retyped(value: Any, datatype: str | None) -> Any:
     """A value decoded without a datatype (a data message that leaves it to the birth certificate)
     read again as ``datatype`` says: signed integers, arrays from their bytes."""
-    if datatype is None or datatype not in DATATYPES:
+    dt = _DT_CODES.get(datatype) if datatype is not None else None
+    if dt is None:
         return value
-    dt = DATATYPES.index(datatype)
     if isinstance(value, int) and not isinstance(value, bool) and dt in _SIGNED_BITS:
         return _signed(value, _SIGNED_BITS[dt], 64 if value >= 1 << 32 or dt == 4 else 32)
     if isinstance(value, str) and (dt in _ARRAY_CODES or dt in (32, 33)):
@@ -299,3 +309,168 @@ def metric_rows(topic: str, value: dict[str, Any]) -> list[dict[str, Any]]:
             "timestamp": m.get("timestamp"),
         })
     return rows
+
+
+# ---------------------------------------------------------------- the fast path of big files
+# Most metrics are a name and/or alias, a timestamp, a datatype and one scalar value. For those the
+# faces need the same few things: the value as JSON text (payload_json, dump, the metrics table's
+# ``value``) and the pieces around it, which repeat (names, aliases, datatypes). ``flat`` reads such a
+# message with a few attribute reads per metric (the runtime's ``ListFields`` costs several times
+# more), and ``FlatJson`` writes the text json.dumps would write for ``payload_json(msg)``, from
+# pieces cached by (name, alias) and datatype. A message with anything else (arrays, datasets,
+# templates, properties, metadata, flags) takes the general path: ``flat`` answers None.
+
+_SCALARS = {"int_value": 0, "long_value": 1, "float_value": 2, "double_value": 2, "boolean_value": 3,
+            "string_value": 4}
+_STRING = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_isfinite = math.isfinite
+
+Flat = tuple  # (name, alias, timestamp, datatype code, value, value as JSON text), None where unset
+
+
+_flat_class: Any = None
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while a batch is read: a batch makes hundreds of thousands
+    of small tuples and strings that live until it is written and form no cycle, and the collector
+    would walk them again and again for nothing (a fifth of the reading's CPU). Restored after (a
+    collector the caller had paused stays paused)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def flat_class() -> Any:
+    """The Payload message of a second reading of Tahu's schema, for :func:`flat`: the same fields,
+    with Metric's is_historical, is_transient, is_null, metadata and properties put in one oneof
+    (``rare``), so one ``WhichOneof`` call tells that a metric has none of them (instead of five
+    reads). It parses the same bytes to the same values; when it holds a rare field, the metric is
+    read by the general path from the real schema."""
+    global _flat_class
+    if _flat_class is None:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+        with open(DESC_PATH, "rb") as fh:
+            fds = descriptor_pb2.FileDescriptorSet.FromString(fh.read())
+        pool = descriptor_pool.DescriptorPool()
+        for f in fds.file:
+            for outer in f.message_type:
+                for metric in (m for m in outer.nested_type if m.name == "Metric"):
+                    metric.oneof_decl.add(name="rare")
+                    for fd in metric.field:
+                        if 5 <= fd.number <= 9:
+                            fd.oneof_index = len(metric.oneof_decl) - 1
+            pool.Add(f)
+        _flat_class = message_factory.GetMessageClass(pool.FindMessageTypeByName(MESSAGE))
+    return _flat_class
+
+
+def read_flat(payload: bytes) -> tuple[tuple[Any, Any, Any, Any], list[Flat]] | None:
+    """:func:`flat` of a payload, parsed by :func:`flat_class`; None when it does not parse (the
+    general path then says why) or holds more than plain scalar metrics."""
+    try:
+        msg = (_flat_class or flat_class()).FromString(payload)
+    except Exception:  # noqa: BLE001 - google.protobuf.message.DecodeError (and RecursionError)
+        return None
+    return flat(msg)
+
+
+def flat(msg: Any) -> tuple[tuple[Any, Any, Any, Any], list[Flat]] | None:
+    """(timestamp, seq, uuid, body as base64) and the metrics of a message of :func:`flat_class`, or
+    None when a metric is not a plain scalar one (then :func:`payload_json` is the reader)."""
+    metrics: list[Flat] = []
+    add = metrics.append
+    for m in msg.metrics:
+        which = m.WhichOneof("value")
+        kind = _SCALARS.get(which, 5) if which is not None else -1
+        if kind == 5 or m.WhichOneof("rare") is not None:
+            return None
+        name = m.name
+        if not name and not m.HasField("name"):
+            name = None
+        alias = m.alias
+        if not alias and not m.HasField("alias"):
+            alias = None
+        ts = m.timestamp
+        if not ts and not m.HasField("timestamp"):
+            ts = None
+        dt = m.datatype
+        if not dt and not m.HasField("datatype"):
+            dt = None
+        if kind < 0:
+            add((name, alias, ts, dt, None, "null"))
+            continue
+        v = getattr(m, which)
+        if kind <= 1:
+            bits = _SIGNED_BITS.get(dt) if dt else None
+            if bits is not None:
+                v = _signed(v, bits, 64 if kind else 32)
+            add((name, alias, ts, dt, v, str(v)))
+        elif kind == 2:
+            if _isfinite(v):
+                add((name, alias, ts, dt, v, repr(v)))
+            else:
+                v = plain_float(v)
+                add((name, alias, ts, dt, v, _STRING(v)))
+        elif kind == 3:
+            add((name, alias, ts, dt, v, "true" if v else "false"))
+        else:
+            add((name, alias, ts, dt, v, _STRING(v)))
+    head = (msg.timestamp if msg.HasField("timestamp") else None, msg.seq if msg.HasField("seq") else None,
+            msg.uuid if msg.HasField("uuid") else None, b64(msg.body) if msg.HasField("body") else None)
+    return head, metrics
+
+
+class FlatJson:
+    """The text ``json.dumps(payload_json(msg), ensure_ascii=False, separators=...)`` writes, from
+    :func:`flat`'s pieces (``compact``: the exports' canonical JSON; else json.dumps' default
+    separators, as dump --json prints)."""
+
+    def __init__(self, compact: bool) -> None:
+        self.item, self.key = (",", ":") if compact else (", ", ": ")
+        self._pre: dict[tuple[Any, Any], str] = {}
+        k = self.key
+        self._mid = [f'{self.item}"datatype"{k}{_STRING(DATATYPES[c])}{self.item}"value"{k}'
+                     for c in range(len(DATATYPES))]
+        self._mid_none = f'{self.item}"datatype"{k}null{self.item}"value"{k}'
+
+    def _prefix(self, name: Any, alias: Any) -> str:
+        k, i = self.key, self.item
+        pre = (f'{{"name"{k}{"null" if name is None else _STRING(name)}{i}"alias"{k}'
+               f'{"null" if alias is None else alias}{i}"timestamp"{k}')
+        if len(self._pre) < 65536:
+            self._pre[(name, alias)] = pre
+        return pre
+
+    def text(self, head: tuple[Any, Any, Any, Any], metrics: list[Flat]) -> str:
+        k, i = self.key, self.item
+        pres, mids, mid_none = self._pre, self._mid, self._mid_none
+        nmid = len(mids)
+        parts = []
+        for name, alias, ts, dt, _v, vj in metrics:
+            pre = pres.get((name, alias)) or self._prefix(name, alias)
+            if dt is None:
+                mid = mid_none
+            elif dt < nmid:
+                mid = mids[dt]
+            else:
+                mid = f'{i}"datatype"{k}{_STRING(f"Unknown({dt})")}{i}"value"{k}'
+            parts.append(f'{pre}{"null" if ts is None else ts}{mid}{vj}}}')
+        stamp, seq, uuid, body = head
+        out = "{"
+        if stamp is not None:
+            out += f'"timestamp"{k}{stamp}{i}'
+        if seq is not None:
+            out += f'"seq"{k}{seq}{i}'
+        if uuid is not None:
+            out += f'"uuid"{k}{_STRING(uuid)}{i}'
+        out += f'"metrics"{k}[{i.join(parts)}]'
+        if body is not None:
+            out += f'{i}"body"{k}"{body}"'
+        return out + "}"

@@ -332,14 +332,14 @@ class JsonRows:
 
     def _decoded(self, out: list[str | None], raw: bytes, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """The payload_* keys before each stored message line's closing brace."""
-        from codec.payloads.faces import dump_suffix
+        from codec.payloads.faces import dump_suffixes
 
         topics = [t.decode("utf-8", "surrogateescape") for t in _slices(raw, *spans["topic"])]
         payloads = _slices(raw, *spans["payload"])
-        for r, d in enumerate(self.decoder.decode_batch(topics, payloads)):
+        for r, suffix in enumerate(dump_suffixes(self.decoder, topics, payloads)):
             line = out[r]
             if line is not None:
-                out[r] = line[:-2] + dump_suffix(d) + "}\n"
+                out[r] = line[:-2] + suffix + "}\n"
 
     def _expiry(self, kind: str, rows: np.ndarray, ints: dict[str, np.ndarray]) -> np.ndarray | None:
         if kind == "msg_store":

@@ -1,0 +1,153 @@
+"""The fast reading of plain Sparkplug B payloads (``flat``, ``FlatJson``, the batch dump and export
+paths) gives exactly what the general path gives: the same JSON text, dump keys and metrics rows,
+on a few thousand payloads made by the protobuf runtime with every scalar datatype, odd values
+(NaN, infinities, negatives held unsigned, non-ASCII and control characters, bidi marks), fields
+left out, and metrics the fast path must hand to the general one (arrays, datasets, properties,
+metadata, flags)."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pyarrow as pa
+
+from codec.payloads import PayloadDecoder
+from codec.payloads import sparkplug as spb
+from codec.payloads.faces import dump_suffix, dump_suffixes
+from codec.payloads.model import canonical_json
+
+TEXTS = ["temperature", "Node Control/Rebirth", "línea 1", "", "tab\there", "bidi\u202eevil", "del\x7f", "ü" * 3,
+         "quote\"back\\slash", "nul\x00", "😀"]
+SCALARS = {  # datatype -> (oneof field, values)
+    1: ("int_value", [0, 1, 127, 255, 0xFFFFFFFF, 0x80]), 2: ("int_value", [0, 0xFFFF, 0x8000, 0xFFFFFF00]),
+    3: ("int_value", [0, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]),
+    4: ("long_value", [0, (1 << 64) - 1, 1 << 63, 12345]), 5: ("int_value", [0, 255]), 6: ("int_value", [65535]),
+    7: ("int_value", [0xFFFFFFFF, 7]), 8: ("long_value", [(1 << 64) - 1, 3]),
+    9: ("float_value", [0.25, 0.1, -1.5, float("nan"), float("inf"), float("-inf"), 3.4e38]),
+    10: ("double_value", [21.5, 0.1, -0.0, 1e300, float("nan"), float("-inf"), 5e-324]),
+    11: ("boolean_value", [True, False]), 12: ("string_value", TEXTS), 13: ("long_value", [1_790_000_000_000]),
+    14: ("string_value", TEXTS), 15: ("string_value", ["f81d4fae-7dec-11d0-a765-00a0c91e6bf6"]),
+}
+
+
+def random_payload(rnd: random.Random, odd: bool) -> bytes:
+    cls = spb.payload_class()
+    p = cls()
+    if rnd.random() < 0.9:
+        p.timestamp = rnd.choice([0, 1_790_000_000_000, (1 << 64) - 1])
+    if rnd.random() < 0.9:
+        p.seq = rnd.randrange(256)
+    if rnd.random() < 0.1:
+        p.uuid = rnd.choice(TEXTS)
+    if rnd.random() < 0.1:
+        p.body = bytes(rnd.randrange(256) for _ in range(rnd.randrange(6)))
+    for _ in range(rnd.randrange(6)):
+        m = p.metrics.add()
+        if rnd.random() < 0.7:
+            m.name = rnd.choice(TEXTS)
+        if rnd.random() < 0.7:
+            m.alias = rnd.choice([0, 1, 2, 7, (1 << 64) - 1])
+        if rnd.random() < 0.8:
+            m.timestamp = rnd.choice([0, 1_790_000_000_001])
+        dt = rnd.choice([*SCALARS, 0, 40])
+        if rnd.random() < 0.8:
+            m.datatype = dt
+        field, values = SCALARS.get(dt, rnd.choice(list(SCALARS.values())))
+        if rnd.random() < 0.9:
+            setattr(m, field, rnd.choice(values))
+        if rnd.random() < 0.1:
+            m.is_historical = rnd.random() < 0.5  # set, true or false
+        if odd:
+            which = rnd.randrange(5)
+            if which == 0:
+                m.datatype, m.bytes_value = 24, b"\x01\x00\x00\x00\xff\xff\xff\xff"
+            elif which == 1:
+                m.is_null = True
+            elif which == 2:
+                m.properties.keys.append("engUnit")
+                v = m.properties.values.add()
+                v.type, v.string_value = 12, "°C"
+            elif which == 3:
+                m.metadata.content_type = "text/plain"
+            else:
+                m.dataset_value.num_of_columns = 1
+                m.dataset_value.columns.append("a")
+                m.dataset_value.types.append(3)
+                m.dataset_value.rows.add().elements.add().int_value = 0xFFFFFFFF
+    return p.SerializeToString()
+
+
+def corpus(n: int = 3000) -> list[bytes]:
+    rnd = random.Random(7)
+    return [random_payload(rnd, odd=rnd.random() < 0.15) for _ in range(n)]
+
+
+def test_flat_text_is_the_general_paths_json() -> None:
+    compact, spaced = spb.FlatJson(compact=True), spb.FlatJson(compact=False)
+    read = declined = 0
+    for payload in corpus():
+        msg = spb.parse(payload)
+        value = spb.payload_json(msg)
+        got = spb.read_flat(payload)
+        if got is None:
+            declined += 1
+            continue
+        read += 1
+        assert compact.text(*got) == canonical_json(value)
+        assert spaced.text(*got) == json.dumps(value, ensure_ascii=False)
+    assert read > 1000 and declined > 100  # both paths were taken
+
+
+def test_dump_suffixes_equal_each_rows_dump_keys() -> None:
+    payloads: list[Any] = corpus(1500)
+    payloads[3] = b"\xff\x00garbage"  # not a Payload message: a payload_error
+    payloads[4] = None
+    payloads[5] = b""
+    topics = [f"spBv1.0/g/DDATA/e/d{k}" for k in range(len(payloads))]
+    topics[6] = "spBv1.0/STATE/host"  # detection: not Sparkplug's protobuf
+    topics[7] = "other/topic"
+    for rules in (["spBv1.0/#=sparkplug"], ["auto"], ["spBv1.0/g/DDATA/e/d1=none", "#=sparkplug"]):
+        decoder = PayloadDecoder.from_options(rules)
+        assert decoder is not None
+        want = [dump_suffix(None if p is None else decoder.decode(t, p)) for t, p in zip(topics, payloads, strict=True)]
+        assert dump_suffixes(decoder, topics, payloads) == want
+
+
+def test_export_columns_equal_the_general_paths() -> None:
+    """The export's batch: payload_format/payload_json and the metrics rows (names and datatypes from
+    births) read by the fast path equal those of the general path."""
+    from exporters.payloads import PayloadColumns
+
+    rnd = random.Random(3)
+    topics, payloads = [], []
+    for k in range(1200):
+        node = f"e{k % 7}"
+        kind = rnd.choice(["NBIRTH", "DBIRTH", "NDATA", "DDATA"])
+        topics.append(f"spBv1.0/g/{kind}/{node}" + ("/d" if kind[0] == "D" else ""))
+        payloads.append(random_payload(rnd, odd=rnd.random() < 0.1))
+    payloads[10] = b"\x0a"
+    n = len(topics)
+    batch = pa.RecordBatch.from_pydict({
+        "file": ["f"] * n, "store_id": list(range(n, 0, -1)), "chunk_index": list(range(n)),
+        "chunk_offset": [k * 10 for k in range(n)], "topic": topics, "payload": pa.array(payloads, pa.binary())})
+
+    class General(PayloadDecoder):
+        def plain_sparkplug(self, rule: Any, topic: Any, payload: Any) -> None:
+            return None
+
+    for rules in (["spBv1.0/#=sparkplug"], ["auto"]):
+        fast = PayloadColumns(PayloadDecoder.from_options(rules), "f")
+        general = PayloadColumns(General(PayloadDecoder.from_options(rules).rules), "f")
+        a_cols, a_metrics = fast.decode(batch)
+        b_cols, b_metrics = general.decode(batch)
+        assert [c.to_pylist() for c in a_cols] == [c.to_pylist() for c in b_cols]
+        assert a_metrics.num_rows > 1000
+        assert _rows(a_metrics) == _rows(b_metrics)
+        assert [f.line("f") for f in fast.findings] == [f.line("f") for f in general.findings]
+
+
+def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
+    """The rows, NaN as text (NaN is not equal to itself)."""
+    return [{k: "nan" if isinstance(v, float) and v != v else v for k, v in row.items()} for row in batch.to_pylist()]
