@@ -155,9 +155,6 @@ def _preload(*modules: str) -> None:
     import importlib
     import threading
 
-    if all(name in sys.modules for name in modules):  # imported already (a process running many commands)
-        return
-
     def run() -> None:
         for name in modules:
             try:
