@@ -416,8 +416,10 @@ class StoreGrammar:
                 col = rng.choice(cols)
                 value = hostile_value(rng, col)
                 if rng.random() < 0.5:
-                    con.execute(f"UPDATE {table} SET {col} = {_slot(value)} WHERE rowid IN (SELECT rowid FROM {table} "
-                                f"ORDER BY random() LIMIT 1)", (value,))
+                    rowids = [r[0] for r in con.execute(f"SELECT rowid FROM {table} ORDER BY rowid")]
+                    if rowids:  # the row drawn from the input's generator (sqlite's random() is not seeded)
+                        con.execute(f"UPDATE {table} SET {col} = {_slot(value)} WHERE rowid = ?",
+                                    (value, rng.choice(rowids)))
                 else:
                     row = [hostile_value(rng, c) if c == col else _plain(rng, table, c) for c in cols]
                     con.execute(f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join(map(_slot, row))})",
@@ -582,6 +584,7 @@ class Driver:
     """Runs an input through :data:`COMMANDS` in a scratch directory."""
 
     def __init__(self, scratch: str, suffix: str) -> None:
+        os.makedirs(scratch, exist_ok=True)
         self.scratch = scratch
         self.inp = os.path.join(scratch, "in" + suffix)
         self.in2 = os.path.join(scratch, "other" + suffix)
@@ -622,7 +625,30 @@ class Driver:
         return found
 
 
+class Inputs:
+    """Input ``index`` of a campaign ``(kind, seed)``: made from a generator seeded with ``kind/seed/index`` alone,
+    so any range of indices can be made again in any order, by any run (``--start``), and the
+    ranges of several runs add up to a counted total (``--tally``). ``matrix``: its deterministic images
+    first (index 0 to len - 1), then random stores."""
+
+    def __init__(self, kind: str, seed: int) -> None:
+        self.kind, self.seed = kind, seed
+        self.rng = random.Random(0)
+        self.make = DbGrammar(self.rng).file if kind == "db" else StoreGrammar(self.rng).image
+        self._matrix: list[bytes] | None = None
+
+    def __call__(self, index: int) -> bytes:
+        if self.kind == "matrix" and index >= 0:
+            if self._matrix is None:
+                self._matrix = matrix_images()
+            if index < len(self._matrix):
+                return self._matrix[index]
+        self.rng.seed(f"{self.kind}/{self.seed}/{index}")
+        return self.make()
+
+
 def make_generator(kind: str, rng: random.Random) -> Callable[[], bytes]:
+    """Consecutive inputs of ``kind`` from ``rng`` (for callers outside a campaign, which uses :class:`Inputs`)."""
     if kind == "matrix":  # the matrix, then random stores
         images = iter(matrix_images())
         more = StoreGrammar(rng).image
@@ -630,44 +656,134 @@ def make_generator(kind: str, rng: random.Random) -> Callable[[], bytes]:
     return DbGrammar(rng).file if kind == "db" else StoreGrammar(rng).image
 
 
-def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None, *, report_every: int = 0,
-             time_limit: float | None = None, commands: tuple[tuple[str, ...], ...] = COMMANDS,
-             label: str = "", status: str | None = None) -> dict:
-    """``inputs`` generated inputs of ``kind`` ('db' or 'store') through ``commands``; the findings.
+Range = tuple[int, int]  # [lo, hi) of input indices
 
-    ``status``: a JSON file rewritten with the figures so far at every progress line and at the end
-    (what a killed worker leaves for the summary)."""
+
+def git_head() -> str:
+    """The commit the campaign runs (``+changes`` when the checkout differs from it): what its figures are of."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=30, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")
+
+
+def campaign(kind: str, inputs: int, seed: int, findings_dir: str | None = None, *, start: int = 0,
+             ranges: list[Range] | None = None, report_every: int = 0, time_limit: float | None = None,
+             commands: tuple[tuple[str, ...], ...] = COMMANDS, label: str = "", status: str | None = None,
+             head: str | None = None) -> dict:
+    """The inputs ``start`` to ``start + inputs - 1`` of ``kind`` ('db', 'store' or 'matrix') and ``seed``
+    (or those of ``ranges``) through ``commands``; the figures (``covered``: the index ranges done).
+
+    ``status``: a JSON file rewritten with the figures so far at every progress line, every new finding
+    and the end (what a killed worker leaves for the count)."""
     import warnings
 
-    with warnings.catch_warnings(), cached_parsers(), _no_fsync():
+    todo = ranges if ranges is not None else [(start, start + inputs)]
+    with warnings.catch_warnings(), cached_parsers():
         warnings.simplefilter("ignore")
-        return _campaign(kind, inputs, seed, findings_dir, report_every=report_every, time_limit=time_limit,
-                         commands=commands, label=label, status=status)
+        return _campaign(kind, todo, seed, findings_dir, report_every=report_every, time_limit=time_limit,
+                         commands=commands, label=label, status=status, head=head)
 
 
 @contextlib.contextmanager
-def _no_fsync() -> Iterator[None]:
-    """Durability is not what is fuzzed: every output's fsync (a third of an input's time on a busy machine)
-    is skipped while the campaign runs; the writers' logic around it runs as it does for a user."""
-    real = os.fsync
-    os.fsync = lambda fd: None  # type: ignore[assignment]
+def temp_in(directory: str) -> Iterator[Callable[[], None]]:
+    """The commands' temporary files (a store read as a .db, the guard's trial directory, ...) in
+    ``directory`` — on /dev/shm with the outputs: the writers' fsyncs then cost nothing, as the campaign
+    fuzzes values, not durability — and a function that empties it between inputs. A command removes
+    some of them only at exit (``atexit``): a process running a million commands would fill the disk
+    and its atexit list, so those registrations are dropped as their directories are removed."""
+    import atexit
+
+    os.makedirs(directory, exist_ok=True)
+    old = tempfile.tempdir
+    tempfile.tempdir = directory
+
+    def empty() -> None:
+        for name in os.listdir(directory):
+            p = os.path.join(directory, name)
+            if os.path.isdir(p) and not os.path.islink(p):
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(p)
+        atexit.unregister(shutil.rmtree)
+
     try:
-        yield
+        yield empty
     finally:
-        os.fsync = real
+        empty()
+        tempfile.tempdir = old
 
 
-def _campaign(kind: str, inputs: int, seed: int, findings_dir: str | None, *, report_every: int,
-              time_limit: float | None, commands: tuple[tuple[str, ...], ...], label: str, status: str | None) -> dict:
-    rng = random.Random(seed)
-    gen = make_generator(kind, rng)
+@contextlib.contextmanager
+def converted_once(directory: str) -> Iterator[Callable[[], None]]:
+    """A store's v6 image (``codec.store.todb.sqlite_to_db``, what every command that needs a .db's bytes —
+    convert, migrate, diff, fwd-dump … — makes of a store) made once per input instead of once per command:
+    the image is a function of the store's bytes, so each command still reads exactly the image it would
+    have made (a copy of the first one's). A conversion that fails is not remembered: each command runs it
+    again and meets its error itself. Yields the function that forgets the images (between inputs)."""
+    import codec.store.todb as todb
+
+    real = todb.sqlite_to_db
+    made: dict[tuple, tuple[str, object]] = {}
+    os.makedirs(directory, exist_ok=True)
+
+    def key(path: str) -> tuple:
+        st = os.stat(path)
+        return os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+    def once(src_path: str | os.PathLike[str], out_path: str | os.PathLike[str]) -> object:
+        k = key(os.fspath(src_path))
+        if k in made:
+            image, report = made[k]
+            shutil.copyfile(image, out_path)
+            return report
+        report = real(src_path, out_path)
+        image = os.path.join(directory, f"image-{len(made)}.db")
+        shutil.copyfile(out_path, image)
+        made[k] = (image, report)
+        return report
+
+    def forget() -> None:
+        for image, _report in made.values():
+            with contextlib.suppress(OSError):
+                os.unlink(image)
+        made.clear()
+
+    todb.sqlite_to_db = once  # type: ignore[assignment]
+    try:
+        yield forget
+    finally:
+        todb.sqlite_to_db = real
+        forget()
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its children (the brokers the guard's trial starts)."""
+    import resource
+
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def _campaign(kind: str, todo: list[Range], seed: int, findings_dir: str | None, *, report_every: int,
+              time_limit: float | None, commands: tuple[tuple[str, ...], ...], label: str, status: str | None,
+              head: str | None) -> dict:
+    make = Inputs(kind, seed)
     base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     scratch = tempfile.mkdtemp(prefix="mosqdb-fuzz-cli-", dir=base)
     suffix = ".db" if kind == "db" else ".sqlite3"
-    driver = Driver(scratch, suffix)
+    driver = Driver(os.path.join(scratch, "work"), suffix)
     found: dict[str, dict] = {}
-    t0 = time.monotonic()
+    t0, cpu0 = time.monotonic(), _cpu()
     done = 0
+    covered: list[list[int]] = []
     stop: list[bool] = []
     main_thread = threading.current_thread() is threading.main_thread()
 
@@ -675,39 +791,58 @@ def _campaign(kind: str, inputs: int, seed: int, findings_dir: str | None, *, re
         stop.append(True)
 
     def figures() -> dict:
-        return {"kind": kind, "seed": seed, "inputs": done, "runs": driver.runs,
-                "seconds": round(time.monotonic() - t0, 1), "foreign": sum(h["count"] for h in found.values()),
+        return {"kind": kind, "seed": seed, "head": head, "ranges": [list(r) for r in todo],
+                "covered": [list(c) for c in covered if c[1] > c[0]], "inputs": done, "runs": driver.runs,
+                "commands": len(commands), "seconds": round(time.monotonic() - t0, 1),
+                "cpu_seconds": round(_cpu() - cpu0, 1), "foreign": sum(h["count"] for h in found.values()),
                 "findings": found}
 
-    previous = gen()
     old_term = signal.getsignal(signal.SIGTERM) if main_thread else None
+    stack = contextlib.ExitStack()
+    empty_temp = stack.enter_context(temp_in(os.path.join(scratch, "tmp")))
+    forget_images = stack.enter_context(converted_once(os.path.join(scratch, "images")))
     try:
-        for k in range(inputs):
-            if main_thread:  # SIGTERM: stop after this input and report (set again: a command may replace it)
-                signal.signal(signal.SIGTERM, on_term)
-            if stop or (time_limit is not None and time.monotonic() - t0 > time_limit):
-                break
-            data = gen()
-            for cmd, key, detail in driver.run(data, previous, commands):
-                hit = found.setdefault(key, {"count": 0, "command": " ".join(cmd), "detail": detail,
-                                             "example": None})
-                hit["count"] += 1
-                if hit["example"] is None and findings_dir:
-                    os.makedirs(findings_dir, exist_ok=True)
-                    name = os.path.join(findings_dir, f"{kind}{label}-{seed}-{len(found):03d}{suffix}")
-                    with open(name, "wb") as f:
-                        f.write(data)
-                    with open(name + ".other", "wb") as f:
-                        f.write(previous)
-                    hit["example"] = name
-            previous = data
-            done = k + 1
-            if report_every and done % report_every == 0:
-                rate = done / (time.monotonic() - t0)
-                print(f"[{kind} seed {seed}] {done:,} inputs, {driver.runs:,} runs, {rate:,.1f} inputs/s, "
-                      f"{sum(h['count'] for h in found.values())} foreign in {len(found)} classes", flush=True)
-                _write_status(status, figures())
+        for lo, hi in todo:
+            if stop or lo >= hi:
+                continue
+            here = [lo, lo]
+            covered.append(here)
+            previous = make(lo - 1)  # the second file of `diff`: the input before, also made from its index
+            for index in range(lo, hi):
+                if main_thread:  # SIGTERM: stop after this input and report (set again: a command may replace it)
+                    signal.signal(signal.SIGTERM, on_term)
+                if stop or (time_limit is not None and time.monotonic() - t0 > time_limit):
+                    stop.append(True)
+                    break
+                data = make(index)
+                hits = driver.run(data, previous, commands)
+                forget_images()
+                empty_temp()
+                for cmd, key, detail in hits:
+                    hit = found.setdefault(key, {"count": 0, "command": " ".join(cmd), "detail": detail,
+                                                 "example": None, "index": index})
+                    hit["count"] += 1
+                    if hit["example"] is None and findings_dir:
+                        os.makedirs(findings_dir, exist_ok=True)
+                        name = os.path.join(findings_dir, f"{kind}{label}-{seed}-{index}{suffix}")
+                        with open(name, "wb") as f:
+                            f.write(data)
+                        with open(name + ".other", "wb") as f:
+                            f.write(previous)
+                        hit["example"] = name
+                previous = data
+                here[1] = index + 1
+                done += 1
+                if hits:
+                    _write_status(status, figures())
+                if report_every and done % report_every == 0:
+                    rate = done / (time.monotonic() - t0)
+                    print(f"[{kind} seed {seed} {lo}-{hi}] {done:,} inputs (at {index + 1:,}), {driver.runs:,} runs, "
+                          f"{rate:,.2f} inputs/s, {1000 * (_cpu() - cpu0) / done:,.0f} ms CPU/input, "
+                          f"{sum(h['count'] for h in found.values())} foreign in {len(found)} classes", flush=True)
+                    _write_status(status, figures())
     finally:
+        stack.close()
         shutil.rmtree(scratch, ignore_errors=True)
         if main_thread:
             signal.signal(signal.SIGTERM, old_term)
@@ -724,10 +859,10 @@ def _write_status(path: str | None, figures: dict) -> None:
 
 
 def _worker(job: tuple) -> dict:
-    kind, inputs, seed, findings, every, limit, names, status = job
+    kind, ranges, seed, findings, every, limit, names, status, head = job
     commands = tuple(c for c in COMMANDS if not names or c[0] in names)
-    return campaign(kind, inputs, seed, findings, report_every=every, time_limit=limit, commands=commands,
-                    status=status)
+    return campaign(kind, 0, seed, findings, ranges=ranges, report_every=every, time_limit=limit,
+                    commands=commands, status=status, head=head)
 
 
 def _run_workers(jobs: list[tuple]) -> list[dict]:
@@ -749,47 +884,164 @@ def _run_workers(jobs: list[tuple]) -> list[dict]:
     results = []
     for job in jobs:
         try:
-            with open(job[-1]) as f:
+            with open(job[7]) as f:
                 results.append(json.load(f))
         except (OSError, ValueError):
-            results.append({"inputs": 0, "runs": 0, "seconds": 0, "foreign": 0, "findings": {}})
+            results.append({"inputs": 0, "runs": 0, "seconds": 0, "cpu_seconds": 0, "foreign": 0, "findings": {},
+                            "covered": []})
     return results
+
+
+# ---------------------------------------------------------------- ranges: splitting, counting, resuming
+def merge_ranges(ranges: list[Range] | list[list[int]]) -> list[Range]:
+    """The union of ``ranges``, sorted, as disjoint [lo, hi) ranges."""
+    out: list[list[int]] = []
+    for lo, hi in sorted((int(a), int(b)) for a, b in ranges if b > a):
+        if out and lo <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], hi)
+        else:
+            out.append([lo, hi])
+    return [(a, b) for a, b in out]
+
+
+def missing(want: Range, have: list[Range]) -> list[Range]:
+    """The parts of ``want`` that no range of ``have`` covers."""
+    out, at = [], want[0]
+    for lo, hi in merge_ranges(have):
+        if hi <= at or lo >= want[1]:
+            continue
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    if at < want[1]:
+        out.append((at, want[1]))
+    return out
+
+
+def split(ranges: list[Range], parts: int) -> list[list[Range]]:
+    """``ranges`` cut into ``parts`` lists of contiguous pieces holding (nearly) the same number of indices."""
+    total = sum(hi - lo for lo, hi in ranges)
+    out: list[list[Range]] = [[] for _ in range(parts)]
+    pieces = iter(ranges)
+    lo, hi = next(pieces, (0, 0))
+    for k in range(parts):
+        want = total // parts + (1 if k < total % parts else 0)
+        while want > 0:
+            if lo >= hi:
+                lo, hi = next(pieces)
+                continue
+            take = min(want, hi - lo)
+            out[k].append((lo, lo + take))
+            lo += take
+            want -= take
+    return out
+
+
+def records(findings_dir: str) -> list[dict]:
+    """The worker records (``run-*.json``) in a findings directory, of this and earlier runs."""
+    out = []
+    for name in sorted(os.listdir(findings_dir)) if os.path.isdir(findings_dir) else []:
+        if name.startswith("run-") and name.endswith(".json") and "-summary" not in name:
+            with contextlib.suppress(OSError, ValueError), open(os.path.join(findings_dir, name)) as f:
+                rec = json.load(f)
+                rec["file"] = name
+                out.append(rec)
+    return out
+
+
+def tally(findings_dir: str) -> dict:
+    """Per (kind, seed): the distinct inputs done by all runs recorded in ``findings_dir``, the foreign
+    endings and their classes, the commits they ran on, the CPU they cost."""
+    out: dict[str, dict] = {}
+    for rec in records(findings_dir):
+        key = f"{rec['kind']} seed {rec['seed']}"
+        t = out.setdefault(key, {"kind": rec["kind"], "seed": rec["seed"], "covered": [], "command_runs": 0,
+                                 "foreign": 0, "classes": {}, "heads": [], "cpu_seconds": 0.0, "inputs_run": 0})
+        t["covered"] = merge_ranges([*t["covered"], *rec.get("covered", [])])
+        t["command_runs"] += rec.get("runs", 0)
+        t["inputs_run"] += rec.get("inputs", 0)
+        t["cpu_seconds"] += rec.get("cpu_seconds", 0.0)
+        t["foreign"] += rec.get("foreign", 0)
+        for k, hit in rec.get("findings", {}).items():
+            c = t["classes"].setdefault(k, {"count": 0, "command": hit["command"], "example": hit.get("example")})
+            c["count"] += hit["count"]
+        if rec.get("head") not in t["heads"]:
+            t["heads"].append(rec.get("head"))
+    for t in out.values():
+        t["inputs"] = sum(hi - lo for lo, hi in t["covered"])
+        t["ms_cpu_per_input"] = round(1000 * t["cpu_seconds"] / t["inputs_run"], 1) if t["inputs_run"] else None
+        t["covered"] = [list(r) for r in t["covered"]]
+        t["cpu_seconds"] = round(t["cpu_seconds"], 1)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kind", choices=("db", "store", "matrix"), default="db",
                     help="matrix: every value class in every store column first (%(default)s)")
-    ap.add_argument("--inputs", type=int, default=1000, help="inputs per worker")
-    ap.add_argument("--seed", type=int, default=1, help="worker k uses seed + k")
+    ap.add_argument("--start", type=int, default=0, help="the first input's index (%(default)s)")
+    ap.add_argument("--inputs", type=int, default=1000, help="inputs of this run, shared by the workers")
+    ap.add_argument("--seed", type=int, default=1, help="the campaign: input i is made from (kind, seed, i)")
     ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--findings", help="directory for the inputs behind each finding")
-    ap.add_argument("--every", type=int, default=1000, help="progress line every N inputs")
+    ap.add_argument("--findings", help="directory for the run records (run-*.json) and the inputs behind findings")
+    ap.add_argument("--resume", action="store_true",
+                    help="run only the inputs of --start/--inputs that no record in --findings covers yet")
+    ap.add_argument("--tally", action="store_true", help="print what the records in --findings add up to, and stop")
+    ap.add_argument("--every", type=int, default=1000, help="progress line (and record update) every N inputs")
     ap.add_argument("--time-limit", type=float, help="seconds per worker")
     ap.add_argument("--commands", nargs="*", help="only these command names")
-    ap.add_argument("--json", help="write the summary here")
+    ap.add_argument("--json", help="write the summary here too")
     args = ap.parse_args(argv)
-    status_dir = tempfile.mkdtemp(prefix="mosqdb-fuzz-cli-status-")
-    jobs = [(args.kind, args.inputs, args.seed + k, args.findings, args.every, args.time_limit, args.commands,
-             os.path.join(status_dir, f"worker-{k}.json")) for k in range(args.workers)]
+    if (args.tally or args.resume) and not args.findings:
+        ap.error("--tally and --resume read the records in --findings")
+    if args.tally:
+        print(json.dumps(tally(args.findings), indent=1))
+        return 0
+    want: list[Range] = [(args.start, args.start + args.inputs)]
+    if args.resume:
+        done = [tuple(c) for r in records(args.findings) if r["kind"] == args.kind and r["seed"] == args.seed
+                for c in r.get("covered", [])]
+        want = missing(want[0], done)  # type: ignore[arg-type]
+    total = sum(hi - lo for lo, hi in want)
+    workers = max(1, min(args.workers, total))
+    head = git_head()
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    if args.findings:
+        os.makedirs(args.findings, exist_ok=True)
+        status_dir = None
+        where = args.findings
+    else:
+        status_dir = tempfile.mkdtemp(prefix="mosqdb-fuzz-cli-status-")
+        where = status_dir
+    name = f"run-{args.kind}-s{args.seed}-{args.start}-{args.start + args.inputs}-{stamp}-{os.getpid()}"
+    jobs = [(args.kind, part, args.seed, args.findings, args.every, args.time_limit, args.commands,
+             os.path.join(where, f"{name}-w{k}.json"), head) for k, part in enumerate(split(want, workers))]
     try:
-        results = [_worker(jobs[0])] if args.workers == 1 else _run_workers(jobs)
+        results = [_worker(jobs[0])] if workers == 1 else _run_workers(jobs)
     finally:
-        shutil.rmtree(status_dir, ignore_errors=True)
+        if status_dir:
+            shutil.rmtree(status_dir, ignore_errors=True)
     merged: dict[str, dict] = {}
     for r in results:
         for key, hit in r["findings"].items():
             m = merged.setdefault(key, {**hit, "count": 0})
             m["count"] += hit["count"]
-    summary = {"kind": args.kind, "workers": args.workers, "inputs": sum(r["inputs"] for r in results),
-               "runs": sum(r["runs"] for r in results), "seconds": max(r["seconds"] for r in results),
+    inputs = sum(r["inputs"] for r in results)
+    cpu = sum(r.get("cpu_seconds", 0) for r in results)
+    summary = {"kind": args.kind, "seed": args.seed, "head": head, "asked": [args.start, args.start + args.inputs],
+               "ranges": [list(r) for r in want], "workers": workers,
+               "covered": [list(r) for r in merge_ranges([c for r in results for c in r.get("covered", [])])],
+               "inputs": inputs, "runs": sum(r["runs"] for r in results),
+               "seconds": max(r["seconds"] for r in results), "cpu_seconds": round(cpu, 1),
+               "ms_cpu_per_input": round(1000 * cpu / inputs, 1) if inputs else None,
                "foreign": sum(r["foreign"] for r in results), "classes": len(merged),
                "commands": len(COMMANDS) if not args.commands else len(args.commands)}
     print(json.dumps(summary, indent=1))
     for key, hit in merged.items():
         print(f"FINDING {key}: {hit['count']}x in `{hit['command']}` ({hit['example']})\n{hit['detail'][-1500:]}")
-    if args.json:
-        with open(args.json, "w") as f:
+    for path in ([os.path.join(args.findings, f"{name}-summary.json")] if args.findings else []) + (
+            [args.json] if args.json else []):
+        with open(path, "w") as f:
             json.dump({**summary, "findings": merged}, f, indent=1)
     return 1 if merged else 0
 

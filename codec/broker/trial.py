@@ -88,14 +88,31 @@ class TrialError(Exception):
     """No trial possible: the binary cannot be run, the temp directory cannot be made."""
 
 
+_VERSIONS: dict[tuple[str, int, int, int, int], Version] = {}
+
+
 def binary_version(path: str) -> Version | None:
-    """The version ``mosquitto -h`` prints on its first line (``mosquitto version 2.0.11``)."""
+    """The version ``mosquitto -h`` prints on its first line (``mosquitto version 2.0.11``).
+
+    Asked once per binary file in a process (the same path, inode, size and mtime): a process that
+    runs many commands — the TUI, the fuzz campaign — would start the binary for each. A binary that
+    named no version is asked again next time (it may have timed out on a busy machine)."""
+    try:
+        st = os.stat(path)
+        key: tuple[str, int, int, int, int] | None = (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _VERSIONS:
+        return _VERSIONS[key]
     try:
         out = subprocess.run([path, "-h"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.SubprocessError):
         return None
     m = re.search(rb"mosquitto version (\d+)\.(\d+)\.(\d+)", out.stdout + out.stderr)
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+    version = (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+    if version is not None and key is not None:
+        _VERSIONS[key] = version
+    return version
 
 
 def find_binary(explicit: str | None = None) -> Binary | None:

@@ -15,7 +15,8 @@ no one else references, as for a .db) and its values edited (``e``); the edits a
 .db's are (overlay, undo, redo) and saved in place in one sqlite transaction
 (:class:`codec.store.edit.StoreEdit`: refused while a broker has the store open, a backup kept
 first, all or nothing), each row checked to be still as it was read
-(:mod:`codec.store.rowedit`). A value the store has no column for (a session's ``last_mid``, a
+(:mod:`codec.store.rowedit`); the undo history stays after a save (an undone edit puts back the value
+read before it), but for the edits up to the last row deletion (a deleted row is not added back). A value the store has no column for (a session's ``last_mid``, a
 property the plugin does not keep, text that is not UTF-8) is refused when it is typed. Bytes are
 not edited (a row's bytes are its columns), rows are not added, and a store is never saved as a
 .db (``mosqdb convert`` does that).
@@ -38,7 +39,7 @@ from codec.store.read import StoreFile, as_text
 from codec.store.rowedit import RowChange, RowsWritten, Stored, apply_changes, assignments, read_stored
 from codec.store.schema import ROWS
 from codec.writer import Overlay
-from inspector.tui.model.document import Base, ChunkView, Document, Edit, EditRefused, parse_value, short
+from inspector.tui.model.document import Base, ChunkView, Document, Edit, EditRefused, State, parse_value, short
 from inspector.tui.model.rows import summary
 
 NO_BYTES = ("a store row's bytes are its text and blob columns: edit its values in the field tree "
@@ -290,7 +291,8 @@ class StoreDocument(Document):
 
     # ------------------------------------------------------------ save
     def save(self, path: str | None = None, verify: Any = None) -> StoreSaved:  # noqa: ARG002
-        """Write the edits into the store in one transaction, a backup kept first; then reopen it.
+        """Write the edits into the store in one transaction, a backup kept first; then reopen it with
+        the undo history kept (:meth:`_said_again`).
 
         Only in place: a store is not written as a .db (``mosqdb convert``), nor copied elsewhere here."""
         from codec.safefile import backup_name
@@ -301,14 +303,65 @@ class StoreDocument(Document):
         if self.read_only:
             raise EditRefused(f"the store is open read-only ({self.read_only_why})")
         changes = self.changes()
+        history = self._history_rows()
         backup = backup_name(self.path)
         with StoreEdit(self.path, in_place=True, backup=backup) as ed:
             assert ed.con is not None
             written = apply_changes(ed.con, changes, self.path)
             ed.changed = written.total > 0
         saved = StoreSaved(self.path, os.path.getsize(self.path), written, backup if ed.changed else None)
+        edits = list(self.undo_stack)
         self.reopen(self.path)
+        saved.undo_kept, saved.undo_dropped = self._said_again(edits, history)
         return saved
+
+    def _history_rows(self) -> dict[int, tuple[str, int, Any, State]]:
+        """Every row an edit in the history touched: (table, rowid, its record in the store now, the state
+        the save writes), read before the save changes the store."""
+        out: dict[int, tuple[str, int, Any, State]] = {}
+        for edit in self.undo_stack:
+            for i in (*edit.before, *edit.after):
+                if i not in out and i >= 0:
+                    table, rowid = self.db.where(i)
+                    out[i] = (table, rowid, self.db.chunk(i).record, self._state(i))
+        return out
+
+    def _said_again(self, edits: list[Edit], history: dict[int, tuple[str, int, Any, State]]) -> tuple[int, int]:
+        """The undo history ``edits`` kept over the store just saved and reopened, as the .db's save keeps it: each edit's row
+        states are said again of the store as saved (an edit that was saved is the store's value now; its
+        undo puts the value read before back, so a further save writes that). A row the save deleted is not
+        in the store any more and rows are not added here: the edits that would bring one back, and all
+        before them, are dropped (the backup holds those rows). (kept, dropped) edits."""
+        new = self.db
+        where: dict[int, int | None] = {}
+        for i, (table, rowid, _record, _state) in history.items():
+            t = next(t for t, r in ROWS.items() if r.table == table)
+            ids = new.rowids(t)
+            k = int(np.searchsorted(ids, rowid))
+            where[i] = new.first[t] + k if k < len(ids) and int(ids[k]) == rowid else None
+
+        def again(states: dict[int, State]) -> dict[int, State] | None:
+            out: dict[int, State] = {}
+            for i, (rec, deleted) in states.items():
+                _table, _rowid, record, (saved_rec, _saved_deleted) = history[i]
+                j = where[i]
+                if j is None:  # deleted by the save
+                    if not deleted:
+                        return None
+                    continue
+                out[j] = (None if rec is saved_rec else (rec if rec is not None else record), deleted)
+            return out
+
+        kept: list[Edit] = []
+        for edit in reversed(edits):
+            before, after = again(edit.before), again(edit.after)
+            if before is None or after is None:
+                break
+            kept.append(Edit(edit.label, before, after, edit.warning, self.base))
+        dropped = len(edits) - len(kept)
+        self.undo_stack[:] = reversed(kept)
+        self.saved_depth = len(self.undo_stack)
+        return len(kept), dropped
 
     def reopen(self, path: str) -> None:
         old = self.db
@@ -338,13 +391,19 @@ class StoreSaved:
     size: int
     rows: RowsWritten
     backup: str | None
+    undo_kept: int = 0  # edits in the undo history after the save
+    undo_dropped: int = 0  # edits that would bring back a row the save deleted, and those before them
 
     def summary(self) -> str:
         parts = [f"{n} {t} row(s) updated" for t, n in self.rows.updated.items()]
         parts += [f"{n} {t} row(s) deleted" for t, n in self.rows.deleted.items()]
         kept = f"; the store as it was: {self.backup}" if self.backup else ""
-        return (f"saved {self.path} in one transaction: {', '.join(parts) or 'nothing changed'}{kept} (a store's "
-                "undo history starts again after a save: the backup holds what it was)")
+        notes = ["u: undo"] if self.undo_kept else []
+        if self.undo_dropped:
+            notes.append(f"the {self.undo_dropped} edit(s) up to the last row deletion cannot be undone: rows are not "
+                         "added to a store here, the backup holds them")
+        undo = f" ({'; '.join(notes)})" if notes else ""
+        return f"saved {self.path} in one transaction: {', '.join(parts) or 'nothing changed'}{kept}{undo}"
 
 
 def _writable(path: str) -> bool:

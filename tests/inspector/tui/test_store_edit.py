@@ -123,8 +123,8 @@ async def test_edit_delete_save_and_what_the_broker_serves(store: Path) -> None:
         await keys(pilot, "ctrl+s")
         said = status(app)
         assert said == (f"saved {store} in one transaction: 1 base_msgs row(s) updated, 1 subscriptions row(s) updated,"
-                        f" 1 retains row(s) deleted; the store as it was: {store}.bak (a store's undo history starts"
-                        " again after a save: the backup holds what it was)"), said
+                        f" 1 retains row(s) deleted; the store as it was: {store}.bak (the 3 edit(s) up to the last row"
+                        " deletion cannot be undone: rows are not added to a store here, the backup holds them)"), said
         assert not app.doc.is_dirty() and app.doc.count() == len(before_rows) - 1
         await keys(pilot, "q")
     # the backup is the store as it was; nothing else was created beside it (no -wal, -shm, -journal left)
