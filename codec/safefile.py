@@ -745,6 +745,19 @@ def cached_file(name: str, data: bytes) -> str:
     return path
 
 
+def settle_cached(part: str | os.PathLike[str], final: str | os.PathLike[str]) -> None:
+    """Give a file another program wrote in :func:`user_cache_dir` (``part``) its fixed name there, whole
+    (a rename inside the directory only this user may write; anything else is refused)."""
+    cache = user_cache_dir()
+    for path in (part, final):
+        if os.path.dirname(os.path.abspath(os.fspath(path))) != cache:
+            raise WriteError("is not in this user's private cache directory: refused", path=os.fspath(path))
+    st = os.lstat(part)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        raise WriteError("is not a regular file of this user: refused", path=os.fspath(part))
+    os.replace(part, final)
+
+
 def create_private(path: str | os.PathLike[str]) -> BinaryIO:
     """A new file inside a :func:`private_dir` (exclusive, not following links), open for binary writing."""
     fd = os.open(os.fspath(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)

@@ -174,7 +174,7 @@ def _save_archive_at_exit(spark: Any, part: str) -> None:
                     proc.stdin.close()
                 proc.wait(timeout=600)
             if proc is not None and proc.returncode == 0 and os.path.getsize(part) > 0:
-                os.replace(part, final)
+                safefile.settle_cached(part, final)
         except Exception:  # noqa: BLE001 - no archive this time: the next run tries again
             pass
         finally:

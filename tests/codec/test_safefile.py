@@ -214,3 +214,25 @@ def test_permission_denied_is_said_as_such(tmp_path: Path) -> None:
     os.waitpid(pid, 0)
     assert "Permission denied" in said and str(data) in said, said
     assert names(data) == []
+
+
+def test_settle_cached_renames_only_inside_the_private_cache(tmp_path: Path) -> None:
+    """A file a child process wrote in the private cache (the JVM's class archive) gets its fixed name there;
+    a part that is a link, or a name outside the cache, is refused."""
+    cache = safefile.user_cache_dir()
+    part, final = os.path.join(cache, f"t-{os.getpid()}.part"), os.path.join(cache, f"t-{os.getpid()}")
+    try:
+        with open(part, "wb") as f:
+            f.write(b"archive")
+        safefile.settle_cached(part, final)
+        assert Path(final).read_bytes() == b"archive" and not os.path.exists(part)
+        os.symlink(str(tmp_path / "elsewhere"), part)
+        with pytest.raises(safefile.WriteError, match="not a regular file"):
+            safefile.settle_cached(part, final)
+        os.unlink(part)
+        with pytest.raises(safefile.WriteError, match="private cache"):
+            safefile.settle_cached(str(tmp_path / "x.part"), final)
+    finally:
+        for p in (part, final):
+            if os.path.lexists(p):
+                os.unlink(p)
