@@ -370,8 +370,12 @@ class ColumnReader:
     def __init__(self, db: DbFile) -> None:
         if db.version is None:  # an empty file (0 bytes): no header, no chunks to gather from
             raise CodecError("empty file: no header and no chunks", path=db.path)
-        self.offsets, self.types, _ends = db.index.intact_arrays(db.path)
-        self.lengths = db.index.lengths_array()
+        idx = db.index
+        if idx.error is not None:
+            idx.intact_arrays(db.path)  # refuses the index the scan stopped on damage
+        # views of the index (no chunk-end array: 8 bytes a chunk, 19 MB on 2.4 M chunks, for nothing)
+        self.offsets, self.types = idx.offsets_array(), idx.types_array()
+        self.lengths = idx.lengths_array()
         self.db = db
         # the file we opened, by its descriptor: another writer may have renamed a new file over the name
         self._mmap = mmap.mmap(db.fd, db.size, access=mmap.ACCESS_READ) if db.size else None

@@ -84,7 +84,7 @@ class TopicTree:
     path: str
     size: int
     store: bool
-    buf: np.ndarray = field(repr=False)  # every store's topic, back to back (padded by WINDOW zero bytes)
+    buf: np.ndarray = field(repr=False)  # where the topics are: the map of a .db file, or a store's topics back to back
     starts: np.ndarray = field(repr=False)  # per store: where its topic starts in buf
     sizes: np.ndarray = field(repr=False)
     chunk_bytes: np.ndarray = field(repr=False)  # per store: its chunk's (row's) bytes
@@ -92,6 +92,7 @@ class TopicTree:
     retained: np.ndarray = field(repr=False)  # per store: RETAIN chunks referencing it
     queued: np.ndarray = field(repr=False)  # per store: CLIENT_MSG chunks referencing it
     root: Node = field(init=False)
+    release: Callable[[], None] | None = field(default=None, repr=False)  # hands back the map's pages read
 
     def __post_init__(self) -> None:
         everyone = np.arange(len(self.sizes), dtype=np.int32 if len(self.sizes) < 1 << 31 else np.int64)
@@ -134,6 +135,8 @@ class TopicTree:
         deeper = np.zeros(len(rows), bool)  # the row's topic goes on past the child's level
         for s in batches(len(rows), ROWS):
             codes[s], deeper[s] = self._cut(rows[s], skip, names)
+            if self.release is not None:
+                self.release()  # the file's pages just read: RSS stays flat however big the node
         n = len(names)
         if not n:
             return []
@@ -192,9 +195,13 @@ class TopicTree:
         "/" found in a word with the zero-byte trick); the rest are returned."""
         buf = self.buf
         words = np.ndarray((len(buf) - 7,), dtype="<u8", buffer=buf, strides=(1,))
+        near = start[todo] + 16 > len(buf)  # (only in a map: a store's buf ends in WINDOW zero bytes)
+        if near.any():
+            todo, rest = todo[~near], todo[near]
+            return np.concatenate([self._words(todo, start, left, names, codes, deeper), rest])
         at = start[todo]
         lt = left[todo]
-        w0, w1 = words[at], words[at + 8]  # (buf ends in WINDOW zero bytes: never past it)
+        w0, w1 = words[at], words[at + 8]
         first = np.full(len(todo), 16, np.int64)
         for k, w in ((1, w1), (0, w0)):  # the first word's answer wins
             x = w ^ _SLASHES
@@ -233,6 +240,10 @@ class TopicTree:
     def _group(self, todo: np.ndarray, start: np.ndarray, left: np.ndarray, width: int, names: dict[bytes, int],
                codes: np.ndarray, deeper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Group the rows ``todo`` whose level ends inside a ``width``-byte window; (those done, the rest)."""
+        near = start[todo] + width > len(self.buf)  # the last bytes of a map: cut in Python
+        if near.any():
+            done, rest = self._group(todo[~near], start, left, width, names, codes, deeper)
+            return done, np.concatenate([rest, todo[near]])
         view = np.ndarray((len(self.buf) - width + 1,), dtype=np.dtype((np.void, width)), buffer=self.buf,
                           strides=(1,))
         win = view[start[todo]].view(np.uint8).reshape(len(todo), width)
@@ -313,7 +324,10 @@ def _topics(g: Any) -> tuple[np.ndarray, np.ndarray]:
 
 def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> TopicTree:
     """The topic tree of ``db`` (a DbFile or a 2.1 sqlite store): every store's topic, chunk bytes, payload
-    bytes, and how many RETAIN and CLIENT_MSG chunks reference it — the first level is opened on demand."""
+    bytes, and how many RETAIN and CLIENT_MSG chunks reference it — the first level is opened on demand.
+
+    A .db file's topics are read where they are, in the read-only map of the file (the tree keeps their
+    offsets, and hands the pages it read back after each batch); a store's are copied into one buffer."""
     size = db.size
     empty = np.zeros(0, np.int64)
     if db.empty:
@@ -327,38 +341,48 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
     else:
         types = cols.types
         s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
-        offsets, _types, ends = db.index.intact_arrays(db.path)
-        chunk_bytes = ends[s_idx] - offsets[s_idx]  # as stats counts a chunk (not its header + stored length:
-        del offsets, ends  # v2-v4 chunks differ); the stores' only, the arrays let go before the topics come
+        # as stats counts a chunk: from its offset to the next one's (not its header + stored length: v2-v4
+        # chunks differ), for the stores only
+        chunk_bytes = np.zeros(len(s_idx), np.int64)
+        for s in batches(len(s_idx), ROWS):
+            chunk_bytes[s] = db.index.ends_of(s_idx[s]) - cols.offsets[s_idx[s]]
     n = len(s_idx)
+    s_idx = s_idx.astype(np.int32 if len(types) < 1 << 31 else np.int64)
     room = int(chunk_bytes.sum()) + WINDOW
     chunk_bytes = chunk_bytes.astype(_narrow(int(chunk_bytes.max()) if n else 0))
+    mapped = None if store else cols.mm  # a .db file: its topics stay in the map
     ids = np.zeros(n, np.uint64)
     plen = np.zeros(n, np.uint32)  # (a payload length is a 4-byte field in every format)
-    starts = np.zeros(n, _narrow(room))
-    tlen = np.zeros(n, np.uint32)
-    # room for every topic at once: no store's topic is longer than its chunk. Only the pages written are
-    # ever resident (a zeroed block this size is mapped lazily), so the unused room costs address space only,
-    # where growing the buffer or joining a list of batches would hold the topics twice at the peak
-    buf = np.zeros(room, np.uint8)
+    starts = np.zeros(n, _narrow(len(mapped) if mapped is not None else room))
+    tlen = np.zeros(n, np.uint16 if mapped is not None else np.uint32)  # (2 bytes in every .db version)
+    if mapped is None:
+        # room for every topic at once: no store's topic is longer than its row. Only the pages written are
+        # ever resident (a zeroed block this size is mapped lazily), so the unused room costs address space
+        # only, where growing the buffer or joining a list of batches would hold the topics twice at the peak
+        buf = np.zeros(room, np.uint8)
     at = 0
     for s in batches(n, ROWS):
         g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
         ids[s] = g.ints["store_id"]
         plen[s] = g.spans["payload"][1]
-        blob, offs = _topics(g)
-        buf[at:at + len(blob)] = blob
-        starts[s] = offs[:-1] + at
-        tlen[s] = np.diff(offs)
-        at += len(blob)
+        if mapped is not None:
+            starts[s], tlen[s] = g.spans["topic"]
+        else:
+            blob, offs = _topics(g)
+            buf[at:at + len(blob)] = blob
+            starts[s] = offs[:-1] + at
+            tlen[s] = np.diff(offs)
+            at += len(blob)
         cols.release()
         if progress is not None:
             progress(s.stop, n)
-    buf = buf[:at + WINDOW]  # (a view: the room never written stays unmapped) ending in WINDOW zero bytes
-    # narrowed now, before the references are counted: the int64 columns are not held beside the rest
-    tlen = tlen.astype(_narrow(int(tlen.max()) if n else 0, 16))
-    order = np.argsort(ids, kind="stable")
-    sorted_ids = ids[order]
+    del s_idx
+    if mapped is None:
+        buf = buf[:at + WINDOW]  # (a view: the room never written stays unmapped) ending in WINDOW zero bytes
+    if mapped is None:
+        tlen = tlen.astype(_narrow(int(tlen.max()) if n else 0, 16))
+    first = _first_stores(ids)
+    del ids
 
     def referencing(t: ChunkType) -> np.ndarray:
         """Per store: the chunks of type ``t`` referencing it (the first store of an id, as stats counts)."""
@@ -367,17 +391,52 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
         for s in batches(len(where), ROWS):
             refs = cols.gather(where[s], int(t), ("store_id",)).ints["store_id"]
             cols.release()
-            if not n:
-                continue
-            w = np.searchsorted(sorted_ids, refs)
-            wc = np.minimum(w, n - 1)
-            found.append(order[wc[(w < n) & (sorted_ids[wc] == refs)]].astype(np.int32 if n < 1 << 31 else np.int64))
-        return np.bincount(np.concatenate(found), minlength=n) if found else np.zeros(n, np.int64)
+            if n:
+                found.append(first(refs))
+        del where
+        hits = np.concatenate(found) if found else np.zeros(0, np.int32)
+        del found
+        return np.bincount(hits, minlength=n) if len(hits) else np.zeros(n, np.int64)
 
-    retained, queued = referencing(ChunkType.RETAIN), referencing(ChunkType.CLIENT_MSG)
-    return TopicTree(db.path, size, store, buf, starts, tlen, chunk_bytes, plen,
-                     retained.astype(_narrow(int(retained.max()) if n else 0, 16)),
-                     queued.astype(_narrow(int(queued.max()) if n else 0, 16)))
+    retained = referencing(ChunkType.RETAIN)
+    retained = retained.astype(_narrow(int(retained.max()) if n else 0, 16))
+    queued = referencing(ChunkType.CLIENT_MSG)
+    queued = queued.astype(_narrow(int(queued.max()) if n else 0, 16))
+    return TopicTree(db.path, size, store, buf if mapped is None else mapped, starts, tlen, chunk_bytes, plen,
+                     retained, queued, release=None if mapped is None else cols.release)
+
+
+def _first_stores(ids: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """A function giving, for referenced store ids, the position of the first store of each id (ids no
+    store has are left out). Ids within a few times the stores' number of each other (a broker numbers
+    them from 1) are looked up in a table, one read a reference; others through a sort."""
+    n = len(ids)
+    pos_type = np.int32 if n < 1 << 31 else np.int64
+    if not n:
+        return lambda refs: np.zeros(0, pos_type)
+    lo, hi = int(ids.min()), int(ids.max())
+    if hi - lo < 4 * n + (1 << 16):
+        table = np.full(hi - lo + 1, n, pos_type)  # n: no store has the id
+        table[ids - np.uint64(lo)] = np.arange(n, dtype=pos_type)
+        if int(np.count_nonzero(table != n)) == n:  # every id once (else which position won is not defined)
+
+            def lookup(refs: np.ndarray) -> np.ndarray:
+                inside = refs[(refs >= np.uint64(lo)) & (refs <= np.uint64(hi))]
+                got = table[inside - np.uint64(lo)]
+                return got[got != n]
+
+            return lookup
+        del table
+    order = np.argsort(ids, kind="stable")
+    sorted_ids = ids[order]
+    order = order.astype(pos_type)
+
+    def search(refs: np.ndarray) -> np.ndarray:
+        w = np.searchsorted(sorted_ids, refs)
+        wc = np.minimum(w, n - 1)
+        return order[wc[(w < n) & (sorted_ids[wc] == refs)]]
+
+    return search
 
 
 def _narrow(largest: int, bits: int = 32) -> type:
