@@ -124,7 +124,7 @@ def test_topics_ending_with_the_file_are_cut_exactly(tmp_path: Path, last: str) 
 
     topics = ["a/b", "a/c", "e" * 20 + "/g", last]
     recs = [Record(1, {"last_db_id": len(topics), "shutdown": 1, "dbid_size": 8}, 6)]
-    for k, t in enumerate(topics, 1):
+    for k in range(1, len(topics) + 1):
         recs.append(Record(4, {"store_id": k}, 6))
     for k, t in enumerate(topics, 1):
         recs.append(Record(2, {"store_id": k, "expiry_time": 0, "source_mid": 0, "source_port": 0, "qos": 0,
