@@ -73,7 +73,7 @@ def pick_only(path: str) -> None:
 
 
 def _doc(path: str):
-    from inspector.tui.document import Document
+    from inspector.tui.model.document import Document
 
     doc = Document(path)
     for _ in doc.db.scan_steps():
@@ -82,21 +82,21 @@ def _doc(path: str):
 
 
 def tui_filter(doc) -> None:
-    from inspector.tui.filters import filter_view, parse_filter
+    from inspector.tui.features.filters import filter_view, parse_filter
 
     spec = parse_filter(f"type:retain topic:{TOPIC}")
     filter_view(doc, spec)
 
 
 def tui_search(doc) -> int | None:
-    from inspector.tui.filters import search_forward
+    from inspector.tui.features.filters import search_forward
 
     return search_forward(doc, NEEDLE, 0, lambda: False)
 
 
 def tui_search_before(doc) -> int | None:
     """Chunk by chunk from the cursor, as search_forward did before."""
-    from inspector.tui.rows import summary
+    from inspector.tui.model.rows import summary
 
     needle = NEEDLE.lower()
     for c in doc.db.stream():

@@ -62,7 +62,7 @@ def child(path: str) -> dict[str, float]:
 
     from codec import DbFile
     from codec.ops.tree import build
-    from inspector.tui.sessions import session_rows
+    from inspector.tui.model.sessions import session_rows
 
     db = DbFile(path)
     for _ in db.scan_steps():

@@ -131,7 +131,7 @@ async def keystrokes(path: str) -> dict[str, tuple[float, float, float]]:
     from textual.screen import Screen
 
     from inspector.tui.app import InspectorApp
-    from inspector.tui.document import Document
+    from inspector.tui.model.document import Document
 
     refreshes: list[float] = []
     original = Screen._compositor_refresh

@@ -281,8 +281,9 @@ def drive(path: str, out_path: str) -> None:
     from codec.views.jsonview import chunk_to_json
     from codec.views.query import Selection
     from codec.views.select import failure, pick
+    from codec.views.textview import format_text
     from codec.writer import Overlay, rewrite, save
-    from inspector.commands.core import format_text, info_data
+    from inspector.commands.info import info_data
 
     def guarded(fn: Callable[[], object]) -> None:
         try:
@@ -430,7 +431,8 @@ def atheris_main(args: list[str]) -> int:
 
     import codec.ops.check  # noqa: F401 - everything drive() reaches, loaded before instrumenting
     import codec.ops.stats  # noqa: F401
-    import inspector.commands.core  # noqa: F401
+    import inspector.commands.dump  # noqa: F401
+    import inspector.commands.info  # noqa: F401
 
     atheris.instrument_all()  # codec was imported with this module already: instrument what is loaded
     corpus = next((a for a in args if not a.startswith("-")), None)

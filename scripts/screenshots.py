@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from codec import ChunkType, DbFile  # noqa: E402
 from inspector.tui.app import InspectorApp  # noqa: E402
-from inspector.tui.storedoc import open_document  # noqa: E402
+from inspector.tui.model.storedoc import open_document  # noqa: E402
 
 REAL = ROOT.parent / "shared" / "fixtures" / "real"
 V6 = REAL / "2.0.20-a.db"

@@ -6,6 +6,8 @@ import argparse
 import os
 import stat
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from codec import DbFile
 from codec.sources import as_db, is_store, open_any
@@ -13,6 +15,19 @@ from codec.sources import as_db, is_store, open_any
 
 class UsageError(Exception):
     """Wrong arguments or a missing input: exit code 2."""
+
+
+def command(sub: argparse._SubParsersAction, name: str, *, run: Callable[[argparse.Namespace], int],
+            file: bool = False, json: str | None = None, **kw: Any) -> argparse.ArgumentParser:
+    """The parser of ``mosqdb NAME``, which runs ``run(args)``; ``file``: its first argument is the FILE it reads;
+    ``json``: the help of its ``--json`` (what the JSON output is); ``kw`` goes to ``add_parser`` (help, description)."""
+    p = sub.add_parser(name, **kw)
+    if file:
+        p.add_argument("file")
+    if json is not None:
+        p.add_argument("--json", action="store_true", help=json)
+    p.set_defaults(func=run)
+    return p
 
 
 def sample_path() -> str:
@@ -95,6 +110,22 @@ def add_at(parser, what: str = "expiry") -> None:  # type: ignore[no-untyped-def
     """The one ``--at TIME`` option: the reference time for everything that depends on "now"."""
     parser.add_argument("--at", metavar="TIME", help=f"reference time for {what}: now (default), file-mtime "
                         "(as the broker saw it when it wrote the file), Unix seconds or ISO 8601")
+
+
+def reference_time(args: argparse.Namespace) -> float:
+    """``--at`` as Unix seconds (now when not given), read against ``args.file``."""
+    from inspector.commands.shared.writing import parse_at
+
+    return parse_at(getattr(args, "at", None), args.file)
+
+
+def optional_at(args: argparse.Namespace) -> float | None:
+    """``--at`` as Unix seconds, read against the first of ``args.files``; None when not given (now)."""
+    if not getattr(args, "at", None):
+        return None
+    from inspector.commands.shared.writing import parse_at
+
+    return parse_at(args.at, args.files[0] if getattr(args, "files", None) else "")
 
 
 class _Deprecated(argparse.Action):

@@ -13,7 +13,7 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
-from inspector.commands import ExplicitEndian, UsageError, open_input
+from inspector.commands import ExplicitEndian, UsageError, command, open_input
 from inspector.commands.shared.progress import progress
 from inspector.commands.shared.writing import add_writing, emit, report_stream, run
 
@@ -21,15 +21,14 @@ COMMANDS = ("convert",)
 HELP_ORDER = 30
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("convert", help="convert to another db version (3-6), reporting every loss")
-    p.add_argument("file")
+    p = command(sub, "convert", help="convert to another db version (3-6), reporting every loss",
+                run=cmd_convert, file=True)
     p.add_argument("--to-version", type=int, required=True, help="target db version: 3, 4, 5 or 6")
     p.add_argument("--session-expiry", type=int, default=NEVER, metavar="SECONDS",
                    help="v3/v4 -> v5/v6: session expiry interval for every session "
                         "(default 4294967295 = never expires, so the broker keeps queued messages)")
     p.add_argument("--force", action="store_true", help="convert even when the target version cannot hold everything")
     add_writing(p)
-    p.set_defaults(func=cmd_convert)
 
 
 def cmd_convert(args: argparse.Namespace) -> int:

@@ -11,19 +11,22 @@ from typing import Any
 
 from codec.errors import CodecError
 from codec.values import json_text, printable
-from inspector.commands import UsageError, add_endian, open_input
+from inspector.commands import UsageError, add_endian, command, open_input
 
 COMMANDS = ("diff",)
 HELP_ORDER = 90
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "diff", help="what changed between two dbs: retained, sessions, subscriptions, queues (by content)",
         description="Compare two mosquitto.db files (or Mosquitto 2.1 sqlite stores) by content, not by store "
         "ids or offsets: retained messages (by topic; payload, qos, properties, expiry), sessions, subscriptions, "
         "queued messages per client (identified by topic, payload, qos, retain, direction and properties) and "
-        "stored messages. Exit 0 same, 1 different, 2 bad input.")
+        "stored messages. Exit 0 same, 1 different, 2 bad input.",
+        run=cmd_diff,
+    )
     p.add_argument("a", metavar="A", help="the db before")
     p.add_argument("b", metavar="B", help="the db after")
     p.add_argument("--json", action="store_true", help="one JSON object: retained, sessions, subscriptions, "
@@ -31,7 +34,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=20, metavar="N",
                    help="text output: lines shown per section (default 20; every change is counted)")
     add_endian(p)
-    p.set_defaults(func=cmd_diff)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

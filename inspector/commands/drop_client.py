@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.commands import UsageError, open_input
+from inspector.commands import UsageError, command, open_input
 from inspector.commands.shared import store
 from inspector.commands.shared.removal import add_selection, criteria_from_args, removal
 from inspector.commands.shared.writing import add_writing
@@ -14,13 +14,12 @@ HELP_ORDER = 32
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("drop-client", help="remove sessions with their subscriptions and queued messages")
-    p.add_argument("file")
+    p = command(sub, "drop-client", help="remove sessions with their subscriptions and queued messages",
+                run=cmd_drop_client, file=True)
     p.add_argument("client_ids", nargs="*", metavar="CLIENT_ID",
                    help="sessions to remove by id (and/or select them with the options below)")
     add_selection(p)
     add_writing(p, filters=True)
-    p.set_defaults(func=cmd_drop_client)
 
 
 def cmd_drop_client(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from codec.values import printable
+from inspector.commands import command
 
 COMMANDS = ("fleet",)
 HELP_ORDER = 170
@@ -29,10 +30,10 @@ SHOWN = 10  # files named per reason in the summary (all of them are in the Parq
 def register(sub: argparse._SubParsersAction) -> None:
     from inspector.commands import add_at
 
-    p = sub.add_parser("fleet", help="the broker model on many devices' files on Spark: which fail, grouped by "
-                       "reason, and what an upgrade loses (Parquet + a text summary)",
-                       description=__doc__.split("\n\n", 1)[1].strip()
-                       + " Needs PySpark (the spark extra: pip install 'mosqdb[spark]').")
+    p = command(sub, "fleet", help="the broker model on many devices' files on Spark: which fail, grouped by "
+                "reason, and what an upgrade loses (Parquet + a text summary)",
+                description=__doc__.split("\n\n", 1)[1].strip()
+                + " Needs PySpark (the spark extra: pip install 'mosqdb[spark]').", run=cmd_fleet)
     p.add_argument("inputs", nargs="+", metavar="DIR|GLOB",
                    help="directories (every *.db below them) or glob patterns (quote them: ** recurses)")
     p.add_argument("--broker", metavar="VERSION", required=True, help="the Mosquitto release running now, e.g. 2.0.18")
@@ -47,7 +48,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "spark.sql.files.openCostInBytes pack the files into tasks)")
     p.add_argument("--no-ship-code", action="store_true",
                    help="do not add mosqdb's code to the executors' Python path (their Python has mosqdb)")
-    p.set_defaults(func=cmd_fleet)
 
 
 def find_files(inputs: list[str]) -> list[str]:
@@ -135,7 +135,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
     from codec.broker.versions import text as version_text
     from codec.errors import CodecError
     from inspector.commands import UsageError
-    from inspector.commands.export import SPARK_HINT
+    from inspector.commands.shared.spark import SPARK_HINT
 
     try:
         broker = version_text(parse_version(args.broker))

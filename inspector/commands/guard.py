@@ -25,7 +25,7 @@ import sys
 from typing import Any
 
 from codec.values import json_text, printable
-from inspector.commands import UsageError, add_at
+from inspector.commands import UsageError, add_at, command
 from inspector.commands.shared.bridging import add_broker_options
 from inspector.commands.shared.broker import load_conf, report, version_of
 
@@ -36,7 +36,8 @@ UNDECIDED = 3
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "guard", help="before the broker starts: set aside and salvage a file it would refuse or crash on",
         description="If Mosquitto VERSION loads FILE, change nothing. The broker model predicts it and, where the "
                     "Mosquitto binary is at hand, a copy is trial-loaded in it (the trial wins). If it refuses or "
@@ -48,7 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                "dry run); 1 the guard could not finish (I/O error: the bytes are still in FILE or FILE.bad-*); "
                "2 usage error (unknown version, unreadable conf, FILE a directory or unreachable, directory not "
                "writable): nothing touched; 3 nobody can tell whether the broker loads FILE (the model has no "
-               "rule for it and there is no binary to try it in): FILE left as it is")
+               "rule for it and there is no binary to try it in): FILE left as it is",
+        run=cmd_guard,
+    )
     p.add_argument("file", nargs="?", help="the persistence file (default: from --conf)")
     add_broker_options(p)
     p.add_argument("--mosquitto", metavar="PATH", help="the broker binary to trial-load the file in (default: "
@@ -61,7 +64,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="only say what would be done")
     p.add_argument("--json", action="store_true", help="one JSON object on stdout (the decisions still go to stderr)")
     add_at(p, "expiry (what the broker loads 'now')")
-    p.set_defaults(func=cmd_guard)
 
 
 def writable_dir(path: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.commands import UsageError, add_at, add_endian, check_input, open_input, sample_path
+from inspector.commands import UsageError, add_at, add_endian, check_input, command, open_input, sample_path
 from inspector.commands.shared.writing import parse_at
 
 COMMANDS = ("inspect",)
@@ -12,11 +12,11 @@ HELP_ORDER = 20
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("inspect", help="browse, edit and save a db in a terminal UI",
-                              description="Browse a mosquitto.db chunk by chunk with decoded fields and hex; "
-                                          "edit as an undoable overlay and save atomically. A Mosquitto 2.1 "
-                                          "sqlite store opens row by row; its edits are saved in place in one "
-                                          "transaction, a backup kept first.")
+    p = command(subparsers, "inspect", help="browse, edit and save a db in a terminal UI",
+                description="Browse a mosquitto.db chunk by chunk with decoded fields and hex; "
+                            "edit as an undoable overlay and save atomically. A Mosquitto 2.1 "
+                            "sqlite store opens row by row; its edits are saved in place in one "
+                            "transaction, a backup kept first.", run=cmd_inspect)
     p.add_argument("file", nargs="?", help="the db file or 2.1 sqlite store (default: the bundled sample)")
     p.add_argument("--read-only", action="store_true", help="open without editing")
     p.add_argument("--broker", metavar="VERSION", help="show what this Mosquitto release does with the file "
@@ -30,13 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     from inspector.commands.shared.decoding import add_decode_options
 
     add_decode_options(p)  # without them the field tree detects each payload's format
-    p.set_defaults(func=cmd_inspect)
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from inspector.tui.app import InspectorApp  # Textual loads only for this command
-    from inspector.tui.memory import one_malloc_arena
-    from inspector.tui.storedoc import open_document
+    from inspector.tui.model.memory import one_malloc_arena
+    from inspector.tui.model.storedoc import open_document
 
     one_malloc_arena()  # before the app's worker threads: their big arrays would stay in arenas of their own
 

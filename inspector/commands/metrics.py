@@ -13,7 +13,7 @@ import sys
 import time
 
 from codec.errors import CodecError
-from inspector.commands import UsageError, add_at, add_endian, check_input
+from inspector.commands import UsageError, add_at, add_endian, check_input, command
 from inspector.commands.shared.bridging import add_broker_options
 
 COMMANDS = ("metrics",)
@@ -21,13 +21,15 @@ HELP_ORDER = 130
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = command(
+        sub,
         "metrics", help="the file's figures as Prometheus text (for node_exporter's textfile collector)",
         description="Write the db's figures as Prometheus text exposition: size, chunks and bytes per kind, "
                     "retained messages, sessions by expiry, queues (total and per client), the oldest queued "
                     "message (2.1 store ids), the check's findings, and with --broker that release's verdict. "
-                    "-o writes FILE.prom atomically in its directory, as the textfile collector requires.")
-    p.add_argument("file")
+                    "-o writes FILE.prom atomically in its directory, as the textfile collector requires.",
+        run=cmd_metrics, file=True,
+    )
     add_broker_options(p)
     p.add_argument("-o", "--output", metavar="FILE.prom",
                    help="write here (atomically: a temp file in the same directory, then renamed); default stdout")
@@ -37,7 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     from inspector.commands.shared.progress import add_quiet
 
     add_quiet(p)
-    p.set_defaults(func=cmd_metrics)
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from codec.errors import CodecError
 from codec.values import NEVER, json_text, printable
-from inspector.commands import UsageError, add_at, add_deprecated, add_endian, open_input
+from inspector.commands import UsageError, add_at, add_deprecated, add_endian, command, open_input
 from inspector.commands.shared import sinks
 from inspector.commands.shared.progress import add_quiet, progress
 from inspector.commands.shared.writing import parse_at, reference_time_ms
@@ -34,9 +34,8 @@ DEFAULT_TTL = 7200  # exporters.migrate.plan.DEFAULT_TTL, the plugin's message_t
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("migrate", help="migrate to Mosquitto 2.1's sqlite store or EMQX's offline-message store",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("file")
+    p = command(sub, "migrate", help="migrate to Mosquitto 2.1's sqlite store or EMQX's offline-message store",
+                description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, run=cmd_migrate, file=True)
     p.add_argument("--to", required=True, metavar="SINK",
                    help=sinks.forms("migrate") + " (the older --to sqlite -o FILE still works)")
     p.add_argument("-o", "--output", help="sqlite: the mosquitto.sqlite3 to write")
@@ -69,7 +68,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object on stdout")
     add_quiet(p)
     add_endian(p)
-    p.set_defaults(func=cmd_migrate)
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from codec.values import json_text, printable
+from inspector.commands import command
 
 COMMANDS = ("plan",)
 HELP_ORDER = 150
@@ -23,9 +24,9 @@ SHOWN = 20
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("plan", help="an upgrade plan: what the new Mosquitto release drops or refuses that the "
-                       "old one kept (exit 1 when the upgrade loses data)",
-                       description=__doc__.split("\n\n", 1)[1].strip())
+    p = command(sub, "plan", help="an upgrade plan: what the new Mosquitto release drops or refuses that the "
+                "old one kept (exit 1 when the upgrade loses data)",
+                description=__doc__.split("\n\n", 1)[1].strip(), run=cmd_plan)
     p.add_argument("file", nargs="?", help="the mosquitto.db (default: the one --conf names)")
     p.add_argument("--from", dest="old", metavar="VERSION", required=True, help="the release running now "
                    "(e.g. 2.0.18, or auto: from the file)")
@@ -39,7 +40,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     from inspector.commands import add_at
 
     add_at(p, "session and message expiry (both releases start at this time)")
-    p.set_defaults(func=cmd_plan)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

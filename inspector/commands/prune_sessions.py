@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.commands import UsageError, open_input
+from inspector.commands import UsageError, command, open_input
 from inspector.commands.shared import store
 from inspector.commands.shared.removal import add_selection, criteria_from_args, removal
 from inspector.commands.shared.writing import add_writing
@@ -14,11 +14,10 @@ HELP_ORDER = 33
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("prune-sessions", help="remove every session meeting all the given criteria")
-    p.add_argument("file")
+    p = command(sub, "prune-sessions", help="remove every session meeting all the given criteria",
+                run=cmd_prune, file=True)
     add_selection(p)
     add_writing(p, filters=True)
-    p.set_defaults(func=cmd_prune)
 
 
 def cmd_prune(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from codec.ops.renew import Policy, RenewPlan, plan_renew
 from codec.values import printable
 from codec.views.timeview import iso, parse_duration
 from codec.writer import save
-from inspector.commands import UsageError, add_at, check_input, open_input
+from inspector.commands import UsageError, add_at, check_input, command, open_input
 from inspector.commands.shared import store
 from inspector.commands.shared.bridging import add_conf, load_conf
 from inspector.commands.shared.progress import progress
@@ -24,8 +24,8 @@ HELP_ORDER = 40
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("renew", help="bring an aged backup back to life: shift or reset session and message expiry")
-    p.add_argument("file")
+    p = command(sub, "renew", help="bring an aged backup back to life: shift or reset session and message expiry",
+                run=cmd_renew, file=True)
     p.add_argument("--shift", metavar="DURATION", help="add DURATION (e.g. 2d6h) to every absolute time; "
                    "'auto' = now minus the file's mtime (the downtime since the broker wrote it)")
     p.add_argument("--sessions", default="keep", metavar="never|DURATION|keep",
@@ -36,7 +36,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_at(p, "--only-expired and the new expiry times")
     add_conf(p)
     add_writing(p)
-    p.set_defaults(func=cmd_renew)
 
 
 def _choice(text: str, what: str) -> str | int:

@@ -7,7 +7,7 @@ import sys
 from typing import Any
 
 from codec.values import printable
-from inspector.commands import add_at, add_deprecated, check_input
+from inspector.commands import add_at, add_deprecated, check_input, command
 from inspector.commands.shared.progress import progress
 from inspector.commands.shared.writing import add_writing, emit, parse_at, run
 
@@ -16,8 +16,8 @@ HELP_ORDER = 34
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("repair", help="salvage a damaged db: keep what decodes, drop the rest, verify the result")
-    p.add_argument("file")
+    p = command(sub, "repair", help="salvage a damaged db: keep what decodes, drop the rest, verify the result",
+                run=cmd_repair, file=True)
     from codec.layouts import SUPPORTED_VERSIONS
 
     p.add_argument("--db-version", type=int, choices=SUPPORTED_VERSIONS, dest="db_version",
@@ -28,7 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="give stores published with the retain flag their RETAIN chunk back when it was lost "
                         "(a file cut before its retained section); newest store per topic")
     add_writing(p)
-    p.set_defaults(func=cmd_repair)
 
 
 def cmd_repair(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.commands import UsageError, open_input
+from inspector.commands import UsageError, command, open_input
 from inspector.commands.shared import store
 from inspector.commands.shared.removal import removal
 from inspector.commands.shared.writing import add_writing
@@ -19,11 +19,10 @@ HELP_ORDER = 31
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("rm-retained", help="remove retained messages whose topic matches MQTT filters")
-    p.add_argument("file")
+    p = command(sub, "rm-retained", help="remove retained messages whose topic matches MQTT filters",
+                run=cmd_rm_retained, file=True)
     p.add_argument("filters", nargs="+", metavar="FILTER", help="MQTT topic filter (+ and # allowed)")
     add_writing(p, filters=True)
-    p.set_defaults(func=cmd_rm_retained)
 
 
 def cmd_rm_retained(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ import shlex
 import sys
 from typing import Any
 
-from inspector.commands import UsageError, add_at, add_endian, open_input, sample_path
+from inspector.commands import UsageError, add_at, add_endian, command, open_input, sample_path
 from inspector.commands.shared.writing import parse_at
 
 COMMANDS = ("serve",)
@@ -39,10 +39,10 @@ def is_loopback(host: str) -> bool:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser("serve", help="the inspector in a web browser (one app per browser tab)",
-                              description="Serve the inspector (mosqdb inspect) over HTTP with textual-serve: open "
-                                          "the printed address in a browser. Bound to 127.0.0.1 by default: whoever "
-                                          "reaches the port can read and edit FILE, and there is no login.")
+    p = command(subparsers, "serve", help="the inspector in a web browser (one app per browser tab)",
+                description="Serve the inspector (mosqdb inspect) over HTTP with textual-serve: open "
+                            "the printed address in a browser. Bound to 127.0.0.1 by default: whoever "
+                            "reaches the port can read and edit FILE, and there is no login.", run=cmd_serve)
     p.add_argument("file", nargs="?", help="the db file (default: the bundled sample)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
@@ -51,7 +51,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--read-only", action="store_true", help="serve the inspector without editing")
     add_at(p)
     add_endian(p)
-    p.set_defaults(func=cmd_serve)
 
 
 def app_command(path: str, args: argparse.Namespace) -> str:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 
+from inspector.commands import command
+
 COMMANDS = ("spec",)
 HELP_ORDER = 140
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("spec", help="write the format as a Kaitai Struct spec (.ksy) or an ImHex pattern (.hexpat), "
-                       "generated from mosqdb's layout table")
+    p = command(sub, "spec", help="write the format as a Kaitai Struct spec (.ksy) or an ImHex pattern (.hexpat), "
+                "generated from mosqdb's layout table", run=cmd_spec)
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--kaitai", action="store_const", const="kaitai", dest="target",
                         help="a Kaitai Struct spec (mosquitto_db.ksy)")
@@ -28,7 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host-order", choices=("little", "big"), default="little",
                    help="byte order the 64-bit ids and times are read in: that of the host whose broker wrote "
                    "the file (default little: x86, ARM)")
-    p.set_defaults(func=cmd_spec)
 
 
 def cmd_spec(args: argparse.Namespace) -> int:

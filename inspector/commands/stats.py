@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from codec.values import json_text, printable
-from inspector.commands import UsageError, add_at, add_endian, open_input
+from inspector.commands import UsageError, add_at, add_endian, command, open_input
 from inspector.commands.shared.bridging import add_conf, load_conf
 from inspector.commands.shared.progress import add_quiet, progress
 from inspector.commands.shared.writing import parse_at
@@ -18,8 +18,8 @@ BY = ("type", "client", "topic")  # codec.ops.stats.BY; kept here so `mosqdb --h
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("stats", help="what fills the file: per type, per client, per topic; biggest payloads")
-    p.add_argument("file")
+    p = command(sub, "stats", help="what fills the file: per type, per client, per topic; biggest payloads",
+                run=cmd_stats, file=True)
     p.add_argument("--by", choices=BY, default="type")
     p.add_argument("--top", type=int, default=10, help="rows to show (default 10)")
     p.add_argument("--depth", type=int, default=2, help="topic levels to group by (default 2)")
@@ -28,7 +28,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_conf(p, include=False)
     add_endian(p)
     add_quiet(p)
-    p.set_defaults(func=cmd_stats)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:

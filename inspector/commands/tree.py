@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from codec.values import json_text, printable
-from inspector.commands import UsageError, add_endian, open_input
+from inspector.commands import UsageError, add_endian, command, open_input
 from inspector.commands.shared.progress import add_quiet, progress
 
 COMMANDS = ("tree",)
@@ -20,8 +20,8 @@ SORTS = ("size", "name")  # codec.ops.tree.SORTS; kept here so `mosqdb --help` s
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("tree", help="what fills the file: a topic tree with sizes, retained and queued counts")
-    p.add_argument("file")
+    p = command(sub, "tree", help="what fills the file: a topic tree with sizes, retained and queued counts",
+                run=cmd_tree, file=True)
     p.add_argument("--depth", type=int, default=3, help="levels to show under the node (default 3)")
     p.add_argument("--sort", choices=SORTS, default="size", help="children biggest first (size) or by name")
     p.add_argument("--prefix", metavar="NODE", default="",
@@ -30,7 +30,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="the tree as one JSON object")
     add_endian(p)
     add_quiet(p)
-    p.set_defaults(func=cmd_tree)
 
 
 def cmd_tree(args: argparse.Namespace) -> int:

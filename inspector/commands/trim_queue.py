@@ -6,7 +6,7 @@ import argparse
 import re
 from typing import Any
 
-from inspector.commands import UsageError, add_at, open_input
+from inspector.commands import UsageError, add_at, command, open_input
 from inspector.commands.shared import store
 from inspector.commands.shared.bridging import add_conf, load_conf
 from inspector.commands.shared.progress import progress
@@ -29,8 +29,8 @@ def parse_size(text: str) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trim-queue", help="cut queued messages per client; sessions and subscriptions stay")
-    p.add_argument("file")
+    p = command(sub, "trim-queue", help="cut queued messages per client; sessions and subscriptions stay",
+                run=cmd_trim, file=True)
     p.add_argument("--client", action="append", default=[], metavar="ID|GLOB",
                    help="only these clients (an id, or a glob such as 'dev-*'; repeatable; default every client)")
     p.add_argument("--keep-newest", type=int, metavar="N", help="keep the newest N queued messages per client")
@@ -49,7 +49,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "awaiting PUBREL), which are otherwise kept")
     add_conf(p)
     add_writing(p, filters=True)
-    p.set_defaults(func=cmd_trim)
 
 
 def rules_from_args(args: argparse.Namespace) -> Any:

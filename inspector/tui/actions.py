@@ -1,9 +1,13 @@
-"""The inspector's keys, once: one table drives the App's bindings, the footer, the help screen and
-the command palette (the Harlequin and Posting way), so they cannot drift apart.
+"""The inspector's keys, once: one table drives every binding (the App's, each pane's and each modal's),
+the footer, the help screen and the command palette (the Harlequin and Posting way), so they cannot
+drift apart.
 
-Each :class:`Action` with a name is one ``action_<name>`` of :class:`~inspector.tui.app.InspectorApp`,
-bound at the App. An entry without a name is a key a widget handles (arrows, Tab, hex digits while
-editing bytes, Enter in the filter bar); it is listed in the help and may be shown in the footer.
+Each :class:`Action` names the widget it is bound on, its ``target`` (as Harlequin's actions do): None
+is the App, whose ``action_<name>`` runs whatever pane has the focus; a pane (:data:`PANES`) or a modal
+(:data:`MODALS`) binds the entries that name it in its own ``BINDINGS`` (``bindings(target)``), so its
+keys work only while it has the focus. An App entry without a name is a key a widget handles (arrows,
+Tab, hex digits while editing bytes, Enter in the filter bar); it is listed in the help and may be
+shown in the footer.
 
 The footer (:class:`~inspector.tui.widgets.keybar.KeyBar`) shows what the keys do *in the focused
 pane*: the entries whose ``panes`` name it (or that name none: every pane), by ``footer`` rank, as
@@ -47,17 +51,39 @@ class Action:
     """Help: in the second column of the line above."""
     writes: bool = False
     """Edits the document, so refused on a read-only file (the palette says so)."""
+    target: str | None = None
+    """Where the key is bound: None the App; a pane of :data:`PANES` or a modal of :data:`MODALS` (then
+    ``name`` is that widget's action, arguments included: ``move(-1)``)."""
+    show: bool = False
+    """Textual's ``show`` of the binding (the modals' own keys keep Textual's default, shown)."""
 
 
 LIST, FIELDS, HEX, BYTES, FILTER = "list", "fields", "hex", "bytes", "filter"
 PANES = {LIST: "chunk list", FIELDS: "fields", HEX: "hex", BYTES: "editing bytes", FILTER: "filter bar"}
 """Where the focus can be, as the footer and the mode line name it (BYTES: the hex view in edit mode)."""
 
+PROMPT, CONFIRM_QUIT, CONFIRM_SAVE, HELP_SCREEN, CHECK, DIFF_LIST, SESSIONS = (
+    "prompt", "confirm-quit", "confirm-save", "help", "check", "diff-list", "sessions")
+MODALS = (PROMPT, CONFIRM_QUIT, CONFIRM_SAVE, HELP_SCREEN, CHECK, DIFF_LIST, SESSIONS)
+"""The modal screens whose keys the table holds."""
+
 NAV, EDIT, OTHER = "Navigation", "Editing", "Other"
 GROUPS = {NAV: "", EDIT: " (an overlay: nothing is written until you save)", OTHER: ""}
 """Help sections in order, with what follows the bold heading."""
 
 CHUNK = (LIST, FIELDS, HEX)  # the panes that act on the selected chunk
+
+
+def bound(target: str, keys: str, action: str, label: str = "", *, show: bool = False) -> Action:
+    """A key that ``target`` (a pane or a modal) binds itself: not in the help, the footer or the palette."""
+    return Action(action, keys, "", None, label, target=target, show=show)
+
+
+def paging(target: str, home: str, end: str, labels: tuple[str, ...] = ("", "", "", "")) -> tuple[Action, ...]:
+    """A scrolling pane's PgUp, PgDn, Home and End: a page either way (its ``page``), then its ends."""
+    keys = (("pageup", "page(-1)"), ("pagedown", "page(1)"), ("home", home), ("end", end))
+    return tuple(bound(target, k, a, label) for (k, a), label in zip(keys, labels))
+
 
 TABLE: tuple[Action, ...] = (
     Action(None, "↑↓ PgUp PgDn", NAV, "move in the focused pane (mouse: click, wheel)"),
@@ -128,6 +154,33 @@ TABLE: tuple[Action, ...] = (
     Action("help", "question_mark", OTHER, "this help", "Help", "Help", "List keys", footer=3),
     Action("quit_app", "q", OTHER, "quit (asks if edits are unsaved)", "Quit", "Quit",
            "Quit (asks when edits are unsaved)", footer=4, panes=CHUNK, beside=True),
+    # the keys the panes and modals bind themselves, each on its target (the App's entries above list the
+    # panes' arrows for people: ↑↓ PgUp PgDn)
+    bound(LIST, "up,k", "move(-1)", "Up"),
+    bound(LIST, "down,j", "move(1)", "Down"),
+    *paging(LIST, "jump(0)", "jump(-1)", ("PgUp", "PgDn", "Top", "End")),
+    bound(FIELDS, "up", "move(-1)"),
+    bound(FIELDS, "down", "move(1)"),
+    *paging(FIELDS, "edge(0)", "edge(1)"),
+    bound(FIELDS, "enter", "select", "Edit field"),
+    bound(HEX, "left", "move(-1)"),
+    bound(HEX, "right", "move(1)"),
+    bound(HEX, "up", "move_row(-1)"),
+    bound(HEX, "down", "move_row(1)"),
+    *paging(HEX, "edge(0)", "edge(1)"),
+    bound(PROMPT, "escape", "cancel", "Cancel", show=True),
+    bound(CONFIRM_QUIT, "s", "choose('save')", "Save", show=True),
+    bound(CONFIRM_QUIT, "d", "choose('discard')", "Discard", show=True),
+    bound(CONFIRM_QUIT, "escape,c", "choose(None)", "Cancel", show=True),
+    bound(CONFIRM_SAVE, "s", "choose(True)", "Save anyway", show=True),
+    bound(CONFIRM_SAVE, "escape,c", "choose(False)", "Cancel", show=True),
+    bound(HELP_SCREEN, "escape,q,question_mark", "close", "Close", show=True),
+    bound(CHECK, "escape,q", "close", "Close", show=True),
+    bound(DIFF_LIST, "escape,q,V", "close", "Close", show=True),
+    bound(SESSIONS, "escape,q", "close", "Close", show=True),
+    bound(SESSIONS, "o", "sort", "Sort", show=True),
+    bound(SESSIONS, "d,delete", "choose('drop')", "Drop session", show=True),
+    bound(SESSIONS, "t", "choose('trim')", "Trim queue", show=True),
 )
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "Esc", "enter": "Enter", "tab": "Tab"}
@@ -135,7 +188,7 @@ KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "Esc", "enter": "Ente
 
 def actions() -> Iterator[Action]:
     """The entries that are App actions (bound to keys, in the palette), in table order."""
-    return (a for a in TABLE if a.name is not None)
+    return (a for a in TABLE if a.name is not None and a.target is None)
 
 
 def key_names(a: Action) -> list[str]:
@@ -148,9 +201,11 @@ def key_display(key: str) -> str:
     return KEY_NAMES.get(key, key.replace("ctrl+", "^"))
 
 
-def bindings() -> list[Binding]:
-    """The App's BINDINGS (the footer is drawn from the table by the key bar, not from these)."""
-    return [Binding(a.keys, str(a.name), a.label, show=False) for a in actions()]
+def bindings(target: str | None = None) -> list[Binding]:
+    """The BINDINGS of ``target`` (None: the App), in table order; the footer is drawn from the table by the
+    key bar, not from these."""
+    entries = actions() if target is None else (a for a in TABLE if a.target == target)
+    return [Binding(a.keys, str(a.name), a.label, show=a.show) for a in entries]
 
 
 def footer(pane: str) -> list[Action]:
@@ -199,5 +254,5 @@ def help_text() -> str:
     return "\n".join(out)
 
 
-__all__ = ["PANES", "Action", "TABLE", "actions", "bindings", "footer", "help_text", "key_display", "key_names",
+__all__ = ["MODALS", "PANES", "Action", "TABLE", "bound", "actions", "bindings", "footer", "help_text", "key_display", "key_names",
            "palette_help", "palette_title"]

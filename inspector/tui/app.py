@@ -1,14 +1,14 @@
 """The Textual inspector: chunk list, field tree and hex view over one db, with edits.
 
-The app owns a :class:`~inspector.tui.document.Document`; the index is built in a worker thread
+The app owns a :class:`~inspector.tui.model.document.Document`; the index is built in a worker thread
 that posts progress, so rows appear before the scan ends. Filters that need decoding,
 search, reference lookups and checks run in workers too, and never block keystrokes.
 
 This module is the composition root: layout (a header that features can add lines to, the three
 panes, a job bar, the mode line, the status line and the key bar), the index worker, what the panes
 show for the selected chunk, check and help. The actions live beside it, mixed in:
-:mod:`~inspector.tui.navigation` (goto, search, follow, filter), :mod:`~inspector.tui.editing`
-and :mod:`~inspector.tui.saving` (save, quit, export); their keys are in :mod:`~inspector.tui.actions`.
+:mod:`~inspector.tui.features.navigation` (goto, search, follow, filter), :mod:`~inspector.tui.features.editing`
+and :mod:`~inspector.tui.features.saving` (save, quit, export); their keys are in :mod:`~inspector.tui.actions`.
 """
 
 from __future__ import annotations
@@ -43,11 +43,14 @@ from inspector.tui.actions import (
     palette_help,
     palette_title,
 )
-from inspector.tui.diffing import DiffMixin
-from inspector.tui.document import ChunkView, Document
-from inspector.tui.editing import EditingMixin
-from inspector.tui.filters import FILTER_HELP, FILTER_PLACEHOLDER, StoreColumns
-from inspector.tui.jobs import Cancelled, JobThreads, Progress
+from inspector.tui.features.diffing import DiffMixin
+from inspector.tui.features.editing import EditingMixin
+from inspector.tui.features.filters import FILTER_HELP, FILTER_PLACEHOLDER, StoreColumns
+from inspector.tui.features.navigation import NO_ROWS, NavigationMixin
+from inspector.tui.features.saving import SavingMixin
+from inspector.tui.features.sessions import SessionsMixin
+from inspector.tui.features.tree import TopicTreeMixin
+from inspector.tui.features.verdict import VerdictMixin, graded, model_findings, panel_lines
 from inspector.tui.messages import (
     CheckFindings,
     HexCursorMoved,
@@ -56,15 +59,13 @@ from inspector.tui.messages import (
     ScanProgress,
     SpanSelected,
 )
-from inspector.tui.navigation import NO_ROWS, NavigationMixin
-from inspector.tui.rows import clip
-from inspector.tui.savecheck import SaveCheck
-from inspector.tui.saving import SavingMixin
-from inspector.tui.screens import CheckScreen, HelpScreen
-from inspector.tui.sessionsview import SessionsMixin
-from inspector.tui.storedoc import open_document
-from inspector.tui.topictree import TopicTreeMixin
-from inspector.tui.verdict import VerdictMixin, graded, model_findings, panel_lines
+from inspector.tui.model.document import ChunkView, Document
+from inspector.tui.model.jobs import Cancelled, JobThreads, Progress
+from inspector.tui.model.rows import clip
+from inspector.tui.model.savecheck import SaveCheck
+from inspector.tui.model.storedoc import open_document
+from inspector.tui.screens.check import CheckScreen
+from inspector.tui.screens.help import HelpScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW, ChunkList
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.hexview import HexSource, HexView
@@ -101,7 +102,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         self.detail_delay = detail_delay  # the field tree and hex follow the list once keys pause
         self._detail_timer: Timer | None = None
         self.check_at = check_at
-        # files of this many chunks are checked in a child process (inspector.tui.checkproc); None: never
+        # files of this many chunks are checked in a child process (inspector.tui.model.checkproc); None: never
         self.check_process_from = check_process_from
         # the reference time for expiry in every view (fixed by --at or by tests; else now)
         self.at = check_at if check_at is not None else time.time()
@@ -170,7 +171,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         return self.query_one(HexView)
 
     def on_mount(self) -> None:
-        # the workers' threads are daemons: quitting never waits for a job (inspector.tui.jobs.JobThreads)
+        # the workers' threads are daemons: quitting never waits for a job (inspector.tui.model.jobs.JobThreads)
         asyncio.get_running_loop().set_default_executor(JobThreads())
         self.query_one("#filter").display = False
         self.query_one("#filter-help").display = False
@@ -280,7 +281,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
 
     # ------------------------------------------------------------ jobs
     def in_child(self) -> bool:
-        """Big files: whole-file jobs (check, broker model, diff) run in a child process (inspector.tui.checkproc)."""
+        """Big files: whole-file jobs (check, broker model, diff) run in a child process (inspector.tui.model.checkproc)."""
         return self.check_process_from is not None and self.doc.count() >= self.check_process_from
 
     def on_scan_progress(self, msg: ScanProgress) -> None:
@@ -478,7 +479,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
                     self.call_from_thread(self.verdict_ready, broker, self.doc.path, pred)
                     self.call_from_thread(self.show_check_verdict, broker, pred)
             if self.in_child():
-                from inspector.tui.checkproc import run_check
+                from inspector.tui.model.checkproc import run_check
 
                 findings = (Finding(**f) for f in run_check(self.doc.db.path, self.doc.endian, self.check_at,
                                                             progress, progress.cancelled))
@@ -564,7 +565,7 @@ def pathless(err: CodecError) -> str:
 
 
 def run(path: str, *, endian: str = "little", read_only: bool = False) -> None:
-    from inspector.tui.memory import one_malloc_arena
+    from inspector.tui.model.memory import one_malloc_arena
 
     one_malloc_arena()
     doc = open_document(path, endian=endian, read_only=read_only)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class ScanProgress(Message):
     """How far a long job has got: the index scan, a filter, a search, the checker or an export.
 
-    Posted from the job's thread worker a few times a second (see :class:`~inspector.tui.jobs.Progress`);
+    Posted from the job's thread worker a few times a second (see :class:`~inspector.tui.model.jobs.Progress`);
     the app shows running jobs as a progress bar with "N found" and hides it when ``finished``.
     ``total`` 0 means unknown (an indeterminate bar). ``worker`` is the posting worker, so the
     app can drop what a cancelled job still had in flight.

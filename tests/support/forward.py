@@ -53,11 +53,6 @@ def example3_db(path: Path) -> Path:
     return make_db(path, recs, mtime=1669852800)  # 2022-12-01, after the stores' clock times
 
 
-def run_cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
-    """The CLI in a child process, bytes in and out."""
-    return cli.run(*args, input=stdin, text=False, timeout=timeout)
-
-
 def export_args(files: list[str | os.PathLike[str]], to: str, **kw: object) -> argparse.Namespace:
     """The namespace `mosqdb export` hands to run_forward_export."""
     base: dict[str, object] = dict(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from textual.pilot import Pilot
 
 from inspector.tui.app import InspectorApp
-from inspector.tui.storedoc import open_document
+from inspector.tui.model.storedoc import open_document
 
 from support.clock import AT
 
@@ -25,6 +27,25 @@ async def settle(pilot: Pilot) -> None:
     await pilot.app.workers.wait_for_complete()
     await pilot.pause()
     await pilot.pause()
+
+
+@asynccontextmanager
+async def running(path: Path | str, *, size: tuple[int, int] = (100, 30), **kw: object) -> AsyncIterator[Pilot]:
+    """The app on ``path`` (:func:`make_app`'s options) started at ``size`` with its index built: the set-up of
+    almost every TUI test (the app is ``pilot.app``)."""
+    app = make_app(path, **kw)  # type: ignore[arg-type]
+    async with app.run_test(size=size) as pilot:
+        await settle(pilot)
+        yield pilot
+
+
+async def until(pilot: Pilot, cond: Callable[[], object], what: str, rounds: int = 3000) -> None:
+    """Let the app run until ``cond()`` holds (bounded by rounds of the event loop, not seconds)."""
+    for _ in range(rounds):
+        if cond():
+            return
+        await pilot.pause(0.01)
+    raise AssertionError(f"never happened: {what}")
 
 
 async def keys(pilot: Pilot, *names: str) -> None:

@@ -15,7 +15,7 @@ import sys
 async def drive(path: str) -> None:
     from codec import CodecError
     from inspector.tui.app import InspectorApp
-    from inspector.tui.storedoc import open_document
+    from inspector.tui.model.storedoc import open_document
 
     try:
         doc = open_document(path)

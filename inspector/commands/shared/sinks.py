@@ -35,7 +35,7 @@ class Sink:
 EXPORT_FILES = "inspector.commands.export:export_files"
 FORWARD = "inspector.commands.shared.forward_export:run_forward_export"
 MIGRATE = "inspector.commands.migrate:migrate_to"
-REPLAY = "inspector.commands.live:replay_to"
+REPLAY = "inspector.commands.replay:replay_to"
 
 SINKS = (
     Sink("parquet", "export", "parquet:DIR", EXPORT_FILES, output=True),

@@ -1,0 +1,1 @@
+"""The panes of the main screen: chunk list, field tree, hex view, header, key bar and job bar."""

@@ -14,16 +14,16 @@ from collections.abc import Callable
 import numpy as np
 from rich.segment import Segment
 from rich.style import Style
-from textual.binding import Binding
 from textual.events import Click, MouseScrollDown, MouseScrollUp
 from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
 from codec.views.timeview import expires_at
-from inspector.tui.document import Document
+from inspector.tui.actions import LIST, bindings
 from inspector.tui.messages import RowHighlighted
-from inspector.tui.rows import clip, summary, type_label
+from inspector.tui.model.document import Document
+from inspector.tui.model.rows import clip, summary, type_label
 from inspector.tui.widgets.focus import RepaintOnFocus
 
 DAMAGE_ROW = -1
@@ -52,14 +52,7 @@ STYLES = {
 class ChunkList(RepaintOnFocus, Widget, can_focus=True):
     """Rows of chunks; ``rows`` is None (all chunks) or an array of chunk indexes (filtered)."""
 
-    BINDINGS = [
-        Binding("up,k", "move(-1)", "Up", show=False),
-        Binding("down,j", "move(1)", "Down", show=False),
-        Binding("pageup", "page(-1)", "PgUp", show=False),
-        Binding("pagedown", "page(1)", "PgDn", show=False),
-        Binding("home", "jump(0)", "Top", show=False),
-        Binding("end", "jump(-1)", "End", show=False),
-    ]
+    BINDINGS = bindings(LIST)
     cursor = reactive(0, always_update=True, repaint=False)
 
     def __init__(self, doc: Document, **kw: object) -> None:

@@ -13,7 +13,6 @@ from typing import Any
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.binding import Binding
 from textual.events import Click
 from textual.geometry import Size
 from textual.message import Message
@@ -24,8 +23,9 @@ from codec.properties import BY_ID
 from codec.values import is_utf8, printable, utc_text, utf8_or_none
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.timeview import expires_at, relative
-from inspector.tui.document import ChunkView, property_spans
+from inspector.tui.actions import FIELDS, bindings
 from inspector.tui.messages import SpanSelected
+from inspector.tui.model.document import ChunkView, property_spans
 from inspector.tui.widgets.focus import RepaintOnFocus
 
 TIME_FIELDS = ("expiry_time", "session_expiry_time", "disconnect_t")
@@ -161,15 +161,7 @@ def fmt_decoded(value: Any) -> str:
 class FieldTree(RepaintOnFocus, ScrollView, can_focus=True):
     """The decoded fields of the selected chunk, drawn line by line (cheap to rebuild per chunk)."""
 
-    BINDINGS = [
-        Binding("up", "move(-1)", show=False),
-        Binding("down", "move(1)", show=False),
-        Binding("pageup", "page(-1)", show=False),
-        Binding("pagedown", "page(1)", show=False),
-        Binding("home", "edge(0)", show=False),
-        Binding("end", "edge(1)", show=False),
-        Binding("enter", "select", "Edit field", show=False),
-    ]
+    BINDINGS = bindings(FIELDS)
 
     class Selected(Message):
         """Enter on a field: the app opens the editor for it."""

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 
 from rich.segment import Segment
 from rich.style import Style
-from textual.binding import Binding
 from textual.events import Click, Key
 from textual.geometry import Size
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from inspector.tui.actions import HEX, bindings
 from inspector.tui.messages import HexByteTyped, HexCursorMoved, HexModeChanged
 from inspector.tui.widgets.focus import RepaintOnFocus
 
@@ -82,16 +82,7 @@ class HexSource:
 class HexView(RepaintOnFocus, ScrollView, can_focus=True):
     """A virtual hex dump with a byte cursor; typing hex digits overwrites bytes when editable."""
 
-    BINDINGS = [
-        Binding("left", "move(-1)", show=False),
-        Binding("right", "move(1)", show=False),
-        Binding("up", "move_row(-1)", show=False),
-        Binding("down", "move_row(1)", show=False),
-        Binding("pageup", "page(-1)", show=False),
-        Binding("pagedown", "page(1)", show=False),
-        Binding("home", "edge(0)", show=False),
-        Binding("end", "edge(1)", show=False),
-    ]
+    BINDINGS = bindings(HEX)
     cursor = reactive(0, repaint=False)
     editing = reactive(False, repaint=False)
 

@@ -10,8 +10,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal
 from textual.widgets import Label, ProgressBar
 
-from inspector.tui.jobs import JOB_TITLES
 from inspector.tui.messages import ScanProgress
+from inspector.tui.model.jobs import JOB_TITLES
 
 
 class JobBar(Horizontal):

@@ -15,8 +15,8 @@ from rich.text import Text
 from textual.widgets import Static
 
 from codec.values import printable
-from inspector.tui.document import Document
-from inspector.tui.rows import TYPE_SHORT
+from inspector.tui.model.document import Document
+from inspector.tui.model.rows import TYPE_SHORT
 
 
 def type_counts(doc: Document) -> dict[int, int]:

@@ -11,7 +11,7 @@ import pytest
 
 from codec.ops.clients import id_shape, random_token
 
-from support.cli import run_in_process as cli
+from support.cli import run_in_process
 from support.paths import REAL_FILES, V6
 from support.records import records
 
@@ -55,7 +55,7 @@ def test_random_tokens() -> None:
 
 def test_by_client_against_a_plain_decode(tmp_path: Path) -> None:
     for src in REAL_FILES:
-        r = cli("stats", src, "--by", "client", "--json", "--top", "100")
+        r = run_in_process("stats", src, "--by", "client", "--json", "--top", "100")
         assert r.returncode == 0, r.stderr
         rows = {c["client_id"]: c for c in json.loads(r.stdout)["clients"]["clients"]}
         recs = records(src)
@@ -100,7 +100,7 @@ def generated_db(path: Path) -> dict[str, list[str]]:
 def test_generated_ids_grouped_in_stats(tmp_path: Path) -> None:
     src = tmp_path / "gen.db"
     ids = generated_db(src)
-    r = cli("stats", src, "--by", "client", "--json", "--top", "5")
+    r = run_in_process("stats", src, "--by", "client", "--json", "--top", "5")
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)["clients"]
     groups = {g["group"]: g for g in st["groups"]}
@@ -120,10 +120,10 @@ def test_generated_ids_grouped_in_stats(tmp_path: Path) -> None:
     names = [c.get("client_id") or c["group"] for c in st["clients"]]
     assert names[0] == "mosq-*"  # 30 small queues together are the biggest row
     assert not any(n.startswith("mosq-") and n != "mosq-*" for n in names)
-    text = cli("stats", src, "--by", "client").stdout
+    text = run_in_process("stats", src, "--by", "client").stdout
     assert "mosq-*  (30 generated ids)" in text and "47 client ids, 40 of them generated-looking in 2 group(s)" in text
 
 
 def test_stats_json_without_by_client_unchanged() -> None:
-    st = json.loads(cli("stats", V6, "--json").stdout)
+    st = json.loads(run_in_process("stats", V6, "--json").stdout)
     assert "clients" not in st and "bridges" not in st and st["by_client"]

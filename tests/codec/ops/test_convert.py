@@ -12,8 +12,7 @@ import pytest
 from codec import DbFile
 from codec.ops.convert import NEVER, convert
 
-from support.cli import run as run_proc
-from support.cli import run_in_process as run_cli
+from support.cli import run, run_in_process
 from support.paths import BY_VERSION, INCOMING_FILES, REAL, V3, V4, V5, V6
 from support.records import by_kind, errors, records, sha
 
@@ -41,7 +40,7 @@ def project(path: Path, extra: dict[str, tuple[str, ...]] | None = None) -> list
 @pytest.mark.parametrize("source", [3, 4, 5, 6])
 def test_every_direction_keeps_common_fields_and_is_valid(tmp_path: Path, source: int, target: int) -> None:
     out = tmp_path / "out.db"
-    r = run_cli("convert", BY_VERSION[source], "--to-version", target, "-o", out, "--force")
+    r = run_in_process("convert", BY_VERSION[source], "--to-version", target, "-o", out, "--force")
     assert r.returncode == 0, r.stderr
     with DbFile(out) as db:
         assert db.version == target
@@ -53,7 +52,7 @@ def test_every_direction_keeps_common_fields_and_is_valid(tmp_path: Path, source
 @pytest.mark.parametrize("source,target", [(3, 4), (3, 5), (3, 6), (4, 5), (4, 6), (5, 6)])
 def test_upgrades_lose_nothing_and_need_no_force(tmp_path: Path, source: int, target: int) -> None:
     out = tmp_path / "out.db"
-    r = run_cli("convert", BY_VERSION[source], "--to-version", target, "-o", out, "--json")
+    r = run_in_process("convert", BY_VERSION[source], "--to-version", target, "-o", out, "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["losses"] == [] and rep["written"] == str(out) and not rep["refused"]
@@ -71,7 +70,7 @@ def test_upgrades_lose_nothing_and_need_no_force(tmp_path: Path, source: int, ta
 @pytest.mark.parametrize("source", [3, 4])
 def test_upgrade_sessions_never_expire_by_default(tmp_path: Path, source: int) -> None:
     out = tmp_path / "out.db"
-    r = run_cli("convert", BY_VERSION[source], "--to-version", "6", "-o", out)
+    r = run_in_process("convert", BY_VERSION[source], "--to-version", "6", "-o", out)
     assert r.returncode == 0, r.stderr
     assert "set session expiry interval on 6 session(s): never expires (0xFFFFFFFF)" in r.stdout
     clients = by_kind(out)["client"]
@@ -87,14 +86,14 @@ def test_session_expiry_option_sets_interval_and_time(tmp_path: Path) -> None:
     assert rep.sessions_set == 6 and rep.session_expiry == 3600
     assert {(c["session_expiry_interval"], c["session_expiry_time"]) for c in by_kind(out)["client"]} == \
         {(3600, 1_800_003_600)}
-    r = run_cli("convert", V3, "--to-version", "6", "-o", tmp_path / "b.db", "--session-expiry", "-5")
+    r = run_in_process("convert", V3, "--to-version", "6", "-o", tmp_path / "b.db", "--session-expiry", "-5")
     assert r.returncode == 2 and "session-expiry" in r.stderr
 
 
 def test_downgrade_refused_without_force_names_each_loss(tmp_path: Path) -> None:
     out = tmp_path / "out.db"
     before = sha(V6)
-    r = run_proc("convert", V6, "--to-version", "4", "-o", out)
+    r = run("convert", V6, "--to-version", "4", "-o", out)
     assert r.returncode == 1
     assert not out.exists() and sha(V6) == before
     assert list(tmp_path.iterdir()) == []
@@ -106,7 +105,7 @@ def test_downgrade_refused_without_force_names_each_loss(tmp_path: Path) -> None
 
 
 def test_downgrade_loss_counts_match_the_file(tmp_path: Path) -> None:
-    r = run_cli("convert", V6, "--to-version", "3", "--dry-run", "--json")
+    r = run_in_process("convert", V6, "--to-version", "3", "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert rep["dry_run"] and rep["written"] is None
@@ -123,8 +122,8 @@ def test_downgrade_loss_counts_match_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize("middle", [3, 4])
 def test_round_trip_through_an_older_version_keeps_what_it_can_hold(tmp_path: Path, middle: int) -> None:
     mid, back = tmp_path / "mid.db", tmp_path / "back.db"
-    assert run_cli("convert", V6, "--to-version", middle, "-o", mid, "--force").returncode == 0
-    r = run_cli("convert", mid, "--to-version", "6", "-o", back)
+    assert run_in_process("convert", V6, "--to-version", middle, "-o", mid, "--force").returncode == 0
+    r = run_in_process("convert", mid, "--to-version", "6", "-o", back)
     assert r.returncode == 0, r.stderr
     extra = {"msg_store": ("source_username", "source_port")} if middle == 4 else {}
     assert project(back, extra) == project(V6, extra)
@@ -146,13 +145,13 @@ def test_v6_to_v5_copies_unchanged_layouts_raw(tmp_path: Path) -> None:
 
 def test_same_version_is_a_byte_copy(tmp_path: Path) -> None:
     out = tmp_path / "out.db"
-    assert run_cli("convert", V5, "--to-version", "5", "-o", out).returncode == 0
+    assert run_in_process("convert", V5, "--to-version", "5", "-o", out).returncode == 0
     assert out.read_bytes() == V5.read_bytes()
 
 
 def test_v4_to_v3_mid_written_zero(tmp_path: Path) -> None:
     out = tmp_path / "out.db"
-    assert run_cli("convert", V4, "--to-version", "3", "-o", out, "--force").returncode == 0
+    assert run_in_process("convert", V4, "--to-version", "3", "-o", out, "--force").returncode == 0
     assert {s["mid"] for s in by_kind(out)["msg_store"]} == {0}
 
 
@@ -162,7 +161,7 @@ def test_v4_to_v3_mid_written_zero(tmp_path: Path) -> None:
 def test_not_a_database(tmp_path: Path) -> None:
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not a mosquitto database file at all")
-    r = run_proc("convert", bad, "--to-version", "6", "-o", tmp_path / "o.db")
+    r = run("convert", bad, "--to-version", "6", "-o", tmp_path / "o.db")
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and "not a mosquitto db" in r.stderr
     assert not (tmp_path / "o.db").exists()
@@ -170,7 +169,7 @@ def test_not_a_database(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", ["2", "7", "0"])
 def test_unwritable_version(tmp_path: Path, version: str) -> None:
-    r = run_proc("convert", V6, "--to-version", version, "-o", tmp_path / "o.db")
+    r = run("convert", V6, "--to-version", version, "-o", tmp_path / "o.db")
     assert r.returncode == 2 and "cannot write db version" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.db").exists()
 
@@ -178,7 +177,7 @@ def test_unwritable_version(tmp_path: Path, version: str) -> None:
 def test_output_equal_to_input_without_in_place(tmp_path: Path) -> None:
     copy = tmp_path / "m.db"
     copy.write_bytes(V3.read_bytes())
-    r = run_proc("convert", copy, "--to-version", "6", "-o", copy)
+    r = run("convert", copy, "--to-version", "6", "-o", copy)
     assert r.returncode == 2 and "the output is the input" in r.stderr
     assert copy.read_bytes() == V3.read_bytes()
 
@@ -186,7 +185,7 @@ def test_output_equal_to_input_without_in_place(tmp_path: Path) -> None:
 def test_in_place_keeps_a_backup(tmp_path: Path) -> None:
     copy = tmp_path / "m.db"
     copy.write_bytes(V3.read_bytes())
-    r = run_cli("convert", copy, "--to-version", "6", "--in-place")
+    r = run_in_process("convert", copy, "--to-version", "6", "--in-place")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "m.db.bak").read_bytes() == V3.read_bytes()
     with DbFile(copy) as db:
@@ -201,7 +200,7 @@ def test_read_only_directory(tmp_path: Path) -> None:
     if os.access(ro, os.W_OK):  # root ignores permissions: /proc takes no new files for anyone
         target = Path("/proc/mosqdb-cannot-write-here.db")
     try:
-        r = run_proc("convert", V3, "--to-version", "6", "-o", target)
+        r = run("convert", V3, "--to-version", "6", "-o", target)
     finally:
         ro.chmod(0o755)
     assert r.returncode == 1
@@ -239,7 +238,7 @@ def test_disk_full_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.Mon
 def test_damaged_input_is_refused_with_a_pointer_to_repair(tmp_path: Path) -> None:
     cut = tmp_path / "cut.db"
     cut.write_bytes(V6.read_bytes()[:50_000])
-    r = run_proc("convert", cut, "--to-version", "4", "-o", tmp_path / "o.db", "--force")
+    r = run("convert", cut, "--to-version", "4", "-o", tmp_path / "o.db", "--force")
     assert r.returncode == 1 and "mosqdb repair" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.db").exists()
 
@@ -256,15 +255,15 @@ def test_unknown_chunks_kept_where_the_header_width_allows(tmp_path: Path) -> No
 
     v3_bad = UNIT / "persist_read" / "v3-bad-chunk.test-db"
     out = tmp_path / "v6.db"
-    r = run_cli("convert", v3_bad, "--to-version", "6", "-o", out)
+    r = run_in_process("convert", v3_bad, "--to-version", "6", "-o", out)
     assert r.returncode == 0, r.stderr
     recs = records(out)
     assert [(x.type, x.get("raw")) for x in recs] == [(65535, b"nochunk"), (1, None)]
     assert recs[1]["last_db_id"] == 23
     v5_bad = UNIT / "persist_read" / "v5-bad-chunk.test-db"
-    r = run_cli("convert", v5_bad, "--to-version", "4", "-o", tmp_path / "v4.db")
+    r = run_in_process("convert", v5_bad, "--to-version", "4", "-o", tmp_path / "v4.db")
     assert r.returncode == 1 and "unknown.chunk x1" in r.stderr and not (tmp_path / "v4.db").exists()
-    r = run_cli("convert", v5_bad, "--to-version", "4", "-o", tmp_path / "v4.db", "--force")
+    r = run_in_process("convert", v5_bad, "--to-version", "4", "-o", tmp_path / "v4.db", "--force")
     assert r.returncode == 0
     assert "does not fit the 16-bit type of a v4 header" in r.stdout
     assert [x.kind for x in records(tmp_path / "v4.db")] == ["cfg"]
@@ -275,7 +274,7 @@ def test_unknown_chunks_kept_where_the_header_width_allows(tmp_path: Path) -> No
 def test_every_writer_refuses_to_overwrite_its_input(tmp_path: Path, command: list[str]) -> None:
     copy = tmp_path / "m.db"
     copy.write_bytes(V6.read_bytes())
-    r = run_proc(command[0], copy, *command[1:], "-o", copy)
+    r = run(command[0], copy, *command[1:], "-o", copy)
     assert r.returncode == 2 and "the output is the input" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
     assert copy.read_bytes() == V6.read_bytes() and sorted(tmp_path.iterdir()) == [copy]
@@ -303,8 +302,8 @@ def test_upstream_unit_fixtures_convert_both_ways(tmp_path: Path, src: Path) -> 
         source = db.version
     for target in (3, 4, 5, 6):
         out, back = tmp_path / f"v{target}.db", tmp_path / f"back{target}.db"
-        assert run_cli("convert", src, "--to-version", target, "-o", out, "--force").returncode == 0
-        assert run_cli("convert", out, "--to-version", max(source, 3), "-o", back, "--force").returncode == 0
+        assert run_in_process("convert", src, "--to-version", target, "-o", out, "--force").returncode == 0
+        assert run_in_process("convert", out, "--to-version", max(source, 3), "-o", back, "--force").returncode == 0
         wide = any(r.kind == "unknown" and r.type > 0xFFFF for r in records(src))
         expected = [e for e in project(src) if not (wide and target <= 4 and e[0] == "unknown")]
         assert project(back) == expected, target
@@ -315,7 +314,7 @@ def test_upstream_unit_fixtures_convert_both_ways(tmp_path: Path, src: Path) -> 
 def test_incoming_files_convert_every_way(tmp_path: Path, source: Path, target: int) -> None:
     # 2.0.22 and 2.1.2 files (2.1: clock-based store ids, retain handling in sub options) like the real/ ones
     out = tmp_path / "out.db"
-    r = run_cli("convert", source, "--to-version", target, "-o", out, "--force")
+    r = run_in_process("convert", source, "--to-version", target, "-o", out, "--force")
     assert r.returncode == 0, r.stderr
     with DbFile(out) as db:
         assert db.version == target and db.index.error is None

@@ -18,8 +18,7 @@ import pytest
 from codec import DbFile
 
 from support.brokers import Broker, collect_retained, have_mosquitto, oracle_binary
-from support.cli import run
-from support.cli import run_in_process as run_cli
+from support.cli import run, run_in_process
 from support.paths import V6
 from support.records import errors, records
 
@@ -56,7 +55,7 @@ def zeroed(tmp_path: Path) -> tuple[Path, int]:
 def test_check_reports_the_run_from_where_it_begins(tmp_path: Path) -> None:
     """Before: only "3,223 NUL bytes from offset 104,399", after the payload; the store was checked as data."""
     p, start = zeroed(tmp_path)
-    r = run_cli("check", p, "--json", "--at", AT)
+    r = run_in_process("check", p, "--json", "--at", AT)
     assert r.returncode == 1
     found = json.loads(r.stdout)["findings"]
     tail = [f for f in found if f["rule"] == "nul-tail"]
@@ -72,7 +71,7 @@ def test_a_run_that_only_covers_a_small_ids_high_bytes_is_no_damage(tmp_path: Pa
     """A whole file, then NUL bytes: its last RETAIN's store id ends in zeros, and that is its value."""
     p = tmp_path / "padded.db"
     p.write_bytes(V6.read_bytes() + bytes(5000))
-    found = json.loads(run_cli("check", p, "--json", "--at", AT).stdout)["findings"]
+    found = json.loads(run_in_process("check", p, "--json", "--at", AT).stdout)["findings"]
     assert [f["rule"] for f in found if f["severity"] == "error"] == ["nul-tail"]
 
 
@@ -80,7 +79,7 @@ def test_repair_recover_retained_does_not_restore_the_zeroed_message(tmp_path: P
     """Before: 'corp/retained/big' recreated with 50,013 zeroed bytes, and check said OK."""
     p, start = zeroed(tmp_path)
     out = tmp_path / "out.db"
-    r = run_cli("repair", p, "-o", out, "--recover-retained", "--json", "--at", AT)
+    r = run_in_process("repair", p, "-o", out, "--recover-retained", "--json", "--at", AT)
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     off, _payload, _size = big_store()
@@ -96,14 +95,14 @@ def test_repair_recover_retained_does_not_restore_the_zeroed_message(tmp_path: P
 def test_repair_says_what_recover_retained_would_keep(tmp_path: Path) -> None:
     """Before: every store dropped as "referenced by nothing", not a word about --recover-retained."""
     p, _start = zeroed(tmp_path)
-    plain = run_cli("repair", p, "-o", tmp_path / "plain.db", "--at", AT)
+    plain = run_in_process("repair", p, "-o", tmp_path / "plain.db", "--at", AT)
     assert plain.returncode == 0, plain.stderr
-    recovering = json.loads(run_cli("repair", p, "-o", tmp_path / "rec.db", "--recover-retained", "--json",
+    recovering = json.loads(run_in_process("repair", p, "-o", tmp_path / "rec.db", "--recover-retained", "--json",
                                     "--at", AT).stdout)
     n = sum("recreated from store" in f for f in recovering["fixes"])
     assert n == 2  # corp/v5/retained and corp/retained/v5props; the zeroed big one is not among them
     assert f"--recover-retained would keep {n} retained message(s)" in plain.stdout
-    rep = json.loads(run_cli("repair", p, "-o", tmp_path / "plain2.db", "--json", "--at", AT).stdout)
+    rep = json.loads(run_in_process("repair", p, "-o", tmp_path / "plain2.db", "--json", "--at", AT).stdout)
     assert rep["recoverable_retained"] == n
     assert recovering["recoverable_retained"] == 0  # nothing more to recover
 
@@ -114,11 +113,11 @@ def test_repair_of_a_file_cut_mid_chunk_names_the_retained_it_drops(tmp_path: Pa
         first_client = next(c for c in db.stream() if c.kind == "client")
     cut = tmp_path / "cut.db"
     cut.write_bytes(V6.read_bytes()[: first_client.offset + 12])
-    r = run_cli("repair", cut, "-o", tmp_path / "out.db", "--json", "--at", AT)
+    r = run_in_process("repair", cut, "-o", tmp_path / "out.db", "--json", "--at", AT)
     rep = json.loads(r.stdout)
     assert rep["kept"].get("msg_store", 0) == 0
     assert rep["recoverable_retained"] == 10
-    text = run_cli("repair", cut, "-o", tmp_path / "out2.db", "--at", AT).stdout
+    text = run_in_process("repair", cut, "-o", tmp_path / "out2.db", "--at", AT).stdout
     assert "--recover-retained would keep 10 retained message(s)" in text
 
 
@@ -192,11 +191,11 @@ def test_check_warns_of_a_payload_that_ends_in_zeroed_blocks(tmp_path: Path) -> 
     data[start:payload + size] = bytes(payload + size - start)
     p = tmp_path / "restored.db"
     p.write_bytes(bytes(data))
-    found = json.loads(run_cli("check", p, "--json", "--at", AT).stdout)["findings"]
+    found = json.loads(run_in_process("check", p, "--json", "--at", AT).stdout)["findings"]
     hit = [f for f in found if f["rule"] == "nul-payload"]
     assert len(hit) == 1 and hit[0]["severity"] == "warning" and hit[0]["field"] == "payload"
     assert f"ends in {payload + size - start:,} NUL bytes (from offset {start:,})" in hit[0]["message"]
-    clean = json.loads(run_cli("check", V6, "--json", "--at", AT).stdout)["findings"]
+    clean = json.loads(run_in_process("check", V6, "--json", "--at", AT).stdout)["findings"]
     assert not [f for f in clean if f["rule"] == "nul-payload"]
 
 
@@ -224,7 +223,7 @@ def test_a_run_that_begins_in_a_chunk_header(tmp_path: Path) -> None:
     data += crafted.retain(6, 5) + struct.pack(">II", 4, 0x100)[:7] + bytes(600)
     p = tmp_path / "header.db"
     p.write_bytes(data)
-    found = json.loads(run_cli("check", p, "--json", "--at", AT).stdout)["findings"]
+    found = json.loads(run_in_process("check", p, "--json", "--at", AT).stdout)["findings"]
     zero = [f for f in found if f["rule"] == "zeroed"]
     assert len(zero) == 1 and zero[0]["chunk_type"] == "retain" and "its chunk header" in zero[0]["message"]
     tail = next(f for f in found if f["rule"] == "nul-tail")

@@ -17,7 +17,7 @@ from codec.values import NEVER as NEVER_INTERVAL
 from codec.writer import save
 
 from support.brokers import Broker, collect_queued, have_mosquitto
-from support.cli import run as mosqdb
+from support.cli import run
 from support.paths import REAL, V6
 
 TIME_FIELDS = {"expiry_time", "session_expiry_time", "session_expiry_interval"}
@@ -61,14 +61,14 @@ def test_renew_changes_nothing_but_time_fields(tmp_path: Path, shift: int, sessi
 
 def test_old_versions_say_so_and_write_nothing(tmp_path: Path) -> None:
     out = tmp_path / "out.db"
-    p = mosqdb("renew", str(REAL / "1.5.6-a.db"), "--shift", "2d", "-o", str(out))
+    p = run("renew", str(REAL / "1.5.6-a.db"), "--shift", "2d", "-o", str(out))
     assert p.returncode == 0 and "no expiry times" in p.stdout and not out.exists()
 
 
 def test_usage_errors(tmp_path: Path) -> None:
-    assert mosqdb("renew", str(V6), "-o", str(tmp_path / "o")).returncode == 2  # nothing to do
-    assert mosqdb("renew", str(V6), "--shift", "2x", "-o", str(tmp_path / "o")).returncode == 2
-    assert mosqdb("renew", str(V6), "--messages", "soon", "-o", str(tmp_path / "o")).returncode == 2
+    assert run("renew", str(V6), "-o", str(tmp_path / "o")).returncode == 2  # nothing to do
+    assert run("renew", str(V6), "--shift", "2x", "-o", str(tmp_path / "o")).returncode == 2
+    assert run("renew", str(V6), "--messages", "soon", "-o", str(tmp_path / "o")).returncode == 2
 
 
 def test_shift_auto_uses_the_downtime(tmp_path: Path) -> None:
@@ -76,7 +76,7 @@ def test_shift_auto_uses_the_downtime(tmp_path: Path) -> None:
     copy.write_bytes(V6.read_bytes())
     t0 = written_at(copy)
     os.utime(copy, (t0, t0))
-    p = mosqdb("renew", str(copy), "--shift", "auto", "--json", "--dry-run")
+    p = run("renew", str(copy), "--shift", "auto", "--json", "--dry-run")
     data = json.loads(p.stdout)
     assert abs(data["shift"] - (time.time() - t0)) < 60  # about now: --shift auto is the downtime until now
     assert data["messages_changed"] == 2 and data["sessions_changed"] == 6
@@ -108,7 +108,7 @@ def test_broker_delivers_expired_message_only_after_renew(tmp_path: Path) -> Non
     assert alive <= topics and not (dead & topics)
 
     renewed = tmp_path / "renewed.db"
-    p = mosqdb("renew", str(V6), "--messages", "never", "-o", str(renewed))
+    p = run("renew", str(V6), "--messages", "never", "-o", str(renewed))
     assert p.returncode == 0, p.stderr
     with Broker(renewed) as b:
         got = collect_queued(b.port, "a-sub-v5", v5=True, expected=len(queued), timeout=5)

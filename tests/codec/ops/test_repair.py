@@ -12,8 +12,7 @@ import pytest
 from codec import DbFile, Record
 from codec.writer import write_records
 
-from support.cli import run as run_proc
-from support.cli import run_in_process as run_cli
+from support.cli import run, run_in_process
 from support.paths import UNIT, V4, V6
 from support.records import errors, records, sha
 
@@ -40,7 +39,7 @@ def repaired(tmp_path: Path, data: bytes, name: str = "damaged.db", *extra: str)
     src = tmp_path / name
     src.write_bytes(data)
     out = tmp_path / "repaired.db"
-    r = run_cli("repair", src, "-o", out, "--json", "--at", "2026-11-21T22:43:20Z", *extra)
+    r = run_in_process("repair", src, "-o", out, "--json", "--at", "2026-11-21T22:43:20Z", *extra)
     assert r.returncode == 0, r.stderr
     assert src.read_bytes() == data  # input untouched
     return out, json.loads(r.stdout)
@@ -116,7 +115,7 @@ def test_leftover_db_new_from_a_crashed_save(tmp_path: Path) -> None:
     assert rep["dropped"][-1]["offset"] == cs[-3].offset
     assert any("unfinished save file" in n for n in rep["notes"])
     (tmp_path / "mosquitto.db").write_bytes(data)
-    r = run_cli("repair", tmp_path / "mosquitto.db", "--dry-run")
+    r = run_in_process("repair", tmp_path / "mosquitto.db", "--dry-run")
     assert r.returncode == 0 and "mosquitto.db.new exists" in r.stdout
 
 
@@ -167,14 +166,14 @@ def test_unit_fixture_unknown_chunks(tmp_path: Path, name: str, reason: str) -> 
 def test_not_a_database_and_cut_header(tmp_path: Path) -> None:
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"GIF89a" + bytes(100))
-    r = run_proc("repair", bad, "-o", tmp_path / "o.db")
+    r = run("repair", bad, "-o", tmp_path / "o.db")
     assert r.returncode == 2 and "not a mosquitto db" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     cut = tmp_path / "cut.db"
     cut.write_bytes(V6.read_bytes()[:20])
-    r = run_proc("repair", cut, "-o", tmp_path / "o.db")
+    r = run("repair", cut, "-o", tmp_path / "o.db")
     assert r.returncode == 2 and "--db-version" in r.stderr
     assert not (tmp_path / "o.db").exists()
-    r = run_proc("repair", cut, "-o", tmp_path / "o.db", "--db-version", "6")
+    r = run("repair", cut, "-o", tmp_path / "o.db", "--db-version", "6")
     assert r.returncode == 0, r.stderr
     assert [x.kind for x in records(tmp_path / "o.db")] == ["cfg"]
 
@@ -216,7 +215,7 @@ def test_in_place_repair_keeps_the_damaged_original(tmp_path: Path) -> None:
     db = tmp_path / "mosquitto.db"
     damaged = V6.read_bytes() + b"\0" * 100
     db.write_bytes(damaged)
-    r = run_cli("repair", db, "--in-place")
+    r = run_in_process("repair", db, "--in-place")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "mosquitto.db.bak").read_bytes() == damaged
     assert db.read_bytes() == V6.read_bytes()
@@ -226,7 +225,7 @@ def test_empty_file_stays_empty(tmp_path: Path) -> None:
     src = UNIT / "persist_read" / "empty.test-db"
     for cmd in (["repair"], ["convert", "--to-version", "4"], ["rm-retained", "#"]):
         out = tmp_path / f"{cmd[0]}.db"
-        r = run_cli(cmd[0], src, *cmd[1:], "-o", out)
+        r = run_in_process(cmd[0], src, *cmd[1:], "-o", out)
         assert r.returncode == 0, (cmd, r.stderr)
         if cmd[0] == "rm-retained":  # nothing to remove: nothing written (issue 22)
             assert not out.exists() and "nothing written" in r.stdout

@@ -13,8 +13,7 @@ import pytest
 from codec.ops.session_filter import SessionCriteria, check_glob
 from codec.values import NEVER
 
-from support.cli import run
-from support.cli import run_in_process as cli
+from support.cli import run, run_in_process
 from support.paths import REAL_FILES, V4, V6
 from support.records import records
 
@@ -39,7 +38,7 @@ def shapes(path: Path) -> dict[str, dict]:
 
 
 def prune(src: Path, *args: object) -> dict:
-    r = cli("prune-sessions", src, *args, "--dry-run", "--json")
+    r = run_in_process("prune-sessions", src, *args, "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -85,7 +84,7 @@ def test_idle_since_reads_what_the_file_knows(src: Path) -> None:
 
 def test_drop_client_names_and_criteria(tmp_path: Path) -> None:
     out = tmp_path / "out.db"
-    r = cli("drop-client", V6, "a-idle", "--client-glob", "a-sub-q*", "--queue-larger-than", "5", "-o", out, "--json")
+    r = run_in_process("drop-client", V6, "a-idle", "--client-glob", "a-sub-q*", "--queue-larger-than", "5", "-o", out, "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert set(rep["clients_removed"]) == {"a-idle", "a-sub-q1", "a-sub-q2"}
@@ -123,10 +122,10 @@ def test_glob_check() -> None:
 @pytest.mark.parametrize("src", REAL_FILES, ids=lambda p: p.name)
 def test_diff_of_a_pattern_prune_lists_exactly_what_it_reported(src: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.db"
-    r = cli("prune-sessions", src, "--client-regex", "^a-(sub|idle)", "--queue-larger-than", "3", "-o", out, "--json")
+    r = run_in_process("prune-sessions", src, "--client-regex", "^a-(sub|idle)", "--queue-larger-than", "3", "-o", out, "--json")
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
-    d = json.loads(cli("diff", src, out, "--json").stdout)
+    d = json.loads(run_in_process("diff", src, out, "--json").stdout)
     assert d["sessions"]["removed"] == sorted(rep["clients_removed"]) and not d["sessions"]["added"]
     assert not d["sessions"]["changed"] and not d["retained"]["removed"]
     assert len(d["subscriptions"]["removed"]) == rep["subs_removed"] and not d["subscriptions"]["added"]

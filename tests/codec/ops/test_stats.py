@@ -11,8 +11,7 @@ import pytest
 from codec import DbFile
 from codec.ops.stats import compute
 
-from support.cli import run as run_proc
-from support.cli import run_in_process as run_cli
+from support.cli import run, run_in_process
 from support.paths import BY_VERSION, V6, manifest
 from support.records import records
 
@@ -24,7 +23,7 @@ KIND = {"DB_CHUNK_CFG": "cfg", "DB_CHUNK_MSG_STORE": "msg_store", "DB_CHUNK_CLIE
 def test_stats_json_matches_manifest(version: int) -> None:
     src = BY_VERSION[version]
     man = manifest(src)
-    r = run_cli("stats", src, "--json", "--top", "50")
+    r = run_in_process("stats", src, "--json", "--top", "50")
     assert r.returncode == 0, r.stderr
     st = json.loads(r.stdout)
     assert {k: v["count"] for k, v in st["by_type"].items()} == {KIND[k]: n for k, n in man["chunk_counts"].items()}
@@ -63,7 +62,7 @@ def test_topic_levels_and_queued_bytes_against_a_plain_decode() -> None:
 
 @pytest.mark.parametrize("by", ["type", "client", "topic"])
 def test_text_tables(by: str) -> None:
-    r = run_cli("stats", V6, "--by", by, "--top", "3")
+    r = run_in_process("stats", V6, "--by", by, "--top", "3")
     assert r.returncode == 0, r.stderr
     assert "biggest payloads:" in r.stdout and "102,400 bytes" in r.stdout
     if by == "type":
@@ -73,7 +72,7 @@ def test_text_tables(by: str) -> None:
 
 
 def test_bad_input(tmp_path: Path) -> None:
-    r = run_proc("stats", tmp_path / "missing.db")
+    r = run("stats", tmp_path / "missing.db")
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
 
 

@@ -16,8 +16,7 @@ import pytest
 from codec import DbFile
 from codec.ops.queues import IN_FLIGHT_STATES
 
-from support.cli import run
-from support.cli import run_in_process as cli
+from support.cli import run, run_in_process
 from support.paths import REAL_FILES, V3, V6
 from support.records import records
 
@@ -63,7 +62,7 @@ def expected(path: Path, drop_entry) -> list[tuple[str, bytes]]:  # type: ignore
 
 
 def trim(src: Path, out: Path, *args: object) -> dict:
-    r = cli("trim-queue", src, *args, "-o", out, "--json")
+    r = run_in_process("trim-queue", src, *args, "-o", out, "--json")
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -78,7 +77,7 @@ def test_keep_newest_matches_the_oracle(src: Path, keep: int, tmp_path: Path) ->
     assert rep["client_msgs_removed"] + rep["stores_removed"] == len(raw_chunks(src)) - len(want)
     assert out.read_bytes()[:23] == src.read_bytes()[:23]  # header, and the cfg (last_db_id) copied as it was
     assert raw_chunks(out)[0] == raw_chunks(src)[0]
-    assert cli("check", out).returncode == 0 or cli("check", src).returncode != 0
+    assert run_in_process("check", out).returncode == 0 or run_in_process("check", src).returncode != 0
 
 
 def test_in_flight_is_kept_unless_asked(tmp_path: Path) -> None:
@@ -154,7 +153,7 @@ def test_drop_expired_uses_the_stored_expiry(tmp_path: Path) -> None:
 
 
 def test_v3_has_no_expiry_nothing_matches(tmp_path: Path) -> None:
-    r = cli("trim-queue", V3, "--drop-expired", "-o", tmp_path / "out.db")
+    r = run_in_process("trim-queue", V3, "--drop-expired", "-o", tmp_path / "out.db")
     assert r.returncode == 0 and "nothing written" in r.stdout and not (tmp_path / "out.db").exists()
 
 
@@ -176,15 +175,15 @@ def test_a_session_named_like_a_bridge_is_left_alone(tmp_path: Path) -> None:
 def test_dry_run_in_place_and_no_match(tmp_path: Path) -> None:
     src = tmp_path / "mosquitto.db"
     src.write_bytes(V6.read_bytes())
-    r = cli("trim-queue", src, "--keep-newest", "1", "--dry-run")
+    r = run_in_process("trim-queue", src, "--keep-newest", "1", "--dry-run")
     assert r.returncode == 0 and "dry run: nothing written" in r.stdout and src.read_bytes() == V6.read_bytes()
-    r = cli("trim-queue", src, "--keep-newest", "1", "--in-place")
+    r = run_in_process("trim-queue", src, "--keep-newest", "1", "--in-place")
     assert r.returncode == 0, r.stderr
     assert Path(f"{src}.bak").read_bytes() == V6.read_bytes()
     assert raw_chunks(src) == expected(V6, lambda r, k: r["state"] not in IN_FLIGHT and k >= 1)
-    r = cli("trim-queue", src, "--keep-newest", "1", "-o", tmp_path / "again.db")
+    r = run_in_process("trim-queue", src, "--keep-newest", "1", "-o", tmp_path / "again.db")
     assert r.returncode == 0 and "no queued message matches" in r.stdout and not (tmp_path / "again.db").exists()
-    assert cli("trim-queue", src, "--keep-newest", "1", "--dry-run", "--fail-if-none").returncode == 1
+    assert run_in_process("trim-queue", src, "--keep-newest", "1", "--dry-run", "--fail-if-none").returncode == 1
 
 
 @pytest.mark.parametrize("args", [
@@ -217,7 +216,7 @@ def test_diff_of_the_output_lists_exactly_what_trim_reported(src: Path, args: li
     """`mosqdb diff FILE OUT`: only queues changed, per client exactly the reported entries, and the stores."""
     out = tmp_path / "out.db"
     rep = trim(src, out, *args)
-    r = cli("diff", src, out, "--json")
+    r = run_in_process("diff", src, out, "--json")
     assert r.returncode == 1, r.stderr
     d = json.loads(r.stdout)
     nothing = {"added": [], "removed": [], "changed": []}

@@ -12,8 +12,8 @@ import pytest
 
 from codec import DbFile
 from codec.views.jsonview import chunk_to_json
+from codec.views.textview import format_text
 from inspector.cli import main
-from inspector.commands.core import format_text
 
 from support.bigfile import TAIL, sparse_file
 
@@ -87,7 +87,7 @@ def test_export_one_kind(big, tmp_path, capsys):
 
 async def _goto_last(path: str) -> tuple[int, int, str]:
     from inspector.tui.app import InspectorApp
-    from inspector.tui.document import Document
+    from inspector.tui.model.document import Document
 
     app = InspectorApp(Document(path, read_only=True), check_at=1_795_305_600, detail_delay=0.0)
     async with app.run_test(size=(120, 40)) as pilot:

@@ -9,14 +9,14 @@ import pytest
 from codec import DbFile
 from codec.views.timeview import ExpiryState, expires_at, parse_duration, parse_time, relative
 
-from support.cli import run as mosqdb
+from support.cli import run
 from support.clock import AT_ISO as AT
 from support.paths import REAL, REAL_FILES
 
 
 @pytest.mark.parametrize("name", ["1.6.10-a.db", "2.0.20-a.db"])
 def test_info_counts_expired_and_expiring(name: str) -> None:
-    info = json.loads(mosqdb("info", "--json", "--at", AT, str(REAL / name)).stdout)
+    info = json.loads(run("info", "--json", "--at", AT, str(REAL / name)).stdout)
     assert info["at"] == AT
     # a-idle (600 s) and a-sub-v5 (3600 s) expired; four 86400 s sessions expire within the day; a-raw-inflight never
     assert info["expiry"]["client"] == {"expired": 2, "expiring_within_day": 4, "never": 1, "total": 7}
@@ -26,12 +26,12 @@ def test_info_counts_expired_and_expiring(name: str) -> None:
 
 @pytest.mark.parametrize("path", [p for p in REAL_FILES if p.name.startswith("1.")][:2], ids=lambda p: p.name)
 def test_old_versions_never_expire(path) -> None:  # type: ignore[no-untyped-def]
-    info = json.loads(mosqdb("info", "--json", "--at", "2100-01-01", str(path)).stdout)
+    info = json.loads(run("info", "--json", "--at", "2100-01-01", str(path)).stdout)
     assert info["expiry"]["client"]["expired"] == 0 and info["expiry"]["msg_store"]["expired"] == 0
 
 
 def test_dump_json_marks_expiry_and_client_messages_inherit() -> None:
-    rows = [json.loads(x) for x in mosqdb("dump", "--json", "--at", AT, str(REAL / "2.0.20-a.db")).stdout.splitlines()]
+    rows = [json.loads(x) for x in run("dump", "--json", "--at", AT, str(REAL / "2.0.20-a.db")).stdout.splitlines()]
     stores = {r["store_id"]: r for r in rows if r["type"] == "msg_store"}
     v5a = next(r for r in stores.values() if r["topic"] == "corp/v5/a")
     assert v5a["expired"] is True and v5a["expires_at"] == "2026-11-21T23:43:27Z"
@@ -54,12 +54,12 @@ def test_file_mtime_reference(tmp_path) -> None:  # type: ignore[no-untyped-def]
         q0 = next(c.record for c in db.stream() if c.kind == "client" and c.record["client_id"] == "a-sub-q0")
     written = q0["session_expiry_time"] - q0["session_expiry_interval"]  # when the broker wrote the file
     os.utime(copy, (written, written))
-    info = json.loads(mosqdb("info", "--json", "--at", "file-mtime", str(copy)).stdout)
+    info = json.loads(run("info", "--json", "--at", "file-mtime", str(copy)).stdout)
     assert info["expiry"]["client"]["expired"] == 0 and info["expiry"]["msg_store"]["expired"] == 0
 
 
 def test_check_reports_expired_as_warnings_without_changing_exit_code() -> None:
-    p = mosqdb("check", "--json", "--at", AT, str(REAL / "2.0.20-a.db"))
+    p = run("check", "--json", "--at", AT, str(REAL / "2.0.20-a.db"))
     assert p.returncode == 0
     expired = [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "expired"]
     assert {(f["chunk_type"], f["severity"]) for f in expired} == {("client", "warning"), ("msg_store", "warning")}

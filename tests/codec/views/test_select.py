@@ -197,8 +197,8 @@ def test_exporter_topic_mask_uses_the_same_rules() -> None:
 def _reference_dump(path: Path, spec: dict, as_json: bool) -> tuple[str, str | None]:
     """The per-record dump loop: stream, annotate, decide by the oracle, print."""
     from codec.views.jsonview import chunk_to_json
+    from codec.views.textview import format_text
     from codec.views.timeview import ExpiryState
-    from inspector.commands.core import format_text
 
     sel, expiry, out = ReferenceSelection(Selection(**spec)), ExpiryState(1.9e9), []
     with DbFile(path) as db:

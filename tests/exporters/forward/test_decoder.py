@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from exporters.forward.content import ForwardError, Message, array_header, batches, decode_content, make_id, message_map
 from exporters.forward.frames import HANDSHAKE, HEARTBEAT, FrameDecoder, encode_forward, iter_packets
 
-from support.forward import EX2_MS, doc_example, run_cli
+from support.cli import run
+from support.forward import EX2_MS, doc_example
 
 GOOD = HANDSHAKE + doc_example(2) + HEARTBEAT + doc_example(3)
 
@@ -144,14 +145,14 @@ def test_encode_decode_round_trip(msgs, size: int) -> None:
 def test_fwd_dump_cli_reports_offsets(tmp_path) -> None:
     f = tmp_path / "bad.fwd"
     f.write_bytes(GOOD + b"\x02\x40\x00")
-    r = run_cli("fwd-dump", str(f))
+    r = run("fwd-dump", str(f), text=False)
     assert r.returncode == 1
     err = r.stderr.decode().strip()
     assert err == f"mosqdb fwd-dump: {f}: offset 442 (0x1ba): unknown packet type 4 (header byte 0x40)"
     assert b"will-topic" in r.stdout  # everything before the damage was printed
-    r = run_cli("fwd-dump", "-", stdin=doc_example(2))
+    r = run("fwd-dump", "-", input=doc_example(2), text=False)
     assert r.returncode == 1 and b"offset 0 (0x0): a stream starts with a handshake, not a forward" in r.stderr
-    r = run_cli("fwd-dump", "--json", stdin=GOOD)
+    r = run("fwd-dump", "--json", input=GOOD, text=False)
     assert r.returncode == 0 and r.stdout.count(b"\n") == 4 and b'"payload_b64": "d2lsbC1wYXlsb2Fk"' in r.stdout
-    r = run_cli("fwd-dump", str(tmp_path / "missing.fwd"))
+    r = run("fwd-dump", str(tmp_path / "missing.fwd"), text=False)
     assert r.returncode == 2 and b"no such file" in r.stderr

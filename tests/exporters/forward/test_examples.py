@@ -22,7 +22,8 @@ from exporters.forward.net import Listener
 from exporters.forward.source import MessageSource, Options, clock_time_ms
 from inspector.commands.shared.forward_export import run_forward_export
 
-from support.forward import EX2_MS, S1, S2, doc_example, example3_db, export_args, make_db, run_cli
+from support.cli import run
+from support.forward import EX2_MS, S1, S2, doc_example, example3_db, export_args, make_db
 from support.paths import UNIT, manifest, writer
 
 V6_STORE = UNIT / "persist_read" / "v6-message-store.test-db"
@@ -58,15 +59,15 @@ def test_example2_store_mode_with_ack() -> None:
 
 def test_example2_through_the_cli(tmp_path) -> None:
     out = tmp_path / "ex2.fwd"
-    r = run_cli("export", str(V6_STORE), "--to", "msgpack", "-o", str(out), "--reference-time", str(EX2_MS))
+    r = run("export", str(V6_STORE), "--to", "msgpack", "-o", str(out), "--reference-time", str(EX2_MS), text=False)
     assert r.returncode == 0, r.stderr
     expected = bytearray(doc_example(2))
     expected[2] = 0x10  # a stream file's forward packets carry no ACK flag
     assert out.read_bytes() == HANDSHAKE + bytes(expected)
     assert b"exported 1 messages in 1 forward packets (134 bytes)" in r.stderr
     # ISO form of the same reference time
-    r = run_cli("export", str(V6_STORE), "--to", "msgpack", "-o", "-", "--reference-time",
-                "2023-10-20T07:22:35.281Z", "-q")
+    r = run("export", str(V6_STORE), "--to", "msgpack", "-o", "-", "--reference-time",
+            "2023-10-20T07:22:35.281Z", "-q", text=False)
     assert r.stdout == HANDSHAKE + bytes(expected)
 
 

@@ -13,7 +13,8 @@ from exporters.forward.frames import HANDSHAKE, iter_packets
 from inspector.commands import UsageError
 from inspector.commands.shared.forward_export import run_forward_export
 
-from support.forward import db_stores, export_args, make_db, run_cli, stream_messages
+from support.cli import run
+from support.forward import db_stores, export_args, make_db, stream_messages
 from support.paths import REAL, REAL_FILES, UNIT_FILES, manifest
 
 
@@ -118,15 +119,15 @@ def test_cli_export_matches_the_library(tmp_path) -> None:
     f = REAL / "1.6.10-a.db"
     lib = _export(tmp_path, [f], mode="delivery", batch=4)
     out = tmp_path / "cli.fwd"
-    r = run_cli("export", str(f), "--to", "msgpack", "-o", str(out), "--mode", "delivery", "--batch", "4")
+    r = run("export", str(f), "--to", "msgpack", "-o", str(out), "--mode", "delivery", "--batch", "4", text=False)
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == lib
     assert b"exported 29 messages in 8 forward packets" in r.stderr
-    r = run_cli("export", str(f), "--to", "msgpack", "-o", str(out), "--kind", "client")
+    r = run("export", str(f), "--to", "msgpack", "-o", str(out), "--kind", "client", text=False)
     assert r.returncode == 2 and b"--kind retained" in r.stderr
-    r = run_cli("export", str(f), "--to", "msgpack")
+    r = run("export", str(f), "--to", "msgpack", text=False)
     assert r.returncode == 2 and b"needs -o" in r.stderr
-    r = run_cli("export", str(f), "--to", "forward://nohost")
+    r = run("export", str(f), "--to", "forward://nohost", text=False)
     assert r.returncode == 2 and b"forward://HOST:PORT" in r.stderr
 
 
@@ -141,12 +142,12 @@ def _bad_topic_db(tmp_path):
 def test_invalid_utf8_topic_is_skipped_and_reported(tmp_path) -> None:
     db = _bad_topic_db(tmp_path)
     out = tmp_path / "o.fwd"
-    r = run_cli("export", str(db), "--to", "msgpack", "-o", str(out))
+    r = run("export", str(db), "--to", "msgpack", "-o", str(out), text=False)
     assert r.returncode == 0
     assert [m.topic for m in stream_messages(out.read_bytes())] == ["ok/1", "ok/3"]
     assert b"skipped msg_store[2] at offset" in r.stderr and b"(store 2): topic is not valid UTF-8" in r.stderr
     assert b"exported 2 messages in 1 forward packets" in r.stderr and b"1 skipped" in r.stderr
-    r = run_cli("export", str(db), "--to", "msgpack", "-o", str(tmp_path / "s.fwd"), "--strict")
+    r = run("export", str(db), "--to", "msgpack", "-o", str(tmp_path / "s.fwd"), "--strict", text=False)
     assert r.returncode == 1 and b"topic is not valid UTF-8 (--strict)" in r.stderr
     assert not (tmp_path / "s.fwd").exists()  # nothing half-written
 
@@ -236,7 +237,7 @@ def test_damaged_db_exports_nothing_and_names_the_chunk(tmp_path) -> None:
     bad = tmp_path / "cut.db"
     bad.write_bytes(src[:60000])
     out = tmp_path / "cut.fwd"
-    r = run_cli("export", str(bad), "--to", "msgpack", "-o", str(out))
+    r = run("export", str(bad), "--to", "msgpack", "-o", str(out), text=False)
     assert r.returncode == 1 and not out.exists()
     line = r.stderr.decode().strip()
     assert line.startswith(f"mosqdb export: {bad}: offset 1999 (0x7cf): msg_store[21].payload")

@@ -15,7 +15,8 @@ from exporters.forward.net import ForwardClient, Listener, SendError
 from exporters.forward.source import MessageSource, Options
 from inspector.commands.shared.forward_export import run_forward_export
 
-from support.forward import FakeReceiver, FwdListen, db_stores, export_args, run_cli, stream_messages
+from support.cli import run
+from support.forward import FakeReceiver, FwdListen, db_stores, export_args, stream_messages
 from support.paths import REAL, REAL_FILES
 
 F20 = REAL / "2.0.20-a.db"
@@ -71,8 +72,8 @@ def _client(port: int, **kw: object) -> ForwardClient:
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
 def test_every_fixture_through_fwd_listen(path, tmp_path) -> None:
     with FwdListen(tmp_path / "got.fwd") as lis:
-        r = run_cli("export", str(path), "--to", f"forward://127.0.0.1:{lis.port}", "--ack", "--batch", "5",
-                    "--timeout", "5")
+        r = run("export", str(path), "--to", f"forward://127.0.0.1:{lis.port}", "--ack", "--batch", "5",
+                "--timeout", "5", text=False)
         assert r.returncode == 0, r.stderr
         assert lis.stop() == 0
     msgs = stream_messages((tmp_path / "got.fwd").read_bytes())
@@ -99,12 +100,12 @@ def test_no_ack_mode_confirms_by_heartbeat_and_matches_the_file_export(tmp_path)
 
 def test_listener_print_and_out_file(tmp_path) -> None:
     with FwdListen(tmp_path / "got.fwd", "--print") as lis:
-        r = run_cli("export", str(F20), "--to", f"forward://127.0.0.1:{lis.port}", "--kind", "retained")
+        r = run("export", str(F20), "--to", f"forward://127.0.0.1:{lis.port}", "--kind", "retained", text=False)
         assert r.returncode == 0, r.stderr
         lis.stop()
     assert lis.stdout.count(b"\n") == 11 and b"corp/retained/emoji/\xf0\x9f\x98\x80" in lis.stdout
     assert (tmp_path / "got.fwd").read_bytes()[:3] == HANDSHAKE
-    r = run_cli("fwd-dump", str(tmp_path / "got.fwd"))
+    r = run("fwd-dump", str(tmp_path / "got.fwd"), text=False)
     assert r.returncode == 0 and b"2 packets, 10 messages" in r.stderr
 
 
@@ -243,8 +244,8 @@ def test_cli_exit_code_when_retries_run_out() -> None:
         conn.sendall(b"\x00")
 
     with FakeReceiver(handler) as rx:
-        r = run_cli("export", str(F20), "--to", f"forward://127.0.0.1:{rx.port}", "--ack", "--timeout", "0.5",
-                    "--retries", "1", "--kind", "retained")
+        r = run("export", str(F20), "--to", f"forward://127.0.0.1:{rx.port}", "--ack", "--timeout", "0.5",
+                "--retries", "1", "--kind", "retained", text=False)
     assert r.returncode == 1
     lines = r.stderr.decode().strip().splitlines()
     assert lines[-1].startswith("mosqdb export: forward://127.0.0.1:")
@@ -323,8 +324,8 @@ def test_fwd_listen_print_json(tmp_path) -> None:
     import json
 
     with FwdListen(tmp_path / "j.fwd", "--print", "--json") as lis:
-        r = run_cli("export", str(F20), "--to", f"forward://127.0.0.1:{lis.port}", "--ack", "--mode", "delivery",
-                    "--client", "a-sub-v5")
+        r = run("export", str(F20), "--to", f"forward://127.0.0.1:{lis.port}", "--ack", "--mode", "delivery",
+                "--client", "a-sub-v5", text=False)
         assert r.returncode == 0, r.stderr
         lis.stop()
     rows = [json.loads(line) for line in lis.stdout.decode().splitlines()]

@@ -12,7 +12,7 @@ from codec.engine import encode_chunk
 from codec.reader import DbFile
 from codec.writer import file_header
 
-from support.cli import run_in_process as run_cli
+from support.cli import run_in_process
 from support.paths import SHARED
 
 V3 = SHARED / "fixtures" / "real" / "1.4.15-a.db"
@@ -34,7 +34,7 @@ def v2_with_large_ids(path: Path) -> Path:
 
 def converted(tmp_path: Path) -> Path:
     out = tmp_path / "v6.db"
-    r = run_cli("convert", v2_with_large_ids(tmp_path / "v2.db"), "--to-version", "6", "-o", out, "--endian", "little")
+    r = run_in_process("convert", v2_with_large_ids(tmp_path / "v2.db"), "--to-version", "6", "-o", out, "--endian", "little")
     assert r.returncode == 0, r.stderr
     return out
 
@@ -43,16 +43,16 @@ def test_an_explicit_endian_little_is_obeyed(tmp_path: Path) -> None:
     """Before: `--endian little` on the converted file was refused with "use --endian big"."""
     v6 = converted(tmp_path)
     for cmd in (["check"], ["info", "--json"], ["rm-retained", "#", "--dry-run"], ["dump", "--type", "cfg"]):
-        r = run_cli(cmd[0], v6, *cmd[1:], "--endian", "little")
+        r = run_in_process(cmd[0], v6, *cmd[1:], "--endian", "little")
         assert r.returncode == 0, (cmd, r.stderr)
         assert "use --endian big" not in r.stderr
-    dump = run_cli("dump", v6, "--type", "cfg", "--json", "--endian", "little")
+    dump = run_in_process("dump", v6, "--type", "cfg", "--json", "--endian", "little")
     assert f'"last_db_id": {49 << 56}' in dump.stdout
 
 
 def test_without_endian_the_guess_still_refuses_and_names_both_choices(tmp_path: Path) -> None:
     v6 = converted(tmp_path)
-    r = run_cli("check", v6)
+    r = run_in_process("check", v6)
     assert r.returncode == 2
     assert "--endian big" in r.stderr and "--endian little" in r.stderr
 
@@ -60,7 +60,7 @@ def test_without_endian_the_guess_still_refuses_and_names_both_choices(tmp_path:
 def test_convert_refuses_to_write_what_the_guess_would_refuse(tmp_path: Path) -> None:
     """Before: exit 0, and check, info and rm-retained then refused the written file."""
     out = tmp_path / "out.db"
-    r = run_cli("convert", v2_with_large_ids(tmp_path / "v2.db"), "--to-version", "6", "-o", out)
+    r = run_in_process("convert", v2_with_large_ids(tmp_path / "v2.db"), "--to-version", "6", "-o", out)
     assert r.returncode == 1, r.stdout
     assert not out.exists()
     assert "nothing written" in r.stderr and "--endian little" in r.stderr
@@ -68,21 +68,21 @@ def test_convert_refuses_to_write_what_the_guess_would_refuse(tmp_path: Path) ->
 
 def test_convert_with_explicit_endian_says_how_to_read_the_result(tmp_path: Path) -> None:
     out = tmp_path / "out.db"
-    r = run_cli("convert", v2_with_large_ids(tmp_path / "v2.db"), "--to-version", "6", "-o", out, "--endian", "little")
+    r = run_in_process("convert", v2_with_large_ids(tmp_path / "v2.db"), "--to-version", "6", "-o", out, "--endian", "little")
     assert r.returncode == 0, r.stderr
     assert "--endian little" in r.stdout + r.stderr
-    assert run_cli("check", out, "--endian", "little").returncode == 0
+    assert run_in_process("check", out, "--endian", "little").returncode == 0
 
 
 def test_an_explicit_wrong_order_contradicted_by_times_is_still_refused() -> None:
     """The real 2.0.20 file's expiry times read as nonsense big-endian, as its ids do: refused."""
-    r = run_cli("info", V6, "--endian", "big")
+    r = run_in_process("info", V6, "--endian", "big")
     assert r.returncode == 2 and "--endian little" in r.stderr
 
 
 def test_a_dry_run_says_what_the_real_run_would(tmp_path: Path) -> None:
     src = v2_with_large_ids(tmp_path / "v2.db")
-    r = run_cli("convert", src, "--to-version", "6", "--dry-run")
+    r = run_in_process("convert", src, "--to-version", "6", "--dry-run")
     assert r.returncode == 1 and "--endian little" in r.stderr
-    r = run_cli("convert", src, "--to-version", "6", "--dry-run", "--endian", "little")
+    r = run_in_process("convert", src, "--to-version", "6", "--dry-run", "--endian", "little")
     assert r.returncode == 0 and "--endian little" in r.stdout + r.stderr

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from support.cli import run as mosqdb
+from support.cli import run
 from support.paths import REAL_FILES, ROOT, manifest, persisted_options
 
 KINDS = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages")
@@ -25,7 +25,7 @@ KINDS = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "messages"
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("export") / "ds"
-    r = mosqdb("export", *map(str, REAL_FILES), "--to", "parquet", "-o", str(out), "--batch-size", "8")
+    r = run("export", *map(str, REAL_FILES), "--to", "parquet", "-o", str(out), "--batch-size", "8")
     assert r.returncode == 0, r.stderr
     assert f"exported {len(REAL_FILES)} file(s)" in r.stderr
     return out
@@ -109,12 +109,12 @@ def test_v5_properties_and_subscription_options(dataset: Path) -> None:
 
 def test_jsonl_equals_dump_json_plus_file(tmp_path: Path) -> None:
     out = tmp_path / "all.jsonl"
-    r = mosqdb("export", *map(str, REAL_FILES), "--to", "jsonl", "-o", str(out))
+    r = run("export", *map(str, REAL_FILES), "--to", "jsonl", "-o", str(out))
     assert r.returncode == 0, r.stderr
     lines = out.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
     want = []
     for path in REAL_FILES:
-        dump = mosqdb("dump", "--json", str(path))
+        dump = run("dump", "--json", str(path))
         assert dump.returncode == 0
         want += [{"file": os.path.abspath(path), **json.loads(line)} for line in dump.stdout.splitlines()]
     got = [json.loads(line) for line in lines]
@@ -126,7 +126,7 @@ def test_jsonl_equals_dump_json_plus_file(tmp_path: Path) -> None:
 
 def test_single_kind_parquet_with_topic_filter(tmp_path: Path) -> None:
     out = tmp_path / "retained.parquet"
-    r = mosqdb("export", *map(str, REAL_FILES), "--to", "parquet", "--kind", "messages", "--topic",
+    r = run("export", *map(str, REAL_FILES), "--to", "parquet", "--kind", "messages", "--topic",
                "corp/retained/#", "-o", str(out))
     assert r.returncode == 0, r.stderr
     table = pq.read_table(out)
@@ -138,7 +138,7 @@ def test_single_kind_parquet_with_topic_filter(tmp_path: Path) -> None:
 
 def test_client_selection_in_jsonl(tmp_path: Path) -> None:
     out = tmp_path / "c.jsonl"
-    r = mosqdb("export", str(REAL_FILES[-1]), "--to", "jsonl", "--client", "a-sub-q2", "-o", str(out))
+    r = run("export", str(REAL_FILES[-1]), "--to", "jsonl", "--client", "a-sub-q2", "-o", str(out))
     assert r.returncode == 0, r.stderr
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     kinds = Counter(r["type"] for r in rows)
@@ -147,11 +147,11 @@ def test_client_selection_in_jsonl(tmp_path: Path) -> None:
 
 
 def test_errors_are_one_line(tmp_path: Path) -> None:
-    r = mosqdb("export", str(tmp_path / "missing.db"), "--to", "parquet", "-o", str(tmp_path / "o"))
+    r = run("export", str(tmp_path / "missing.db"), "--to", "parquet", "-o", str(tmp_path / "o"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "missing.db: no such file" in r.stderr
-    r = mosqdb("export", str(REAL_FILES[0]), "--to", "csv", "-o", str(tmp_path / "o"))
+    r = run("export", str(REAL_FILES[0]), "--to", "csv", "-o", str(tmp_path / "o"))
     assert r.returncode == 2 and "--to csv" in r.stderr
-    r = mosqdb("export", str(REAL_FILES[0]), "--to", "parquet", "--topic", "a/#/b", "-o", str(tmp_path / "o"))
+    r = run("export", str(REAL_FILES[0]), "--to", "parquet", "--topic", "a/#/b", "-o", str(tmp_path / "o"))
     assert r.returncode == 2 and "not a valid MQTT topic filter" in r.stderr
     # damage: one line naming file, offset and chunk; no output left behind
     cut = tmp_path / "cut.db"
@@ -159,19 +159,19 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     with open(cut, "r+b") as fh:
         fh.truncate(4000)
     out = tmp_path / "damaged"
-    r = mosqdb("export", str(REAL_FILES[0]), str(cut), "--to", "parquet", "-o", str(out))
+    r = run("export", str(REAL_FILES[0]), str(cut), "--to", "parquet", "-o", str(out))
     assert r.returncode == 1, r.stderr
     assert r.stderr.count("\n") == 1 and str(cut) in r.stderr and "offset" in r.stderr and "[" in r.stderr
     assert "Traceback" not in r.stderr
     assert not out.exists()  # nothing the refused export created is left: no .parquet, not the directory either
-    r = mosqdb("export", str(REAL_FILES[0]), "--to", "jsonl", "-o", str(tmp_path / "x.jsonl"), "--kind", "nope")
+    r = run("export", str(REAL_FILES[0]), "--to", "jsonl", "-o", str(tmp_path / "x.jsonl"), "--kind", "nope")
     assert r.returncode == 2 and "unknown kind 'nope'" in r.stderr
 
 
 def test_forward_targets_are_routed(tmp_path: Path) -> None:
     """--to msgpack goes to the forward-packet exporter (or says it is missing from this build)."""
     out = tmp_path / "f.msgpack"
-    r = mosqdb("export", str(REAL_FILES[-1]), "--to", "msgpack", "-o", str(out))
+    r = run("export", str(REAL_FILES[-1]), "--to", "msgpack", "-o", str(out))
     try:
         import inspector.commands.shared.forward_export  # noqa: F401
     except ImportError:
@@ -209,7 +209,7 @@ def test_compression_codec_and_level(tmp_path: Path) -> None:
     for spec in (None, "zstd:9", "gzip:1", "none"):
         out = tmp_path / (spec or "default").replace(":", "-")
         extra = ["--compression", spec] if spec else []
-        r = mosqdb("export", str(REAL_FILES[-1]), "--to", "parquet", "-o", str(out), "--kind", "msg_store", *extra)
+        r = run("export", str(REAL_FILES[-1]), "--to", "parquet", "-o", str(out), "--kind", "msg_store", *extra)
         assert r.returncode == 0, r.stderr
         meta = pq.ParquetFile(out).metadata
         codecs = {meta.row_group(0).column(i).compression for i in range(meta.num_columns)}
@@ -220,6 +220,6 @@ def test_compression_codec_and_level(tmp_path: Path) -> None:
     for bad, says in (("zstd:99", "zstd levels run from"), ("snappy:1", "snappy has no compression level"),
                       ("bz2", "unknown Parquet compression 'bz2'"), ("zstd:x", "not a compression level")):
         out = tmp_path / "bad"
-        r = mosqdb("export", str(REAL_FILES[-1]), "--to", "parquet", "-o", str(out), "--compression", bad)
+        r = run("export", str(REAL_FILES[-1]), "--to", "parquet", "-o", str(out), "--compression", bad)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and says in r.stderr, (bad, r.stderr)
         assert not out.exists()

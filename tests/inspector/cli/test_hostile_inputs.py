@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import run_bytes_in_process as cli
+from support.cli import run_bytes_in_process
 from support.paths import SQLITE_STORES
 
 if not SQLITE_STORES:
@@ -47,7 +47,7 @@ def run_all(path: Path, tmp: Path, other: Path | None = None) -> dict[str, int]:
         else:
             args.append(str(path))
         try:
-            r = cli(*args)
+            r = run_bytes_in_process(*args)
         except Exception as exc:  # noqa: BLE001 - the failure this test is about
             pytest.fail(f"{' '.join(cmd)}: {type(exc).__name__}: {exc}")
         clean(r, cmd[0], path)
@@ -85,7 +85,7 @@ def test_hostile_properties_json(tmp_path: Path, name: str) -> None:
                    params=(PROPERTIES[name],))
     codes = run_all(p, tmp_path)
     assert codes["dump"] == 0 and codes["info"] == 0, codes
-    r = cli("check", "--json", p)
+    r = run_bytes_in_process("check", "--json", p)
     assert b'"properties"' in r.stdout, r.stdout[-500:]
 
 
@@ -113,7 +113,7 @@ def test_a_topic_no_db_can_hold_names_its_row(tmp_path: Path) -> None:
     p = store_with(tmp_path, VALUES["long-topic"][0], params=("t/" * 35_000,))
     rowid = sqlite3.connect(p).execute("SELECT min(rowid) FROM base_msgs").fetchone()[0]
     for cmd in (("convert", "--to-version", "6"), ("migrate", "--to", "sqlite")):
-        r = cli(*cmd, "-o", tmp_path / "out", p)
+        r = run_bytes_in_process(*cmd, "-o", tmp_path / "out", p)
         assert r.returncode == 1 and r.stderr.splitlines()[-1] == (
             f"mosqdb {cmd[0]}: {p}: base_msgs[{rowid}].topic: its length 70000 is out of range 0..65535"), r.stderr
 
@@ -156,7 +156,7 @@ def test_corrupt_page(tmp_path: Path, page: int | str) -> None:
     data[n * size + 200:n * size + 400] = b"\xff" * 200
     p.write_bytes(bytes(data))
     run_all(p, tmp_path)
-    r = cli("check", p)
+    r = run_bytes_in_process("check", p)
     assert r.returncode in (1, 2), r.stderr
 
 
@@ -171,7 +171,7 @@ def test_corrupt_page_reads_as_one_line(tmp_path: Path) -> None:
     data[(root - 1) * size:(root - 1) * size + 12] = b"\x05\xff\xff\xff\xff\x00\x00\x00\xff\xff\xff\xff"
     p.write_bytes(bytes(data))
     for cmd in ("info", "stats", "dump"):
-        r = cli(cmd, p)
+        r = run_bytes_in_process(cmd, p)
         assert r.returncode in (1, 2) and f"mosqdb {cmd}: {p}" in r.stderr, r.stderr
     run_all(p, tmp_path)
 
@@ -183,12 +183,12 @@ def test_refused_parquet_export_leaves_no_directory(tmp_path: Path) -> None:
     cut = tmp_path / "cut.db"
     cut.write_bytes(V6.read_bytes()[:2000])
     out = tmp_path / "new" / "dataset"
-    r = cli("export", "--to", "parquet", "-o", out, cut)
+    r = run_bytes_in_process("export", "--to", "parquet", "-o", out, cut)
     assert r.returncode in (1, 2) and f"mosqdb export: {cut}" in r.stderr, r.stderr
     assert not (tmp_path / "new").exists()
     kept = tmp_path / "kept"
     kept.mkdir()
-    r = cli("export", "--to", "parquet", "-o", kept, cut)
+    r = run_bytes_in_process("export", "--to", "parquet", "-o", kept, cut)
     assert r.returncode in (1, 2) and kept.is_dir() and not list(kept.iterdir())  # one that was there stays
 
 
@@ -197,7 +197,7 @@ def test_info_on_an_empty_file(tmp_path: Path) -> None:
     empty = tmp_path / "mosquitto.db"
     empty.write_bytes(b"")
     for args in (("info",), ("info", "--json")):
-        r = cli(*args, empty)
+        r = run_bytes_in_process(*args, empty)
         assert r.returncode == 0 and not r.stderr, r.stderr
 
 
@@ -215,7 +215,7 @@ def test_diff_with_a_queued_message_and_no_stored_message(tmp_path: Path) -> Non
     plain.write_bytes(c.db(6, c.cfg(6), c.client_v6(cid)))
     for a, b in ((lonely, plain), (plain, lonely), (lonely, lonely)):
         for extra in ((), ("--json",)):
-            r = cli("diff", *extra, a, b)
+            r = run_bytes_in_process("diff", *extra, a, b)
             clean(r, "diff", a)
             assert r.returncode == (0 if a == b else 1), r.stderr
 
@@ -237,7 +237,7 @@ def test_hostile_db_files(tmp_path: Path, name: str) -> None:
     p.write_bytes(_db_cases()[name])
     run_all(p, tmp_path, other=p)
     for broker in ("auto", "2.0.18", "1.6.15"):
-        r = cli("check", "--broker", broker, p)
+        r = run_bytes_in_process("check", "--broker", broker, p)
         clean(r, "check", p)
 
 
@@ -253,14 +253,14 @@ def test_system_failures_end_in_one_line_and_bugs_keep_their_traceback(monkeypat
         raise OSError(errno.EIO, "Input/output error", str(db))
 
     monkeypatch.setattr("inspector.cli.build_parser", _parser_with("info", eio))
-    r = cli("info", db)
+    r = run_bytes_in_process("info", db)
     assert (r.returncode, r.stderr) == (1, f"mosqdb info: {db}: input/output error\n")
 
     def damaged(args):
         raise sqlite3.DatabaseError("database disk image is malformed")
 
     monkeypatch.setattr("inspector.cli.build_parser", _parser_with("info", damaged))
-    r = cli("info", db)
+    r = run_bytes_in_process("info", db)
     assert (r.returncode, r.stderr) == (1, f"mosqdb info: {db}: sqlite: database disk image is malformed\n")
 
     def bug(args):
@@ -268,7 +268,7 @@ def test_system_failures_end_in_one_line_and_bugs_keep_their_traceback(monkeypat
 
     monkeypatch.setattr("inspector.cli.build_parser", _parser_with("info", bug))
     with pytest.raises(ValueError):
-        cli("info", db)
+        run_bytes_in_process("info", db)
 
 
 def _parser_with(command: str, func: Callable) -> Callable:

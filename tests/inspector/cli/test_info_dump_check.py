@@ -10,19 +10,19 @@ import pytest
 
 from codec.views.jsonview import DUMP_FIELDS
 
-from support.cli import run as mosqdb
+from support.cli import run
 from support.paths import REAL, REAL_FILES, SQLITE_STORES, UNIT, manifest
 
 
 def dump(*args: str) -> list[dict]:
-    p = mosqdb("dump", "--json", *args)
+    p = run("dump", "--json", *args)
     assert p.returncode == 0, p.stderr
     return [json.loads(line) for line in p.stdout.splitlines()]
 
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
 def test_info_json(path: Path) -> None:
-    p = mosqdb("info", "--json", str(path))
+    p = run("info", "--json", str(path))
     assert p.returncode == 0, p.stderr
     info = json.loads(p.stdout)
     m = manifest(path)
@@ -81,7 +81,7 @@ def test_dump_client_type_and_store_id_filters() -> None:
 
 
 def test_dump_text_is_close_to_db_dump() -> None:
-    p = mosqdb("dump", str(REAL / "2.0.20-a.db"))
+    p = run("dump", str(REAL / "2.0.20-a.db"))
     assert p.returncode == 0
     for line in ("DB version: 6", "DB_CHUNK_CFG:", "\tLast DB ID: 83", "\tTopic: corp/shared/s1", "\tPayload: shared q1"):
         assert line in p.stdout
@@ -90,7 +90,7 @@ def test_dump_text_is_close_to_db_dump() -> None:
 def test_damaged_file_dump_prints_prefix_then_error(tmp_path: Path) -> None:
     cut = tmp_path / "cut.db"
     cut.write_bytes((REAL / "2.0.20-a.db").read_bytes()[:1800])
-    p = mosqdb("dump", "--json", str(cut))
+    p = run("dump", "--json", str(cut))
     assert p.returncode == 1
     assert len(p.stdout.splitlines()) == 20
     (err,) = p.stderr.strip().splitlines()
@@ -99,19 +99,19 @@ def test_damaged_file_dump_prints_prefix_then_error(tmp_path: Path) -> None:
 
 def test_check_exit_codes(tmp_path: Path) -> None:
     for path in REAL_FILES:
-        p = mosqdb("check", "--at", "2026-11-21T00:00:00Z", str(path))
+        p = run("check", "--at", "2026-11-21T00:00:00Z", str(path))
         assert p.returncode == 0, p.stdout + p.stderr
-    p = mosqdb("check", "--json", str(REAL / "1.5.6-a.db"))
+    p = run("check", "--json", str(REAL / "1.5.6-a.db"))
     report = json.loads(p.stdout)  # one object (issue 22): findings + summary
     findings = report["findings"]
     assert report["summary"] == {"errors": 0, "warnings": 26, "verdict": "OK"}
     assert len(findings) == 26 and {f["rule"] for f in findings} == {"length"}
     cut = tmp_path / "cut.db"
     cut.write_bytes((REAL / "1.6.10-a.db").read_bytes()[:5000])
-    p = mosqdb("check", str(cut))
+    p = run("check", str(cut))
     assert p.returncode == 1 and "error:" in p.stdout
-    assert mosqdb("check", str(tmp_path / "missing.db")).returncode == 2
-    p = mosqdb("check", str(UNIT / "persist_read/corrupt-header-long.test-db"))
+    assert run("check", str(tmp_path / "missing.db")).returncode == 2
+    p = run("check", str(UNIT / "persist_read/corrupt-header-long.test-db"))
     assert p.returncode == 2 and "magic" in p.stderr and "Traceback" not in p.stderr
 
 
@@ -126,14 +126,14 @@ def test_check_finds_dangling_reference(tmp_path: Path) -> None:
         ov = Overlay()
         ov.delete(store)
         save(db, out, ov)
-    p = mosqdb("check", "--json", str(out))
+    p = run("check", "--json", str(out))
     assert p.returncode == 1
     dangling = [f for f in json.loads(p.stdout)["findings"] if f["rule"] == "dangling"]
     assert len(dangling) == 1 and dangling[0]["chunk_type"] == "retain" and dangling[0]["field"] == "store_id"
 
 
 def test_expiry_warnings_follow_the_reference_time() -> None:
-    with_at = lambda at: json.loads(mosqdb("check", "--json", "--at", at, str(REAL / "2.0.20-a.db")).stdout)["findings"]  # noqa: E731
+    with_at = lambda at: json.loads(run("check", "--json", "--at", at, str(REAL / "2.0.20-a.db")).stdout)["findings"]  # noqa: E731
     assert [f for f in with_at("2026-11-21T00:00:00Z") if f["rule"] == "expired"] == []
     late = [f for f in with_at("2030-01-01T00:00:00Z") if f["rule"] == "expired"]
     assert {f["chunk_type"] for f in late} == {"client", "msg_store"}
@@ -141,18 +141,18 @@ def test_expiry_warnings_follow_the_reference_time() -> None:
 
 def test_every_command_has_help_and_usage_errors_exit_2() -> None:
     for cmd in ("info", "dump", "check", "rewrite"):
-        p = mosqdb(cmd, "--help")
+        p = run(cmd, "--help")
         assert p.returncode == 0 and "usage:" in p.stdout
-    p = mosqdb("dump", "--type", "bogus", str(REAL / "2.0.20-a.db"))
+    p = run("dump", "--type", "bogus", str(REAL / "2.0.20-a.db"))
     assert p.returncode == 2 and "bogus" in p.stderr
-    p = mosqdb("dump", "--topic", "a/#/b", str(REAL / "2.0.20-a.db"))
+    p = run("dump", "--topic", "a/#/b", str(REAL / "2.0.20-a.db"))
     assert p.returncode == 2 and "filter" in p.stderr
 
 
 def test_rewrite_refuses_to_overwrite_its_input(tmp_path: Path) -> None:
     copy = tmp_path / "in.db"
     copy.write_bytes((REAL / "1.4.15-a.db").read_bytes())
-    p = mosqdb("rewrite", str(copy), "-o", str(copy))
+    p = run("rewrite", str(copy), "-o", str(copy))
     assert p.returncode == 2 and copy.read_bytes() == (REAL / "1.4.15-a.db").read_bytes()
 
 
@@ -187,7 +187,7 @@ def test_info_dump_check_on_a_sqlite_store(path: Path) -> None:
     m = manifest(path)
     tables = {"msg_store": "base_msgs", "client_msg": "client_msgs", "retain": "retains", "sub": "subscriptions",
               "client": "clients"}
-    p = mosqdb("info", "--json", str(path))
+    p = run("info", "--json", str(path))
     assert p.returncode == 0, p.stderr
     info = json.loads(p.stdout)
     assert info["format"] == "sqlite" and info["version"] is None and info["schema_version"] == "1.1.0"
@@ -195,11 +195,11 @@ def test_info_dump_check_on_a_sqlite_store(path: Path) -> None:
     assert info["chunks"]["unknown"] == 0 and info["chunks"]["cfg"] == 0
     assert {k: info["chunks"][k] for k in tables} == {k: m["table_row_counts"][t] for k, t in tables.items()}
     assert {t: info["tables"][t] for t in tables.values()} == {t: m["table_row_counts"][t] for t in tables.values()}
-    text = mosqdb("info", str(path)).stdout
+    text = run("info", str(path)).stdout
     assert "persist-sqlite store" in text and "1.1.0" in text and f"{path.stat().st_size:,} bytes" in text
     rows = dump(str(path))
     assert [(r["table"], r["rowid"]) for r in rows if r["type"] == "client"][:1] == [("clients", 1)]
-    p = mosqdb("check", str(path), "--at", "2026-11-23T00:00:00Z")
+    p = run("check", str(path), "--at", "2026-11-23T00:00:00Z")
     assert p.returncode == 0, p.stdout + p.stderr
     assert sorted(x.name for x in path.parent.iterdir() if x.name.startswith(path.name)) == \
         sorted(f"{path.name}{s}" for s in ("", ".manifest.json", ".sqlite-dump.sql"))  # no -wal/-shm left beside it

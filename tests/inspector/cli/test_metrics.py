@@ -21,8 +21,7 @@ from codec import DbFile
 from codec.ops.metrics import label_value
 from codec.values import NEVER
 
-from support.cli import run
-from support.cli import run_in_process as run_cli
+from support.cli import run, run_in_process
 from support.paths import INCOMING, REAL_FILES, SQLITE_STORES, V4, V6, manifest
 from support.prometheus import PROMTOOL, Monitoring, have_prometheus
 
@@ -53,7 +52,7 @@ def value(samples: dict, name: str, **labels: str) -> float | None:
 
 
 def metrics(*args: object) -> dict:
-    r = run_cli("metrics", *args)
+    r = run_in_process("metrics", *args)
     assert r.returncode == 0, r.stderr
     return parse(r.stdout)
 
@@ -87,7 +86,7 @@ def expected(path: Path) -> dict:
 @pytest.mark.parametrize("path", REAL_FILES + SQLITE_STORES, ids=lambda p: p.name)
 def test_promtool_accepts_the_text(path: Path) -> None:
     extra = ("--broker", "auto") if path.suffix == ".db" else ()
-    r = run_cli("metrics", path, "--at", str(AT), *extra)
+    r = run_in_process("metrics", path, "--at", str(AT), *extra)
     assert r.returncode == 0, r.stderr
     lint = subprocess.run([PROMTOOL, "check", "metrics"], input=r.stdout, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout + lint.stderr
@@ -100,7 +99,7 @@ def test_promtool_accepts_a_damaged_file_and_odd_client_ids(tmp_path: Path) -> N
     data[len(data) // 2:] = bytes(len(data) - len(data) // 2)  # zeroed from the middle on
     p = tmp_path / "zeroed.db"
     p.write_bytes(bytes(data))
-    r = run_cli("metrics", p, "--at", str(AT))
+    r = run_in_process("metrics", p, "--at", str(AT))
     assert r.returncode == 0, r.stderr
     assert value(parse(r.stdout), "check_findings", severity="error") >= 1
     lint = subprocess.run([PROMTOOL, "check", "metrics"], input=r.stdout, capture_output=True, text=True)
@@ -159,7 +158,7 @@ def test_broker_verdict_is_the_models() -> None:
     import json
 
     got = metrics(V6, "--at", str(AT), "--broker", "2.0.18")
-    check = json.loads(run_cli("check", V6, "--broker", "2.0.18", "--at", str(AT), "--json").stdout)
+    check = json.loads(run_in_process("check", V6, "--broker", "2.0.18", "--at", str(AT), "--json").stdout)
     verdicts = {lab["verdict"]: v for lab, v in got["mosquitto_db_broker_verdict"]}
     assert verdicts == {"loads": 1, "refuses": 0, "crashes": 0} and check["verdict"] == "loads"
     assert value(got, "broker_sessions", broker="2.0.18", fate="kept") == len(check["sessions"]["kept"])
@@ -182,10 +181,10 @@ def test_a_sqlite_store_has_its_own_size_and_the_stores_figures() -> None:
 def test_output_is_replaced_atomically_and_readable_by_the_collector(tmp_path: Path) -> None:
     out = tmp_path / "textfiles" / "mosquitto.prom"
     out.parent.mkdir()
-    assert run_cli("metrics", V6, "-o", out).returncode == 0
+    assert run_in_process("metrics", V6, "-o", out).returncode == 0
     first = out.stat()
     assert stat.S_IMODE(first.st_mode) == 0o644  # node_exporter runs as its own user
-    assert run_cli("metrics", V21, "-o", out).returncode == 0
+    assert run_in_process("metrics", V21, "-o", out).returncode == 0
     second = out.stat()
     assert second.st_ino != first.st_ino  # a new file renamed over the old one, never rewritten in place
     assert os.listdir(out.parent) == ["mosquitto.prom"]  # no temp file left behind
@@ -197,15 +196,15 @@ def test_a_symlinked_output_is_refused(tmp_path: Path) -> None:
     victim.write_text("keep me\n")
     link = tmp_path / "mosquitto.prom"
     link.symlink_to(victim)
-    r = run_cli("metrics", V6, "-o", link)
+    r = run_in_process("metrics", V6, "-o", link)
     assert r.returncode == 2 and "symbolic link" in r.stderr
     assert victim.read_text() == "keep me\n" and link.is_symlink()
 
 
 def test_usage_errors() -> None:
-    assert run_cli("metrics", V6, "--conf", "/nonexistent.conf").returncode == 2
-    assert run_cli("metrics", "/nonexistent.db").returncode == 2
-    assert run_cli("metrics", V6, "--top", "-1").returncode == 2
+    assert run_in_process("metrics", V6, "--conf", "/nonexistent.conf").returncode == 2
+    assert run_in_process("metrics", "/nonexistent.db").returncode == 2
+    assert run_in_process("metrics", V6, "--top", "-1").returncode == 2
 
 
 # ---------------------------------------------------------------- node_exporter + Prometheus

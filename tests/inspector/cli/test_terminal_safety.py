@@ -79,7 +79,7 @@ def test_renew_and_prune_reports(evil_db, capsys, tmp_path):
 
 async def _tui_text(path: str) -> str:
     from inspector.tui.app import InspectorApp
-    from inspector.tui.document import Document
+    from inspector.tui.model.document import Document
 
     app = InspectorApp(Document(path, read_only=True), check_at=1_795_305_600, detail_delay=0.0)
     seen = []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import run_in_process as run_cli
+from support.cli import run_in_process
 from support.paths import REAL, ROOT
 
 V6 = REAL / "2.0.20-a.db"
@@ -42,24 +42,24 @@ def test_a_shadowing_codec_package_is_refused_in_one_line(tmp_path: Path) -> Non
 
 
 def test_a_missing_file_is_no_such_file_not_invalid_choice(tmp_path: Path) -> None:
-    r = run_cli(tmp_path / "missing.db")
+    r = run_in_process(tmp_path / "missing.db")
     assert r.returncode == 2 and "no such file" in r.stderr and "invalid choice" not in r.stderr
-    r = run_cli("missing.db")
+    r = run_in_process("missing.db")
     assert r.returncode == 2 and "missing.db: no such file" in r.stderr
 
 
 def test_stats_of_an_empty_file_does_not_print_vnone() -> None:
-    r = run_cli("stats", "/dev/null")
+    r = run_in_process("stats", "/dev/null")
     assert r.returncode == 0 and "vNone" not in r.stdout and "empty file" in r.stdout
 
 
 @pytest.mark.parametrize("url", ["redis://host:notaport/0", "redis://host:99999/0", "mysql://u:p@host:notaport/db"])
 def test_a_bad_port_is_one_clear_line(url: str) -> None:
-    r = run_cli("migrate", V6, "--to", url, "--dry-run")
+    r = run_in_process("migrate", V6, "--to", url, "--dry-run")
     assert r.returncode == 2 and "bad port" in r.stderr and r.stderr.count("\n") == 1
 
 
 def test_removal_wording() -> None:
     """Stores removed with their last reference are not "left unreferenced"."""
-    r = run_cli("rm-retained", V6, "corp/retained/#", "--dry-run")
+    r = run_in_process("rm-retained", V6, "corp/retained/#", "--dry-run")
     assert "stored messages no longer referenced" in r.stdout and "left unreferenced" not in r.stdout

@@ -17,7 +17,7 @@ import pytest
 
 from codec import DbFile
 
-from support.cli import run_in_process as run_cli
+from support.cli import run_in_process
 from support.paths import REAL
 
 V6 = REAL / "2.0.20-a.db"
@@ -46,7 +46,7 @@ def test_in_place_on_a_symlink_is_refused(tmp_path: Path, cmd: list[str]) -> Non
     link = tmp_path / "mosquitto.db"
     link.symlink_to(real)
     st = os.stat(real)
-    r = run_cli(cmd[0], link, *cmd[1:], "--in-place")
+    r = run_in_process(cmd[0], link, *cmd[1:], "--in-place")
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and str(link) in lines[0] and "symbolic link" in lines[0], r.stderr
@@ -62,7 +62,7 @@ def test_output_to_a_symlink_is_refused(tmp_path: Path) -> None:
     real.write_bytes(b"old")
     link = tmp_path / "out.db"
     link.symlink_to(real)
-    r = run_cli("rm-retained", V6, RETAINED, "-o", link)
+    r = run_in_process("rm-retained", V6, RETAINED, "-o", link)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert len(r.stderr.strip().splitlines()) == 1 and "symbolic link" in r.stderr
     assert link.is_symlink() and real.read_bytes() == b"old"
@@ -74,7 +74,7 @@ def test_in_place_that_changes_nothing_keeps_no_backup(tmp_path: Path, cmd: list
     """Before: convert to the file's own version and repair of a valid file kept a .bak of identical bytes."""
     db = tmp_path / "mosquitto.db"
     shutil.copy(V6, db)
-    r = run_cli(cmd[0], db, *cmd[1:], "--in-place", "--json")
+    r = run_in_process(cmd[0], db, *cmd[1:], "--in-place", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["backup"] is None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mosquitto.db"]
@@ -108,7 +108,7 @@ def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path: Path, make, w
     """Before: the FIFO / device node was replaced by a regular file (the directory was already refused)."""
     target = make(tmp_path)
     mode = os.lstat(target).st_mode
-    r = run_cli(cmd[0], V6, *cmd[1:], "-o", target)
+    r = run_in_process(cmd[0], V6, *cmd[1:], "-o", target)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert os.lstat(target).st_mode == mode
     lines = r.stderr.strip().splitlines()
@@ -118,7 +118,7 @@ def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path: Path, make, w
 
 def test_in_place_on_a_fifo_is_refused(tmp_path: Path) -> None:
     fifo = _fifo(tmp_path)
-    r = run_cli("rm-retained", fifo, RETAINED, "--in-place")
+    r = run_in_process("rm-retained", fifo, RETAINED, "--in-place")
     assert r.returncode == 2 and stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
 
@@ -134,7 +134,7 @@ def test_in_place_keeps_owner_group_and_mode(tmp_path: Path, cmd: list[str]) -> 
     db.write_bytes(original)
     os.chown(db, 1883, 1884)
     os.chmod(db, 0o640)
-    r = run_cli(cmd[0], db, *cmd[1:], "--in-place")
+    r = run_in_process(cmd[0], db, *cmd[1:], "--in-place")
     assert r.returncode == 0, r.stderr
     for p in (db, tmp_path / "mosquitto.db.bak"):
         st = os.stat(p)
@@ -148,7 +148,7 @@ def test_output_over_an_existing_file_keeps_its_owner(tmp_path: Path) -> None:
     out.write_bytes(b"x")
     os.chown(out, 1883, 1884)
     os.chmod(out, 0o600)
-    assert run_cli("rm-retained", V6, RETAINED, "-o", out).returncode == 0
+    assert run_in_process("rm-retained", V6, RETAINED, "-o", out).returncode == 0
     st = os.stat(out)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1883, 1884, 0o600)
 
@@ -157,15 +157,15 @@ def test_a_second_in_place_never_overwrites_the_backup(tmp_path: Path) -> None:
     """Before: the second run replaced FILE.bak, losing the only copy of the original."""
     db = tmp_path / "mosquitto.db"
     shutil.copy(V6, db)
-    r1 = run_cli("rm-retained", db, "corp/retained/+", "--in-place")
+    r1 = run_in_process("rm-retained", db, "corp/retained/+", "--in-place")
     assert r1.returncode == 0, r1.stderr
     first = db.read_bytes()
-    r2 = run_cli("rm-retained", db, "corp/v5/#", "--in-place", "--json")
+    r2 = run_in_process("rm-retained", db, "corp/v5/#", "--in-place", "--json")
     assert r2.returncode == 0, r2.stderr
     assert (tmp_path / "mosquitto.db.bak").read_bytes() == V6.read_bytes()
     assert (tmp_path / "mosquitto.db.bak.1").read_bytes() == first
     assert json.loads(r2.stdout)["backup"] == f"{db}.bak.1"
-    r3 = run_cli("drop-client", db, "a-idle", "--in-place")
+    r3 = run_in_process("drop-client", db, "a-idle", "--in-place")
     assert r3.returncode == 0 and f"original kept in {db}.bak.2" in r3.stdout
 
 
@@ -177,12 +177,12 @@ def test_a_filter_that_matches_nothing_writes_nothing(tmp_path: Path, cmd: list[
     shutil.copy(V6, db)
     inode = os.stat(db).st_ino
     out = tmp_path / "out.db"
-    r = run_cli(cmd[0], db, *cmd[1:], "-o", out)
+    r = run_in_process(cmd[0], db, *cmd[1:], "-o", out)
     assert r.returncode == 0 and "nothing written" in r.stdout and not out.exists(), (r.stdout, r.stderr)
-    r = run_cli(cmd[0], db, *cmd[1:], "--in-place")
+    r = run_in_process(cmd[0], db, *cmd[1:], "--in-place")
     assert r.returncode == 0 and "nothing written" in r.stdout
     assert os.stat(db).st_ino == inode and sorted(p.name for p in tmp_path.iterdir()) == ["mosquitto.db"]
-    r = run_cli(cmd[0], db, *cmd[1:], "-o", out, "--fail-if-none", "--json")
+    r = run_in_process(cmd[0], db, *cmd[1:], "-o", out, "--fail-if-none", "--json")
     assert r.returncode == 1 and not out.exists()
     rep = json.loads(r.stdout)
     assert rep["matched"] is False and rep["written"] is None and rep["file"] == str(db)

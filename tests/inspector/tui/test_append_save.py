@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not SOURCE.exists(), reason="fixtures missing")
 
 async def _append_after_last(path: str) -> str:
     from inspector.tui.app import InspectorApp
-    from inspector.tui.document import Document
+    from inspector.tui.model.document import Document
 
     app = InspectorApp(Document(path), check_at=1_795_305_600, detail_delay=0.0)
     async with app.run_test(size=(120, 40)) as pilot:

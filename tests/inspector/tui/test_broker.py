@@ -13,7 +13,7 @@ from inspector.commands import sample_path
 
 from support.brokers import Broker, collect_retained, have_mosquitto
 from support.paths import V6
-from support.tui import keys, make_app, settle, type_text
+from support.tui import keys, running, settle, type_text
 
 pytestmark = pytest.mark.skipif(not have_mosquitto(), reason="mosquitto is not installed")
 TOPIC = "corp/retained/plain"
@@ -25,9 +25,8 @@ async def test_edit_retained_payload_and_broker_serves_it(tmp_path: Path) -> Non
     shutil.copyfile(sample_path(), db)
     retained = {r["topic"]: r for r in json.loads(Path(f"{V6}.manifest.json").read_text())["workload"]["retained"]}
     old = bytes.fromhex(retained[TOPIC]["payload_hex"])
-    app = make_app(db)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(db) as pilot:
+        app = pilot.app
         await keys(pilot, "slash")
         await type_text(pilot, TOPIC)
         await keys(pilot, "enter")

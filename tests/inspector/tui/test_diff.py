@@ -12,15 +12,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 
 from codec import DbFile
-from inspector.tui.diffing import DiffScreen
+from inspector.tui.features.diffing import DiffScreen
 
 from support.cli import run_in_process
 from support.clock import AT
 from support.paths import INCOMING, V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text, until
 from support.variants import make
 
 TOPIC = "corp/retained/plain"
@@ -43,14 +42,6 @@ def retained_rows(path: Path, topic: str) -> set[int]:
     store = next(i for i, r in recs if r.kind == "msg_store" and r["topic"] == topic and r["store_id"] in sids)
     sid = recs[store][1]["store_id"]
     return {store} | {i for i, r in recs if r.kind == "retain" and r["store_id"] == sid}
-
-
-async def until(pilot: Pilot, cond, what: str, rounds: int = 3000) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
 
 
 @pytest.fixture
@@ -110,9 +101,8 @@ async def test_a_changed_session_is_marked_and_v_list_jumps_to_it(tmp_path: Path
     changed = make("interval-zero", V6, tmp_path / "changed.db", AT)
     with DbFile(changed) as db:
         client = next(c.index for c in db.stream() if c.record.kind == "client" and c.record["client_id"] == "a-sub-q1")
-    app = make_app(changed)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(changed, size=(140, 36)) as pilot:
+        app = pilot.app
         await keys(pilot, "v")
         await pilot.press("ctrl+u")
         await type_text(pilot, str(V6))

@@ -14,12 +14,14 @@ from codec import DbFile
 from codec.ops.check import check_file
 from codec.ops.surgery import drop_clients
 from inspector.tui.actions import TABLE, actions, help_text, key_names
-from inspector.tui.screens import CheckScreen, HelpScreen, PromptScreen
+from inspector.tui.screens.check import CheckScreen
+from inspector.tui.screens.help import HelpScreen
+from inspector.tui.screens.prompt import PromptScreen
 from inspector.tui.widgets.keybar import KeyBar
 
 from support.clock import AT
 from support.paths import V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, running, settle, status, type_text
 
 TOPIC = "corp/retained/température/salle-1"
 
@@ -44,9 +46,8 @@ async def offered(pilot, app, label: str, *presses: str) -> None:  # type: ignor
 
 
 async def test_key_bar_follows_the_focused_pane_and_keeps_save_undo_help_at_80x24() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(80, 24)) as pilot:
+        app = pilot.app
         seen = {}
         seen["list"] = bar(app)
         await keys(pilot, "tab")
@@ -69,9 +70,8 @@ async def test_key_bar_follows_the_focused_pane_and_keeps_save_undo_help_at_80x2
 
 
 async def test_help_and_palette_list_every_action_with_its_key() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(80, 24)) as pilot:
+        app = pilot.app
         await keys(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         shown = str(app.screen.query_one("#help-text", Static).render())
@@ -86,9 +86,8 @@ async def test_help_and_palette_list_every_action_with_its_key() -> None:
 
 
 async def test_find_a_retained_message_by_topic_change_its_payload_and_save(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(80, 24)) as pilot:
+        app = pilot.app
         await offered(pilot, app, "Filter", "f")
         assert "retain" in str(app.query_one("#filter-help", Static).render())  # the types are listed
         await type_text(pilot, "type:retain corp/retained/tem")  # a bare word: topics starting with it
@@ -121,9 +120,8 @@ async def test_delete_a_client_from_the_key_bar(v6_copy: Path, tmp_path: Path) -
     expected = tmp_path / "expected.db"
     with DbFile(v6_copy) as db:
         drop_clients(db, ["a-sub-v5"], expected)
-    app = make_app(v6_copy)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(80, 24)) as pilot:
+        app = pilot.app
         await offered(pilot, app, "Filter", "f")
         await type_text(pilot, "type:client")
         await keys(pilot, "enter")
@@ -144,9 +142,8 @@ async def test_browse_a_damaged_file(tmp_path: Path) -> None:
     data[off + 4:off + 8] = b"\xff\xff\xff\x7f"
     path = tmp_path / "damaged.db"
     path.write_bytes(bytes(data))
-    app = make_app(path)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(path, size=(80, 24)) as pilot:
+        app = pilot.app
         assert "damaged from offset" in str(app.query_one("#summary").render())
         await keys(pilot, "end")  # the last row: the damage
         assert "damage" in rows_text(app)[app.chunks.cursor - app.chunks.top]
@@ -177,9 +174,8 @@ async def test_browse_a_damaged_file(tmp_path: Path) -> None:
 
 
 async def test_filter_help_near_misses_and_topic_prefixes() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         app.apply_filter("type:retian")
         assert "did you mean retain?" in status(app)
         app.apply_filter("tpoic:corp/#")
@@ -201,9 +197,8 @@ async def test_filter_help_near_misses_and_topic_prefixes() -> None:
 
 
 async def test_layout_toggle_widens_the_list() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(200, 60)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(200, 60)) as pilot:
+        app = pilot.app
         normal = app.chunks.size.width
         assert normal >= 80  # no fixed maximum: the list grows with the terminal
         await offered(pilot, app, "Layout", "w")
@@ -217,9 +212,8 @@ async def test_layout_toggle_widens_the_list() -> None:
 
 
 async def test_mode_line_and_header_lines(v6_copy: Path) -> None:
-    app = make_app(v6_copy, read_only=True)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, read_only=True) as pilot:
+        app = pilot.app
         await keys(pilot, "down")
         assert "CHUNK LIST" in mode(app) and "msg_store[1] #83" in mode(app) and "READ-ONLY" in mode(app)
         await keys(pilot, "d")
@@ -237,9 +231,8 @@ async def test_saving_a_clean_edit_does_not_ask(v6_copy: Path) -> None:
     """The pre-save check only stops a save that brings new errors: file damage it had is not new."""
     with DbFile(v6_copy) as db:
         before = [f for f in check_file(db, at=AT) if f.severity == "error"]
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.do_edit(0, "shutdown", "0")
         await keys(pilot, "ctrl+s")
         assert "saved" in status(app) and not isinstance(app.screen, PromptScreen)
@@ -251,12 +244,34 @@ async def test_export_follows_a_topic_prefix_filter(tmp_path: Path) -> None:
     import json
 
     out = tmp_path / "b.jsonl"
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         app.apply_filter("type:msg_store corp/retained/b")
         await settle(pilot)
         app.do_export(str(out))
         await settle(pilot)
     topics = sorted(json.loads(line)["topic"] for line in out.read_text().splitlines())
     assert topics == ["corp/retained/big", "corp/retained/binary"]
+
+
+def test_every_binding_comes_from_the_table_and_reaches_an_action_of_its_target() -> None:
+    """Each pane and modal binds what the table gives its target, and every bound action exists there."""
+    from inspector.tui import actions as table
+    from inspector.tui.app import InspectorApp
+    from inspector.tui.features.diffing import DiffScreen
+    from inspector.tui.features.sessions import SessionsScreen
+    from inspector.tui.screens.confirm import ConfirmQuit, ConfirmSave
+    from inspector.tui.widgets.chunklist import ChunkList
+    from inspector.tui.widgets.fieldtree import FieldTree
+    from inspector.tui.widgets.hexview import HexView
+
+    owners = {None: InspectorApp, table.LIST: ChunkList, table.FIELDS: FieldTree, table.HEX: HexView,
+              table.PROMPT: PromptScreen, table.CONFIRM_QUIT: ConfirmQuit, table.CONFIRM_SAVE: ConfirmSave,
+              table.HELP_SCREEN: HelpScreen, table.CHECK: CheckScreen, table.DIFF_LIST: DiffScreen,
+              table.SESSIONS: SessionsScreen}
+    assert {a.target for a in TABLE} <= set(owners)
+    for target, owner in owners.items():
+        assert table.bindings(target) == owner.BINDINGS, target
+        assert owner.BINDINGS, target
+        for b in owner.BINDINGS:
+            assert callable(getattr(owner, "action_" + b.action.split("(")[0], None)), (target, b.action)

@@ -7,10 +7,10 @@ import os
 from pathlib import Path
 
 from codec import DbFile
-from inspector.tui.screens import PromptScreen
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.paths import V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text
 
 TOPIC = "corp/retained/température/salle-1"
 
@@ -61,9 +61,8 @@ async def test_edit_payload_undo_redo_save_byte_exact(v6_copy: Path) -> None:
     with DbFile(v6_copy) as db:
         orig = [db.raw(k) for k in range(len(db))]
         old_rec = db.chunk(i).record
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.jump(i)
         await settle(pilot)
         app.fields.focus()
@@ -145,9 +144,8 @@ async def test_hex_overwrite_marks_bytes_and_refuses_bad_lengths() -> None:
 
 async def test_delete_session_with_subs_and_queue(v6_copy: Path) -> None:
     counts = json.loads(Path(f"{V6}.manifest.json").read_text())["clients_observed"]["a-sub-q1"]
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.apply_filter("type:client")
         await settle(pilot)
         while app.doc.record(app.item)["client_id"] != "a-sub-q1":
@@ -167,9 +165,8 @@ async def test_delete_session_with_subs_and_queue(v6_copy: Path) -> None:
 
 
 async def test_delete_retained_message_and_restore(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.apply_filter("type:retain")
         await settle(pilot)
         first = app.item
@@ -185,9 +182,8 @@ async def test_delete_retained_message_and_restore(v6_copy: Path) -> None:
 
 
 async def test_save_refuses_a_file_changed_on_disk(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.do_edit(0, "shutdown", "0")
         with open(v6_copy, "ab") as f:  # someone else (a broker) writes the file meanwhile
             f.write(b"\0")
@@ -217,9 +213,8 @@ async def test_save_as_writes_a_new_file(v6_copy: Path, tmp_path: Path) -> None:
 
 
 async def test_breaking_a_reference_is_allowed_with_a_warning() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         app.apply_filter("type:retain")
         await settle(pilot)
         i = app.item
@@ -244,9 +239,8 @@ async def test_v4_edit_keeps_other_chunks_byte_exact(tmp_path: Path) -> None:
         orig = [db.raw(k) for k in range(len(db))]
         i = next(c.index for c in db.stream() if c.kind == "sub")
         old = db.chunk(i).record
-    app = make_app(path)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(path) as pilot:
+        app = pilot.app
         app.do_edit(i, "qos", str((old["qos"] + 1) % 3))
         await keys(pilot, "ctrl+s")
         assert "saved" in status(app)
@@ -268,9 +262,8 @@ async def test_key_mashing_never_crashes(damaged_copy: Path, tmp_path: Path, mon
     pool = ["down", "up", "pagedown", "pageup", "home", "end", "tab", "shift+tab", "left", "right", "r", "d",
             "u", "U", "e", "escape", "enter", "0", "1", "a", "f", "g", "slash", "question_mark", "n", "x"]
     for path in (V3, damaged_copy):
-        app = make_app(path)
-        async with app.run_test(size=(80, 24)) as pilot:
-            await settle(pilot)
+        async with running(path, size=(80, 24)) as pilot:
+            app = pilot.app
             for _ in range(50):
                 await pilot.press(rng.choice(pool))
             await settle(pilot)
@@ -283,9 +276,8 @@ async def test_add_a_copy_edit_it_undo_redo_and_save(v6_copy: Path) -> None:
         orig = [db.raw(k) for k in range(len(db))]
         sub = next(c.index for c in db.stream() if c.kind == "sub" and c.record["client_id"] == "a-sub-q1")
         old = db.chunk(sub).record
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.jump(sub)
         await keys(pilot, "a")
         new = app.item
@@ -317,9 +309,8 @@ async def test_add_a_new_blank_chunk_fill_it_and_save(v6_copy: Path) -> None:
         store = next(c for c in db.stream() if c.kind == "msg_store" and c.record["store_id"] not in retained)
         sid, at = store.record["store_id"], store.index
         before = [f.rule for f in check_file(db, at=0) if f.severity == "error"]
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.jump(at)
         await keys(pilot, "A")
         assert isinstance(app.screen, PromptScreen)
@@ -345,9 +336,8 @@ async def test_add_a_new_blank_chunk_fill_it_and_save(v6_copy: Path) -> None:
 async def test_filters_and_search_see_unsaved_edits(v6_copy: Path) -> None:
     """Before saving, a filter or search finds chunks as edited, and inserted chunks too."""
     i = find_topic(v6_copy, TOPIC)
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.jump(i)
         await settle(pilot)
         app.do_edit(i, "topic", "corp/edited/one")
@@ -395,8 +385,8 @@ def test_filter_view_is_the_oracle_on_the_saved_file(v6_copy: Path, tmp_path: Pa
     oracle keeps in the file as saved (every inserted chunk in its place): a store inserted under
     a new topic selects the references after it (in the file and inserted), not those before it."""
     from codec.views.query import Selection
-    from inspector.tui.document import Document
-    from inspector.tui.filters import filter_view, parse_filter
+    from inspector.tui.features.filters import filter_view, parse_filter
+    from inspector.tui.model.document import Document
 
     from support.reference_selection import reference_filter
 

@@ -6,13 +6,12 @@ from codec.views.timeview import relative
 
 from support.clock import AT
 from support.paths import V6
-from support.tui import make_app, settle
+from support.tui import running, settle
 
 
 async def test_expired_message_is_marked_with_absolute_and_relative_time() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(140, 40)) as pilot:
+        app = pilot.app
         app.do_goto("#81")  # corp/v5/a: message expiry 3600 s, expired at 2026-11-21 23:43:27 UTC
         await settle(pilot)
         lines = [str(app.chunks.render_line(y).text) for y in range(app.chunks.size.height)]

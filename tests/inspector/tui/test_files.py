@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from codec import DbFile
-from inspector.tui.screens import CheckScreen, ConfirmQuit
+from inspector.tui.screens.check import CheckScreen
+from inspector.tui.screens.confirm import ConfirmQuit
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 
 from support.clock import CHECK_AT
 from support.paths import V6
-from support.tui import keys, make_app, settle, status
+from support.tui import keys, running, settle, status
 
 
 async def test_damaged_file_shows_chunks_up_to_damage_then_raw_bytes(damaged_copy: Path) -> None:
@@ -19,9 +20,8 @@ async def test_damaged_file_shows_chunks_up_to_damage_then_raw_bytes(damaged_cop
         idx = db.index
         err, end, n = idx.error, idx.end, len(idx)
     assert err is not None and n == 50
-    app = make_app(damaged_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(damaged_copy) as pilot:
+        app = pilot.app
         assert app.chunks.total() == 51  # 50 intact chunks + the damage row
         assert f"damaged from offset {end} (chunk 50); {size - end} bytes unread" in str(app.query_one("#summary").render())
         await keys(pilot, "end")
@@ -42,9 +42,8 @@ async def test_damaged_file_shows_chunks_up_to_damage_then_raw_bytes(damaged_cop
 
 
 async def test_read_only_refuses_edits(v6_copy: Path) -> None:
-    app = make_app(v6_copy, read_only=True)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, read_only=True) as pilot:
+        app = pilot.app
         assert "READ-ONLY" in str(app.query_one("#summary").render())
         assert "read-only" in status(app)
         await keys(pilot, "down", "d")
@@ -59,9 +58,8 @@ async def test_read_only_refuses_edits(v6_copy: Path) -> None:
 async def test_empty_file(tmp_path: Path) -> None:
     empty = tmp_path / "empty.db"
     empty.write_bytes(b"")
-    app = make_app(empty)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(empty, size=(80, 24)) as pilot:
+        app = pilot.app
         assert "empty file" in str(app.query_one("#summary").render())
         assert app.chunks.total() == 0
         await keys(pilot, "down", "g", "escape", "q")
@@ -69,9 +67,8 @@ async def test_empty_file(tmp_path: Path) -> None:
 
 
 async def test_quit_with_unsaved_edits_asks(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.do_edit(0, "shutdown", "0")
         await keys(pilot, "q")
         assert isinstance(app.screen, ConfirmQuit)
@@ -81,9 +78,8 @@ async def test_quit_with_unsaved_edits_asks(v6_copy: Path) -> None:
         assert not app.is_running
     assert v6_copy.read_bytes() == V6.read_bytes()
 
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.do_edit(0, "shutdown", "0")
         await keys(pilot, "q", "s")  # save, then quit
         assert not app.is_running
@@ -92,18 +88,16 @@ async def test_quit_with_unsaved_edits_asks(v6_copy: Path) -> None:
 
 
 async def test_quit_without_edits_does_not_ask() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(80, 24)) as pilot:
+        app = pilot.app
         await keys(pilot, "q")
         assert not app.is_running
 
 
 async def test_check_panel_jumps_to_finding(v6_copy: Path) -> None:
     # make a dangling reference: delete a stored message that a retain points at, save, reopen
-    app = make_app(v6_copy, check_at=CHECK_AT)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, check_at=CHECK_AT) as pilot:
+        app = pilot.app
         app.apply_filter("store:63")
         await settle(pilot)
         store = next(int(i) for i in app.chunks.rows if app.doc.record(int(i)).kind == "msg_store")
@@ -133,9 +127,8 @@ async def test_export_selection_and_palette_actions(tmp_path: Path) -> None:
     from inspector.tui.app import ACTIONS
 
     out = tmp_path / "retained.jsonl"
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         titles = {c.title for c in app.get_system_commands(app.screen)}
         # every action is in the palette, its title followed by its key: "Delete chunk  (d)"
         assert all(any(t.startswith(title + "  (") for t in titles) for title, _a, _h in ACTIONS)
@@ -157,9 +150,8 @@ async def test_unknown_chunk_type_is_shown_raw(tmp_path: Path) -> None:
 
     path = tmp_path / "unknown.db"
     path.write_bytes(V6.read_bytes() + struct.pack(">II", 99, 4) + b"\xde\xad\xbe\xef")
-    app = make_app(path)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(path) as pilot:
+        app = pilot.app
         assert app.chunks.total() == 91
         await keys(pilot, "end")
         v = app.doc.view(90)
@@ -175,7 +167,7 @@ def test_rows_are_usable_while_the_index_is_built(tmp_path: Path) -> None:
     """Between two scan steps the list already counts, decodes and shows the chunks found so far."""
     import struct
 
-    from inspector.tui.document import Document
+    from inspector.tui.model.document import Document
     from inspector.tui.widgets.chunklist import ChunkList
 
     path = tmp_path / "many.db"

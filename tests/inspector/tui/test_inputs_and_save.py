@@ -13,16 +13,16 @@ from pathlib import Path
 from textual.widgets import Input
 
 from codec import DbFile
-from inspector.tui.screens import ConfirmSave, PromptScreen
+from inspector.tui.screens.confirm import ConfirmSave
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.paths import SQLITE_STORES, V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, running, settle, status, type_text
 
 
 async def test_a_rejected_filter_keeps_the_focus_in_the_filter_bar(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         await keys(pilot, "f")
         await type_text(pilot, "type:retian")
         await keys(pilot, "enter")
@@ -40,9 +40,8 @@ async def test_a_rejected_filter_keeps_the_focus_in_the_filter_bar(v6_copy: Path
 
 
 async def test_a_rejected_goto_keeps_its_prompt_open() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         for bad in ("zz", "99999", "#424242"):
             await keys(pilot, "g")
             await type_text(pilot, bad)
@@ -59,9 +58,8 @@ async def test_a_rejected_goto_keeps_its_prompt_open() -> None:
 
 
 async def test_a_refused_field_value_keeps_the_edit_prompt_open(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.apply_filter("type:msg_store")
         await settle(pilot)
         item = app.item
@@ -83,9 +81,8 @@ async def test_a_refused_field_value_keeps_the_edit_prompt_open(v6_copy: Path) -
 
 
 async def test_a_refused_chunk_kind_keeps_the_add_prompt_open(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         await keys(pilot, "A")
         await type_text(pilot, "retian")
         await keys(pilot, "enter")
@@ -98,9 +95,8 @@ async def test_a_refused_chunk_kind_keeps_the_add_prompt_open(v6_copy: Path) -> 
 
 async def test_save_keeps_a_backup_the_undo_history_and_the_filter(v6_copy: Path) -> None:
     original = v6_copy.read_bytes()
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.apply_filter("type:retain")
         await settle(pilot)
         first = app.item
@@ -129,9 +125,8 @@ async def test_save_keeps_a_backup_the_undo_history_and_the_filter(v6_copy: Path
 
 async def test_save_keeps_undo_across_saves_of_inserted_and_edited_chunks(v6_copy: Path) -> None:
     original = v6_copy.read_bytes()
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.do_edit(0, "shutdown", "0")
         await keys(pilot, "ctrl+s")
         app.jump(5)
@@ -155,9 +150,8 @@ async def test_save_keeps_undo_across_saves_of_inserted_and_edited_chunks(v6_cop
 async def test_store_save_keeps_a_backup_and_the_filter(tmp_path: Path) -> None:
     store = tmp_path / "mosquitto.sqlite3"
     shutil.copyfile(SQLITE_STORES[0], store)
-    app = make_app(store)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(store) as pilot:
+        app = pilot.app
         app.apply_filter("type:retain")
         await settle(pilot)
         n = len(app.chunks.rows)

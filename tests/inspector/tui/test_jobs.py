@@ -9,22 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 from textual.widgets import ProgressBar
 
-from inspector.tui.screens import CheckScreen
+from inspector.tui.screens.check import CheckScreen
 from inspector.tui.widgets.jobbar import JobBar
 
-from support.tui import keys, make_app, settle, status
-
-
-async def wait_until(pilot: Pilot, cond, what: str, rounds: int = 2000) -> None:  # type: ignore[no-untyped-def]
-    """Let the app run until ``cond()`` holds (bounded by rounds of the event loop, not seconds)."""
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
+from support.tui import keys, make_app, running, settle, status, until
 
 
 async def stopped(app, job: str, rounds: int = 1000) -> None:  # type: ignore[no-untyped-def]
@@ -68,7 +58,7 @@ async def test_quitting_during_check_stops_the_checker(many_chunks: Path, monkey
         await settle(pilot)
         total = app.doc.db.size  # the checker reports bytes read, as every codec progress callback
         await pilot.press("c")
-        await wait_until(pilot, lambda: app.jobs.get("check") is not None and app.jobs["check"].done > 0,
+        await until(pilot, lambda: app.jobs.get("check") is not None and app.jobs["check"].done > 0,
                          "the checker reported progress")
         await pilot.press("ctrl+q")  # quit, as from anywhere
     # run_test returned: the app is gone; its worker thread notices and stops where it was
@@ -86,7 +76,7 @@ async def test_a_check_in_a_child_process_finds_what_one_in_a_thread_does(v6_cop
             await keys(pilot, "c")
             panel = app.screen
             assert isinstance(panel, CheckScreen)
-            await wait_until(pilot, lambda: not panel.running, "the check ended")  # noqa: B023
+            await until(pilot, lambda: not panel.running, "the check ended")  # noqa: B023
             found[where] = [(f.rule, f.chunk_index, f.message) for f in panel.findings]
             assert status(app) == f"check: {len(found[where])} finding(s)"
     assert found["process"] == found["thread"] and found["thread"]
@@ -97,14 +87,13 @@ async def test_esc_stops_the_check_and_hides_the_bar(many_chunks: Path, monkeypa
 
     monkeypatch.setattr(check, "BATCH", 1024)
     pace_checker(monkeypatch)
-    app = make_app(many_chunks)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(many_chunks) as pilot:
+        app = pilot.app
         total = app.doc.db.size  # the checker reports bytes read, as every codec progress callback
         await pilot.press("c")
         assert isinstance(app.screen, CheckScreen)
         bar = app.screen.query_one(JobBar)
-        await wait_until(pilot, lambda: bar.display and bar.shown is not None and bar.shown.done > 0,
+        await until(pilot, lambda: bar.display and bar.shown is not None and bar.shown.done > 0,
                          "the check panel's progress bar moved")
         progress = bar.query_one(ProgressBar)
         assert progress.total == total and 0 < (progress.percentage or 0) < 1
@@ -131,14 +120,13 @@ async def test_check_panel_fills_as_findings_come(v6_copy: Path, monkeypatch) ->
         yield check.Finding("error", "second", "found late", chunk_index=2)
 
     monkeypatch.setattr(check, "check_file", slow_check)
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         await pilot.press("c")
         screen = app.screen
         assert isinstance(screen, CheckScreen)
         try:
-            await wait_until(pilot, lambda: len(screen.findings) == 1, "the first finding in the panel", rounds=300)
+            await until(pilot, lambda: len(screen.findings) == 1, "the first finding in the panel", rounds=300)
             assert screen.running and "so far" in str(screen.query_one("#check-title").render())
         finally:
             release.set()
@@ -177,9 +165,8 @@ async def test_the_check_panel_lists_a_limited_number_and_counts_the_rest(v6_cop
 
     monkeypatch.setattr(check, "check_file", many)
     monkeypatch.setattr(CheckScreen, "LIMIT", 3)
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         await keys(pilot, "c")
         panel = app.screen
         assert isinstance(panel, CheckScreen)

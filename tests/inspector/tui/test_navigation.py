@@ -7,11 +7,11 @@ import json
 import pytest
 
 from codec import DbFile
-from inspector.tui.screens import PromptScreen
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.paths import V3, V6
 from support.reference_selection import topic_matches
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text
 
 
 def manifest(path):  # type: ignore[no-untyped-def]
@@ -19,9 +19,8 @@ def manifest(path):  # type: ignore[no-untyped-def]
 
 
 async def test_summary_rows_and_paging() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         counts = manifest(V6)["chunk_counts"]
         summary = str(app.query_one("#summary").render())
         assert "db v6" in summary and "shutdown=1 (clean)" in summary
@@ -41,9 +40,8 @@ async def test_summary_rows_and_paging() -> None:
 
 
 async def test_goto_index_offset_store() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         await keys(pilot, "g")
         await type_text(pilot, "#63")
         await keys(pilot, "enter")
@@ -68,9 +66,8 @@ async def test_goto_index_offset_store() -> None:
 
 
 async def test_search_and_next() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         await keys(pilot, "slash")
         await type_text(pilot, "corp/plain/q2")
         await keys(pilot, "enter")
@@ -139,9 +136,8 @@ async def test_client_filter_counts_match_manifest() -> None:
 
 
 async def test_follow_reference_and_back() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         app.apply_filter("type:retain")
         await settle(pilot)
         retain = app.item
@@ -157,9 +153,8 @@ async def test_follow_reference_and_back() -> None:
 
 async def test_v3_file_fields() -> None:
     """A 1.4.15 file (db v3): v3 fields, no properties, disconnect_t present in clients."""
-    app = make_app(V3)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V3) as pilot:
+        app = pilot.app
         assert "db v3" in str(app.query_one("#summary").render())
         app.apply_filter("type:client")
         await settle(pilot)
@@ -177,8 +172,8 @@ def test_store_columns_match_decoded_values(pack: bool) -> None:
     ids packed beside their chunk numbers and (ids too wide for that) kept apart."""
     from collections import Counter
 
-    from inspector.tui.document import Document
-    from inspector.tui.filters import StoreColumns, store_ids
+    from inspector.tui.features.filters import StoreColumns, store_ids
+    from inspector.tui.model.document import Document
 
     from support.paths import V4, V5
 
@@ -210,9 +205,8 @@ async def test_mouse_selects_rows_and_bytes() -> None:
     from inspector.tui.widgets.chunklist import ChunkList
     from inspector.tui.widgets.hexview import HexView
 
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         await pilot.click(ChunkList, offset=(5, 3))
         await settle(pilot)
         assert app.item == 3

@@ -13,7 +13,7 @@ from codec.payloads import PayloadDecoder
 
 from support.brokers import have_mosquitto
 from support.payload_traffic import Made, make_payload_db
-from support.tui import keys, make_app, settle, type_text
+from support.tui import keys, make_app, running, settle, type_text
 
 pytestmark = [pytest.mark.broker, pytest.mark.skipif(not have_mosquitto(), reason="mosquitto not installed")]
 pytest.importorskip("pysparkplug")
@@ -40,9 +40,8 @@ def labels(app) -> list[str]:  # type: ignore[no-untyped-def]
 async def test_sparkplug_payload_decoded_and_linked_to_its_bytes_both_ways(made: Made) -> None:
     topic = "spBv1.0/plant-7/NBIRTH/edge-α"
     sid, chunk_offset, payload = store_of(made, topic)
-    app = make_app(made.db)
-    async with app.run_test(size=(130, 42)) as pilot:
-        await settle(pilot)
+    async with running(made.db, size=(130, 42)) as pilot:
+        app = pilot.app
         await keys(pilot, "g")
         await type_text(pilot, f"#{sid}")
         await keys(pilot, "enter")

@@ -18,7 +18,7 @@ from codec.writer import Overlay, save
 
 from support.clock import AT
 from support.paths import V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text
 
 
 def hex_rows(app) -> list[tuple[int, bytes]]:  # type: ignore[no-untyped-def]
@@ -41,9 +41,8 @@ async def test_hex_rows_follow_the_width_after_a_resize() -> None:
     """Bug 1: at 120x40 a row holds 8 bytes; widened to 200x60 rows are 16 bytes apart and must hold
     those 16 bytes (they held 8 stale ones: row 00000708 showed the bytes of 0x6e8)."""
     data = V6.read_bytes()
-    app = make_app(V6)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(120, 40)) as pilot:
+        app = pilot.app
         await keys(pilot, "g")
         await type_text(pilot, "20")
         await keys(pilot, "enter")
@@ -62,9 +61,8 @@ async def test_hex_rows_follow_the_width_after_a_resize() -> None:
 async def test_command_keys_in_the_hex_view_are_commands_not_byte_edits() -> None:
     """Bug 2: `g 27` Enter, Tab Tab End, then `f` `type:retain` made two byte edits (fe, ea) and ran
     follow (r). Outside byte-edit mode, f opens the filter; the text goes into it."""
-    app = make_app(V6)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(120, 40)) as pilot:
+        app = pilot.app
         await keys(pilot, "g")
         await type_text(pilot, "27")
         await keys(pilot, "enter", "tab", "tab", "end")
@@ -82,9 +80,8 @@ async def test_command_keys_in_the_hex_view_are_commands_not_byte_edits() -> Non
 
 async def test_esc_leaves_byte_editing_without_a_half_typed_nibble() -> None:
     """Bug 2: Esc must not leave a half-typed nibble (`f_`) on screen; editing bytes is a mode."""
-    app = make_app(V6)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(120, 40)) as pilot:
+        app = pilot.app
         app.jump(27)
         await settle(pilot)
         app.hex.focus()
@@ -103,9 +100,8 @@ async def test_saving_a_file_with_new_errors_asks_first(v6_copy: Path) -> None:
     """Bug 3: `A`, `retain`, Enter, ctrl+s saved a RETAIN pointing at store id 0 (a check error).
     Saving checks first and asks before writing a file with new errors, listing them."""
     before = v6_copy.read_bytes()
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         await keys(pilot, "A")
         await type_text(pilot, "retain")
         await keys(pilot, "enter", "ctrl+s")
@@ -173,9 +169,8 @@ async def test_quit_dialog_shows_its_keys(v6_copy: Path) -> None:
     """Bug 5: the quit dialog's key hints ([s] [d] [esc]) were swallowed as markup."""
     from textual.widgets import Button
 
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.do_edit(0, "shutdown", "0")
         await keys(pilot, "q")
         labels = " ".join(str(b.label) for b in app.screen.query(Button))
@@ -184,9 +179,8 @@ async def test_quit_dialog_shows_its_keys(v6_copy: Path) -> None:
 
 async def test_esc_clears_the_filter_message() -> None:
     """Bug 5: after Esc clears a filter the status still said "filter applied"."""
-    app = make_app(V6)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(V6) as pilot:
+        app = pilot.app
         await keys(pilot, "f")
         await type_text(pilot, "type:retain")
         await keys(pilot, "enter")
@@ -197,9 +191,8 @@ async def test_esc_clears_the_filter_message() -> None:
 
 async def test_header_counts_include_unsaved_additions_and_deletions(v6_copy: Path) -> None:
     """Bug 5: the header's counts ignored unsaved additions."""
-    app = make_app(v6_copy)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(120, 30)) as pilot:
+        app = pilot.app
         header = lambda: str(app.query_one("#summary").render())  # noqa: E731
         assert "msg 31 " in header() and "90 chunks" in header()
         app.jump(1)
@@ -226,9 +219,8 @@ def damaged_in_the_middle(tmp_path: Path) -> Path:
 async def test_goto_an_offset_inside_the_damage_moves_the_hex_view_there(tmp_path: Path) -> None:
     """Bug 5: `g 0xb000` inside a damaged region said "went to damage" but the hex view stayed."""
     path = damaged_in_the_middle(tmp_path)
-    app = make_app(path)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(path) as pilot:
+        app = pilot.app
         start = app.doc.index().end
         assert start < 0xB000 < app.doc.db.size
         await keys(pilot, "g")
@@ -242,7 +234,7 @@ async def test_goto_an_offset_inside_the_damage_moves_the_hex_view_there(tmp_pat
 
 async def test_check_panel_lists_errors_before_warnings(tmp_path: Path) -> None:
     """Bug 5: the one error was listed after 26 warnings."""
-    from inspector.tui.screens import CheckScreen
+    from inspector.tui.screens.check import CheckScreen
 
     path = tmp_path / "dangling.db"
     with DbFile(V6) as db:
@@ -251,9 +243,8 @@ async def test_check_panel_lists_errors_before_warnings(tmp_path: Path) -> None:
     with DbFile(path) as db:
         raw = [f.severity for f in check_file(db, at=AT)]
     assert raw.index("error") > raw.index("warning")  # the checker's own order puts it after a warning
-    app = make_app(path)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(path) as pilot:
+        app = pilot.app
         await keys(pilot, "c")
         panel = app.screen
         assert isinstance(panel, CheckScreen)
@@ -276,9 +267,8 @@ async def test_deleting_a_client_removes_its_unreferenced_stores_as_drop_client_
         rem = drop_clients(db, ["a-sub-q2"], expected)
         client = next(c.index for c in db.stream() if c.kind == "client" and c.record["client_id"] == "a-sub-q2")
     assert rem.stores == 6
-    app = make_app(v6_copy)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy) as pilot:
+        app = pilot.app
         app.jump(client)
         await keys(pilot, "d")
         await settle(pilot)
@@ -290,7 +280,7 @@ async def test_deleting_a_client_removes_its_unreferenced_stores_as_drop_client_
 
 def test_the_pre_save_check_in_a_child_process_finds_what_one_in_a_thread_does(tmp_path: Path) -> None:
     """Big files (200 k chunks and more) are checked before a save in a child process, as the panel does."""
-    from inspector.tui.savecheck import SaveCheck
+    from inspector.tui.model.savecheck import SaveCheck
 
     path = tmp_path / "dangling.db"
     with DbFile(V6) as db:

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from codec.errors import CodecError
-from inspector.tui.filters import search_forward, search_stretch
-from inspector.tui.rows import summary
-from inspector.tui.storedoc import open_document
+from inspector.tui.features.filters import search_forward, search_stretch
+from inspector.tui.model.rows import summary
+from inspector.tui.model.storedoc import open_document
 
 from support.paths import REAL_FILES, SQLITE_STORES, UNIT_FILES
 

@@ -12,16 +12,15 @@ import os
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
 
 from codec.ops.check import check_file
 from codec.store.read import StoreFile
-from inspector.tui.screens import CheckScreen
-from inspector.tui.storedoc import StoreDocument
+from inspector.tui.model.storedoc import StoreDocument
+from inspector.tui.screens.check import CheckScreen
 
 from support.paths import INCOMING, SQLITE_STORES
 from support.stores import ORDER, alone_copy, connect, counts, rows_in_order, sha256
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text, until
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not SQLITE_STORES, reason="no 2.1 sqlite fixture")
@@ -50,14 +49,6 @@ def key_text(table: str, rowid: int, r: dict) -> str:
 
 def row_line(app, row: int) -> str:  # type: ignore[no-untyped-def]
     return "".join(seg.text for seg in app.chunks._row_segments(row, 120))
-
-
-async def until(pilot: Pilot, cond, what: str, rounds: int = 3000) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def test_rows_are_listed_with_table_and_primary_key(store: Path) -> None:
@@ -91,9 +82,8 @@ async def test_hex_view_shows_the_payload_and_properties_as_stored(store: Path) 
         "SELECT rowid, store_id, payload, CAST(properties AS BLOB) FROM base_msgs WHERE properties IS NOT NULL "
         "ORDER BY length(properties) DESC LIMIT 1").fetchone()
     con.close()
-    app = make_app(store)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot)
+    async with running(store, size=(140, 40)) as pilot:
+        app = pilot.app
         app.do_goto(f"#{sid}")
         await settle(pilot)
         assert app.doc.view(app.item).row.rowid == rowid
@@ -118,9 +108,8 @@ async def test_hex_view_shows_the_payload_and_properties_as_stored(store: Path) 
 @pytest.mark.parametrize("read_only", [True, False])
 async def test_reading_writes_and_creates_nothing(store: Path, read_only: bool) -> None:
     before = sha256(store)
-    app = make_app(store, read_only=read_only)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(store, read_only=read_only, size=(140, 36)) as pilot:
+        app = pilot.app
         for key in ("d", "a", "A", "e", "i", "ctrl+s", "S") if read_only else ():  # every edit key refused
             await keys(pilot, "down", key)
             await keys(pilot, "escape")

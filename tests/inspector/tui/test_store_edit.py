@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from textual.pilot import Pilot
 
-from inspector.tui.screens import PromptScreen
-from inspector.tui.storedoc import NO_BYTES, NO_ROWS
+from inspector.tui.model.storedoc import NO_BYTES, NO_ROWS
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.brokers import SqliteBroker, collect_retained, sqlite_plugin
 from support.cli import run
 from support.paths import INCOMING, SQLITE_STORES
 from support.stores import alone_copy, connect, counts, names, rows_in_order, sha256, store_state
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, running, settle, status, type_text
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not SQLITE_STORES, reason="no 2.1 sqlite fixture")
@@ -112,9 +112,8 @@ async def test_edit_delete_save_and_what_the_broker_serves(store: Path) -> None:
     msg = row_of(store, "base_msgs", store_id=edited_sid)
     ret = row_of(store, "retains", topic=DROPPED)
     sub = row_of(store, "subscriptions", client_id="a-sub-q0", topic="corp/plain/q0")
-    app = make_app(store)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(store, size=(140, 36)) as pilot:
+        app = pilot.app
         assert "READ-ONLY" not in status(app)
         await edit_value(pilot, msg, "payload", "edited in the inspector")
         assert app.doc.view(msg).edited and b"edited in the inspector" in app.doc.view(msg).data
@@ -154,9 +153,8 @@ async def test_deleting_a_session_saves_what_drop_client_writes(store: Path, tmp
     rep = json.loads(run("drop-client", store, "a-sub-q2", "-o", cli_out, "--json", ok=True).stdout)
     assert rep["client_msgs_removed"] == 6 and rep["subs_removed"] == 3
     item = row_of(store, "clients", client_id="a-sub-q2")
-    app = make_app(store)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(store, size=(140, 36)) as pilot:
+        app = pilot.app
         await delete_row(pilot, item)
         assert "delete session 'a-sub-q2' with 3 sub(s), 6 queued message(s)" in status(app), status(app)
         await keys(pilot, "ctrl+s")
@@ -176,9 +174,8 @@ async def test_values_the_store_cannot_hold_are_refused(store: Path, table: str,
                                                         why: str) -> None:
     before = sha256(store)
     item = row_of(store, table, **where)
-    app = make_app(store)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(store, size=(140, 36)) as pilot:
+        app = pilot.app
         await edit_value(pilot, item, name, text)
         assert status(app).startswith("refused: ") and why in status(app), status(app)
         assert not app.doc.overlay and not app.doc.is_dirty()
@@ -188,9 +185,8 @@ async def test_values_the_store_cannot_hold_are_refused(store: Path, table: str,
 
 async def test_bytes_and_new_rows_are_refused_and_save_as_never_writes(store: Path) -> None:
     before = sha256(store)
-    app = make_app(store)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(store, size=(140, 36)) as pilot:
+        app = pilot.app
         await keys(pilot, "down", "i")
         assert status(app) == f"refused: {NO_BYTES}"
         await keys(pilot, "a")
@@ -208,9 +204,8 @@ async def test_a_row_changed_since_it_was_read_refuses_the_whole_save(store: Pat
     before_rows = rows(store)
     ret = row_of(store, "retains", topic=DROPPED)
     sub = row_of(store, "subscriptions", client_id="a-sub-q0", topic="corp/plain/q0")
-    app = make_app(store)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(store, size=(140, 36)) as pilot:
+        app = pilot.app
         await delete_row(pilot, ret)
         await edit_value(pilot, sub, "qos", "2")
         app.doc.view(sub)  # (the row as read when shown)
@@ -235,9 +230,8 @@ async def test_save_is_refused_while_a_broker_has_the_store_open(store: Path) ->
     if sqlite_plugin() is None:
         pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
     ret = row_of(store, "retains", topic=DROPPED)
-    app = make_app(store)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(store, size=(140, 36)) as pilot:
+        app = pilot.app
         await delete_row(pilot, ret)
         broker = SqliteBroker(workdir=store.parent)  # the broker's own store: this very file
         broker.start()
@@ -255,9 +249,8 @@ async def test_save_is_refused_while_a_broker_has_the_store_open(store: Path) ->
 
 async def test_read_only_store_refuses_edits_and_writes_nothing(store: Path) -> None:
     before = sha256(store)
-    app = make_app(store, read_only=True)
-    async with app.run_test(size=(140, 36)) as pilot:
-        await settle(pilot)
+    async with running(store, read_only=True, size=(140, 36)) as pilot:
+        app = pilot.app
         assert "READ-ONLY sqlite store" in str(app.query_one("#mode").render())
         await keys(pilot, "down", "d")
         assert "read-only" in status(app) and not app.doc.overlay

@@ -17,14 +17,14 @@ import pytest
 from textual.widgets import DataTable, Tree
 
 from codec.sources import open_any
-from inspector.tui.screens import PromptScreen
-from inspector.tui.sessions import session_rows
-from inspector.tui.sessionsview import SessionsScreen
-from inspector.tui.topictree import TopicTreeScreen
+from inspector.tui.features.sessions import SessionsScreen
+from inspector.tui.features.tree import TopicTreeScreen
+from inspector.tui.model.sessions import session_rows
+from inspector.tui.screens.prompt import PromptScreen
 
 from support.clock import AT
 from support.paths import REAL_FILES, ROOT, SQLITE_STORES, V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, running, settle, status, type_text
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -54,9 +54,8 @@ async def tree_line(pilot, topic: str):  # type: ignore[no-untyped-def]
 async def test_tree_enter_filters_to_the_node_and_d_deletes_as_rm_retained(v6_copy: Path, tmp_path: Path) -> None:
     want = tmp_path / "cli.db"
     cli("rm-retained", str(v6_copy), "corp/retained/#", "-o", str(want))
-    app = make_app(v6_copy)
-    async with app.run_test(size=(130, 40)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(130, 40)) as pilot:
+        app = pilot.app
         await keys(pilot, "t")
         assert isinstance(app.screen, TopicTreeScreen)
         widget = app.screen.query_one(Tree)
@@ -87,9 +86,7 @@ async def test_tree_enter_filters_to_the_node_and_d_deletes_as_rm_retained(v6_co
 
 
 async def test_tree_numbers_are_the_files_as_tree_and_stats_count_them() -> None:
-    app = make_app(V6)
-    async with app.run_test(size=(130, 40)) as pilot:
-        await settle(pilot)
+    async with running(V6, size=(130, 40)) as pilot:
         await keys(pilot, "t")
         node = (await tree_line(pilot, "corp/retained")).data
     data = json.loads(cli("tree", str(V6), "--prefix", "corp/retained", "--json", "--depth", "0").stdout)["tree"]
@@ -106,9 +103,8 @@ def select_client(app, name: str) -> None:  # type: ignore[no-untyped-def]
 async def test_sessions_view_sorted_by_queue_drop_is_drop_client(v6_copy: Path, tmp_path: Path) -> None:
     want = tmp_path / "cli.db"
     cli("drop-client", str(v6_copy), "a-sub-q1", "-o", str(want))
-    app = make_app(v6_copy)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(140, 40)) as pilot:
+        app = pilot.app
         await keys(pilot, "s")
         assert isinstance(app.screen, SessionsScreen)
         shown = app.screen.shown
@@ -133,9 +129,8 @@ async def test_sessions_view_sorted_by_queue_drop_is_drop_client(v6_copy: Path, 
 async def test_sessions_view_trim_is_trim_queue(v6_copy: Path, tmp_path: Path, keep: int) -> None:
     want = tmp_path / "cli.db"
     cli("trim-queue", str(v6_copy), "--client", "a-sub-q1", "--keep-newest", str(keep), "-o", str(want))
-    app = make_app(v6_copy)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(140, 40)) as pilot:
+        app = pilot.app
         await keys(pilot, "s")
         select_client(app, "a-sub-q1")
         await keys(pilot, "t")
@@ -178,9 +173,8 @@ def test_sessions_rows_equal_stats_by_client(path: Path) -> None:
 async def test_store_sessions_view_drops_a_session(tmp_path: Path) -> None:
     store = tmp_path / "mosquitto.sqlite3"
     shutil.copyfile(SQLITE_STORES[0], store)
-    app = make_app(store)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot)
+    async with running(store, size=(140, 40)) as pilot:
+        app = pilot.app
         await keys(pilot, "s")
         select_client(app, "a-sub-q1")
         await keys(pilot, "d")
@@ -192,12 +186,11 @@ async def test_store_sessions_view_drops_a_session(tmp_path: Path) -> None:
 
 
 async def test_sessions_view_lists_the_biggest_rows_and_counts_the_rest(v6_copy: Path) -> None:
-    from inspector.tui.sessions import SessionRow
+    from inspector.tui.model.sessions import SessionRow
 
     rows = [SessionRow(f"c{i:04d}", 1, 1, i, 10 * i, 0, 0) for i in range(SessionsScreen.LIMIT + 50)]
-    app = make_app(v6_copy)
-    async with app.run_test(size=(140, 40)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(140, 40)) as pilot:
+        app = pilot.app
         app.push_screen(SessionsScreen(rows, AT), app.session_chosen)
         await settle(pilot)
         screen = app.screen

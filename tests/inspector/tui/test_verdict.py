@@ -17,12 +17,12 @@ from textual.pilot import Pilot
 
 from codec import DbFile
 from codec.broker import verdict_for
-from inspector.tui.screens import CheckScreen
+from inspector.tui.screens.check import CheckScreen
 
 from support.cli import run_in_process
 from support.clock import AT
 from support.paths import INCOMING, V6
-from support.tui import keys, make_app, settle, status, type_text
+from support.tui import keys, make_app, running, settle, status, type_text, until
 from support.variants import make
 
 V2022 = INCOMING / "2.0.22-a.db"
@@ -37,14 +37,6 @@ def model(path: Path, release: str) -> object:
         for _ in db.scan_steps():
             pass
         return verdict_for(db, release, at=AT, topics=False)
-
-
-async def until(pilot: Pilot, cond, what: str, rounds: int = 3000) -> None:  # type: ignore[no-untyped-def]
-    for _ in range(rounds):
-        if cond():
-            return
-        await pilot.pause(0.01)
-    raise AssertionError(f"never happened: {what}")
 
 
 async def choose(pilot: Pilot, release: str) -> None:
@@ -110,9 +102,8 @@ async def test_releases_disagree_on_a_sub_without_client_id(tmp_path: Path) -> N
     bad = make("sub-without-client-id", V2022, tmp_path / "bad.db", AT)
     crash, fine = model(bad, "2.0.18"), model(bad, "2.0.22")
     assert crash.verdict == "crashes" and fine.verdict == "loads"
-    app = make_app(bad)
-    async with app.run_test(size=(160, 30)) as pilot:
-        await settle(pilot)
+    async with running(bad, size=(160, 30)) as pilot:
+        app = pilot.app
         assert len(header(app).splitlines()) == 2
         await choose(pilot, "2.0.18")
         await until(pilot, lambda: app.verdict is not None, "the 2.0.18 verdict")
@@ -142,9 +133,8 @@ async def test_refusal_shows_the_log_line_and_auto_names_the_release(tmp_path: P
 
 
 async def test_unknown_release_is_refused_and_changes_nothing(v6_copy: Path) -> None:
-    app = make_app(v6_copy)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle(pilot)
+    async with running(v6_copy, size=(120, 30)) as pilot:
+        app = pilot.app
         await choose(pilot, "2.2.9")
         assert app.broker is None and len(header(app).splitlines()) == 2
         assert "not a release the broker model knows" in status(app)

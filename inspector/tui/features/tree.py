@@ -25,7 +25,7 @@ from textual.widgets.tree import TreeNode
 
 from codec import CodecError
 from codec.values import printable
-from inspector.tui.document import Document
+from inspector.tui.model.document import Document
 
 HINT = "Enter: filter the list to the node · space/→: open · d: delete its retained messages · o: sort · Esc: close"
 
@@ -145,7 +145,7 @@ class TopicTreeMixin:
     @work(thread=True, exclusive=True, group="tree")
     def tree_worker(self, db: Any) -> None:
         from codec.ops.tree import build
-        from inspector.tui.jobs import Cancelled, Progress
+        from inspector.tui.model.jobs import Cancelled, Progress
 
         progress = Progress(self, "tree", 1, rate=2)  # (each post lays the screen out again: ~50 ms of CPU)
         try:

@@ -11,7 +11,7 @@ it is counted (:attr:`DiffMarks.removed`) and listed from the report (:func:`cod
 A retained message is a RETAIN chunk and the msg_store it points at: both are marked. A 2.1 sqlite
 store is compared through its v6 records (:func:`codec.store.todb.store_records`, which names the row
 each record comes from), so its rows are marked too. This module imports no Textual: the big files'
-diff runs it in a child process (:mod:`inspector.tui.checkproc`).
+diff runs it in a child process (:mod:`inspector.tui.model.checkproc`).
 """
 
 from __future__ import annotations

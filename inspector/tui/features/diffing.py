@@ -1,6 +1,6 @@
 """Marking what differs from a second file: ``v`` (or ``inspect FILE --diff OTHER``), the header line, ``V``.
 
-The comparison (:mod:`inspector.tui.diffmarks`, the content diff of ``mosqdb diff``) runs in a worker
+The comparison (:mod:`inspector.tui.model.diffmarks`, the content diff of ``mosqdb diff``) runs in a worker
 with its steps as progress — in a child process on big files, as the checker — then the chunk list
 marks each row the other file lacks (``+``) or holds with other values (``~``), the header counts
 them and what only the other file holds, and ``V`` lists those (and jumps to the marked rows).
@@ -15,7 +15,6 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
@@ -23,10 +22,11 @@ from textual.widgets.option_list import Option
 
 from codec import CodecError
 from codec.values import printable
-from inspector.tui.document import Document
-from inspector.tui.jobs import Cancelled, Progress
-from inspector.tui.rows import clip, summary
-from inspector.tui.screens import PromptScreen
+from inspector.tui.actions import DIFF_LIST, bindings
+from inspector.tui.model.document import Document
+from inspector.tui.model.jobs import Progress
+from inspector.tui.model.rows import clip, summary
+from inspector.tui.screens.prompt import PromptScreen
 
 HEADER_KEY = "diff"
 KINDS = (("retained", "retained", "retained"), ("sessions", "session", "sessions"),
@@ -78,7 +78,7 @@ class DiffScreen(ModalScreen[int | None]):
     """What differs from the other file: what only it holds, then this file's added and changed rows
     (Enter on one jumps to it)."""
 
-    BINDINGS = [Binding("escape,q,V", "close", "Close")]
+    BINDINGS = bindings(DIFF_LIST)
     LIMIT = 500
     """Lines per section (``mosqdb diff --json`` lists every change)."""
 
@@ -201,27 +201,21 @@ class DiffMixin:
 
     @work(thread=True, exclusive=True, group="diff")
     def diff_worker(self, other: str, path: str) -> None:
-        from inspector.tui.diffmarks import STEPS, diff_marks
+        from inspector.tui.model.diffmarks import STEPS, diff_marks
 
         progress = Progress(self, "diff", STEPS)
         progress.found = -1
         progress.post(False)
-        try:
-            if self.in_child():
-                from inspector.tui.checkproc import run_result
 
-                marks = run_result(["diff", path, other, self.doc.endian], progress, progress.cancelled)
-            else:
-                marks = diff_marks(path, other, endian=self.doc.endian, progress=progress)
-        except Cancelled:
-            return
-        except (CodecError, OSError, RuntimeError, ValueError) as exc:
-            self.call_from_thread(self.diff_failed, other, str(exc))
-            return
-        finally:
-            progress.finish()
-        if marks is not None and not progress.cancelled():
-            self.call_from_thread(self.diff_ready, other, path, marks)
+        def compute() -> Any:
+            if self.in_child():
+                from inspector.tui.model.checkproc import run_result
+
+                return run_result(["diff", path, other, self.doc.endian], progress, progress.cancelled)
+            return diff_marks(path, other, endian=self.doc.endian, progress=progress)
+
+        progress.deliver(compute, (CodecError, OSError, RuntimeError, ValueError),
+                         lambda why: self.diff_failed(other, why), lambda marks: self.diff_ready(other, path, marks))
 
     def diff_ready(self, other: str, path: str, marks: Any) -> None:
         if other != self.diff_other or path != self.doc.path:

@@ -80,6 +80,22 @@ class Progress:
         """The job is through (or stopped): the app hides its bar."""
         self.post(True)
 
+    def deliver(self, compute: Callable[[], Any], errors: tuple[type[Exception], ...],
+                failed: Callable[[str], None], ready: Callable[[Any], None]) -> None:
+        """Run a whole-file job's ``compute`` in this worker, then on the app's thread hand its result to
+        ``ready`` or one of ``errors``' text to ``failed``; a stopped job ends quietly, the bar hidden."""
+        try:
+            result = compute()
+        except Cancelled:
+            return
+        except errors as exc:
+            self.app.call_from_thread(failed, str(exc))
+            return
+        finally:
+            self.finish()
+        if result is not None and not self.cancelled():
+            self.app.call_from_thread(ready, result)
+
 
 class JobThreads(ThreadPoolExecutor):
     """The event loop's default executor for the app's thread workers: one daemon thread per job.

@@ -1,7 +1,7 @@
 """Moving around the chunk list: goto, search, following references and the filter bar.
 
 Mixed into :class:`~inspector.tui.app.InspectorApp`, whose ``doc``, panes and ``say`` these use.
-Store ids come from :class:`~inspector.tui.filters.StoreColumns` (gathered once, in a worker);
+Store ids come from :class:`~inspector.tui.features.filters.StoreColumns` (gathered once, in a worker);
 filters (the codec's column engine) and search run in workers, so keys never wait for them.
 """
 
@@ -18,8 +18,7 @@ from textual.widgets import Input, Static
 
 from codec import CodecError
 from codec.values import printable
-from inspector.tui.document import Document
-from inspector.tui.filters import (
+from inspector.tui.features.filters import (
     FILTER_HELP,
     StoreColumns,
     filter_view,
@@ -28,9 +27,10 @@ from inspector.tui.filters import (
     resolve_prefixes,
     search_forward,
 )
-from inspector.tui.jobs import Progress
 from inspector.tui.messages import FilterProgress
-from inspector.tui.screens import PromptScreen
+from inspector.tui.model.document import Document
+from inspector.tui.model.jobs import Progress
+from inspector.tui.screens.prompt import PromptScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 
 NO_ROWS = np.zeros(0, dtype=np.int64)

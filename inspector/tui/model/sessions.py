@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from codec.layouts import ChunkType
-from inspector.tui.document import Document
+from inspector.tui.model.document import Document
 
 
 @dataclass

@@ -71,7 +71,7 @@ class SaveCheck:
     """The open file's errors (checked once) and the ``verify`` hook that compares a save against them.
 
     Files of ``process_from`` chunks and more are checked in a child process, as the check panel
-    checks them (:mod:`inspector.tui.checkproc`): the checker's memory never joins the TUI's.
+    checks them (:mod:`inspector.tui.model.checkproc`): the checker's memory never joins the TUI's.
     """
 
     def __init__(self, at: float | None, process_from: int | None = 200_000) -> None:
@@ -83,7 +83,7 @@ class SaveCheck:
         from codec.ops.check import Finding, check_file  # loaded when a save first needs it
 
         if self.process_from is not None and len(db.index) >= self.process_from:
-            from inspector.tui.checkproc import run_check
+            from inspector.tui.model.checkproc import run_check
 
             found = (Finding(**f) for f in run_check(db.path, db.endian, self.at, lambda _d, _t: None,
                                                       lambda: False))

@@ -1,6 +1,6 @@
 """How a chunk reads as one row of the chunk list: a short type label and a one-line summary.
 
-Search matches the same summary (:func:`inspector.tui.filters.search_forward`), so what a row
+Search matches the same summary (:func:`inspector.tui.features.filters.search_forward`), so what a row
 shows is what search finds.
 """
 

@@ -18,16 +18,16 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, Static
 
 from codec import CodecError
 from codec.values import NEVER, printable
-from inspector.tui.document import Document
-from inspector.tui.screens import PromptScreen
-from inspector.tui.sessions import SORT_KEYS, SessionRow
+from inspector.tui.actions import SESSIONS, bindings
+from inspector.tui.model.document import Document
+from inspector.tui.model.sessions import SORT_KEYS, SessionRow
+from inspector.tui.screens.prompt import PromptScreen
 
 HINT = ("Enter: filter the list to the client (a group: open it) · d: drop the session · t: trim its queue · "
         "o: sort · Esc: close")
@@ -57,12 +57,7 @@ class SessionsScreen(ModalScreen[tuple[str, Any] | None]):
     """Rows listed at most (the biggest in the chosen order): a table of 2,000 rows took a second of CPU to
     lay out, 500 half a second; the rest are counted on a last line."""
 
-    BINDINGS = [
-        Binding("escape,q", "close", "Close"),
-        Binding("o", "sort", "Sort"),
-        Binding("d,delete", "choose('drop')", "Drop session"),
-        Binding("t", "choose('trim')", "Trim queue"),
-    ]
+    BINDINGS = bindings(SESSIONS)
 
     def __init__(self, rows: list[SessionRow], at: float, note: str = "", sort: str = "queued bytes") -> None:
         super().__init__()
@@ -201,7 +196,7 @@ class SessionsMixin:
 
     @work(thread=True, exclusive=True, group="sessions")
     def sessions_worker(self, db: Any) -> None:
-        from inspector.tui.sessions import session_rows
+        from inspector.tui.model.sessions import session_rows
 
         try:
             rows, groups = session_rows(db, self.at)

@@ -1,4 +1,4 @@
-"""Whole-file jobs in a child process, for big files: ``python -m inspector.tui.checkproc JOB ARGS…``.
+"""Whole-file jobs in a child process, for big files: ``python -m inspector.tui.model.checkproc JOB ARGS…``.
 
 A check of millions of chunks is a long pure-Python loop that builds arrays and sets of its own
 (140 MiB on 2.4 M chunks); the broker model's prediction and the content diff build hundreds of MB
@@ -10,7 +10,7 @@ long numpy pass. Jobs:
 
 * ``check PATH ENDIAN AT`` (also without ``check``, as before): the checker's findings;
 * ``verdict PATH ENDIAN AT VERSION [CONF]``: :func:`codec.broker.verdict_for` (retained topics counted);
-* ``diff PATH OTHER ENDIAN``: :func:`inspector.tui.diffmarks.diff_marks` (the content diff as row marks).
+* ``diff PATH OTHER ENDIAN``: :func:`inspector.tui.model.diffmarks.diff_marks` (the content diff as row marks).
 
 The child writes JSON lines to stdout: ``{"p": [done, total]}`` now and then, ``{"f": finding}``
 per finding, ``{"result": base64 pickle}`` for a job with one answer, ``{"end": true}`` last
@@ -36,7 +36,7 @@ END = {"end": True}
 
 def child_main(argv: list[str]) -> int:
     from codec import CodecError
-    from inspector.tui.memory import one_malloc_arena
+    from inspector.tui.model.memory import one_malloc_arena
 
     one_malloc_arena()  # the job's big temporaries go back to the system as they are freed
 
@@ -95,7 +95,7 @@ def _verdict(args: list[str], emit: Callable[[dict[str, Any]], None], progress: 
 
 
 def _diff(args: list[str], emit: Callable[[dict[str, Any]], None], progress: Callable[[int, int], None]) -> None:
-    from inspector.tui.diffmarks import diff_marks
+    from inspector.tui.model.diffmarks import diff_marks
 
     path, other, endian = args
     emit({"result": _pack(diff_marks(path, other, endian=endian, progress=progress))})
@@ -127,7 +127,7 @@ def run_child(args: list[str], progress: Callable[[int, int], None], cancelled: 
     """
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-    proc = subprocess.Popen([sys.executable, "-m", "inspector.tui.checkproc", *args],
+    proc = subprocess.Popen([sys.executable, "-m", "inspector.tui.model.checkproc", *args],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=env, close_fds=True)
     assert proc.stdout is not None and proc.stderr is not None

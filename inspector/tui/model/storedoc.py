@@ -6,7 +6,7 @@ rowid order — through a connection that never creates a file beside the store 
 private snapshot when a ``-wal`` holds changes: :func:`codec.sources.connect_readonly`). The panes
 see it as they see a .db: :class:`StoreDb` answers the index questions (every row known at once, no
 damage, no byte offsets), :class:`StoreDocument` gives each row as a
-:class:`~inspector.tui.document.ChunkView` whose ``row`` says its table, rowid and primary key, whose
+:class:`~inspector.tui.model.document.ChunkView` whose ``row`` says its table, rowid and primary key, whose
 record is what the broker restores from it (the v6 values), and whose bytes — what the hex view
 shows — are the row's text and blob columns as stored (topic, payload, properties …).
 
@@ -38,8 +38,8 @@ from codec.store.read import StoreFile, as_text
 from codec.store.rowedit import RowChange, RowsWritten, Stored, apply_changes, assignments, read_stored
 from codec.store.schema import ROWS
 from codec.writer import Overlay
-from inspector.tui.document import Base, ChunkView, Document, Edit, EditRefused, parse_value, short
-from inspector.tui.rows import summary
+from inspector.tui.model.document import Base, ChunkView, Document, Edit, EditRefused, parse_value, short
+from inspector.tui.model.rows import summary
 
 NO_BYTES = ("a store row's bytes are its text and blob columns: edit its values in the field tree "
             "(e or Enter), not its bytes")

@@ -21,8 +21,8 @@ from codec.columnar import gather_u64
 from codec.layouts import ChunkType, layout_for
 from codec.views.jsonview import DIRECTION_NAMES, STATE_NAMES
 from codec.views.query import Selection, parse_store_ids, valid_filter
-from inspector.tui.document import Document, chunk_kind_names
-from inspector.tui.rows import summary
+from inspector.tui.model.document import Document, chunk_kind_names
+from inspector.tui.model.rows import summary
 
 FILTER_KEYS = {"type": "type", "t": "type", "kind": "type", "topic": "topic", "tp": "topic", "client": "client",
                "c": "client", "id": "client", "store": "store", "s": "store", "sid": "store"}

@@ -1,7 +1,7 @@
 """Editing actions: field and byte edits, delete/restore, inserted chunks, undo and redo.
 
 Mixed into :class:`~inspector.tui.app.InspectorApp`. Every edit goes through its
-:class:`~inspector.tui.document.Document` (an overlay: nothing is written until a save), then
+:class:`~inspector.tui.model.document.Document` (an overlay: nothing is written until a save), then
 :meth:`EditingMixin.refresh_after_edit` repaints the list, the details and the summary.
 """
 
@@ -14,11 +14,11 @@ from textual import work
 
 from codec import CodecError
 from codec.values import utf8_or_none
-from inspector.tui.document import Document, EditRefused, addable_kind
 from inspector.tui.messages import HexByteTyped
-from inspector.tui.screens import PromptScreen
-from inspector.tui.sessions import SessionDelete, session_delete
-from inspector.tui.storedoc import NO_BYTES, NO_ROWS
+from inspector.tui.model.document import Document, EditRefused, addable_kind
+from inspector.tui.model.sessions import SessionDelete, session_delete
+from inspector.tui.model.storedoc import NO_BYTES, NO_ROWS
+from inspector.tui.screens.prompt import PromptScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 from inspector.tui.widgets.fieldtree import FieldTree
 from inspector.tui.widgets.summary import SummaryBar

@@ -1,7 +1,7 @@
 """Writing files: save, save as, quit with unsaved edits, and export of the current selection.
 
 Mixed into :class:`~inspector.tui.app.InspectorApp`. Saving is the document's atomic save, with
-the checker run on the written temp file first (:mod:`~inspector.tui.savecheck`): new errors are
+the checker run on the written temp file first (:mod:`~inspector.tui.model.savecheck`): new errors are
 listed and the file is written only when the user says so. Export writes the file as saved (not
 unsaved edits) through ``exporters.files`` in a worker.
 """
@@ -14,10 +14,11 @@ from typing import Any
 from textual import work
 
 from codec import CodecError, FileChangedError
-from inspector.tui.document import Document, EditRefused
-from inspector.tui.jobs import Cancelled, Progress
-from inspector.tui.savecheck import NewErrors, SaveCheck
-from inspector.tui.screens import ConfirmQuit, ConfirmSave, PromptScreen
+from inspector.tui.model.document import Document, EditRefused
+from inspector.tui.model.jobs import Cancelled, Progress
+from inspector.tui.model.savecheck import NewErrors, SaveCheck
+from inspector.tui.screens.confirm import ConfirmQuit, ConfirmSave
+from inspector.tui.screens.prompt import PromptScreen
 
 
 def no_directory(text: str) -> str | None:
@@ -130,7 +131,7 @@ class SavingMixin:
             self.call_from_thread(self.say, "export needs the exporters package (not installed)", "error")
             return
         if spec is not None and spec.prefixes:  # exported before the filter worker resolved its prefixes
-            from inspector.tui.filters import resolve_prefixes
+            from inspector.tui.features.filters import resolve_prefixes
 
             try:
                 spec = resolve_prefixes(self.doc, spec)

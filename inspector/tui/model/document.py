@@ -49,7 +49,7 @@ class ChunkView:
     deleted: bool = False
     edited: bool = False
     inserted: bool = False  # a new chunk (not in the file) placed after ``offset``'s chunk
-    row: Any = None  # a sqlite store's row (inspector.tui.storedoc.RowInfo): table, rowid, key, columns
+    row: Any = None  # a sqlite store's row (inspector.tui.model.storedoc.RowInfo): table, rowid, key, columns
 
     @property
     def label(self) -> str:
@@ -122,7 +122,7 @@ class Document:
     """An open db, its edit overlay, undo/redo history and a small decode cache."""
 
     CACHE = 512
-    is_store = False  # a 2.1 sqlite store: inspector.tui.storedoc.StoreDocument
+    is_store = False  # a 2.1 sqlite store: inspector.tui.model.storedoc.StoreDocument
 
     def __init__(self, path: str, *, endian: str = "little", read_only: bool = False) -> None:
         self.path = path
@@ -281,26 +281,25 @@ class Document:
         self.redo_stack.clear()
         return edit
 
-    def undo(self) -> Edit | None:
-        if not self.undo_stack:
+    def _step(self, source: list[Edit], target: list[Edit], states: str) -> Edit | None:
+        """Move the last edit of ``source`` to ``target``, its chunks set to its ``before`` or ``after``."""
+        if not source:
             return None
-        edit = self.undo_stack[-1]
+        edit = source[-1]
         self._switch(edit.base)
-        self.undo_stack.pop()
-        for i, st in edit.before.items():
+        source.pop()
+        for i, st in getattr(edit, states).items():
             self._set_state(i, st)
-        self.redo_stack.append(edit)
+        target.append(edit)
         return edit
 
+    def undo(self) -> Edit | None:
+        return self._step(self.undo_stack, self.redo_stack, "before")
+
     def redo(self) -> Edit | None:
-        if not self.redo_stack:
+        edit = self._step(self.redo_stack, self.undo_stack, "after")
+        if edit is None:
             return None
-        edit = self.redo_stack[-1]
-        self._switch(edit.base)
-        self.redo_stack.pop()
-        for i, st in edit.after.items():
-            self._set_state(i, st)
-        self.undo_stack.append(edit)
         nxt = self.base.next
         if nxt is not None and len(self.undo_stack) == self.saved_depth and self._snapshot_is(self.base.saved):
             self._load(nxt, None)  # redone up to the save: show the file as saved, as after the save

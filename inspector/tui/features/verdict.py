@@ -5,7 +5,7 @@ broker model (:func:`codec.broker.verdict_for`) then runs in a worker, with its 
 and its answer becomes a header line — *loads* with the sessions kept and dropped (and why), the
 messages queued and the retained topics; *refuses* or *crashes* with the line the broker logs —
 and the check panel's findings are graded for that release (:mod:`codec.broker.findings`). On big
-files the model runs in a child process (:mod:`inspector.tui.checkproc`), as the checker does, so
+files the model runs in a child process (:mod:`inspector.tui.model.checkproc`), as the checker does, so
 its hundreds of MB never join the TUI's heap and Esc is a kill.
 
 The model reads the file on disk: with unsaved edits the line says so, and a save recomputes it.
@@ -21,9 +21,9 @@ from rich.text import Text
 from textual import work
 
 from codec import CodecError
-from inspector.tui.document import Document
-from inspector.tui.jobs import Cancelled, Progress
-from inspector.tui.screens import PromptScreen
+from inspector.tui.model.document import Document
+from inspector.tui.model.jobs import Progress
+from inspector.tui.screens.prompt import PromptScreen
 
 DROP_WORDS = {"expired-session": "expired", "persistent-client-expiration": "persistent_client_expiration",
               "session-expiry-zero": "expiry time 0", "interval-zero": "expiry interval 0",
@@ -213,7 +213,7 @@ class VerdictMixin:
         """The Prediction for release ``asked`` (None when cancelled); raises CodecError/RuntimeError/ValueError."""
         doc = self.doc
         if self.in_child():
-            from inspector.tui.checkproc import at_arg, run_result
+            from inspector.tui.model.checkproc import at_arg, run_result
 
             args = ["verdict", doc.db.path, doc.endian, at_arg(self.check_at), asked]
             return run_result(args + ([self.broker_conf] if self.broker_conf else []), progress,
@@ -234,17 +234,8 @@ class VerdictMixin:
         progress = Progress(self, "broker", STEPS)
         progress.found = -1
         progress.post(False)
-        try:
-            pred = self.compute_verdict(asked, progress)
-        except Cancelled:
-            return
-        except (CodecError, RuntimeError, ValueError) as exc:
-            self.call_from_thread(self.verdict_failed, asked, str(exc))
-            return
-        finally:
-            progress.finish()
-        if pred is not None and not progress.cancelled():
-            self.call_from_thread(self.verdict_ready, asked, path, pred)
+        progress.deliver(lambda: self.compute_verdict(asked, progress), (CodecError, RuntimeError, ValueError),
+                         lambda why: self.verdict_failed(asked, why), lambda pred: self.verdict_ready(asked, path, pred))
 
     def verdict_ready(self, asked: str, path: str, pred: Any) -> None:
         if asked != self.broker or path != self.doc.path:
