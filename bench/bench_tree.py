@@ -56,7 +56,7 @@ def phase(marks: dict[str, float], name: str, fn: Callable[[], object]) -> objec
 
 def child(path: str) -> dict[str, float]:
     """One run in this process (started fresh for it): the figures of every phase."""
-    from inspector.tui.memory import one_malloc_arena
+    from inspector.tui.model.memory import one_malloc_arena
 
     one_malloc_arena()  # as the TUI runs (its workers build the tree and the sessions rows)
 
