@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from codec.columnar import batches
+from codec.columnar import GATHER, batches
 from codec.layouts import ChunkType
 from codec.sources import column_reader, is_store
 from codec.textscan import position_weights
@@ -30,9 +30,9 @@ from codec.textscan import position_weights
 WINDOW = 48
 """Bytes of a level cut with numpy; a longer level is cut in Python (rare: topic levels are short)."""
 
-ROWS = 1 << 14
+ROWS = GATHER
 """Stores gathered, and members cut, at once. A batch's arrays stay under 256 KiB, the TUI's mmap threshold
-(inspector.tui.memory): they come from the heap and are reused, where 2^16-row batches had every temporary
+(inspector.tui.model.memory): they come from the heap and are reused, where 2^16-row batches had every temporary
 mapped and faulted in afresh (on 1.2 M stores: 360,000 page faults, a second of system time)."""
 
 SORTS = ("size", "name")
