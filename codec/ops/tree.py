@@ -43,6 +43,14 @@ _HIGHS = np.uint64(0x8080808080808080)
 _MASKS = np.array([(1 << (8 * c)) - 1 for c in range(9)], dtype=np.uint64)  # the low c bytes of a word
 
 
+def _first_slash(w: np.ndarray) -> np.ndarray:
+    """Per little-endian word: the place (0-7) of its first "/" byte, 8 if none. The zero-byte trick marks
+    the first "/" exactly by the lowest high bit it sets; the bits below that one, counted, give its place."""
+    x = w ^ _SLASHES
+    z = (x - _ONES) & ~x & _HIGHS
+    return np.bitwise_count((z & (~z + np.uint64(1))) - np.uint64(1)) >> np.uint8(3)  # (no "/": 64 bits, 8)
+
+
 @dataclass
 class Totals:
     """What a set of stored messages holds."""
@@ -103,8 +111,7 @@ class TopicTree:
         return node.total.bytes / self.size if self.size else 0.0
 
     def _totals(self, rows: np.ndarray) -> Totals:
-        return Totals(len(rows), int(self.retained[rows].sum()), int(self.queued[rows].sum()),
-                      int(self.chunk_bytes[rows].sum()), int(self.payload[rows].sum()))
+        return Totals(*self._sums(np.zeros(len(rows), np.int32), rows, 1)[0])
 
     def find(self, topic: str) -> Node | None:
         """The node of ``topic`` (levels joined by "/"; "" the root), opening the levels on the way."""
@@ -140,8 +147,7 @@ class TopicTree:
         n = len(names)
         if not n:
             return []
-        order = np.argsort(codes, kind="stable")
-        sorted_rows = rows[order]
+        sorted_rows = rows if n == 1 else rows[np.argsort(codes, kind="stable")]  # (one child: the same rows)
         bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=n))]).tolist()
         more = (np.bincount(codes[deeper], minlength=n) > 0).tolist()
         total = self._sums(codes, rows, n)
@@ -155,6 +161,10 @@ class TopicTree:
 
     def _sums(self, codes: np.ndarray, rows: np.ndarray, n: int) -> list[list[int]]:
         """Per code: [stores, retained, queued, bytes, payload bytes] of its rows."""
+        if n == 1:  # one child (the first level of most files): plain sums, of the columns themselves for all
+            every = len(rows) == len(self.sizes)  # (a node's rows are distinct stores)
+            return [[len(rows)] + [int((v if every else v[rows]).sum(dtype=np.int64))
+                                   for v in (self.retained, self.queued, self.chunk_bytes, self.payload)]]
         cols = [np.bincount(codes, minlength=n)]
         for per_store in (self.retained, self.queued, self.chunk_bytes, self.payload):
             v = per_store[rows]
@@ -202,13 +212,8 @@ class TopicTree:
         at = start[todo]
         lt = left[todo]
         w0, w1 = words[at], words[at + 8]
-        first = np.full(len(todo), 16, np.int64)
-        for k, w in ((1, w1), (0, w0)):  # the first word's answer wins
-            x = w ^ _SLASHES
-            z = (x - _ONES) & ~x & _HIGHS  # the lowest set high bit marks the first "/" exactly
-            has = z != 0
-            low = z[has] & (~z[has] + np.uint64(1))
-            first[has] = 8 * k + (np.log2(low.astype(np.float64)).astype(np.int64) - 7) // 8
+        f0 = _first_slash(w0)
+        first = np.where(f0 < 8, f0, _first_slash(w1) + np.uint8(8)).astype(np.int64)
         found = (first < 16) & (first < lt)
         cut = np.minimum(first, lt)
         fits = found | (lt <= 16)
@@ -221,10 +226,14 @@ class TopicTree:
         m0 = w0 & _MASKS[np.minimum(cut, 8)]
         m1 = w1 & _MASKS[np.clip(cut - 8, 0, 8)]
         h = m0 * np.uint64(0x9E3779B97F4A7C15) + m1 * np.uint64(0xC2B2AE3D27D4EB4F) + cut.astype(np.uint64)
-        _u, one, inv = np.unique(h, return_index=True, return_inverse=True)
-        inv = inv.ravel()
-        rep = one[inv]
-        same = (m0 == m0[rep]) & (m1 == m1[rep]) & (cut == cut[rep])
+        if h[0] == h.min() == h.max():  # one level in the whole batch (a file's first levels often)
+            one, inv = np.zeros(1, np.int64), np.zeros(len(h), np.int64)
+            same = (m0 == m0[0]) & (m1 == m1[0]) & (cut == cut[0])
+        else:
+            _u, one, inv = np.unique(h, return_index=True, return_inverse=True)
+            inv = inv.ravel()
+            rep = one[inv]
+            same = (m0 == m0[rep]) & (m1 == m1[rep]) & (cut == cut[rep])
         group = np.empty(len(one), np.int64)
         for u, f in enumerate(one.tolist()):
             a = int(start[rows[f]])
@@ -334,22 +343,19 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
         return TopicTree(db.path, size, False, np.zeros(WINDOW, np.uint8), empty, empty, empty, empty, empty, empty)
     cols: Any = column_reader(db)
     store = is_store(db)
+    types = db.types if store else cols.types
+    s_idx = _where(types, ChunkType.MSG_STORE)
+    n = len(s_idx)
     if store:
-        types = db.types
-        s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
         chunk_bytes = db.row_sizes()[s_idx]
     else:
-        types = cols.types
-        s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
         # as stats counts a chunk: from its offset to the next one's (not its header + stored length: v2-v4
-        # chunks differ), for the stores only
-        chunk_bytes = np.zeros(len(s_idx), np.int64)
-        for s in batches(len(s_idx), ROWS):
+        # chunks differ), for the stores only; none is longer than the file
+        chunk_bytes = np.zeros(n, _narrow(size))
+        for s in batches(n, ROWS):
             chunk_bytes[s] = db.index.ends_of(s_idx[s]) - cols.offsets[s_idx[s]]
-    n = len(s_idx)
-    s_idx = s_idx.astype(np.int32 if len(types) < 1 << 31 else np.int64)
-    room = int(chunk_bytes.sum()) + WINDOW
-    chunk_bytes = chunk_bytes.astype(_narrow(int(chunk_bytes.max()) if n else 0))
+    room = int(chunk_bytes.sum(dtype=np.int64)) + WINDOW
+    chunk_bytes = chunk_bytes.astype(_narrow(int(chunk_bytes.max()) if n else 0), copy=False)
     mapped = None if store else cols.mm  # a .db file: its topics stay in the map
     ids = np.zeros(n, np.uint64)
     plen = np.zeros(n, np.uint32)  # (a payload length is a 4-byte field in every format)
@@ -386,17 +392,14 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
 
     def referencing(t: ChunkType) -> np.ndarray:
         """Per store: the chunks of type ``t`` referencing it (the first store of an id, as stats counts)."""
-        found: list[np.ndarray] = []
-        where = np.flatnonzero(types == int(t))
+        counts = np.zeros(n, np.uint32)
+        where = _where(types, t)
         for s in batches(len(where), ROWS):
             refs = cols.gather(where[s], int(t), ("store_id",)).ints["store_id"]
             cols.release()
             if n:
-                found.append(first(refs))
-        del where
-        hits = np.concatenate(found) if found else np.zeros(0, np.int32)
-        del found
-        return np.bincount(hits, minlength=n) if len(hits) else np.zeros(n, np.int64)
+                np.add.at(counts, first(refs), 1)
+        return counts
 
     retained = referencing(ChunkType.RETAIN)
     retained = retained.astype(_narrow(int(retained.max()) if n else 0, 16))
@@ -404,6 +407,14 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
     queued = queued.astype(_narrow(int(queued.max()) if n else 0, 16))
     return TopicTree(db.path, size, store, buf if mapped is None else mapped, starts, tlen, chunk_bytes, plen,
                      retained, queued, release=None if mapped is None else cols.release)
+
+
+def _where(types: np.ndarray, t: ChunkType) -> np.ndarray:
+    """The chunk numbers of type ``t``, in 4 bytes each where they fit (found a window at a time: no 8-byte
+    number per chunk of the file on the way)."""
+    dtype = np.int32 if len(types) < 1 << 31 else np.int64
+    parts = [np.flatnonzero(types[w] == int(t)).astype(dtype) + dtype(w.start) for w in batches(len(types), 1 << 20)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
 
 def _first_stores(ids: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
