@@ -16,6 +16,7 @@ messages under it, however many levels the file has.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,96 +86,15 @@ class Node:
         return f"{self.topic}/#" if self.depth else "#"
 
 
-@dataclass
-class TopicTree:
-    """The stored messages of one file (a .db or a 2.1 sqlite store) as a lazily opened topic tree."""
+class _Cutter:
+    """Cuts a level out of chosen stores' topics (``buf``, ``starts``, ``sizes``; see :class:`TopicTree`)."""
 
-    path: str
-    size: int
-    store: bool
-    buf: np.ndarray = field(repr=False)  # where the topics are: the map of a .db file, or a store's topics back to back
-    starts: np.ndarray = field(repr=False)  # per store: where its topic starts in buf
-    sizes: np.ndarray = field(repr=False)
-    chunk_bytes: np.ndarray = field(repr=False)  # per store: its chunk's (row's) bytes
-    payload: np.ndarray = field(repr=False)
-    retained: np.ndarray = field(repr=False)  # per store: RETAIN chunks referencing it
-    queued: np.ndarray = field(repr=False)  # per store: CLIENT_MSG chunks referencing it
-    root: Node = field(init=False)
-    release: Callable[[], None] | None = field(default=None, repr=False)  # hands back the map's pages read
+    buf: np.ndarray
+    starts: np.ndarray
+    sizes: np.ndarray
 
-    def __post_init__(self) -> None:
-        everyone = np.arange(len(self.sizes), dtype=np.int32 if len(self.sizes) < 1 << 31 else np.int64)
-        self.root = Node("", "", 0, self._totals(everyone), Totals(), everyone, bool(len(everyone)))
-
-    def share(self, node: Node) -> float:
-        """The node's chunk bytes as a share of the file (0..1)."""
-        return node.total.bytes / self.size if self.size else 0.0
-
-    def _totals(self, rows: np.ndarray) -> Totals:
-        return Totals(*self._sums(np.zeros(len(rows), np.int32), rows, 1)[0])
-
-    def find(self, topic: str) -> Node | None:
-        """The node of ``topic`` (levels joined by "/"; "" the root), opening the levels on the way."""
-        node = self.root
-        if topic == "":
-            return node
-        for level in topic.split("/"):
-            node = next((c for c in self.children(node) if c.name == level), None)  # type: ignore[assignment]
-            if node is None:
-                return None
-        return node
-
-    def children(self, node: Node, sort: str = "size") -> list[Node]:
-        """The node's children (computed on the first call), biggest first or by name."""
-        if node.children is None:
-            node.children = self._open(node)
-        if sort == "name":
-            return sorted(node.children, key=lambda c: c.name)
-        return sorted(node.children, key=lambda c: (-c.total.bytes, -c.total.stores, c.name))
-
-    # ------------------------------------------------------------ opening a node
-    def _open(self, node: Node) -> list[Node]:
-        m = node.members
-        skip = len(node.topic.encode("utf-8", "surrogateescape")) + 1 if node.depth else 0
-        rows = m[self.sizes[m] >= skip] if node.depth else m  # the node's own topic stays with it
-        names: dict[bytes, int] = {}
-        codes = np.empty(len(rows), np.int64 if len(rows) >= 1 << 31 else np.int32)
-        deeper = np.zeros(len(rows), bool)  # the row's topic goes on past the child's level
-        for s in batches(len(rows), ROWS):
-            codes[s], deeper[s] = self._cut(rows[s], skip, names)
-            if self.release is not None:
-                self.release()  # the file's pages just read: RSS stays flat however big the node
-        n = len(names)
-        if not n:
-            return []
-        sorted_rows = rows if n == 1 else rows[np.argsort(codes, kind="stable")]  # (one child: the same rows)
-        bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=n))]).tolist()
-        more = (np.bincount(codes[deeper], minlength=n) > 0).tolist()
-        total = self._sums(codes, rows, n)
-        own = self._sums(codes[~deeper], rows[~deeper], n)
-        out = []
-        for name, k in names.items():
-            text = name.decode("utf-8", "surrogateescape")
-            out.append(Node(text, f"{node.topic}/{text}" if node.depth else text, node.depth + 1,
-                            Totals(*total[k]), Totals(*own[k]), sorted_rows[bounds[k]:bounds[k + 1]], more[k]))
-        return out
-
-    def _sums(self, codes: np.ndarray, rows: np.ndarray, n: int) -> list[list[int]]:
-        """Per code: [stores, retained, queued, bytes, payload bytes] of its rows."""
-        if n == 1:  # one child (the first level of most files): plain sums, of the columns themselves for all
-            every = len(rows) == len(self.sizes)  # (a node's rows are distinct stores)
-            return [[len(rows)] + [int((v if every else v[rows]).sum(dtype=np.int64))
-                                   for v in (self.retained, self.queued, self.chunk_bytes, self.payload)]]
-        cols = [np.bincount(codes, minlength=n)]
-        for per_store in (self.retained, self.queued, self.chunk_bytes, self.payload):
-            v = per_store[rows]
-            if not len(v) or int(v.max()) * len(v) < 1 << 53:  # float64 sums stay exact
-                cols.append(np.bincount(codes, weights=v, minlength=n).astype(np.int64))
-            else:
-                acc = np.zeros(n, np.int64)
-                np.add.at(acc, codes, v)
-                cols.append(acc)
-        return np.stack(cols, axis=1).tolist()
+    def __init__(self, buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> None:
+        self.buf, self.starts, self.sizes = buf, starts, sizes
 
     def _cut(self, rows: np.ndarray, skip: int, names: dict[bytes, int]) -> tuple[np.ndarray, np.ndarray]:
         """Each row's level starting ``skip`` bytes into its topic: (its number in ``names``, whether the
@@ -303,6 +223,122 @@ class TopicTree:
             codes[r] = names.setdefault(level if cut_at < 0 else level[:cut_at], len(names))
         return rows, rest
 
+
+@dataclass
+class TopicTree(_Cutter):
+    """The stored messages of one file (a .db or a 2.1 sqlite store) as a lazily opened topic tree."""
+
+    path: str
+    size: int
+    store: bool
+    buf: np.ndarray = field(repr=False)  # where the topics are: the map of a .db file, or a store's topics back to back
+    starts: np.ndarray = field(repr=False)  # per store: where its topic starts in buf
+    sizes: np.ndarray = field(repr=False)
+    chunk_bytes: np.ndarray = field(repr=False)  # per store: its chunk's (row's) bytes
+    payload: np.ndarray = field(repr=False)
+    retained: np.ndarray = field(repr=False)  # per store: RETAIN chunks referencing it
+    queued: np.ndarray = field(repr=False)  # per store: CLIENT_MSG chunks referencing it
+    root: Node = field(init=False)
+    release: Callable[[], None] | None = field(default=None, repr=False)  # hands back the map's pages read
+    # the second level, cut while the stores were read: per store its number in second_names (-1: its topic
+    # has one level) and whether its topic goes on past it; opening a first-level node reads no topic
+    second: np.ndarray | None = field(default=None, repr=False)
+    second_deeper: np.ndarray | None = field(default=None, repr=False)
+    second_names: list[bytes] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        everyone = np.arange(len(self.sizes), dtype=np.int32 if len(self.sizes) < 1 << 31 else np.int64)
+        self.root = Node("", "", 0, self._totals(everyone), Totals(), everyone, bool(len(everyone)))
+
+    def share(self, node: Node) -> float:
+        """The node's chunk bytes as a share of the file (0..1)."""
+        return node.total.bytes / self.size if self.size else 0.0
+
+    def _totals(self, rows: np.ndarray) -> Totals:
+        return Totals(*self._sums(np.zeros(len(rows), np.int32), rows, 1)[0])
+
+    def find(self, topic: str) -> Node | None:
+        """The node of ``topic`` (levels joined by "/"; "" the root), opening the levels on the way."""
+        node = self.root
+        if topic == "":
+            return node
+        for level in topic.split("/"):
+            node = next((c for c in self.children(node) if c.name == level), None)  # type: ignore[assignment]
+            if node is None:
+                return None
+        return node
+
+    def children(self, node: Node, sort: str = "size") -> list[Node]:
+        """The node's children (computed on the first call), biggest first or by name."""
+        if node.children is None:
+            node.children = self._open(node)
+        if sort == "name":
+            return sorted(node.children, key=lambda c: c.name)
+        return sorted(node.children, key=lambda c: (-c.total.bytes, -c.total.stores, c.name))
+
+    # ------------------------------------------------------------ opening a node
+    def _open(self, node: Node) -> list[Node]:
+        m = node.members
+        if node.depth == 1 and self.second is not None and self.second_names is not None:
+            codes = self.second[m]
+            rows = m[codes >= 0]  # the node's own topic stays with it
+            if not len(rows):
+                return []
+            codes = codes[codes >= 0]
+            used = np.zeros(len(self.second_names), bool)
+            used[codes] = True
+            which = np.flatnonzero(used)
+            local = np.zeros(len(used), np.int32)
+            local[which] = np.arange(len(which), dtype=np.int32)
+            return self._children(node, rows, local[codes], self.second_deeper[rows],  # type: ignore[index]
+                                  [self.second_names[k] for k in which.tolist()])
+        skip = len(node.topic.encode("utf-8", "surrogateescape")) + 1 if node.depth else 0
+        rows = m[self.sizes[m] >= skip] if node.depth else m  # the node's own topic stays with it
+        names: dict[bytes, int] = {}
+        codes = np.empty(len(rows), np.int64 if len(rows) >= 1 << 31 else np.int32)
+        deeper = np.zeros(len(rows), bool)  # the row's topic goes on past the child's level
+        for s in batches(len(rows), ROWS):
+            codes[s], deeper[s] = self._cut(rows[s], skip, names)
+            if self.release is not None:
+                self.release()  # the file's pages just read: RSS stays flat however big the node
+        return self._children(node, rows, codes, deeper, list(names))
+
+    def _children(self, node: Node, rows: np.ndarray, codes: np.ndarray, deeper: np.ndarray,
+                  names: list[bytes]) -> list[Node]:
+        """The nodes under ``node``: ``rows`` (stores) grouped by ``codes`` (numbers in ``names``), ``deeper``
+        telling the rows whose topic goes on past that level."""
+        n = len(names)
+        if not n:
+            return []
+        sorted_rows = rows if n == 1 else rows[np.argsort(codes, kind="stable")]  # (one child: the same rows)
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=n))]).tolist()
+        more = (np.bincount(codes[deeper], minlength=n) > 0).tolist()
+        total = self._sums(codes, rows, n)
+        own = self._sums(codes[~deeper], rows[~deeper], n)
+        out = []
+        for k, name in enumerate(names):
+            text = name.decode("utf-8", "surrogateescape")
+            out.append(Node(text, f"{node.topic}/{text}" if node.depth else text, node.depth + 1,
+                            Totals(*total[k]), Totals(*own[k]), sorted_rows[bounds[k]:bounds[k + 1]], more[k]))
+        return out
+
+    def _sums(self, codes: np.ndarray, rows: np.ndarray, n: int) -> list[list[int]]:
+        """Per code: [stores, retained, queued, bytes, payload bytes] of its rows."""
+        if n == 1:  # one child (the first level of most files): plain sums, of the columns themselves for all
+            every = len(rows) == len(self.sizes)  # (a node's rows are distinct stores)
+            return [[len(rows)] + [int((v if every else v[rows]).sum(dtype=np.int64))
+                                   for v in (self.retained, self.queued, self.chunk_bytes, self.payload)]]
+        cols = [np.bincount(codes, minlength=n)]
+        for per_store in (self.retained, self.queued, self.chunk_bytes, self.payload):
+            v = per_store[rows]
+            if not len(v) or int(v.max()) * len(v) < 1 << 53:  # float64 sums stay exact
+                cols.append(np.bincount(codes, weights=v, minlength=n).astype(np.int64))
+            else:
+                acc = np.zeros(n, np.int64)
+                np.add.at(acc, codes, v)
+                cols.append(acc)
+        return np.stack(cols, axis=1).tolist()
+
     # ------------------------------------------------------------ reports
     def to_json(self, depth: int, sort: str = "size", node: Node | None = None) -> dict[str, Any]:
         node = node or self.root
@@ -367,6 +403,7 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
         # only, where growing the buffer or joining a list of batches would hold the topics twice at the peak
         buf = np.zeros(room, np.uint8)
     at = 0
+    levels = _Levels(mapped, starts, tlen, n) if mapped is not None else None
     for s in batches(n, ROWS):
         g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
         ids[s] = g.ints["store_id"]
@@ -379,6 +416,8 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
             starts[s] = offs[:-1] + at
             tlen[s] = np.diff(offs)
             at += len(blob)
+        if levels is not None:
+            levels.batch(s)
         cols.release()
         if progress is not None:
             progress(s.stop, n)
@@ -405,8 +444,59 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
     retained = retained.astype(_narrow(int(retained.max()) if n else 0, 16))
     queued = referencing(ChunkType.CLIENT_MSG)
     queued = queued.astype(_narrow(int(queued.max()) if n else 0, 16))
-    return TopicTree(db.path, size, store, buf if mapped is None else mapped, starts, tlen, chunk_bytes, plen,
+    tree = TopicTree(db.path, size, store, buf if mapped is None else mapped, starts, tlen, chunk_bytes, plen,
                      retained, queued, release=None if mapped is None else cols.release)
+    if levels is not None:
+        levels.fill(tree)
+    return tree
+
+
+class _Levels:
+    """The first two levels of every store's topic, cut batch by batch as the stores are read (their pages
+    are mapped then): the first level is then grouped without reading a topic again, and so is the second
+    under any first-level node, unless the second level has too many names to be worth holding."""
+
+    MOST = 1 << 16
+    """Distinct first-level names, and second-level ones, past which the second level is left to be cut
+    when a node opens (a name per store would cost more than it saves)."""
+
+    def __init__(self, buf: np.ndarray, starts: np.ndarray, sizes: np.ndarray, n: int) -> None:
+        self.cutter = _Cutter(buf, starts, sizes)
+        self.first = np.zeros(n, np.int32 if n < 1 << 31 else np.int64)
+        self.first_deeper = np.zeros(n, bool)
+        self.names: dict[bytes, int] = {}
+        self.lengths = np.zeros(0, np.int64)  # per first-level name: its bytes
+        self.second: np.ndarray | None = np.full(n, -1, self.first.dtype)
+        self.second_deeper: np.ndarray | None = np.zeros(n, bool)
+        self.second_names: dict[bytes, int] = {}
+
+    def batch(self, s: slice) -> None:
+        """Cut the stores of ``s`` (their topics just read)."""
+        rows = np.arange(s.start, s.stop, dtype=self.first.dtype)
+        self.first[s], self.first_deeper[s] = self.cutter._cut(rows, 0, self.names)
+        if self.second is None or self.second_deeper is None:
+            return
+        if len(self.names) > self.MOST or len(self.second_names) > self.MOST:
+            self.second = self.second_deeper = None
+            return
+        new = len(self.names) - len(self.lengths)
+        if new:
+            added = [len(k) for k in itertools.islice(reversed(self.names), new)][::-1]
+            self.lengths = np.concatenate([self.lengths, np.array(added, np.int64)])
+        deep = np.flatnonzero(self.first_deeper[s])
+        if len(deep):
+            skip = self.lengths[self.first[s][deep]] + 1
+            codes, deeper = self.cutter._cut(rows[deep], skip, self.second_names)
+            self.second[s.start + deep] = codes
+            self.second_deeper[s.start + deep] = deeper
+
+    def fill(self, tree: TopicTree) -> None:
+        """Give ``tree`` its first level (and the second level's numbers, if kept)."""
+        root = tree.root
+        root.children = tree._children(root, root.members, self.first, self.first_deeper, list(self.names))
+        if self.second is not None and len(self.second_names) <= self.MOST:
+            tree.second, tree.second_deeper, tree.second_names = (self.second, self.second_deeper,
+                                                                  list(self.second_names))
 
 
 def _where(types: np.ndarray, t: ChunkType) -> np.ndarray:

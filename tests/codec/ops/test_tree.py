@@ -137,6 +137,20 @@ def test_topics_ending_with_the_file_are_cut_exactly(tmp_path: Path, last: str) 
     test_every_depth_equals_stats_by_topic(out)
 
 
+def test_the_second_level_left_to_the_open_when_it_has_too_many_names(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first two levels are cut as the stores are read, the second only while it has few names: past
+    that (here: past one), a first-level node's children are cut when it opens, with the same numbers."""
+    from codec.ops import tree
+
+    monkeypatch.setattr(tree._Levels, "MOST", 1)
+    test_long_and_odd_levels_are_cut_exactly(tmp_path)
+    with open_any(str(V6)) as db:
+        built = build(db)
+    assert built.second is None
+    test_every_node_is_counted_as_the_records_say(V6)
+
+
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, env=env,
