@@ -163,7 +163,7 @@ def in_tui(path: str, runs: int, cols: int = 140, rows: int = 45, limit: float =
                 tui.out, started, phase = b"", time.perf_counter(), "open"
                 cpu0 = cpu_s(tui.pid)
                 tui.send(b" ")  # open it
-            elif phase == "open" and tui.out.count(b"stored") >= 3:
+            elif phase == "open" and tui.out.count(b"%") >= 10:  # the opened node's children painted
                 note("open biggest: wall (s)", time.perf_counter() - started)
                 note("open biggest: TUI cpu (s)", cpu_s(tui.pid) - cpu0)
                 time.sleep(0.3)

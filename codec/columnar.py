@@ -189,26 +189,28 @@ def decode_batch(version: int, chunk_type: int, d: np.ndarray, body: np.ndarray,
                 return few
         head = _Head(d, pos, layout.fixed_prefix_size)  # every fixed field is in bounds
     n_head = len(layout.fixed_fields) if head is not None else 0
+    head_end = 0  # bytes of the struct walked so far
     host = "<" if endian == "little" else ">"
     for i_field, f in enumerate(layout.fields):
         k = f.kind
         if i_field < n_head:  # read from the gathered struct; bounds were checked for all of it
+            rel = layout.fixed_fields[i_field][1]
+            head_end = rel + (f.size if k == "pad" else FIXED_SIZES[k])
             if want is not None:
                 if not want:
                     break
                 want.difference_update(f.values)
-            rel = layout.fixed_fields[i_field][1]
+                if fields is not None and f.values and not fields.intersection(f.values) and f.must is None:
+                    continue  # not asked for: its place in the struct is fixed, nothing to move past
             if k in ("u8", "nibbles", "u16", "u32", "len16", "len32"):
                 size = FIXED_SIZES[k]
                 ok = _put_small(f, head.get(rel, size, f">u{size}").astype(np.uint64), ints, lens, ok)  # type: ignore[union-attr]
             elif k in ("u64h", "i64h"):
-                size = 8
                 code = host + ("i8" if k == "i64h" else "u8")
                 ints[f.name] = head.get(rel, 8, code).astype(np.int64 if k == "i64h" else np.uint64)  # type: ignore[union-attr]
-            else:  # pad
-                size = f.size
-            pos = pos + size
             continue
+        if head_end:  # past the struct: the positions move once, not a field at a time
+            pos, head_end = pos + head_end, 0
         if want is not None:
             if not want:
                 break
