@@ -12,7 +12,8 @@ second and 20 of the third, and the sessions view's rows. Each phase's CPU secon
 peak RSS (VmHWM, reset before the phase through /proc/self/clear_refs) are printed as min-median-max over
 N runs, with the load average: the machine is shared, so CPU time is the figure, not the wall clock.
 
-In the TUI: `t` until the tree is painted, opening the biggest node, `s` until the sessions table is:
+In the TUI: `t` until the tree is painted, opening the biggest node and then its biggest child, `s` until
+the sessions table is:
 the TUI's CPU seconds for each, the wall time a person waits, and the peak RSS of the process with the
 tree and after the sessions view. Prints figures; nothing is asserted.
 """
@@ -166,6 +167,16 @@ def in_tui(path: str, runs: int, cols: int = 140, rows: int = 45, limit: float =
             elif phase == "open" and tui.out.count(b"%") >= 10:  # the opened node's children painted
                 note("open biggest: wall (s)", time.perf_counter() - started)
                 note("open biggest: TUI cpu (s)", cpu_s(tui.pid) - cpu0)
+                time.sleep(0.3)
+                tui.send(b"\x1b[B")  # down: its biggest child, a level deeper
+                time.sleep(0.3)
+                tui.read(0.05)
+                tui.out, started, phase = b"", time.perf_counter(), "deeper"
+                cpu0 = cpu_s(tui.pid)
+                tui.send(b" ")
+            elif phase == "deeper" and tui.out.count(b"%") >= 10:
+                note("open its child: wall (s)", time.perf_counter() - started)
+                note("open its child: TUI cpu (s)", cpu_s(tui.pid) - cpu0)
                 time.sleep(0.3)
                 tui.send(b"\x1b")
                 time.sleep(0.5)
