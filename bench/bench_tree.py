@@ -133,6 +133,25 @@ def clear_peak(pid: int) -> None:
         fh.write("5")
 
 
+def settled(tui: TuiPty, keys: bytes = b"", quiet: float = 0.5, limit: float = 30) -> tuple[float, float]:
+    """Press ``keys`` and read what is painted until the TUI has used no CPU for ``quiet`` seconds: (its CPU
+    seconds, the wall seconds until its last work). What an opened node paints is no sure sign that its
+    children are in (moving the cursor repaints the same lines), its CPU going quiet is."""
+    cpu0 = last = cpu_s(tui.pid)
+    t0 = time.perf_counter()
+    busy = t0
+    if keys:
+        tui.send(keys)
+    while time.perf_counter() - t0 < limit:
+        tui.read(0.05)
+        now = cpu_s(tui.pid)
+        if now - last >= 0.01:
+            last, busy = now, time.perf_counter()
+        elif time.perf_counter() - busy >= quiet:
+            break
+    return last - cpu0, busy - t0
+
+
 def in_tui(path: str, runs: int, cols: int = 140, rows: int = 45, limit: float = 300) -> None:
     results: dict[str, list[float]] = {}
 
@@ -158,26 +177,12 @@ def in_tui(path: str, runs: int, cols: int = 140, rows: int = 45, limit: float =
                 rss, peak = rss_mib(tui.pid)
                 note("rss with the tree (MiB)", rss)
                 note("peak with the tree (MiB)", peak)
-                tui.send(b"\x1b[B")  # down: the first level's biggest node
-                time.sleep(0.3)
-                tui.read(0.05)
-                tui.out, started, phase = b"", time.perf_counter(), "open"
-                cpu0 = cpu_s(tui.pid)
-                tui.send(b" ")  # open it
-            elif phase == "open" and tui.out.count(b"%") >= 10:  # the opened node's children painted
-                note("open biggest: wall (s)", time.perf_counter() - started)
-                note("open biggest: TUI cpu (s)", cpu_s(tui.pid) - cpu0)
-                time.sleep(0.3)
-                tui.send(b"\x1b[B")  # down: its biggest child, a level deeper
-                time.sleep(0.3)
-                tui.read(0.05)
-                tui.out, started, phase = b"", time.perf_counter(), "deeper"
-                cpu0 = cpu_s(tui.pid)
-                tui.send(b" ")
-            elif phase == "deeper" and tui.out.count(b"%") >= 10:
-                note("open its child: wall (s)", time.perf_counter() - started)
-                note("open its child: TUI cpu (s)", cpu_s(tui.pid) - cpu0)
-                time.sleep(0.3)
+                for label in ("open biggest", "open its child"):  # the biggest node, then its biggest child
+                    tui.send(b"\x1b[B")  # down: onto it
+                    settled(tui)
+                    cpu, wall = settled(tui, b" ")  # open it
+                    note(f"{label}: TUI cpu (s)", cpu)
+                    note(f"{label}: wall (s)", wall)
                 tui.send(b"\x1b")
                 time.sleep(0.5)
                 tui.read(0.05)
