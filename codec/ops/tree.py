@@ -7,11 +7,12 @@ numbers are ``stats --by topic``'s, counted the same way (a store's bytes are it
 included; a reference counts for the first store of its id), so a node at depth N is the sum of
 ``stats --depth N``'s rows ``TOPIC`` and ``TOPIC/#``.
 
-Built on the column engine: the stores' topics are gathered once into one byte buffer (no string
-per message), the references counted per store with numpy. A node's children are computed when
-asked (:meth:`TopicTree.children`): its members' next level is cut from the buffer through a
-window matrix, grouped by a hash checked byte for byte, so opening a node costs one pass over the
-messages under it, however many levels the file has.
+Built on the column engine: a .db file's topics are read where they are, in the read-only map of the
+file (a 2.1 store's are gathered into one byte buffer; no string per message), the references counted
+per store with numpy. The first two levels are cut while the stores are read; a deeper node's children
+are computed when asked (:meth:`TopicTree.children`): its members' next level is cut through two words
+or a window matrix a row, grouped by a hash checked byte for byte, so opening a node costs one pass over
+the messages under it, however many levels the file has.
 """
 
 from __future__ import annotations
