@@ -432,14 +432,18 @@ def build(db: Any, *, progress: Callable[[int, int], None] | None = None) -> Top
 
     def referencing(t: ChunkType) -> np.ndarray:
         """Per store: the chunks of type ``t`` referencing it (the first store of an id, as stats counts)."""
-        counts = np.zeros(n, np.uint32)
         where = _where(types, t)
+        hits = np.zeros(len(where), where.dtype)  # per reference: its store's position (those found)
+        k = 0
         for s in batches(len(where), ROWS):
             refs = cols.gather(where[s], int(t), ("store_id",)).ints["store_id"]
             cols.release()
             if n:
-                np.add.at(counts, first(refs), 1)
-        return counts
+                got = first(refs)
+                hits[k:k + len(got)] = got
+                k += len(got)
+        del where
+        return np.bincount(hits[:k], minlength=n)  # (one count at the end: np.add.at per batch took 0.1 s)
 
     retained = referencing(ChunkType.RETAIN)
     retained = retained.astype(_narrow(int(retained.max()) if n else 0, 16))
