@@ -1,11 +1,12 @@
 """Benchmark the inspector on a big db: first paint in a real pty, keystroke latency, memory.
 
-Usage: python bench/bench_tui.py [--runs N] [--check] [--no-keys] [--broker VERSION] [--diff OTHER] [BIG_DB]
+Usage: python bench/bench_tui.py [--runs N] [--check] [--no-keys] [--broker VERSION] [--diff OTHER] [--tree] [BIG_DB]
 (default $MOSQDB_BIG, $MOSQDB_BIG_DB or /tmp/big.db, made by ../shared/tools/make-big-db.sh). ``--runs N`` starts
 the TUI N times and prints min, median and max of the first paint; ``--check`` also runs the checker (`c`) in the
 TUI and samples memory; ``--broker VERSION`` starts ``inspect --broker VERSION`` N times: how long until the
 verdict is in the header, and the memory of the TUI and of the model's child process; ``--diff OTHER`` the same
-for ``inspect --diff``. Prints figures; nothing is asserted.
+for ``inspect --diff``; ``--tree`` the topic tree and the sessions view (bench_tree.py's TUI part). Prints
+figures; nothing is asserted.
 """
 
 from __future__ import annotations
@@ -200,11 +201,19 @@ def main() -> None:
     ap.add_argument("--check", action="store_true", help="also run the checker in the TUI and sample its memory")
     ap.add_argument("--broker", metavar="VERSION", help="only time `inspect --broker VERSION` until its verdict")
     ap.add_argument("--diff", metavar="OTHER", help="only time `inspect --diff OTHER` until the comparison is shown")
+    ap.add_argument("--tree", action="store_true",
+                    help="only the topic tree and the sessions view in the TUI (t, opening a node, s: CPU, wall "
+                         "and peak RSS, min-median-max over --runs, at least 3), as bench_tree.py measures them")
     args = ap.parse_args()
     path = args.path
     if not os.path.exists(path):
         sys.exit(f"{path}: not found; make it with bash ../shared/tools/make-big-db.sh {path}")
     print(f"file: {path} ({os.path.getsize(path) / 2**20:.0f} MiB)")
+    if args.tree:
+        from bench_tree import in_tui as tree_in_tui
+
+        tree_in_tui(path, max(args.runs, 3))
+        return
     if args.broker or args.diff:
         what = f"--broker {args.broker}" if args.broker else f"--diff {args.diff}"
         got = [verdict_in_tui(path, args.broker) if args.broker else diff_in_tui(path, args.diff)

@@ -114,6 +114,43 @@ def test_long_and_odd_levels_are_cut_exactly(tmp_path: Path) -> None:
     test_every_depth_equals_stats_by_topic(out)
 
 
+@pytest.mark.parametrize("last", ["a/b", "c" * 12 + "/d", "e" * 20 + "/f", "g" * 40 + "/h", "i" * 70, "j/" + "k" * 30])
+def test_topics_ending_with_the_file_are_cut_exactly(tmp_path: Path, last: str) -> None:
+    """A .db file's topics are read in the map of the file: a stored message at the end of the file with no
+    payload and no properties ends with its topic, and levels read 8, 16 or 48 bytes at a time must not run
+    past the file's last byte."""
+    from codec import Record
+    from codec.writer import write_records
+
+    topics = ["a/b", "a/c", "e" * 20 + "/g", last]
+    recs = [Record(1, {"last_db_id": len(topics), "shutdown": 1, "dbid_size": 8}, 6)]
+    for k in range(1, len(topics) + 1):
+        recs.append(Record(4, {"store_id": k}, 6))
+    for k, t in enumerate(topics, 1):
+        recs.append(Record(2, {"store_id": k, "expiry_time": 0, "source_mid": 0, "source_port": 0, "qos": 0,
+                               "retain": 1, "source_id": None, "source_username": None, "topic": t,
+                               "payload": b"", "properties": None}, 6))
+    out = tmp_path / "end.db"
+    write_records(out, 6, recs)
+    assert out.read_bytes().endswith(last.encode())
+    test_every_node_is_counted_as_the_records_say(out)
+    test_every_depth_equals_stats_by_topic(out)
+
+
+def test_the_second_level_left_to_the_open_when_it_has_too_many_names(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first two levels are cut as the stores are read, the second only while it has few names: past
+    that (here: past one), a first-level node's children are cut when it opens, with the same numbers."""
+    from codec.ops import tree
+
+    monkeypatch.setattr(tree._Levels, "MOST", 1)
+    test_long_and_odd_levels_are_cut_exactly(tmp_path)
+    with open_any(str(V6)) as db:
+        built = build(db)
+    assert built.second is None
+    test_every_node_is_counted_as_the_records_say(V6)
+
+
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "inspector.cli", *args], capture_output=True, text=True, env=env,
