@@ -45,7 +45,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     else:
         text = lines(st, args.by)
         if args.by == "client":  # the per-client table with queue bytes and generated ids grouped
-            text = text[:1] + extra["lines"] + [t for t in text if t.startswith(("biggest payloads", "  "))]
+            text = text[:1] + extra.get("lines", []) + [t for t in text if t.startswith(("biggest payloads", "  "))]
         elif extra.get("lines"):
             text += extra["lines"]
         for line in text:

@@ -111,3 +111,14 @@ def test_check_warns_that_mosquitto_2_1_refuses_a_symlinked_db(tmp_path: Path) -
     r = run_in_process("check", link, "--json")
     (note,) = [f for f in json.loads(r.stdout)["findings"] if f["rule"] == "symlink"]
     assert "MOSQUITTO_UNSAFE_ALLOW_SYMLINKS" in note["message"] and r.returncode == 0
+
+
+@pytest.mark.parametrize("by", ["type", "topic", "client"])
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_stats_of_an_empty_file_by_any_key(tmp_path: Path, by: str, json_flag: list[str]) -> None:
+    """A 0-byte file (the broker starts empty) has stats by every key, never a traceback."""
+    empty = tmp_path / "mosquitto.db"
+    empty.write_bytes(b"")
+    r = run_in_process("stats", "--by", by, *json_flag, empty)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "empty" in r.stdout if not json_flag else json.loads(r.stdout) is not None
