@@ -214,8 +214,9 @@ def _stores(cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, top: int, 
         acc[:, 1] += _sums(codes, sizes[s_idx[s]], len(acc))
         acc[:, 2] += _sums(codes, plens, len(acc))
         k = min(top, len(codes))
-        if k:
-            part = np.argpartition(-plens, k - 1)[:k]
+        if k:  # the batch's k largest by (payload length, position): ties go to the later store, whatever the batches
+            key = (plens.astype(np.uint64) << np.uint64(32)) | np.arange(s.start, s.stop, dtype=np.uint64)
+            part = np.argpartition(key, len(key) - k)[len(key) - k:]
             for j in part.tolist():
                 item = (int(plens[j]), s.start + j)
                 if len(biggest) < top:

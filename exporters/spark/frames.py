@@ -95,10 +95,21 @@ DEFAULT_RELEASES = "2.0.18,2.1.2"
 
 
 DRIVER_BYTES = 64 << 20
-"""Inputs up to this size (all files together) are read into Arrow in the driver by :func:`register_views`."""
+"""Inputs up to this size (all files together) are read into Arrow in the driver by :func:`register_views`;
+the session setting ``spark.mosqdb.driverBytes`` replaces it (0: always the data source, on the executors)."""
+DRIVER_BYTES_CONF = "spark.mosqdb.driverBytes"
 
 
 VIEWS = (*KINDS, "messages", "sparkplug_metrics", "verdicts")
+
+
+def _driver_bytes(spark: Any) -> int:
+    value = spark.conf.get(DRIVER_BYTES_CONF, None)
+    try:
+        return DRIVER_BYTES if value is None else int(value)
+    except ValueError:
+        raise CodecError(f"{DRIVER_BYTES_CONF}={value!r}: use a number of bytes (0: always the executors)",
+                         path=DRIVER_BYTES_CONF) from None
 
 
 def views_named(query: str) -> list[str]:
@@ -109,7 +120,7 @@ def views_named(query: str) -> list[str]:
 
 def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", decode: dict[str, str] | None = None,
                    releases: str = DEFAULT_RELEASES, at: float | None = None,
-                   only: list[str] | None = None, driver_bytes: int = DRIVER_BYTES) -> list[str]:
+                   only: list[str] | None = None, driver_bytes: int | None = None) -> list[str]:
     """Temp views cfg, msg_store, client_msg, retain, sub, client, messages and verdicts over the inputs;
     with ``decode`` (:func:`decode_options`) msg_store and messages have payload_format/payload_json
     and a ``sparkplug_metrics`` view is added.
@@ -119,8 +130,9 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     (each view is a round trip to a Python planner process: ``mosqdb sql`` registers those its query names).
     The verdicts view covers every file, damaged or not (the model says what the broker does with it); for the
     other views unreadable files fail with a line naming them, or (``skip``) are left out; returns the
-    skip lines (also kept for :func:`report_skipped`). Inputs of at most ``driver_bytes`` in all (and no
-    ``decode``) are read here, in the driver (:func:`driver_frames`).
+    skip lines (also kept for :func:`report_skipped`). Inputs of at most ``driver_bytes`` in all (default: the
+    session's ``spark.mosqdb.driverBytes``, else :data:`DRIVER_BYTES`; and no ``decode``) are read here, in the
+    driver (:func:`driver_frames`).
     """
     register(spark)
     wanted = set(VIEWS if only is None else only)
@@ -148,6 +160,8 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     joined = ",".join(good)
     need = set(wanted) | ({"msg_store", "client_msg", "retain"} if "messages" in wanted else set())
     frames = None
+    if driver_bytes is None:
+        driver_bytes = _driver_bytes(spark)
     if not decode and sum(os.path.getsize(f) for f in good) <= driver_bytes:
         frames = driver_frames(spark, good, [k for k in KINDS if k in need])
     if frames is None:

@@ -118,3 +118,38 @@ def test_byte_scans_group_like_python(tmp_path: Path, monkeypatch: pytest.Monkey
         assert fast == slow, src.name
         if depth == 2 and src.name == "odd.db":
             assert {t["topic"] for t in fast["by_topic"]} >= {"a/b/#", "a/b", "a//#", "/", "//#", "$SYS/x/#"}
+
+
+@pytest.mark.parametrize("path", [V6, *BY_VERSION.values()], ids=lambda p: p.name)
+def test_biggest_payloads_do_not_depend_on_the_batches(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The biggest payloads are the largest by (payload length, place in the file), ties to the later store,
+    whatever batches the column reader cuts (the big file's list once changed with the batch size)."""
+    import codec.ops.stats as stats
+    from codec.columnar import batches
+
+    with DbFile(path) as db:
+        stores = [dict(c.record.values) for c in db.stream() if c.kind == "msg_store"]
+        want = sorted(((len(v["payload"]), i, v["store_id"]) for i, v in enumerate(stores)), reverse=True)[:3]
+        for size in (1, 2, 5, 1 << 30):
+            monkeypatch.setattr(stats, "batches", lambda n, size=size: batches(n, size))
+            got = compute(db, top=3).biggest
+            assert [(b["payload_bytes"], b["store_id"]) for b in got] == [(n, sid) for n, _i, sid in want], size
+
+
+def test_biggest_payloads_of_equal_size_go_to_the_later_stores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forty stores of four payload sizes, sizes repeating: any batch size gives the same top five."""
+    import codec.ops.stats as stats
+    from codec.columnar import batches
+
+    from support import crafted
+
+    sizes = [(i * 7) % 4 for i in range(40)]
+    path = tmp_path / "ties.db"
+    path.write_bytes(crafted.db(6, crafted.cfg(6, 40), *(crafted.msg_store_v5(i + 1, topic=b"t/%d" % i,
+                                                                              payload=b"x" * n)
+                                                          for i, n in enumerate(sizes))))
+    want = [sid for _n, sid in sorted(((n, i + 1) for i, n in enumerate(sizes)), reverse=True)[:5]]
+    with DbFile(path) as db:
+        for size in (1, 3, 7, 16, 1 << 30):
+            monkeypatch.setattr(stats, "batches", lambda n, size=size: batches(n, size))
+            assert [b["store_id"] for b in compute(db, top=5).biggest] == want, size

@@ -141,20 +141,23 @@ def test_sql_master_conf_and_py_files(fleet: Path, local_rows: dict, cluster, tm
         return run("sql", query, fleet, "--master", cluster.url, *args, "--no-ship-code", "--json", "--limit",
                    "1000000", timeout=900)
 
-    r = sql({})
+    cols = ("file", "chunk_index", "client_id", "store_id", "mid")
+    names = local_rows["columns"]["client_msg"]
+    want = [{c: row[names.index(c)] for c in cols} for row in local_rows["client_msg"]]
+    r = sql({})  # small inputs are read in the driver: the executors' Python needs no mosqdb
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(line) for line in r.stdout.splitlines()] == want
+    on_executors = {"spark.mosqdb.driverBytes": "0"}  # the data source on the executors, as for big inputs
+    r = sql(on_executors)
     assert r.returncode == 1 and not r.stdout
     lines = r.stderr.strip().splitlines()  # the JVM's own start-up warning and Spark's task log may come first
     [line] = [ln for ln in lines if ln.startswith("mosqdb ")]
     assert line == lines[-1]
     assert line.startswith(f"mosqdb sql: {fleet}: the executors' Python cannot import mosqdb (ModuleNotFoundError: "
                            "No module named 'exporters") and "spark.submit.pyFiles" in line
-    r = sql({"spark.submit.pyFiles": xs.code_archive(str(tmp_path))})
+    r = sql({**on_executors, "spark.submit.pyFiles": xs.code_archive(str(tmp_path))})
     assert r.returncode == 0, r.stderr
-    got = [json.loads(line) for line in r.stdout.splitlines()]
-    cols = ("file", "chunk_index", "client_id", "store_id", "mid")
-    names = local_rows["columns"]["client_msg"]
-    want = [{c: row[names.index(c)] for c in cols} for row in local_rows["client_msg"]]
-    assert got == want
+    assert [json.loads(line) for line in r.stdout.splitlines()] == want
     bad = run("sql", "SELECT 1", fleet, "--master", cluster.url, "--conf", "spark.executor.memory", timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip() == ("mosqdb sql: --conf 'spark.executor.memory': use KEY=VALUE "
                                                           "(any Spark setting, e.g. spark.executor.memory=2g)")

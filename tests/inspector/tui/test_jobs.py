@@ -48,9 +48,9 @@ def pace_checker(monkeypatch) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("where", ["thread", "process"])
 async def test_quitting_during_check_stops_the_checker(many_chunks: Path, monkeypatch, where: str) -> None:  # type: ignore[no-untyped-def]
-    import codec.ops.check as check
+    import codec.ops.checker as checker
 
-    monkeypatch.setattr(check, "BATCH", 1024)  # in a thread, a cancel is seen within 1024 chunks
+    monkeypatch.setattr(checker, "BATCH", 1024)  # in a thread, a cancel is seen within 1024 chunks
     pace_checker(monkeypatch)
     app = make_app(many_chunks)
     app.check_process_from = 0 if where == "process" else None
@@ -83,9 +83,9 @@ async def test_a_check_in_a_child_process_finds_what_one_in_a_thread_does(v6_cop
 
 
 async def test_esc_stops_the_check_and_hides_the_bar(many_chunks: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import codec.ops.check as check
+    import codec.ops.checker as checker
 
-    monkeypatch.setattr(check, "BATCH", 1024)
+    monkeypatch.setattr(checker, "BATCH", 1024)
     pace_checker(monkeypatch)
     async with running(many_chunks) as pilot:
         app = pilot.app
