@@ -62,9 +62,9 @@ LIST, FIELDS, HEX, BYTES, FILTER = "list", "fields", "hex", "bytes", "filter"
 PANES = {LIST: "chunk list", FIELDS: "fields", HEX: "hex", BYTES: "editing bytes", FILTER: "filter bar"}
 """Where the focus can be, as the footer and the mode line name it (BYTES: the hex view in edit mode)."""
 
-PROMPT, CONFIRM_QUIT, CONFIRM_SAVE, HELP_SCREEN, CHECK, DIFF_LIST, SESSIONS = (
-    "prompt", "confirm-quit", "confirm-save", "help", "check", "diff-list", "sessions")
-MODALS = (PROMPT, CONFIRM_QUIT, CONFIRM_SAVE, HELP_SCREEN, CHECK, DIFF_LIST, SESSIONS)
+PROMPT, CONFIRM_QUIT, CONFIRM_SAVE, HELP_SCREEN, CHECK, DIFF_LIST, SESSIONS, TREE = (
+    "prompt", "confirm-quit", "confirm-save", "help", "check", "diff-list", "sessions", "tree")
+MODALS = (PROMPT, CONFIRM_QUIT, CONFIRM_SAVE, HELP_SCREEN, CHECK, DIFF_LIST, SESSIONS, TREE)
 """The modal screens whose keys the table holds."""
 
 NAV, EDIT, OTHER = "Navigation", "Editing", "Other"
@@ -181,6 +181,9 @@ TABLE: tuple[Action, ...] = (
     bound(SESSIONS, "o", "sort", "Sort", show=True),
     bound(SESSIONS, "d,delete", "choose('drop')", "Drop session", show=True),
     bound(SESSIONS, "t", "choose('trim')", "Trim queue", show=True),
+    bound(TREE, "escape,q", "close", "Close", show=True),
+    bound(TREE, "o", "sort", "Sort", show=True),
+    bound(TREE, "d,delete", "delete_node", "Delete retained", show=True),
 )
 
 KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "Esc", "enter": "Enter", "tab": "Tab"}

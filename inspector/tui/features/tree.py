@@ -17,7 +17,6 @@ from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static, Tree
@@ -25,6 +24,7 @@ from textual.widgets.tree import TreeNode
 
 from codec import CodecError
 from codec.values import printable
+from inspector.tui.actions import TREE, bindings
 from inspector.tui.model.document import Document
 
 HINT = "Enter: filter the list to the node · space/→: open · d: delete its retained messages · o: sort · Esc: close"
@@ -56,11 +56,7 @@ def node_label(tree: Any, node: Any) -> Text:
 class TopicTreeScreen(ModalScreen[tuple[str, Any] | None]):
     """The topic tree; dismissed with ("filter", node), ("delete", node) or None."""
 
-    BINDINGS = [
-        Binding("escape,q", "close", "Close"),
-        Binding("o", "sort", "Sort"),
-        Binding("d,delete", "delete_node", "Delete retained"),
-    ]
+    BINDINGS = bindings(TREE)
 
     def __init__(self, tree: Any, sort: str = "size", note: str = "") -> None:
         super().__init__()

@@ -260,6 +260,7 @@ def test_every_binding_comes_from_the_table_and_reaches_an_action_of_its_target(
     from inspector.tui.app import InspectorApp
     from inspector.tui.features.diffing import DiffScreen
     from inspector.tui.features.sessions import SessionsScreen
+    from inspector.tui.features.tree import TopicTreeScreen
     from inspector.tui.screens.confirm import ConfirmQuit, ConfirmSave
     from inspector.tui.widgets.chunklist import ChunkList
     from inspector.tui.widgets.fieldtree import FieldTree
@@ -268,7 +269,7 @@ def test_every_binding_comes_from_the_table_and_reaches_an_action_of_its_target(
     owners = {None: InspectorApp, table.LIST: ChunkList, table.FIELDS: FieldTree, table.HEX: HexView,
               table.PROMPT: PromptScreen, table.CONFIRM_QUIT: ConfirmQuit, table.CONFIRM_SAVE: ConfirmSave,
               table.HELP_SCREEN: HelpScreen, table.CHECK: CheckScreen, table.DIFF_LIST: DiffScreen,
-              table.SESSIONS: SessionsScreen}
+              table.SESSIONS: SessionsScreen, table.TREE: TopicTreeScreen}
     assert {a.target for a in TABLE} <= set(owners)
     for target, owner in owners.items():
         assert table.bindings(target) == owner.BINDINGS, target
