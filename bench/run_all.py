@@ -259,7 +259,7 @@ def main() -> None:
         for b in chosen:
             missing = [n for n in b.needs if not os.path.exists(getattr(p, n))]
             if missing:
-                what = ", ".join(getattr(p, n) for n in missing)
+                what = ", ".join(shown(getattr(p, n)) for n in missing)
                 hint = " (make it with bench/make_big10.sh)" if "big10" in missing else ""
                 results.append(Result(b.name, b.group, b.label, b.metric, b.target, b.anchor_label,
                                       note=f"{what} missing{hint}"))
@@ -294,12 +294,18 @@ def compile_checkout() -> None:
             compileall.compile_dir(path, quiet=1)
 
 
+def shown(path: str) -> str:
+    """``path`` as the results name it: relative to the checkout (the default big files sit beside it), so the
+    committed JSON names no machine's directories."""
+    return os.path.relpath(os.path.abspath(path), ROOT)
+
+
 def save(a: argparse.Namespace, p: Paths, results: list[Result], loads: list[float]) -> dict:
     """Write the run so far to ``--json``; returns what was written."""
     data = {"when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": a.runs,
             "commit": git_head(), "host": {"cpus": os.cpu_count(), "python": platform.python_version()},
             "load": [min(loads), max(loads)] if loads else None,
-            "files": {"big": p.big, "big10": p.big10, "store": p.store},
+            "files": {"big": shown(p.big), "big10": shown(p.big10), "store": shown(p.store)},
             "results": [asdict(r) for r in results]}
     os.makedirs(os.path.dirname(os.path.abspath(a.json)), exist_ok=True)
     with open(a.json, "w") as fh:
