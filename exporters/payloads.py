@@ -95,14 +95,15 @@ class PayloadColumns:
         Plain Sparkplug B payloads (the bulk of a Sparkplug file) are read once by
         :func:`codec.payloads.sparkplug.flat`: the payload's JSON text and its metrics rows come from
         the same pieces; any other payload (and one ``flat`` declines) goes through the decoder."""
-        from codec.payloads.sparkplug import collector_paused, read_flat
+        from codec.payloads.sparkplug import read_flat
+        from codec.progress import paused_gc
 
         n = batch.num_rows
         topics = batch.column("topic").to_pylist()
         payloads = batch.column("payload").to_pylist()
         if keep is not None:
             topics = [t if k else None for t, k in zip(topics, keep.tolist(), strict=True)]
-        with self.lock, collector_paused():
+        with self.lock, paused_gc():
             ids = batch.column("store_id").to_pylist()
             rules = self.decoder.rules_for(topics)
             fmt: list[str | None] = [None] * n
@@ -167,10 +168,11 @@ class PayloadColumns:
         self.primed = True
 
     def _births(self, topics: list[Any], payloads: list[Any], store_ids: list[Any]) -> None:
-        from codec.payloads.sparkplug import birth_maps, collector_paused, payload_class
+        from codec.payloads.sparkplug import birth_maps, payload_class
+        from codec.progress import paused_gc
 
         parse = payload_class().FromString
-        with collector_paused():
+        with paused_gc():
             self._births_paused(parse, birth_maps, topics, payloads, store_ids)
 
     def _births_paused(self, parse: Any, birth_maps: Any, topics: list[Any], payloads: list[Any],

@@ -37,9 +37,10 @@ def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence
     """:func:`dump_suffix` of each row's ``decoder.decode``, for a batch of rows: plain Sparkplug B
     payloads (most of a Sparkplug file) are read by :func:`codec.payloads.sparkplug.flat` and their
     text written from its pieces, the same bytes without building the value."""
-    from codec.payloads.sparkplug import FlatJson, collector_paused, read_flat
+    from codec.payloads.sparkplug import FlatJson, read_flat
+    from codec.progress import paused_gc
 
-    with collector_paused():
+    with paused_gc():
         return _suffixes(decoder, topics, payloads, FlatJson(compact=False).text, read_flat)
 
 

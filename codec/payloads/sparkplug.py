@@ -17,13 +17,10 @@ template_ref, is_definition, metrics, parameters}``, PropertySets a ``{key: valu
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import math
 import os
 import struct
-from collections.abc import Iterator
 from typing import Any
 
 import codec.payloads.protobuf as protobuf
@@ -331,19 +328,6 @@ Flat = tuple  # (name, alias, timestamp, datatype code, value, value as JSON tex
 _flat_class: Any = None
 
 
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The cyclic garbage collector paused while a batch is read: a batch makes hundreds of thousands
-    of small tuples and strings that live until it is written and form no cycle, and the collector
-    would walk them again and again for nothing (a fifth of the reading's CPU). Restored after (a
-    collector the caller had paused stays paused)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def flat_class() -> Any:
