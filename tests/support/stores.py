@@ -107,3 +107,18 @@ def killed_mid_edit(*argv: str) -> subprocess.CompletedProcess:
     """)
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env(), capture_output=True, text=True,
                           timeout=60)
+
+
+def row_of(path: Path, table: str, **where: object) -> int:
+    """The inspector's number of the first row of ``table`` whose columns have ``where``'s values."""
+    return next(i for i, (t, _rowid, r) in enumerate(rows_in_order(path))
+                if t == table and all(r[k] == v for k, v in where.items()))
+
+
+def store_id_of(path: Path, topic: str) -> int:
+    """The store id of the retained message on ``topic``."""
+    con = connect(path)
+    try:
+        return con.execute("SELECT store_id FROM retains WHERE topic = ?", (topic,)).fetchone()[0]
+    finally:
+        con.close()

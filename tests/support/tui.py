@@ -60,3 +60,30 @@ async def type_text(pilot: Pilot, text: str) -> None:
 
 def status(app: InspectorApp) -> str:
     return str(app.query_one("#status").render())
+
+
+def select_value(app, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Put the field tree's cursor on the value ``name``."""
+    def walk(node):  # type: ignore[no-untyped-def]
+        yield node
+        for child in node.children:
+            yield from walk(child)
+
+    node = next(n for n in walk(app.fields.root) if n.data is not None and getattr(n.data, "name", None) == name)
+    app.fields.move_cursor(node)
+
+
+async def edit_value(pilot: Pilot, item: int, name: str, text: str) -> None:
+    """The keys a user presses: go to the row, pick the value in the field tree, e, type, Enter."""
+    from inspector.tui.screens.prompt import PromptScreen
+
+    app = pilot.app
+    app.jump(item)
+    await settle(pilot)
+    app.fields.focus()
+    select_value(app, name)
+    await keys(pilot, "e")
+    assert isinstance(app.screen, PromptScreen), status(app)
+    await pilot.press("ctrl+u")
+    await type_text(pilot, text)
+    await keys(pilot, "enter")

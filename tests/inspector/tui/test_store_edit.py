@@ -18,13 +18,12 @@ import pytest
 from textual.pilot import Pilot
 
 from inspector.tui.model.storedoc import NO_BYTES, NO_ROWS
-from inspector.tui.screens.prompt import PromptScreen
 
 from support.brokers import SqliteBroker, collect_retained, sqlite_plugin
 from support.cli import run
 from support.paths import INCOMING, SQLITE_STORES
-from support.stores import alone_copy, connect, counts, names, rows_in_order, sha256, store_state
-from support.tui import keys, running, settle, status, type_text
+from support.stores import alone_copy, counts, names, row_of, rows_in_order, sha256, store_id_of, store_state
+from support.tui import edit_value, keys, running, settle, status
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not SQLITE_STORES, reason="no 2.1 sqlite fixture")
@@ -51,45 +50,6 @@ def store(tmp_path: Path, renewed_store: Path) -> Path:
 rows = rows_in_order
 
 
-def row_of(path: Path, table: str, **where: object) -> int:
-    """The inspector's number of the first row of ``table`` whose columns have ``where``'s values."""
-    return next(i for i, (t, _rowid, r) in enumerate(rows(path))
-                if t == table and all(r[k] == v for k, v in where.items()))
-
-
-def store_of(path: Path, topic: str) -> int:
-    con = connect(path)
-    try:
-        return con.execute("SELECT store_id FROM retains WHERE topic = ?", (topic,)).fetchone()[0]
-    finally:
-        con.close()
-
-
-def select_value(app, name: str) -> None:  # type: ignore[no-untyped-def]
-    """Put the field tree's cursor on the value ``name``."""
-    def walk(node):  # type: ignore[no-untyped-def]
-        yield node
-        for child in node.children:
-            yield from walk(child)
-
-    node = next(n for n in walk(app.fields.root) if n.data is not None and getattr(n.data, "name", None) == name)
-    app.fields.move_cursor(node)
-
-
-async def edit_value(pilot: Pilot, item: int, name: str, text: str) -> None:
-    """The keys a user presses: go to the row, pick the value in the field tree, e, type, Enter."""
-    app = pilot.app
-    app.jump(item)
-    await settle(pilot)
-    app.fields.focus()
-    select_value(app, name)
-    await keys(pilot, "e")
-    assert isinstance(app.screen, PromptScreen), status(app)
-    await pilot.press("ctrl+u")
-    await type_text(pilot, text)
-    await keys(pilot, "enter")
-
-
 async def delete_row(pilot: Pilot, item: int) -> None:
     pilot.app.jump(item)
     await settle(pilot)
@@ -108,7 +68,7 @@ async def test_edit_delete_save_and_what_the_broker_serves(store: Path) -> None:
     if sqlite_plugin() is None:
         pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
     before_rows, before = rows(store), store_state(store)
-    edited_sid = store_of(store, EDITED)
+    edited_sid = store_id_of(store, EDITED)
     msg = row_of(store, "base_msgs", store_id=edited_sid)
     ret = row_of(store, "retains", topic=DROPPED)
     sub = row_of(store, "subscriptions", client_id="a-sub-q0", topic="corp/plain/q0")

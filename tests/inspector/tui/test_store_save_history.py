@@ -9,13 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from textual.pilot import Pilot
-
-from inspector.tui.screens.prompt import PromptScreen
 
 from support.paths import INCOMING, SQLITE_STORES
-from support.stores import alone_copy, connect, rows_in_order
-from support.tui import keys, make_app, settle, status, type_text
+from support.stores import alone_copy, row_of, rows_in_order, store_id_of
+from support.tui import edit_value, keys, make_app, settle, status
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not SQLITE_STORES, reason="no 2.1 sqlite fixture")
@@ -26,41 +23,6 @@ DROPPED = "corp/retained/q1"  # a retained topic deleted
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     return alone_copy(STORE, tmp_path)
-
-
-def row_of(path: Path, table: str, **where: object) -> int:
-    """The inspector's number of the first row of ``table`` whose columns have ``where``'s values."""
-    return next(i for i, (t, _rowid, r) in enumerate(rows_in_order(path))
-                if t == table and all(r[k] == v for k, v in where.items()))
-
-
-def store_id_of(path: Path, topic: str) -> int:
-    con = connect(path)
-    try:
-        return con.execute("SELECT store_id FROM retains WHERE topic = ?", (topic,)).fetchone()[0]
-    finally:
-        con.close()
-
-
-async def edit_value(pilot: Pilot, item: int, name: str, text: str) -> None:
-    """The keys a user presses: go to the row, pick the value in the field tree, e, type, Enter."""
-    app = pilot.app
-    app.jump(item)
-    await settle(pilot)
-    app.fields.focus()
-
-    def walk(node):  # type: ignore[no-untyped-def]
-        yield node
-        for child in node.children:
-            yield from walk(child)
-
-    node = next(n for n in walk(app.fields.root) if n.data is not None and getattr(n.data, "name", None) == name)
-    app.fields.move_cursor(node)
-    await keys(pilot, "e")
-    assert isinstance(app.screen, PromptScreen), status(app)
-    await pilot.press("ctrl+u")
-    await type_text(pilot, text)
-    await keys(pilot, "enter")
 
 
 async def test_undo_after_a_store_save_and_a_second_save_writes_the_values_read_before(store: Path) -> None:
