@@ -311,19 +311,9 @@ class Checker(CrossReferences):
                                      int(c.offset[r]), int(c.index[r]), c.kind, "properties"), CHUNK, rule_no)
 
     def intern(self, c: Columns, name: str) -> np.ndarray:
-        """A number per distinct client id (exact bytes), the same across batches and chunk types."""
-        starts, sizes = c.spans[name]
-        raw = c.data.tobytes() if len(c.data) < 64 * len(c) + (1 << 20) else None
-        d = c.data
-        table = self.cids
-        codes = np.empty(len(c), np.int64)
-        for j, (a, n) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
-            v = raw[a:a + n] if raw is not None else d[a:a + n].tobytes()
-            code = table.get(v)
-            if code is None:
-                code = table[v] = len(table)
-            codes[j] = code
-        return codes
+        """A number per distinct client id (exact bytes), the same across batches and chunk types: only a
+        batch's distinct ids go through Python (:meth:`codec.textscan.TextColumn.codes`)."""
+        return _Text(c, name).codes(self.cids)
 
     def first_refs(self, c: Columns, codes: np.ndarray, kind: str) -> None:
         uniq, first = np.unique(codes, return_index=True)
