@@ -582,13 +582,15 @@ class _Inserted:
 
 def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = None,
          inserted: Mapping[int, Sequence[Record]] | None = None,
-         bad: np.ndarray | None = None, source: FileColumns | None = None) -> Picked:
+         bad: np.ndarray | None = None, source: FileColumns | None = None,
+         step: Callable[[], None] | None = None) -> Picked:
     """The chunks ``sel`` keeps, decided on columns in file order. ``replaced``: records standing
     in for file chunks (unsaved edits), as if the file held them. ``inserted``: records placed
     right after file chunk ``anchor`` (in list order), as if the file held them there: they are
     decided too (:attr:`Picked.added`), and a store among them counts for the references after
     it. ``bad``: the decoder's refusals if known (:meth:`FileColumns.undecodable`), else found on
-    the way."""
+    the way. ``step``: called before each window of columns; what it raises stops the work there (a
+    cancelled filter lets go of its columns at once, instead of holding them beside its successor's)."""
     if db.empty:
         return Picked(_EMPTY_ROWS, _EMPTY_ROWS, 0)
     src = source or FileColumns(db)
@@ -637,6 +639,8 @@ def pick(db: DbFile, sel: Selection, *, replaced: Mapping[int, Record] | None = 
         """The type's columns a window at a time (edits applied, refusals noted): a type's values are
         not all held at once, only what decides the answer (the matching stores' ids)."""
         for cols in src.windows(t, numbers.get(t, ()), tests.get(t)):
+            if step is not None:
+                step()
             _apply_edits(cols, replaced, tests.get(t, {}))
             found_bad.append(cols.bad)
             yield cols

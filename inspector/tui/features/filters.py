@@ -304,19 +304,21 @@ def inserted_records(doc: Document) -> Inserted:
 
 
 def filter_view(doc: Document, spec: FilterSpec, replaced: dict[int, Record] | None = None,
-                inserted: Inserted | None = None) -> np.ndarray:
+                inserted: Inserted | None = None, step: Callable[[], None] | None = None) -> np.ndarray:
     """The rows a filter shows, decided on columns in one pass (codec.views.select.pick, one gather
     per chunk type it needs), as if the file held its unsaved edits: edited records (``replaced``,
     default the document's) stand in for the chunks they replace, inserted ones (default the
     document's) are decided in their places, so a store among them counts for the references after
     it. Chunks the decoder refuses are left out. Rows: file indexes in file order, with the kept
-    inserted chunks (virtual ids) right after their neighbour."""
+    inserted chunks (virtual ids) right after their neighbour. ``step``: called per window of columns
+    (a cancelled filter raises there and frees its columns)."""
     from codec.views.select import pick
 
     edits = doc.overlay.replaced if replaced is None else replaced
     recs, ids = inserted_records(doc) if inserted is None else inserted
     bad = np.zeros(0, np.int64) if doc.is_store else None  # a store's rows all decode (rows, not bytes)
-    picked = pick(doc.db, spec.selection(), replaced=edits, inserted=recs, bad=bad, source=doc.column_source())
+    picked = pick(doc.db, spec.selection(), replaced=edits, inserted=recs, bad=bad, source=doc.column_source(),
+                  step=step)
     rows = picked.rows
     added = [(a, ids[a][j]) for a in sorted(picked.added) for j in picked.added[a]]
     if added:

@@ -29,7 +29,7 @@ from inspector.tui.features.filters import (
 )
 from inspector.tui.messages import FilterProgress
 from inspector.tui.model.document import Document
-from inspector.tui.model.jobs import Progress
+from inspector.tui.model.jobs import Cancelled, Progress
 from inspector.tui.screens.prompt import PromptScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 
@@ -333,7 +333,10 @@ class NavigationMixin:
             resolved = resolve_prefixes(self.doc, spec)
             if gen == self.filter_gen:
                 self.filter_spec = resolved  # export and edits see the topics the prefixes opened onto
-            rows = filter_view(self.doc, resolved, replaced, inserted)  # unsaved edits and insertions too; int64
+            # unsaved edits and insertions too; int64; Esc or a newer filter stops it at the next window
+            rows = filter_view(self.doc, resolved, replaced, inserted, step=progress.check)
+        except Cancelled:
+            return
         except (CodecError, ValueError) as exc:
             self.call_from_thread(self.say, f"filter stopped: {exc}", "error")
             if isinstance(exc, ValueError) and gen == self.filter_gen:  # the text is refused: back to it

@@ -400,3 +400,29 @@ def test_hits_by_filter_follows_the_oracle() -> None:
         want = [k for k, t in enumerate(topics) if t is not None and topic_matches(flt, t)]
         assert rows.tolist() == want, flt
     assert sum(len(r) for r in got.values()) > 1000  # the cases meet
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("sel", [Selection(kinds={"retain"}), Selection(topics=["#"]), Selection(clients={"x"})],
+                         ids=["kinds", "topics", "clients"])
+def test_pick_calls_step_per_window_and_stops_where_it_raises(sel: Selection, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``step`` runs before each window of columns; what it raises ends the pick there (a cancelled TUI filter
+    lets go of its columns instead of finishing beside its successor)."""
+    monkeypatch.setattr(FileColumns, "window", 3)
+    with DbFile(REAL / "2.0.20-a.db") as db:
+        calls = []
+        full = pick(db, sel, step=lambda: calls.append(1))
+        assert len(calls) > 2  # windows of 3 chunks: several steps
+        assert np.array_equal(full.rows, pick(db, sel).rows)
+
+        def stop_second() -> None:
+            calls.append(2)
+            if calls.count(2) == 2:
+                raise _Stop
+
+        with pytest.raises(_Stop):
+            pick(db, sel, step=stop_second)
+        assert calls.count(2) == 2
