@@ -300,7 +300,6 @@ def iter_columns(db: DbFile, chunk_type: int | ChunkType, *, batch: int = 65536,
     idx = db.index
     n = len(idx) if stop is None else min(stop, len(idx))
     offsets_all, types_all, ends_all = idx.arrays()
-    lengths_all = idx.lengths_array()
     which = np.nonzero(types_all[first:n] == int(chunk_type))[0] + first
     kind = ChunkType(chunk_type).label
     i = 0
@@ -316,7 +315,7 @@ def iter_columns(db: DbFile, chunk_type: int | ChunkType, *, batch: int = 65536,
         d = np.frombuffer(raw, dtype=np.uint8)
         offs = offsets_all[sel]
         body = offs - lo + hsize
-        lengths = lengths_all[sel].astype(np.int64)
+        lengths = idx.lengths_of(sel).astype(np.int64)
         ends = ends_all[sel] - lo
         got = decode_batch(version, int(chunk_type), d, body, lengths, ends, db.endian)
         if got is None:
@@ -383,7 +382,7 @@ class ColumnReader:
             idx.intact_arrays(db.path)  # refuses the index the scan stopped on damage
         # views of the index (no chunk-end array: 8 bytes a chunk, 19 MB on 2.4 M chunks, for nothing)
         self.offsets, self.types = idx.offsets_array(), idx.types_array()
-        self.lengths = idx.lengths_array()
+        self.index = idx  # stored lengths per gather (idx.lengths_of)
         self.db = db
         # the file we opened, by its descriptor: another writer may have renamed a new file over the name
         self._mmap = mmap.mmap(db.fd, db.size, access=mmap.ACCESS_READ) if db.size else None
@@ -413,7 +412,7 @@ class ColumnReader:
             raise CodecError(f"{layout.type.label} fields run past the end of the file", path=self.db.path)
         ints, spans = got
         return Columns(layout.type.label, self.db.version, self.mm, 0, which, offsets,
-                       self.lengths[which].astype(np.int64), ints, spans)
+                       self.index.lengths_of(which).astype(np.int64), ints, spans)
 
     def starts_with(self, chunk_types: tuple[int, ...], name: str, prefix: bytes) -> bool:
         """Whether a chunk of ``chunk_types`` has a text value ``name`` longer than ``prefix`` and starting

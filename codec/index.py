@@ -78,6 +78,11 @@ class ChunkIndex:
     """Where every chunk is: offsets, raw types and stored lengths in typed arrays.
 
     Chunk ``i`` occupies ``offsets[i]`` up to ``offsets[i+1]`` (or ``end`` for the last).
+    Where the framing is native (v5/v6: the scan follows the stored lengths) a chunk's stored length
+    is where the next one starts, less the header, so ``lengths`` stays empty (``derived``) and
+    only the rare chunks whose stored length says otherwise are kept (``odd_rows``/``odd_lengths``,
+    e.g. a RETAIN the broker reads as its 8 bytes whatever its length says): 4 bytes a chunk less,
+    40 MB on 10 M chunks. :meth:`lengths_of` answers either way.
     ``error`` is the damage that stopped the scan, ``trailing`` counts bytes after ``end``
     that the broker itself ignores (a partial chunk header, an unknown chunk cut short).
     """
@@ -96,6 +101,9 @@ class ChunkIndex:
     # ``tallied`` chunks: counts() then needs no pass over ``types``
     tally: array = field(default_factory=lambda: array("q", bytes(8 * (OTHER + 1))))
     tallied: int = 0
+    derived: bool = False  # stored lengths follow from the offsets (native framing): ``lengths`` unused
+    odd_rows: array = field(default_factory=lambda: array("q"))  # derived: chunks whose stored length differs,
+    odd_lengths: array = field(default_factory=lambda: array("I"))  # ascending, and those stored lengths
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -116,10 +124,34 @@ class ChunkIndex:
         return offsets, types, ends
 
     def lengths_array(self) -> Any:
-        """The stored chunk lengths as a numpy uint32 array (a view)."""
+        """The stored chunk lengths as a numpy uint32 array: a view, or, where they are ``derived``, a new array
+        (4 bytes a chunk: callers that want some chunks' lengths ask :meth:`lengths_of`)."""
         import numpy as np
 
-        return np.frombuffer(self.lengths, dtype=np.uint32) if len(self.lengths) else np.zeros(0, np.uint32)
+        if not self.derived:
+            return np.frombuffer(self.lengths, dtype=np.uint32) if len(self.lengths) else np.zeros(0, np.uint32)
+        n = len(self.offsets)
+        out = np.empty(n, np.uint32)
+        step = 1 << 20  # int64 temporaries of 8 MB
+        for a in range(0, n, step):
+            out[a:a + step] = self.lengths_of(np.arange(a, min(a + step, n), dtype=np.int64))
+        return out
+
+    def lengths_of(self, rows: Any) -> Any:
+        """The stored lengths of chunks ``rows`` (uint32), whether kept or ``derived`` from the offsets."""
+        import numpy as np
+
+        if not self.derived:
+            return self.lengths_array()[rows]
+        rows = np.asarray(rows, dtype=np.int64)
+        hsize = version_row(self.version).header_size
+        out = (self.ends_of(rows) - self.offsets_array()[rows] - hsize).astype(np.uint32)
+        if len(self.odd_rows) and len(rows):
+            odd = np.frombuffer(self.odd_rows, dtype=np.int64)
+            k = np.minimum(np.searchsorted(odd, rows), len(odd) - 1)
+            hit = odd[k] == rows
+            out[hit] = np.frombuffer(self.odd_lengths, dtype=np.uint32)[k[hit]]
+        return out
 
     def offsets_array(self) -> Any:
         """The chunk offsets as a numpy int64 array (a view)."""
@@ -182,7 +214,8 @@ class ChunkIndex:
         return out
 
     def nbytes(self) -> int:
-        return sum(a.itemsize * len(a) for a in (self.offsets, self.types, self.lengths))
+        return sum(a.itemsize * len(a) for a in (self.offsets, self.types, self.lengths, self.odd_rows,
+                                                 self.odd_lengths))
 
 
 def scan(fd: int, size: int, version: int, index: ChunkIndex, *, endian: str = "little",
@@ -201,6 +234,8 @@ def scan(fd: int, size: int, version: int, index: ChunkIndex, *, endian: str = "
     """
     walker = _Walker(BlockReader(fd, size), version, index, endian)
     row = version_row(version)
+    if not len(index.offsets):
+        index.derived = row.native_framing
     c_reads = C_HEADERS.get(row.header_size) == row.header_format
     fast = native and _framing is not None and row.native_framing and c_reads
     n_next = step
@@ -256,6 +291,7 @@ class _Walker:
         """Walk up to ``limit`` chunks field by field (the reference behaviour)."""
         reader, index, hsize, size = self.reader, self.index, self.hsize, self.reader.size
         offs, types, lens, tally = index.offsets, index.types, index.lengths, index.tally
+        derived = index.derived
         off = self.off
         for _ in range(limit):
             if off + hsize > size:
@@ -293,7 +329,11 @@ class _Walker:
             if self.watch:
                 self._python_times(t, buf, rel + hsize, len(offs))
             types.append(t)  # the offset last and the end right after: a reader on another thread sees
-            lens.append(length)  # only whole chunks (the index's length is that of its offsets)
+            if not derived:  # only whole chunks (the index's length is that of its offsets)
+                lens.append(length)
+            elif length != n:  # a stored length the walk did not follow: kept, the rest follow from the offsets
+                index.odd_rows.append(len(offs))
+                index.odd_lengths.append(length)
             offs.append(off)
             off += hsize + n
             self.off = index.end = off
@@ -334,7 +374,8 @@ class _Walker:
                 reader.fd, self.off, reader.size, self.hsize, self.rules, self.endian == "big", first,
                 o[:limit], t[:limit], ln[:limit], self.read_buffer, SMALL_BLOCK)
             index.types.frombytes(t[:count].cast("B"))  # offsets last: their length is the index's length
-            index.lengths.frombytes(ln[:count].cast("B"))
+            if not index.derived:  # the C walk follows every stored length: derived from the offsets
+                index.lengths.frombytes(ln[:count].cast("B"))
             index.offsets.frombytes(o[:count].cast("B"))
         self.off = index.end = end  # right after: a reader sees the new last chunk end at ``end``
         tally = index.tally

@@ -79,7 +79,7 @@ def kind_span(db: DbFile, kind: str, *, start: int | None = None, stop: int | No
             err.chunk_index += first_index
         err.located(path=db.path)
     # the kind's rows only: no array over every chunk of the file is made
-    return Span(first_index, pos, idx.offsets_array()[pos], idx.ends_of(pos), idx.lengths_array()[pos].astype(np.int64),
+    return Span(first_index, pos, idx.offsets_array()[pos], idx.ends_of(pos), idx.lengths_of(pos).astype(np.int64),
                 err)
 
 

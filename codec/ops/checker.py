@@ -87,7 +87,7 @@ class Checker(CrossReferences):
         self.end = idx.end
         self.offsets = self.all_offsets[:n]
         self.types = (np.frombuffer(idx.types, dtype=np.uint32) if len(idx) else np.zeros(0, np.uint32))[:n]
-        self.lengths = idx.lengths_array()[:n]
+        self.index = idx  # stored lengths asked per batch (idx.lengths_of): no array over every chunk
         self.bad: list[int] = []  # chunks that failed to decode
         # cross-reference state: typed columns filled batch by batch (chunk numbers as int32 when they fit)
         pos = np.int32 if len(idx) < 1 << 31 else np.int64
@@ -168,7 +168,7 @@ class Checker(CrossReferences):
         if len(options) == 1:
             return [(options[0], sel)]
         body = self.offsets[sel] - lo + self.hsize
-        length = self.lengths[sel].astype(np.int64)
+        length = self.index.lengths_of(sel).astype(np.int64)
         ends = self.ends(sel) - lo
         choice = np.full(len(sel), -1, np.int64)
         for k, layout in enumerate(options):
@@ -195,7 +195,7 @@ class Checker(CrossReferences):
         if not len(sel):
             return
         offs = self.offsets[sel]
-        lengths = self.lengths[sel].astype(np.int64)
+        lengths = self.index.lengths_of(sel).astype(np.int64)
         got = decode_batch(self.version, t, d, offs - lo + self.hsize, lengths, self.ends(sel) - lo,
                            self.db.endian, layout=layout)
         if got is None:

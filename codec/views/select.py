@@ -375,7 +375,6 @@ class FileColumns:
         self.index = idx = db.index
         self.count = len(idx)
         self.offsets, self.types = idx.offsets_array(), idx.types_array()  # views: nothing copied
-        self.lengths = idx.lengths_array()
         self.hsize = header_size(db.version)
         self._buffer: bytearray | None = None  # the batches' bytes (one gather at a time: not shared by threads)
 
@@ -443,7 +442,7 @@ class FileColumns:
         values zero)."""
         assert self.db.version is not None
         got = decode_batch(self.db.version, chunk_type, data, offs - base + self.hsize,
-                           self.lengths[part].astype(np.int64), ends - base, self.db.endian, fields=names)
+                           self.index.lengths_of(part).astype(np.int64), ends - base, self.db.endian, fields=names)
         if got is not None:
             return got
         if len(part) == 1:

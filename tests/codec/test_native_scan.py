@@ -32,7 +32,7 @@ def walk(path: Path, native: bool, endian: str = "little", step: int = 7) -> ind
 
 def summary(idx: index_mod.ChunkIndex) -> tuple:
     err = idx.error
-    return (idx.offsets.tolist(), idx.types.tolist(), idx.lengths.tolist(), idx.end, idx.trailing,
+    return (idx.offsets.tolist(), idx.types.tolist(), idx.lengths_array().tolist(), idx.end, idx.trailing,
             None if err is None else (type(err).__name__, str(err), err.offset),
             {k: (a.tolist(), b.tolist()) for k, (a, b) in idx.times.items()}, idx.counts())
 
@@ -95,3 +95,50 @@ def test_many_small_steps_and_big_chunks(tmp_path: Path) -> None:
     idx = walk(path, True, step=1)
     assert len(idx.times["session_expiry_time"][0]) == 26
     assert summary(idx) == summary(walk(path, False))
+
+
+def stored_lengths(path: Path, idx: index_mod.ChunkIndex) -> list[int]:
+    """Each indexed chunk's length as its header stores it, read from the file (the oracle of lengths_of)."""
+    data = path.read_bytes()
+    return [int.from_bytes(data[o + 4:o + 8], "big") for o in idx.offsets]
+
+
+def test_derived_lengths_are_the_stored_ones(tmp_path: Path) -> None:
+    """v5/v6 indexes keep no length per chunk: the stored length follows from the next chunk's offset, and
+    the chunks whose stored length the walk did not follow (a RETAIN read as its 8 bytes, a length past a
+    short struct) are kept apart. Every chunk, every file, damaged copies and a RETAIN with a longer length."""
+    rng = random.Random(7)
+    paths = list(V5V6)
+    for n in range(60):
+        data = bytearray(rng.choice([p.read_bytes() for p in V5V6]))
+        at = rng.randrange(23, len(data))
+        data[at] = rng.randrange(256)
+        p = tmp_path / f"d{n}.db"
+        p.write_bytes(bytes(data))
+        paths.append(p)
+    long_retain = (4).to_bytes(4, "big") + (12).to_bytes(4, "big") + (1).to_bytes(8, "little")
+    p = tmp_path / "long-retain.db"
+    p.write_bytes(header(6) + cfg(6, 5) + long_retain + retain(6, 2))
+    paths.append(p)
+    odd_seen = 0
+    for path in paths:
+        for native in (True, False):
+            idx = walk(path, native)
+            assert idx.derived and not len(idx.lengths)
+            want = stored_lengths(path, idx)
+            assert idx.lengths_array().tolist() == want, path.name
+            rows = np.array(sorted(rng.sample(range(len(idx)), min(len(idx), 9))), np.int64)
+            assert idx.lengths_of(rows).tolist() == [want[r] for r in rows.tolist()]
+            odd_seen += len(idx.odd_rows)
+    assert odd_seen  # the kept-apart path ran
+
+
+def test_v2_to_v4_keep_their_stored_lengths() -> None:
+    """Below v5 the stored lengths are not the framing (1.5.6 wrote wrong ones): kept as read."""
+    older = [p for p in REAL_FILES + UNIT_FILES if p.stat().st_size > 23 and p.read_bytes()[19:23] in
+             (b"\0\0\0\x02", b"\0\0\0\x03", b"\0\0\0\x04") and p.read_bytes()[:15] == b"\0\xb5\x00mosquitto db"]
+    assert older
+    for path in older:
+        with DbFile(path) as db:
+            idx = db.index
+            assert not idx.derived and len(idx.lengths) == len(idx)
