@@ -1,4 +1,4 @@
-"""Tiny hand-built db files (a few dozen bytes) that each trigger one crash class of issue 18."""
+"""Tiny hand-built db files (a few dozen bytes), each made to trigger one class of crash or one rule."""
 
 from __future__ import annotations
 

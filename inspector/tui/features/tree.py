@@ -3,7 +3,9 @@
 A Textual Tree over :class:`codec.ops.tree.TopicTree`, built in a worker from the file as on disk
 (the base the chunk numbers are of), each node opened when it is expanded. Enter on a node filters
 the chunk list to ``topic:NODE/#``; ``d`` deletes the retained messages under it — the chunks
-``rm-retained 'NODE/#'`` removes — as one undoable edit; ``o`` sorts by size or by name.
+``rm-retained 'NODE/#'`` removes — as one undoable edit; ``o`` sorts by size or by name. A node shows
+its children :data:`PAGE` at a time, in the order asked, then a "… N more" line whose Enter shows
+the next ones: a level of thousands of devices opens as fast as a small one.
 
 Mixed into :class:`~inspector.tui.app.InspectorApp` (:class:`TopicTreeMixin`).
 """
@@ -11,6 +13,7 @@ Mixed into :class:`~inspector.tui.app.InspectorApp` (:class:`TopicTreeMixin`).
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 from rich.cells import cell_len, set_cell_size
@@ -32,6 +35,20 @@ HINT = "Enter: filter the list to the node · space/→: open · d: delete its r
 
 NAME = 44
 """Columns of a node's name at the root; each level down the tree's guides take 4 of them."""
+
+PAGE = 500
+"""Children a node shows at once (the rest behind a "… N more" line): adding a line to the widget costs
+about 0.1 ms, so 2,000 devices under one level took 0.3 s to open."""
+
+
+@dataclass(frozen=True)
+class More:
+    """The line after a page of children: ``start`` is the first child not shown yet."""
+
+    parent: Any  # the topic node
+    start: int
+    left: int
+
 
 HEADER = f"{'  topic level':<{NAME + 2}}{'share':>7}{'bytes':>15}{'stored':>11}{'retained':>10}{'queued':>10}"
 
@@ -86,20 +103,37 @@ class TopicTreeScreen(ModalScreen[tuple[str, Any] | None]):
         widget.focus()
 
     def fill(self, tnode: TreeNode[Any]) -> None:
-        """Put the children of ``tnode``'s topic node under it (computed now if not yet)."""
+        """Put the children of ``tnode``'s topic node under it (computed now if not yet), a page of them."""
         node = tnode.data
         if id(node) in self.loaded:
             return
         self.loaded.add(id(node))
-        for child in self.topics.children(node, self.sort):
+        self.add_page(tnode, node, 0)
+
+    def add_page(self, tnode: TreeNode[Any], node: Any, start: int) -> None:
+        """Children ``start`` to ``start + PAGE`` of ``node`` under ``tnode``, and a "… N more" line after them."""
+        children = self.topics.children(node, self.sort)
+        for child in children[start:start + PAGE]:
             tnode.add(node_label(self.topics, child), data=child, allow_expand=child.has_children)
+        left = len(children) - start - PAGE
+        if left > 0:
+            tnode.add_leaf(Text(f"… {left:,} more (Enter shows the next {min(left, PAGE):,})", style="dim italic"),
+                           data=More(node, start + PAGE, left))
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded[Any]) -> None:
         event.stop()
-        self.fill(event.node)
+        if not isinstance(event.node.data, More):
+            self.fill(event.node)
 
     def on_tree_node_selected(self, event: Tree.NodeSelected[Any]) -> None:
         event.stop()
+        more = event.node.data
+        if isinstance(more, More):  # the next page in its place
+            parent = event.node.parent
+            assert parent is not None
+            event.node.remove()
+            self.add_page(parent, more.parent, more.start)
+            return
         self.dismiss(("filter", event.node.data))
 
     def action_sort(self) -> None:
@@ -114,7 +148,7 @@ class TopicTreeScreen(ModalScreen[tuple[str, Any] | None]):
 
     def action_delete_node(self) -> None:
         cursor = self.query_one(Tree).cursor_node
-        if cursor is not None and cursor.data is not None:
+        if cursor is not None and cursor.data is not None and not isinstance(cursor.data, More):
             self.dismiss(("delete", cursor.data))
 
     def action_close(self) -> None:

@@ -200,3 +200,42 @@ async def test_sessions_view_lists_the_biggest_rows_and_counts_the_rest(v6_copy:
         screen.query_one(DataTable).move_cursor(row=SessionsScreen.LIMIT)
         await keys(pilot, "d", "enter")
         assert isinstance(app.screen, SessionsScreen) and not app.doc.is_dirty()
+
+
+async def test_a_level_with_many_children_opens_a_page_at_a_time(tmp_path: Path) -> None:
+    """A node shows PAGE children, then "… N more"; Enter on that line shows the next page in its place (never a
+    filter), ``d`` on it deletes nothing, and every child is reachable, biggest first."""
+    from inspector.tui.features.tree import PAGE, More
+
+    from support.crafted import cfg, db, msg_store_v5, retain
+
+    n = 2 * PAGE + 7
+    chunks = [cfg(6, n)]
+    for i in range(1, n + 1):  # payload sizes grow with i: biggest first is n, n-1, ...
+        chunks += [msg_store_v5(i, topic=b"fleet/dev%04d" % i, payload=b"x" * i), retain(6, i)]
+    path = tmp_path / "many.db"
+    path.write_bytes(db(6, *chunks))
+    async with running(path, size=(130, 40)) as pilot:
+        app = pilot.app
+        await keys(pilot, "t")
+        widget = app.screen.query_one(Tree)
+        fleet = await tree_line(pilot, "fleet")
+        await keys(pilot, "space")  # opens it: a page of children
+        kids = fleet.children
+        assert len(kids) == PAGE + 1 and isinstance(kids[-1].data, More) and kids[-1].data.left == n - PAGE
+        assert [k.data.name for k in kids[:3]] == [f"dev{n:04d}", f"dev{n - 1:04d}", f"dev{n - 2:04d}"]
+        widget.move_cursor(kids[-1])
+        await settle(pilot)
+        assert widget.cursor_node is kids[-1]
+        await keys(pilot, "d")
+        assert isinstance(app.screen, TopicTreeScreen) and not app.doc.is_dirty()
+        await keys(pilot, "enter")
+        assert isinstance(app.screen, TopicTreeScreen) and not app.filter_text
+        kids = fleet.children
+        assert len(kids) == 2 * PAGE + 1 and isinstance(kids[-1].data, More) and kids[-1].data.left == n - 2 * PAGE
+        widget.move_cursor(kids[-1])
+        await settle(pilot)
+        await keys(pilot, "enter")
+        names = [k.data.name for k in fleet.children]
+        assert len(names) == n and not any(isinstance(k.data, More) for k in fleet.children)
+        assert names == [f"dev{i:04d}" for i in range(n, 0, -1)]
