@@ -274,7 +274,7 @@ def drive(path: str, out_path: str) -> None:
     from codec.ops.stats import compute
     try:
         from codec.values import json_text, printable
-    except ImportError:  # a checkout before issue 18 (to measure what the campaign finds there)
+    except ImportError:  # an older checkout without it (to measure what the campaign finds there)
         import json
 
         json_text, printable = (lambda o: json.dumps(o, ensure_ascii=False)), str

@@ -227,7 +227,7 @@ def test_empty_file_stays_empty(tmp_path: Path) -> None:
         out = tmp_path / f"{cmd[0]}.db"
         r = run_in_process(cmd[0], src, *cmd[1:], "-o", out)
         assert r.returncode == 0, (cmd, r.stderr)
-        if cmd[0] == "rm-retained":  # nothing to remove: nothing written (issue 22)
+        if cmd[0] == "rm-retained":  # nothing to remove: nothing written
             assert not out.exists() and "nothing written" in r.stdout
             continue
         assert out.exists() and out.stat().st_size == 0

@@ -45,7 +45,7 @@ def test_rm_retained_matches_oracle(tmp_path: Path, version: int, filters: list[
     assert r.returncode == 0, r.stderr
     expected = oracle_remove(src, retain_filters=filters)
     rep = json.loads(r.stdout)
-    if same(records(src), expected):  # a filter that matches nothing writes nothing (issue 22)
+    if same(records(src), expected):  # a filter that matches nothing writes nothing
         assert not out.exists() and rep["written"] is None and rep["matched"] is False
         return
     assert same(records(out), expected)

@@ -1,4 +1,4 @@
-"""Issue 18: each crash class, from a minimal file of a few dozen bytes, ends in one clear line or works.
+"""Each crash class, from a minimal file of a few dozen bytes, ends in one clear line or works.
 
 Every test here failed (a traceback, a wrong exit status or a silent wrong result) before its fix.
 """

@@ -1,4 +1,4 @@
-"""Issue 22: one error shape, -o - to stdout, export of directories, help texts, bad ports."""
+"""One error shape, -o - to stdout, export of directories, help texts, bad ports."""
 
 from __future__ import annotations
 

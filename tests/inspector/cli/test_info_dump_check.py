@@ -102,7 +102,7 @@ def test_check_exit_codes(tmp_path: Path) -> None:
         p = run("check", "--at", "2026-11-21T00:00:00Z", str(path))
         assert p.returncode == 0, p.stdout + p.stderr
     p = run("check", "--json", str(REAL / "1.5.6-a.db"))
-    report = json.loads(p.stdout)  # one object (issue 22): findings + summary
+    report = json.loads(p.stdout)  # one object: findings + summary
     findings = report["findings"]
     assert report["summary"] == {"errors": 0, "warnings": 26, "verdict": "OK"}
     assert len(findings) == 26 and {f["rule"] for f in findings} == {"length"}

@@ -1,4 +1,4 @@
-"""Issue 22, data safety: absurd reference times, implausible mtimes, NUL tails, the wrong byte order."""
+"""Data safety of inputs: absurd reference times, implausible mtimes, NUL tails, the wrong byte order."""
 
 from __future__ import annotations
 

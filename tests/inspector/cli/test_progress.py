@@ -1,4 +1,4 @@
-"""Issue 22, progress: every long command shows one Rich bar on a terminal's stderr, none off a terminal or with -q.
+"""Progress: every long command shows one Rich bar on a terminal's stderr, none off a terminal or with -q.
 
 The commands run under a pseudo-terminal (os.openpty) as at a terminal; stdout is a pipe and
 must be byte-identical with the bar, without a terminal and with -q.

@@ -1,4 +1,4 @@
-"""Issue 22, one vocabulary: --version, python -m mosqdb, the package layout check, clear one-line errors."""
+"""One vocabulary: --version, python -m mosqdb, the package layout check, clear one-line errors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 22, one name per idea: --db-version, --batch-size, --reference-time TIME, --kind retain|retained;
+"""One name per idea: --db-version, --batch-size, --reference-time TIME, --kind retain|retained;
 the old spellings still work, hidden, with one deprecation line."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 22, data safety: writes that respect what is on disk.
+"""Data safety: writes that respect what is on disk.
 
 Symlinks are edited where they point, non-regular outputs are refused, owner/group/mode
 survive --in-place (root only: the owner cases run for real as root in CI), backups are

@@ -1,4 +1,4 @@
-"""Marking what differs from a second file (issue 16 item 4): ``inspect FILE --diff OTHER`` / ``v``.
+"""Marking what differs from a second file: ``inspect FILE --diff OTHER`` / ``v``.
 
 The second file is made by a real command (``mosqdb rm-retained``) or a one-field variant, and the
 rows expected to be marked are found by reading the records (topics, client ids), not by the diff

@@ -1,4 +1,4 @@
-"""The inspector bugs an operator reported (issue 19), each driven with the keys that showed it.
+"""The inspector bugs an operator reported, each driven with the keys that showed it.
 
 Each test failed on the code before its fix (the commit that fixed it says how).
 """

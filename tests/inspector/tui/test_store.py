@@ -1,4 +1,4 @@
-"""The inspector on a Mosquitto 2.1 sqlite store (issue 17 item 3): rows where a .db has chunks (table,
+"""The inspector on a Mosquitto 2.1 sqlite store: rows where a .db has chunks (table,
 rowid and primary key shown), the hex view showing a row's text and blob columns (payload, properties),
 the same finding keys — and reading writes nothing: no file is ever created beside the store (no -wal, no
 -shm). Editing a store: test_store_edit.py.

@@ -1,4 +1,4 @@
-"""The broker verdict in the inspector (issue 15 item 4): a header line for a chosen Mosquitto release
+"""The broker verdict in the inspector: a header line for a chosen Mosquitto release
 and the check panel graded for it, computed in a worker (a child process on big files).
 
 Every expectation is the broker model's own answer for the same file (``codec.broker.verdict_for``),
