@@ -11,6 +11,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from codec.engine import Record, Span, decode_chunk, walked_size
 from codec.errors import (
@@ -35,6 +36,7 @@ from codec.layouts import (
     stored_version,
     version_row,
 )
+from codec.values import printable
 
 
 @dataclass(frozen=True)
@@ -133,6 +135,10 @@ class DbFile:
     """A mosquitto.db opened for reading. Use as a context manager (a :class:`codec.storage.Storage`)."""
 
     is_store = False  # a .db: edited as bytes (codec.storage)
+    format_name = "mosquitto.db"
+    chunk_bytes = True  # chunks are bytes at offsets (codec.storage)
+    format_key = "db"  # in machine-readable output (metrics' format label)
+    broker_model = True  # Mosquitto loads it itself: the broker model predicts it
 
     def __init__(self, path: str | os.PathLike[str], *, endian: str = "little") -> None:
         if endian not in ("little", "big"):
@@ -239,6 +245,26 @@ class DbFile:
     def counts(self) -> dict[int, int]:
         """Chunks per type (codec.storage: a store counts its rows the same way)."""
         return self.index.counts()
+
+    def types_array(self) -> Any:
+        """The type of every chunk in file order (uint32; codec.storage)."""
+        return self.index.types_array()
+
+    @property
+    def damage(self) -> CodecError | None:
+        """Where the chunk header scan stopped at damage (codec.storage), None for a whole file."""
+        return self.index.error
+
+    def scan(self) -> None:
+        """Scan the chunk headers now (the index every read needs; codec.storage)."""
+        self.index  # noqa: B018 - the scan
+
+    def dump_heading(self) -> str:
+        """The text dump's first lines (codec.storage): what the file is, its CRC and version."""
+        head = f"Mosquitto DB dump\nFile: {printable(self.source_path)}\n"
+        if self.empty:
+            return head + "(empty file: the broker treats it as no saved state)\n"
+        return head + f"CRC: {self.crc}\nDB version: {self.version}\n"
 
     def partial_index(self) -> ChunkIndex | None:
         """The index as far as it has been built (for a UI that shows rows while scanning)."""

@@ -5,6 +5,11 @@ read as the column batches every engine uses (see that module). The few consumer
 bytes of a .db (the TUI, the forward and EMQX exporters, ``convert``) ask :func:`as_db`, which
 writes the store's v6 records to a temporary file, removed when the process exits. How a store is
 known and opened read-only is the store's own (:mod:`codec.store.connect`); both are named here too.
+
+This is the one place that chooses between the formats (:class:`codec.storage.Storage`): besides
+opening, it answers what a face asks of a file that one format's own layer cannot (the column
+source a selection is decided on, ``info``'s figures, the expiry times known up front), so that no
+face asks which format it holds.
 """
 
 from __future__ import annotations
@@ -31,9 +36,112 @@ def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> Storage
     return StoreFile(path)
 
 
+def format_of(path: str | os.PathLike[str]) -> type[Storage]:
+    """The class that would open ``path`` (nothing is opened): its ``format_name`` and capabilities
+    (``chunk_bytes``) are what a command checks before it reads the file."""
+    if not is_sqlite_file(os.fspath(path)):
+        return DbFile
+    from codec.store.read import StoreFile
+
+    return StoreFile
+
+
+def store_refusal(path: str) -> str | None:
+    """Why the sqlite file ``path`` is not a store the persist-sqlite plugin reads (None: it is one)."""
+    import sqlite3
+
+    from codec.errors import CodecError
+    from codec.store.read import require_store
+
+    try:
+        con = connect_readonly(path)
+        try:
+            require_store(con, path)
+        finally:
+            con.close()
+    except (CodecError, sqlite3.Error) as exc:  # another sqlite database: not what the plugin reads
+        return exc.reason if isinstance(exc, CodecError) else f"not a readable sqlite database ({exc})"
+    return None
+
+
 def is_store(db: object) -> bool:
-    """Is ``db`` (what :func:`open_any` gave) a sqlite store?"""
+    """Is ``db`` (what :func:`open_any` gave) a sqlite store? (codec's own: the faces ask capabilities)"""
     return bool(getattr(db, "is_store", False))
+
+
+def columns_of(db: Any) -> Any:
+    """What :func:`codec.views.select.pick` decides a selection on: the store's row columns
+    (:class:`codec.store.read.StoreColumns`), a .db's chunk columns (:class:`codec.views.select.FileColumns`;
+    None for an empty file, which holds none)."""
+    if is_store(db):
+        return db.columns()
+    if db.empty:
+        return None
+    from codec.views.select import FileColumns
+
+    return FileColumns(db)
+
+
+def known_refusals(db: Any) -> Any:
+    """The chunks the decoder refuses, when known before reading (``pick``'s ``bad``): none of a store's
+    rows (they are rows, not bytes); None for a .db (found on the way)."""
+    if not is_store(db):
+        return None
+    import numpy as np
+
+    return np.zeros(0, np.int64)
+
+
+def expiries(db: Any) -> dict[int, int] | None:
+    """Store id -> expiry time of every expiring stored message, when the file answers it at once (a
+    store: one query); None for a .db, whose expiry sources are found among the chunks selected."""
+    return db.expiries() if is_store(db) else None
+
+
+def info_data(db: Any, at: float | None = None) -> dict[str, Any]:
+    """``mosqdb info``'s figures of ``db``: header (a store: its sqlite figures), chunks per kind, damage,
+    and with ``at`` what has expired by then."""
+    if is_store(db):
+        return db.info_data(at)
+    from codec.errors import CodecError
+    from codec.layouts import ChunkType
+    from codec.views.timeview import expiry_counts, iso
+
+    idx = db.index
+    counts = dict.fromkeys([*(t.label for t in ChunkType), "unknown"], 0)
+    for t, n in idx.counts().items():
+        try:
+            counts[ChunkType(t).label] += n
+        except ValueError:
+            counts["unknown"] += n
+    data: dict[str, Any] = {
+        "file": db.source_path,
+        "size": db.size,
+        "version": db.version,
+        "crc": db.crc if not db.empty else None,
+        "chunks": counts,
+        "total_chunks": len(idx),
+        "shutdown": None,
+        "dbid_size": None,
+        "last_db_id": None,
+        "damaged": str(idx.error) if idx.error else None,
+        "trailing_bytes": idx.trailing,
+    }
+    if len(idx) and not db.empty:
+        first = next((i for i in range(min(len(idx), 16)) if idx.types[i] == ChunkType.CFG), None)
+        if first is not None:
+            try:
+                cfg = db.chunk(first).record
+                data.update(shutdown=cfg["shutdown"], dbid_size=cfg["dbid_size"], last_db_id=cfg["last_db_id"])
+            except CodecError as exc:
+                data["damaged"] = data["damaged"] or str(exc)
+    if at is not None and not db.empty and not idx.error:
+        data["at"] = iso(at)
+        try:
+            data["expiry"] = expiry_counts(db, at)
+        except CodecError as exc:
+            data["damaged"] = data["damaged"] or str(exc)
+    return data
 
 
 def column_reader(db: Any) -> Any:
@@ -77,4 +185,24 @@ def as_db(db: Any, *, endian: str = "little") -> DbFile:
     return image
 
 
-__all__ = ["Storage", "as_db", "column_reader", "connect_readonly", "is_sqlite_file", "is_store", "open_any"]
+def records_image(path: str, out: str) -> tuple[str, Any]:
+    """A .db holding the records of the file at ``path``, for a comparison that maps chunks back: (the
+    file itself, None) for a .db; for a store, (``out``, written with its v6 records, and the store row of
+    each of its chunks: -1 for the cfg)."""
+    if not is_sqlite_file(path):
+        return path, None
+    import numpy as np
+
+    from codec.store.read import StoreFile
+    from codec.store.todb import store_records
+    from codec.writer import write_records
+
+    rows: list[int] = []
+    with StoreFile(path) as store:
+        write_records(out, 6, store_records(store, rows=rows))
+    return out, np.asarray(rows, np.int64)
+
+
+__all__ = ["Storage", "as_db", "column_reader", "columns_of", "connect_readonly", "expiries", "format_of", "info_data",
+           "is_sqlite_file", "is_store", "known_refusals", "open_any", "records_image",
+           "store_refusal"]

@@ -211,7 +211,7 @@ def iter_batches(
         unknown = [c for c in columns if c not in SCHEMAS[kind].names]
         if unknown:
             raise ValueError(f"{kind} has no column {unknown[0]!r}")
-    if getattr(db, "is_store", False):  # a Mosquitto 2.1 sqlite store: its rows as column batches
+    if not db.chunk_bytes:  # rows of a database (a Mosquitto 2.1 sqlite store): its own column batches
         yield from _store_batches(db, kind, batch_size, columns, at, rows)
         return
     wanted, fields = decode_plan(kind, columns)

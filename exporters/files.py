@@ -33,7 +33,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from codec import DbFile, safefile
 from codec.errors import CodecError, WriteError
 from codec.layouts import ChunkType
-from codec.sources import is_store, open_any
+from codec.sources import columns_of, known_refusals, open_any
 from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
@@ -467,14 +467,8 @@ def _selected_chunks(db: Any, sel: Selection, wanted: list[ChunkType]) -> Iterat
     from codec.views.select import pick
 
     codes = np.array([int(t) for t in wanted], dtype=np.uint32)
-    if is_store(db):  # a store's rows all decode
-        rows = pick(db, sel, bad=np.zeros(0, np.int64), source=db.columns()).rows
-        rows = rows[np.isin(db.types[rows], codes)]
-        for k in range(0, len(rows), ROWS_PER_READ):
-            yield from db.chunks_at(rows[k:k + ROWS_PER_READ].tolist())
-        return
-    picked = pick(db, sel)
-    types = db.index.types_array()
+    picked = pick(db, sel, bad=known_refusals(db), source=columns_of(db))  # (a store's rows all decode)
+    types = db.types_array()
     typed = not sel.by_store  # the stream this replaces read only ``wanted`` chunks then
     bad = picked.bad[np.isin(types[picked.bad], codes)] if typed else picked.bad
     stop = int(bad[0]) if len(bad) else picked.count
@@ -482,7 +476,7 @@ def _selected_chunks(db: Any, sel: Selection, wanted: list[ChunkType]) -> Iterat
     rows = rows[np.isin(types[rows], codes)]
     for k in range(0, len(rows), ROWS_PER_READ):
         yield from db.chunks_at(rows[k:k + ROWS_PER_READ].tolist())
-    if stop < picked.count or db.index.error is not None:
+    if stop < picked.count or db.damage is not None:
         idx = db.index
         start = idx.offsets[stop] if stop < len(idx) else idx.end
         for _ in db.stream(types=wanted if typed else None, start=start, first_index=stop):

@@ -140,11 +140,10 @@ class PayloadColumns:
         """Read the file's birth certificates first (picked by topic through the columnar engine):
         data messages name their metrics by alias and leave datatypes to the birth, and a file holds
         its messages in no time order (Mosquitto writes its store hash order)."""
-        from codec.sources import is_store
         from codec.views.query import Selection
         from codec.views.select import pick
 
-        if db.empty or is_store(db):
+        if db.empty or not db.chunk_bytes:  # the births are gathered from a .db's chunk bytes (ColumnReader)
             return
         sel = Selection(kinds={"msg_store"}, topics=["spBv1.0/+/NBIRTH/#", "spBv1.0/+/DBIRTH/#"])
         from codec.columnar import ColumnReader

@@ -32,9 +32,9 @@ from codec import DbFile
 from codec.columnar import in_sorted
 from codec.errors import CodecError
 from codec.layouts import CLIENT_MSG, MSG_STORE
-from codec.sources import is_store
+from codec.sources import columns_of
 from codec.views.query import Selection
-from codec.views.select import FileColumns, Picked, failure, pick
+from codec.views.select import Picked, failure, pick
 from codec.views.select import topic_mask as byte_topic_mask
 from exporters.arrow import DEFAULT_BATCH, iter_batches
 from exporters.schema import KINDS, SCHEMAS, unsigned_ids
@@ -69,10 +69,7 @@ def pick_file(db: DbFile, sel: Selection, source: object | None = None) -> Picke
     (:attr:`Picked.bad`: stored messages, under a store criterion): a batch of a kind raises at
     its own refused chunk anyway, so no other type is checked (on a large file that check is
     most of the work)."""
-    none = np.zeros(0, np.int64)
-    if is_store(db):
-        return pick(db, sel, bad=none, source=source or db.columns())  # type: ignore[attr-defined]
-    return pick(db, sel, bad=none, source=source)  # type: ignore[arg-type]
+    return pick(db, sel, bad=np.zeros(0, np.int64), source=source or columns_of(db))  # type: ignore[arg-type]
 
 
 class FileView:
@@ -102,9 +99,7 @@ class FileView:
         return replace(sel, kinds=None if sel.kinds is None else set(KINDS))
 
     def _source(self) -> object | None:
-        if is_store(self.db):
-            return self.db.columns()  # type: ignore[attr-defined]
-        return None if self.db.empty else FileColumns(self.db)
+        return columns_of(self.db)
 
     # ---------------------------------------------------------- the engine's decision
     def prepare(self) -> Picked | None:
@@ -116,7 +111,7 @@ class FileView:
             if self._picked is None:
                 picked = pick_file(self.db, self._engine_selection(self.sel))
                 if self.sel.by_store and len(picked.bad):
-                    types = self.db.index.types_array()
+                    types = self.db.types_array()
                     stores = picked.bad[types[picked.bad] == MSG_STORE]
                     self._stop = int(stores[0]) if len(stores) else None
                 self._picked = picked
@@ -145,9 +140,7 @@ class FileView:
             return self._message_rows
 
     def _types(self, rows: np.ndarray) -> np.ndarray:
-        if is_store(self.db):
-            return self.db.types[rows]  # type: ignore[attr-defined]
-        return self.db.index.types_array()[rows]
+        return self.db.types_array()[rows]
 
     # ---------------------------------------------------------- raw batches
     def raw_batches(self, kind: str) -> Iterator[pa.RecordBatch]:

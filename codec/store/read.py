@@ -285,6 +285,10 @@ class StoreFile:
     """
 
     is_store = True
+    format_name = "Mosquitto 2.1 sqlite store"
+    chunk_bytes = False  # rows of a database, edited as rows (codec.storage)
+    format_key = "sqlite"  # in machine-readable output (info --json's "format", metrics' label)
+    broker_model = False  # the persist-sqlite plugin loads it, not the broker model
     version = V6
     empty = False
     endian = "little"
@@ -707,6 +711,27 @@ class StoreFile:
     def records(self, **kw: Any) -> Iterator[Record]:
         for row in self.stream(**kw):
             yield row.record
+
+    # ------------------------------------------------------------ the storage contract (codec.storage)
+    def types_array(self) -> np.ndarray:
+        return self.types
+
+    damage = None  # rows, read through sqlite: no damage stops a scan
+
+    def scan(self) -> None:
+        """Nothing to scan: the rows were counted when the store was opened."""
+
+    def dump_heading(self) -> str:
+        from codec.values import printable
+
+        return (f"Mosquitto persist-sqlite store dump\nFile: {printable(self.source_path)}\n"
+                f"Schema version: {self.figures.schema_text}\n")
+
+    def info_data(self, at: float | None = None) -> dict[str, Any]:
+        return info_data(self, at)
+
+    def expiries(self) -> dict[int, int]:
+        return store_expiries(self)
 
     # ------------------------------------------------------------ what the engines ask
     def columns(self) -> StoreColumns:

@@ -17,8 +17,8 @@ import numpy as np
 from codec.engine import Record
 from codec.errors import CodecError
 from codec.layouts import ChunkType
+from codec.migration import MigrationReport
 from codec.store.read import StoreFile
-from codec.store.report import MigrationReport
 from codec.writer import write_records
 
 V6 = 6

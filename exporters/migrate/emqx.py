@@ -17,9 +17,9 @@ from urllib.parse import unquote, urlparse
 
 from codec.errors import CodecError
 from codec.layouts import ChunkType
+from codec.migration import MigrationReport
 from codec.progress import paused_gc
 from codec.reader import DbFile
-from codec.store.report import MigrationReport
 from exporters.migrate.mysql import stream_mysql, write_mysql_file
 from exporters.migrate.plan import EmqxOptions, Planner
 from exporters.migrate.redis import stream_redis, write_redis_file

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from codec.errors import CodecError
-from codec.store.report import MigrationReport
+from codec.migration import MigrationReport
 from codec.writer import atomic_output
 from exporters.migrate.mysql_writer import Inserter, reserve_ids
 from exporters.migrate.pipeline import Memo

@@ -20,8 +20,8 @@ import numpy as np
 from codec.columnar import iter_columns
 from codec.errors import CodecError
 from codec.layouts import ChunkType
+from codec.migration import MigrationReport
 from codec.reader import DbFile
-from codec.store.report import MigrationReport
 from codec.values import is_utf8
 from codec.views.select import pairs_matching
 from codec.views.timeview import expires_at

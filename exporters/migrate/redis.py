@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
 from codec.errors import CodecError
-from codec.store.report import MigrationReport
+from codec.migration import MigrationReport
 from codec.writer import atomic_output
 from exporters.migrate.pipeline import background
 from exporters.migrate.plan import EmqxOptions, Msg, Plan, Planner, Sub

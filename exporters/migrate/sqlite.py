@@ -27,11 +27,12 @@ from codec.columnar import iter_columns
 from codec.engine import Record
 from codec.errors import CodecError, WriteError
 from codec.layouts import ChunkType
+from codec.migration import MigrationReport
 from codec.progress import paused_gc
 from codec.properties import Property, decode_properties
 from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
-from codec.store.report import MigrationReport
+from codec.store.lock import require_free as require_free  # named here for `migrate`: a live store is never replaced
 from codec.store.schema import SCHEMA, SCHEMA_VERSION, SUB_ID, props_json
 from codec.values import NEVER, is_utf8, signed64, unsigned64, utf8_or_none
 from exporters.migrate import sqlite_bulk

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from codec import DbFile
-from codec.sources import as_db, is_store, open_any
+from codec.sources import as_db, open_any
 from inspector.commands.shared.usage import ExplicitEndian, UsageError  # named here for the commands
 from inspector.commands.shared.usage import add_endian as add_endian
 
@@ -47,19 +47,16 @@ def open_input(path: str, *, endian: str = "little", db_only: bool = False) -> D
     explicit = isinstance(endian, ExplicitEndian)
     endian = str(endian)
     db = open_any(path, endian=endian)
-    if is_store(db):  # a sqlite store: no byte order to guess
-        if not db_only:
-            return db
-        return as_db(db, endian=endian)
-    try:
-        wrong = wrong_endian(db, explicit=explicit)
-    except Exception:
-        db.close()
-        raise
-    if wrong:
-        db.close()
-        raise UsageError(f"{path}: {wrong}")
-    return db
+    if db.chunk_bytes:  # bytes: the byte order must read plausible values (a store's rows have none to guess)
+        try:
+            wrong = wrong_endian(db, explicit=explicit)
+        except Exception:
+            db.close()
+            raise
+        if wrong:
+            db.close()
+            raise UsageError(f"{path}: {wrong}")
+    return as_db(db, endian=endian) if db_only else db
 
 
 def check_input(path: str) -> None:

@@ -1,12 +1,11 @@
-"""`mosqdb drop-client`: remove sessions with their subscriptions and queued messages (codec.ops.surgery)."""
+"""`mosqdb drop-client`: remove sessions with their subscriptions and queued messages (codec.edits)."""
 
 from __future__ import annotations
 
 import argparse
 
-from inspector.commands import UsageError, command, open_input
-from inspector.commands.shared import store
-from inspector.commands.shared.removal import add_selection, criteria_from_args, removal
+from inspector.commands import UsageError, command
+from inspector.commands.shared.removal import add_selection, criteria_from_args, edit, open_edits, removed
 from inspector.commands.shared.writing import add_writing
 
 COMMANDS = ("drop-client",)
@@ -23,14 +22,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_drop_client(args: argparse.Namespace) -> int:
-    from codec.ops.surgery import drop_clients
-
     crit = criteria_from_args(args)
     if not args.client_ids and not crit.given():
         raise UsageError("name the sessions (CLIENT_ID ...) or select them (--client-glob, --client-regex, "
                          "--idle-since, --expired, --no-subscriptions, --queue-larger-than)")
-    if store.is_store_path(args.file):
-        return store.drop_client(args, crit)
-    with open_input(args.file, endian=args.endian) as db:
-        return removal(args, lambda out, bar: drop_clients(db, args.client_ids, out, criteria=crit, progress=bar),
-                       "no such session")
+    with open_edits(args) as ed:
+        rem = edit(args, ed, lambda out, bar: ed.drop_clients(args.client_ids, crit, out, in_place=args.in_place,
+                                                              progress=bar), args.command)
+    return removed(args, rem, "no such session")

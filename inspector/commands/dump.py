@@ -10,8 +10,8 @@ from codec import DbFile
 from codec.errors import CodecError
 from codec.progress import paused_gc
 from codec.reader import Chunk
-from codec.sources import is_store
-from codec.values import json_text, printable
+from codec.sources import columns_of, expiries, known_refusals
+from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
 from codec.views.textview import format_text
@@ -61,15 +61,8 @@ def cmd_dump(args: argparse.Namespace) -> int:
     expiry = ExpiryState(reference_time(args))
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:
-        if not args.json and is_store(db):
-            out.write(f"Mosquitto persist-sqlite store dump\nFile: {printable(db.source_path)}\n"
-                      f"Schema version: {db.figures.schema_text}\n")
-        elif not args.json:
-            out.write(f"Mosquitto DB dump\nFile: {printable(db.source_path)}\n")
-            if db.empty:
-                out.write("(empty file: the broker treats it as no saved state)\n")
-                return 0
-            out.write(f"CRC: {db.crc}\nDB version: {db.version}\n")
+        if not args.json:
+            out.write(db.dump_heading())
         if db.empty:
             return 0
         from codec.progress import tick
@@ -77,21 +70,19 @@ def cmd_dump(args: argparse.Namespace) -> int:
         try:
             with paused_gc(), progress(args, "dumping", enabled=not out.isatty()) as bar:  # on a terminal the dump shows it
                 picked = None
-                if is_store(db) and args.json and selection.kinds is None and \
-                        not (selection.clients or selection.by_store):  # everything: from column batches
-                    write_json_dump(db, out, expiry.at, None, bar, args.decoder)
-                    return 0
-                if is_store(db):
-                    chunks, shown = _store_rows_selected(db, selection, expiry), None
-                elif selection.kinds is None and not (selection.clients or selection.by_store):
+                everything = selection.kinds is None and not (selection.clients or selection.by_store)
+                if everything and (args.json or db.chunk_bytes):
                     if args.json:  # everything: rendered from column batches
                         write_json_dump(db, out, expiry.at, None, bar, args.decoder)
-                    else:
+                    else:  # a .db's text, rendered from its chunks' bytes
                         from codec.views.dumprows import text_blocks  # numpy: only when dumping
 
                         for text in text_blocks(db, bar):
                             out.write(text)
                     return 0
+                known = expiries(db)
+                if known is not None:  # every message's expiry read up front (a store): the rows alone are read
+                    chunks, shown = _rows_selected(db, selection, expiry, known, everything), None
                 else:  # a selection: decided on columns (codec.views.select); only the selected chunks are decoded
                     import numpy as np
 
@@ -116,18 +107,17 @@ def cmd_dump(args: argparse.Namespace) -> int:
     return 0
 
 
-def _store_rows_selected(db: Any, selection: Selection, expiry: ExpiryState) -> Any:
-    """A store's rows that ``selection`` keeps (decided on its column batches by ``pick``, as for a
-    .db); client messages inherit their stores' expiry whether or not the stores are shown."""
-    from codec.store.read import store_expiries
+def _rows_selected(db: Any, selection: Selection, expiry: ExpiryState, known: dict[int, int],
+                   everything: bool) -> Any:
+    """The rows ``selection`` keeps (decided on the file's columns by ``pick``, as for a .db), when every
+    stored message's expiry is ``known`` up front (a store): client messages inherit their stores'
+    expiry whether or not the stores are shown."""
     from codec.views.select import pick
 
-    expiry.stores.update(store_expiries(db))
-    if selection.kinds is None and not (selection.clients or selection.by_store):
+    expiry.stores.update(known)
+    if everything:
         return db.stream()
-    import numpy as np
-
-    return db.chunks_at(pick(db, selection, bad=np.zeros(0, np.int64), source=db.columns()).rows)
+    return db.chunks_at(pick(db, selection, bad=known_refusals(db), source=columns_of(db)).rows)
 
 
 def _dump_one(args: argparse.Namespace, out: Any, chunk: Chunk, expiry: ExpiryState, shown: set[int] | None) -> None:

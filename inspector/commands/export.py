@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from codec.errors import unreachable
-from codec.sources import is_store, open_any
+from codec.sources import open_any
 from codec.values import printable
 from inspector.commands import UsageError, add_at, add_endian, command, optional_at
 from inspector.commands.shared import sinks
@@ -116,8 +116,7 @@ def _index_ahead(path: str, endian: str) -> Future[Any]:
     def run() -> Any:
         db = open_any(path, endian=endian)
         try:
-            if not is_store(db):
-                db.index  # noqa: B018 - the scan
+            db.scan()
         except BaseException:
             db.close()
             raise

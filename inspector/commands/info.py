@@ -7,10 +7,8 @@ from typing import Any
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.layouts import ChunkType
-from codec.sources import is_store
+from codec.sources import info_data
 from codec.values import json_text, printable
-from codec.views.timeview import expiry_counts, iso
 from inspector.commands import add_at, add_endian, command, open_input, reference_time
 from inspector.commands.shared.bridging import add_conf
 from inspector.commands.shared.selection import KIND_ORDER
@@ -27,56 +25,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_endian(p)
 
 
-def info_data(db: DbFile, at: float | None = None) -> dict[str, Any]:
-    if is_store(db):
-        from codec.store.read import info_data as store_info
-
-        return store_info(db, at)  # type: ignore[arg-type]
-    idx = db.index
-    counts = dict.fromkeys(KIND_ORDER, 0)
-    for t, n in idx.counts().items():
-        try:
-            counts[ChunkType(t).label] += n
-        except ValueError:
-            counts["unknown"] += n
-    data: dict[str, Any] = {
-        "file": db.source_path,
-        "size": db.size,
-        "version": db.version,
-        "crc": db.crc if not db.empty else None,
-        "chunks": counts,
-        "total_chunks": len(idx),
-        "shutdown": None,
-        "dbid_size": None,
-        "last_db_id": None,
-        "damaged": str(idx.error) if idx.error else None,
-        "trailing_bytes": idx.trailing,
-    }
-    if len(idx) and not db.empty:
-        first = next((i for i in range(min(len(idx), 16)) if idx.types[i] == ChunkType.CFG), None)
-        if first is not None:
-            try:
-                cfg = db.chunk(first).record
-                data.update(shutdown=cfg["shutdown"], dbid_size=cfg["dbid_size"], last_db_id=cfg["last_db_id"])
-            except CodecError as exc:
-                data["damaged"] = data["damaged"] or str(exc)
-    if at is not None and not db.empty and not idx.error:
-        data["at"] = iso(at)
-        try:
-            data["expiry"] = expiry_counts(db, at)
-        except CodecError as exc:
-            data["damaged"] = data["damaged"] or str(exc)
-    return data
-
-
 def bridge_data(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
     """The bridge sessions (``--conf``'s bridges, orphans; without it, ``local.*`` look-alikes), None if none."""
-    from codec.sources import as_db, is_store
+    from codec.sources import as_db
 
-    if is_store(db):
-        if conf is None:  # no look-alike scan: it would build the store's v6 image for every `info`
-            return None
-        db = as_db(db)  # with --conf: the per-client columns come from the store's v6 image
+    if conf is None and not db.chunk_bytes:  # no look-alike scan: a store's rows would be written as a .db image
+        return None  # for every `info`
+    db = as_db(db)  # a store, with --conf: the per-client columns come from its v6 image
     if db.empty or db.index.error is not None:  # an empty file holds no sessions
         return None
     if conf is None:  # look-alikes only: most files have none, and saying so needs no client table

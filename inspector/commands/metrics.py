@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_metrics(args: argparse.Namespace) -> int:
     from codec.ops.check import severity_counts
     from codec.ops.metrics import collect
-    from codec.sources import as_db, is_store
+    from codec.sources import as_db
     from inspector.commands import open_input
     from inspector.commands.shared.writing import parse_at
 
@@ -57,8 +57,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     prediction, release = _predict(args, at)
     with open_input(args.file, endian=args.endian) as src:
         findings = severity_counts(src, at=at)
-        fmt = "sqlite" if is_store(src) else "db"
-        db = as_db(src, endian=args.endian) if is_store(src) else src
+        fmt = src.format_key
+        db = as_db(src, endian=args.endian)  # a store's records as a .db image (a .db: itself)
         try:
             text = collect(db, at=at, top=args.top, prediction=prediction, findings=findings,
                            release=release, fmt=fmt).text()

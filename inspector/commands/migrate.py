@@ -26,7 +26,7 @@ COMMANDS = ("migrate",)
 HELP_ORDER = 80
 
 if TYPE_CHECKING:
-    from codec.store.report import MigrationReport
+    from codec.migration import MigrationReport
     from exporters.migrate.sqlite_cutover import Cutover
 
 # the engines (numpy, converters, salvager, database clients) load only for the command that runs
@@ -96,7 +96,7 @@ def migrate_to(args: argparse.Namespace) -> int:
         if not args.output and not args.dry_run:
             raise UsageError("--to sqlite needs -o mosquitto.sqlite3 (or --dry-run)")
         if args.output and not args.dry_run and os.path.exists(args.output):
-            from codec.store.lock import require_free
+            from exporters.migrate.sqlite import require_free
 
             require_free(args.output)  # a running broker's store is never replaced, --force or not
         if not 0 <= args.session_expiry <= NEVER:
@@ -140,7 +140,7 @@ def migrate_to(args: argparse.Namespace) -> int:
 def _cutover(args: argparse.Namespace) -> Cutover:
     """``--conf``: plan the configuration rewrite and where the store goes (refusals before any work)."""
     from codec.broker.conf import ConfError
-    from codec.store.lock import require_free
+    from exporters.migrate.sqlite import require_free
     from exporters.migrate.sqlite_cutover import CutoverError, plan, running_broker
 
     if args.to != "sqlite" or not args.conf:

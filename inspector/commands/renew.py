@@ -8,16 +8,13 @@ import os
 import time
 
 from codec.errors import CodecError
-from codec.ops.check import output_verifier
-from codec.ops.renew import Policy, RenewPlan, plan_renew
+from codec.ops.renew import Policy, RenewPlan
 from codec.values import printable
 from codec.views.timeview import iso, parse_duration
-from codec.writer import save
-from inspector.commands import UsageError, add_at, check_input, command, open_input
-from inspector.commands.shared import store
+from inspector.commands import UsageError, add_at, check_input, command
 from inspector.commands.shared.bridging import add_conf, load_conf
-from inspector.commands.shared.progress import progress
-from inspector.commands.shared.writing import add_writing, emit, note_mtime, parse_at, report_stream, run
+from inspector.commands.shared.removal import edit, open_edits
+from inspector.commands.shared.writing import STDOUT, add_writing, emit, note_mtime, parse_at, report_stream
 
 COMMANDS = ("renew",)
 HELP_ORDER = 40
@@ -70,28 +67,18 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
 def cmd_renew(args: argparse.Namespace) -> int:
     check_input(args.file)
     policy = policy_from_args(args)
-    if store.is_store_path(args.file):  # a Mosquitto 2.1 sqlite store: updated in one transaction
-        return report(args, policy, *store.renew(args, policy))
-    with open_input(args.file, endian=args.endian) as db:
-        if db.empty or (db.version or 0) < 5:
-            msg = f"{args.file}: db version {db.version} files carry no expiry times; nothing to renew, nothing written"
+    with open_edits(args) as ed:  # a .db written anew (its result checked), a 2.1 store updated in one transaction
+        if ed.empty or (ed.version or 0) < 5:
+            msg = f"{args.file}: db version {ed.version} files carry no expiry times; nothing to renew, nothing written"
             if args.json:
-                print(json.dumps({"file": args.file, "version": db.version, "changes": [], "note": msg}),
+                print(json.dumps({"file": args.file, "version": ed.version, "changes": [], "note": msg}),
                       file=report_stream(args))
             else:
                 print(printable(msg), file=report_stream(args))
             return 0
-        with progress(args, "renewing") as bar:
-            plan = plan_renew(db, policy, progress=bar)
-
-        def work(out: str | None) -> None:
-            if out is not None:
-                with progress(args, "writing") as bar:  # the result is checked before the rename: damage is never copied silently
-                    save(db, out, plan.overlay, progress=bar, verify=output_verifier(db.endian))
-
-        run(args, work)
-        target = None if args.dry_run else (args.file if args.in_place else args.output)
-    return report(args, policy, plan, target)
+        plan = edit(args, ed, lambda out, bar: ed.renew(policy, out, in_place=args.in_place, progress=bar),
+                    "renewing")
+    return report(args, policy, plan, STDOUT if args.output == STDOUT and not args.dry_run else ed.written)
 
 
 def report(args: argparse.Namespace, policy: Policy, plan: RenewPlan, target: str | None) -> int:

@@ -7,7 +7,6 @@ import os
 import sys
 from typing import Any
 
-from codec.sources import is_store
 from codec.values import printable
 from inspector.commands import UsageError, add_endian, command, open_input
 from inspector.commands.shared.progress import add_quiet, progress
@@ -45,8 +44,8 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
     if args.output == STDOUT:
         refuse_terminal()
     with open_input(args.file, endian=args.endian) as db:
-        if is_store(db):
-            raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; rewrite re-encodes a mosquitto.db chunk "
+        if not db.chunk_bytes:
+            raise UsageError(f"{args.file}: is a {db.format_name}; rewrite re-encodes a mosquitto.db chunk "
                              "by chunk: refused, nothing written (`mosqdb convert FILE --to-version 6 -o OUT.db` "
                              "writes its rows as a .db)")
         if args.output != STDOUT:

@@ -1,4 +1,4 @@
-"""`mosqdb rm-retained`: remove retained messages whose topic matches MQTT filters (codec.ops.surgery).
+"""`mosqdb rm-retained`: remove retained messages whose topic matches MQTT filters (codec.edits).
 
 Every writing command reads FILE, never touches it, and writes ``-o OUT`` atomically
 (``--in-place`` writes over FILE after keeping ``FILE.bak``); it prints what it changed,
@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import argparse
 
-from inspector.commands import UsageError, command, open_input
-from inspector.commands.shared import store
-from inspector.commands.shared.removal import removal
+from inspector.commands import UsageError, command
+from inspector.commands.shared.removal import edit, open_edits, removed
 from inspector.commands.shared.writing import add_writing
 
 COMMANDS = ("rm-retained",)
@@ -26,14 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_rm_retained(args: argparse.Namespace) -> int:
-    from codec.ops.surgery import rm_retained
     from codec.views.query import valid_filter
 
     bad = [f for f in args.filters if not valid_filter(f)]
     if bad:
         raise UsageError(f"not a valid MQTT topic filter: {bad[0]!r}")
-    if store.is_store_path(args.file):  # a Mosquitto 2.1 sqlite store: edited in one transaction
-        return store.rm_retained(args)
-    with open_input(args.file, endian=args.endian) as db:
-        return removal(args, lambda out, bar: rm_retained(db, args.filters, out, progress=bar),
-                       "no retained message matches")
+    with open_edits(args) as ed:  # a .db streamed anew, a 2.1 sqlite store edited in one transaction
+        rem = edit(args, ed, lambda out, bar: ed.rm_retained(args.filters, out, in_place=args.in_place,
+                                                             progress=bar), args.command)
+    return removed(args, rem, "no retained message matches")

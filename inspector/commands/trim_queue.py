@@ -1,4 +1,4 @@
-"""`mosqdb trim-queue`: cut clients' queues, keep their sessions and subscriptions (codec.ops.trim)."""
+"""`mosqdb trim-queue`: cut clients' queues, keep their sessions and subscriptions (codec.edits)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,10 @@ import argparse
 import re
 from typing import Any
 
-from inspector.commands import UsageError, add_at, command, open_input
-from inspector.commands.shared import store
+from inspector.commands import UsageError, add_at, command
 from inspector.commands.shared.bridging import add_conf, load_conf
-from inspector.commands.shared.progress import progress
-from inspector.commands.shared.removal import nothing_matched
-from inspector.commands.shared.writing import add_writing, emit, no_match, parse_at, run
+from inspector.commands.shared.removal import edit, nothing_matched, open_edits, removed
+from inspector.commands.shared.writing import add_writing, parse_at
 
 COMMANDS = ("trim-queue",)
 HELP_ORDER = 50
@@ -77,18 +75,8 @@ def rules_from_args(args: argparse.Namespace) -> Any:
 
 
 def cmd_trim(args: argparse.Namespace) -> int:
-    from codec.ops.trim import trim_queue
-
     rules = rules_from_args(args)
-    if store.is_store_path(args.file):  # a Mosquitto 2.1 sqlite store: trimmed in one transaction
-        return store.trim_queue(args, rules)
-    with open_input(args.file, endian=args.endian) as db:
-        def work(out: str | None) -> Any:
-            with progress(args, "trimming") as bar:
-                return trim_queue(db, rules, out, progress=bar)
-
-        rep = run(args, work, changed=lambda r: r.changed)
-    if not rep.changed:
-        return no_match(args, rep.to_json(), nothing_matched(rep))
-    emit(args, rep.to_json(), rep.lines(), rep.written)
-    return 0
+    with open_edits(args) as ed:  # a .db streamed anew, a 2.1 sqlite store trimmed in one transaction
+        rep = edit(args, ed, lambda out, bar: ed.trim_queue(rules, out, in_place=args.in_place, progress=bar),
+                   "trimming")
+    return removed(args, rep, nothing_matched)

@@ -251,7 +251,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         if self.filter_text:
             text.append(f"  filter {clip(self.filter_text, 30)!r}", style="cyan")
         if self.doc.read_only:
-            text.append("  READ-ONLY" + (" sqlite store" if self.doc.is_store else ""), style="bold yellow")
+            text.append("  READ-ONLY" + self.doc.read_only_note, style="bold yellow")
         elif self.doc.is_dirty():
             text.append(f"  {len(self.doc.undo_stack)} unsaved edit(s): ^s saves", style="bold dark_orange")
         if pane == BYTES:
@@ -449,7 +449,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         if self.doc.db.empty or not self.need_index():
             return
         self.say("checking…")
-        broker = self.broker if not getattr(self.doc, "is_store", False) else None
+        broker = self.broker if self.doc.db.broker_model else None
         self.push_screen(CheckScreen([], running=True, broker=broker), self.finding_chosen)
         if broker is not None and self.verdict is not None:
             self.show_check_verdict(broker, self.verdict)
@@ -541,7 +541,7 @@ class InspectorApp(NavigationMixin, EditingMixin, SavingMixin, VerdictMixin, Dif
         assert idx is not None
         if finding.chunk_index is not None and finding.chunk_index < len(idx):
             self.jump(finding.chunk_index)
-        elif finding.offset is not None and not self.doc.is_store:  # (a store's findings name rows, not offsets)
+        elif finding.offset is not None and self.doc.chunk_bytes:  # (a store's findings name rows, not offsets)
             found = idx.find(finding.offset)
             self.jump(found if found is not None else DAMAGE_ROW)
         self.say(f"{finding.rule}: {finding.message}")

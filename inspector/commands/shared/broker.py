@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sqlite3
 import sys
 from typing import Any
 
@@ -111,23 +110,15 @@ def plain_findings(args: argparse.Namespace, path: str, at: float) -> list[Any]:
 
 def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -> Any:
     from codec.broker.model import predict
-    from codec.sources import is_sqlite_file
+    from codec.sources import format_of, store_refusal
 
-    if os.path.exists(path) and is_sqlite_file(path):
-        from codec.sources import connect_readonly
-        from codec.store.read import require_store
-
-        try:
-            con = connect_readonly(path)
-            try:
-                require_store(con, path)
-            finally:
-                con.close()
-        except (CodecError, sqlite3.Error) as exc:  # another sqlite database: not what the plugin reads
-            reason = exc.reason if isinstance(exc, CodecError) else f"not a readable sqlite database ({exc})"
+    fmt = format_of(path) if os.path.exists(path) else None
+    if fmt is not None and not fmt.broker_model:
+        reason = store_refusal(path)
+        if reason is not None:
             raise UsageError(f"{path}: {reason}: neither a mosquitto.db file nor a store the persist-sqlite "
-                             "plugin reads") from None
-        raise UsageError(f"{path}: is a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's): the broker "
+                             "plugin reads")
+        raise UsageError(f"{path}: is a {fmt.format_name} (the persist-sqlite plugin's): the broker "
                          "model covers mosquitto.db files only")
     pred = predict(path, version, at=at, conf=conf)
     pred.cost = file_cost(path, version, conf)

@@ -1,5 +1,6 @@
-"""What the removing commands share: session selection (``rm-retained``, ``drop-client``,
-``prune-sessions``), running a removal that may match nothing, and what a trim that removes nothing says."""
+"""What the editing commands share: session selection (``rm-retained``, ``drop-client``,
+``prune-sessions``), running one of :mod:`codec.edits`' operations on FILE whatever its format (``renew``
+and ``trim-queue`` too), reporting a removal that may match nothing, and what a trim that removes nothing says."""
 
 from __future__ import annotations
 
@@ -8,23 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from codec.errors import CodecError
-from inspector.commands import UsageError, add_at
+from inspector.commands import UsageError, add_at, check_input, open_input
 from inspector.commands.shared.bridging import add_conf, load_conf
 from inspector.commands.shared.progress import progress
-from inspector.commands.shared.writing import emit, no_match, optional_at, parse_at, run
-
-
-def removal(args: argparse.Namespace, work: Callable[[str | None, Any], Any], none: str) -> int:
-    """Run a removal (``work(out, progress)``); when nothing matches, nothing is written (nor a backup kept)."""
-    def with_bar(out: str | None) -> Any:
-        with progress(args, args.command) as bar:
-            return work(out, bar)
-
-    rem = run(args, with_bar, changed=lambda r: r.changed)
-    if not rem.changed:
-        return no_match(args, rem.to_json(), f"{none}{'; ' + '; '.join(rem.notes) if rem.notes else ''}")
-    emit(args, rem.to_json(), rem.lines(), rem.written)
-    return 0
+from inspector.commands.shared.writing import STDOUT, destination, emit, no_match, optional_at, parse_at, to_stdout
 
 
 def add_selection(p: argparse.ArgumentParser) -> None:
@@ -64,3 +52,40 @@ def nothing_matched(rep: Any) -> str:
     """What a trim that removes nothing says (a .db or a store): the notes and the bridges left alone."""
     extra = "; ".join(rep.notes + [f"left alone {c!r}: {w}" for c, w in rep.skipped.items()])
     return "no queued message matches" + (f"; {extra}" if extra else "")
+
+
+# ---------------------------------------------------------------- the write operations (codec.edits)
+
+
+def open_edits(args: argparse.Namespace) -> Any:
+    """The write operations on FILE (:func:`codec.edits.edits_for`: a .db opened as every command opens its
+    input, a store opened by each operation in its own transaction)."""
+    from codec.edits import edits_for
+
+    check_input(args.file)
+    return edits_for(args.file, lambda: open_input(args.file, endian=args.endian))
+
+
+def edit(args: argparse.Namespace, edits: Any, operation: Callable[[str | None, Any], Any], label: str) -> Any:
+    """Check the output options (a result that cannot stream refuses ``-o -``), then run
+    ``operation(out, progress)`` (``-o -``: into a scratch file copied to stdout); the backup's name is left
+    in ``args.backup`` for :func:`emit`."""
+    out = destination(args, edits)
+
+    def with_bar(path: str | None) -> Any:
+        with progress(args, label) as bar:
+            return operation(path, bar)
+
+    result = to_stdout(args, with_bar) if out == STDOUT else with_bar(None if args.in_place else out)
+    args.backup = edits.backup
+    return result
+
+
+def removed(args: argparse.Namespace, rem: Any, none: str | Callable[[Any], str]) -> int:
+    """Report a removal (or a trim): nothing matched, nothing written (``none``: what to say then, a text
+    followed by the report's notes or the command's own wording), else what changed and where it went."""
+    if not rem.changed:
+        text = none(rem) if callable(none) else f"{none}{'; ' + '; '.join(rem.notes) if rem.notes else ''}"
+        return no_match(args, rem.to_json(), text)
+    emit(args, rem.to_json(), rem.lines(), rem.written)
+    return 0

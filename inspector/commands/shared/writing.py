@@ -14,7 +14,6 @@ anything is read. A backup of a run that changed nothing (the same bytes) is rem
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import shutil
 import sys
@@ -65,21 +64,25 @@ def check_output(path: str) -> None:
 
 
 def refuse_sqlite(args: argparse.Namespace) -> None:
-    """Only the store's own commands edit a sqlite store (``inspector.commands.shared.store``); any other writing
-    command would write a .db under its name (or as its edited copy), which loses it.
+    """Only the write operations of :mod:`codec.edits` change a file whose chunks are not bytes (a sqlite
+    store, edited as rows); any other writing command would write a .db under its name (or as its edited
+    copy), which loses it.
 
     ``convert`` is the one command whose job is to change the format, and only to ``-o OUT``.
     """
-    from codec.sources import is_sqlite_file
+    from codec.sources import format_of
 
-    if args.dry_run or not is_sqlite_file(args.file):
+    if args.dry_run:
+        return
+    fmt = format_of(args.file)
+    if fmt.chunk_bytes:
         return
     if args.in_place:
-        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; {args.command} --in-place would replace it "
+        raise UsageError(f"{args.file}: is a {fmt.format_name}; {args.command} --in-place would replace it "
                          "with a mosquitto.db file, which the persist-sqlite plugin cannot load: refused, nothing "
                          "written")
     if args.command != "convert":
-        raise UsageError(f"{args.file}: is a Mosquitto 2.1 sqlite store; {args.command} works on mosquitto.db files: "
+        raise UsageError(f"{args.file}: is a {fmt.format_name}; {args.command} works on mosquitto.db files: "
                          "refused, nothing written (`mosqdb check` reports a store's problems; rm-retained, "
                          "drop-client, prune-sessions, trim-queue and renew edit it)")
 
@@ -87,6 +90,13 @@ def refuse_sqlite(args: argparse.Namespace) -> None:
 def target(args: argparse.Namespace) -> str | None:
     """The path to write (None for --dry-run), after the usage checks."""
     refuse_sqlite(args)
+    return destination(args)
+
+
+def destination(args: argparse.Namespace, writer: Any = None) -> str | None:
+    """The path to write (None for --dry-run; FILE for --in-place; ``-`` for stdout), after the usage checks.
+    ``writer``: what writes the result (:class:`codec.edits.Edits`); one that cannot stream it (a store, a
+    database file) refuses ``-o -``."""
     if args.dry_run:
         if args.in_place:
             raise UsageError("--dry-run and --in-place exclude each other")
@@ -99,6 +109,9 @@ def target(args: argparse.Namespace) -> str | None:
     if not args.output:
         raise UsageError("give -o OUT (or --in-place, or --dry-run)")
     if args.output == STDOUT:
+        if writer is not None and not writer.streams:
+            raise UsageError(f"{args.file}: is a {writer.format_name}; -o - streams a mosquitto.db, not a store: "
+                             "give -o FILE")
         refuse_terminal()
         return STDOUT
     if os.path.exists(args.output) and os.path.exists(args.file) and os.path.samefile(args.output, args.file):
@@ -161,57 +174,27 @@ def make_backup(path: str) -> str:
 
 def same_bytes(a: str, b: str) -> bool:
     """Do the regular files ``a`` and ``b`` hold the same bytes (read without following links)?"""
-    from codec import safefile
+    from codec.edits import same_bytes as same
 
-    fds = []
-    try:
-        for p in (a, b):
-            d, name = safefile.SafeDir.of(p)
-            with d:
-                fds.append(d.open_read(name))
-        if os.fstat(fds[0]).st_size != os.fstat(fds[1]).st_size:
-            return False
-        offset = 0
-        while True:
-            x, y = os.pread(fds[0], 1 << 20, offset), os.pread(fds[1], 1 << 20, offset)
-            if x != y:
-                return False
-            if not x:
-                return True
-            offset += len(x)
-    except (CodecError, OSError):
-        return False
-    finally:
-        for fd in fds:
-            os.close(fd)
+    return same(a, b)
 
 
 def run(args: argparse.Namespace, work: Callable[[str | None], Any],
         changed: Callable[[Any], bool] | None = None) -> Any:
     """Run ``work(out)``; with --in-place keep a backup first (removed again if the work fails or changed
-    nothing: ``changed(result)`` false, or, without ``changed``, FILE holding the same bytes as before).
+    nothing: ``changed(result)`` false, or, without ``changed``, FILE holding the same bytes as before:
+    :func:`codec.edits.with_backup`).
 
     The backup's name is left in ``args.backup`` for :func:`emit`.
     """
-    from codec import safefile
-
     out = target(args)
     args.backup = None
     if args.in_place:
-        args.backup = make_backup(args.file)
-    try:
-        result = to_stdout(args, work) if out == STDOUT else work(out)
-    except BaseException:
-        if args.backup:
-            with contextlib.suppress(CodecError):
-                safefile.remove(args.backup)
-            args.backup = None
-        raise
-    if args.backup and not (changed(result) if changed is not None else not same_bytes(args.file, args.backup)):
-        with contextlib.suppress(CodecError):
-            safefile.remove(args.backup)
-        args.backup = None
-    return result
+        from codec.edits import with_backup
+
+        result, args.backup = with_backup(args.file, lambda: work(out), changed)
+        return result
+    return to_stdout(args, work) if out == STDOUT else work(out)
 
 
 def emit(args: argparse.Namespace, data: dict[str, Any], text: list[str], out: str | None) -> None:

@@ -17,7 +17,6 @@ from codec.values import utf8_or_none
 from inspector.tui.messages import HexByteTyped
 from inspector.tui.model.document import Document, EditRefused, addable_kind
 from inspector.tui.model.sessions import SessionDelete, session_delete
-from inspector.tui.model.storedoc import NO_BYTES, NO_ROWS
 from inspector.tui.screens.prompt import PromptScreen
 from inspector.tui.widgets.chunklist import DAMAGE_ROW
 from inspector.tui.widgets.fieldtree import FieldTree
@@ -56,8 +55,8 @@ class EditingMixin:
     def action_add_new(self) -> None:
         if self.item is None or self.item == DAMAGE_ROW or not self.editable() or not self.need_index():
             return
-        if self.doc.is_store:
-            self.say(f"refused: {NO_ROWS}", "warning")
+        if self.doc.refused_adds:
+            self.say(f"refused: {self.doc.refused_adds}", "warning")
             return
         self.push_screen(PromptScreen("Add a new chunk after this one: which kind?",
                                       placeholder="msg_store, client_msg, retain, sub or client",
@@ -200,8 +199,8 @@ class EditingMixin:
             if self.item == DAMAGE_ROW:
                 self.say("the bytes after the damage are shown, not edited (mosqdb repair salvages them)", "warning")
             return
-        if self.doc.is_store:
-            self.say(f"refused: {NO_BYTES}", "warning")
+        if self.doc.refused_bytes:
+            self.say(f"refused: {self.doc.refused_bytes}", "warning")
             return
         if self.layout_mode == "list":
             self.action_layout()  # the hex view is hidden with the list alone: back to three panes

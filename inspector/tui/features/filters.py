@@ -243,9 +243,9 @@ def store_ids(doc: Document, t: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     has none (a v2-v4 client_msg starts with its client id), a store's column batch by batch."""
     idx = doc.index()
     assert idx is not None and doc.version is not None
-    if doc.is_store:
-        for c in doc.db.batches(t, names=("store_id",)):
-            yield np.asarray(c.index), np.asarray(c.ints["store_id"], dtype=np.uint64)
+    batches = doc.store_id_batches(t)
+    if batches is not None:  # columns of the file's own (a store's)
+        yield from batches
         return
     n = len(idx)
     rel = _store_id_offset(doc.version, t)
@@ -312,11 +312,12 @@ def filter_view(doc: Document, spec: FilterSpec, replaced: dict[int, Record] | N
     it. Chunks the decoder refuses are left out. Rows: file indexes in file order, with the kept
     inserted chunks (virtual ids) right after their neighbour. ``step``: called per window of columns
     (a cancelled filter raises there and frees its columns)."""
+    from codec.sources import known_refusals
     from codec.views.select import pick
 
     edits = doc.overlay.replaced if replaced is None else replaced
     recs, ids = inserted_records(doc) if inserted is None else inserted
-    bad = np.zeros(0, np.int64) if doc.is_store else None  # a store's rows all decode (rows, not bytes)
+    bad = known_refusals(doc.db)  # (a store's rows all decode: rows, not bytes)
     picked = pick(doc.db, spec.selection(), replaced=edits, inserted=recs, bad=bad, source=doc.column_source(),
                   step=step)
     rows = picked.rows

@@ -57,7 +57,7 @@ class NavigationMixin:
     @property
     def unit(self) -> str:
         """What the list's entries are: chunks of a .db, rows of a sqlite store."""
-        return "row" if self.doc.is_store else "chunk"
+        return self.doc.unit
 
     def need_index(self) -> bool:
         if not self.doc.complete():
@@ -142,7 +142,7 @@ class NavigationMixin:
                 if item is None:
                     return None, f"no msg_store with store id {sid}"
                 return item, None
-            if text.startswith(("0x", "@")) and self.doc.is_store:
+            if text.startswith(("0x", "@")) and not self.doc.chunk_bytes:
                 return None, "a sqlite store has rows, not byte offsets: give a row number or #store id"
             if text.startswith(("0x", "@")):
                 off = int(text.lstrip("@"), 0)

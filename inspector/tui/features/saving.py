@@ -50,9 +50,8 @@ class SavingMixin:
     def action_save_as(self) -> None:
         if self.doc.db.empty:
             return
-        if self.doc.is_store:  # its rows as a .db are `mosqdb convert`'s; never written over the store
-            self.say("not saved: a sqlite store is saved in place only (^s); mosqdb convert STORE OUT.db writes "
-                     "it as a .db", "warning")
+        if self.doc.refused_save_as:
+            self.say(f"not saved: {self.doc.refused_save_as}", "warning")
             return
         self.push_screen(PromptScreen("Save as", self.doc.path, "path of the new file", check=no_directory),
                          self.do_save_as)
@@ -66,7 +65,7 @@ class SavingMixin:
         have errors the file has not now."""
         try:
             # (a store's edits are checked row by row as they are typed and again when written)
-            verify = None if confirmed or self.doc.is_store else self.save_check.hook(self.doc.db,
+            verify = None if confirmed or not self.doc.checks_save else self.save_check.hook(self.doc.db,
                                                                                       self.doc.full_overlay())
             result = self.doc.save(path, verify=verify)
         except NewErrors as exc:
@@ -83,12 +82,7 @@ class SavingMixin:
             return False
         self.hex.editable = not self.doc.read_only
         self.refresh_after_edit()  # the chunk numbers are the saved file's: the filter runs again on it
-        if self.doc.is_store:
-            self.say(result.summary())
-        else:
-            kept = f"; the file as it was: {result.backup}" if result.backup else ""
-            self.say(f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
-                     f"{result.chunks_deleted} deleted){kept} (u: undo)")
+        self.say(self.doc.saved_text(result))
         self.file_saved()
         if then_exit:
             self.exit()

@@ -230,9 +230,8 @@ class SessionsMixin:
             self.say(f"finding the subscriptions and queue of {client_id!r}…")
             self.session_worker(None, client_id)
             return
-        if self.doc.is_store:
-            self.say("a store's queues are trimmed with mosqdb trim-queue STORE --in-place (here: d drops the "
-                     "whole session)", "warning")
+        if self.doc.refused_trim:
+            self.say(self.doc.refused_trim, "warning")
             return
         self.push_screen(PromptScreen(f"Trim the queue of {printable(client_id)}: keep the newest how many?", "0",
                                       hint="0 empties it; in-flight messages are kept (as trim-queue --client "

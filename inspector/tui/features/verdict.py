@@ -186,7 +186,7 @@ class VerdictMixin:
             except UnknownVersion as exc:
                 self.say(exc.reason, "error")
                 return
-        if getattr(self.doc, "is_store", False):
+        if not self.doc.db.broker_model:
             self.say("a Mosquitto 2.1 sqlite store is loaded by the persist-sqlite plugin: the broker model "
                      "covers mosquitto.db files only", "warning")
             return

@@ -104,7 +104,7 @@ def diff_marks(path: str, other: str, *, endian: str = "little",
     from codec import DbFile
     from codec.ops.diff import compare, snapshot
     from codec.safefile import private_dir
-    from codec.sources import as_db, is_sqlite_file, open_any
+    from codec.sources import as_db, open_any, records_image
 
     def step(k: int) -> None:
         if progress is not None:
@@ -112,10 +112,8 @@ def diff_marks(path: str, other: str, *, endian: str = "little",
 
     step(0)
     with private_dir("mosqdb-diff-") as tmp:
-        rows = None
-        mine = path
-        if is_sqlite_file(path):  # a store: its records as a .db, each chunk naming its row
-            mine, rows = store_image(path, os.path.join(tmp, "store.db"))
+        # a store: its records as a .db, each chunk naming its row (a .db: itself)
+        mine, rows = records_image(path, os.path.join(tmp, "store.db"))
         with as_db(open_any(other, endian=endian), endian=endian) as b, DbFile(mine, endian=endian) as a:
             sa = snapshot(b)
             step(1)
@@ -131,16 +129,4 @@ def diff_marks(path: str, other: str, *, endian: str = "little",
     return DiffMarks(os.fspath(path), os.fspath(other), added, changed, report)
 
 
-def store_image(path: str, out: str) -> tuple[str, np.ndarray]:
-    """(a .db of the store's v6 records, the store row of each of its chunks: -1 for the cfg)."""
-    from codec.store.read import StoreFile
-    from codec.store.todb import store_records
-    from codec.writer import write_records
-
-    rows: list[int] = []
-    with StoreFile(path) as store:
-        write_records(out, 6, store_records(store, rows=rows))
-    return out, np.asarray(rows, np.int64)
-
-
-__all__ = ["STEPS", "DiffMarks", "diff_marks", "marks_of", "retain_rows", "store_image"]
+__all__ = ["STEPS", "DiffMarks", "diff_marks", "marks_of", "retain_rows"]

@@ -13,6 +13,7 @@ import contextlib
 import os
 import struct
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +123,15 @@ class Document:
     """An open db, its edit overlay, undo/redo history and a small decode cache."""
 
     CACHE = 512
-    is_store = False  # a 2.1 sqlite store: inspector.tui.model.storedoc.StoreDocument
+    # What the features may offer on this file (a 2.1 sqlite store's document, inspector.tui.model.storedoc,
+    # says otherwise): the features ask these, never which format the file is.
+    unit = "chunk"  # what the list's entries are
+    checks_save = True  # a save is checked for errors the file has not now first (a store's rows as they are typed)
+    read_only_note = ""  # said after READ-ONLY on the status line
+    refused_bytes: str | None = None  # why the hex view does not edit bytes here (None: it does)
+    refused_adds: str | None = None  # why no chunk is added here (None: they are)
+    refused_trim: str | None = None  # why a session's queue is not trimmed here (None: it is)
+    refused_save_as: str | None = None  # why the file is not saved under another name (None: it is)
 
     def __init__(self, path: str, *, endian: str = "little", read_only: bool = False) -> None:
         self.path = path
@@ -154,6 +163,28 @@ class Document:
         from codec.views.select import FileColumns
 
         return FileColumns(self.db)
+
+    @property
+    def chunk_bytes(self) -> bool:
+        """Its chunks are bytes at offsets in the file (codec.storage): offsets name them (goto, findings)."""
+        return self.db.chunk_bytes
+
+    def heading(self) -> tuple[str, str] | None:
+        """The header's two lines when the file describes itself in figures of its own (a store: its schema,
+        journal and rows per table); None: the header is drawn from the chunks (version, shutdown flag,
+        counts per type as edited)."""
+        return None
+
+    def store_id_batches(self, t: int) -> Iterator[tuple[Any, Any]] | None:
+        """(row numbers, store ids) of chunk type ``t`` batch by batch when the file has them as columns of
+        its own (a store); None: they are read at the store id's place in each chunk's bytes."""
+        return None
+
+    def saved_text(self, result: Any) -> str:
+        """What the status line says after a save (``result``: what :meth:`save` returned)."""
+        kept = f"; the file as it was: {result.backup}" if result.backup else ""
+        return (f"saved {result.size:,} bytes to {result.path} ({result.chunks_encoded} chunk(s) encoded, "
+                f"{result.chunks_deleted} deleted){kept} (u: undo)")
 
     # ------------------------------------------------------------ index
     @property

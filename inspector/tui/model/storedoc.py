@@ -37,7 +37,7 @@ from codec import CodecError, Span, encode_chunk
 from codec.layouts import ChunkType
 from codec.store.read import StoreFile, as_text
 from codec.store.rowedit import RowChange, RowsWritten, Stored, apply_changes, assignments, read_stored
-from codec.store.schema import ROWS
+from codec.store.schema import ORDER, ROWS, TABLE_OF
 from codec.writer import Overlay
 from inspector.tui.model.document import Base, ChunkView, Document, Edit, EditRefused, State, parse_value, short
 from inspector.tui.model.rows import summary
@@ -164,7 +164,15 @@ def _shown(v: Any) -> str:
 class StoreDocument(Document):
     """A sqlite store as the inspector's document: rows for chunks, no edits (see the module doc)."""
 
-    is_store = True
+    unit = "row"
+    checks_save = False  # each value is checked as it is typed, and again when written
+    read_only_note = " sqlite store"
+    refused_bytes = NO_BYTES
+    refused_adds = NO_ROWS
+    refused_trim = ("a store's queues are trimmed with mosqdb trim-queue STORE --in-place (here: d drops the "
+                    "whole session)")
+    # its rows as a .db are `mosqdb convert`'s; never written over the store
+    refused_save_as = "a sqlite store is saved in place only (^s); mosqdb convert STORE OUT.db writes it as a .db"
 
     def __init__(self, path: str, *, endian: str = "little", read_only: bool = False) -> None:  # noqa: ARG002
         self.path = path
@@ -204,6 +212,20 @@ class StoreDocument(Document):
 
     def column_source(self) -> Any:
         return self.db.columns()
+
+    def heading(self) -> tuple[str, str]:
+        fig = self.db.figures
+        wal = f", -wal {fig.wal_size:,} bytes (read from a snapshot)" if fig.wal_size is not None else ""
+        rows = "".join(f"{TABLE_OF[t]} {self.db.count[t]:,}  " for t in ORDER)
+        return (f"Mosquitto 2.1 sqlite store, schema {fig.schema_text}, {fig.journal_mode} journal{wal}  ",
+                f"{len(self.db):,} rows: {rows}")
+
+    def store_id_batches(self, t: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for c in self.db.batches(t, names=("store_id",)):
+            yield np.asarray(c.index), np.asarray(c.ints["store_id"], dtype=np.uint64)
+
+    def saved_text(self, result: Any) -> str:
+        return result.summary()
 
     def complete(self) -> bool:
         return True
@@ -436,9 +458,9 @@ def table_of(t: int) -> str:
 
 def open_document(path: str, *, endian: str = "little", read_only: bool = False) -> Document:
     """The document for ``path``: a :class:`StoreDocument` for a 2.1 sqlite store, else a .db's."""
-    from codec.sources import is_sqlite_file
+    from codec.sources import format_of
 
-    if is_sqlite_file(path):
+    if not format_of(path).chunk_bytes:  # rows of a database: edited as rows
         return StoreDocument(path, read_only=read_only)
     return Document(path, endian=endian, read_only=read_only)
 

@@ -45,23 +45,6 @@ def edited_counts(doc: Document, counts: dict[int, int]) -> tuple[dict[int, int]
     return out, total
 
 
-def store_lines(doc: Document, line1: Text) -> list[Text]:
-    """A sqlite store's header: what it is (schema, journal, a -wal beside it), then rows per table."""
-    from codec.store.schema import ORDER, TABLE_OF
-
-    fig = doc.db.figures
-    wal = f", -wal {fig.wal_size:,} bytes (read from a snapshot)" if fig.wal_size is not None else ""
-    line1.append(f"Mosquitto 2.1 sqlite store, schema {fig.schema_text}, {fig.journal_mode} journal{wal}  ")
-    if doc.read_only:
-        line1.append(" READ-ONLY ", style="bold black on yellow")
-    elif doc.is_dirty():
-        line1.append(f" {len(doc.undo_stack)} unsaved edit(s) ", style="bold black on dark_orange")
-    line2 = Text(f"{len(doc.db):,} rows: ")
-    for t in ORDER:
-        line2.append(f"{TABLE_OF[t]} {doc.db.count[t]:,}  ")
-    return [line1, line2]
-
-
 class SummaryBar(Static):
     """The header lines at the top of the screen (two, plus those features add)."""
 
@@ -96,8 +79,14 @@ class SummaryBar(Static):
         idx = doc.index()
         name = printable(os.path.basename(doc.path))
         line1 = Text.assemble(("mosqdb ", "bold"), (name, "bold cyan"), f"  {db.size:,} bytes  ")
-        if doc.is_store:
-            self.update(Text("\n").join([*store_lines(doc, line1), *self.extra.values()]))
+        heading = doc.heading()
+        if heading is not None:  # the file's own figures (a store's schema, journal, rows per table)
+            line1.append(heading[0])
+            if doc.read_only:
+                line1.append(" READ-ONLY ", style="bold black on yellow")
+            elif doc.is_dirty():
+                line1.append(f" {len(doc.undo_stack)} unsaved edit(s) ", style="bold black on dark_orange")
+            self.update(Text("\n").join([line1, Text(heading[1]), *self.extra.values()]))
             return
         if db.empty:
             line1.append("empty file (0 bytes): the broker starts with no saved state", style="yellow")
