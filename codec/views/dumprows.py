@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import os
 from collections.abc import Callable, Iterator
 from itertools import repeat
 from typing import Any
@@ -45,6 +46,13 @@ from codec.views.jsonview import DIRECTION_NAMES, DUMP_FIELDS, STATE_NAMES, chun
 from codec.views.select import any_in_spans
 from codec.views.textview import TEXT_LABELS, format_text
 from codec.views.timeview import expires_at, iso
+
+try:  # the C renderer of batch rows (setup.py builds it); without it the rows come from numpy
+    from codec import _render  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a checkout without the build
+    _render = None
+if _render is not None and getattr(_render, "API", 0) != 2:  # pragma: no cover - a stale build: rebuild it
+    _render = None
 
 BLOCK_CHUNKS = 1 << 12
 BLOCK_BYTES = 8 << 20
@@ -265,6 +273,7 @@ class JsonRows:
         self.stores = StoreExpiry(db) if not db.empty else None
         self.specs: dict[int, _Spec] = {}
         self.decoder = decoder  # a codec.payloads.PayloadDecoder: stored messages get the payload_* keys
+        self.native = False  # rows written by codec/_render.c (when built)
 
     def line(self, chunk: Chunk) -> str:
         assert self.stores is not None
@@ -388,14 +397,21 @@ class JsonRows:
                 if keep_chunk is None or keep_chunk(chunk):
                     yield self.line(chunk)
 
+    def program(self, ctype: int, cols: _Columns) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
+        """The C renderer's program for a batch of one type and the rows it must leave to Python
+        (None: all of them); None where there is no C renderer for this dump."""
+        return None
+
     def _block(self, a: int, b: int, offsets: np.ndarray, types: np.ndarray, ends: np.ndarray,
                lengths: np.ndarray, hsize: int, version: int, keep: np.ndarray | None) -> str:
         db = self.db
         lo, hi = int(offsets[a]), int(ends[b - 1])
-        raw = _pread(db.fd, hi - lo, lo)
+        raw = self._read(lo, hi - lo)
         d = np.frombuffer(raw, dtype=np.uint8)
         t = types[a:b]
         sel = np.ones(b - a, dtype=bool) if keep is None else keep[a:b].copy()
+        if _render is not None and self.native:
+            return self._native_block(a, b, raw, d, t, sel, offsets, ends, lengths, hsize, version)
         out = np.full(b - a, None, dtype=object)
         for ctype in COLUMNAR:
             pos = np.flatnonzero((t == int(ctype)) & sel)
@@ -420,6 +436,67 @@ class JsonRows:
             except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
                 raise _Damaged("".join(out[:r][sel[:r]].tolist()), exc) from None
         return "".join(out[sel].tolist())
+
+    def _native_block(self, a: int, b: int, raw: Any, d: np.ndarray, t: np.ndarray, sel: np.ndarray,
+                      offsets: np.ndarray, ends: np.ndarray, lengths: np.ndarray, hsize: int, version: int) -> str:
+        """The block's text written by codec/_render.c in file order, in one pass over its rows; the
+        rows it has no program for or defers (holes) are rendered per record and spliced in."""
+        db = self.db
+        lo = int(offsets[a])
+        which = np.where(sel, np.int32(-1), np.int32(-2))  # -1: a hole, -2: not shown
+        rowno = np.zeros(b - a, np.int64)
+        batches = []
+        for ctype in COLUMNAR:
+            pos = np.flatnonzero((t == int(ctype)) & sel)
+            if not len(pos):
+                continue
+            rows = pos + a
+            offs = offsets[rows]
+            lens = lengths[rows].astype(np.int64)
+            got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[rows] - lo, db.endian)
+            if got is None:
+                return self._per_record_block(a, b, sel)
+            prog = self.program(int(ctype), _Columns(rows, offs, lens, *got))
+            if prog is None:
+                continue
+            which[pos] = len(batches)
+            rowno[pos] = np.arange(len(pos))
+            if prog[1] is not None:
+                which[pos[prog[1]]] = -1
+            batches.append((len(pos), prog[0], None))
+        # the rows known to go per record (other types, property tails) are rendered first and written
+        # in place; on an error the splice below renders them again, in order, and raises at the first
+        extras: list[str | None] | None = None
+        holes = np.flatnonzero(which == -1).tolist()
+        if holes:
+            extras = [None] * (b - a)
+            try:
+                for r in holes:
+                    line = self.line(db.chunk(a + r))
+                    if line.isascii():
+                        extras[r] = line
+            except Exception:
+                extras = None
+        text, sizes_b, holes = _render.render(raw, batches, which, rowno, extras)  # type: ignore[union-attr]
+        if not holes:
+            return text
+        sizes = np.frombuffer(sizes_b, np.int64)
+        at = np.cumsum(np.maximum(sizes, 0))  # at[r]: where row r's text ends (a hole's: where it goes)
+        parts, prev = [], 0
+        for r in np.flatnonzero(sizes < 0).tolist():
+            cut = int(at[r])
+            parts.append(text[prev:cut])
+            prev = cut
+            try:
+                parts.append(self.line(db.chunk(a + r)))
+            except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
+                raise _Damaged("".join(parts), exc) from None
+        parts.append(text[prev:])
+        return "".join(parts)
+
+    def _read(self, offset: int, size: int) -> Any:
+        """A block's bytes (the renderers that take any buffer override this to reuse one)."""
+        return _pread(self.db.fd, size, offset)
 
     def _per_record_block(self, a: int, b: int, sel: np.ndarray) -> str:
         """The stream from the block's first chunk: exact values, and the exact error if any."""
@@ -468,8 +545,6 @@ class _Damaged(Exception):
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
-    import os
-
     data = os.pread(fd, size, offset)
     while len(data) < size:  # pread may return less on some file systems
         more = os.pread(fd, size - len(data), offset + len(data))
@@ -479,10 +554,96 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
     return data
 
 
+# ---------------------------------------------------------------- the C renderer's programs
+# the step codes of codec/_render.c
+_C_CONST, _C_UINT, _C_SINT, _C_TEXT, _C_NAMED, _C_PAYLOAD, _C_JSTR, _C_B64, _C_ISO = range(9)
+
+
+class _Columns:
+    """A batch's columns by the names the specs' steps use (see :class:`_TextSpec`)."""
+
+    def __init__(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray, ints: dict[str, np.ndarray],
+                 spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        self.rows, self.offs, self.lengths, self.ints, self.spans = rows, offs, lengths, ints, spans
+
+    def __getitem__(self, ref: str) -> np.ndarray:
+        if ref == "@index":
+            return self.rows
+        if ref == "@offset":
+            return self.offs
+        if ref == "@length":
+            return self.lengths
+        if ref[0] == "#":
+            return self.spans[ref[1:]][1]
+        return self.ints[ref]
+
+
+def _program(steps: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """A spec's steps as codec/_render.c steps, texts encoded and runs of constants joined; the
+    columns are still names (:func:`_bind` puts the batch's arrays in)."""
+    out: list[tuple[Any, ...]] = []
+    for step in steps:
+        op = step[0]
+        if op == "const":
+            text = step[1].encode("ascii")
+            if out and out[-1][0] == _C_CONST:
+                out[-1] = (_C_CONST, out[-1][1] + text)
+            else:
+                out.append((_C_CONST, text))
+        elif op == "num":
+            out.append((_C_UINT, step[1]))  # _C_SINT when the column is signed
+        elif op == "named":
+            names = step[2]
+            keys = sorted(names)
+            out.append((_C_NAMED, step[1], np.array(keys, np.uint64),
+                        tuple(f" ({names[k]})\n".encode("ascii") for k in keys), b" (?)\n"))
+        elif op in ("text", "payload"):
+            code = _C_TEXT if op == "text" else _C_PAYLOAD
+            out.append((code, step[1].encode("ascii"), step[2].encode("ascii"), step[3], int(step[4])))
+        else:  # pragma: no cover - the specs make no other steps
+            raise AssertionError(op)
+    return out
+
+
+def _ints(a: np.ndarray) -> np.ndarray:
+    """8-byte integers, as the C renderer reads them."""
+    return np.ascontiguousarray(a, np.uint64 if a.dtype.kind == "u" else np.int64)
+
+
+def _bind(program: list[tuple[Any, ...]], cols: _Columns) -> list[tuple[Any, ...]]:
+    """The program with the batch's columns in place of their names."""
+    out = []
+    for step in program:
+        code = step[0]
+        if code == _C_UINT:
+            values = _ints(cols[step[1]])
+            out.append((_C_SINT if values.dtype.kind == "i" else _C_UINT, values))
+        elif code == _C_NAMED:
+            out.append((code, _ints(cols[step[1]]).view(np.uint64), *step[2:]))
+        elif code in (_C_TEXT, _C_PAYLOAD):
+            starts, sizes = cols.spans[step[3]]
+            out.append((code, step[1], step[2], _ints(starts), _ints(sizes), step[4]))
+        else:
+            out.append(step)
+    return out
+
+
 # ---------------------------------------------------------------- the text dump
 class _TextSpec:
-    """How one (version, type) chunk is printed by the text dump: a template of its lines and the
-    columns it takes (the fields of TEXT_LABELS its layout has, in that order)."""
+    """How one (version, type) chunk is printed by the text dump: its lines as steps and as a
+    ``%``-template, and the columns they take (the fields of TEXT_LABELS its layout has, in that order).
+
+    ``steps`` is the one description both batch renderers follow (the numpy grid here, the C
+    program of :func:`_program`); each step is one of:
+
+    * ``("const", text)``;
+    * ``("num", column)``: decimal digits of an integer column;
+    * ``("named", column, names)``: ``" (name)\\n"`` of each code (``?`` when unnamed);
+    * ``("text", prefix, suffix, column, nullable)``: a text line, none for an empty nullable value;
+    * ``("payload", prefix, suffix, column, limit)``: the payload line of printable text under ``limit`` bytes.
+
+    A column is a value name, or ``@index``/``@offset``/``@length`` (the chunk's), or ``#name``:
+    the size of a variable field."""
 
     def __init__(self, version: int, ctype: int) -> None:
         layout = layout_for(version, ctype)
@@ -494,6 +655,9 @@ class _TextSpec:
                 kinds[name] = f.kind
                 nullable[name] = f.nullable
         parts = [f"DB_CHUNK_{self.kind.upper()}:\n\tIndex: %d\n\tOffset: %d\n\tLength: %d\n"]
+        steps: list[tuple[Any, ...]] = [
+            ("const", f"DB_CHUNK_{self.kind.upper()}:\n\tIndex: "), ("num", "@index"), ("const", "\n\tOffset: "),
+            ("num", "@offset"), ("const", "\n\tLength: "), ("num", "@length"), ("const", "\n")]
         self.columns: list[tuple[str, str, str]] = []  # (value name, how, label)
         for name, label in TEXT_LABELS[self.kind]:
             k = kinds.get(name)
@@ -511,8 +675,19 @@ class _TextSpec:
                 raise AssertionError(k)
             parts.append("%s" if how == "strnull" else f"\t{label}: %{'d' if how in ('int', 'length') else 's'}\n")
             self.columns.append((name, how, label))
+            if how in ("int", "length"):
+                steps += [("const", f"\t{label}: "), ("num", name if how == "int" else "#" + name), ("const", "\n")]
+            elif how in ("state", "direction"):
+                steps += [("const", f"\t{label}: "), ("num", name),
+                          ("named", name, STATE_NAMES if how == "state" else DIRECTION_NAMES)]
+            else:
+                steps.append(("text", f"\t{label}: ", "\n", name, how == "strnull"))
+        if self.kind == "msg_store":
+            steps.append(("payload", "\tPayload: ", "\n", "payload", 256))
         self.template = "".join(parts)
+        self.steps = steps
         self.props = next((f.name for f in layout.fields if f.kind == "props"), None)
+        self.program: list[tuple[Any, ...]] | None = None  # the steps for _render, constants bound
 
 
 # a text dump grid wider than this per row (a long topic, client id) goes through the template
@@ -651,30 +826,60 @@ class TextRows(JsonRows):
         self.stores = None
         self.text_specs: dict[int, _TextSpec] = {}
         self._masked: tuple[bytes, np.ndarray, np.ndarray] | None = None
+        self._buffer: np.ndarray | None = None
+        self.native = _render is not None
 
     def line(self, chunk: Chunk) -> str:
         return format_text(chunk) + "\n"
+
+    def _spec(self, ctype: int) -> _TextSpec:  # type: ignore[override]
+        spec = self.text_specs.get(ctype)
+        if spec is None:
+            spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
+        return spec
+
+    def program(self, ctype: int, cols: _Columns) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
+        """The C renderer's program for a batch of one type, and the rows it must leave to Python."""
+        spec = self._spec(ctype)
+        if spec.program is None:
+            spec.program = _program(spec.steps)
+        skip = cols.spans[spec.props][1] > 0 if spec.props is not None else None  # a property tail: per record
+        return _bind(spec.program, cols), skip
+
+    def _read(self, offset: int, size: int) -> Any:
+        """The C renderer takes any buffer: blocks are read into one, reused (fresh memory for every
+        block costs the kernel a page fault per 4 KiB, a tenth of the dump's CPU); numpy's rows want bytes."""
+        if not self.native or size > BLOCK_BYTES:
+            return _pread(self.db.fd, size, offset)
+        if self._buffer is None:
+            self._buffer = np.empty(BLOCK_BYTES, np.uint8)
+        view = memoryview(self._buffer)[:size]
+        got = 0
+        while got < size:  # pread may return less on some file systems
+            n = os.preadv(self.db.fd, [view[got:]], offset + got)
+            if not n:
+                return bytes(view[:got])
+            got += n
+        return view
 
     def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
               ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> Any:
         """One text per row (None: the row goes per record), or a :class:`_Batch` of all of them when
         every row is rendered from the batch."""
-        spec = self.text_specs.get(ctype)
-        if spec is None:
-            spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
+        spec = self._spec(ctype)
         n = len(rows)
+        skip = spans[spec.props][1] > 0 if spec.props is not None else None  # a property tail: per record
         odd, control = self._masks(raw, d)
-        bad = np.zeros(n, dtype=bool)
-        for name, how, _ in spec.columns:
-            if how in ("str", "strnull"):
-                starts, sizes = spans[name]
+        bad = np.zeros(n, dtype=bool) if skip is None else skip
+        for step in spec.steps:
+            if step[0] == "text":
+                starts, sizes = spans[step[3]]
                 bad |= any_in_spans(odd, starts, starts + sizes)
-        if spec.props is not None:
-            bad |= spans[spec.props][1] > 0
         payload = utf8 = None  # msg_store: which rows show the payload, as ASCII (the others: rows to go per record)
-        if spec.kind == "msg_store":
+        limit = next((step[4] for step in spec.steps if step[0] == "payload"), None)
+        if limit is not None:
             starts, sizes = spans["payload"]
-            short = sizes < 256
+            short = sizes < limit
             ascii_ = short & ~any_in_spans(odd, starts, starts + sizes)
             # a C0 control or DEL is never printable, whatever the rest decodes to: no payload line
             utf8 = short & ~ascii_ & ~any_in_spans(control, starts, starts + sizes)  # Unicode's rules decide
@@ -690,7 +895,7 @@ class TextRows(JsonRows):
                     continue
                 if text.isprintable():  # then printable() leaves it as it is
                     extra[r] = "\tPayload: " + text + "\n"
-        grid = self._grid(spec, d, rows, offs, lengths, ints, spans, bad, payload)
+        grid = self._grid(spec, d, _Columns(rows, offs, lengths, ints, spans), bad, payload)
         if grid is not None and not extra:
             return _Batch(*grid.render(), bad if bad.any() else None)
         out = grid.rows() if grid is not None else None  # type: ignore[assignment]
@@ -715,46 +920,35 @@ class TextRows(JsonRows):
             self._masked = (raw, odd, control)
         return self._masked[1], self._masked[2]
 
-    def _grid(self, spec: _TextSpec, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]], bad: np.ndarray,
+    def _grid(self, spec: _TextSpec, d: np.ndarray, cols: _Columns, bad: np.ndarray,
               payload: np.ndarray | None) -> _Grid | None:
-        """The rows as a :class:`_Grid`; None when a value does not fit one (too wide, negative)."""
-        n = len(rows)
-        g = _Grid(n)
+        """The rows as a :class:`_Grid` (the spec's steps); None when a value does not fit one (too wide, negative)."""
+        g = _Grid(len(bad))
         good = ~bad
-        g.const(f"DB_CHUNK_{spec.kind.upper()}:\n\tIndex: ")
-        g.number(rows)
-        g.const("\n\tOffset: ")
-        g.number(offs)
-        g.const("\n\tLength: ")
-        g.number(lengths)
-        g.const("\n")
-        for name, how, label in spec.columns:
-            if how in ("int", "length"):
-                g.const(f"\t{label}: ")
-                if not g.number(ints[name] if how == "int" else spans[name][1]):
+        for step in spec.steps:
+            op = step[0]
+            if op == "const":
+                g.const(step[1])
+            elif op == "num":
+                if not g.number(cols[step[1]]):
                     return None
-                g.const("\n")
-            elif how in ("state", "direction"):
-                names = STATE_NAMES if how == "state" else DIRECTION_NAMES
-                codes = ints[name]
-                g.const(f"\t{label}: ")
-                g.number(codes)
+            elif op == "named":
+                codes, names = cols[step[1]], step[2]
                 g.table(codes, {v: f" ({names.get(v, '?')})\n" for v in np.unique(codes).tolist()})
-            else:
-                starts, sizes = spans[name]
-                sizes = np.where(good, sizes, 0)  # a row going per record: whatever its bytes, none here
-                shown = sizes > 0 if how == "strnull" else None  # an empty nullable text is None: no line
-                g.const(f"\t{label}: ", shown)
+            else:  # text, payload
+                _, prefix, suffix, name, arg = step
+                starts, sizes = cols.spans[name]
+                if op == "text":
+                    sizes = np.where(good, sizes, 0)  # a row going per record: whatever its bytes, none here
+                    shown = sizes > 0 if arg else None  # an empty nullable text is None: no line
+                else:
+                    assert payload is not None
+                    sizes = np.where(payload, sizes, 0)
+                    shown = payload
+                g.const(prefix, shown)
                 g.bytes_at(d, starts, sizes)
-                g.const("\n", shown)
-        if payload is not None:
-            starts, sizes = spans["payload"]
-            sizes = np.where(payload, sizes, 0)
-            g.const("\tPayload: ", payload)
-            g.bytes_at(d, starts, sizes)
-            g.const("\n", payload)
-        if g.width > _ROW_MAX or n * g.width > 1 << 26:
+                g.const(suffix, shown)
+        if g.width > _ROW_MAX or len(bad) * g.width > 1 << 26:
             return None
         return g
 
@@ -828,6 +1022,7 @@ class StoreJsonRows(JsonRows):
         self.stores = _StoreExpiries(store_expiries(store))
         self.specs = {}
         self.decoder = decoder
+        self.native = False
 
     def _spec(self, ctype: int) -> _Spec:
         from codec.store.schema import ROWS

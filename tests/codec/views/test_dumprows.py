@@ -26,6 +26,17 @@ AT = 1_700_000_000.0
 FILES = [*REAL_FILES, *UNIT_FILES]
 
 
+@pytest.fixture(params=["c", "numpy"], autouse=True)
+def renderer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: rows written by the C renderer (codec/_render.c), and by numpy without it."""
+    if request.param == "c":
+        if dumprows._render is None:
+            pytest.skip("the C renderer is not built (setup.py build_ext --inplace)")
+    else:
+        monkeypatch.setattr(dumprows, "_render", None)
+    return request.param
+
+
 def reference(path: Path, at: float = AT, kinds: set[str] | None = None) -> tuple[str, str | None]:
     """What `mosqdb dump --json` printed before the column renderer: one record at a time."""
     expiry = ExpiryState(at)
@@ -233,3 +244,63 @@ def test_text_payload_lines(version: int, tmp_path: Path) -> None:
     same(p)
     text, _ = rendered_text(p)
     assert "\tPayload: " + "a" * 255 + "\n" in text and "a" * 256 not in text and "\tPayload: café\n" in text
+
+
+def _client(version: int, client: str, username: str | None) -> Record:
+    if version < 5:
+        values = {"client_id": client, "last_mid": 9}
+        if version >= 3:
+            values["disconnect_t"] = 0
+    else:
+        values = {"client_id": client, "last_mid": 9, "session_expiry_time": 0, "session_expiry_interval": 60,
+                  "listener_port": 1883, "username": username}
+    return Record(int(ChunkType.CLIENT), values, version)
+
+
+CONTROL = ["\x1b[2J", "a\x00b", "\x7f", "tab\there", "nl\nx", "\u0085c1", "\u202ebidi", "é", "\U0001d11e",
+           b"\xff\xfe".decode("utf-8", "surrogateescape")]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6])
+def test_escapes_and_huge_payloads_every_type(version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               renderer: str) -> None:
+    """Texts that need escapes (controls, C1, bidi, text that is not UTF-8) in every text field of every
+    chunk type, between plain rows and per-record ones (clients), and payloads wider than a block:
+    both renderers give the per-record text, byte for byte."""
+    monkeypatch.setattr(dumprows, "BLOCK_CHUNKS", 7)
+    monkeypatch.setattr(dumprows, "BLOCK_BYTES", 1 << 16)
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, version)]
+    payloads = [b"plain", b"\x80" * 300, bytes(range(256)) * 4, b"x" * (1 << 17), "é".encode() * 20, b"\xc3",
+                b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x80\xa8", b"\xef\xbf\xbe"]
+    for k in range(24):
+        text = CONTROL[k % len(CONTROL)] if k % 3 else f"plain/{k}"
+        recs.append(_store(version, k + 1, text, text if k % 4 else None, payloads[k % len(payloads)]))
+        recs.append(_client(version, text, text if k % 2 else None))
+        recs.append(_client_msg(version, k + 1, text))
+        recs.append(_sub(version, text, text))
+        recs.append(Record(int(ChunkType.RETAIN), {"store_id": k + 1}, version))
+    for k, payload in enumerate(payloads, 100):  # each payload on a plain row too
+        recs.append(_store(version, k, f"plain/{k}", "src", payload))
+    p = tmp_path / "escapes.db"
+    write_records(p, version, recs)
+    same(p)
+
+
+def test_the_c_renderer_writes_the_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renderer: str) -> None:
+    """With the C renderer built, the batch rows are its own (the numpy path is only the fallback)."""
+    if renderer != "c":
+        pytest.skip("the C renderer's test")
+    calls = []
+    real = dumprows._render
+
+    class Spy:
+        API = real.API
+
+        @staticmethod
+        def render(*args: object) -> object:
+            calls.append(len(args))
+            return real.render(*args)
+
+    monkeypatch.setattr(dumprows, "_render", Spy)
+    same(REAL_FILES[-1])
+    assert calls
