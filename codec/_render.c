@@ -432,6 +432,13 @@ defer:
     return NULL;
 }
 
+/* the output buffer kept between calls (one call uses it at a time: the GIL is released while it writes) */
+#define SCRATCH_MAX ((int64_t)256 << 20)  /* bounds above this get a buffer of their own */
+#define SCRATCH_KEEP ((size_t)64 << 20)   /* kept between calls up to this size */
+static char *scratch;
+static size_t scratch_cap;
+static int scratch_busy;
+
 /* render(data, batches, which, rows[, extras]) -> (text, sizes int64[m] as bytes, holes)
  * batches: [(n, program, skip uint8[n] or None)]; which int32[m], rows int64[m]: the block's rows in
  * file order, each the row rows[i] of batch which[i] (-1: a hole, its text comes from Python; -2: not
@@ -445,6 +452,7 @@ static PyObject *render(PyObject *self, PyObject *args) {
     Program *progs = NULL;
     Py_buffer *skips = NULL;
     Py_ssize_t *counts = NULL, nprogs = 0, parsed = 0, m;
+    char *buf = NULL, *own = NULL;
     seq = PySequence_Fast(batches, "render: batches are a sequence");
     if (!seq) goto done;
     nprogs = PySequence_Fast_GET_SIZE(seq);
@@ -503,11 +511,26 @@ static PyObject *render(PyObject *self, PyObject *args) {
             most += PyUnicode_GET_LENGTH(e);
         }
     }
-    text = PyUnicode_New((Py_ssize_t)most, 127);
     sizes = PyBytes_FromStringAndSize(NULL, m * (Py_ssize_t)sizeof(int64_t));
-    if (!text || !sizes) goto done;
+    if (!sizes) goto done;
+    /* written into a buffer kept between calls, then copied into a str of the exact size: the bound is
+     * loose (an escaped JSON string may take 6 bytes per byte), and fresh memory of that size for every
+     * block would be mapped afresh each time, a page fault per 4 KiB written */
+    if (most <= SCRATCH_MAX && !scratch_busy) {
+        if ((size_t)most > scratch_cap) {
+            char *grown = PyMem_RawRealloc(scratch, (size_t)most);
+            if (!grown) { PyErr_NoMemory(); goto done; }
+            scratch = grown;
+            scratch_cap = (size_t)most;
+        }
+        buf = scratch;
+        scratch_busy = 1;
+    } else {
+        buf = own = PyMem_RawMalloc(most ? (size_t)most : 1);
+        if (!own) { PyErr_NoMemory(); goto done; }
+    }
     {
-        char *start = (char *)PyUnicode_1BYTE_DATA(text), *o = start;
+        char *start = buf, *o = start;
         int64_t *sz = (int64_t *)PyBytes_AS_STRING(sizes);
         const unsigned char *d = (const unsigned char *)data.buf;
         Py_ssize_t holes = 0;
@@ -538,10 +561,19 @@ static PyObject *render(PyObject *self, PyObject *args) {
             }
         }
         Py_END_ALLOW_THREADS
-        if (o - start != most && PyUnicode_Resize(&text, o - start) < 0) goto done;
+        text = PyUnicode_New(o - start, 127);
+        if (!text) goto done;
+        memcpy(PyUnicode_1BYTE_DATA(text), start, (size_t)(o - start));
         result = Py_BuildValue("(OOn)", text, sizes, holes);
     }
 done:
+    if (buf == scratch) scratch_busy = 0;
+    PyMem_RawFree(own);
+    if (scratch_cap > SCRATCH_KEEP) {  /* after an outsized block: back to the usual size */
+        PyMem_RawFree(scratch);
+        scratch = NULL;
+        scratch_cap = 0;
+    }
     for (Py_ssize_t k = 0; k < parsed; k++) program_free(&progs[k]);
     for (Py_ssize_t k = 0; k < nprogs && skips; k++) if (skips[k].obj) PyBuffer_Release(&skips[k]);
     PyMem_Free(progs);

@@ -171,6 +171,7 @@ class _Spec:
         self.has_props = "props" in kinds.values()
         self.tail = "}\n"
         self.template = ", ".join(parts)  # + the expiry part and the tail, chosen per batch
+        self.program: list[tuple[Any, ...]] | None = None  # the steps for _render, constants bound
 
     def texts(self, raw: bytes, starts: np.ndarray, sizes: np.ndarray, bad: np.ndarray, how: str,
               d: np.ndarray | None = None) -> list[str]:
@@ -273,7 +274,8 @@ class JsonRows:
         self.stores = StoreExpiry(db) if not db.empty else None
         self.specs: dict[int, _Spec] = {}
         self.decoder = decoder  # a codec.payloads.PayloadDecoder: stored messages get the payload_* keys
-        self.native = False  # rows written by codec/_render.c (when built)
+        self.native = _render is not None and decoder is None  # rows written by codec/_render.c
+        self._buffer: np.ndarray | None = None
 
     def line(self, chunk: Chunk) -> str:
         assert self.stores is not None
@@ -398,9 +400,24 @@ class JsonRows:
                     yield self.line(chunk)
 
     def program(self, ctype: int, cols: _Columns) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
-        """The C renderer's program for a batch of one type and the rows it must leave to Python
-        (None: all of them); None where there is no C renderer for this dump."""
-        return None
+        """The C renderer's program for a batch of one type (the steps of the type's template, with the
+        expiry part) and the rows it must leave to Python (None: none)."""
+        spec = self._spec(ctype)
+        if spec.program is None:
+            columns = [("@index", "int"), ("@offset", "int"), ("@length", "int"), *spec.columns]
+            template = spec.template
+            if spec.expiry:
+                template += ', "expires_at": %s, "expired": %s'
+                columns += [("@expires", "iso"), ("@expired", "bool")]
+            spec.program = _program(_template_steps(template + spec.tail, columns))
+        if spec.expiry:
+            exp = self._expiry(spec.kind, cols.rows, cols.ints)
+            if exp is None:
+                exp = np.zeros(len(cols.rows), np.int64)
+            cols.more["@expires"] = exp
+            cols.more["@expired"] = ((exp > 0) & (exp <= self.at)).view(np.uint8).astype(np.uint64)
+        skip = cols.spans[spec.props][1] > 0 if spec.has_props else None  # rows with properties: per record
+        return _bind(spec.program, cols), skip
 
     def _block(self, a: int, b: int, offsets: np.ndarray, types: np.ndarray, ends: np.ndarray,
                lengths: np.ndarray, hsize: int, version: int, keep: np.ndarray | None) -> str:
@@ -410,7 +427,7 @@ class JsonRows:
         d = np.frombuffer(raw, dtype=np.uint8)
         t = types[a:b]
         sel = np.ones(b - a, dtype=bool) if keep is None else keep[a:b].copy()
-        if _render is not None and self.native:
+        if self.native:
             return self._native_block(a, b, raw, d, t, sel, offsets, ends, lengths, hsize, version)
         out = np.full(b - a, None, dtype=object)
         for ctype in COLUMNAR:
@@ -495,8 +512,20 @@ class JsonRows:
         return "".join(parts)
 
     def _read(self, offset: int, size: int) -> Any:
-        """A block's bytes (the renderers that take any buffer override this to reuse one)."""
-        return _pread(self.db.fd, size, offset)
+        """The C renderer takes any buffer: blocks are read into one, reused (fresh memory for every
+        block costs the kernel a page fault per 4 KiB, a tenth of the dump's CPU); numpy's rows want bytes."""
+        if not self.native or size > BLOCK_BYTES:
+            return _pread(self.db.fd, size, offset)
+        if self._buffer is None:
+            self._buffer = np.empty(BLOCK_BYTES, np.uint8)
+        view = memoryview(self._buffer)[:size]
+        got = 0
+        while got < size:  # pread may return less on some file systems
+            n = os.preadv(self.db.fd, [view[got:]], offset + got)
+            if not n:
+                return bytes(view[:got])
+            got += n
+        return view
 
     def _per_record_block(self, a: int, b: int, sel: np.ndarray) -> str:
         """The stream from the block's first chunk: exact values, and the exact error if any."""
@@ -565,8 +594,11 @@ class _Columns:
     def __init__(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray, ints: dict[str, np.ndarray],
                  spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         self.rows, self.offs, self.lengths, self.ints, self.spans = rows, offs, lengths, ints, spans
+        self.more: dict[str, np.ndarray] = {}  # columns the renderer computes (``@expires``, ``@expired``)
 
     def __getitem__(self, ref: str) -> np.ndarray:
+        if ref in self.more:
+            return self.more[ref]
         if ref == "@index":
             return self.rows
         if ref == "@offset":
@@ -593,16 +625,48 @@ def _program(steps: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         elif op == "num":
             out.append((_C_UINT, step[1]))  # _C_SINT when the column is signed
         elif op == "named":
-            names = step[2]
-            keys = sorted(names)
-            out.append((_C_NAMED, step[1], np.array(keys, np.uint64),
-                        tuple(f" ({names[k]})\n".encode("ascii") for k in keys), b" (?)\n"))
+            texts = step[2]
+            keys = sorted(texts)
+            out.append((_C_NAMED, step[1], np.array(keys, np.uint64), tuple(texts[k].encode("ascii") for k in keys),
+                        step[3].encode("ascii")))
         elif op in ("text", "payload"):
             code = _C_TEXT if op == "text" else _C_PAYLOAD
             out.append((code, step[1].encode("ascii"), step[2].encode("ascii"), step[3], int(step[4])))
+        elif op == "jstr":
+            out.append((_C_JSTR, step[1], bool(step[2])))
+        elif op == "b64":
+            out.append((_C_B64, step[1]))
+        elif op == "iso":
+            out.append((_C_ISO, step[1]))
         else:  # pragma: no cover - the specs make no other steps
             raise AssertionError(op)
     return out
+
+
+def _template_steps(template: str, columns: list[tuple[str, str]]) -> list[tuple[Any, ...]]:
+    """Steps of a ``%``-template (one without a literal ``%``) and the columns its conversions take,
+    in order: (column, how) with how ``int`` (``%d``), ``str``/``strnull`` (``%s`` of a JSON string,
+    ``null`` for an empty nullable one), ``b64`` (``%s`` of base64), ``iso`` (``%s`` of a quoted UTC
+    time, ``null`` for none) or ``bool`` (``%s`` of ``true``/``false``)."""
+    pieces = template.split("%")
+    assert len(pieces) == len(columns) + 1
+    steps: list[tuple[Any, ...]] = [("const", pieces[0])]
+    for piece, (column, how) in zip(pieces[1:], columns):
+        assert piece[0] == ("d" if how == "int" else "s")
+        if how == "int":
+            steps.append(("num", column))
+        elif how in ("str", "strnull"):
+            steps.append(("jstr", column, how == "strnull"))
+        elif how == "b64":
+            steps.append(("b64", column))
+        elif how == "iso":
+            steps.append(("iso", column))
+        elif how == "bool":
+            steps.append(("named", column, {0: "false", 1: "true"}, "true"))
+        else:  # pragma: no cover - the specs take no other columns
+            raise AssertionError(how)
+        steps.append(("const", piece[1:]))
+    return steps
 
 
 def _ints(a: np.ndarray) -> np.ndarray:
@@ -623,6 +687,11 @@ def _bind(program: list[tuple[Any, ...]], cols: _Columns) -> list[tuple[Any, ...
         elif code in (_C_TEXT, _C_PAYLOAD):
             starts, sizes = cols.spans[step[3]]
             out.append((code, step[1], step[2], _ints(starts), _ints(sizes), step[4]))
+        elif code in (_C_JSTR, _C_B64):
+            starts, sizes = cols.spans[step[1]]
+            out.append((code, _ints(starts), _ints(sizes), *step[2:]))
+        elif code == _C_ISO:
+            out.append((code, _ints(cols[step[1]]).view(np.int64)))
         else:
             out.append(step)
     return out
@@ -638,7 +707,7 @@ class _TextSpec:
 
     * ``("const", text)``;
     * ``("num", column)``: decimal digits of an integer column;
-    * ``("named", column, names)``: ``" (name)\\n"`` of each code (``?`` when unnamed);
+    * ``("named", column, texts, other)``: the text of each code (``other`` for codes not in ``texts``);
     * ``("text", prefix, suffix, column, nullable)``: a text line, none for an empty nullable value;
     * ``("payload", prefix, suffix, column, limit)``: the payload line of printable text under ``limit`` bytes.
 
@@ -678,8 +747,9 @@ class _TextSpec:
             if how in ("int", "length"):
                 steps += [("const", f"\t{label}: "), ("num", name if how == "int" else "#" + name), ("const", "\n")]
             elif how in ("state", "direction"):
+                names = STATE_NAMES if how == "state" else DIRECTION_NAMES
                 steps += [("const", f"\t{label}: "), ("num", name),
-                          ("named", name, STATE_NAMES if how == "state" else DIRECTION_NAMES)]
+                          ("named", name, {k: f" ({v})\n" for k, v in names.items()}, " (?)\n")]
             else:
                 steps.append(("text", f"\t{label}: ", "\n", name, how == "strnull"))
         if self.kind == "msg_store":
@@ -846,21 +916,6 @@ class TextRows(JsonRows):
         skip = cols.spans[spec.props][1] > 0 if spec.props is not None else None  # a property tail: per record
         return _bind(spec.program, cols), skip
 
-    def _read(self, offset: int, size: int) -> Any:
-        """The C renderer takes any buffer: blocks are read into one, reused (fresh memory for every
-        block costs the kernel a page fault per 4 KiB, a tenth of the dump's CPU); numpy's rows want bytes."""
-        if not self.native or size > BLOCK_BYTES:
-            return _pread(self.db.fd, size, offset)
-        if self._buffer is None:
-            self._buffer = np.empty(BLOCK_BYTES, np.uint8)
-        view = memoryview(self._buffer)[:size]
-        got = 0
-        while got < size:  # pread may return less on some file systems
-            n = os.preadv(self.db.fd, [view[got:]], offset + got)
-            if not n:
-                return bytes(view[:got])
-            got += n
-        return view
 
     def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
               ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> Any:
@@ -933,8 +988,8 @@ class TextRows(JsonRows):
                 if not g.number(cols[step[1]]):
                     return None
             elif op == "named":
-                codes, names = cols[step[1]], step[2]
-                g.table(codes, {v: f" ({names.get(v, '?')})\n" for v in np.unique(codes).tolist()})
+                codes, texts, other = cols[step[1]], step[2], step[3]
+                g.table(codes, {v: texts.get(v, other) for v in np.unique(codes).tolist()})
             else:  # text, payload
                 _, prefix, suffix, name, arg = step
                 starts, sizes = cols.spans[name]
