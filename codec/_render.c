@@ -217,18 +217,50 @@ static const char DIGITS2[] =
     "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
     "8081828384858687888990919293949596979899";
 
+static inline int ndigits(uint64_t v) {
+    int n = 1;
+    while (v >= 10000) { v /= 10000; n += 4; }
+    if (v >= 10) n++;
+    if (v >= 100) n++;
+    if (v >= 1000) n++;
+    return n;
+}
+
+/* v in decimal, written from its last digit back (no copy through a temporary) */
 static inline char *put_u64(char *o, uint64_t v) {
-    char tmp[20];
-    int i = 20;
+    int n = ndigits(v);
+    char *p = o + n;
     while (v >= 100) {
         uint64_t q = v / 100;
-        memcpy(tmp + (i -= 2), DIGITS2 + 2 * (v - q * 100), 2);
+        p -= 2;
+        memcpy(p, DIGITS2 + 2 * (v - q * 100), 2);
         v = q;
     }
-    if (v >= 10) memcpy(tmp + (i -= 2), DIGITS2 + 2 * v, 2);
-    else tmp[--i] = (char)('0' + v);
-    memcpy(o, tmp + i, 20 - i);
-    return o + 20 - i;
+    if (v >= 10) memcpy(p - 2, DIGITS2 + 2 * v, 2);
+    else p[-1] = (char)('0' + v);
+    return o + n;
+}
+
+/* a copy of a short text without a call: fixed-size moves that overlap (reads stay inside [s, s + n)) */
+static inline char *put(char *o, const void *src, size_t n) {
+    const char *s = (const char *)src;
+    if (n >= 16) {
+        if (n > 32) {
+            memcpy(o, s, n);
+        } else {
+            memcpy(o, s, 16);
+            memcpy(o + n - 16, s + n - 16, 16);
+        }
+    } else if (n >= 8) {
+        memcpy(o, s, 8);
+        memcpy(o + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(o, s, 4);
+        memcpy(o + n - 4, s + n - 4, 4);
+    } else {
+        for (size_t i = 0; i < n; i++) o[i] = s[i];
+    }
+    return o + n;
 }
 
 static const char B64CHARS[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -287,8 +319,7 @@ static char *row(const Program *p, Py_ssize_t r, const unsigned char *d, char *o
         const Step *s = &p->steps[i];
         switch (s->code) {
         case CONST:
-            memcpy(o, s->a, s->alen);
-            o += s->alen;
+            o = put(o, s->a, (size_t)s->alen);
             break;
         case UINT:
             o = put_u64(o, (uint64_t)s->x[r]);
@@ -305,8 +336,7 @@ static char *row(const Program *p, Py_ssize_t r, const unsigned char *d, char *o
             Py_ssize_t len = s->alen;
             for (Py_ssize_t j = 0; j < s->nkeys; j++)
                 if (s->keys[j] == v) { t = s->texts[j]; len = s->tlens[j]; break; }
-            memcpy(o, t, len);
-            o += len;
+            o = put(o, t, (size_t)len);
             break;
         }
         case TEXT: {
@@ -316,12 +346,9 @@ static char *row(const Program *p, Py_ssize_t r, const unsigned char *d, char *o
             unsigned char bad = 0;
             for (int64_t j = 0; j < z; j++) bad |= (unsigned char)(v[j] - 0x20) >= 0x5F;
             if (bad) goto defer;
-            memcpy(o, s->a, s->alen);
-            o += s->alen;
-            memcpy(o, v, z);
-            o += z;
-            memcpy(o, s->b, s->blen);
-            o += s->blen;
+            o = put(o, s->a, (size_t)s->alen);
+            o = put(o, v, (size_t)z);
+            o = put(o, s->b, (size_t)s->blen);
             break;
         }
         case PAYLOAD: {
@@ -338,12 +365,9 @@ static char *row(const Program *p, Py_ssize_t r, const unsigned char *d, char *o
                 if (utf8_printable(v, z)) goto defer;  /* a line of Unicode text: Python writes it */
                 break;  /* not UTF-8, or not printable: no line */
             }
-            memcpy(o, s->a, s->alen);
-            o += s->alen;
-            memcpy(o, v, z);
-            o += z;
-            memcpy(o, s->b, s->blen);
-            o += s->blen;
+            o = put(o, s->a, (size_t)s->alen);
+            o = put(o, v, (size_t)z);
+            o = put(o, s->b, (size_t)s->blen);
             break;
         }
         case JSTR: {

@@ -484,6 +484,7 @@ class JsonRows:
         # the rows known to go per record (other types, property tails) are rendered first and written
         # in place; on an error the splice below renders them again, in order, and raises at the first
         extras: list[str | None] | None = None
+        lines: dict[int, str] = {}  # those that are not ASCII, for the splice
         holes = np.flatnonzero(which == -1).tolist()
         if holes:
             extras = [None] * (b - a)
@@ -492,8 +493,10 @@ class JsonRows:
                     line = self.line(db.chunk(a + r))
                     if line.isascii():
                         extras[r] = line
+                    else:
+                        lines[r] = line
             except Exception:
-                extras = None
+                extras, lines = None, {}
         text, sizes_b, holes = _render.render(raw, batches, which, rowno, extras)  # type: ignore[union-attr]
         if not holes:
             return text
@@ -505,7 +508,7 @@ class JsonRows:
             parts.append(text[prev:cut])
             prev = cut
             try:
-                parts.append(self.line(db.chunk(a + r)))
+                parts.append(lines[r] if r in lines else self.line(db.chunk(a + r)))
             except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
                 raise _Damaged("".join(parts), exc) from None
         parts.append(text[prev:])
@@ -671,6 +674,8 @@ def _template_steps(template: str, columns: list[tuple[str, str]]) -> list[tuple
 
 def _ints(a: np.ndarray) -> np.ndarray:
     """8-byte integers, as the C renderer reads them."""
+    if a.itemsize == 8 and a.dtype.kind in "iu" and a.flags.c_contiguous:  # the usual case: as it is
+        return a
     return np.ascontiguousarray(a, np.uint64 if a.dtype.kind == "u" else np.int64)
 
 

@@ -304,3 +304,42 @@ def test_the_c_renderer_writes_the_rows(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(dumprows, "_render", Spy)
     same(REAL_FILES[-1])
     assert calls
+
+
+def test_c_numbers_times_and_base64(renderer: str) -> None:
+    """The C renderer's digits, UTC times and base64 against Python's own, at every width and edge."""
+    import base64
+
+    import numpy as np
+
+    from codec.views.timeview import iso
+
+    if renderer != "c":
+        pytest.skip("the C renderer's test")
+    r = dumprows._render
+    unsigned = sorted({0, 1, 2**64 - 1, 2**63, 2**63 - 1} | {10**k + d for k in range(20) for d in (-1, 0, 1)} - {-1})
+    signed = [0, -1, 1, -(2**63), 2**63 - 1, -(10**18), 10**18 - 1, -5]
+    u = np.array(unsigned, np.uint64)
+    s = np.array(signed, np.int64)
+    prog = [(dumprows._C_UINT, u), (dumprows._C_CONST, b" ")]
+    text, _, holes = r.render(b"", [(len(u), prog, None)], None, None)
+    assert holes == 0 and text == "".join(f"{v} " for v in unsigned)
+    text, _, _ = r.render(b"", [(len(s), [(dumprows._C_SINT, s), (dumprows._C_CONST, b" ")], None)], None, None)
+    assert text == "".join(f"{v} " for v in signed)
+    times = np.array([0, -3, 1, 86399, 86400, 951782400, 1709164800, 4107542400, 253402300799, 253402300800], np.int64)
+    text, sizes, holes = r.render(b"", [(len(times), [(dumprows._C_ISO, times), (dumprows._C_CONST, b"\n")], None)],
+                                  None, None)
+    assert holes == 1 and np.frombuffer(sizes, np.int64)[-1] == -1
+    assert text == "".join(f'"{iso(int(t))}"\n' if t > 0 else "null\n" for t in times[:-1])
+    data = bytes(range(256)) * 2
+    starts = np.array([0, 1, 2, 3, 100, 0], np.int64)
+    sizes_ = np.array([0, 1, 2, 3, 256, 512], np.int64)
+    text, _, _ = r.render(data, [(6, [(dumprows._C_B64, starts, sizes_), (dumprows._C_CONST, b",")], None)], None, None)
+    assert text == "".join(base64.b64encode(data[a:a + z]).decode() + "," for a, z in zip(starts, sizes_))
+    with pytest.raises(ValueError, match="outside the data"):
+        r.render(data, [(1, [(dumprows._C_B64, np.array([500], np.int64), np.array([13], np.int64))], None)],
+                 None, None)
+    with pytest.raises(ValueError, match="wrong length"):
+        r.render(b"", [(2, [(dumprows._C_UINT, u)], None)], None, None)
+    with pytest.raises(ValueError, match="ASCII"):
+        r.render(b"", [(1, [(dumprows._C_CONST, "é".encode())], None)], None, None)
