@@ -337,6 +337,8 @@ class JsonRows:
             self._decoded(out, raw, spans)
         return out
 
+    _head = [("@index", "int"), ("@offset", "int"), ("@length", "int")]  # the template's first columns
+
     def _where(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray) -> list[list[Any]]:
         """The columns of the line's head: index, offset, length."""
         return [rows.tolist(), offs.tolist(), lengths.tolist()]
@@ -404,7 +406,7 @@ class JsonRows:
         expiry part) and the rows it must leave to Python (None: none)."""
         spec = self._spec(ctype)
         if spec.program is None:
-            columns = [("@index", "int"), ("@offset", "int"), ("@length", "int"), *spec.columns]
+            columns = [*self._head, *spec.columns]
             template = spec.template
             if spec.expiry:
                 template += ', "expires_at": %s, "expired": %s'
@@ -481,38 +483,7 @@ class JsonRows:
             if prog[1] is not None:
                 which[pos[prog[1]]] = -1
             batches.append((len(pos), prog[0], None))
-        # the rows known to go per record (other types, property tails) are rendered first and written
-        # in place; on an error the splice below renders them again, in order, and raises at the first
-        extras: list[str | None] | None = None
-        lines: dict[int, str] = {}  # those that are not ASCII, for the splice
-        holes = np.flatnonzero(which == -1).tolist()
-        if holes:
-            extras = [None] * (b - a)
-            try:
-                for r in holes:
-                    line = self.line(db.chunk(a + r))
-                    if line.isascii():
-                        extras[r] = line
-                    else:
-                        lines[r] = line
-            except Exception:
-                extras, lines = None, {}
-        text, sizes_b, holes = _render.render(raw, batches, which, rowno, extras)  # type: ignore[union-attr]
-        if not holes:
-            return text
-        sizes = np.frombuffer(sizes_b, np.int64)
-        at = np.cumsum(np.maximum(sizes, 0))  # at[r]: where row r's text ends (a hole's: where it goes)
-        parts, prev = [], 0
-        for r in np.flatnonzero(sizes < 0).tolist():
-            cut = int(at[r])
-            parts.append(text[prev:cut])
-            prev = cut
-            try:
-                parts.append(lines[r] if r in lines else self.line(db.chunk(a + r)))
-            except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
-                raise _Damaged("".join(parts), exc) from None
-        parts.append(text[prev:])
-        return "".join(parts)
+        return _rendered(raw, batches, which, rowno, lambda r: self.line(db.chunk(a + r)))
 
     def _read(self, offset: int, size: int) -> Any:
         """The C renderer takes any buffer: blocks are read into one, reused (fresh memory for every
@@ -541,6 +512,47 @@ class JsonRows:
         except Exception as exc:
             raise _Damaged("".join(parts), exc) from None
         return "".join(parts)
+
+
+def _rendered(raw: Any, batches: list[tuple[Any, ...]], which: np.ndarray, rowno: np.ndarray,
+              line_of: Callable[[int], str]) -> str:
+    """The text of rows written by codec/_render.c (row i: row ``rowno[i]`` of batch ``which[i]``, -1 a
+    hole, -2 none), with the holes' rows rendered by ``line_of(i)`` in place.
+
+    The holes known before (other types, property tails) are rendered first and written in place by
+    the C renderer; the rows it defers, and rendered rows that are not ASCII, are spliced in after. On an
+    error the splice renders the holes again, in order, and raises at the first (as :class:`_Damaged`,
+    with the text of the rows before it)."""
+    extras: list[str | None] | None = None
+    lines: dict[int, str] = {}  # those that are not ASCII, for the splice
+    holes = np.flatnonzero(which == -1).tolist()
+    if holes:
+        extras = [None] * len(which)
+        try:
+            for r in holes:
+                line = line_of(r)
+                if line.isascii():
+                    extras[r] = line
+                else:
+                    lines[r] = line
+        except Exception:
+            extras, lines = None, {}
+    text, sizes_b, left = _render.render(raw, batches, which, rowno, extras)  # type: ignore[union-attr]
+    if not left:
+        return text
+    sizes = np.frombuffer(sizes_b, np.int64)
+    at = np.cumsum(np.maximum(sizes, 0))  # at[r]: where row r's text ends (a hole's: where it goes)
+    parts, prev = [], 0
+    for r in np.flatnonzero(sizes < 0).tolist():
+        cut = int(at[r])
+        parts.append(text[prev:cut])
+        prev = cut
+        try:
+            parts.append(lines[r] if r in lines else line_of(r))
+        except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
+            raise _Damaged("".join(parts), exc) from None
+    parts.append(text[prev:])
+    return "".join(parts)
 
 
 class _Batch:
@@ -1082,7 +1094,7 @@ class StoreJsonRows(JsonRows):
         self.stores = _StoreExpiries(store_expiries(store))
         self.specs = {}
         self.decoder = decoder
-        self.native = False
+        self.native = _render is not None and decoder is None
 
     def _spec(self, ctype: int) -> _Spec:
         from codec.store.schema import ROWS
@@ -1092,8 +1104,26 @@ class StoreJsonRows(JsonRows):
             spec = self.specs[ctype] = _StoreSpec(ctype, ROWS[ChunkType(ctype)].table)
         return spec
 
+    _head = [("@index", "int"), ("@offset", "int")]  # index and rowid
+
     def _where(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray) -> list[list[Any]]:
         return [rows.tolist(), offs.tolist()]
+
+    def _native_batch(self, t: int, c: Any, keep: np.ndarray | None) -> str:
+        """One column batch's lines (of the rows ``keep`` holds), written by codec/_render.c."""
+        store = self.db
+        n = len(c)
+        prog, skip = self.program(t, _Columns(c.index, c.offset, c.length, c.ints, c.spans))  # type: ignore[misc]
+        which = np.zeros(n, np.int32)
+        if skip is not None:
+            which[skip] = -1
+        if keep is not None:
+            which[~keep[c.index]] = -2
+        try:
+            return _rendered(c.data, [(n, prog, None)], which, np.arange(n, dtype=np.int64),
+                             lambda r: self.line(store.chunk(int(c.index[r]))))
+        except _Damaged as damaged:  # a batch is all or nothing here
+            raise damaged.error from None
 
     def blocks(self, keep: np.ndarray | None = None, keep_chunk: Callable[[Chunk], bool] | None = None,
                progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
@@ -1109,6 +1139,14 @@ class StoreJsonRows(JsonRows):
                         yield self.line(row)
                 continue
             for c in store.batches(t):
+                if self.native:
+                    text = self._native_batch(int(t), c, keep)
+                    if text:
+                        yield text
+                    done += len(c)
+                    if progress is not None:
+                        progress(done, len(store))
+                    continue
                 out = self.lines(int(t), c.data.tobytes(), c.data, c.index, c.offset, c.length, c.ints, c.spans)
                 sel = np.ones(len(c), bool) if keep is None else keep[c.index]
                 parts = [out[r] if out[r] is not None else self.line(store.chunk(int(c.index[r])))
