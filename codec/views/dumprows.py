@@ -11,6 +11,13 @@ with DEL, C1 and bidi controls escaped; and
 * the index is walked in blocks of consecutive chunks (file order, types interleaved); the
   block's bytes are read once and each columnar type (msg_store, client_msg, retain, sub) is
   decoded for all its rows at once by :func:`codec.columnar.decode_batch`;
+* with the C extension ``codec._render`` built (setup.py; optional), a block's rows are written by it
+  in one pass, in file order: each type's template (JSON) or list of lines (text), derived from its
+  layout table here, becomes a small program of steps (constant text, decimal digits, a JSON string
+  literal, base64, a UTC time, a text copied as it is...) over the batch's columns; a value it cannot
+  write exactly as the reference does (text beyond ASCII, a payload whose printability is Unicode's
+  to decide) defers its row to the per-record path, as do the rows listed below. Without the
+  extension:
 * a row is one ``%``-format of a per-(version, type) template: keys, separators and constant
   values (absent fields, ``null`` properties) are baked in, numbers come from ``tolist()``,
   text goes through :func:`codec.values.json_string`: the JSON module's own C string encoder
