@@ -1116,8 +1116,9 @@ class StoreJsonRows(JsonRows):
     def _where(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray) -> list[list[Any]]:
         return [rows.tolist(), offs.tolist()]
 
-    def _native_batch(self, t: int, c: Any, keep: np.ndarray | None) -> str:
-        """One column batch's lines (of the rows ``keep`` holds), written by codec/_render.c."""
+    def _native_batch(self, t: int, c: Any, keep: np.ndarray | None) -> Iterator[str]:
+        """One column batch's lines (of the rows ``keep`` holds), written by codec/_render.c a block of
+        rows at a time (texts of a few MB: the memory they take is reused, not mapped afresh each time)."""
         store = self.db
         n = len(c)
         prog, skip = self.program(t, _Columns(c.index, c.offset, c.length, c.ints, c.spans))  # type: ignore[misc]
@@ -1126,11 +1127,16 @@ class StoreJsonRows(JsonRows):
             which[skip] = -1
         if keep is not None:
             which[~keep[c.index]] = -2
+        rows = np.arange(n, dtype=np.int64)
+        texts = []
         try:
-            return _rendered(c.data, [(n, prog, None)], which, np.arange(n, dtype=np.int64),
-                             lambda r: self.line(store.chunk(int(c.index[r]))))
+            for a in range(0, n, BLOCK_CHUNKS):
+                b = min(n, a + BLOCK_CHUNKS)
+                texts.append(_rendered(c.data, [(n, prog, None)], which[a:b], rows[a:b],
+                                       lambda r, a=a: self.line(store.chunk(int(c.index[a + r])))))
         except _Damaged as damaged:  # a batch is all or nothing here
             raise damaged.error from None
+        return iter(texts)
 
     def blocks(self, keep: np.ndarray | None = None, keep_chunk: Callable[[Chunk], bool] | None = None,
                progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
@@ -1147,9 +1153,9 @@ class StoreJsonRows(JsonRows):
                 continue
             for c in store.batches(t):
                 if self.native:
-                    text = self._native_batch(int(t), c, keep)
-                    if text:
-                        yield text
+                    for text in self._native_batch(int(t), c, keep):
+                        if text:
+                            yield text
                     done += len(c)
                     if progress is not None:
                         progress(done, len(store))
