@@ -495,7 +495,7 @@ class JsonRows:
     def _read(self, offset: int, size: int) -> Any:
         """The C renderer takes any buffer: blocks are read into one, reused (fresh memory for every
         block costs the kernel a page fault per 4 KiB, a tenth of the dump's CPU); numpy's rows want bytes."""
-        if not self.native or size > BLOCK_BYTES:
+        if not self.native or size > BLOCK_BYTES or not hasattr(os, "preadv"):
             return _pread(self.db.fd, size, offset)
         if self._buffer is None:
             self._buffer = np.empty(BLOCK_BYTES, np.uint8)
