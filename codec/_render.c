@@ -591,13 +591,15 @@ static PyObject *render(PyObject *self, PyObject *args) {
         result = Py_BuildValue("(OOn)", text, sizes, holes);
     }
 done:
-    if (buf == scratch) scratch_busy = 0;
-    PyMem_RawFree(own);
-    if (scratch_cap > SCRATCH_KEEP) {  /* after an outsized block: back to the usual size */
-        PyMem_RawFree(scratch);
-        scratch = NULL;
-        scratch_cap = 0;
+    if (buf && buf == scratch) {  /* only the call that holds it lets it go */
+        scratch_busy = 0;
+        if (scratch_cap > SCRATCH_KEEP) {  /* after an outsized block: back to the usual size */
+            PyMem_RawFree(scratch);
+            scratch = NULL;
+            scratch_cap = 0;
+        }
     }
+    PyMem_RawFree(own);
     for (Py_ssize_t k = 0; k < parsed; k++) program_free(&progs[k]);
     for (Py_ssize_t k = 0; k < nprogs && skips; k++) if (skips[k].obj) PyBuffer_Release(&skips[k]);
     PyMem_Free(progs);

@@ -343,3 +343,17 @@ def test_c_numbers_times_and_base64(renderer: str) -> None:
         r.render(b"", [(2, [(dumprows._C_UINT, u)], None)], None, None)
     with pytest.raises(ValueError, match="ASCII"):
         r.render(b"", [(1, [(dumprows._C_CONST, "é".encode())], None)], None, None)
+
+
+def test_dumps_in_threads_at_once(renderer: str) -> None:
+    """The C renderer writes with the GIL released, into a buffer kept between calls: dumps running in
+    several threads at once each get their own text."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [*REAL_FILES, *UNIT_FILES][:8] * 3
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(rendered_text, paths))
+        got_json = list(pool.map(rendered, paths))
+    for path, text, text_json in zip(paths, got, got_json):
+        assert text == reference_text(path)
+        assert text_json == reference(path)
