@@ -265,7 +265,7 @@ CONTROL = ["\x1b[2J", "a\x00b", "\x7f", "tab\there", "nl\nx", "\u0085c1", "\u202
 def test_escapes_and_huge_payloads_every_type(version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                renderer: str) -> None:
     """Texts that need escapes (controls, C1, bidi, text that is not UTF-8) in every text field of every
-    chunk type, between plain rows and per-record ones (clients), and payloads wider than a block:
+    chunk type, between plain rows and per-record ones (clients, unknown types), and payloads wider than a block:
     both renderers give the per-record text, byte for byte."""
     monkeypatch.setattr(dumprows, "BLOCK_CHUNKS", 7)
     monkeypatch.setattr(dumprows, "BLOCK_BYTES", 1 << 16)
@@ -279,6 +279,8 @@ def test_escapes_and_huge_payloads_every_type(version: int, tmp_path: Path, monk
         recs.append(_client_msg(version, k + 1, text))
         recs.append(_sub(version, text, text))
         recs.append(Record(int(ChunkType.RETAIN), {"store_id": k + 1}, version))
+        if k % 5 == 0:  # a chunk type no layout knows, between the others
+            recs.append(Record(99, {"raw": text.encode("utf-8", "surrogateescape")}, version))
     for k, payload in enumerate(payloads, 100):  # each payload on a plain row too
         recs.append(_store(version, k, f"plain/{k}", "src", payload))
     p = tmp_path / "escapes.db"
