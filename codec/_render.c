@@ -45,6 +45,8 @@ typedef struct {
     const char **texts;
     Py_ssize_t *tlens;
     int64_t limit;         /* nullable flag, or payload limit */
+    const char *tail;      /* the constant text of the step that followed, when this step always writes */
+    Py_ssize_t taillen;
 } Step;
 
 typedef struct {
@@ -174,6 +176,27 @@ static int parse_program(PyObject *prog, Py_ssize_t n, Program *p) {
         }
         }
     }
+    /* a constant after a step that always writes (not an empty nullable text, not a payload line) becomes
+     * that step's tail: half the steps to dispatch per row */
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t i = 0; i < p->nsteps; i++) {
+        Step *s = &p->steps[i];
+        if (s->code == CONST && kept) {
+            Step *prev = &p->steps[kept - 1];
+            int always = prev->code != CONST && prev->code != PAYLOAD && !(prev->code == TEXT && prev->limit);
+            if (always && !prev->taillen) {
+                prev->tail = s->a;
+                prev->taillen = s->alen;
+                continue;
+            }
+        }
+        if (kept != i) {
+            p->steps[kept] = *s;
+            memset(s, 0, sizeof *s);  /* its texts/tlens now belong to steps[kept] */
+        }
+        kept++;
+    }
+    p->nsteps = kept;
     ok = 1;
 done:
     Py_DECREF(seq);
@@ -207,7 +230,7 @@ static int64_t bound(const Program *p, Py_ssize_t n, Py_ssize_t dlen) {
             }
             break;
         }
-        total += per * n + sum;
+        total += (per + s->taillen) * n + sum;
     }
     return total;
 }
@@ -450,6 +473,7 @@ static char *row(const Program *p, Py_ssize_t r, const unsigned char *d, char *o
             break;
         }
         }
+        if (s->taillen) o = put(o, s->tail, (size_t)s->taillen);
     }
     return o;
 defer:
