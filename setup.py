@@ -1,4 +1,4 @@
-"""Build the optional C accelerator for the index scan (mosqdb works without it), and ship the manual.
+"""Build the optional C accelerators (the index scan, the dump renderer: mosqdb works without them), and ship the manual.
 
 The manual's pages live in ``docs/`` (the docs site); a built package carries a copy in ``inspector/_manual/``
 with the site's page order (``nav.yml``), which ``mosqdb --manual`` reads when there is no checkout.
@@ -29,5 +29,6 @@ class BuildWithManual(build_py):
             out.write("nav:" + src.read().split("\nnav:", 1)[-1])
 
 
-setup(ext_modules=[Extension("codec._framing", ["codec/_framing.c"], optional=True)],
+setup(ext_modules=[Extension("codec._framing", ["codec/_framing.c"], optional=True),
+                 Extension("codec._render", ["codec/_render.c"], optional=True)],
       cmdclass={"build_py": BuildWithManual})

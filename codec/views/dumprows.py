@@ -11,6 +11,13 @@ with DEL, C1 and bidi controls escaped; and
 * the index is walked in blocks of consecutive chunks (file order, types interleaved); the
   block's bytes are read once and each columnar type (msg_store, client_msg, retain, sub) is
   decoded for all its rows at once by :func:`codec.columnar.decode_batch`;
+* with the C extension ``codec._render`` built (setup.py; optional), a block's rows are written by it
+  in one pass, in file order: each type's template (JSON) or list of lines (text), derived from its
+  layout table here, becomes a small program of steps (constant text, decimal digits, a JSON string
+  literal, base64, a UTC time, a text copied as it is...) over the batch's columns; a value it cannot
+  write exactly as the reference does (text beyond ASCII, a payload whose printability is Unicode's
+  to decide) defers its row to the per-record path, as do the rows listed below. Without the
+  extension:
 * a row is one ``%``-format of a per-(version, type) template: keys, separators and constant
   values (absent fields, ``null`` properties) are baked in, numbers come from ``tolist()``,
   text goes through :func:`codec.values.json_string`: the JSON module's own C string encoder
@@ -31,6 +38,7 @@ from __future__ import annotations
 
 import binascii
 import functools
+import os
 from collections.abc import Callable, Iterator
 from itertools import repeat
 from typing import Any
@@ -45,6 +53,13 @@ from codec.views.jsonview import DIRECTION_NAMES, DUMP_FIELDS, STATE_NAMES, chun
 from codec.views.select import any_in_spans
 from codec.views.textview import TEXT_LABELS, format_text
 from codec.views.timeview import expires_at, iso
+
+try:  # the C renderer of batch rows (setup.py builds it); without it the rows come from numpy
+    from codec import _render  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - a checkout without the build
+    _render = None
+if _render is not None and getattr(_render, "API", 0) != 2:  # pragma: no cover - a stale build: rebuild it
+    _render = None
 
 BLOCK_CHUNKS = 1 << 12
 BLOCK_BYTES = 8 << 20
@@ -163,6 +178,7 @@ class _Spec:
         self.has_props = "props" in kinds.values()
         self.tail = "}\n"
         self.template = ", ".join(parts)  # + the expiry part and the tail, chosen per batch
+        self.program: list[tuple[Any, ...]] | None = None  # the steps for _render, constants bound
 
     def texts(self, raw: bytes, starts: np.ndarray, sizes: np.ndarray, bad: np.ndarray, how: str,
               d: np.ndarray | None = None) -> list[str]:
@@ -265,6 +281,8 @@ class JsonRows:
         self.stores = StoreExpiry(db) if not db.empty else None
         self.specs: dict[int, _Spec] = {}
         self.decoder = decoder  # a codec.payloads.PayloadDecoder: stored messages get the payload_* keys
+        self.native = _render is not None and decoder is None  # rows written by codec/_render.c
+        self._buffer: np.ndarray | None = None
 
     def line(self, chunk: Chunk) -> str:
         assert self.stores is not None
@@ -325,6 +343,8 @@ class JsonRows:
         if self.decoder is not None and spec.kind == "msg_store":
             self._decoded(out, raw, spans)
         return out
+
+    _head = [("@index", "int"), ("@offset", "int"), ("@length", "int")]  # the template's first columns
 
     def _where(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray) -> list[list[Any]]:
         """The columns of the line's head: index, offset, length."""
@@ -388,14 +408,36 @@ class JsonRows:
                 if keep_chunk is None or keep_chunk(chunk):
                     yield self.line(chunk)
 
+    def program(self, ctype: int, cols: _Columns) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
+        """The C renderer's program for a batch of one type (the steps of the type's template, with the
+        expiry part) and the rows it must leave to Python (None: none)."""
+        spec = self._spec(ctype)
+        if spec.program is None:
+            columns = [*self._head, *spec.columns]
+            template = spec.template
+            if spec.expiry:
+                template += ', "expires_at": %s, "expired": %s'
+                columns += [("@expires", "iso"), ("@expired", "bool")]
+            spec.program = _program(_template_steps(template + spec.tail, columns))
+        if spec.expiry:
+            exp = self._expiry(spec.kind, cols.rows, cols.ints)
+            if exp is None:
+                exp = np.zeros(len(cols.rows), np.int64)
+            cols.more["@expires"] = exp
+            cols.more["@expired"] = ((exp > 0) & (exp <= self.at)).view(np.uint8).astype(np.uint64)
+        skip = cols.spans[spec.props][1] > 0 if spec.has_props else None  # rows with properties: per record
+        return _bind(spec.program, cols), skip
+
     def _block(self, a: int, b: int, offsets: np.ndarray, types: np.ndarray, ends: np.ndarray,
                lengths: np.ndarray, hsize: int, version: int, keep: np.ndarray | None) -> str:
         db = self.db
         lo, hi = int(offsets[a]), int(ends[b - 1])
-        raw = _pread(db.fd, hi - lo, lo)
+        raw = self._read(lo, hi - lo)
         d = np.frombuffer(raw, dtype=np.uint8)
         t = types[a:b]
         sel = np.ones(b - a, dtype=bool) if keep is None else keep[a:b].copy()
+        if self.native:
+            return self._native_block(a, b, raw, d, t, sel, offsets, ends, lengths, hsize, version)
         out = np.full(b - a, None, dtype=object)
         for ctype in COLUMNAR:
             pos = np.flatnonzero((t == int(ctype)) & sel)
@@ -421,6 +463,51 @@ class JsonRows:
                 raise _Damaged("".join(out[:r][sel[:r]].tolist()), exc) from None
         return "".join(out[sel].tolist())
 
+    def _native_block(self, a: int, b: int, raw: Any, d: np.ndarray, t: np.ndarray, sel: np.ndarray,
+                      offsets: np.ndarray, ends: np.ndarray, lengths: np.ndarray, hsize: int, version: int) -> str:
+        """The block's text written by codec/_render.c in file order, in one pass over its rows; the
+        rows it has no program for or defers (holes) are rendered per record and spliced in."""
+        db = self.db
+        lo = int(offsets[a])
+        which = np.where(sel, np.int32(-1), np.int32(-2))  # -1: a hole, -2: not shown
+        rowno = np.zeros(b - a, np.int64)
+        batches = []
+        for ctype in COLUMNAR:
+            pos = np.flatnonzero((t == int(ctype)) & sel)
+            if not len(pos):
+                continue
+            rows = pos + a
+            offs = offsets[rows]
+            lens = lengths[rows].astype(np.int64)
+            got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[rows] - lo, db.endian)
+            if got is None:
+                return self._per_record_block(a, b, sel)
+            prog = self.program(int(ctype), _Columns(rows, offs, lens, *got))
+            if prog is None:
+                continue
+            which[pos] = len(batches)
+            rowno[pos] = np.arange(len(pos))
+            if prog[1] is not None:
+                which[pos[prog[1]]] = -1
+            batches.append((len(pos), prog[0], None))
+        return _rendered(raw, batches, which, rowno, lambda r: self.line(db.chunk(a + r)))
+
+    def _read(self, offset: int, size: int) -> Any:
+        """The C renderer takes any buffer: blocks are read into one, reused (fresh memory for every
+        block costs the kernel a page fault per 4 KiB, a tenth of the dump's CPU); numpy's rows want bytes."""
+        if not self.native or size > BLOCK_BYTES or not hasattr(os, "preadv"):
+            return _pread(self.db.fd, size, offset)
+        if self._buffer is None:
+            self._buffer = np.empty(BLOCK_BYTES, np.uint8)
+        view = memoryview(self._buffer)[:size]
+        got = 0
+        while got < size:  # pread may return less on some file systems
+            n = os.preadv(self.db.fd, [view[got:]], offset + got)
+            if not n:
+                return bytes(view[:got])
+            got += n
+        return view
+
     def _per_record_block(self, a: int, b: int, sel: np.ndarray) -> str:
         """The stream from the block's first chunk: exact values, and the exact error if any."""
         parts = []
@@ -432,6 +519,47 @@ class JsonRows:
         except Exception as exc:
             raise _Damaged("".join(parts), exc) from None
         return "".join(parts)
+
+
+def _rendered(raw: Any, batches: list[tuple[Any, ...]], which: np.ndarray, rowno: np.ndarray,
+              line_of: Callable[[int], str]) -> str:
+    """The text of rows written by codec/_render.c (row i: row ``rowno[i]`` of batch ``which[i]``, -1 a
+    hole, -2 none), with the holes' rows rendered by ``line_of(i)`` in place.
+
+    The holes known before (other types, property tails) are rendered first and written in place by
+    the C renderer; the rows it defers, and rendered rows that are not ASCII, are spliced in after. On an
+    error the splice renders the holes again, in order, and raises at the first (as :class:`_Damaged`,
+    with the text of the rows before it)."""
+    extras: list[str | None] | None = None
+    lines: dict[int, str] = {}  # those that are not ASCII, for the splice
+    holes = np.flatnonzero(which == -1).tolist()
+    if holes:
+        extras = [None] * len(which)
+        try:
+            for r in holes:
+                line = line_of(r)
+                if line.isascii():
+                    extras[r] = line
+                else:
+                    lines[r] = line
+        except Exception:
+            extras, lines = None, {}
+    text, sizes_b, left = _render.render(raw, batches, which, rowno, extras)  # type: ignore[union-attr]
+    if not left:
+        return text
+    sizes = np.frombuffer(sizes_b, np.int64)
+    at = np.cumsum(np.maximum(sizes, 0))  # at[r]: where row r's text ends (a hole's: where it goes)
+    parts, prev = [], 0
+    for r in np.flatnonzero(sizes < 0).tolist():
+        cut = int(at[r])
+        parts.append(text[prev:cut])
+        prev = cut
+        try:
+            parts.append(lines[r] if r in lines else line_of(r))
+        except Exception as exc:  # the rows before it, then the error (a codec error, or iso()'s range)
+            raise _Damaged("".join(parts), exc) from None
+    parts.append(text[prev:])
+    return "".join(parts)
 
 
 class _Batch:
@@ -468,8 +596,6 @@ class _Damaged(Exception):
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:
-    import os
-
     data = os.pread(fd, size, offset)
     while len(data) < size:  # pread may return less on some file systems
         more = os.pread(fd, size - len(data), offset + len(data))
@@ -479,10 +605,138 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
     return data
 
 
+# ---------------------------------------------------------------- the C renderer's programs
+# the step codes of codec/_render.c
+_C_CONST, _C_UINT, _C_SINT, _C_TEXT, _C_NAMED, _C_PAYLOAD, _C_JSTR, _C_B64, _C_ISO = range(9)
+
+
+class _Columns:
+    """A batch's columns by the names the specs' steps use (see :class:`_TextSpec`)."""
+
+    def __init__(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray, ints: dict[str, np.ndarray],
+                 spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+        self.rows, self.offs, self.lengths, self.ints, self.spans = rows, offs, lengths, ints, spans
+        self.more: dict[str, np.ndarray] = {}  # columns the renderer computes (``@expires``, ``@expired``)
+
+    def __getitem__(self, ref: str) -> np.ndarray:
+        if ref in self.more:
+            return self.more[ref]
+        if ref == "@index":
+            return self.rows
+        if ref == "@offset":
+            return self.offs
+        if ref == "@length":
+            return self.lengths
+        if ref[0] == "#":
+            return self.spans[ref[1:]][1]
+        return self.ints[ref]
+
+
+def _program(steps: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """A spec's steps as codec/_render.c steps, texts encoded and runs of constants joined; the
+    columns are still names (:func:`_bind` puts the batch's arrays in)."""
+    out: list[tuple[Any, ...]] = []
+    for step in steps:
+        op = step[0]
+        if op == "const":
+            text = step[1].encode("ascii")
+            if out and out[-1][0] == _C_CONST:
+                out[-1] = (_C_CONST, out[-1][1] + text)
+            else:
+                out.append((_C_CONST, text))
+        elif op == "num":
+            out.append((_C_UINT, step[1]))  # _C_SINT when the column is signed
+        elif op == "named":
+            texts = step[2]
+            keys = sorted(texts)
+            out.append((_C_NAMED, step[1], np.array(keys, np.uint64), tuple(texts[k].encode("ascii") for k in keys),
+                        step[3].encode("ascii")))
+        elif op in ("text", "payload"):
+            code = _C_TEXT if op == "text" else _C_PAYLOAD
+            out.append((code, step[1].encode("ascii"), step[2].encode("ascii"), step[3], int(step[4])))
+        elif op == "jstr":
+            out.append((_C_JSTR, step[1], bool(step[2])))
+        elif op == "b64":
+            out.append((_C_B64, step[1]))
+        elif op == "iso":
+            out.append((_C_ISO, step[1]))
+        else:  # pragma: no cover - the specs make no other steps
+            raise AssertionError(op)
+    return out
+
+
+def _template_steps(template: str, columns: list[tuple[str, str]]) -> list[tuple[Any, ...]]:
+    """Steps of a ``%``-template (one without a literal ``%``) and the columns its conversions take,
+    in order: (column, how) with how ``int`` (``%d``), ``str``/``strnull`` (``%s`` of a JSON string,
+    ``null`` for an empty nullable one), ``b64`` (``%s`` of base64), ``iso`` (``%s`` of a quoted UTC
+    time, ``null`` for none) or ``bool`` (``%s`` of ``true``/``false``)."""
+    pieces = template.split("%")
+    assert len(pieces) == len(columns) + 1
+    steps: list[tuple[Any, ...]] = [("const", pieces[0])]
+    for piece, (column, how) in zip(pieces[1:], columns):
+        assert piece[0] == ("d" if how == "int" else "s")
+        if how == "int":
+            steps.append(("num", column))
+        elif how in ("str", "strnull"):
+            steps.append(("jstr", column, how == "strnull"))
+        elif how == "b64":
+            steps.append(("b64", column))
+        elif how == "iso":
+            steps.append(("iso", column))
+        elif how == "bool":
+            steps.append(("named", column, {0: "false", 1: "true"}, "true"))
+        else:  # pragma: no cover - the specs take no other columns
+            raise AssertionError(how)
+        steps.append(("const", piece[1:]))
+    return steps
+
+
+def _ints(a: np.ndarray) -> np.ndarray:
+    """8-byte integers, as the C renderer reads them."""
+    if a.itemsize == 8 and a.dtype.kind in "iu" and a.flags.c_contiguous:  # the usual case: as it is
+        return a
+    return np.ascontiguousarray(a, np.uint64 if a.dtype.kind == "u" else np.int64)
+
+
+def _bind(program: list[tuple[Any, ...]], cols: _Columns) -> list[tuple[Any, ...]]:
+    """The program with the batch's columns in place of their names."""
+    out = []
+    for step in program:
+        code = step[0]
+        if code == _C_UINT:
+            values = _ints(cols[step[1]])
+            out.append((_C_SINT if values.dtype.kind == "i" else _C_UINT, values))
+        elif code == _C_NAMED:
+            out.append((code, _ints(cols[step[1]]).view(np.uint64), *step[2:]))
+        elif code in (_C_TEXT, _C_PAYLOAD):
+            starts, sizes = cols.spans[step[3]]
+            out.append((code, step[1], step[2], _ints(starts), _ints(sizes), step[4]))
+        elif code in (_C_JSTR, _C_B64):
+            starts, sizes = cols.spans[step[1]]
+            out.append((code, _ints(starts), _ints(sizes), *step[2:]))
+        elif code == _C_ISO:
+            out.append((code, _ints(cols[step[1]]).view(np.int64)))
+        else:
+            out.append(step)
+    return out
+
+
 # ---------------------------------------------------------------- the text dump
 class _TextSpec:
-    """How one (version, type) chunk is printed by the text dump: a template of its lines and the
-    columns it takes (the fields of TEXT_LABELS its layout has, in that order)."""
+    """How one (version, type) chunk is printed by the text dump: its lines as steps and as a
+    ``%``-template, and the columns they take (the fields of TEXT_LABELS its layout has, in that order).
+
+    ``steps`` is the one description both batch renderers follow (the numpy grid here, the C
+    program of :func:`_program`); each step is one of:
+
+    * ``("const", text)``;
+    * ``("num", column)``: decimal digits of an integer column;
+    * ``("named", column, texts, other)``: the text of each code (``other`` for codes not in ``texts``);
+    * ``("text", prefix, suffix, column, nullable)``: a text line, none for an empty nullable value;
+    * ``("payload", prefix, suffix, column, limit)``: the payload line of printable text under ``limit`` bytes.
+
+    A column is a value name, or ``@index``/``@offset``/``@length`` (the chunk's), or ``#name``:
+    the size of a variable field."""
 
     def __init__(self, version: int, ctype: int) -> None:
         layout = layout_for(version, ctype)
@@ -494,6 +748,9 @@ class _TextSpec:
                 kinds[name] = f.kind
                 nullable[name] = f.nullable
         parts = [f"DB_CHUNK_{self.kind.upper()}:\n\tIndex: %d\n\tOffset: %d\n\tLength: %d\n"]
+        steps: list[tuple[Any, ...]] = [
+            ("const", f"DB_CHUNK_{self.kind.upper()}:\n\tIndex: "), ("num", "@index"), ("const", "\n\tOffset: "),
+            ("num", "@offset"), ("const", "\n\tLength: "), ("num", "@length"), ("const", "\n")]
         self.columns: list[tuple[str, str, str]] = []  # (value name, how, label)
         for name, label in TEXT_LABELS[self.kind]:
             k = kinds.get(name)
@@ -511,8 +768,20 @@ class _TextSpec:
                 raise AssertionError(k)
             parts.append("%s" if how == "strnull" else f"\t{label}: %{'d' if how in ('int', 'length') else 's'}\n")
             self.columns.append((name, how, label))
+            if how in ("int", "length"):
+                steps += [("const", f"\t{label}: "), ("num", name if how == "int" else "#" + name), ("const", "\n")]
+            elif how in ("state", "direction"):
+                names = STATE_NAMES if how == "state" else DIRECTION_NAMES
+                steps += [("const", f"\t{label}: "), ("num", name),
+                          ("named", name, {k: f" ({v})\n" for k, v in names.items()}, " (?)\n")]
+            else:
+                steps.append(("text", f"\t{label}: ", "\n", name, how == "strnull"))
+        if self.kind == "msg_store":
+            steps.append(("payload", "\tPayload: ", "\n", "payload", 256))
         self.template = "".join(parts)
+        self.steps = steps
         self.props = next((f.name for f in layout.fields if f.kind == "props"), None)
+        self.program: list[tuple[Any, ...]] | None = None  # the steps for _render, constants bound
 
 
 # a text dump grid wider than this per row (a long topic, client id) goes through the template
@@ -651,30 +920,45 @@ class TextRows(JsonRows):
         self.stores = None
         self.text_specs: dict[int, _TextSpec] = {}
         self._masked: tuple[bytes, np.ndarray, np.ndarray] | None = None
+        self._buffer: np.ndarray | None = None
+        self.native = _render is not None
 
     def line(self, chunk: Chunk) -> str:
         return format_text(chunk) + "\n"
+
+    def _spec(self, ctype: int) -> _TextSpec:  # type: ignore[override]
+        spec = self.text_specs.get(ctype)
+        if spec is None:
+            spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
+        return spec
+
+    def program(self, ctype: int, cols: _Columns) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
+        """The C renderer's program for a batch of one type, and the rows it must leave to Python."""
+        spec = self._spec(ctype)
+        if spec.program is None:
+            spec.program = _program(spec.steps)
+        skip = cols.spans[spec.props][1] > 0 if spec.props is not None else None  # a property tail: per record
+        return _bind(spec.program, cols), skip
+
 
     def lines(self, ctype: int, raw: bytes, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
               ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> Any:
         """One text per row (None: the row goes per record), or a :class:`_Batch` of all of them when
         every row is rendered from the batch."""
-        spec = self.text_specs.get(ctype)
-        if spec is None:
-            spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
+        spec = self._spec(ctype)
         n = len(rows)
+        skip = spans[spec.props][1] > 0 if spec.props is not None else None  # a property tail: per record
         odd, control = self._masks(raw, d)
-        bad = np.zeros(n, dtype=bool)
-        for name, how, _ in spec.columns:
-            if how in ("str", "strnull"):
-                starts, sizes = spans[name]
+        bad = np.zeros(n, dtype=bool) if skip is None else skip
+        for step in spec.steps:
+            if step[0] == "text":
+                starts, sizes = spans[step[3]]
                 bad |= any_in_spans(odd, starts, starts + sizes)
-        if spec.props is not None:
-            bad |= spans[spec.props][1] > 0
         payload = utf8 = None  # msg_store: which rows show the payload, as ASCII (the others: rows to go per record)
-        if spec.kind == "msg_store":
+        limit = next((step[4] for step in spec.steps if step[0] == "payload"), None)
+        if limit is not None:
             starts, sizes = spans["payload"]
-            short = sizes < 256
+            short = sizes < limit
             ascii_ = short & ~any_in_spans(odd, starts, starts + sizes)
             # a C0 control or DEL is never printable, whatever the rest decodes to: no payload line
             utf8 = short & ~ascii_ & ~any_in_spans(control, starts, starts + sizes)  # Unicode's rules decide
@@ -690,7 +974,7 @@ class TextRows(JsonRows):
                     continue
                 if text.isprintable():  # then printable() leaves it as it is
                     extra[r] = "\tPayload: " + text + "\n"
-        grid = self._grid(spec, d, rows, offs, lengths, ints, spans, bad, payload)
+        grid = self._grid(spec, d, _Columns(rows, offs, lengths, ints, spans), bad, payload)
         if grid is not None and not extra:
             return _Batch(*grid.render(), bad if bad.any() else None)
         out = grid.rows() if grid is not None else None  # type: ignore[assignment]
@@ -715,46 +999,35 @@ class TextRows(JsonRows):
             self._masked = (raw, odd, control)
         return self._masked[1], self._masked[2]
 
-    def _grid(self, spec: _TextSpec, d: np.ndarray, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray,
-              ints: dict[str, np.ndarray], spans: dict[str, tuple[np.ndarray, np.ndarray]], bad: np.ndarray,
+    def _grid(self, spec: _TextSpec, d: np.ndarray, cols: _Columns, bad: np.ndarray,
               payload: np.ndarray | None) -> _Grid | None:
-        """The rows as a :class:`_Grid`; None when a value does not fit one (too wide, negative)."""
-        n = len(rows)
-        g = _Grid(n)
+        """The rows as a :class:`_Grid` (the spec's steps); None when a value does not fit one (too wide, negative)."""
+        g = _Grid(len(bad))
         good = ~bad
-        g.const(f"DB_CHUNK_{spec.kind.upper()}:\n\tIndex: ")
-        g.number(rows)
-        g.const("\n\tOffset: ")
-        g.number(offs)
-        g.const("\n\tLength: ")
-        g.number(lengths)
-        g.const("\n")
-        for name, how, label in spec.columns:
-            if how in ("int", "length"):
-                g.const(f"\t{label}: ")
-                if not g.number(ints[name] if how == "int" else spans[name][1]):
+        for step in spec.steps:
+            op = step[0]
+            if op == "const":
+                g.const(step[1])
+            elif op == "num":
+                if not g.number(cols[step[1]]):
                     return None
-                g.const("\n")
-            elif how in ("state", "direction"):
-                names = STATE_NAMES if how == "state" else DIRECTION_NAMES
-                codes = ints[name]
-                g.const(f"\t{label}: ")
-                g.number(codes)
-                g.table(codes, {v: f" ({names.get(v, '?')})\n" for v in np.unique(codes).tolist()})
-            else:
-                starts, sizes = spans[name]
-                sizes = np.where(good, sizes, 0)  # a row going per record: whatever its bytes, none here
-                shown = sizes > 0 if how == "strnull" else None  # an empty nullable text is None: no line
-                g.const(f"\t{label}: ", shown)
+            elif op == "named":
+                codes, texts, other = cols[step[1]], step[2], step[3]
+                g.table(codes, {v: texts.get(v, other) for v in np.unique(codes).tolist()})
+            else:  # text, payload
+                _, prefix, suffix, name, arg = step
+                starts, sizes = cols.spans[name]
+                if op == "text":
+                    sizes = np.where(good, sizes, 0)  # a row going per record: whatever its bytes, none here
+                    shown = sizes > 0 if arg else None  # an empty nullable text is None: no line
+                else:
+                    assert payload is not None
+                    sizes = np.where(payload, sizes, 0)
+                    shown = payload
+                g.const(prefix, shown)
                 g.bytes_at(d, starts, sizes)
-                g.const("\n", shown)
-        if payload is not None:
-            starts, sizes = spans["payload"]
-            sizes = np.where(payload, sizes, 0)
-            g.const("\tPayload: ", payload)
-            g.bytes_at(d, starts, sizes)
-            g.const("\n", payload)
-        if g.width > _ROW_MAX or n * g.width > 1 << 26:
+                g.const(suffix, shown)
+        if g.width > _ROW_MAX or len(bad) * g.width > 1 << 26:
             return None
         return g
 
@@ -828,6 +1101,7 @@ class StoreJsonRows(JsonRows):
         self.stores = _StoreExpiries(store_expiries(store))
         self.specs = {}
         self.decoder = decoder
+        self.native = _render is not None and decoder is None
 
     def _spec(self, ctype: int) -> _Spec:
         from codec.store.schema import ROWS
@@ -837,8 +1111,32 @@ class StoreJsonRows(JsonRows):
             spec = self.specs[ctype] = _StoreSpec(ctype, ROWS[ChunkType(ctype)].table)
         return spec
 
+    _head = [("@index", "int"), ("@offset", "int")]  # index and rowid
+
     def _where(self, rows: np.ndarray, offs: np.ndarray, lengths: np.ndarray) -> list[list[Any]]:
         return [rows.tolist(), offs.tolist()]
+
+    def _native_batch(self, t: int, c: Any, keep: np.ndarray | None) -> Iterator[str]:
+        """One column batch's lines (of the rows ``keep`` holds), written by codec/_render.c a block of
+        rows at a time (texts of a few MB: the memory they take is reused, not mapped afresh each time)."""
+        store = self.db
+        n = len(c)
+        prog, skip = self.program(t, _Columns(c.index, c.offset, c.length, c.ints, c.spans))  # type: ignore[misc]
+        which = np.zeros(n, np.int32)
+        if skip is not None:
+            which[skip] = -1
+        if keep is not None:
+            which[~keep[c.index]] = -2
+        rows = np.arange(n, dtype=np.int64)
+        texts = []
+        try:
+            for a in range(0, n, BLOCK_CHUNKS):
+                b = min(n, a + BLOCK_CHUNKS)
+                texts.append(_rendered(c.data, [(n, prog, None)], which[a:b], rows[a:b],
+                                       lambda r, a=a: self.line(store.chunk(int(c.index[a + r])))))
+        except _Damaged as damaged:  # a batch is all or nothing here
+            raise damaged.error from None
+        return iter(texts)
 
     def blocks(self, keep: np.ndarray | None = None, keep_chunk: Callable[[Chunk], bool] | None = None,
                progress: Callable[[int, int], None] | None = None) -> Iterator[str]:
@@ -854,6 +1152,14 @@ class StoreJsonRows(JsonRows):
                         yield self.line(row)
                 continue
             for c in store.batches(t):
+                if self.native:
+                    for text in self._native_batch(int(t), c, keep):
+                        if text:
+                            yield text
+                    done += len(c)
+                    if progress is not None:
+                        progress(done, len(store))
+                    continue
                 out = self.lines(int(t), c.data.tobytes(), c.data, c.index, c.offset, c.length, c.ints, c.spans)
                 sel = np.ones(len(c), bool) if keep is None else keep[c.index]
                 parts = [out[r] if out[r] is not None else self.line(store.chunk(int(c.index[r])))

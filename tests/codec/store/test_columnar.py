@@ -80,19 +80,35 @@ def test_columnar_batches_are_the_rows_sqlite3_reads(odd: Path, how: str) -> Non
         assert used and all(used)  # every batch came the columnar way
 
 
-def test_store_dump_json_from_batches_is_the_per_record_dump(odd: Path) -> None:
+@pytest.mark.parametrize("renderer,block", [("c", 4096), ("c", 3), ("numpy", 4096)])
+def test_store_dump_json_from_batches_is_the_per_record_dump(odd: Path, renderer: str, block: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows written by the C renderer (in blocks of ``block`` rows) or by numpy without it, all rows or every
+    other one: the per-record dump's lines."""
     from codec.store.read import store_expiries
+    from codec.views import dumprows
     from codec.views.dumprows import StoreJsonRows, json_line
     from codec.views.timeview import ExpiryState
 
+    if renderer == "c" and dumprows._render is None:
+        pytest.skip("the C renderer is not built")
+    if renderer == "numpy":
+        monkeypatch.setattr(dumprows, "_render", None)
+    monkeypatch.setattr(dumprows, "BLOCK_CHUNKS", block)
     with StoreFile(odd) as s:
+        keep = np.arange(len(s)) % 2 == 1
         fast = "".join(StoreJsonRows(s, 1_700_000_000).blocks())
+        some = "".join(StoreJsonRows(s, 1_700_000_000).blocks(keep))
         expiry = ExpiryState(1_700_000_000)
         expiry.stores.update(store_expiries(s))
-        slow = io.StringIO()
+        slow, picked = io.StringIO(), io.StringIO()
         for row in s.stream():
-            slow.write(json_line(row, expiry.annotate(row.record)))
+            line = json_line(row, expiry.annotate(row.record))
+            slow.write(line)
+            if keep[row.index]:
+                picked.write(line)
     assert fast == slow.getvalue()
+    assert some == picked.getvalue()
     assert '"expired": true' in fast and '"table": "base_msgs"' in fast  # the odd rows are in it
 
 

@@ -26,6 +26,17 @@ AT = 1_700_000_000.0
 FILES = [*REAL_FILES, *UNIT_FILES]
 
 
+@pytest.fixture(params=["c", "numpy"], autouse=True)
+def renderer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: rows written by the C renderer (codec/_render.c), and by numpy without it."""
+    if request.param == "c":
+        if dumprows._render is None:
+            pytest.skip("the C renderer is not built (setup.py build_ext --inplace)")
+    else:
+        monkeypatch.setattr(dumprows, "_render", None)
+    return request.param
+
+
 def reference(path: Path, at: float = AT, kinds: set[str] | None = None) -> tuple[str, str | None]:
     """What `mosqdb dump --json` printed before the column renderer: one record at a time."""
     expiry = ExpiryState(at)
@@ -233,3 +244,118 @@ def test_text_payload_lines(version: int, tmp_path: Path) -> None:
     same(p)
     text, _ = rendered_text(p)
     assert "\tPayload: " + "a" * 255 + "\n" in text and "a" * 256 not in text and "\tPayload: café\n" in text
+
+
+def _client(version: int, client: str, username: str | None) -> Record:
+    if version < 5:
+        values = {"client_id": client, "last_mid": 9}
+        if version >= 3:
+            values["disconnect_t"] = 0
+    else:
+        values = {"client_id": client, "last_mid": 9, "session_expiry_time": 0, "session_expiry_interval": 60,
+                  "listener_port": 1883, "username": username}
+    return Record(int(ChunkType.CLIENT), values, version)
+
+
+CONTROL = ["\x1b[2J", "a\x00b", "\x7f", "tab\there", "nl\nx", "\u0085c1", "\u202ebidi", "é", "\U0001d11e",
+           b"\xff\xfe".decode("utf-8", "surrogateescape")]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6])
+def test_escapes_and_huge_payloads_every_type(version: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               renderer: str) -> None:
+    """Texts that need escapes (controls, C1, bidi, text that is not UTF-8) in every text field of every
+    chunk type, between plain rows and per-record ones (clients, unknown types), and payloads wider than a block:
+    both renderers give the per-record text, byte for byte."""
+    monkeypatch.setattr(dumprows, "BLOCK_CHUNKS", 7)
+    monkeypatch.setattr(dumprows, "BLOCK_BYTES", 1 << 16)
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, version)]
+    payloads = [b"plain", b"\x80" * 300, bytes(range(256)) * 4, b"x" * (1 << 17), "é".encode() * 20, b"\xc3",
+                b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe2\x80\xa8", b"\xef\xbf\xbe"]
+    for k in range(24):
+        text = CONTROL[k % len(CONTROL)] if k % 3 else f"plain/{k}"
+        recs.append(_store(version, k + 1, text, text if k % 4 else None, payloads[k % len(payloads)]))
+        recs.append(_client(version, text, text if k % 2 else None))
+        recs.append(_client_msg(version, k + 1, text))
+        recs.append(_sub(version, text, text))
+        recs.append(Record(int(ChunkType.RETAIN), {"store_id": k + 1}, version))
+        if k % 5 == 0:  # a chunk type no layout knows, between the others
+            recs.append(Record(99, {"raw": text.encode("utf-8", "surrogateescape")}, version))
+    for k, payload in enumerate(payloads, 100):  # each payload on a plain row too
+        recs.append(_store(version, k, f"plain/{k}", "src", payload))
+    p = tmp_path / "escapes.db"
+    write_records(p, version, recs)
+    same(p)
+
+
+def test_the_c_renderer_writes_the_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, renderer: str) -> None:
+    """With the C renderer built, the batch rows are its own (the numpy path is only the fallback)."""
+    if renderer != "c":
+        pytest.skip("the C renderer's test")
+    calls = []
+    real = dumprows._render
+
+    class Spy:
+        API = real.API
+
+        @staticmethod
+        def render(*args: object) -> object:
+            calls.append(len(args))
+            return real.render(*args)
+
+    monkeypatch.setattr(dumprows, "_render", Spy)
+    same(REAL_FILES[-1])
+    assert calls
+
+
+def test_c_numbers_times_and_base64(renderer: str) -> None:
+    """The C renderer's digits, UTC times and base64 against Python's own, at every width and edge."""
+    import base64
+
+    import numpy as np
+
+    from codec.views.timeview import iso
+
+    if renderer != "c":
+        pytest.skip("the C renderer's test")
+    r = dumprows._render
+    unsigned = sorted({0, 1, 2**64 - 1, 2**63, 2**63 - 1} | {10**k + d for k in range(20) for d in (-1, 0, 1)} - {-1})
+    signed = [0, -1, 1, -(2**63), 2**63 - 1, -(10**18), 10**18 - 1, -5]
+    u = np.array(unsigned, np.uint64)
+    s = np.array(signed, np.int64)
+    prog = [(dumprows._C_UINT, u), (dumprows._C_CONST, b" ")]
+    text, _, holes = r.render(b"", [(len(u), prog, None)], None, None)
+    assert holes == 0 and text == "".join(f"{v} " for v in unsigned)
+    text, _, _ = r.render(b"", [(len(s), [(dumprows._C_SINT, s), (dumprows._C_CONST, b" ")], None)], None, None)
+    assert text == "".join(f"{v} " for v in signed)
+    times = np.array([0, -3, 1, 86399, 86400, 951782400, 1709164800, 4107542400, 253402300799, 253402300800], np.int64)
+    text, sizes, holes = r.render(b"", [(len(times), [(dumprows._C_ISO, times), (dumprows._C_CONST, b"\n")], None)],
+                                  None, None)
+    assert holes == 1 and np.frombuffer(sizes, np.int64)[-1] == -1
+    assert text == "".join(f'"{iso(int(t))}"\n' if t > 0 else "null\n" for t in times[:-1])
+    data = bytes(range(256)) * 2
+    starts = np.array([0, 1, 2, 3, 100, 0], np.int64)
+    sizes_ = np.array([0, 1, 2, 3, 256, 512], np.int64)
+    text, _, _ = r.render(data, [(6, [(dumprows._C_B64, starts, sizes_), (dumprows._C_CONST, b",")], None)], None, None)
+    assert text == "".join(base64.b64encode(data[a:a + z]).decode() + "," for a, z in zip(starts, sizes_))
+    with pytest.raises(ValueError, match="outside the data"):
+        r.render(data, [(1, [(dumprows._C_B64, np.array([500], np.int64), np.array([13], np.int64))], None)],
+                 None, None)
+    with pytest.raises(ValueError, match="wrong length"):
+        r.render(b"", [(2, [(dumprows._C_UINT, u)], None)], None, None)
+    with pytest.raises(ValueError, match="ASCII"):
+        r.render(b"", [(1, [(dumprows._C_CONST, "é".encode())], None)], None, None)
+
+
+def test_dumps_in_threads_at_once(renderer: str) -> None:
+    """The C renderer writes with the GIL released, into a buffer kept between calls: dumps running in
+    several threads at once each get their own text."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    paths = [*REAL_FILES, *UNIT_FILES][:8] * 3
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(rendered_text, paths))
+        got_json = list(pool.map(rendered, paths))
+    for path, text, text_json in zip(paths, got, got_json):
+        assert text == reference_text(path)
+        assert text_json == reference(path)
