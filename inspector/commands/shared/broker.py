@@ -130,7 +130,7 @@ def file_cost(path: str, version: Version, conf: BrokerConf | None) -> Any:
     from codec.broker import cost
 
     try:
-        features = cost.features_of(path)
+        features = cost.features_of(path, version)
     except (CodecError, OSError):
         return None
     sqlite = conf is not None and conf.sqlite_plugin is not None and not conf.persistence

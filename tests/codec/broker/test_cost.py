@@ -1,13 +1,17 @@
 """The broker cost model: predictions against the real brokers on files of a shape the fit never saw.
 
-Memory is compared with the error bar the calibration measured on held-back files (codec.broker.cost.ERROR);
-time is CPU time, which depends on the machine: the test only asks that the prediction orders files as the
-broker's measured CPU time does when they differ several-fold, never a number of seconds.
+Every calibrated broker loads the held-back shapes at a size the calibration never measured. Memory is compared
+as measured; load CPU time, which depends on the machine, relative to files the fit saw loaded in the same rounds
+(never a number of seconds). The tolerance is the error the calibration measured on held-back files
+(codec.broker.cost.ERROR) plus the measured spread of one such comparison.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +20,7 @@ import pytest
 from codec.broker import cost
 from codec.broker.versions import parse_version
 
-from support.brokers import oracle_binary
+from support.brokers import DEBIAN_VERSION, oracle_binary
 from support.paths import ROOT, V6
 
 
@@ -39,9 +43,11 @@ def test_every_line_the_calibration_measured_has_constants_and_an_error_bar() ->
 
 
 def test_prediction_grows_with_the_file_and_says_per_day_with_an_interval() -> None:
-    small = cost.predict({"msg_store": 1_000, "retain": 1_000, "bytes": 100_000}, parse_version("2.0.18"))
-    big = cost.predict({"msg_store": 100_000, "retain": 100_000, "bytes": 10_000_000}, parse_version("2.0.18"),
-                       autosave_interval=1800)
+    # (a retained message's features: its store, the RETAIN chunk, its payload and its topic's level)
+    small = cost.predict({"msg_store": 1_000, "retain": 1_000, "bytes": 100_000, "payload": 64_000, "nodes": 1_001},
+                         parse_version("2.0.18"))
+    big = cost.predict({"msg_store": 100_000, "retain": 100_000, "bytes": 10_000_000, "payload": 6_400_000,
+                        "nodes": 100_001}, parse_version("2.0.18"), autosave_interval=1800)
     assert small.load_seconds is not None and big.load_seconds is not None
     assert big.load_seconds > small.load_seconds and big.memory_bytes > small.memory_bytes
     assert big.saves_per_day == 48 and big.bytes_per_day == 48 * 10_000_000
@@ -53,19 +59,84 @@ def test_features_are_the_files_counts() -> None:
     assert f["msg_store"] == 31 and f["retain"] == 10 and f["client"] == 7 and f["bytes"] == V6.stat().st_size
 
 
+# What the test measures with every calibrated broker: the line it checks, the broker (a version, or Debian's 2.0.11),
+# the db version it reads, and whether it loads 2.1's sqlite store. 2.0.11 is checked against the 2.0 line's fit.
+BROKERS = {"1.4": ("1.4", "1.4.15", 3, False), "1.5": ("1.5", "1.5.11", 4, False), "1.6": ("1.6", "1.6.15", 5, False),
+           "2.0": ("2.0", "2.0.22", 6, False), "2.0.11": ("2.0", DEBIAN_VERSION, 6, False),
+           "2.1": ("2.1", "2.1.2", 6, False), "2.1-sqlite": ("2.1-sqlite", "2.1.2", 6, True)}
+HELD = ("mixed", "devices")  # the shapes the calibration never fitted
+SIZE = {"1.": 8_000, "2.": 8_000}  # a size the calibration measured for no shape
+# files the fit saw (fitted shapes at the fitted size nearest SIZE): together they give the machine's speed. Of about
+# the held-back files' size, so that a busy machine slows them alike: references twice as big (16,000 and 40,000)
+# came out up to 58 % slower than predicted while the held-back files did not, and failed the 1.x lines.
+REFERENCES = ("retained", "subs")
+REFERENCE_SIZE = {"1.": 6_000, "2.": 10_000}
+ROUNDS = 5  # loads of each file, interleaved; the median is compared
+# Over the calibration's held-back error, what one run of this comparison spreads on the measuring machine (2 cores
+# shared with other jobs, load average 10-20): in three to six runs of it per 2.x line, the load-time error of the
+# same shape moved by up to 20 points either side of its mean (2.1 and mixed: -7 %, 0 %, +18 %, +20 %, +23 %,
+# +34 %; 2.1 + sqlite and mixed: +15 %, +17 %, +41 %), as the neighbours' cache pressure varied between the
+# reference files' loads and the others'; resident memory moved by 2 points at most.
+MARGIN = {"load_cpu": 0.20, "rss": 0.05}
+TARGET = 0.30  # the ±30 % aim
+
+
+def tolerance(measured: str, target: str) -> float:
+    """The calibration's held-back error for the broker and ``target`` plus :data:`MARGIN`.
+
+    Memory stays within :data:`TARGET` on every line. Load time does not: its held-back errors (26-35 %) plus the
+    spread of one run here exceed it, so a tolerance capped at 30 % would fail one run in three on this machine."""
+    err = cost.BROKER_ERROR.get(measured, cost.ERROR[BROKERS[measured][0]])[target]
+    return err + MARGIN[target]
+
+
+def test_memory_tolerances_are_within_the_aim() -> None:
+    for measured in BROKERS:
+        assert tolerance(measured, "rss") <= TARGET, measured
+
+
+def _store(db: Path, out: Path) -> Path:
+    """The 2.1 sqlite store of ``db``, made by mosqdb migrate."""
+    subprocess.run([sys.executable, "-m", "inspector.cli", "migrate", str(db), "--to", "sqlite", "-o", str(out), "-q"],
+                   check=True, capture_output=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    return out
+
+
 @pytest.mark.broker
-@pytest.mark.parametrize("version", ["2.0.22", "2.1.2"])
-def test_held_back_shape_against_the_real_broker(version: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("measured", list(BROKERS))
+def test_held_back_shapes_against_the_real_broker(measured: str, tmp_path: Path) -> None:
+    """Memory as measured; load CPU time relative to files the fit saw, loaded in the same rounds.
+
+    The model's seconds are this machine's; the ratio of two files' load times is the broker's own. Scaling the
+    prediction by the reference files' measured/predicted time takes the machine's speed, and what else it runs
+    (a neighbour on the same core slows every file's loads alike), out of the comparison; CPU time (not wall
+    time), interleaved loads and the median of :data:`ROUNDS` take out a busy machine's noise."""
+    line, version, dbv, sqlite = BROKERS[measured]
     exe = oracle_binary(version)
     if exe is None:
         pytest.skip(f"Mosquitto {version} could not be built")
+    plugin = str(Path(exe).parent / "mosquitto_persist_sqlite.so") if sqlite else None
+    if plugin is not None and not Path(plugin).exists():
+        pytest.skip("no persist-sqlite plugin")
     shapes, measure = _bench("cost_shapes"), _bench("broker_cost").measure
-    files = [shapes.write(tmp_path / f"mixed-{n}.db", "mixed", n) for n in (3_000, 30_000)]
+    dbs = {name: shapes.write(tmp_path / f"{name}.db", name, (REFERENCE_SIZE if name in REFERENCES else SIZE)[line[:2]],
+                              version=dbv) for name in (*REFERENCES, *HELD)}
+    loads = {name: _store(db, tmp_path / f"{name}.sqlite3") if sqlite else db for name, db in dbs.items()}
+    runs: dict[str, list] = {name: [] for name in dbs}
+    for _ in range(ROUNDS):
+        for name, path in loads.items():
+            got = measure(exe, path, sqlite_plugin=plugin)
+            assert got.loaded, (measured, name)
+            runs[name].append(got)
     v = parse_version(version)
-    predicted = [cost.predict(cost.features_of(f), v) for f in files]
-    measured = [measure(exe, f) for f in files]
-    assert all(m.loaded for m in measured)
-    bar = cost.ERROR[cost.line_of(v)]["rss"]
-    for p, m in zip(predicted, measured):
-        assert abs(p.memory_bytes / m.rss - 1) <= bar, (p.memory_bytes, m.rss, bar)
-    assert measured[1].load_cpu > measured[0].load_cpu and predicted[1].load_seconds > predicted[0].load_seconds
+    predicted = {name: cost.predict(cost.features_of(db), v, sqlite=sqlite) for name, db in dbs.items()}
+    seconds = {name: statistics.median(r.load_cpu for r in rs) for name, rs in runs.items()}
+    rss = {name: statistics.median(r.rss for r in rs) for name, rs in runs.items()}
+    speed = sum(seconds[n] for n in REFERENCES) / sum(predicted[n].load_seconds for n in REFERENCES)
+    for name in HELD:
+        p = predicted[name]
+        load_err = p.load_seconds * speed / seconds[name] - 1
+        rss_err = p.memory_bytes / rss[name] - 1
+        assert abs(load_err) <= tolerance(measured, "load_cpu"), (name, "load", load_err, p.load_seconds * speed,
+                                                                  seconds[name], speed)
+        assert abs(rss_err) <= tolerance(measured, "rss"), (name, "rss", rss_err, p.memory_bytes, rss[name])
