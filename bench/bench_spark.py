@@ -1,10 +1,16 @@
 """Spark benchmark on the big db (make it with ../shared/tools/make-big-db.sh /tmp/big.db).
 
     python bench/bench_spark.py [BIG_DB] [--runs N]      (or MOSQDB_BIG_DB=...; default /tmp/big.db)
+    python bench/bench_spark.py BIG_DB --every-column --runs 3   (only part 0 below)
 
 Prints, in one run, min-median-max of N runs (default 5, after one warm-up run each) of
 ``count()`` and ``groupBy(qos, retain).count()`` over the big file's msg_store:
 
+0. every column read (``df.write.format("noop")``: every value of every row built), local[2]: Spark's Parquet
+   reader over ``msg_store.parquet``, the ``mosquitto`` data source, and ``to_dataframe(cache="parquet")``
+   (Spark's Parquet reader over the copy in the private cache): its first run with an empty cache (it makes the
+   copy: ``--runs`` runs, each in a new cache directory) and its later runs separately; wall and CPU (this
+   process, the JVM and the Python workers) with the ratio of each to the Parquet reader;
 1. local[*]: Spark's own Parquet reader over mosqdb's ``msg_store.parquet`` (what a Spark user
    would pick instead: export once, read with Spark), and the ``mosquitto`` data source with
    every column, with ``columns="qos,retain"`` and with a user schema, and a Python source that
@@ -19,6 +25,7 @@ DataFrames are built once and each query is timed as an action (planning include
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -89,6 +96,88 @@ def floor_source(rows: int):  # type: ignore[no-untyped-def]
     return Floor
 
 
+def tree_cpu() -> float:
+    """User + system seconds of this process and every live descendant (the JVM, the Python workers), with the
+    children each has waited for."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    times: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(name)] = int(fields[1])
+            times[int(name)] = sum(int(x) for x in fields[11:15])
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo.extend(p for p, pp in parent.items() if pp == pid and p not in mine)
+    return sum(times.get(p, 0) for p in mine) / tick
+
+
+def measured(action: Callable[[], object]) -> tuple[float, float]:
+    t, c = time.perf_counter(), tree_cpu()
+    action()
+    return time.perf_counter() - t, tree_cpu() - c
+
+
+def every_column_part(path: str, parquet: str, rows: int, runs: int) -> None:
+    import exporters.spark as xs
+    from exporters.spark import cache
+
+    spark = xs.session("local[2]", app="bench-spark-every-column")
+
+    def noop(df: object) -> None:
+        df.write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+
+    def parquet_reader() -> None:
+        noop(spark.read.parquet(parquet))
+
+    def source() -> None:
+        noop(spark.read.format("mosquitto").option("kind", "msg_store").load(path))
+
+    def cached() -> None:
+        noop(xs.to_dataframe(spark, path, "msg_store", cache="parquet"))
+
+    got: dict[str, list[tuple[float, float]]] = {}
+    parquet_reader()  # warm-up: JIT, the Python workers, the planner's index
+    source()
+    got["Parquet reader"] = [measured(parquet_reader) for _ in range(runs)]
+    got["data source, every column"] = [measured(source) for _ in range(runs)]
+    cold = []
+    saved = tempfile.tempdir
+    try:
+        for _ in range(runs):
+            with tempfile.TemporaryDirectory(prefix="bench-spark-cache-") as d:
+                tempfile.tempdir = d  # an empty private cache directory: the copy is made in this run
+                cold.append(measured(cached))
+                tempfile.tempdir = saved
+        got["to_dataframe(cache='parquet'), first run (makes the copy)"] = cold
+        cached()
+        got["to_dataframe(cache='parquet'), later runs"] = [measured(cached) for _ in range(runs)]
+    finally:
+        tempfile.tempdir = saved
+        for name in os.listdir(cache.safefile.user_cache_dir()):
+            if name.startswith(cache.PREFIX):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(cache.safefile.user_cache_dir(), name))
+    ref = got["Parquet reader"]
+    print(f"every column (df.write.format('noop')), {rows:,} rows, local[2]; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for name, xs_ in got.items():
+        wall, cpu = [w for w, _ in xs_], [c for _, c in xs_]
+        line = f"  {name:58s} wall {mmm(wall)}, CPU {mmm(cpu)}"
+        if xs_ is not ref:
+            line += (f"; speed vs the Parquet reader: wall {ratio([w for w, _ in ref], wall)}, "
+                     f"CPU {ratio([c for _, c in ref], cpu)}")
+        print(line)
+    spark.stop()
+
+
 def local_part(path: str, parquet: str, rows: int, runs: int) -> None:
     import exporters.spark as xs
 
@@ -151,6 +240,7 @@ def main() -> int:
     ap.add_argument("path", nargs="?", default=os.environ.get("MOSQDB_BIG_DB", "/tmp/big.db"))
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-cluster", action="store_true")
+    ap.add_argument("--every-column", action="store_true", help="only the every-column read (part 0)")
     args = ap.parse_args()
     if not os.path.exists(args.path):
         print(f"{args.path}: missing; make it with: bash ../shared/tools/make-big-db.sh {args.path}", file=sys.stderr)
@@ -162,6 +252,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-spark-pq-") as tmp:
         parquet = os.path.join(tmp, "msg_store.parquet")
         export_parquet([args.path], parquet, kinds=["msg_store"], single_file=True)
+        every_column_part(args.path, parquet, rows, args.runs)
+        if args.every_column:
+            return 0
         local_part(args.path, parquet, rows, args.runs)
     if not args.skip_cluster:
         cluster_part(args.path, rows, args.runs)

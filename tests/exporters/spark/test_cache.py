@@ -227,3 +227,19 @@ def test_small_inputs_with_a_selection(spark) -> None:  # type: ignore[no-untype
         snap = xs.to_dataframe(spark, FILES, kind, **kw)
         live = xs.to_dataframe(spark, FILES, kind, cache="off", **kw)
         assert _rows(snap) == _rows(live)
+
+
+def test_mosqdb_sql_reads_large_inputs_through_the_cache(spark, private: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from inspector.cli import main
+
+    q = "SELECT file, count(*) AS n, max(length(payload)) AS b FROM msg_store GROUP BY file ORDER BY file"
+    small = ["--conf", "spark.mosqdb.driverBytes=0", "--json"]  # every input counts as large here
+    try:
+        assert main(["sql", q, *FILES, *small, "--no-cache"]) == 0
+        want = capsys.readouterr().out
+        assert _entries(private) == []
+        assert main(["sql", q, *FILES, *small]) == 0
+        assert capsys.readouterr().out == want
+        assert len(_entries(private)) == len(FILES)
+    finally:
+        spark.conf.unset("spark.mosqdb.driverBytes")
