@@ -1,7 +1,7 @@
 """The fleet on Spark: how long thousands of devices' files take, a small query, and `mosqdb sql` start-up.
 
     python bench/bench_fleet.py fleet --files 10000        # mosqdb fleet on a 2-worker standalone cluster
-    python bench/bench_fleet.py join --runs 5              # 20 small files: a join and a count, session up
+    python bench/bench_fleet.py join --runs 3              # 20 small files: a join and a count, session up
     python bench/bench_fleet.py sql --runs 5               # mosqdb sql on one small file, end to end
     python bench/bench_fleet.py startup --runs 3           # where sql's start-up goes (session, views, query)
 
@@ -112,25 +112,47 @@ def fleet_profile(directory: Path, sample: int = 400) -> None:
 
 
 def bench_join(runs: int, tmp: Path) -> None:
+    """``runs`` sessions, each a new process: the session's start, its first join + count (which no earlier query
+    warmed), then three more; min-median-max over the sessions, first queries apart."""
+    files = make_fleet(tmp / "twenty", 20, seed=5)
+    good = [str(f) for f in files if _readable(f)]
+    _subreaper()
+    cols: list[list[float]] = [[] for _ in range(4)]
+    later: list[float] = []
+    cpu = []
+    n = ""
+    for _ in range(runs):
+        c = _child_cpu()
+        r = subprocess.run([PY, os.path.abspath(__file__), "join-one", *good], cwd=CODE, env=ENV, capture_output=True,
+                           text=True)
+        cpu.append(_child_cpu() - c)
+        assert r.returncode == 0, r.stderr[-2000:]
+        up, first, *more, n = r.stdout.split()
+        for col, v in zip(cols, (up, first, *more)):
+            col.append(float(v))
+        later.extend(float(v) for v in more)
+    print(f"20 small files ({len(good)} readable), `messages` joined with `client`, count() = {n} rows, local[*], "
+          f"{runs} sessions: session up {mmm(cols[0])}; first query {mmm(cols[1])}; later queries {mmm(later)}; "
+          f"CPU of each whole run (Python, JVM, workers) {mmm(cpu)}; {load()}")
+
+
+def join_one(files: list[str]) -> None:
+    """One session: its start, then four join + count queries (each making its DataFrames anew), as seconds."""
     import exporters.spark as xs
 
     os.environ["PYTHONPATH"] = ENV["PYTHONPATH"]  # the Python workers import the code measured, as installed
-    files = make_fleet(tmp / "twenty", 20, seed=5)
-    good = [f for f in files if _readable(f)]
     t = time.perf_counter()
     spark = xs.session("local[*]")
-    print(f"session up in {time.perf_counter() - t:.1f} s; {len(good)} readable files of 20")
-    times = []
+    times = [time.perf_counter() - t]
     try:
-        for _ in range(runs + 1):
+        for _ in range(4):
             t = time.perf_counter()
-            df = xs.to_dataframe(spark, [str(f) for f in good], "messages")
-            n = df.join(xs.to_dataframe(spark, [str(f) for f in good], "client"), ["file"]).count()
+            df = xs.to_dataframe(spark, files, "messages")
+            n = df.join(xs.to_dataframe(spark, files, "client"), ["file"]).count()
             times.append(time.perf_counter() - t)
-        print(f"join + count ({n} rows), 20 small files, local[*]: the first query {times[0]:.2f} s (it starts the "
-              f"Python workers), then {mmm(times[1:])}; {load()}")
     finally:
         spark.stop()
+    print(" ".join(f"{x:.3f}" for x in times), n)
 
 
 def _readable(path: Path) -> bool:
@@ -232,10 +254,14 @@ print(f"{t1-t0:.2f} {t2-t1:.2f} {t3-t2:.2f} {t4-t3:.2f} {t5-t4:.2f} {t6-t5:.2f}"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("fleet", "join", "sql", "startup"))
+    ap.add_argument("what", choices=("fleet", "join", "sql", "startup", "join-one"))
+    ap.add_argument("files", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=3)
     a = ap.parse_args()
+    if a.what == "join-one":
+        join_one(a.files)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as d:
         if a.what == "fleet":
             bench_fleet(a.files, a.runs, Path(d))
