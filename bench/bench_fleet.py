@@ -119,6 +119,8 @@ def bench_join(runs: int, tmp: Path) -> None:
     _subreaper()
     cols: list[list[float]] = [[] for _ in range(4)]
     later: list[float] = []
+    later_cpu: list[float] = []
+    up_cpu, first_cpu = [], []
     cpu = []
     n = ""
     for _ in range(runs):
@@ -127,13 +129,18 @@ def bench_join(runs: int, tmp: Path) -> None:
                            text=True)
         cpu.append(_child_cpu() - c)
         assert r.returncode == 0, r.stderr[-2000:]
-        up, first, *more, n = r.stdout.split()
-        for col, v in zip(cols, (up, first, *more)):
-            col.append(float(v))
-        later.extend(float(v) for v in more)
+        *values, n = r.stdout.split()
+        walls, cpus = [float(v) for v in values[:5]], [float(v) for v in values[5:]]
+        for col, v in zip(cols, walls):
+            col.append(v)
+        later.extend(walls[2:])
+        up_cpu.append(cpus[0])
+        first_cpu.append(cpus[1])
+        later_cpu.extend(cpus[2:])
     print(f"20 small files ({len(good)} readable), `messages` joined with `client`, count() = {n} rows, local[*], "
-          f"{runs} sessions: session up {mmm(cols[0])}; first query {mmm(cols[1])}; later queries {mmm(later)}; "
-          f"CPU of each whole run (Python, JVM, workers) {mmm(cpu)}; {load()}")
+          f"{runs} sessions: session up {mmm(cols[0])} (CPU {mmm(up_cpu)}); first query {mmm(cols[1])} (CPU "
+          f"{mmm(first_cpu)}); later queries {mmm(later)} (CPU {mmm(later_cpu)}); CPU of each whole run (Python, "
+          f"JVM, workers) {mmm(cpu)}; {load()}")
 
 
 def join_one(files: list[str]) -> None:
@@ -141,18 +148,36 @@ def join_one(files: list[str]) -> None:
     import exporters.spark as xs
 
     os.environ["PYTHONPATH"] = ENV["PYTHONPATH"]  # the Python workers import the code measured, as installed
-    t = time.perf_counter()
+    t, c = time.perf_counter(), _tree_cpu()
     spark = xs.session("local[*]")
-    times = [time.perf_counter() - t]
+    times, cpu = [time.perf_counter() - t], [_tree_cpu() - c]
     try:
         for _ in range(4):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), _tree_cpu()
             df = xs.to_dataframe(spark, files, "messages")
             n = df.join(xs.to_dataframe(spark, files, "client"), ["file"]).count()
             times.append(time.perf_counter() - t)
+            cpu.append(_tree_cpu() - c)
     finally:
         spark.stop()
-    print(" ".join(f"{x:.3f}" for x in times), n)
+    print(" ".join(f"{x:.3f}" for x in times + cpu), n)
+
+
+def _tree_cpu() -> float:
+    """User + system seconds of this process and its live descendants (the JVM, Python workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, times = {}, {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+                parent[int(name)], times[int(name)] = int(fields[1]), sum(int(x) for x in fields[11:15])
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo.extend(p for p, pp in parent.items() if pp == pid and p not in mine)
+    return sum(times.get(p, 0) for p in mine) / tick
 
 
 def _readable(path: Path) -> bool:

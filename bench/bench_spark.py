@@ -2,6 +2,7 @@
 
     python bench/bench_spark.py [BIG_DB] [--runs N]      (or MOSQDB_BIG_DB=...; default /tmp/big.db)
     python bench/bench_spark.py BIG_DB --every-column --runs 3   (only part 0 below)
+    python bench/bench_spark.py BIG_DB --pushdown --runs 3       (only the filter push-down part)
 
 Prints, in one run, min-median-max of N runs (default 5, after one warm-up run each) of
 ``count()`` and ``groupBy(qos, retain).count()`` over the big file's msg_store:
@@ -11,6 +12,8 @@ Prints, in one run, min-median-max of N runs (default 5, after one warm-up run e
    (Spark's Parquet reader over the copy in the private cache): its first run with an empty cache (it makes the
    copy: ``--runs`` runs, each in a new cache directory) and its later runs separately; wall and CPU (this
    process, the JVM and the Python workers) with the ratio of each to the Parquet reader;
+then a selective ``count()`` over the data source (a store-id range of 1 % of the stores, a topic prefix) with
+filter push-down off and on;
 1. local[*]: Spark's own Parquet reader over mosqdb's ``msg_store.parquet`` (what a Spark user
    would pick instead: export once, read with Spark), and the ``mosquitto`` data source with
    every column, with ``columns="qos,retain"`` and with a user schema, and a Python source that
@@ -178,6 +181,33 @@ def every_column_part(path: str, parquet: str, rows: int, runs: int) -> None:
     spark.stop()
 
 
+def pushdown_part(path: str, parquet: str, runs: int) -> None:
+    """A selective query over the data source with filter push-down on and off (the same session)."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    import exporters.spark as xs
+    from exporters.spark.pushdown import PUSHDOWN_CONF
+
+    t = pq.read_table(parquet, columns=["store_id", "topic"])
+    ids = np.sort(t.column("store_id").to_numpy())
+    lo, hi = int(ids[len(ids) // 2]), int(ids[len(ids) // 2 + len(ids) // 100])  # about 1 % of the stores
+    prefix = "/".join(str(t.column("topic")[len(ids) // 3]).split("/")[:2]) + "/"
+    spark = xs.session("local[2]", app="bench-spark-pushdown")
+    print(f"filter push-down, local[2]; load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for where in (f"store_id BETWEEN {lo} AND {hi}", f"topic LIKE '{prefix}%'"):
+        got = {}
+        for on in (False, True):
+            spark.conf.set(PUSHDOWN_CONF, str(on).lower())
+            df = spark.read.format("mosquitto").option("kind", "msg_store").load(path).where(where)
+            n = df.count()
+            got[on] = [measured(lambda df=df: df.count()) for _ in range(runs)]
+        print(f"  {where} ({n:,} rows): off wall {mmm([w for w, _ in got[False]])}, CPU "
+              f"{mmm([c for _, c in got[False]])}; on wall {mmm([w for w, _ in got[True]])}, CPU "
+              f"{mmm([c for _, c in got[True]])}")
+    spark.stop()
+
+
 def local_part(path: str, parquet: str, rows: int, runs: int) -> None:
     import exporters.spark as xs
 
@@ -241,6 +271,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--skip-cluster", action="store_true")
     ap.add_argument("--every-column", action="store_true", help="only the every-column read (part 0)")
+    ap.add_argument("--pushdown", action="store_true", help="only filter push-down on and off")
     args = ap.parse_args()
     if not os.path.exists(args.path):
         print(f"{args.path}: missing; make it with: bash ../shared/tools/make-big-db.sh {args.path}", file=sys.stderr)
@@ -252,9 +283,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-spark-pq-") as tmp:
         parquet = os.path.join(tmp, "msg_store.parquet")
         export_parquet([args.path], parquet, kinds=["msg_store"], single_file=True)
+        if args.pushdown:
+            pushdown_part(args.path, parquet, args.runs)
+            return 0
         every_column_part(args.path, parquet, rows, args.runs)
         if args.every_column:
             return 0
+        pushdown_part(args.path, parquet, args.runs)
         local_part(args.path, parquet, rows, args.runs)
     if not args.skip_cluster:
         cluster_part(args.path, rows, args.runs)
