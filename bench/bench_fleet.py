@@ -1,7 +1,7 @@
 """The fleet on Spark: how long thousands of devices' files take, a small query, and `mosqdb sql` start-up.
 
     python bench/bench_fleet.py fleet --files 10000        # mosqdb fleet on a 2-worker standalone cluster
-    python bench/bench_fleet.py join --runs 3              # 20 small files: a join and a count, session up
+    python bench/bench_fleet.py join --runs 3 [--quick]    # 20 small files: a join and a count, session up
     python bench/bench_fleet.py sql --runs 5               # mosqdb sql on one small file, end to end
     python bench/bench_fleet.py startup --runs 3           # where sql's start-up goes (session, views, query)
 
@@ -111,9 +111,10 @@ def fleet_profile(directory: Path, sample: int = 400) -> None:
           f"summary + Parquet report {report:.2f} s")
 
 
-def bench_join(runs: int, tmp: Path) -> None:
+def bench_join(runs: int, tmp: Path, quick: bool = False) -> None:
     """``runs`` sessions, each a new process: the session's start, its first join + count (which no earlier query
-    warmed), then three more; min-median-max over the sessions, first queries apart."""
+    warmed), then three more; min-median-max over the sessions, first queries apart. ``quick``: sessions made
+    with ``xs.session(quick=True)`` (the short command's driver JVM: quick compiler, serial GC, class archive)."""
     files = make_fleet(tmp / "twenty", 20, seed=5)
     good = [str(f) for f in files if _readable(f)]
     _subreaper()
@@ -125,8 +126,8 @@ def bench_join(runs: int, tmp: Path) -> None:
     n = ""
     for _ in range(runs):
         c = _child_cpu()
-        r = subprocess.run([PY, os.path.abspath(__file__), "join-one", *good], cwd=CODE, env=ENV, capture_output=True,
-                           text=True)
+        r = subprocess.run([PY, os.path.abspath(__file__), "join-one", *good], cwd=CODE,
+                           env={**ENV, "BENCH_QUICK": "1" if quick else "0"}, capture_output=True, text=True)
         cpu.append(_child_cpu() - c)
         assert r.returncode == 0, r.stderr[-2000:]
         *values, n = r.stdout.split()
@@ -137,7 +138,8 @@ def bench_join(runs: int, tmp: Path) -> None:
         up_cpu.append(cpus[0])
         first_cpu.append(cpus[1])
         later_cpu.extend(cpus[2:])
-    print(f"20 small files ({len(good)} readable), `messages` joined with `client`, count() = {n} rows, local[*], "
+    print(f"20 small files ({len(good)} readable), `messages` joined with `client`, count() = {n} rows, local[*]"
+          f"{', quick JVM' if quick else ''}, "
           f"{runs} sessions: session up {mmm(cols[0])} (CPU {mmm(up_cpu)}); first query {mmm(cols[1])} (CPU "
           f"{mmm(first_cpu)}); later queries {mmm(later)} (CPU {mmm(later_cpu)}); CPU of each whole run (Python, "
           f"JVM, workers) {mmm(cpu)}; {load()}")
@@ -149,7 +151,7 @@ def join_one(files: list[str]) -> None:
 
     os.environ["PYTHONPATH"] = ENV["PYTHONPATH"]  # the Python workers import the code measured, as installed
     t, c = time.perf_counter(), _tree_cpu()
-    spark = xs.session("local[*]")
+    spark = xs.session("local[*]", quick=os.environ.get("BENCH_QUICK") == "1")
     times, cpu = [time.perf_counter() - t], [_tree_cpu() - c]
     try:
         for _ in range(4):
@@ -283,6 +285,7 @@ def main() -> None:
     ap.add_argument("files", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="join: sessions with xs.session(quick=True)")
     a = ap.parse_args()
     if a.what == "join-one":
         join_one(a.files)
@@ -291,7 +294,7 @@ def main() -> None:
         if a.what == "fleet":
             bench_fleet(a.files, a.runs, Path(d))
         elif a.what == "join":
-            bench_join(a.runs, Path(d))
+            bench_join(a.runs, Path(d), quick=a.quick)
         elif a.what == "sql":
             bench_sql(a.runs)
         else:
