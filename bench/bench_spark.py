@@ -3,6 +3,7 @@
     python bench/bench_spark.py [BIG_DB] [--runs N]      (or MOSQDB_BIG_DB=...; default /tmp/big.db)
     python bench/bench_spark.py BIG_DB --every-column --runs 3   (only part 0 below)
     python bench/bench_spark.py BIG_DB --pushdown --runs 3       (only the filter push-down part)
+    python bench/bench_spark.py BIG_DB --sql --runs 3            (only mosqdb sql end to end, cache or not)
 
 Prints, in one run, min-median-max of N runs (default 5, after one warm-up run each) of
 ``count()`` and ``groupBy(qos, retain).count()`` over the big file's msg_store:
@@ -38,7 +39,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
 
 from codec import DbFile  # noqa: E402
 from exporters.files import export_parquet  # noqa: E402
@@ -208,6 +209,49 @@ def pushdown_part(path: str, parquet: str, runs: int) -> None:
     spark.stop()
 
 
+SQL_EVERY = "SELECT count(*), sum(hash(*)) FROM msg_store"  # hash(*) reads every column
+
+
+def sql_part(path: str, runs: int) -> None:
+    """``mosqdb sql`` on the big file, end to end (a new process each): ``--no-cache`` (the data source), the
+    Parquet cache's first run (the copy made; entries removed before each) and its later runs; wall and CPU of
+    the command, its JVM and Python workers (reaped here)."""
+    import subprocess
+
+    from bench_fleet import _child_cpu, _subreaper
+
+    from exporters.spark import cache
+
+    _subreaper()
+    env = dict(os.environ, PYTHONPATH=ROOT)
+
+    def run(*extra: str) -> tuple[float, float]:
+        t, c = time.perf_counter(), _child_cpu()
+        r = subprocess.run([sys.executable, "-m", "inspector.cli", "sql", SQL_EVERY, path, "--json", *extra],
+                           cwd=ROOT, env=env, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return time.perf_counter() - t, _child_cpu() - c
+
+    def clear() -> None:
+        d = cache.safefile.user_cache_dir()
+        for name in os.listdir(d):
+            if name.startswith(cache.PREFIX):
+                os.unlink(os.path.join(d, name))
+
+    got = {"--no-cache (the data source)": [run("--no-cache") for _ in range(runs)]}
+    cold = []
+    for _ in range(runs):
+        clear()
+        cold.append(run())
+    got["the cache, first run (makes the copy)"] = cold
+    got["the cache, later runs"] = [run() for _ in range(runs)]
+    clear()
+    print(f"mosqdb sql {SQL_EVERY!r} on {path}, end to end; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for name, xs_ in got.items():
+        print(f"  {name:40s} wall {mmm([w for w, _ in xs_])}, CPU {mmm([c for _, c in xs_])}")
+
+
 def local_part(path: str, parquet: str, rows: int, runs: int) -> None:
     import exporters.spark as xs
 
@@ -272,6 +316,7 @@ def main() -> int:
     ap.add_argument("--skip-cluster", action="store_true")
     ap.add_argument("--every-column", action="store_true", help="only the every-column read (part 0)")
     ap.add_argument("--pushdown", action="store_true", help="only filter push-down on and off")
+    ap.add_argument("--sql", action="store_true", help="only mosqdb sql end to end, with and without the cache")
     args = ap.parse_args()
     if not os.path.exists(args.path):
         print(f"{args.path}: missing; make it with: bash ../shared/tools/make-big-db.sh {args.path}", file=sys.stderr)
@@ -280,6 +325,9 @@ def main() -> int:
         rows = db.index.counts().get(2, 0)
     print(f"bench_spark on {args.path}: {rows:,} stored messages (load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} cores); min-median-max of {args.runs} runs")
+    if args.sql:
+        sql_part(args.path, args.runs)
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench-spark-pq-") as tmp:
         parquet = os.path.join(tmp, "msg_store.parquet")
         export_parquet([args.path], parquet, kinds=["msg_store"], single_file=True)
