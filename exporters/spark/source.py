@@ -23,6 +23,8 @@ line naming it; ``skip``: it is left out and reported on stderr), ``endian``.
 A selection (``topic``, ``client``, ``storeIds``) is decided by the codec's engine
 (:func:`codec.views.select.pick`) on the driver, once per file, while planning: a partition
 holds only the chunks it keeps, so executors decode nothing else and match nothing themselves.
+A query's filters on store id, client id and topic join that selection on PySpark 4.1+ with
+``spark.sql.python.filterPushdown.enabled`` (:mod:`exporters.spark.pushdown`).
 """
 
 from __future__ import annotations
@@ -550,7 +552,6 @@ class FilteringReader(MosquittoReader):
             return filters
         pushed, rest = push(self.opts["kind"], list(filters))
         self.opts["selection"], self.opts["nothing"] = merged(self.opts["selection"], pushed)
-        self.pushed = pushed
         return rest
 
 
