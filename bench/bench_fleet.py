@@ -1,7 +1,7 @@
 """The fleet on Spark: how long thousands of devices' files take, a small query, and `mosqdb sql` start-up.
 
     python bench/bench_fleet.py fleet --files 10000        # mosqdb fleet on a 2-worker standalone cluster
-    python bench/bench_fleet.py join --runs 5              # 20 small files: a join and a count, session up
+    python bench/bench_fleet.py join --runs 3 [--quick]    # 20 small files: a join and a count, session up
     python bench/bench_fleet.py sql --runs 5               # mosqdb sql on one small file, end to end
     python bench/bench_fleet.py startup --runs 3           # where sql's start-up goes (session, views, query)
 
@@ -111,26 +111,75 @@ def fleet_profile(directory: Path, sample: int = 400) -> None:
           f"summary + Parquet report {report:.2f} s")
 
 
-def bench_join(runs: int, tmp: Path) -> None:
+def bench_join(runs: int, tmp: Path, quick: bool = False) -> None:
+    """``runs`` sessions, each a new process: the session's start, its first join + count (which no earlier query
+    warmed), then three more; min-median-max over the sessions, first queries apart. ``quick``: sessions made
+    with ``xs.session(quick=True)`` (the short command's driver JVM: quick compiler, serial GC, class archive)."""
+    files = make_fleet(tmp / "twenty", 20, seed=5)
+    good = [str(f) for f in files if _readable(f)]
+    _subreaper()
+    cols: list[list[float]] = [[] for _ in range(4)]
+    later: list[float] = []
+    later_cpu: list[float] = []
+    up_cpu, first_cpu = [], []
+    cpu = []
+    n = ""
+    for _ in range(runs):
+        c = _child_cpu()
+        r = subprocess.run([PY, os.path.abspath(__file__), "join-one", *good], cwd=CODE,
+                           env={**ENV, "BENCH_QUICK": "1" if quick else "0"}, capture_output=True, text=True)
+        cpu.append(_child_cpu() - c)
+        assert r.returncode == 0, r.stderr[-2000:]
+        *values, n = r.stdout.split()
+        walls, cpus = [float(v) for v in values[:5]], [float(v) for v in values[5:]]
+        for col, v in zip(cols, walls):
+            col.append(v)
+        later.extend(walls[2:])
+        up_cpu.append(cpus[0])
+        first_cpu.append(cpus[1])
+        later_cpu.extend(cpus[2:])
+    print(f"20 small files ({len(good)} readable), `messages` joined with `client`, count() = {n} rows, local[*]"
+          f"{', quick JVM' if quick else ''}, "
+          f"{runs} sessions: session up {mmm(cols[0])} (CPU {mmm(up_cpu)}); first query {mmm(cols[1])} (CPU "
+          f"{mmm(first_cpu)}); later queries {mmm(later)} (CPU {mmm(later_cpu)}); CPU of each whole run (Python, "
+          f"JVM, workers) {mmm(cpu)}; {load()}")
+
+
+def join_one(files: list[str]) -> None:
+    """One session: its start, then four join + count queries (each making its DataFrames anew), as seconds."""
     import exporters.spark as xs
 
     os.environ["PYTHONPATH"] = ENV["PYTHONPATH"]  # the Python workers import the code measured, as installed
-    files = make_fleet(tmp / "twenty", 20, seed=5)
-    good = [f for f in files if _readable(f)]
-    t = time.perf_counter()
-    spark = xs.session("local[*]")
-    print(f"session up in {time.perf_counter() - t:.1f} s; {len(good)} readable files of 20")
-    times = []
+    t, c = time.perf_counter(), _tree_cpu()
+    spark = xs.session("local[*]", quick=os.environ.get("BENCH_QUICK") == "1")
+    times, cpu = [time.perf_counter() - t], [_tree_cpu() - c]
     try:
-        for _ in range(runs + 1):
-            t = time.perf_counter()
-            df = xs.to_dataframe(spark, [str(f) for f in good], "messages")
-            n = df.join(xs.to_dataframe(spark, [str(f) for f in good], "client"), ["file"]).count()
+        for _ in range(4):
+            t, c = time.perf_counter(), _tree_cpu()
+            df = xs.to_dataframe(spark, files, "messages")
+            n = df.join(xs.to_dataframe(spark, files, "client"), ["file"]).count()
             times.append(time.perf_counter() - t)
-        print(f"join + count ({n} rows), 20 small files, local[*]: the first query {times[0]:.2f} s (it starts the "
-              f"Python workers), then {mmm(times[1:])}; {load()}")
+            cpu.append(_tree_cpu() - c)
     finally:
         spark.stop()
+    print(" ".join(f"{x:.3f}" for x in times + cpu), n)
+
+
+def _tree_cpu() -> float:
+    """User + system seconds of this process and its live descendants (the JVM, Python workers)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent, times = {}, {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            with contextlib.suppress(OSError), open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+                parent[int(name)], times[int(name)] = int(fields[1]), sum(int(x) for x in fields[11:15])
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo.extend(p for p, pp in parent.items() if pp == pid and p not in mine)
+    return sum(times.get(p, 0) for p in mine) / tick
 
 
 def _readable(path: Path) -> bool:
@@ -232,15 +281,20 @@ print(f"{t1-t0:.2f} {t2-t1:.2f} {t3-t2:.2f} {t4-t3:.2f} {t5-t4:.2f} {t6-t5:.2f}"
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("fleet", "join", "sql", "startup"))
+    ap.add_argument("what", choices=("fleet", "join", "sql", "startup", "join-one"))
+    ap.add_argument("files", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--files", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="join: sessions with xs.session(quick=True)")
     a = ap.parse_args()
+    if a.what == "join-one":
+        join_one(a.files)
+        return
     with tempfile.TemporaryDirectory(prefix="bench-fleet-") as d:
         if a.what == "fleet":
             bench_fleet(a.files, a.runs, Path(d))
         elif a.what == "join":
-            bench_join(a.runs, Path(d))
+            bench_join(a.runs, Path(d), quick=a.quick)
         elif a.what == "sql":
             bench_sql(a.runs)
         else:

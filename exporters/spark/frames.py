@@ -11,9 +11,11 @@ import pyarrow as pa
 
 from codec import DbFile
 from codec.errors import CodecError
-from codec.views.query import valid_filter
+from codec.views.query import Selection, valid_filter
 from exporters.files import db_files
 from exporters.schema import KINDS, SCHEMAS, spark_ddl
+from exporters.spark.cache import applies as cache_applies
+from exporters.spark.cache import cached_frame
 from exporters.spark.session import register
 from exporters.spark.source import NAME, pack_parts, plan, read_part
 
@@ -26,26 +28,72 @@ def _reader(spark: Any, kind: str, options: dict[str, Any]) -> Any:
     return r
 
 
+CACHE_MODES = ("auto", "parquet", "off")
+
+
 def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, topic: str | None = None,
                  client: str | None = None, store_ids: tuple[int, int] | None = None, on_error: str = "fail",
-                 **options: Any) -> Any:
+                 cache: str = "auto", **options: Any) -> Any:
     """A DataFrame of one kind (or the ``messages`` view) of a file, a directory or a list of them.
 
     ``topic`` selects stored messages by MQTT filter and the client messages and retains that
     reference them; ``client`` selects a client's rows (for ``messages``: those with a delivery
     waiting for it); ``store_ids`` is an inclusive range of unsigned store ids (kinds with a
-    store_id). Decided by the codec's engine in the data source (a reference counts a matching
-    stored message before it, as ``export`` and ``dump`` decide).
+    store_id). Decided by the codec's engine (a reference counts a matching stored message
+    before it, as ``export`` and ``dump`` decide).
+
+    ``cache`` says where the rows come from:
+
+    - ``"auto"`` (default): inputs of at most ``spark.mosqdb.driverBytes`` in all (64 MB unless the
+      session says otherwise) are read here, in the driver, now, and handed to Spark as Arrow tables
+      (:func:`driver_frames`): no Python worker starts for the queries. The DataFrame is then a
+      snapshot of the files as they were when it was made. Larger inputs, or ``options`` beyond
+      ``onError``, go to the data source, which reads the files on every action.
+    - ``"parquet"``: each file's kind is read by Spark's own Parquet reader from a copy kept in
+      this user's private cache directory (:mod:`exporters.spark.cache`; made on first use, reused
+      while the file is unchanged): column pruning and filter push-down by Spark, no Python
+      worker. Also a snapshot. Needs executors of this user on this machine (``local``,
+      ``local[...]``, ``local-cluster[...]``). A selection
+      (``topic``, ``client``, ``store_ids``) or other ``options`` read through the data source.
+    - ``"off"``: always the data source (the files read on every action).
+
+    Files that do not decode are left to the data source, which fails with a line naming them or,
+    with ``on_error="skip"``, skips them.
     """
     register(spark)
     if topic is not None and not valid_filter(topic):
         raise ValueError(f"not a valid MQTT topic filter: {topic!r}")
     if store_ids is not None and kind not in ("msg_store", "client_msg", "retain", "messages"):
         raise ValueError(f"{kind} has no store_id to select by")
-    paths = ",".join(path) if isinstance(path, list) else path
+    if cache not in CACHE_MODES:
+        raise ValueError(f"cache={cache!r}: use one of {', '.join(CACHE_MODES)}")
+    if cache == "parquet" and not cache_applies(spark.sparkContext.master):
+        raise ValueError("cache='parquet' needs executors on this machine (a local master): the cache is private "
+                         "to this user here")
+    names = path if isinstance(path, list) else [path]
+    paths = ",".join(names)
     opts = {"onError": on_error, **options}
+    files: list[str] | None = None
+    if cache != "off" and not options:
+        try:
+            files = [f for p in names for f in db_files(p)]
+        except CodecError:  # the data source names what is missing, when the DataFrame is used
+            files = None
+        if files is not None and cache == "auto" and (not files or sum(_size(f) for f in files) > _driver_bytes(spark)):
+            files = None
 
     def load(k: str, **extra: Any) -> Any:
+        chosen = {key: v for key, v in extra.items() if v is not None}
+        if files is not None and cache == "auto":
+            frame = driver_frame(spark, files, k, _selection(chosen))
+            if frame is not None:
+                return frame
+        elif files is not None and not chosen:
+            frame, left = cached_frame(spark, files, k)
+            if frame is not None and not left:
+                return frame
+            if frame is not None:
+                return frame.unionByName(_reader(spark, k, opts).load(",".join(left)))
         return _reader(spark, k, {**opts, **extra}).load(paths)
 
     ids = None if store_ids is None else f"{store_ids[0]}-{store_ids[1]}"
@@ -58,6 +106,24 @@ def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, 
     return load(kind, topic=topic if kind in ("msg_store", "sub", "client_msg", "retain") else None,
                 client=client if kind in ("client", "client_msg", "sub") else None,
                 storeIds=ids if kind in ("msg_store", "client_msg", "retain") else None)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 1 << 62  # unreadable: the data source says why
+
+
+def _selection(chosen: dict[str, Any]) -> Selection | None:
+    """The data source's selection options (``topic``, ``client``, ``storeIds``) as the codec's selection."""
+    if not chosen:
+        return None
+    ids = chosen.get("storeIds")
+    lo, _, hi = ids.partition("-") if ids else ("", "", "")
+    return Selection(topics=[chosen["topic"]] if "topic" in chosen else [],
+                     clients={chosen["client"]} if "client" in chosen else set(),
+                     store_ids=(int(lo), int(hi)) if ids else None)
 
 
 def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:
@@ -120,7 +186,7 @@ def views_named(query: str) -> list[str]:
 
 def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", decode: dict[str, str] | None = None,
                    releases: str = DEFAULT_RELEASES, at: float | None = None,
-                   only: list[str] | None = None, driver_bytes: int | None = None) -> list[str]:
+                   only: list[str] | None = None, driver_bytes: int | None = None, cache: bool = False) -> list[str]:
     """Temp views cfg, msg_store, client_msg, retain, sub, client, messages and verdicts over the inputs;
     with ``decode`` (:func:`decode_options`) msg_store and messages have payload_format/payload_json
     and a ``sparkplug_metrics`` view is added.
@@ -132,7 +198,9 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     other views unreadable files fail with a line naming them, or (``skip``) are left out; returns the
     skip lines (also kept for :func:`report_skipped`). Inputs of at most ``driver_bytes`` in all (default: the
     session's ``spark.mosqdb.driverBytes``, else :data:`DRIVER_BYTES`; and no ``decode``) are read here, in the
-    driver (:func:`driver_frames`).
+    driver (:func:`driver_frames`). Larger inputs, with ``cache`` (and a local master, no ``decode``), are read
+    by Spark's Parquet reader from copies kept in this user's cache (:mod:`exporters.spark.cache`), files that
+    cannot be copied by the data source.
     """
     register(spark)
     wanted = set(VIEWS if only is None else only)
@@ -164,6 +232,12 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
         driver_bytes = _driver_bytes(spark)
     if not decode and sum(os.path.getsize(f) for f in good) <= driver_bytes:
         frames = driver_frames(spark, good, [k for k in KINDS if k in need])
+    if frames is None and cache and not decode and cache_applies(spark.sparkContext.master):
+        frames = {}
+        for k in (k for k in KINDS if k in need):
+            frame, left = cached_frame(spark, good, k)
+            rest = _reader(spark, k, {}).load(",".join(left)) if left else None
+            frames[k] = rest if frame is None else frame if rest is None else frame.unionByName(rest)
     if frames is None:
         frames = {k: _reader(spark, k, decode if decode and k == "msg_store" else {}).load(joined)
                   for k in KINDS if k in need}
@@ -189,20 +263,37 @@ def driver_frames(spark: Any, files: list[str], kinds: list[str]) -> dict[str, A
     query (seconds, next to milliseconds of decoding a small file). None when a chunk does not decode: the
     data source then reads the files and reports the error (or skips the rest of the file) its own way.
     """
-    from pyspark.sql.types import _parse_datatype_string
-
-    cores = os.cpu_count() or 1  # as the data source plans: its default minPartitions, packing defaults
     tables = {}
+    for kind in kinds:
+        table = _driver_table(files, kind)
+        if table is None:
+            return None
+        tables[kind] = table
+    return {k: _arrow_frame(spark, k, t) for k, t in tables.items()}
+
+
+def driver_frame(spark: Any, files: list[str], kind: str, selection: Selection | None = None) -> Any:
+    """One kind of small, readable files (the chunks ``selection`` keeps) as a DataFrame made in the driver from an
+    Arrow table (:func:`driver_frames`), or None when a chunk does not decode."""
+    table = _driver_table(files, kind, selection)
+    return None if table is None else _arrow_frame(spark, kind, table)
+
+
+def _driver_table(files: list[str], kind: str, selection: Selection | None = None) -> pa.Table | None:
+    cores = os.cpu_count() or 1  # as the data source plans: its default minPartitions, packing defaults
     try:
-        for kind in kinds:
-            parts, _ = plan(files, kind, min_partitions=cores)
-            batches = [b for group in pack_parts(parts, min_partitions=cores) for part in group
-                       for b in read_part(part, kind)]
-            tables[kind] = pa.Table.from_batches(batches, schema=SCHEMAS[kind])
+        parts, _ = plan(files, kind, min_partitions=cores, selection=selection)
+        batches = [b for group in pack_parts(parts, min_partitions=cores) for part in group
+                   for b in read_part(part, kind, selection=selection)]
     except CodecError:
         return None
-    return {k: spark.createDataFrame(t, schema=_parse_datatype_string(spark_ddl(SCHEMAS[k])))
-            for k, t in tables.items()}
+    return pa.Table.from_batches(batches, schema=SCHEMAS[kind])
+
+
+def _arrow_frame(spark: Any, kind: str, table: pa.Table) -> Any:
+    from pyspark.sql.types import _parse_datatype_string
+
+    return spark.createDataFrame(table, schema=_parse_datatype_string(spark_ddl(SCHEMAS[kind])))
 
 
 _SKIPPED: dict[int, list[str]] = {}

@@ -26,6 +26,7 @@ from typing import Any
 
 from codec import safefile
 from exporters.spark.base import need_spark
+from exporters.spark.pushdown import PUSHDOWN_CONF
 
 # log4j2 properties: everything at ERROR to stderr, one line per event (the loggers are added to it)
 LOG4J_QUIET = """rootLogger.level = error
@@ -220,6 +221,7 @@ def session(master: str | None = None, *, app: str = "mosqdb", conf: Mapping[str
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "2")
+        .config(PUSHDOWN_CONF, "true")  # filters on topic, client and store id reach the data source (4.1+)
         .config("spark.driver.extraJavaOptions", driver_opts)
     )
     if (master == "local" or master.startswith("local[")) and _workers_import_us():

@@ -23,6 +23,8 @@ line naming it; ``skip``: it is left out and reported on stderr), ``endian``.
 A selection (``topic``, ``client``, ``storeIds``) is decided by the codec's engine
 (:func:`codec.views.select.pick`) on the driver, once per file, while planning: a partition
 holds only the chunks it keeps, so executors decode nothing else and match nothing themselves.
+A query's filters on store id, client id and topic join that selection on PySpark 4.1+ with
+``spark.sql.python.filterPushdown.enabled`` (:mod:`exporters.spark.pushdown`).
 """
 
 from __future__ import annotations
@@ -481,7 +483,10 @@ class MosquittoDataSource(DataSource):  # type: ignore[misc]
     def reader(self, schema: Any) -> Any:
         if self.options.get("kind") == "verdicts":
             return VerdictsReader(self.options, schema)
-        return MosquittoReader(self.options, schema)
+        from exporters.spark.pushdown import asked_to_push
+
+        # a reader that implements pushFilters only where Spark will call it (else Spark refuses the query)
+        return (FilteringReader if asked_to_push() else MosquittoReader)(self.options, schema)
 
 
 class MosquittoReader(DataSourceReader):  # type: ignore[misc]
@@ -504,6 +509,8 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
 
     def partitions(self) -> list[MosquittoPartition]:
         o = self.opts
+        if o.get("nothing"):  # pushed filters that exclude each other
+            return [MosquittoPartition([])]
         source = "msg_store" if o["kind"] == METRICS_KIND else o["kind"]
         parts, skipped = plan(self.paths, source, partition_rows=o["partition_rows"],
                               min_partitions=o["min_partitions"], on_error=o["on_error"], endian=o["endian"],
@@ -532,6 +539,20 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
         # Spark compares batches with its own Arrow rendering of the schema, whose list
         # field names and nullability differ between PySpark versions: relabel to exactly that
         return (b if b.schema.equals(target) else conform(b, target) for b in batches)
+
+
+class FilteringReader(MosquittoReader):
+    """:class:`MosquittoReader` with Spark's filters on topic, client id and store id pushed into its selection
+    (:mod:`exporters.spark.pushdown`): PySpark 4.1+ with ``spark.sql.python.filterPushdown.enabled``."""
+
+    def pushFilters(self, filters: list[Any]) -> Any:  # noqa: N802 - PySpark's name
+        from exporters.spark.pushdown import merged, push
+
+        if self.opts["kind"] == METRICS_KIND:
+            return filters
+        pushed, rest = push(self.opts["kind"], list(filters))
+        self.opts["selection"], self.opts["nothing"] = merged(self.opts["selection"], pushed)
+        return rest
 
 
 class VerdictsReader(DataSourceReader):  # type: ignore[misc]

@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="any Spark setting, repeatable (e.g. spark.executor.memory=2g, "
                         "spark.pyspark.python=/opt/venv/bin/python)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="read inputs larger than spark.mosqdb.driverBytes through the data source on every run "
+                        "instead of Parquet copies kept in this user's private cache directory (local masters)")
     p.add_argument("--no-ship-code", action="store_true",
                    help="do not add mosqdb's code to the executors' Python path (their Python has mosqdb "
                         "installed); by default a zip of it is shipped to every master but local[...]")
@@ -86,7 +89,8 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot start Spark: {xs.error_line(exc)}") from None
     try:
         xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail", decode=decoding,
-                          releases=releases, at=optional_at(args), only=xs.views_named(args.query))
+                          releases=releases, at=optional_at(args), only=xs.views_named(args.query),
+                          cache=not args.no_cache)
         try:
             df = spark.sql(args.query)
         except Exception as exc:  # Spark's AnalysisException / ParseException: one line

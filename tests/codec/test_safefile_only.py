@@ -35,6 +35,10 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "builds the store inside safefile.new_private_dir; safefile.atomic_replace copies it to OUT",
     ("exporters/files.py", "_Writers._write_now", "arrow.ParquetWriter"):
         "writes into a safefile.Replacement's file object, not to a path",
+    ("exporters/spark/cache.py", "_write", "arrow.ParquetWriter"):
+        "writes into a safefile.Replacement's file object in the private cache directory, not to a path",
+    ("exporters/spark/cache.py", "entry", "os.utime"):
+        "marks an entry in this user's private cache directory (safefile.user_cache_dir) as used, links not followed",
     ("inspector/commands/fleet.py", "write_report", "arrow.write_table"):
         "writes into a safefile.atomic_replace file object, not to a path",
 }
