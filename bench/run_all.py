@@ -20,7 +20,10 @@ The figures (``--list`` prints them; ``--only`` takes names or group names):
 * group ``store`` (the 2.1 sqlite store made from it, ``--store``; made once with ``mosqdb migrate`` if
   absent): ``store-info``, ``store-check``, ``store-stats``, ``store-dump-json``, ``store-export``;
 * group ``big10`` (the 10 M-chunk file, ``--big10``, made by ``bench/make_big10.sh``; skipped with a
-  note when absent): ``big10-check``, ``big10-info``, ``big10-export-six``, ``big10-tui``.
+  note when absent): ``big10-check``, ``big10-info``, ``big10-export-six``, ``big10-tui``;
+* group ``spark`` (PySpark, local[2]): ``spark-every-column``, every column of the big file's stored messages
+  (a ``noop`` write) through ``to_dataframe(cache="parquet")`` once its copy exists, against Spark's own
+  Parquet reader on the same rows (the anchor; CPU of this process and its JVM and Python workers).
 
 The table: figure, mosqdb min–median–max, anchor min–median–max, the ratio (min–median–max of the
 per-pair ratios), the target and whether the median meets it. ``--json`` (default
@@ -31,6 +34,7 @@ table from it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -68,6 +72,7 @@ class Bench:
     needs: tuple[str, ...] = ()  # files that must exist ("big", "big10", "store")
     extra: tuple[tuple[str, float], ...] = ()  # further absolute limits: (metric, limit)
     custom: Callable[[Paths], dict[str, float]] | None = None  # measured in-process (the TUI)
+    custom_pair: Callable[[Paths], tuple[dict[str, float], dict[str, float]]] | None = None  # (mine, anchor)
 
 
 @dataclass
@@ -142,8 +147,65 @@ def benches(p: Paths) -> list[Bench]:
               lambda t: [d20(), p.big10], "2.0.22 full text dump", ("big10",)),
         Bench("big10-tui", "big10", "10 M chunks: TUI first rows (peak RSS through goto, filters, search, paging)",
               "wall", 0.6, lambda t: [], needs=("big10",), extra=(("rss", 300.0),), custom=tui_first_rows),
+        Bench("spark-every-column", "spark", "Spark: every column of `msg_store` (`to_dataframe(cache=\"parquet\")`, "
+              "its copy made)", "cpu", 2.0, lambda t: [], anchor_label="Spark's Parquet reader, same rows",
+              needs=("big",), custom_pair=spark_every_column),
     ]
     return out
+
+
+_SPARK: dict[str, object] = {}
+
+
+def spark_every_column(p: Paths) -> tuple[dict[str, float], dict[str, float]]:
+    """One pair: Spark's Parquet reader on the stored messages exported once, then ``to_dataframe`` through
+    mosqdb's Parquet cache (its copy made at the first call), each written to Spark's ``noop`` sink; CPU of the
+    whole process tree (the JVM, the Python workers). A ratio ≤ 2 is a read at ≥ 0.5× the Parquet reader's speed."""
+    from bench_spark import measured
+
+    import exporters.spark as xs
+    from exporters.files import export_parquet
+
+    if not _SPARK:
+        tmp = tempfile.mkdtemp(prefix="run-all-spark-")
+        parquet = os.path.join(tmp, "msg_store.parquet")
+        export_parquet([p.big], parquet, kinds=["msg_store"], single_file=True)
+        spark = xs.session("local[2]", app="run-all-spark")
+        _SPARK.update(spark=spark, parquet=parquet, tmp=tmp)
+    spark, parquet = _SPARK["spark"], str(_SPARK["parquet"])
+
+    def noop(df: object) -> None:
+        df.write.format("noop").mode("overwrite").save()  # type: ignore[attr-defined]
+
+    def mine() -> None:
+        noop(xs.to_dataframe(spark, p.big, "msg_store", cache="parquet"))
+
+    def anchor() -> None:
+        noop(spark.read.parquet(parquet))  # type: ignore[attr-defined]
+
+    if not _SPARK.get("warm"):  # the JVM's first queries and the cache's copy are not what is measured
+        anchor()
+        mine()
+        _SPARK["warm"] = True
+    nan = float("nan")
+    wall, cpu = measured(mine)
+    a_wall, a_cpu = measured(anchor)
+    return {"wall": wall, "cpu": cpu, "rss": nan}, {"wall": a_wall, "cpu": a_cpu, "rss": nan}
+
+
+def stop_spark() -> None:
+    """Stop the Spark session of the ``spark`` figures and remove its export (and the cache's copy)."""
+    if _SPARK:
+        from exporters.spark import cache
+
+        _SPARK["spark"].stop()  # type: ignore[attr-defined]
+        shutil.rmtree(str(_SPARK["tmp"]), ignore_errors=True)
+        cache_dir = cache.safefile.user_cache_dir()
+        for name in os.listdir(cache_dir):
+            if name.startswith(cache.PREFIX):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(cache_dir, name))
+        _SPARK.clear()
 
 
 def fresh(tmp: str) -> str:
@@ -170,6 +232,12 @@ def measure(b: Bench, p: Paths, runs: int, tmp: str) -> Result:
     r = Result(b.name, b.group, b.label, b.metric, b.target, b.anchor_label)
     env = {**os.environ, "PYTHONPATH": ROOT}
     for _ in range(runs):
+        if b.custom_pair is not None:
+            mine, anchor = b.custom_pair(p)
+            r.mine.append(mine)
+            r.anchor.append(anchor)
+            r.ratios.append(mine[b.metric] / anchor[b.metric])
+            continue
         if b.custom is not None:
             r.mine.append(b.custom(p))
         else:
@@ -178,7 +246,7 @@ def measure(b: Bench, p: Paths, runs: int, tmp: str) -> Result:
             r.anchor.append(sample(child(b.anchor(tmp), cwd=ROOT, env=env)))
             r.ratios.append(r.mine[-1][b.metric] / r.anchor[-1][b.metric])
     shutil.rmtree(os.path.join(tmp, "export"), ignore_errors=True)
-    value = statistics.median(r.ratios if b.anchor is not None else [m[b.metric] for m in r.mine])
+    value = statistics.median(r.ratios if r.ratios else [m[b.metric] for m in r.mine])
     r.met = value <= b.target
     for metric, limit in b.extra:
         med = statistics.median(m[metric] for m in r.mine)
@@ -195,7 +263,7 @@ def figure(samples: list[dict[str, float]], metric: str) -> str:
         return "–"
     fmt = "{:.0f}" if metric == "rss" else "{:.2f}"
     text = f"{spread([s[metric] for s in samples], fmt)} {UNIT[metric]}"
-    if metric != "rss":
+    if metric != "rss" and not any(s["rss"] != s["rss"] for s in samples):  # (NaN: not measured)
         text += f", {spread([s['rss'] for s in samples], '{:.0f}')} MiB"
     return text
 
@@ -276,6 +344,7 @@ def main() -> None:
             save(a, p, results, loads)  # after every figure: an interrupted run keeps what it measured
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        stop_spark()
     data = save(a, p, results, loads)
     print()
     print(markdown(data))
