@@ -29,5 +29,6 @@ class BuildWithManual(build_py):
             out.write("nav:" + src.read().split("\nnav:", 1)[-1])
 
 
-setup(ext_modules=[Extension("codec._framing", ["codec/_framing.c"], optional=True)],
+setup(ext_modules=[Extension("codec._framing", ["codec/_framing.c"], optional=True),
+                   Extension("codec._btree", ["codec/_btree.c"], optional=True)],
       cmdclass={"build_py": BuildWithManual})

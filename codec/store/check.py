@@ -51,6 +51,7 @@ from codec.layouts import ChunkType, Layout, layout_for
 from codec.ops.check_xref import Table
 from codec.ops.checker import LIMIT, Checker
 from codec.ops.findings import Finding, Findings
+from codec.store.pages import INTEGER, NULL, TEXT, Decoded, Recipe
 from codec.store.read import StoreFile, StoreReadError, sql_int
 from codec.store.schema import ROWS, restored_properties
 
@@ -72,15 +73,34 @@ COLUMN = {(t, name): _column(expr) for t, r in ROWS.items() for name, expr in r.
 # SQL predicate or a sign that the values read (cast to integers, NULL read as empty) may not stand for
 # what the rule compares (a store id that is not an integer, a topic that is not text).
 _STORE_ID = "(typeof(store_id) != 'integer')"
-_EXTRA: dict[ChunkType, tuple[tuple[str, str, bool], ...]] = {
+_ODD_ID, _ODD_TOPIC, _PROPERTIES, _PAYLOADLEN = 1, 2, 4, 8
+
+
+# the same flags from a record the page reader decoded (codec.store.pages): each SQL predicate above on its
+# type codes and values
+def _base_flags(d: Decoded) -> np.ndarray:
+    return ((d.types["store_id"] != INTEGER) * _ODD_ID + (d.types["topic"] != TEXT) * _ODD_TOPIC
+            + (d.types["properties"] != NULL) * _PROPERTIES
+            + (d.int("payloadlen") != d.length("payload")) * _PAYLOADLEN).astype(np.int64)
+
+
+def _id_flags(d: Decoded) -> np.ndarray:
+    return (d.types["store_id"] != INTEGER).astype(np.int64)
+
+
+def _retain_flags(d: Decoded) -> np.ndarray:
+    return ((d.types["store_id"] != INTEGER) * _ODD_ID + (d.types["topic"] != TEXT) * _ODD_TOPIC).astype(np.int64)
+
+
+_EXTRA: dict[ChunkType, tuple[tuple[str, str, bool, Recipe], ...]] = {
     ChunkType.MSG_STORE: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text') + 4 * (properties IS NOT NULL) "
                            "+ 8 * (CAST(IFNULL(payloadlen, 0) AS INTEGER) IS NOT IFNULL(length(CAST(payload AS BLOB)), 0))",
-                           False),),
-    ChunkType.CLIENT_MSG: (("\0flags", _STORE_ID, False),),
-    ChunkType.RETAIN: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text')", False),
-                       ("\0topic", "IFNULL(CAST(topic AS BLOB), X'')", True)),
+                           False, (("store_id", "topic", "properties", "payloadlen", "payload"), _base_flags, ())),),
+    ChunkType.CLIENT_MSG: (("\0flags", _STORE_ID, False, (("store_id",), _id_flags, ())),),
+    ChunkType.RETAIN: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text')", False,
+                        (("store_id", "topic"), _retain_flags, ())),
+                       ("\0topic", "IFNULL(CAST(topic AS BLOB), X'')", True, ((), lambda d: d.bytes("topic"), ("topic",)))),
 }
-_ODD_ID, _ODD_TOPIC, _PROPERTIES, _PAYLOADLEN = 1, 2, 4, 8
 
 
 class _Seen:
