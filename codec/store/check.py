@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -187,7 +188,12 @@ class _StoreCheck(Checker):
 
 def check_store(store: StoreFile, *, at: float | None = None, limit: int | None = LIMIT,
                 progress: Callable[[int, int], None] | None = None) -> list[Finding]:
-    """Every finding of a store: its own rules first (schema, sqlite, the -wal), then per row."""
+    """Every finding of a store: its own rules first (schema, sqlite, the -wal), then per row.
+
+    sqlite's ``quick_check`` reads every page, the row scan those of the big tables again: on a store opened
+    immutable the former runs in a thread of its own while the latter runs (sqlite and the page reader both
+    release the GIL), which on two cores takes it out of the wall time (not the CPU time)."""
+    integrity = _QuickCheck(store)
     run = _StoreCheck(store, at, limit, progress)
     run.run()
     run.finish()
@@ -204,7 +210,7 @@ def check_store(store: StoreFile, *, at: float | None = None, limit: int | None 
             f.field = COLUMN.get((t, f.field or ""), f.field)
         f.offset = None
         found.append(f)
-    rules = _Rules(store, limit, _candidates(run.seen))
+    rules = _Rules(store, limit, _candidates(run.seen), integrity)
     rules.run()
     if progress is not None:
         progress(store.size, store.size)
@@ -310,14 +316,51 @@ def _bytes_differ(a: np.ndarray, astart: np.ndarray, b: np.ndarray, bstart: np.n
     return out
 
 
+class _QuickCheck:
+    """``PRAGMA quick_check`` of a store opened immutable, run in a thread on a connection of its own from the
+    start (:meth:`result` waits for it); of another store, nothing here (the rules run it in turn)."""
+
+    def __init__(self, store: StoreFile) -> None:
+        self.path = store.path
+        self.problems: list[Any] | None = None
+        self.thread: threading.Thread | None = None
+        uri = store._uri
+        if store.figures.wal_size is None and uri is not None and "immutable=1" in uri:
+            self.thread = threading.Thread(target=self._run, args=(uri,), name="quick_check", daemon=True)
+            self.thread.start()
+
+    def _run(self, uri: str) -> None:
+        try:
+            con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            self.problems = [str(StoreReadError.of(exc, self.path)).encode()]
+            return
+        try:
+            con.text_factory = bytes
+            self.problems = [r[0] for r in con.execute("PRAGMA quick_check")]
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # as the reader's connection says it
+            self.problems = [str(StoreReadError.of(exc, self.path)).encode()]
+        finally:
+            con.close()
+
+    def result(self) -> list[Any] | None:
+        """What quick_check said (None: it was not run here)."""
+        if self.thread is None:
+            return None
+        self.thread.join()
+        return self.problems
+
+
 class _Rules:
     """The store's own rules, in SQL (each capped at ``limit`` findings like the .db rules). ``only``: per
     rule (:func:`_candidates`), the rowids its SQL is run on instead of the whole table."""
 
-    def __init__(self, store: StoreFile, limit: int | None, only: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(self, store: StoreFile, limit: int | None, only: dict[str, np.ndarray] | None = None,
+                 integrity: _QuickCheck | None = None) -> None:
         assert store.con is not None
         self.store, self.con, self.limit = store, store.con, limit
         self.only = only or {}
+        self.quick = integrity
         self.head: list[Finding] = []  # findings about the whole store
         self.rows: list[Finding] = []
 
@@ -371,10 +414,12 @@ class _Rules:
                                      "read with the store)"))
 
     def integrity(self) -> None:
-        try:
-            problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
-        except (sqlite3.DatabaseError, StoreReadError) as exc:  # the reader's connection says it as the latter
-            problems = [str(exc).encode()]
+        problems = self.quick.result() if self.quick is not None else None
+        if problems is None:
+            try:
+                problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
+            except (sqlite3.DatabaseError, StoreReadError) as exc:  # the reader's connection says it as the latter
+                problems = [str(exc).encode()]
         for p in problems:
             text = p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
             if text != "ok":
