@@ -105,12 +105,13 @@ _EXTRA: dict[ChunkType, tuple[tuple[str, str, bool, Recipe], ...]] = {
 
 
 class _Seen:
-    """Per table, what the scan read for the store's rules: rowids, store ids, flags (all None when a batch
-    came another way than the columnar reader, which reads no flags)."""
+    """Per table, what the scan read for the store's rules: store ids, flags (``complete`` False when a batch
+    came another way than the columnar reader, which reads no flags); the rowids are the check's own (set
+    after the scan: a view of its rows' rowids, not a copy)."""
 
     def __init__(self) -> None:
         self.complete = True
-        self.rowids: list[np.ndarray] = []
+        self.rowids = np.zeros(0, np.int64)
         self.ids: list[np.ndarray] = []
         self.flags: list[np.ndarray] = []
         self.topics: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (data, starts, sizes) per batch
@@ -121,7 +122,6 @@ class _Seen:
         if flags is None:
             self.complete = False
             return
-        self.rowids.append(c.offset)
         self.ids.append(c.ints["store_id"].view(np.int64))
         self.flags.append(flags.astype(np.uint8))
         spans = c.spans["topic"] if t == ChunkType.MSG_STORE else topic
@@ -210,6 +210,8 @@ def check_store(store: StoreFile, *, at: float | None = None, limit: int | None 
             f.field = COLUMN.get((t, f.field or ""), f.field)
         f.offset = None
         found.append(f)
+    for t, seen in run.seen.items():
+        seen.rowids = rowids[store.first[t]:store.first[t] + store.count[t]]
     rules = _Rules(store, limit, _candidates(run.seen), integrity)
     rules.run()
     if progress is not None:
@@ -224,12 +226,12 @@ def _candidates(seen: dict[ChunkType, _Seen]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     b, q, r = seen[ChunkType.MSG_STORE], seen[ChunkType.CLIENT_MSG], seen[ChunkType.RETAIN]
     if b.complete:
-        bflags, brow = b.column(b.flags), b.column(b.rowids)
+        bflags, brow = b.column(b.flags), b.rowids
         out["payloadlen"] = brow[bflags & _PAYLOADLEN != 0]
         out["properties"] = brow[bflags & _PROPERTIES != 0]
         out["number-topic base_msgs"] = brow[bflags & _ODD_TOPIC != 0]
     if r.complete:
-        out["number-topic retains"] = r.column(r.rowids)[r.column(r.flags) & _ODD_TOPIC != 0]
+        out["number-topic retains"] = r.rowids[r.column(r.flags) & _ODD_TOPIC != 0]
     if not (b.complete and q.complete and r.complete):
         return out
     bflags, qflags, rflags = b.column(b.flags), q.column(q.flags), r.column(r.flags)
@@ -241,9 +243,9 @@ def _candidates(seen: dict[ChunkType, _Seen]) -> dict[str, np.ndarray]:
     else:
         order = np.argsort(ids, kind="stable")
         sorted_ids = ids[order]
-    out["missing-message client_msgs"] = q.column(q.rowids)[~_member(sorted_ids, q.column(q.ids))]
+    out["missing-message client_msgs"] = q.rowids[~_member(sorted_ids, q.column(q.ids))]
     found = _member(sorted_ids, rids)
-    rrow = r.column(r.rowids)
+    rrow = r.rowids
     out["missing-message retains"] = rrow[~found]
     unique = not len(sorted_ids) or bool((sorted_ids[1:] != sorted_ids[:-1]).all())
     if unique and not (bflags & _ODD_TOPIC).any() and not (rflags & _ODD_TOPIC).any():
