@@ -21,7 +21,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -109,7 +108,11 @@ class PageReader:
         self.usable = self.page_size - head[20]
         if int.from_bytes(head[56:60], "big") not in (0, 1):  # texts in UTF-16: their bytes are not the UTF-8 read
             raise Unread("a UTF-16 database")
-        self.pages = os.path.getsize(path) // self.page_size
+        try:  # the pages sqlite takes the file to have (the header's count, when valid), and no more than it holds
+            counted = int(con.execute("PRAGMA page_count").fetchone()[0])
+        except Exception:  # noqa: BLE001 - the reader's connection says a failure as a codec error
+            raise Unread("no page count") from None
+        self.pages = min(counted, os.path.getsize(path) // self.page_size)
         self.con = con
         self.fd = os.open(path, os.O_RDONLY)
         self._tables: dict[ChunkType, _Table | None] = {}
@@ -128,7 +131,7 @@ class PageReader:
                 row = self.con.execute("SELECT rootpage, sql FROM sqlite_master WHERE type = 'table' AND name = ?",
                                        (table,)).fetchone()
                 info = self.con.execute(f"PRAGMA table_info({table})").fetchall()
-            except (sqlite3.Error, Exception):  # the reader's connection says it as a codec error
+            except Exception:  # noqa: BLE001 - the reader's connection says a failure as a codec error
                 raise Unread("no schema") from None
             if row is None or not isinstance(row[0], int):
                 raise Unread("no root page")
