@@ -129,7 +129,8 @@ class _Seen:
             start, size = spans
             lo = int(start.min()) if len(start) else 0
             hi = int((start + size).max()) if len(start) else 0
-            self.topics.append((c.data[lo:hi].copy(), start - lo, size))
+            narrow = np.int32 if hi - lo < 1 << 31 else np.int64  # (half the memory of the spans, as wide as needed)
+            self.topics.append((c.data[lo:hi].copy(), (start - lo).astype(narrow), size.astype(narrow)))
 
     def column(self, part: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(part) if part else np.zeros(0, np.int64)
