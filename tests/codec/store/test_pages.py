@@ -205,3 +205,15 @@ def test_stats_say_the_same_with_the_page_reader(request: pytest.FixtureRequest,
                 s._pager = False
             got.append(compute(s).to_json())
     assert got[0] == got[1]
+
+
+def test_without_the_c_reader_sqlite_reads_every_batch(many: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import codec.store.pages as pages
+
+    with StoreFile(many) as s:
+        want = _digest(s, ChunkType.MSG_STORE, size=40)
+    monkeypatch.setattr(pages, "_btree", None)
+    with StoreFile(many) as s:
+        used = _counted(s)
+        assert _digest(s, ChunkType.MSG_STORE, size=40) == want
+        assert used and not any(used) and s._pager is False
