@@ -777,6 +777,22 @@ class StoreFile:
             return " + ".join(f"IFNULL(octet_length({c}), 0)" for c in cols)
         return " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
 
+    def _paged_sizes(self, t: ChunkType) -> np.ndarray | None:
+        """:meth:`row_sizes` of table ``t``'s rows counted by the page reader as it decodes them (None where it
+        does not read every batch: the sizes are then asked of sqlite)."""
+        from codec.store.pages import ROW_SIZE, TABLES
+
+        if t not in TABLES or self._pager is False or self.figures.wal_size is not None:
+            return None
+        size = (("\0size", self._size_sql(ROWS[t].table, octets=True), False, ROW_SIZE),)
+        parts = []
+        for c in self.batches(t, names=(), extra=size):
+            got = c.ints.get("\0size")
+            if got is None:
+                return None
+            parts.append(got)
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
     def _row_sizes(self, types: Iterable[ChunkType]) -> np.ndarray:
         """:meth:`row_sizes` of the rows of ``types`` (the others' are 0)."""
         assert self.con is not None
@@ -785,6 +801,10 @@ class StoreFile:
             table = ROWS[t].table
             a = self.first[t]
             n = self.count[t]
+            paged = self._paged_sizes(t) if n else None
+            if paged is not None:
+                out[a:a + n] = paged
+                continue
             with self._lock:
                 got = self._query_columns(f"SELECT {self._size_sql(table, octets=True)} FROM {table} ORDER BY rowid") \
                     if n else None
