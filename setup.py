@@ -30,5 +30,6 @@ class BuildWithManual(build_py):
 
 
 setup(ext_modules=[Extension("codec._framing", ["codec/_framing.c"], optional=True),
-                 Extension("codec._render", ["codec/_render.c"], optional=True)],
+                   Extension("codec._render", ["codec/_render.c"], optional=True),
+                   Extension("codec._btree", ["codec/_btree.c"], optional=True)],
       cmdclass={"build_py": BuildWithManual})

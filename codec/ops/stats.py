@@ -66,13 +66,17 @@ def compute(db: DbFile, *, top: int = 10, depth: int = 2, progress: Callable[[in
     cols: Any = column_reader(db)
     if getattr(db, "is_store", False):  # a sqlite store: rows for chunks, their values' bytes for sizes
         st.version, st.store = None, True
-        offsets, types, sizes = cols.offsets, db.types, db.row_sizes()  # type: ignore[attr-defined]
+        # the stores' sizes are read in _stores' scan of them (filled in there), the other rows' here
+        offsets, types, sizes = cols.offsets, db.types, cols.row_sizes_except(int(ChunkType.MSG_STORE))
+        stores = _stores(cols, types, sizes, top, depth)
+        st.by_type = _by_type(types, sizes)
+        step(1)
     else:
         offsets, types, ends = db.index.intact_arrays(db.path)
         sizes = ends - offsets
-    st.by_type = _by_type(types, sizes)
-    step(1)
-    stores = _stores(cols, types, sizes, top, depth)
+        st.by_type = _by_type(types, sizes)
+        step(1)
+        stores = _stores(cols, types, sizes, top, depth)
     step(2)
     st.by_topic = _by_topic(cols, types, stores, top)
     step(3)
@@ -193,7 +197,11 @@ def _sums(codes: np.ndarray, values: np.ndarray | None, n: int) -> np.ndarray:
 
 
 def _stores(cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, top: int, depth: int) -> _Stores:
-    """Stores: id, topic, payload length, chunk size; bytes per topic prefix; the biggest payloads."""
+    """Stores: id, topic, payload length, chunk size; bytes per topic prefix; the biggest payloads.
+
+    A store's reader (``gather_measured``) reads the payloads' lengths alone and each row's size with them,
+    into ``sizes``."""
+    measured = getattr(cols, "gather_measured", None)
     s_idx = np.flatnonzero(types == int(ChunkType.MSG_STORE))
     s_ids = np.zeros(len(s_idx), np.uint64)
     s_plen = np.zeros(len(s_idx), np.int64)
@@ -202,7 +210,11 @@ def _stores(cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, top: int, 
     acc = np.zeros((0, 4), np.int64)
     biggest: list[tuple[int, int]] = []
     for s in batches(len(s_idx)):
-        g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
+        if measured is not None:
+            g, sizes[s_idx[s]] = measured(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"),
+                                          ("payload",))
+        else:
+            g = cols.gather(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
         plens = g.spans["payload"][1]
         s_ids[s] = g.ints["store_id"]
         s_plen[s] = plens

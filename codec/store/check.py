@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -51,6 +52,7 @@ from codec.layouts import ChunkType, Layout, layout_for
 from codec.ops.check_xref import Table
 from codec.ops.checker import LIMIT, Checker
 from codec.ops.findings import Finding, Findings
+from codec.store.pages import INTEGER, NULL, TEXT, Decoded, Recipe
 from codec.store.read import StoreFile, StoreReadError, sql_int
 from codec.store.schema import ROWS, restored_properties
 
@@ -72,24 +74,44 @@ COLUMN = {(t, name): _column(expr) for t, r in ROWS.items() for name, expr in r.
 # SQL predicate or a sign that the values read (cast to integers, NULL read as empty) may not stand for
 # what the rule compares (a store id that is not an integer, a topic that is not text).
 _STORE_ID = "(typeof(store_id) != 'integer')"
-_EXTRA: dict[ChunkType, tuple[tuple[str, str, bool], ...]] = {
-    ChunkType.MSG_STORE: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text') + 4 * (properties IS NOT NULL) "
-                           "+ 8 * (CAST(IFNULL(payloadlen, 0) AS INTEGER) IS NOT IFNULL(length(CAST(payload AS BLOB)), 0))",
-                           False),),
-    ChunkType.CLIENT_MSG: (("\0flags", _STORE_ID, False),),
-    ChunkType.RETAIN: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text')", False),
-                       ("\0topic", "IFNULL(CAST(topic AS BLOB), X'')", True)),
-}
 _ODD_ID, _ODD_TOPIC, _PROPERTIES, _PAYLOADLEN = 1, 2, 4, 8
 
 
+# the same flags from a record the page reader decoded (codec.store.pages): each SQL predicate above on its
+# type codes and values
+def _base_flags(d: Decoded) -> np.ndarray:
+    return ((d.types["store_id"] != INTEGER) * _ODD_ID + (d.types["topic"] != TEXT) * _ODD_TOPIC
+            + (d.types["properties"] != NULL) * _PROPERTIES
+            + (d.int("payloadlen") != d.length("payload")) * _PAYLOADLEN).astype(np.int64)
+
+
+def _id_flags(d: Decoded) -> np.ndarray:
+    return (d.types["store_id"] != INTEGER).astype(np.int64)
+
+
+def _retain_flags(d: Decoded) -> np.ndarray:
+    return ((d.types["store_id"] != INTEGER) * _ODD_ID + (d.types["topic"] != TEXT) * _ODD_TOPIC).astype(np.int64)
+
+
+_EXTRA: dict[ChunkType, tuple[tuple[str, str, bool, Recipe], ...]] = {
+    ChunkType.MSG_STORE: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text') + 4 * (properties IS NOT NULL) "
+                           "+ 8 * (CAST(IFNULL(payloadlen, 0) AS INTEGER) IS NOT IFNULL(length(CAST(payload AS BLOB)), 0))",
+                           False, (("store_id", "topic", "properties", "payloadlen", "payload"), _base_flags, ())),),
+    ChunkType.CLIENT_MSG: (("\0flags", _STORE_ID, False, (("store_id",), _id_flags, ())),),
+    ChunkType.RETAIN: (("\0flags", f"{_STORE_ID} + 2 * (typeof(topic) != 'text')", False,
+                        (("store_id", "topic"), _retain_flags, ())),
+                       ("\0topic", "IFNULL(CAST(topic AS BLOB), X'')", True, ((), lambda d: d.bytes("topic"), ("topic",)))),
+}
+
+
 class _Seen:
-    """Per table, what the scan read for the store's rules: rowids, store ids, flags (all None when a batch
-    came another way than the columnar reader, which reads no flags)."""
+    """Per table, what the scan read for the store's rules: store ids, flags (``complete`` False when a batch
+    came another way than the columnar reader, which reads no flags); the rowids are the check's own (set
+    after the scan: a view of its rows' rowids, not a copy)."""
 
     def __init__(self) -> None:
         self.complete = True
-        self.rowids: list[np.ndarray] = []
+        self.rowids = np.zeros(0, np.int64)
         self.ids: list[np.ndarray] = []
         self.flags: list[np.ndarray] = []
         self.topics: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (data, starts, sizes) per batch
@@ -100,7 +122,6 @@ class _Seen:
         if flags is None:
             self.complete = False
             return
-        self.rowids.append(c.offset)
         self.ids.append(c.ints["store_id"].view(np.int64))
         self.flags.append(flags.astype(np.uint8))
         spans = c.spans["topic"] if t == ChunkType.MSG_STORE else topic
@@ -108,7 +129,8 @@ class _Seen:
             start, size = spans
             lo = int(start.min()) if len(start) else 0
             hi = int((start + size).max()) if len(start) else 0
-            self.topics.append((c.data[lo:hi].copy(), start - lo, size))
+            narrow = np.int32 if hi - lo < 1 << 31 else np.int64  # (half the memory of the spans, as wide as needed)
+            self.topics.append((c.data[lo:hi].copy(), (start - lo).astype(narrow), size.astype(narrow)))
 
     def column(self, part: list[np.ndarray]) -> np.ndarray:
         return np.concatenate(part) if part else np.zeros(0, np.int64)
@@ -167,7 +189,12 @@ class _StoreCheck(Checker):
 
 def check_store(store: StoreFile, *, at: float | None = None, limit: int | None = LIMIT,
                 progress: Callable[[int, int], None] | None = None) -> list[Finding]:
-    """Every finding of a store: its own rules first (schema, sqlite, the -wal), then per row."""
+    """Every finding of a store: its own rules first (schema, sqlite, the -wal), then per row.
+
+    sqlite's ``quick_check`` reads every page, the row scan those of the big tables again: on a store opened
+    immutable the former runs in a thread of its own while the latter runs (sqlite and the page reader both
+    release the GIL), which on two cores takes it out of the wall time (not the CPU time)."""
+    integrity = _QuickCheck(store)
     run = _StoreCheck(store, at, limit, progress)
     run.run()
     run.finish()
@@ -184,7 +211,9 @@ def check_store(store: StoreFile, *, at: float | None = None, limit: int | None 
             f.field = COLUMN.get((t, f.field or ""), f.field)
         f.offset = None
         found.append(f)
-    rules = _Rules(store, limit, _candidates(run.seen))
+    for t, seen in run.seen.items():
+        seen.rowids = rowids[store.first[t]:store.first[t] + store.count[t]]
+    rules = _Rules(store, limit, _candidates(run.seen), integrity)
     rules.run()
     if progress is not None:
         progress(store.size, store.size)
@@ -198,12 +227,12 @@ def _candidates(seen: dict[ChunkType, _Seen]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     b, q, r = seen[ChunkType.MSG_STORE], seen[ChunkType.CLIENT_MSG], seen[ChunkType.RETAIN]
     if b.complete:
-        bflags, brow = b.column(b.flags), b.column(b.rowids)
+        bflags, brow = b.column(b.flags), b.rowids
         out["payloadlen"] = brow[bflags & _PAYLOADLEN != 0]
         out["properties"] = brow[bflags & _PROPERTIES != 0]
         out["number-topic base_msgs"] = brow[bflags & _ODD_TOPIC != 0]
     if r.complete:
-        out["number-topic retains"] = r.column(r.rowids)[r.column(r.flags) & _ODD_TOPIC != 0]
+        out["number-topic retains"] = r.rowids[r.column(r.flags) & _ODD_TOPIC != 0]
     if not (b.complete and q.complete and r.complete):
         return out
     bflags, qflags, rflags = b.column(b.flags), q.column(q.flags), r.column(r.flags)
@@ -215,9 +244,9 @@ def _candidates(seen: dict[ChunkType, _Seen]) -> dict[str, np.ndarray]:
     else:
         order = np.argsort(ids, kind="stable")
         sorted_ids = ids[order]
-    out["missing-message client_msgs"] = q.column(q.rowids)[~_member(sorted_ids, q.column(q.ids))]
+    out["missing-message client_msgs"] = q.rowids[~_member(sorted_ids, q.column(q.ids))]
     found = _member(sorted_ids, rids)
-    rrow = r.column(r.rowids)
+    rrow = r.rowids
     out["missing-message retains"] = rrow[~found]
     unique = not len(sorted_ids) or bool((sorted_ids[1:] != sorted_ids[:-1]).all())
     if unique and not (bflags & _ODD_TOPIC).any() and not (rflags & _ODD_TOPIC).any():
@@ -290,14 +319,51 @@ def _bytes_differ(a: np.ndarray, astart: np.ndarray, b: np.ndarray, bstart: np.n
     return out
 
 
+class _QuickCheck:
+    """``PRAGMA quick_check`` of a store opened immutable, run in a thread on a connection of its own from the
+    start (:meth:`result` waits for it); of another store, nothing here (the rules run it in turn)."""
+
+    def __init__(self, store: StoreFile) -> None:
+        self.path = store.path
+        self.problems: list[Any] | None = None
+        self.thread: threading.Thread | None = None
+        uri = store._uri
+        if store.figures.wal_size is None and uri is not None and "immutable=1" in uri:
+            self.thread = threading.Thread(target=self._run, args=(uri,), name="quick_check", daemon=True)
+            self.thread.start()
+
+    def _run(self, uri: str) -> None:
+        try:
+            con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            self.problems = [str(StoreReadError.of(exc, self.path)).encode()]
+            return
+        try:
+            con.text_factory = bytes
+            self.problems = [r[0] for r in con.execute("PRAGMA quick_check")]
+        except (sqlite3.Error, UnicodeDecodeError) as exc:  # as the reader's connection says it
+            self.problems = [str(StoreReadError.of(exc, self.path)).encode()]
+        finally:
+            con.close()
+
+    def result(self) -> list[Any] | None:
+        """What quick_check said (None: it was not run here)."""
+        if self.thread is None:
+            return None
+        self.thread.join()
+        return self.problems
+
+
 class _Rules:
     """The store's own rules, in SQL (each capped at ``limit`` findings like the .db rules). ``only``: per
     rule (:func:`_candidates`), the rowids its SQL is run on instead of the whole table."""
 
-    def __init__(self, store: StoreFile, limit: int | None, only: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(self, store: StoreFile, limit: int | None, only: dict[str, np.ndarray] | None = None,
+                 integrity: _QuickCheck | None = None) -> None:
         assert store.con is not None
         self.store, self.con, self.limit = store, store.con, limit
         self.only = only or {}
+        self.quick = integrity
         self.head: list[Finding] = []  # findings about the whole store
         self.rows: list[Finding] = []
 
@@ -351,10 +417,12 @@ class _Rules:
                                      "read with the store)"))
 
     def integrity(self) -> None:
-        try:
-            problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
-        except (sqlite3.DatabaseError, StoreReadError) as exc:  # the reader's connection says it as the latter
-            problems = [str(exc).encode()]
+        problems = self.quick.result() if self.quick is not None else None
+        if problems is None:
+            try:
+                problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
+            except (sqlite3.DatabaseError, StoreReadError) as exc:  # the reader's connection says it as the latter
+                problems = [str(exc).encode()]
         for p in problems:
             text = p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
             if text != "ok":

@@ -326,6 +326,7 @@ class StoreFile:
             self._uri = self._columnar_uri()
             self._fixed = self._uri is not None  # immutable or a private snapshot: nothing changes under us
             self._fast: Any = None  # the columnar connection, opened when rows are first read
+            self._pager: Any = None  # the page reader (codec.store.pages), False where it cannot be had
             self._pages: dict[tuple, Columns] = {}  # page reads kept for a second reader (see _fetch)
             self._kept = 0
         except _FAILURES as exc:
@@ -390,6 +391,10 @@ class StoreFile:
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:
         self._pages = {}
+        pager = getattr(self, "_pager", None)
+        if pager:
+            pager.close()
+            self._pager = False
         fast = getattr(self, "_fast", None)
         if fast is not None:
             fast.close()
@@ -427,13 +432,15 @@ class StoreFile:
     # ------------------------------------------------------------ column batches
     def batches(self, t: int, rows: np.ndarray | None = None, *, names: Iterable[str] | None = None,
                 size: int = BATCH, sizes_only: Iterable[str] = (),
-                extra: tuple[tuple[str, str, bool], ...] = ()) -> Iterator[Columns]:
+                extra: tuple[tuple[Any, ...], ...] = ()) -> Iterator[Columns]:
         """Column batches of the rows (numbers ``rows``, ascending; default all) of chunk type ``t``,
         with the values ``names`` (default all), ``size`` rows at a time. ``sizes_only``: text or blob
         values whose lengths alone are wanted (their spans have the sizes; their bytes are not read).
-        ``extra``: (name, SQL expression, is bytes) read in the same scan, into ``ints`` (a NULL-free
-        integer) or ``spans`` (a NULL-free blob) under that name; only the columnar reader reads them, so
-        a batch read another way lacks them (the caller then asks sqlite itself)."""
+        ``extra``: (name, SQL expression, is bytes[, recipe]) read in the same scan, into ``ints`` (a NULL-free
+        integer) or ``spans`` (a NULL-free blob) under that name; the recipe (:data:`codec.store.pages.Recipe`)
+        computes it from the decoded record where the page reader reads the rows (without one, sqlite does).
+        Only the columnar readers read them, so a batch read another way lacks them (the caller then asks
+        sqlite itself)."""
         t = ChunkType(t)
         lengths = set(sizes_only)
         wanted = [(n, f"length({e})" if n in lengths else e) for n, e in ROWS[t].values
@@ -456,7 +463,7 @@ class StoreFile:
 
     def _fetch(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None = None,
                page: tuple[int, int | None, int] | None = None,
-               extra: tuple[tuple[str, str, bool], ...] = ()) -> Columns:
+               extra: tuple[tuple[Any, ...], ...] = ()) -> Columns:
         """One batch: the rows at positions ``pos``, or the ``page`` (first position, rowid before it, size)."""
         assert self.con is not None
         table = ROWS[t].table
@@ -507,7 +514,7 @@ class StoreFile:
 
     def _fetch_columnar(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None,
                         page: tuple[int, int | None, int] | None,
-                        extra: tuple[tuple[str, str, bool], ...] = ()) -> Columns | None:
+                        extra: tuple[tuple[Any, ...], ...] = ()) -> Columns | None:
         """:meth:`_fetch` without a Python object per value: the same SQL values, NULL-free (a NULL text
         is the empty one, as :meth:`_columns` takes it), read as numpy columns. None: not possible here."""
         if self._uri is None:
@@ -522,7 +529,7 @@ class StoreFile:
                 exprs.append(f"IFNULL(CAST({expr} AS BLOB), X'')")
             else:
                 exprs.append(expr)
-        exprs += [expr for _n, expr, _span in extra]
+        exprs += [e[1] for e in extra]
         select = ", ".join(exprs)
         if page is not None:
             first, after, size = page
@@ -538,30 +545,18 @@ class StoreFile:
             else:  # numbers only: the JSON text is safe to write into the statement
                 sql = (f"SELECT {select} FROM {table} WHERE rowid IN (SELECT value FROM json_each("
                        f"'{json.dumps(rid.tolist())}')) ORDER BY rowid")
-        got = self._query_columns(sql)
-        if got is None:
+        cols = self._read_pages(t, wanted, pos=pos, page=page, extra=extra)
+        if cols is None:
+            cols = self._read_sql(sql, len(exprs))
+        if cols is None:
             return None
-        cols: list[Any] = []
-        for k in range(len(exprs)):
-            parts = [b[k] for b in got]
-            if not parts:
-                cols.append(None)
-            elif isinstance(parts[0], tuple):
-                ends, datas, at = [np.zeros(1, np.int64)], [], 0
-                for e, d in parts:
-                    ends.append(e[1:] + at)
-                    datas.append(d)
-                    at += len(d)
-                cols.append((np.concatenate(ends), np.concatenate(datas) if datas else np.zeros(0, np.uint8)))
-            else:
-                cols.append(np.concatenate(parts))
         n = len(cols[0]) if cols[0] is not None else 0
         if page is not None:
             pos = np.arange(page[0], page[0] + n, dtype=np.int64)
         assert pos is not None
         if n != len(pos):
             raise CodecError(f"{table}: {len(pos)} rows asked for, {n} read (the store changed?)", path=self.path)
-        spanned = [False, *(_is_span(t, w) for w in wanted), *(span for _n, _e, span in extra)]
+        spanned = [False, *(_is_span(t, w) for w in wanted), *(e[2] for e in extra)]
         if any(c is not None and isinstance(c, tuple) != spanned[k] for k, c in enumerate(cols)):
             return None  # a column of another type than the SQL promises: the ordinary path decides
         rid = cols[0] if n else np.zeros(0, np.int64)
@@ -603,7 +598,7 @@ class StoreFile:
                 if kind in _MASK:  # the chunk field's width, as the plugin's C assignment truncates the int
                     v &= _MASK[kind]
                 ints[name] = v.view(np.uint64) if kind == "u64h" else v
-        for k, (name, _expr, span) in enumerate(extra, start=len(wanted) + 1):
+        for k, (name, _expr, span, *_recipe) in enumerate(extra, start=len(wanted) + 1):
             col = cols[k]
             if span:
                 ends, data = col if n else (np.zeros(1, np.int64), np.zeros(0, np.uint8))
@@ -614,6 +609,55 @@ class StoreFile:
                 ints[name] = col if n else np.zeros(0, np.int64)
         data_ = np.concatenate(parts_) if parts_ else np.zeros(0, np.uint8)
         return Columns(t.label, V6, data_, 0, pos + self.first[t], rid, np.zeros(n, np.int64), ints, spans)
+
+    def _read_sql(self, sql: str, ncols: int) -> list[Any] | None:
+        """``sql``'s columns read by the columnar connection, its batches joined (None: not possible)."""
+        got = self._query_columns(sql)
+        if got is None:
+            return None
+        cols: list[Any] = []
+        for k in range(ncols):
+            parts = [b[k] for b in got]
+            if not parts:
+                cols.append(None)
+            elif isinstance(parts[0], tuple):
+                ends, datas, at = [np.zeros(1, np.int64)], [], 0
+                for e, d in parts:
+                    ends.append(e[1:] + at)
+                    datas.append(d)
+                    at += len(d)
+                cols.append((np.concatenate(ends), np.concatenate(datas) if datas else np.zeros(0, np.uint8)))
+            else:
+                cols.append(np.concatenate(parts))
+        return cols
+
+    def _read_pages(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None,
+                    page: tuple[int, int | None, int] | None, extra: tuple) -> list[Any] | None:
+        """The columns :meth:`_read_sql` would give, decoded from the table's pages (:mod:`codec.store.pages`);
+        None where the page reader does not answer (sqlite is asked then)."""
+        from codec.store.pages import PageReader, Unread
+
+        if self.figures.wal_size is not None or self._uri is None or self._pager is False:
+            return None
+        try:
+            if self._pager is None:
+                self._pager = PageReader(self.path, self.con)
+            if page is not None:
+                first, after, size = page
+            else:
+                assert pos is not None
+                if not len(pos) or int(pos[-1] - pos[0]) + 1 != len(pos):
+                    return None
+                first, size = int(pos[0]), len(pos)
+                after = int(self.rowids(t)[first - 1]) if first else None
+            cols = self._pager.read(t, wanted, extra, first, after, size)
+        except Unread:
+            if self._pager is None:
+                self._pager = False
+            return None
+        if pos is not None and not np.array_equal(cols[0], self.rowids(t)[pos]):
+            return None  # not the rows sqlite reads for these numbers: it decides
+        return cols
 
     def _select(self, table: str, select: str, pos: np.ndarray, rid: np.ndarray) -> list[tuple]:
         assert self.con is not None
@@ -747,27 +791,56 @@ class StoreFile:
 
     def row_sizes(self) -> np.ndarray:
         """Per row number: the bytes its values take (text and blobs by length, numbers by their text)."""
+        return self._row_sizes(ORDER)
+
+    def _size_sql(self, table: str, *, octets: bool) -> str:
+        """The SQL of a row's size (:meth:`row_sizes`): ``octet_length`` of every column (sqlite >= 3.43, as the
+        columnar reader's is: no blob made of each value), else the length of each as a blob."""
+        assert self.con is not None
+        cols = [as_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
+        if octets:
+            return " + ".join(f"IFNULL(octet_length({c}), 0)" for c in cols)
+        return " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
+
+    def _paged_sizes(self, t: ChunkType) -> np.ndarray | None:
+        """:meth:`row_sizes` of table ``t``'s rows counted by the page reader as it decodes them (None where it
+        does not read every batch: the sizes are then asked of sqlite)."""
+        from codec.store.pages import ROW_SIZE, TABLES
+
+        if t not in TABLES or self._pager is False or self.figures.wal_size is not None:
+            return None
+        size = (("\0size", self._size_sql(ROWS[t].table, octets=True), False, ROW_SIZE),)
+        parts = []
+        for c in self.batches(t, names=(), extra=size):
+            got = c.ints.get("\0size")
+            if got is None:
+                return None
+            parts.append(got)
+        return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+    def _row_sizes(self, types: Iterable[ChunkType]) -> np.ndarray:
+        """:meth:`row_sizes` of the rows of ``types`` (the others' are 0)."""
         assert self.con is not None
         out = np.zeros(len(self.types), np.int64)
-        for t in ORDER:
+        for t in types:
             table = ROWS[t].table
-            cols = [as_text(r[1]) for r in self.con.execute(f"PRAGMA table_info({table})")]
-            expr = " + ".join(f"IFNULL(length(CAST({c} AS BLOB)), 0)" for c in cols)
-            # the same sizes without making a blob of each value (sqlite >= 3.43, as the columnar reader's is;
-            # an older one fails the statement and the rows are read below)
-            octets = " + ".join(f"IFNULL(octet_length({c}), 0)" for c in cols)
             a = self.first[t]
             n = self.count[t]
+            paged = self._paged_sizes(t) if n else None
+            if paged is not None:
+                out[a:a + n] = paged
+                continue
             with self._lock:
-                got = self._query_columns(f"SELECT {octets} FROM {table} ORDER BY rowid") if n else None
-            if got is not None:
+                got = self._query_columns(f"SELECT {self._size_sql(table, octets=True)} FROM {table} ORDER BY rowid") \
+                    if n else None
+            if got is not None:  # an older sqlite fails the statement: the rows are read below
                 sizes = np.concatenate([b[0] for b in got]) if got else np.zeros(0, np.int64)
                 if len(sizes) != n:
                     raise CodecError(f"{table}: {n} rows counted, {len(sizes)} read (the store changed?)",
                                      path=self.path)
                 out[a:a + n] = sizes
                 continue
-            cur = self.con.execute(f"SELECT {expr} FROM {table} ORDER BY rowid")
+            cur = self.con.execute(f"SELECT {self._size_sql(table, octets=False)} FROM {table} ORDER BY rowid")
             out[a:a + n] = np.fromiter((r[0] for r in cur), dtype=np.int64, count=n)
         return out
 
@@ -917,10 +990,33 @@ class StoreReader:
         self.store = store
         self.types = store.types
         self.offsets = store.all_rowids()  # a row's "offset" is its rowid
+        self._sizes: np.ndarray | None = None
 
     def gather(self, which: np.ndarray, chunk_type: int, names: tuple[str, ...]) -> Columns:
         """One batch of the values ``names`` of rows ``which`` (all of type ``chunk_type``)."""
         return next(self.store.batches(chunk_type, which, names=names, size=max(len(which), 1)))
+
+    def gather_measured(self, which: np.ndarray, chunk_type: int, names: tuple[str, ...],
+                        lengths: tuple[str, ...] = ()) -> tuple[Columns, np.ndarray]:
+        """:meth:`gather` for a caller that only measures the text or blob values ``lengths`` (their spans
+        have the sizes, their bytes are not read), with each row's size (:meth:`StoreFile.row_sizes`) read
+        in the same scan: a store's rows are read once where their sizes would take a second pass."""
+        store = self.store
+        t = ChunkType(chunk_type)
+        from codec.store.pages import ROW_SIZE
+
+        size = (("\0size", store._size_sql(ROWS[t].table, octets=True), False, ROW_SIZE),) if store._columnar() else ()
+        c = next(store.batches(t, which, names=names, size=max(len(which), 1), sizes_only=lengths, extra=size))
+        sizes = c.ints.pop("\0size", None)
+        if sizes is None:  # read another way than the columnar reader (it reads no extra value): by themselves
+            if self._sizes is None:
+                self._sizes = store._row_sizes((t,))
+            sizes = self._sizes[np.asarray(which, np.int64)]
+        return c, sizes
+
+    def row_sizes_except(self, chunk_type: int) -> np.ndarray:
+        """:meth:`StoreFile.row_sizes`, 0 for the rows of ``chunk_type`` (measured by :meth:`gather_measured`)."""
+        return self.store._row_sizes([t for t in ORDER if t != chunk_type])
 
     def release(self) -> None:
         """Nothing is mapped."""

@@ -99,3 +99,40 @@ def test_bytes_differ_compares_every_byte() -> None:
     got = store_check._bytes_differ(a, astart, b, bstart, sizes, rows=257)
     assert want.any() and not want.all()
     assert (got == want).all()
+
+
+@pytest.mark.parametrize("damage", ["none", "index-page", "table-page"])
+def test_quick_check_in_its_thread_says_what_it_says_in_turn(store: Path, damage: str,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """sqlite's quick_check runs beside the row scan on a connection of its own: the same findings, in the same
+    place, as when the rules run it on the reader's connection (a damaged page included)."""
+    if damage != "none":
+        con = sqlite3.connect(store)
+        name = "sqlite_autoindex_retains_1" if damage == "index-page" else "subscriptions"
+        root = con.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0]
+        size = con.execute("PRAGMA page_size").fetchone()[0]
+        con.close()
+        with open(store, "r+b") as f:  # the page's first cell pointer past its content: quick_check says so
+            f.seek((root - 1) * size + 8)  # (a leaf: its cell pointers follow its 8-byte header)
+            f.write(b"\x00\x05")
+
+    def findings() -> list[tuple]:
+        with StoreFile(store) as s:
+            return [(f.severity, f.rule, f.message, f.chunk_type, f.chunk_index, f.field)
+                    for f in store_check.check_store(s, at=1_700_000_000, limit=None)]
+
+    threaded = findings()
+    started = []
+    real = store_check._QuickCheck.__init__
+
+    def inline(self: store_check._QuickCheck, s: StoreFile) -> None:
+        real(self, s)
+        started.append(self.thread is not None)
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None  # the rules run it on the reader's connection
+
+    monkeypatch.setattr(store_check._QuickCheck, "__init__", inline)
+    assert findings() == threaded
+    assert started == [True]
+    assert any(f[1] == "sqlite" for f in threaded) == (damage != "none")
