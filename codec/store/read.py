@@ -447,19 +447,31 @@ class StoreFile:
                   if names is None or n in names]
         if rows is None:  # every row, in rowid order: keyset pages, no rowid list needed
             done, after = 0, None
-            while done < self.count[t]:
-                c = self._fetch(t, wanted, page=(done, after, size), extra=extra)
+            while done < self.count[t]:  # never past the rows counted: every row number stays the table's own
+                c = self._fetch(t, wanted, page=(done, after, min(size, self.count[t] - done)), extra=extra)
                 if not len(c):
                     break
                 yield c
                 done, after = done + len(c), int(c.offset[-1])
-            if done != self.count[t]:
-                raise CodecError(f"{ROWS[t].table}: {self.count[t]} rows counted, {done} read (the store changed?)",
+            if done != self.count[t] or (done and self._row_after(t, after)):
+                read = f"{done}" if done != self.count[t] else "more"
+                raise CodecError(f"{ROWS[t].table}: {self.count[t]} rows counted, {read} read: the table is damaged "
+                                 "(sqlite's integrity_check says where) or the store changed while it was read",
                                  path=self.path)
             return
         pos = np.asarray(rows, np.int64) - self.first[t]
         for s in batches(len(pos), size):
             yield self._fetch(t, wanted, pos=pos[s], extra=extra)
+
+    def _row_after(self, t: ChunkType, after: int | None) -> bool:
+        """Does the table hold a row past rowid ``after`` (a scan that found more rows than sqlite counts)?"""
+        assert self.con is not None
+        try:
+            with self._lock:
+                return self.con.execute(f"SELECT 1 FROM {ROWS[t].table} WHERE rowid > ? LIMIT 1",
+                                        (-(1 << 63) if after is None else after,)).fetchone() is not None
+        except sqlite3.DatabaseError:
+            return False  # what cannot be read is the page checks' to report
 
     def _fetch(self, t: ChunkType, wanted: list[tuple[str, str]], *, pos: np.ndarray | None = None,
                page: tuple[int, int | None, int] | None = None,
