@@ -27,6 +27,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CODE = os.environ.get("BENCH_CODE", ROOT)  # another checkout's code to measure against (the files are made here)
 sys.path[:0] = [CODE, ROOT, os.path.join(ROOT, "tests")]
 
+from timing import tree_cpu  # noqa: E402
+
 from support.fleetfiles import make_fleet  # noqa: E402
 
 PY = sys.executable
@@ -150,36 +152,19 @@ def join_one(files: list[str]) -> None:
     import exporters.spark as xs
 
     os.environ["PYTHONPATH"] = ENV["PYTHONPATH"]  # the Python workers import the code measured, as installed
-    t, c = time.perf_counter(), _tree_cpu()
+    t, c = time.perf_counter(), tree_cpu()
     spark = xs.session("local[*]", quick=os.environ.get("BENCH_QUICK") == "1")
-    times, cpu = [time.perf_counter() - t], [_tree_cpu() - c]
+    times, cpu = [time.perf_counter() - t], [tree_cpu() - c]
     try:
         for _ in range(4):
-            t, c = time.perf_counter(), _tree_cpu()
+            t, c = time.perf_counter(), tree_cpu()
             df = xs.to_dataframe(spark, files, "messages")
             n = df.join(xs.to_dataframe(spark, files, "client"), ["file"]).count()
             times.append(time.perf_counter() - t)
-            cpu.append(_tree_cpu() - c)
+            cpu.append(tree_cpu() - c)
     finally:
         spark.stop()
     print(" ".join(f"{x:.3f}" for x in times + cpu), n)
-
-
-def _tree_cpu() -> float:
-    """User + system seconds of this process and its live descendants (the JVM, Python workers)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parent, times = {}, {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            with contextlib.suppress(OSError), open(f"/proc/{name}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-                parent[int(name)], times[int(name)] = int(fields[1]), sum(int(x) for x in fields[11:15])
-    mine, todo = set(), [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        mine.add(pid)
-        todo.extend(p for p, pp in parent.items() if pp == pid and p not in mine)
-    return sum(times.get(p, 0) for p in mine) / tick
 
 
 def _readable(path: Path) -> bool:

@@ -41,6 +41,8 @@ from pathlib import Path
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
 
+from timing import tree_cpu  # noqa: E402
+
 from codec import DbFile  # noqa: E402
 from exporters.files import export_parquet  # noqa: E402
 
@@ -98,29 +100,6 @@ def floor_source(rows: int):  # type: ignore[no-untyped-def]
             return Reader()
 
     return Floor
-
-
-def tree_cpu() -> float:
-    """User + system seconds of this process and every live descendant (the JVM, the Python workers), with the
-    children each has waited for."""
-    tick = os.sysconf("SC_CLK_TCK")
-    parent: dict[int, int] = {}
-    times: dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            parent[int(name)] = int(fields[1])
-            times[int(name)] = sum(int(x) for x in fields[11:15])
-    mine, todo = set(), [os.getpid()]
-    while todo:
-        pid = todo.pop()
-        mine.add(pid)
-        todo.extend(p for p, pp in parent.items() if pp == pid and p not in mine)
-    return sum(times.get(p, 0) for p in mine) / tick
 
 
 def measured(action: Callable[[], object]) -> tuple[float, float]:

@@ -43,6 +43,29 @@ def child(cmd: list[str], *, cwd: str | None = None, env: dict[str, str] | None 
     return Run(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, code)
 
 
+def tree_cpu() -> float:
+    """User + system seconds of this process and every live descendant (a JVM, Python workers), with the
+    children each has waited for: the CPU of an in-process job that starts helper processes."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    times: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parent[int(name)] = int(fields[1])
+            times[int(name)] = sum(int(x) for x in fields[11:15])
+    mine, todo = set(), [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        mine.add(pid)
+        todo.extend(p for p, pp in parent.items() if pp == pid and p not in mine)
+    return sum(times.get(p, 0) for p in mine) / tick
+
+
 def spread(values: list[float], fmt: str = "{:.2f}") -> str:
     """min–median–max of ``values``."""
     return "–".join(fmt.format(v) for v in (min(values), statistics.median(values), max(values)))
