@@ -439,17 +439,11 @@ class JsonRows:
         if self.native:
             return self._native_block(a, b, raw, d, t, sel, offsets, ends, lengths, hsize, version)
         out = np.full(b - a, None, dtype=object)
-        for ctype in COLUMNAR:
-            pos = np.flatnonzero((t == int(ctype)) & sel)
-            if not len(pos):
-                continue
-            which = pos + a
-            offs = offsets[which]
-            lens = lengths[which].astype(np.int64)
-            got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[which] - lo, db.endian)
+        for ctype, pos, which, offs, lens, got in self._decoded(a, t, sel, d, lo, offsets, ends, lengths, hsize,
+                                                                version):
             if got is None:
                 return self._per_record_block(a, b, sel)
-            got_lines = self.lines(int(ctype), raw, d, which, offs, lens, *got)
+            got_lines = self.lines(ctype, raw, d, which, offs, lens, *got)
             if isinstance(got_lines, _Batch):
                 if len(pos) == b - a and got_lines.skip is None:  # the whole block is of this type
                     return got_lines.text
@@ -472,17 +466,11 @@ class JsonRows:
         which = np.where(sel, np.int32(-1), np.int32(-2))  # -1: a hole, -2: not shown
         rowno = np.zeros(b - a, np.int64)
         batches = []
-        for ctype in COLUMNAR:
-            pos = np.flatnonzero((t == int(ctype)) & sel)
-            if not len(pos):
-                continue
-            rows = pos + a
-            offs = offsets[rows]
-            lens = lengths[rows].astype(np.int64)
-            got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[rows] - lo, db.endian)
+        for ctype, pos, rows, offs, lens, got in self._decoded(a, t, sel, d, lo, offsets, ends, lengths, hsize,
+                                                               version):
             if got is None:
                 return self._per_record_block(a, b, sel)
-            prog = self.program(int(ctype), _Columns(rows, offs, lens, *got))
+            prog = self.program(ctype, _Columns(rows, offs, lens, *got))
             if prog is None:
                 continue
             which[pos] = len(batches)
@@ -491,6 +479,20 @@ class JsonRows:
                 which[pos[prog[1]]] = -1
             batches.append((len(pos), prog[0], None))
         return _rendered(raw, batches, which, rowno, lambda r: self.line(db.chunk(a + r)))
+
+    def _decoded(self, a: int, t: np.ndarray, sel: np.ndarray, d: np.ndarray, lo: int, offsets: np.ndarray,
+                 ends: np.ndarray, lengths: np.ndarray, hsize: int, version: int) -> Iterator[tuple[Any, ...]]:
+        """Per columnar chunk type present among the block's shown rows: (type, positions in the block, chunk
+        numbers, offsets, stored lengths, decoded columns or None where the batch does not decode)."""
+        for ctype in COLUMNAR:
+            pos = np.flatnonzero((t == int(ctype)) & sel)
+            if not len(pos):
+                continue
+            rows = pos + a
+            offs = offsets[rows]
+            lens = lengths[rows].astype(np.int64)
+            got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[rows] - lo, self.db.endian)
+            yield int(ctype), pos, rows, offs, lens, got
 
     def _read(self, offset: int, size: int) -> Any:
         """The C renderer takes any buffer: blocks are read into one, reused (fresh memory for every
