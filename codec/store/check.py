@@ -329,12 +329,14 @@ class _QuickCheck:
         self.thread: threading.Thread | None = None
         uri = store._uri
         if store.figures.wal_size is None and uri is not None and "immutable=1" in uri:
-            self.thread = threading.Thread(target=self._run, args=(uri,), name="quick_check", daemon=True)
+            self.thread = threading.Thread(target=self._run, name="quick_check", daemon=True)
             self.thread.start()
 
-    def _run(self, uri: str) -> None:
-        try:
-            con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    def _run(self) -> None:
+        from codec.store.connect import uri_path
+
+        try:  # the reader's own view: the store read-only and immutable (no -wal beside it), no file created
+            con = sqlite3.connect(f"file:{uri_path(self.path)}?mode=ro&immutable=1", uri=True, check_same_thread=False)
         except sqlite3.Error as exc:
             self.problems = [str(StoreReadError.of(exc, self.path)).encode()]
             return

@@ -140,3 +140,22 @@ def test_held_back_shapes_against_the_real_broker(measured: str, tmp_path: Path)
         assert abs(load_err) <= tolerance(measured, "load_cpu"), (name, "load", load_err, p.load_seconds * speed,
                                                                   seconds[name], speed)
         assert abs(rss_err) <= tolerance(measured, "rss"), (name, "rss", rss_err, p.memory_bytes, rss[name])
+
+
+def test_features_of_a_file_damaged_part_way_are_its_counts_before_the_damage(tmp_path: Path) -> None:
+    """The fleet and ``check --broker`` predict a torn file too: the chunks before its damage are counted, the
+    column terms (payload, topics, walks) left at 0; the column reader refused it and the fleet run stopped."""
+    from codec import DbFile
+    from codec.broker.cost import features_of
+
+    from support.paths import V6
+
+    data = V6.read_bytes()
+    cut = tmp_path / "torn.db"
+    cut.write_bytes(data[: len(data) - 3])
+    with DbFile(cut) as db:
+        assert db.index.error is not None
+        before = {int(t): n for t, n in db.index.counts().items()}
+    got = features_of(cut)
+    assert got["msg_store"] == before.get(2, 0) and got["retain"] == before.get(4, 0)
+    assert got["bytes"] == len(data) - 3 and got["payload"] == got["nodes"] == 0

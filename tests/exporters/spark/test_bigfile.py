@@ -14,19 +14,12 @@ from support.bigfile import sparse_file
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
 
-import exporters.spark as xs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def big(tmp_path_factory):  # type: ignore[no-untyped-def]
     yield from sparse_file(tmp_path_factory.mktemp("sparkbig"))
 
-
-@pytest.fixture(scope="module")
-def spark():  # type: ignore[no-untyped-def]
-    session = xs.local_session("local[2]", app="mosqdb-tests-bigfile")
-    yield session
-    session.stop()
 
 
 def codec_rows(path: str, kind: str, names: tuple[str, ...]) -> list[tuple]:

@@ -27,12 +27,6 @@ from exporters.spark import cache  # noqa: E402
 FILES = [str(p) for p in sorted(REAL.glob("*.db"))]
 
 
-@pytest.fixture(scope="module")
-def spark():  # type: ignore[no-untyped-def]
-    session = xs.local_session("local[2]", app="mosqdb-tests")
-    yield session
-    session.stop()
-
 
 @pytest.fixture
 def private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

@@ -25,13 +25,6 @@ from codec.views.query import Selection  # noqa: E402
 from exporters.select import FileView  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def spark():  # type: ignore[no-untyped-def]
-    session = xs.local_session("local[2]", app="mosqdb-tests")
-    yield session
-    session.stop()
-
-
 def load(spark, kind: str, path: str | Path, **options: object):  # type: ignore[no-untyped-def]
     r = spark.read.format("mosquitto").option("kind", kind)
     for k, v in options.items():

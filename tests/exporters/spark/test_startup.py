@@ -20,12 +20,6 @@ from exporters.spark.frames import driver_frames  # noqa: E402
 FILES = [str(p) for p in sorted(REAL.glob("*.db"))]
 
 
-@pytest.fixture(scope="module")
-def spark():  # type: ignore[no-untyped-def]
-    session = xs.local_session("local[2]", app="mosqdb-tests")
-    yield session
-    session.stop()
-
 
 def _views(spark, files: list[str], only: list[str], driver_bytes: int) -> dict[str, tuple[Any, list[Any]]]:  # type: ignore[no-untyped-def]
     xs.register_views(spark, files, only=only, driver_bytes=driver_bytes)
