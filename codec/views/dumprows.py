@@ -439,7 +439,7 @@ class JsonRows:
         if self.native:
             return self._native_block(a, b, raw, d, t, sel, offsets, ends, lengths, hsize, version)
         out = np.full(b - a, None, dtype=object)
-        for ctype, pos, which, offs, lens, got in self._decoded(a, t, sel, d, lo, offsets, ends, lengths, hsize,
+        for ctype, pos, which, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, ends, lengths, hsize,
                                                                 version):
             if got is None:
                 return self._per_record_block(a, b, sel)
@@ -466,7 +466,7 @@ class JsonRows:
         which = np.where(sel, np.int32(-1), np.int32(-2))  # -1: a hole, -2: not shown
         rowno = np.zeros(b - a, np.int64)
         batches = []
-        for ctype, pos, rows, offs, lens, got in self._decoded(a, t, sel, d, lo, offsets, ends, lengths, hsize,
+        for ctype, pos, rows, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, ends, lengths, hsize,
                                                                version):
             if got is None:
                 return self._per_record_block(a, b, sel)
@@ -480,7 +480,7 @@ class JsonRows:
             batches.append((len(pos), prog[0], None))
         return _rendered(raw, batches, which, rowno, lambda r: self.line(db.chunk(a + r)))
 
-    def _decoded(self, a: int, t: np.ndarray, sel: np.ndarray, d: np.ndarray, lo: int, offsets: np.ndarray,
+    def _type_batches(self, a: int, t: np.ndarray, sel: np.ndarray, d: np.ndarray, lo: int, offsets: np.ndarray,
                  ends: np.ndarray, lengths: np.ndarray, hsize: int, version: int) -> Iterator[tuple[Any, ...]]:
         """Per columnar chunk type present among the block's shown rows: (type, positions in the block, chunk
         numbers, offsets, stored lengths, decoded columns or None where the batch does not decode)."""
