@@ -62,8 +62,8 @@ SCANNING_LINES = frozenset(line for line, terms in LINE_TERMS.items() if "retain
 
 # Fitted by bench/calibrate_cost.py on this project's machine (2 cores of an AMD EPYC, 1 MiB L2 a core, 32 MiB L3,
 # shared with other work: load average 9-20 while it ran), from the measurements in bench/cost_calibration.json:
-#   nice -n -5 python bench/calibrate_cost.py --big /work/big/big.db        (27 November 2026; the held-back shapes
-#   remeasured with --shapes mixed,devices --repeat 5; constants printed by --refit)
+#   nice -n -5 python bench/calibrate_cost.py --big ../big/big.db   (the 371 MB benchmark file; 27 November 2026;
+#   the held-back shapes remeasured with --shapes mixed,devices --repeat 5; constants printed by --refit)
 # MODEL: per line and target (load_cpu, rss, save_cpu, save_peak) one constant per TERMS entry, seconds and bytes.
 # SCALE: per line, the slowdown (floor, rise, ceiling) of its CPU times. BUILD_OFFSET: what a build adds to its line
 # (Debian 11's package of 2.0.11 links more libraries than upstream: per chunk the same, more at start).
