@@ -115,16 +115,19 @@ def spark_ddl(schema: pa.Schema) -> str:
     return ", ".join(f"`{f.name}` {_spark_type(f.type)}" for f in schema)
 
 
+SPARK_NAMES: dict[pa.DataType, str] = {
+    pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT", pa.string(): "STRING", pa.float64(): "DOUBLE",
+    pa.binary(): "BINARY", pa.bool_(): "BOOLEAN", TIMESTAMP: "TIMESTAMP",
+}
+"""The Spark SQL type of each Arrow type a column has (lists and structs are made of them)."""
+
+
 def _spark_type(t: pa.DataType) -> str:
     if pa.types.is_list(t):
         return f"ARRAY<{_spark_type(t.value_type)}>"
     if pa.types.is_struct(t):
         return "STRUCT<" + ", ".join(f"`{f.name}`: {_spark_type(f.type)}" for f in t) + ">"
-    simple = {
-        pa.int16(): "SMALLINT", pa.int32(): "INT", pa.int64(): "BIGINT", pa.string(): "STRING", pa.float64(): "DOUBLE",
-        pa.binary(): "BINARY", pa.bool_(): "BOOLEAN", TIMESTAMP: "TIMESTAMP",
-    }
-    return simple[t]
+    return SPARK_NAMES[t]
 
 
 def unsigned_ids(col: pa.Array | pa.ChunkedArray) -> np.ndarray:

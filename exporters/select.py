@@ -27,6 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from codec import DbFile
 from codec.columnar import in_sorted
@@ -221,23 +222,56 @@ class FileView:
         return self._deliveries
 
     def messages_of(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """A msg_store batch with its retained flag, queued count and waiting clients.
+        """A msg_store batch with its retained flag, queued count and waiting clients (:func:`join_messages`),
+        the RETAIN ids and CLIENT_MSG pairs gathered once per file."""
+        return join_messages(batch, _i64(batch.column("store_id")), self.retained_ids(), *self.deliveries())
 
-        A sort-merge join in numpy: binary searches into the sorted RETAIN ids and CLIENT_MSG
-        pairs (gathered once per file), no hash table rebuilt per batch."""
-        ids = _i64(batch.column("store_id"))
-        d_ids, d_clients = self.deliveries()
-        lo = np.searchsorted(d_ids, ids, "left")
-        queued = np.searchsorted(d_ids, ids, "right") - lo
-        offsets = np.zeros(len(ids) + 1, np.int32)
-        np.cumsum(queued, out=offsets[1:])
-        total = int(offsets[-1])
-        take = np.repeat(lo - offsets[:-1], queued) + np.arange(total, dtype=np.int64)
-        clients = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), d_clients.take(pa.array(take)),
-                                           type=SCHEMAS["messages"].field("clients").type)
-        retained = pa.array(in_sorted(self.retained_ids(), ids))
-        arrays = list(batch.columns) + [retained, pa.array(queued.astype(np.int64)), clients]
-        return pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["messages"])
+
+def join_messages(batch: pa.RecordBatch, keys: np.ndarray, retained: np.ndarray, d_keys: np.ndarray,
+                  d_clients: pa.Array) -> pa.RecordBatch:
+    """A msg_store batch with ``retained``, ``queued`` and ``clients`` (the ``messages`` schema).
+
+    A sort-merge join in numpy: ``keys`` are the batch rows' join keys, ``retained`` the RETAINs' keys sorted,
+    ``d_keys`` the CLIENT_MSGs' keys sorted (stable: file order within one key) and ``d_clients`` their client
+    ids in that order; binary searches, no hash table rebuilt per batch."""
+    lo = np.searchsorted(d_keys, keys, "left")
+    queued = np.searchsorted(d_keys, keys, "right") - lo
+    offsets = np.zeros(len(keys) + 1, np.int32)
+    np.cumsum(queued, out=offsets[1:])
+    total = int(offsets[-1])
+    take = np.repeat(lo - offsets[:-1], queued) + np.arange(total, dtype=np.int64)
+    clients = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), d_clients.take(pa.array(take)),
+                                       type=SCHEMAS["messages"].field("clients").type)
+    flags = pa.array(in_sorted(retained, keys))
+    arrays = list(batch.columns) + [flags, pa.array(queued.astype(np.int64)), clients]
+    return pa.RecordBatch.from_arrays(arrays, schema=SCHEMAS["messages"])
+
+
+def messages_table(msg_store: pa.Table, client_msg: pa.Table, retain: pa.Table) -> pa.Table:
+    """The ``messages`` view of several files' tables at once: each stored message joined, within its own file,
+    to that file's RETAINs and CLIENT_MSGs by store id (:func:`join_messages` on the ranks of the (file, store id)
+    pairs, so one sort serves every file). Rows stay in ``msg_store``'s order; a message's clients in
+    ``client_msg``'s."""
+    tables = (msg_store, client_msg, retain)
+    names = pa.chunked_array([t.column("file").combine_chunks() for t in tables if t.num_rows], pa.string())
+    files = pc.unique(names) if len(names) else pa.array([], pa.string())
+    codes = [np.asarray(pc.index_in(t.column("file"), value_set=files).to_numpy(zero_copy_only=False),
+                        dtype=np.int64) for t in tables]
+    ids = [_i64(t.column("store_id")) for t in tables]
+    all_codes, all_ids = np.concatenate(codes), np.concatenate(ids)
+    order = np.lexsort((all_ids, all_codes))
+    new = np.ones(len(order), dtype=bool)  # a pair unlike the one before it in sorted order
+    new[1:] = (np.diff(all_codes[order]) != 0) | (np.diff(all_ids[order]) != 0)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.cumsum(new) - 1
+    bounds = np.cumsum([0, *(len(c) for c in codes)])
+    m_keys, c_keys, r_keys = (rank[a:b] for a, b in zip(bounds, bounds[1:]))
+    d_order = np.argsort(c_keys, kind="stable")
+    d_clients = client_msg.column("client_id").combine_chunks() if client_msg.num_rows else pa.array([], pa.string())
+    batch = msg_store.combine_chunks().to_batches()
+    rows = batch[0] if batch else pa.RecordBatch.from_pylist([], schema=msg_store.schema)
+    joined = join_messages(rows, m_keys, np.unique(r_keys), c_keys[d_order], d_clients.take(pa.array(d_order)))
+    return pa.Table.from_batches([joined], schema=SCHEMAS["messages"])
 
 
 def _i64(col: pa.Array | pa.ChunkedArray) -> np.ndarray:

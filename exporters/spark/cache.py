@@ -237,9 +237,8 @@ def cached_frame(spark: Any, files: list[str], kind: str) -> tuple[Any, list[str
     """A DataFrame of ``kind`` of ``files`` read by Spark's Parquet reader from their cache entries (None if no
     file has one), and the files left over (for the data source)."""
     from pyspark.sql import functions as F
-    from pyspark.sql.types import _parse_datatype_string
 
-    from exporters.schema import spark_ddl
+    from exporters.spark.structs import spark_struct
 
     limit = cache_limit(spark)
     entries: list[str] = []
@@ -249,7 +248,7 @@ def cached_frame(spark: Any, files: list[str], kind: str) -> tuple[Any, list[str
         (entries.append(e) if e is not None else left.append(f))  # type: ignore[func-returns-value]
     if not entries:
         return None, left
-    df = spark.read.schema(_parse_datatype_string(spark_ddl(stored_schema(kind)))).parquet(*entries)
+    df = spark.read.schema(spark_struct(stored_schema(kind))).parquet(*entries)
     cols = [F.col(f"`{n}`") if n != "expired" else
             F.coalesce(F.col("expires_at") <= F.current_timestamp(), F.lit(False)).alias("expired")
             for n in SCHEMAS[kind].names]

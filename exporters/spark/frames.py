@@ -13,11 +13,13 @@ from codec import DbFile
 from codec.errors import CodecError
 from codec.views.query import Selection, valid_filter
 from exporters.files import db_files
-from exporters.schema import KINDS, SCHEMAS, spark_ddl
+from exporters.schema import KINDS, SCHEMAS
+from exporters.select import messages_table
 from exporters.spark.cache import applies as cache_applies
 from exporters.spark.cache import cached_frame
 from exporters.spark.session import register
 from exporters.spark.source import NAME, pack_parts, plan, read_part
+from exporters.spark.structs import spark_struct
 
 
 def _reader(spark: Any, kind: str, options: dict[str, Any]) -> Any:
@@ -98,7 +100,12 @@ def to_dataframe(spark: Any, path: str | list[str], kind: str = "msg_store", *, 
 
     ids = None if store_ids is None else f"{store_ids[0]}-{store_ids[1]}"
     if kind == "messages":
-        df = messages_dataframe(load("msg_store", topic=topic, storeIds=ids), load("client_msg"), load("retain"))
+        df = None
+        if files is not None and cache == "auto":
+            df = driver_messages(spark, files, _selection({k: v for k, v in (("topic", topic), ("storeIds", ids))
+                                                           if v is not None}))
+        if df is None:
+            df = messages_dataframe(load("msg_store", topic=topic, storeIds=ids), load("client_msg"), load("retain"))
         if client is not None:  # the stored messages a selected client message of that client references
             waiting = load("client_msg", topic=topic, client=client, storeIds=ids).select("file", "store_id")
             df = df.join(waiting.distinct(), ["file", "store_id"], "left_semi")
@@ -130,8 +137,10 @@ def messages_dataframe(msg_store: Any, client_msg: Any, retain: Any) -> Any:
     """One row per stored message with ``retained``, ``queued`` and ``clients`` (the joined view)."""
     from pyspark.sql import functions as F
 
+    # a message's clients in file order (collect_list alone keeps whatever order the shuffle delivers)
+    in_order = F.array_sort(F.collect_list(F.struct("chunk_index", "client_id")))
     deliveries = client_msg.groupBy("file", "store_id").agg(
-        F.count(F.lit(1)).alias("queued"), F.collect_list("client_id").alias("clients"))
+        F.count(F.lit(1)).alias("queued"), F.transform(in_order, lambda d: d["client_id"]).alias("clients"))
     retained = retain.select("file", "store_id").distinct().withColumn("retained", F.lit(True))
     df = msg_store.join(retained, ["file", "store_id"], "left").join(deliveries, ["file", "store_id"], "left")
     cols = [c for c in msg_store.columns]
@@ -227,11 +236,16 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
         raise CodecError("no readable *.db files", path=",".join(paths))
     joined = ",".join(good)
     need = set(wanted) | ({"msg_store", "client_msg", "retain"} if "messages" in wanted else set())
-    frames = None
+    frames, messages = None, None
     if driver_bytes is None:
         driver_bytes = _driver_bytes(spark)
     if not decode and sum(os.path.getsize(f) for f in good) <= driver_bytes:
-        frames = driver_frames(spark, good, [k for k in KINDS if k in need])
+        tables = driver_tables(good, [k for k in KINDS if k in need])
+        if tables is not None:
+            frames = {k: _arrow_frame(spark, k, t) for k, t in tables.items() if k in wanted}
+            if "messages" in wanted:
+                joined_rows = messages_table(tables["msg_store"], tables["client_msg"], tables["retain"])
+                messages = _arrow_frame(spark, "messages", joined_rows)
     if frames is None and cache and not decode and cache_applies(spark.sparkContext.master):
         frames = {}
         for k in (k for k in KINDS if k in need):
@@ -247,8 +261,9 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
         if k in wanted:
             df.createOrReplaceTempView(k)
     if "messages" in wanted:
-        messages_dataframe(frames["msg_store"], frames["client_msg"],
-                           frames["retain"]).createOrReplaceTempView("messages")
+        if messages is None:
+            messages = messages_dataframe(frames["msg_store"], frames["client_msg"], frames["retain"])
+        messages.createOrReplaceTempView("messages")
     if "verdicts" in wanted:  # every file, the damaged ones too
         verdicts_dataframe(spark, files, releases, at=at).createOrReplaceTempView("verdicts")
     return skipped
@@ -263,13 +278,31 @@ def driver_frames(spark: Any, files: list[str], kinds: list[str]) -> dict[str, A
     query (seconds, next to milliseconds of decoding a small file). None when a chunk does not decode: the
     data source then reads the files and reports the error (or skips the rest of the file) its own way.
     """
+    tables = driver_tables(files, kinds)
+    return None if tables is None else {k: _arrow_frame(spark, k, t) for k, t in tables.items()}
+
+
+def driver_tables(files: list[str], kinds: list[str]) -> dict[str, pa.Table] | None:
+    """The Arrow tables behind :func:`driver_frames` (None when a chunk does not decode)."""
     tables = {}
     for kind in kinds:
         table = _driver_table(files, kind)
         if table is None:
             return None
         tables[kind] = table
-    return {k: _arrow_frame(spark, k, t) for k, t in tables.items()}
+    return tables
+
+
+def driver_messages(spark: Any, files: list[str], selection: Selection | None = None) -> Any:
+    """The ``messages`` view of small, readable files joined in the driver (:func:`exporters.select.messages_table`:
+    the stored messages ``selection`` keeps, each with every RETAIN and CLIENT_MSG of its file), or None when a
+    chunk does not decode. One Arrow table handed to Spark instead of three and two joins: the rows
+    :func:`messages_dataframe` gives, without the planning and shuffles of a first query."""
+    parts = [_driver_table(files, "msg_store", selection), _driver_table(files, "client_msg"),
+             _driver_table(files, "retain")]
+    if any(t is None for t in parts):
+        return None
+    return _arrow_frame(spark, "messages", messages_table(*parts))
 
 
 def driver_frame(spark: Any, files: list[str], kind: str, selection: Selection | None = None) -> Any:
@@ -291,10 +324,11 @@ def _driver_table(files: list[str], kind: str, selection: Selection | None = Non
 
 
 def _arrow_frame(spark: Any, kind: str, table: pa.Table) -> Any:
-    from pyspark.sql.types import _parse_datatype_string
+    return spark.createDataFrame(table, schema=spark_struct(SCHEMAS[kind], not_null=NOT_NULL.get(kind, ())))
 
-    return spark.createDataFrame(table, schema=_parse_datatype_string(spark_ddl(SCHEMAS[kind])))
 
+NOT_NULL = {"messages": ("retained", "queued", "clients")}
+"""Columns a view's Spark schema holds never null (:func:`messages_dataframe` fills them with coalesce)."""
 
 _SKIPPED: dict[int, list[str]] = {}
 

@@ -10,6 +10,7 @@ from codec import CodecError, DbFile
 from codec.engine import Record
 from codec.layouts import ChunkType
 from codec.writer import write_records
+from exporters.schema import SCHEMAS
 from exporters.select import FileView
 
 from support.paths import REAL_FILES, UNIT_FILES
@@ -70,3 +71,35 @@ def test_duplicates_order_and_big_ids(tmp_path: Path) -> None:
     want = python_join(p)
     assert want[0] == (5, False, 3, ["b", "a", "b"]) and want[1] == (-1, True, 1, ["z"])
     assert view_join(p, batch_size=2) == want
+
+
+def test_several_files_at_once_join_each_file_to_its_own_rows(tmp_path: Path) -> None:
+    """``messages_table`` (the Spark driver's view of small inputs) joins by (file, store id): the rows
+    FileView gives per file, in the same order, with a message's clients in file order."""
+    import pyarrow as pa
+
+    from exporters.select import messages_table
+
+    files = [p for p in FILES if _readable(p)]
+    assert len(files) > 5
+    parts: dict[str, list[pa.RecordBatch]] = {k: [] for k in ("msg_store", "client_msg", "retain", "messages")}
+    for path in files:
+        with DbFile(path) as db:
+            view = FileView(db)
+            for kind, batches in parts.items():
+                batches.extend(view.batches(kind))
+    tables = {k: pa.Table.from_batches(v, schema=SCHEMAS[k]) for k, v in parts.items()}
+    got = messages_table(tables["msg_store"], tables["client_msg"], tables["retain"])
+    assert got.schema == SCHEMAS["messages"]
+    assert got.to_pylist() == tables["messages"].to_pylist()
+    assert any(len(r["clients"]) > 1 for r in got.to_pylist())
+    none = messages_table(*(t.slice(0, 0) for t in (tables["msg_store"], tables["client_msg"], tables["retain"])))
+    assert none.num_rows == 0 and none.schema == SCHEMAS["messages"]
+
+
+def _readable(path: Path) -> bool:
+    try:
+        python_join(path)
+    except CodecError:
+        return False
+    return True

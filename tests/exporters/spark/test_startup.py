@@ -108,3 +108,31 @@ def test_worker_daemon_only_when_the_workers_import_this_code(monkeypatch: pytes
     monkeypatch.setenv("PYTHONPATH", root)
     monkeypatch.setenv("PYSPARK_PYTHON", "/usr/bin/false")  # another Python
     assert not sess._workers_import_us()
+
+
+def test_spark_schemas_made_in_python_are_the_ddl_parsed_by_spark(spark) -> None:  # type: ignore[no-untyped-def]
+    from pyspark.sql.types import _parse_datatype_string
+
+    from exporters.schema import SCHEMAS, spark_ddl
+    from exporters.spark.cache import stored_schema
+    from exporters.spark.structs import spark_struct
+
+    schemas = {**SCHEMAS, **{f"stored {k}": stored_schema(k) for k in KINDS}}
+    for name, schema in schemas.items():
+        assert spark_struct(schema) == _parse_datatype_string(spark_ddl(schema)), name
+
+
+@pytest.mark.parametrize("selection", [{}, {"topic": "corp/#"}, {"store_ids": (0, 40)}, {"client": "a-sub-q1"}],
+                         ids=lambda s: ",".join(s) or "all")
+def test_messages_joined_in_the_driver_equal_the_spark_join(spark, selection) -> None:  # type: ignore[no-untyped-def]
+    """Small inputs' ``messages`` view is one Arrow table joined in the driver; the data source's is Spark's join
+    of three kinds: the same schema, and the same rows with every message's clients in file order."""
+    auto = xs.to_dataframe(spark, FILES, "messages", cache="auto", **selection)
+    plan = auto._jdf.queryExecution().analyzed().toString()
+    assert "RelationV2" not in plan, plan  # no scan of the data source
+    assert "client" in selection or "Join" not in plan, plan  # (a client's messages: one semi-join on top)
+    off = xs.to_dataframe(spark, FILES, "messages", cache="off", **selection)
+    assert auto.schema == off.schema
+    got, want = auto.collect(), off.collect()
+    assert want and sorted(map(str, got)) == sorted(map(str, want))
+    assert any(len(r["clients"]) > 1 for r in got) or selection
