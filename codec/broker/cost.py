@@ -313,24 +313,41 @@ def _texts(blob: Any, offs: Any) -> list[bytes]:
     return [raw[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
+DEEP = 32
+"""Levels of a topic counted by their text (:func:`levels`); the deeper ones of a deeper topic by their parent."""
+
+
 def levels(topics: list[bytes]) -> int:
     """Distinct topic levels of ``topics`` (every prefix ending before a "/", and the topic): the nodes a broker's
     tree holds for them. A topic's prefixes are added from the longest: the first one already there has all its
-    own there too, so most topics cost one or two set operations."""
+    own there too, so most topics cost one or two set operations. Past :data:`DEEP` levels a level is known by
+    its parent's number and its own name, so a topic of thousands of levels costs its length, not its length
+    times its levels (a 65,535-byte topic of slashes has 32,768 prefixes averaging 32 KB)."""
     seen: set[bytes] = set()
     add = seen.add
+    deeper: dict[tuple[int, bytes], int] = {}
+    heads: dict[bytes, int] = {}
     for topic in topics:
         if topic in seen:
             continue
-        add(topic)
-        i = topic.rfind(b"/")
-        while i >= 0:
-            prefix = topic[:i]
-            if prefix in seen:
-                break
-            add(prefix)
-            i = topic.rfind(b"/", 0, i)
-    return len(seen)
+        tail: list[bytes] = []
+        if len(topic) > DEEP and topic.count(b"/") > DEEP:
+            segments = topic.split(b"/")
+            topic, tail = b"/".join(segments[:DEEP + 1]), segments[DEEP + 1:]
+        if topic not in seen:
+            add(topic)
+            i = topic.rfind(b"/")
+            while i >= 0:
+                prefix = topic[:i]
+                if prefix in seen:
+                    break
+                add(prefix)
+                i = topic.rfind(b"/", 0, i)
+        if tail:
+            node = heads.setdefault(topic, -1 - len(heads))
+            for name in tail:
+                node = deeper.setdefault((node, name), len(deeper))
+    return len(seen) + len(deeper)
 
 
 def tree_of(topics: list[bytes], kinds: list[int]) -> dict[str, int]:

@@ -161,3 +161,22 @@ def test_features_of_a_file_damaged_part_way_are_its_counts_before_the_damage(tm
     got = features_of(cut)
     assert got["msg_store"] == before.get(2, 0) and got["retain"] == before.get(4, 0)
     assert got["bytes"] == len(data) - 3 and got["payload"] == got["nodes"] == 0
+
+
+def test_levels_are_the_distinct_prefixes_of_shallow_and_deep_topics() -> None:
+    import random
+
+    from codec.broker.cost import DEEP, levels
+
+    def brute(topics: list[bytes]) -> int:
+        return len({t[:i] for t in topics for i in [k for k, b in enumerate(t) if b == 0x2F] + [len(t)]})
+
+    rng = random.Random(5)
+    for _ in range(200):
+        topics = []
+        for _ in range(rng.randrange(1, 12)):
+            depth = rng.choice((1, 2, 3, DEEP - 1, DEEP, DEEP + 1, DEEP + 2, 3 * DEEP))
+            topics.append(b"/".join(rng.choice((b"", b"a", b"b", b"cc")) for _ in range(depth + 1)))
+        topics += [t[: rng.randrange(len(t) + 1)] for t in topics[:3]]  # prefixes of the deep ones, as topics too
+        assert levels(topics) == brute(topics), topics
+    assert levels([b"/" * 60_000]) == 60_001
