@@ -180,3 +180,17 @@ def test_levels_are_the_distinct_prefixes_of_shallow_and_deep_topics() -> None:
         topics += [t[: rng.randrange(len(t) + 1)] for t in topics[:3]]  # prefixes of the deep ones, as topics too
         assert levels(topics) == brute(topics), topics
     assert levels([b"/" * 60_000]) == 60_001
+
+
+def test_a_damaged_files_prediction_says_it_is_a_low_estimate(tmp_path: Path) -> None:
+    from inspector.commands.shared.broker import cost_text
+
+    data = V6.read_bytes()
+    cut = tmp_path / "torn.db"
+    cut.write_bytes(data[: len(data) - 3])
+    whole, torn = (cost.predict(cost.features_of(p), parse_version("2.0.18")) for p in (V6, cut))
+    assert whole.damaged_at is None and whole.to_json()["low_estimate"] is None
+    assert "low estimate" not in cost_text(whole)
+    assert 0 < torn.damaged_at < len(data) and torn.load_seconds < whole.load_seconds
+    assert torn.to_json()["low_estimate"]["damaged_at"] == torn.damaged_at
+    assert f"a low estimate: damaged at offset {torn.damaged_at:,}" in cost_text(torn)
