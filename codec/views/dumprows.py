@@ -382,18 +382,17 @@ class JsonRows:
             return
         version = db.version or 6
         idx = db.index
-        offsets, types, ends = idx.arrays()
-        lengths = idx.lengths_array()
+        offsets, types = idx.offsets_array(), idx.types_array()  # views: ends and lengths are read per block
         hsize = header_size(version)
         n = len(offsets)
         a = 0
         while a < n:
             b = min(a + BLOCK_CHUNKS, n)
             lo = int(offsets[a])
-            if int(ends[b - 1]) - lo > BLOCK_BYTES:
-                b = max(a + 1, int(np.searchsorted(ends[a:b], lo + BLOCK_BYTES, "right")) + a)
+            if idx.chunk_end(b - 1) - lo > BLOCK_BYTES:
+                b = max(a + 1, int(np.searchsorted(idx.ends_of(np.arange(a, b)), lo + BLOCK_BYTES, "right")) + a)
             try:
-                text = self._block(a, b, offsets, types, ends, lengths, hsize, version, keep)
+                text = self._block(a, b, offsets, types, hsize, version, keep)
             except _Damaged as damaged:
                 if damaged.text:
                     yield damaged.text
@@ -401,7 +400,7 @@ class JsonRows:
             if text:
                 yield text
             if progress is not None:
-                progress(int(ends[b - 1]), db.size)
+                progress(idx.chunk_end(b - 1), db.size)
             a = b
         if idx.error is not None:  # the stream from where the index stopped: its rows, then its error
             for chunk in db.stream(start=idx.end, first_index=n):
@@ -428,19 +427,18 @@ class JsonRows:
         skip = cols.spans[spec.props][1] > 0 if spec.has_props else None  # rows with properties: per record
         return _bind(spec.program, cols), skip
 
-    def _block(self, a: int, b: int, offsets: np.ndarray, types: np.ndarray, ends: np.ndarray,
-               lengths: np.ndarray, hsize: int, version: int, keep: np.ndarray | None) -> str:
+    def _block(self, a: int, b: int, offsets: np.ndarray, types: np.ndarray, hsize: int, version: int,
+               keep: np.ndarray | None) -> str:
         db = self.db
-        lo, hi = int(offsets[a]), int(ends[b - 1])
+        lo, hi = int(offsets[a]), db.index.chunk_end(b - 1)
         raw = self._read(lo, hi - lo)
         d = np.frombuffer(raw, dtype=np.uint8)
         t = types[a:b]
         sel = np.ones(b - a, dtype=bool) if keep is None else keep[a:b].copy()
         if self.native:
-            return self._native_block(a, b, raw, d, t, sel, offsets, ends, lengths, hsize, version)
+            return self._native_block(a, b, raw, d, t, sel, offsets, hsize, version)
         out = np.full(b - a, None, dtype=object)
-        for ctype, pos, which, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, ends, lengths, hsize,
-                                                                version):
+        for ctype, pos, which, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, hsize, version):
             if got is None:
                 return self._per_record_block(a, b, sel)
             got_lines = self.lines(ctype, raw, d, which, offs, lens, *got)
@@ -458,7 +456,7 @@ class JsonRows:
         return "".join(out[sel].tolist())
 
     def _native_block(self, a: int, b: int, raw: Any, d: np.ndarray, t: np.ndarray, sel: np.ndarray,
-                      offsets: np.ndarray, ends: np.ndarray, lengths: np.ndarray, hsize: int, version: int) -> str:
+                      offsets: np.ndarray, hsize: int, version: int) -> str:
         """The block's text written by codec/_render.c in file order, in one pass over its rows; the
         rows it has no program for or defers (holes) are rendered per record and spliced in."""
         db = self.db
@@ -466,8 +464,7 @@ class JsonRows:
         which = np.where(sel, np.int32(-1), np.int32(-2))  # -1: a hole, -2: not shown
         rowno = np.zeros(b - a, np.int64)
         batches = []
-        for ctype, pos, rows, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, ends, lengths, hsize,
-                                                               version):
+        for ctype, pos, rows, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, hsize, version):
             if got is None:
                 return self._per_record_block(a, b, sel)
             prog = self.program(ctype, _Columns(rows, offs, lens, *got))
@@ -481,17 +478,18 @@ class JsonRows:
         return _rendered(raw, batches, which, rowno, lambda r: self.line(db.chunk(a + r)))
 
     def _type_batches(self, a: int, t: np.ndarray, sel: np.ndarray, d: np.ndarray, lo: int, offsets: np.ndarray,
-                 ends: np.ndarray, lengths: np.ndarray, hsize: int, version: int) -> Iterator[tuple[Any, ...]]:
+                      hsize: int, version: int) -> Iterator[tuple[Any, ...]]:
         """Per columnar chunk type present among the block's shown rows: (type, positions in the block, chunk
         numbers, offsets, stored lengths, decoded columns or None where the batch does not decode)."""
+        idx = self.db.index
         for ctype in COLUMNAR:
             pos = np.flatnonzero((t == int(ctype)) & sel)
             if not len(pos):
                 continue
             rows = pos + a
             offs = offsets[rows]
-            lens = lengths[rows].astype(np.int64)
-            got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, ends[rows] - lo, self.db.endian)
+            lens = idx.lengths_of(rows).astype(np.int64)
+            got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, idx.ends_of(rows) - lo, self.db.endian)
             yield int(ctype), pos, rows, offs, lens, got
 
     def _read(self, offset: int, size: int) -> Any:
