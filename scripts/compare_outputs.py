@@ -290,6 +290,11 @@ class Recorder:
         shutil.rmtree(work)
 
 
+BROKER_RELEASES = ("1.4.15", "1.6.15", "2.0.18", "2.1.2")
+"""Releases whose model `check --broker` is compared: a 1.x line that walks topic levels, one that does not, the
+2.0 line most installs run, and 2.1."""
+
+
 def run_fixture(cfg: Config, path: Path) -> tuple[str, int, float]:
     """Every command on one fixture; returns (key, outputs saved, seconds)."""
     t0 = time.perf_counter()
@@ -306,6 +311,8 @@ def run_fixture(cfg: Config, path: Path) -> tuple[str, int, float]:
         r.run("stats-json", ["stats", f, "--json"])
         r.run("stats-topic", ["stats", f, "--by", "topic", "--depth", "2"])
         r.run("stats-client", ["stats", f, "--by", "client"])
+        for release in BROKER_RELEASES:  # the broker model: verdict, log, findings and the cost figures
+            r.run(f"check-broker-{release}", ["check", f, "--broker", release, "--json", "--at", AT])
         r.write("rewrite", ["rewrite", f, "-o", "{o}"])
         for v in "3456":
             r.write(f"convert-{v}", ["convert", f, "--to-version", v, "--force", "-o", "{o}"])
