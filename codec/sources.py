@@ -15,9 +15,11 @@ face asks which format it holds.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import shutil
+from collections.abc import Iterator
 from typing import Any
 
 from codec.reader import DbFile
@@ -185,6 +187,18 @@ def as_db(db: Any, *, endian: str = "little") -> DbFile:
     return image
 
 
+@contextlib.contextmanager
+def db_image(db: Any, *, endian: str = "little") -> Iterator[DbFile]:
+    """:func:`as_db` for the length of a ``with`` block: a store's image is closed (and its directory
+    removed) at the end of it; a .db stays open, its opener's to close."""
+    image = as_db(db, endian=endian)
+    try:
+        yield image
+    finally:
+        if image is not db:
+            image.close()
+
+
 def records_image(path: str, out: str) -> tuple[str, Any]:
     """A .db holding the records of the file at ``path``, for a comparison that maps chunks back: (the
     file itself, None) for a .db; for a store, (``out``, written with its v6 records, and the store row of
@@ -203,6 +217,5 @@ def records_image(path: str, out: str) -> tuple[str, Any]:
     return out, np.asarray(rows, np.int64)
 
 
-__all__ = ["Storage", "as_db", "column_reader", "columns_of", "connect_readonly", "expiries", "format_of", "info_data",
-           "is_sqlite_file", "is_store", "known_refusals", "open_any", "records_image",
-           "store_refusal"]
+__all__ = ["Storage", "as_db", "column_reader", "columns_of", "connect_readonly", "db_image", "expiries", "format_of",
+           "info_data", "is_sqlite_file", "is_store", "known_refusals", "open_any", "records_image", "store_refusal"]

@@ -435,10 +435,10 @@ def diff(a: DbFile, b: DbFile, *, details: bool = True) -> Diff:
     (topic, payload sha256, ...), not only the counts per client.
 
     A Mosquitto 2.1 sqlite store (``codec.sources.open_any``) is compared through its v6 records."""
-    from codec.sources import as_db
+    from codec.sources import db_image
 
-    a, b = as_db(a), as_db(b)  # a store (and only a store) becomes a temporary .db of its records
-    return compare(snapshot(a), snapshot(b), details=details)
+    with db_image(a) as da, db_image(b) as db:  # a store (and only a store) becomes a temporary .db of its records
+        return compare(snapshot(da), snapshot(db), details=details)
 
 
 def compare(sa: Snapshot, sb: Snapshot, *, details: bool = True) -> Diff:

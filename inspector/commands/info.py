@@ -27,11 +27,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def bridge_data(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
     """The bridge sessions (``--conf``'s bridges, orphans; without it, ``local.*`` look-alikes), None if none."""
-    from codec.sources import as_db
+    from codec.sources import db_image
 
     if conf is None and not db.chunk_bytes:  # no look-alike scan: a store's rows would be written as a .db image
         return None  # for every `info`
-    db = as_db(db)  # a store, with --conf: the per-client columns come from its v6 image
+    with db_image(db) as image:  # a store, with --conf: the per-client columns come from its v6 image
+        return _bridges(image, conf, at)
+
+
+def _bridges(db: DbFile, conf: Any, at: float) -> dict[str, Any] | None:
     if db.empty or db.index.error is not None:  # an empty file holds no sessions
         return None
     if conf is None:  # look-alikes only: most files have none, and saying so needs no client table

@@ -59,13 +59,13 @@ def client_stats(db: Any, args: argparse.Namespace, conf: Any, at: float | None)
     import time
 
     from codec.ops.clients import bridge_map, client_rows, client_table
-    from codec.sources import as_db
+    from codec.sources import db_image
 
     if db.empty or (args.by != "client" and conf is None):
         return {}
-    db = as_db(db)  # a 2.1 store: the per-client columns come from its v6 image (the store reader has no byte map)
-    table = client_table(db)
-    bm = bridge_map(db, conf, time.time() if at is None else at, table=table)
+    with db_image(db) as image:  # a 2.1 store: the per-client columns come from its v6 image (no byte map)
+        table = client_table(image)
+        bm = bridge_map(image, conf, time.time() if at is None else at, table=table)
     out: dict[str, Any] = {"lines": []}
     if conf is not None:
         out["bridges"] = bm.to_json()
