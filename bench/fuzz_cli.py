@@ -555,8 +555,39 @@ def cached_parsers() -> Iterator[None]:
         cli.build_parser = build  # type: ignore[assignment]
 
 
+def open_files() -> dict[str, str]:
+    """This process's open files (descriptors naming a path) and their paths. Pipes, sockets and event
+    descriptors are left out: a library's machinery started once (ADBC's sqlite driver opens a pipe on first
+    use) is not a file a command opened."""
+    out = {}
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, gone by now
+            name = os.readlink(f"/proc/self/fd/{fd}")
+            if name.startswith("/"):
+                out[fd] = name
+    return out
+
+
 def run_command(argv: list[str]) -> tuple[str, str] | None:
-    """One CLI run in process; None when it ended cleanly, else (key, detail) of the foreign ending."""
+    """One CLI run in process; None when it ended cleanly, else (key, detail) of the foreign ending. A command
+    that returns with files it opened still open (after a garbage collection) is one too: run in process (the
+    TUI, a library, this campaign) the descriptors add up until every open fails."""
+    before = open_files()
+    hit = _run_command(argv)
+    if hit is not None:
+        return hit
+    left = {fd: name for fd, name in open_files().items() if fd not in before}
+    if left:  # what only the cycle collector would close is not held: collect, then look again
+        import gc
+
+        gc.collect()
+        left = {fd: name for fd, name in open_files().items() if fd not in before}
+    if left:
+        return f"files left open ({argv[0]})", "\n".join(sorted(set(left.values())))
+    return None
+
+
+def _run_command(argv: list[str]) -> tuple[str, str] | None:
     from inspector.cli import main
 
     out, err = _null_text(), io.StringIO()
