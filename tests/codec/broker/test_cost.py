@@ -69,9 +69,9 @@ HELD = ("mixed", "devices")  # the shapes the calibration never fitted
 SIZE = {"1.": 8_000, "2.": 8_000}  # a size the calibration measured for no shape
 # files the fit saw: every fitted shape at the fitted size nearest SIZE. Their measured/predicted load times give
 # the machine's speed (their geometric mean: each shape counts alike). A machine other than the calibration's
-# weighs the terms differently (its caches and memory set what a list walk costs against a parse): on one, two
-# references (retained and subs) gave a speed that missed 1.4's mixed shape by 52 %, while on the calibration
-# machine it missed by 21-26 %. All eight shapes together weigh every term the fit has.
+# weighs the terms differently (its caches and memory set what a list walk costs against a parse), so a speed
+# taken from a few shapes is their terms' speed: from retained and subs alone (mostly list walks), a machine
+# whose walks cost relatively more puts 1.4's mixed shape 52 % off. All eight shapes weigh every term the fit has.
 REFERENCES = tuple(s for s in _bench("cost_shapes").SHAPES if s not in HELD)
 REFERENCE_SIZE = {"1.": 6_000, "2.": 10_000}
 ROUNDS = 5  # loads of each file, interleaved; the median is compared

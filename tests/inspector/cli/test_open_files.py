@@ -1,6 +1,6 @@
 """Commands run in process (the TUI, a library, the fuzz campaign) close what they open, the temporary v6 image
-of a 2.1 store included: left open, each run kept a descriptor (and a deleted file's disk space) until every
-open failed with "Too many open files" (the campaign met it after 7,945 stores)."""
+of a 2.1 store included: an image left open keeps a descriptor (and a deleted file's disk space) per run, until
+every open fails with "Too many open files"."""
 
 from __future__ import annotations
 
