@@ -37,6 +37,7 @@ Findings name the table and rowid: ``chunk_type`` is the table, ``chunk_index`` 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
@@ -195,6 +196,14 @@ def check_store(store: StoreFile, *, at: float | None = None, limit: int | None 
     immutable the former runs in a thread of its own while the latter runs (sqlite and the page reader both
     release the GIL), which on two cores takes it out of the wall time (not the CPU time)."""
     integrity = _QuickCheck(store)
+    try:
+        return _checked(store, at, limit, progress, integrity)
+    finally:  # never outlived by its thread: that connection holds the file open
+        integrity.stop()
+
+
+def _checked(store: StoreFile, at: float | None, limit: int | None, progress: Callable[[int, int], None] | None,
+             integrity: _QuickCheck) -> list[Finding]:
     run = _StoreCheck(store, at, limit, progress)
     run.run()
     run.finish()
@@ -327,6 +336,8 @@ class _QuickCheck:
         self.path = store.path
         self.problems: list[Any] | None = None
         self.thread: threading.Thread | None = None
+        self._con: sqlite3.Connection | None = None
+        self._stopped = False
         uri = store._uri
         if store.figures.wal_size is None and uri is not None and "immutable=1" in uri:
             self.thread = threading.Thread(target=self._run, name="quick_check", daemon=True)
@@ -339,6 +350,10 @@ class _QuickCheck:
             con = sqlite3.connect(f"file:{uri_path(self.path)}?mode=ro&immutable=1", uri=True, check_same_thread=False)
         except sqlite3.Error as exc:
             self.problems = [str(StoreReadError.of(exc, self.path)).encode()]
+            return
+        self._con = con
+        if self._stopped:  # the check ended while this connected
+            con.close()
             return
         try:
             con.text_factory = bytes
@@ -354,6 +369,18 @@ class _QuickCheck:
             return None
         self.thread.join()
         return self.problems
+
+    def stop(self) -> None:
+        """End the thread now if it still runs (the check stopped at an error before it asked the result)."""
+        if self.thread is None or not self.thread.is_alive():
+            return
+        self._stopped = True
+        while self.thread.is_alive():  # (an interrupt before the PRAGMA starts stepping is lost: again until it ends)
+            con = self._con
+            if con is not None:
+                with contextlib.suppress(sqlite3.Error):  # the PRAGMA stops ("interrupted"); the thread closes it
+                    con.interrupt()
+            self.thread.join(0.05)
 
 
 class _Rules:
