@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_metrics(args: argparse.Namespace) -> int:
     from codec.ops.check import severity_counts
     from codec.ops.metrics import collect
-    from codec.sources import as_db
+    from codec.sources import db_image
     from inspector.commands import open_input
     from inspector.commands.shared.writing import parse_at
 
@@ -58,13 +58,9 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     with open_input(args.file, endian=args.endian) as src:
         findings = severity_counts(src, at=at)
         fmt = src.format_key
-        db = as_db(src, endian=args.endian)  # a store's records as a .db image (a .db: itself)
-        try:
+        with db_image(src, endian=args.endian) as db:  # a store's records as a .db image (a .db: itself)
             text = collect(db, at=at, top=args.top, prediction=prediction, findings=findings,
                            release=release, fmt=fmt).text()
-        finally:
-            if db is not src:
-                db.close()
     if not args.output or args.output == "-":
         sys.stdout.write(text)
         return 0
