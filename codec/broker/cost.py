@@ -207,7 +207,8 @@ class Cost:
     error: dict[str, float]
     saves_per_day: float | None = None
     bytes_per_day: int | None = None
-    damaged_at: int | None = None  # counted only to this offset (damage): a low estimate
+    damaged: bool = False  # the file is damaged: only the chunks before the damage counted, a low estimate
+    damaged_at: int | None = None  # where, when the damage names an offset
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "load_seconds": _r(self.load_seconds), "memory_bytes": self.memory_bytes,
@@ -215,8 +216,7 @@ class Cost:
                              "bytes_written": self.save_bytes, "per_day": _r(self.saves_per_day),
                              "bytes_per_day": self.bytes_per_day},
                 "error": self.error, "calibrated": self.load_seconds is not None,
-                "low_estimate": None if self.damaged_at is None else {"damaged_at": self.damaged_at,
-                                                                      "note": LOW_ESTIMATE}}
+                "low_estimate": {"damaged_at": self.damaged_at, "note": LOW_ESTIMATE} if self.damaged else None}
 
 
 LOW_ESTIMATE = ("the file is damaged: only the chunks before the damage are counted, without their payloads and "
@@ -255,8 +255,12 @@ def features_of(path: str | os.PathLike[str], version: Version | None = None) ->
         out["bytes"] = os.path.getsize(path)
         out.update(payload=0, sub_peers=0, sub_spread=0, nodes=0, retain_scan=0, sub_scan=0, retain_far=0, sub_far=0)
         if db.damage is not None:  # the counts stop there: the prediction says it is a low estimate
+            out["damaged"] = 1
             at = getattr(db.damage, "chunk_offset", None)
-            out["damaged_at"] = int(at if at is not None else getattr(db.damage, "offset", None) or 0)
+            if at is None:
+                at = getattr(db.damage, "offset", None)
+            if at is not None:
+                out["damaged_at"] = int(at)
         if db.empty or db.damage is not None:
             return out
         cols = column_reader(db)
@@ -430,6 +434,7 @@ def predict(features: dict[str, int], version: Version, *, sqlite: bool = False,
     cost = Cost(line, value("load_cpu", hot) + offset.get("load_cpu", 0.0), int(rss),
                 value("save_cpu", hot) + offset.get("save_cpu", 0.0), int(max(0.0, peak - rss)), save_bytes,
                 dict(BROKER_ERROR.get(name, ERROR.get(line, {}))))
+    cost.damaged = bool(features.get("damaged"))
     cost.damaged_at = features.get("damaged_at")
     if autosave_interval and autosave_interval > 0:
         cost.saves_per_day = 86400.0 / autosave_interval

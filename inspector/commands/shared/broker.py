@@ -255,8 +255,9 @@ def cost_text(cost: Any) -> str:
         text += f", writes {cost.save_bytes / 2**20:,.1f} MiB"
     if cost.bytes_per_day is not None:
         text += f" ({cost.saves_per_day:,.0f} a day: {cost.bytes_per_day / 2**30:,.2f} GiB a day)"
-    if cost.damaged_at is not None:
-        text += f"; a low estimate: damaged at offset {cost.damaged_at:,}, only the chunks before it counted"
+    if cost.damaged:
+        where = "at an offset it does not name" if cost.damaged_at is None else f"at offset {cost.damaged_at:,}"
+        text += f"; a low estimate: damaged {where}, only the chunks before it counted"
     return text
 
 

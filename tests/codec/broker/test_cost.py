@@ -189,8 +189,20 @@ def test_a_damaged_files_prediction_says_it_is_a_low_estimate(tmp_path: Path) ->
     cut = tmp_path / "torn.db"
     cut.write_bytes(data[: len(data) - 3])
     whole, torn = (cost.predict(cost.features_of(p), parse_version("2.0.18")) for p in (V6, cut))
-    assert whole.damaged_at is None and whole.to_json()["low_estimate"] is None
+    assert not whole.damaged and whole.damaged_at is None and whole.to_json()["low_estimate"] is None
     assert "low estimate" not in cost_text(whole)
-    assert 0 < torn.damaged_at < len(data) and torn.load_seconds < whole.load_seconds
+    assert torn.damaged and 0 < torn.damaged_at < len(data) and torn.load_seconds < whole.load_seconds
     assert torn.to_json()["low_estimate"]["damaged_at"] == torn.damaged_at
     assert f"a low estimate: damaged at offset {torn.damaged_at:,}" in cost_text(torn)
+
+
+def test_damage_without_an_offset_is_a_low_estimate_that_names_no_offset() -> None:
+    """Damage that names no offset is still damage: never "offset 0"."""
+    from inspector.commands.shared.broker import cost_text
+
+    features = {**cost.features_of(V6), "damaged": 1}
+    unknown = cost.predict(features, parse_version("2.0.18"))
+    assert unknown.damaged and unknown.damaged_at is None
+    assert unknown.to_json()["low_estimate"] == {"damaged_at": None, "note": cost.LOW_ESTIMATE}
+    text = cost_text(unknown)
+    assert "a low estimate: damaged at an offset it does not name" in text and "offset 0" not in text
