@@ -90,6 +90,8 @@ def _scalar(fd: Any, value: Any) -> Any:
         return to_json(value)
     if t == fd.TYPE_BYTES:
         return b64(value)
+    if t == fd.TYPE_STRING and type(value) is bytes:  # a proto2 string the runtime found not UTF-8
+        raise PayloadError(f"{fd.full_name} is not UTF-8 text")
     if t == fd.TYPE_ENUM:
         ev = fd.enum_type.values_by_number.get(value)
         return ev.name if ev is not None else value

@@ -76,6 +76,14 @@ def topic_parts(topic: str) -> dict[str, str | None]:
     return out
 
 
+def text(value: Any, what: str) -> Any:
+    """A string field's value. The runtime hands a proto2 string that is not UTF-8 back as bytes: that
+    payload is not Sparkplug B (its strings are UTF-8), so it is a finding, never bytes in JSON data."""
+    if type(value) is bytes:
+        raise PayloadError(f"{what} is not UTF-8 text")
+    return value
+
+
 def parse(payload: bytes) -> Any:
     return protobuf.parse(payload_class(), payload)
 
@@ -91,7 +99,7 @@ def payload_json(msg: Any) -> dict[str, Any]:
     if msg.HasField("seq"):
         out["seq"] = msg.seq
     if msg.HasField("uuid"):
-        out["uuid"] = msg.uuid
+        out["uuid"] = text(msg.uuid, "uuid")
     out["metrics"] = [metric_json(m) for m in msg.metrics]
     if msg.HasField("body"):
         out["body"] = b64(msg.body)
@@ -111,7 +119,7 @@ def metric_json(m: Any) -> dict[str, Any]:
     for fd, v in m.ListFields():
         n = fd.number
         if n <= 3:
-            out[_HEAD[n]] = v
+            out[_HEAD[n]] = text(v, "metric name") if n == 1 else v
         elif n == 4:
             dt = v
         elif n >= 10:
@@ -162,6 +170,8 @@ def typed_value(which: str, raw: Any, dt: int | None) -> Any:
         return [property_set(p) for p in raw.propertyset]
     if which == "extension_value":
         return None
+    if which == "string_value":
+        return text(raw, "string value")
     return raw
 
 
@@ -206,21 +216,21 @@ def dataset(ds: Any) -> dict[str, Any]:
             cells.append(None if which is None else typed_value(which, getattr(el, which),
                                                                 types[k] if k < len(types) else None))
         rows.append(cells)
-    return {"columns": list(ds.columns), "types": [datatype_name(t) for t in types], "rows": rows}
+    return {"columns": [text(c, "dataset column") for c in ds.columns], "types": [datatype_name(t) for t in types], "rows": rows}
 
 
 def template(t: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if t.HasField("version"):
-        out["version"] = t.version
+        out["version"] = text(t.version, "template version")
     if t.HasField("template_ref"):
-        out["template_ref"] = t.template_ref
+        out["template_ref"] = text(t.template_ref, "template_ref")
     out["is_definition"] = bool(t.is_definition)
     out["metrics"] = [metric_json(m) for m in t.metrics]
     params = []
     for p in t.parameters:
         which = p.WhichOneof("value")
-        params.append({"name": p.name if p.HasField("name") else None,
+        params.append({"name": text(p.name, "template parameter name") if p.HasField("name") else None,
                        "type": datatype_name(p.type if p.HasField("type") else None),
                        "value": None if which is None else typed_value(which, getattr(p, which), p.type)})
     out["parameters"] = params
@@ -231,8 +241,8 @@ def property_set(ps: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, pv in zip(ps.keys, ps.values, strict=False):
         which = pv.WhichOneof("value")
-        out[key] = None if pv.is_null or which is None else typed_value(which, getattr(pv, which),
-                                                                         pv.type if pv.HasField("type") else None)
+        dt = pv.type if pv.HasField("type") else None
+        out[text(key, "property key")] = None if pv.is_null or which is None else typed_value(which, getattr(pv, which), dt)
     return out
 
 
@@ -243,7 +253,7 @@ def birth_maps(msg: Any) -> tuple[dict[int, str], dict[str, str | None]]:
     types: dict[str, str | None] = {}
     for m in msg.metrics:  # a set field is read first: only an unset one (a zero) costs a HasField more
         name = m.name
-        if not name and not m.HasField("name"):
+        if not name and not m.HasField("name") or type(name) is bytes:  # not UTF-8: names nothing (its decoding says so)
             continue
         dt = m.datatype
         types[name] = datatype_name(dt) if dt or m.HasField("datatype") else None
@@ -260,6 +270,8 @@ def tree(msg: Any, payload: bytes) -> Field:
             return
         dt = item.datatype if item.HasField("datatype") else None
         name = item.name if item.HasField("name") else f"alias {item.alias}"
+        if type(name) is bytes:
+            name = f"{name!r} (not UTF-8)"
         try:
             value = None if item.is_null else metric_value(item, dt)
         except PayloadError as exc:
@@ -378,6 +390,8 @@ def flat(msg: Any) -> tuple[tuple[Any, Any, Any, Any], list[Flat]] | None:
         name = m.name
         if not name and not m.HasField("name"):
             name = None
+        elif type(name) is bytes:  # not UTF-8: the general path says so
+            return None
         alias = m.alias
         if not alias and not m.HasField("alias"):
             alias = None
@@ -404,10 +418,15 @@ def flat(msg: Any) -> tuple[tuple[Any, Any, Any, Any], list[Flat]] | None:
                 add((name, alias, ts, dt, v, _STRING(v)))
         elif kind == 3:
             add((name, alias, ts, dt, v, "true" if v else "false"))
+        elif type(v) is bytes:
+            return None
         else:
             add((name, alias, ts, dt, v, _STRING(v)))
+    uuid = msg.uuid if msg.HasField("uuid") else None
+    if type(uuid) is bytes:
+        return None
     head = (msg.timestamp if msg.HasField("timestamp") else None, msg.seq if msg.HasField("seq") else None,
-            msg.uuid if msg.HasField("uuid") else None, b64(msg.body) if msg.HasField("body") else None)
+            uuid, b64(msg.body) if msg.HasField("body") else None)
     return head, metrics
 
 

@@ -151,3 +151,71 @@ def test_export_columns_equal_the_general_paths() -> None:
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The rows, NaN as text (NaN is not equal to itself)."""
     return [{k: "nan" if isinstance(v, float) and v != v else v for k, v in row.items()} for row in batch.to_pylist()]
+
+
+def _not_utf8(setup: Any) -> bytes:
+    """A payload whose one string field (set by ``setup`` to the marker text) holds bytes that are not UTF-8:
+    the runtime writes only valid text, so the marker's bytes are swapped after serializing."""
+    p = spb.payload_class()()
+    setup(p)
+    raw = p.SerializeToString()
+    assert raw.count(b"MARK") == 1
+    return raw.replace(b"MARK", b"MA\xffK")
+
+
+def _metric(p: Any) -> Any:
+    m = p.metrics.add()
+    m.alias, m.datatype, m.int_value = 1, 3, 7
+    return m
+
+
+NOT_UTF8 = {  # where the text is: a payload with a string field that is not UTF-8 there
+    "metric name": lambda p: setattr(_metric(p), "name", "MARK"),
+    "string value": lambda p: (setattr(m := p.metrics.add(), "datatype", 12), setattr(m, "string_value", "MARK")),
+    "uuid": lambda p: (setattr(p, "uuid", "MARK"), _metric(p)),
+    "property key": lambda p: (m := _metric(p)).properties.keys.append("MARK") or m.properties.values.add(),
+    "dataset column": lambda p: p.metrics.add().dataset_value.columns.append("MARK"),
+    "template_ref": lambda p: setattr(p.metrics.add().template_value, "template_ref", "MARK"),
+}
+
+
+def test_a_string_that_is_not_utf8_is_a_finding_in_every_face() -> None:
+    """The runtime hands such a proto2 string back as bytes; each face says the payload is not what its rule
+    declares (dump's payload_error, the export's finding) instead of failing on bytes in JSON data."""
+    from exporters.payloads import PayloadColumns
+
+    decoder = PayloadDecoder.from_options(["spBv1.0/#=sparkplug"])
+    assert decoder is not None
+    topics, payloads = [], []
+    for what, setup in NOT_UTF8.items():
+        payload = _not_utf8(setup)
+        topics.append("spBv1.0/g/DDATA/e/d")
+        payloads.append(payload)
+        d = decoder.decode(topics[-1], payload)
+        assert d is not None and not d.ok and d.error == f"{what} is not UTF-8 text", (what, d)
+        assert spb.read_flat(payload) is None or what not in ("metric name", "string value", "uuid")
+        spans = decoder.decode(topics[-1], payload, spans=True)
+        assert spans is not None and spans.error == d.error
+    suffixes = dump_suffixes(decoder, topics, payloads)
+    assert all('"payload_decoded": null' in s and "is not UTF-8 text" in s for s in suffixes), suffixes
+    n = len(topics)
+    batch = pa.RecordBatch.from_pydict({
+        "file": ["f"] * n, "store_id": list(range(1, n + 1)), "chunk_index": list(range(n)),
+        "chunk_offset": [k * 10 for k in range(n)], "topic": topics, "payload": pa.array(payloads, pa.binary())})
+    cols = PayloadColumns(decoder, "f")
+    (fmt, text), metrics = cols.decode(batch)
+    assert fmt.to_pylist() == ["sparkplug"] * n and text.to_pylist() == [None] * n and metrics.num_rows == 0
+    assert [f.reason for f in cols.findings] == [f"{what} is not UTF-8 text" for what in NOT_UTF8]
+    births = PayloadDecoder.from_options(["spBv1.0/#=sparkplug"])
+    named = _not_utf8(lambda p: setattr(_metric(p), "name", "MARK"))
+    assert spb.birth_maps(births.decode("spBv1.0/g/NBIRTH/e", named, raw=True).value) == ({}, {})
+
+
+def test_a_protobuf_string_that_is_not_utf8_is_a_decoding_error() -> None:
+    """The same for any message given a descriptor set (``--proto``)."""
+    decoder = PayloadDecoder.from_options([f"#=protobuf:{spb.MESSAGE}"], [spb.DESC_PATH])
+    assert decoder is not None
+    payload = _not_utf8(lambda p: setattr(_metric(p), "name", "MARK"))
+    for spans in (False, True):
+        d = decoder.decode("a/b", payload, spans=spans)
+        assert d is not None and not d.ok and d.error == "org.eclipse.tahu.protobuf.Payload.Metric.name is not UTF-8 text"
