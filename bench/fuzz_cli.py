@@ -147,11 +147,57 @@ class Values:
 
     def payload(self) -> bytes:
         r = self.rng.random()
-        if r < 0.5:
+        if r < 0.45:
             return self.text()
+        if r < 0.55:
+            return self.sparkplug()
         if r < 0.98:
             return bytes(self.rng.randrange(256) for _ in range(self.rng.randrange(40)))
         return b"\0" * self.rng.choice((65536, 300_000))
+
+    def sparkplug(self) -> bytes:
+        """A Sparkplug B payload made by the protobuf runtime (what ``--decode #=sparkplug`` reads), its texts
+        then swapped for 4 hostile bytes each (not UTF-8, NULs, a surrogate's bytes; the framing stays)."""
+        from codec.payloads.sparkplug import payload_class
+
+        rng = self.rng
+        p = payload_class()()
+        if rng.random() < 0.8:
+            p.seq = rng.randrange(256)
+        if rng.random() < 0.8:
+            p.timestamp = self.int(8)
+        if rng.random() < 0.2:
+            p.uuid = "MARK"
+        for _ in range(rng.choice((0, 1, 2, 4))):
+            m = p.metrics.add()
+            if rng.random() < 0.7:
+                m.name = rng.choice(("MARK", "temp", ""))
+            if rng.random() < 0.6:
+                m.alias = self.int(8)
+            if rng.random() < 0.8:
+                m.datatype = rng.choice((rng.randrange(36), self.int(4)))
+            field = rng.choice(("int_value", "long_value", "float_value", "double_value", "boolean_value",
+                                "string_value", "bytes_value", None))
+            if field == "int_value":
+                m.int_value = self.int(4)
+            elif field == "long_value":
+                m.long_value = self.int(8)
+            elif field in ("float_value", "double_value"):
+                setattr(m, field, rng.choice((0.5, -0.0, 1e300, math.inf, math.nan, 3.4e38)))
+            elif field == "boolean_value":
+                m.boolean_value = True
+            elif field == "string_value":
+                m.string_value = "MARK"
+            elif field == "bytes_value":
+                m.bytes_value = bytes(rng.randrange(256) for _ in range(rng.choice((0, 3, 8, 9))))
+            if rng.random() < 0.1:
+                m.properties.keys.append("MARK")
+                m.properties.values.add().string_value = "MARK"
+        raw = p.SerializeToString()
+        while b"MARK" in raw:
+            raw = raw.replace(b"MARK", rng.choice((b"MARK", b"\xff\xfe\xfd\xfc", b"a\x00b\x00", b"\xed\xa0\x80a",
+                                                   b"\xc0\x80ab", b"\xe2\x80\xaeZ")), 1)
+        return raw
 
     def props(self) -> bytes:
         """An MQTT v5 property tail: valid, or broken in one of the ways that matter."""
