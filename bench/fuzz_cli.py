@@ -16,12 +16,14 @@ Inputs:
   every version 2-6, framed correctly (the chunk length fits the body, the length fields fit
   their strings) around hostile values: boundary numbers, invalid or hostile UTF-8, wildcards
   and NULs in topics, 0-65,535-byte strings, property tails (valid, truncated, duplicated, unknown
-  identifiers, huge variable-byte integers), dangling and duplicate references. Now and then
+  identifiers, huge variable-byte integers), dangling and duplicate references, payloads that are
+  Sparkplug B messages made by the protobuf runtime with hostile bytes in their texts. Now and then
   one framing byte is off (a length one short or long, a cut) so the damage paths run too.
 * ``store``: Mosquitto 2.1 sqlite stores built in memory from the plugin's schema and seeded
   with valid rows, then given row values of every sqlite type and size in every column (NULL,
   boundary and huge integers, reals with inf/NaN, texts and blobs of 0-70,000 bytes, hostile
-  properties JSON: ``1e999``, ``NaN``, deep nesting, lone surrogates, wrong shapes), odd schemas
+  properties JSON: ``1e999``, ``NaN``, deep nesting, lone surrogates, wrong shapes; Sparkplug B
+  payloads as in ``db``), odd schemas
   (a missing table or column, an extra column, ``WITHOUT ROWID``, a view instead of a table, no
   version row) and corrupt pages (bytes overwritten in a page of the file image).
 
@@ -386,6 +388,8 @@ def _slot(v: object) -> str:
 def hostile_value(rng: random.Random, column: str) -> object:
     if column == "properties" and rng.random() < 0.5:
         return hostile_props(rng)
+    if column == "payload" and rng.random() < 0.3:
+        return Values(rng).sparkplug()
     r = rng.random()
     if r < 0.1:
         return None
