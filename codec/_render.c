@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define API_VERSION 2
+#define API_VERSION 3
 
 /* step codes: dumprows.py's _NATIVE_STEPS names them; keep both in step */
 enum {
@@ -32,6 +32,8 @@ enum {
     B64 = 7,     /* (7, starts, sizes): standard base64 with padding */
     ISO = 8,     /* (8, int64[n]): "YYYY-MM-DDTHH:MM:SSZ" quoted for 1..253402300799, null for 0 or less;
                     later than year 9999 defers */
+    STR = 9,     /* (9, list of n str): each row's text as it is, made by Python (dump's decoded payload keys);
+                    one that is not ASCII defers the row */
     NSTEPS
 };
 
@@ -118,7 +120,7 @@ static int parse_program(PyObject *prog, Py_ssize_t n, Program *p) {
         Py_ssize_t k = PyTuple_GET_SIZE(t);
         long code = PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
         if (code == -1 && PyErr_Occurred()) goto done;
-        static const int arity[NSTEPS] = {2, 2, 2, 6, 5, 6, 4, 3, 2};
+        static const int arity[NSTEPS] = {2, 2, 2, 6, 5, 6, 4, 3, 2, 2};
         if (code < 0 || code >= NSTEPS || k != arity[code]) {
             PyErr_Format(PyExc_ValueError, "render: step %zd: unknown code or wrong arity", i);
             goto done;
@@ -147,6 +149,27 @@ static int parse_program(PyObject *prog, Py_ssize_t n, Program *p) {
         case B64:
             if (!get_array(p, it[0], n, (const void **)&s->x) || !get_array(p, it[1], n, (const void **)&s->y)) goto done;
             break;
+        case STR: {
+            if (!PyList_Check(it[0]) || PyList_GET_SIZE(it[0]) != n) {
+                PyErr_SetString(PyExc_ValueError, "render: a list of one text per row");
+                goto done;
+            }
+            s->texts = PyMem_Calloc(n + 1, sizeof(char *));
+            s->tlens = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
+            if (!s->texts || !s->tlens) { PyErr_NoMemory(); goto done; }
+            Py_INCREF(it[0]);  /* the list keeps its texts */
+            p->refs[p->nrefs++] = it[0];
+            for (Py_ssize_t j = 0; j < n; j++) {
+                PyObject *v = PyList_GET_ITEM(it[0], j);
+                if (PyUnicode_Check(v) && PyUnicode_IS_ASCII(v)) {
+                    s->texts[j] = (const char *)PyUnicode_DATA(v);
+                    s->tlens[j] = PyUnicode_GET_LENGTH(v);
+                } else {
+                    s->tlens[j] = -1;
+                }
+            }
+            break;
+        }
         case NAMED: {
             Py_buffer *kb = &p->bufs[p->nbufs];
             if (!get_array(p, it[0], n, (const void **)&s->x)) goto done;
@@ -216,6 +239,10 @@ static int64_t bound(const Program *p, Py_ssize_t n, Py_ssize_t dlen) {
         case NAMED:
             per = s->alen;
             for (Py_ssize_t j = 0; j < s->nkeys; j++) if (s->tlens[j] > per) per = s->tlens[j];
+            break;
+        case STR:
+            for (Py_ssize_t r = 0; r < n; r++)
+                if (s->tlens[r] > 0) sum += s->tlens[r];
             break;
         case TEXT: case PAYLOAD: case JSTR: case B64:
             per = s->code == JSTR ? 4 : s->alen + s->blen;
@@ -353,6 +380,10 @@ static char *row(const Program *p, Py_ssize_t r, const unsigned char *d, char *o
             else o = put_u64(o, (uint64_t)v);
             break;
         }
+        case STR:
+            if (s->tlens[r] < 0) goto defer;
+            o = put(o, s->texts[r], (size_t)s->tlens[r]);
+            break;
         case NAMED: {
             uint64_t v = (uint64_t)s->x[r];
             const char *t = s->a;

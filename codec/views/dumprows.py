@@ -58,7 +58,7 @@ try:  # the C renderer of batch rows (setup.py builds it); without it the rows c
     from codec import _render  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - a checkout without the build
     _render = None
-if _render is not None and getattr(_render, "API", 0) != 2:  # pragma: no cover - a stale build: rebuild it
+if _render is not None and getattr(_render, "API", 0) != 3:  # pragma: no cover - a stale build: rebuild it
     _render = None
 
 BLOCK_CHUNKS = 1 << 12
@@ -281,7 +281,7 @@ class JsonRows:
         self.stores = StoreExpiry(db) if not db.empty else None
         self.specs: dict[int, _Spec] = {}
         self.decoder = decoder  # a codec.payloads.PayloadDecoder: stored messages get the payload_* keys
-        self.native = _render is not None and decoder is None  # rows written by codec/_render.c
+        self.native = _render is not None  # rows written by codec/_render.c
         self._buffer: np.ndarray | None = None
 
     def line(self, chunk: Chunk) -> str:
@@ -352,14 +352,18 @@ class JsonRows:
 
     def _decoded(self, out: list[str | None], raw: bytes, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """The payload_* keys before each stored message line's closing brace."""
-        from codec.payloads.faces import dump_suffixes
-
-        topics = [t.decode("utf-8", "surrogateescape") for t in _slices(raw, *spans["topic"])]
-        payloads = _slices(raw, *spans["payload"])
-        for r, suffix in enumerate(dump_suffixes(self.decoder, topics, payloads)):
+        for r, suffix in enumerate(self._payload_keys(raw, spans)):
             line = out[r]
             if line is not None:
                 out[r] = line[:-2] + suffix + "}\n"
+
+    def _payload_keys(self, raw: Any, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str]:
+        """The text of the payload_* keys of each stored message of a batch (``spans`` into ``raw``: any buffer)."""
+        from codec.payloads.faces import dump_suffixes
+
+        data = raw if isinstance(raw, bytes) else bytes(raw)
+        topics = [t.decode("utf-8", "surrogateescape") for t in _slices(data, *spans["topic"])]
+        return dump_suffixes(self.decoder, topics, _slices(data, *spans["payload"]))
 
     def _expiry(self, kind: str, rows: np.ndarray, ints: dict[str, np.ndarray]) -> np.ndarray | None:
         if kind == "msg_store":
@@ -407,9 +411,10 @@ class JsonRows:
                 if keep_chunk is None or keep_chunk(chunk):
                     yield self.line(chunk)
 
-    def program(self, ctype: int, cols: _Columns) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
+    def program(self, ctype: int, cols: _Columns, raw: Any) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
         """The C renderer's program for a batch of one type (the steps of the type's template, with the
-        expiry part) and the rows it must leave to Python (None: none)."""
+        expiry part and, with a decoder, a stored message's payload keys) and the rows it must leave to Python
+        (None: none). ``raw``: the bytes the columns' spans point into."""
         spec = self._spec(ctype)
         if spec.program is None:
             columns = [*self._head, *spec.columns]
@@ -417,7 +422,12 @@ class JsonRows:
             if spec.expiry:
                 template += ', "expires_at": %s, "expired": %s'
                 columns += [("@expires", "iso"), ("@expired", "bool")]
+            if self.decoder is not None and spec.kind == "msg_store":
+                template += "%s"
+                columns += [("@payload_keys", "text")]
             spec.program = _program(_template_steps(template + spec.tail, columns))
+        if self.decoder is not None and spec.kind == "msg_store":
+            cols.texts["@payload_keys"] = self._payload_keys(raw, cols.spans)
         if spec.expiry:
             exp = self._expiry(spec.kind, cols.rows, cols.ints)
             if exp is None:
@@ -467,7 +477,7 @@ class JsonRows:
         for ctype, pos, rows, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, hsize, version):
             if got is None:
                 return self._per_record_block(a, b, sel)
-            prog = self.program(ctype, _Columns(rows, offs, lens, *got))
+            prog = self.program(ctype, _Columns(rows, offs, lens, *got), raw)
             if prog is None:
                 continue
             which[pos] = len(batches)
@@ -607,7 +617,7 @@ def _pread(fd: int, size: int, offset: int) -> bytes:
 
 # ---------------------------------------------------------------- the C renderer's programs
 # the step codes of codec/_render.c
-_C_CONST, _C_UINT, _C_SINT, _C_TEXT, _C_NAMED, _C_PAYLOAD, _C_JSTR, _C_B64, _C_ISO = range(9)
+_C_CONST, _C_UINT, _C_SINT, _C_TEXT, _C_NAMED, _C_PAYLOAD, _C_JSTR, _C_B64, _C_ISO, _C_STR = range(10)
 
 
 class _Columns:
@@ -617,6 +627,7 @@ class _Columns:
                  spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         self.rows, self.offs, self.lengths, self.ints, self.spans = rows, offs, lengths, ints, spans
         self.more: dict[str, np.ndarray] = {}  # columns the renderer computes (``@expires``, ``@expired``)
+        self.texts: dict[str, list[str]] = {}  # texts Python made per row (``@payload_keys``)
 
     def __getitem__(self, ref: str) -> np.ndarray:
         if ref in self.more:
@@ -660,6 +671,8 @@ def _program(steps: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
             out.append((_C_B64, step[1]))
         elif op == "iso":
             out.append((_C_ISO, step[1]))
+        elif op == "str":
+            out.append((_C_STR, step[1]))
         else:  # pragma: no cover - the specs make no other steps
             raise AssertionError(op)
     return out
@@ -685,6 +698,8 @@ def _template_steps(template: str, columns: list[tuple[str, str]]) -> list[tuple
             steps.append(("iso", column))
         elif how == "bool":
             steps.append(("named", column, {0: "false", 1: "true"}, "true"))
+        elif how == "text":
+            steps.append(("str", column))
         else:  # pragma: no cover - the specs take no other columns
             raise AssertionError(how)
         steps.append(("const", piece[1:]))
@@ -716,6 +731,8 @@ def _bind(program: list[tuple[Any, ...]], cols: _Columns) -> list[tuple[Any, ...
             out.append((code, _ints(starts), _ints(sizes), *step[2:]))
         elif code == _C_ISO:
             out.append((code, _ints(cols[step[1]]).view(np.int64)))
+        elif code == _C_STR:
+            out.append((code, cols.texts[step[1]]))
         else:
             out.append(step)
     return out
@@ -932,7 +949,7 @@ class TextRows(JsonRows):
             spec = self.text_specs[ctype] = _TextSpec(self.db.version or 6, ctype)
         return spec
 
-    def program(self, ctype: int, cols: _Columns) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
+    def program(self, ctype: int, cols: _Columns, raw: Any = None) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
         """The C renderer's program for a batch of one type, and the rows it must leave to Python."""
         spec = self._spec(ctype)
         if spec.program is None:
@@ -1101,7 +1118,7 @@ class StoreJsonRows(JsonRows):
         self.stores = _StoreExpiries(store_expiries(store))
         self.specs = {}
         self.decoder = decoder
-        self.native = _render is not None and decoder is None
+        self.native = _render is not None
 
     def _spec(self, ctype: int) -> _Spec:
         from codec.store.schema import ROWS
@@ -1121,7 +1138,7 @@ class StoreJsonRows(JsonRows):
         rows at a time (texts of a few MB: the memory they take is reused, not mapped afresh each time)."""
         store = self.db
         n = len(c)
-        prog, skip = self.program(t, _Columns(c.index, c.offset, c.length, c.ints, c.spans))  # type: ignore[misc]
+        prog, skip = self.program(t, _Columns(c.index, c.offset, c.length, c.ints, c.spans), c.data)  # type: ignore[misc]
         which = np.zeros(n, np.int32)
         if skip is not None:
             which[skip] = -1

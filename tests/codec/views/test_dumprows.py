@@ -387,3 +387,36 @@ def test_dumps_in_threads_at_once(renderer: str) -> None:
     for path, text, text_json in zip(paths, got, got_json):
         assert text == reference_text(path)
         assert text_json == reference(path)
+
+
+def test_decoded_payload_keys_equal_the_per_record_lines(tmp_path: Path) -> None:
+    """``dump --json --decode``: the payload keys the batch renderers put in each stored message line (plain
+    Sparkplug B read natively where built, ASCII or not, payloads the Python path reads, a payload that does
+    not parse, JSON, a text that is not UTF-8) equal those of the per-record path, line by line."""
+    from codec.payloads import PayloadDecoder
+    from codec.payloads import sparkplug as spb
+
+    cls = spb.payload_class()
+    payloads = []
+    for k, name in enumerate(["temperature", "Température", "bidi\u202e", "tab\t", "MARK", "ü" * 3, "del\x7f"]):
+        p = cls()
+        p.seq, p.timestamp = k, 1_790_000_000_000 + k
+        m = p.metrics.add()
+        m.name, m.alias, m.datatype, m.int_value = name, k, 3, 0xFFFFFFFF - k
+        if k == 2:
+            m.is_historical = True  # not plain: the Python path
+        payloads.append(p.SerializeToString().replace(b"MARK", b"MA\xffK"))
+    payloads += [b"\xff\x00garbage", b"", b'{"a": 1}']
+    recs = [Record(int(ChunkType.CFG), {"shutdown": 1, "dbid_size": 8, "last_db_id": 2}, 6)]
+    for k, payload in enumerate(payloads):
+        topic = "json/x" if payload.startswith(b"{") else f"spBv1.0/g/DDATA/e/d{k}"
+        recs.append(_store(6, k + 1, topic, "c", payload))
+    path = tmp_path / "spb.db"
+    write_records(path, 6, recs)
+    decoder = PayloadDecoder.from_options(["spBv1.0/#=sparkplug", "json/#=json"])
+    with DbFile(path) as db:
+        rows = dumprows.JsonRows(db, AT, decoder)
+        want = "".join(rows.line(chunk) for chunk in db.stream())
+        got = "".join(dumprows.json_blocks(db, AT, decoder=decoder))
+    assert got == want
+    assert got.count('"payload_format": "sparkplug"') == 9 and "not UTF-8 text" in got and "Température" in got
