@@ -95,7 +95,7 @@ class PayloadColumns:
         Plain Sparkplug B payloads (the bulk of a Sparkplug file) are read once by
         :func:`codec.payloads.sparkplug.flat`: the payload's JSON text and its metrics rows come from
         the same pieces; any other payload (and one ``flat`` declines) goes through the decoder."""
-        from codec.payloads.sparkplug import read_flat
+        from codec.payloads.sparkplug import native_flats, read_flat
         from codec.progress import paused_gc
 
         n = batch.num_rows
@@ -110,17 +110,22 @@ class PayloadColumns:
             text: list[str | None] = [None] * n
             metrics = _MetricColumns()
             to_text = self._flat_json.text
+            plain = self.decoder.plain_sparkplug
+            whys = [None if rule is None or rule.format == "none" or payload is None else plain(rule, topic, payload)
+                    for rule, topic, payload in zip(rules, topics, payloads, strict=True)]
+            native = iter(native_flats([p for p, why in zip(payloads, whys, strict=True) if why is not None], True))
             for r, rule in enumerate(rules):
                 if rule is None or rule.format == "none":
                     continue
                 topic, payload = topics[r], payloads[r]
                 if payload is None:
                     continue
-                if self.decoder.plain_sparkplug(rule, topic, payload) is not None:
-                    got = read_flat(payload)
+                if whys[r] is not None:
+                    both = next(native)
+                    got = both[:2] if both is not None else read_flat(payload)
                     if got is not None:
                         fmt[r] = "sparkplug"
-                        text[r] = to_text(*got)
+                        text[r] = both[2] if both is not None else to_text(*got)
                         self._flat_metrics(metrics, r, topic, got, ids[r])
                         continue
                 d = self.decoder.decode(topic, payload, rule=rule)
@@ -134,7 +139,9 @@ class PayloadColumns:
                 text[r] = _ENCODE(d.value)
                 if d.format.endswith("sparkplug"):
                     self._metrics(metrics, r, topic, d.value, ids[r])
-        return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], metrics.batch(batch)
+            rows = metrics.batch(batch)  # its columns too are made with the collector paused (millions of objects),
+            metrics = _MetricColumns()  # and its tuples freed before the collector runs again: none of them is kept
+        return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], rows
 
     def prime(self, db: Any) -> None:
         """Read the file's birth certificates first (picked by topic through the columnar engine):
@@ -176,11 +183,21 @@ class PayloadColumns:
 
     def _births_paused(self, parse: Any, birth_maps: Any, topics: list[Any], payloads: list[Any],
                        store_ids: list[Any]) -> None:
-        for topic, payload, store_id, rule in zip(topics, payloads, store_ids, self.decoder.rules_for(topics),
-                                                  strict=True):
+        from codec.payloads.sparkplug import native_flats
+
+        rules = self.decoder.rules_for(topics)
+        plain = [rule is not None and payload is not None and rule.format.split("+")[-1] in ("sparkplug", "auto")
+                 and self.decoder.plain_sparkplug(rule, topic, payload) is not None
+                 for topic, payload, rule in zip(topics, payloads, rules, strict=True)]
+        native = iter(native_flats([p for p, k in zip(payloads, plain, strict=True) if k], False))
+        for topic, payload, store_id, rule, is_plain in zip(topics, payloads, store_ids, rules, plain, strict=True):
             if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto") or payload is None:
                 continue
-            if self.decoder.plain_sparkplug(rule, topic, payload) is not None:
+            if is_plain:
+                both = next(native)
+                if both is not None:  # read natively: the maps from its metrics
+                    self._birth(topic, _flat_maps(both[1]), _unsigned(store_id))
+                    continue
                 try:
                     msg = parse(payload)
                 except Exception:  # noqa: BLE001 - the runtime's DecodeError: not a birth to learn from

@@ -18,6 +18,9 @@ if [ "${MOSQDB_SYSTEM_DEPS:-0}" = "1" ]; then
   # mosqdb metrics: promtool lints the text; node_exporter's textfile collector and Prometheus read it back
   command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
   command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
+  # the native Sparkplug B reader (codec/_sparkplug.cpp): protobuf's C++ runtime and protoc, found by pkg-config
+  command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+  { command -v protoc >/dev/null 2>&1 && pkg-config --exists protobuf 2>/dev/null; } || need_apt+=(protobuf-compiler libprotobuf-dev)
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing system packages: ${need_apt[*]}" >&2

@@ -37,30 +37,40 @@ def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence
     """:func:`dump_suffix` of each row's ``decoder.decode``, for a batch of rows: plain Sparkplug B
     payloads (most of a Sparkplug file) are read by :func:`codec.payloads.sparkplug.flat` and their
     text written from its pieces, the same bytes without building the value."""
-    from codec.payloads.sparkplug import FlatJson, read_flat
+    from codec.payloads.sparkplug import FlatJson, native_texts, read_flat
     from codec.progress import paused_gc
 
     with paused_gc():
-        return _suffixes(decoder, topics, payloads, FlatJson(compact=False).text, read_flat)
+        return _suffixes(decoder, topics, payloads, FlatJson(compact=False).text, read_flat, native_texts)
 
 
 def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None], to_text: Any,
-              read_flat: Any) -> list[str]:
+              read_flat: Any, native_texts: Any) -> list[str]:
+    rules = decoder.rules_for(topics)
+    plain = decoder.plain_sparkplug
+    whys = [None if rule is None or payload is None or rule.format == "none" else plain(rule, topic, payload)
+            for topic, payload, rule in zip(topics, payloads, rules, strict=True)]
+    texts = iter(native_texts([p for p, why in zip(payloads, whys, strict=True) if why is not None], False))
     out = []
     heads: dict[str, str] = {}
-    for topic, payload, rule in zip(topics, payloads, decoder.rules_for(topics), strict=True):
-        if rule is None or payload is None or rule.format == "none":
-            out.append(_NONE_SUFFIX)
+    for topic, payload, rule, why in zip(topics, payloads, rules, whys, strict=True):
+        if why is None:
+            if rule is None or payload is None or rule.format == "none":
+                out.append(_NONE_SUFFIX)
+            else:  # not plain Sparkplug B: the decoder reads it (and says why it does not parse)
+                out.append(dump_suffix(decoder.decode(topic, payload, rule=rule)))
             continue
-        why = decoder.plain_sparkplug(rule, topic, payload)
-        got = None if why is None else read_flat(payload)
-        if got is None:  # not plain Sparkplug B: the decoder reads it (and says why it does not parse)
-            out.append(dump_suffix(decoder.decode(topic, payload, rule=rule)))
-            continue
+        text = next(texts)
+        if text is None:  # left to the Python runtime
+            got = read_flat(payload)
+            if got is None:
+                out.append(dump_suffix(decoder.decode(topic, payload, rule=rule)))
+                continue
+            text = to_text(*got)
         head = heads.get(why)
         if head is None:
             head = heads[why] = f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
-        out.append(head + json_safe(to_text(*got)) + ', "payload_error": null')
+        out.append(head + json_safe(text) + ', "payload_error": null')
     return out
 
 

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import codec.payloads.protobuf as protobuf
@@ -42,6 +43,13 @@ _ARRAY_CODES = {22: "b", 23: "h", 24: "i", 25: "q", 26: "B", 27: "H", 28: "I", 2
 MESSAGE_TYPES = ("NBIRTH", "NDEATH", "DBIRTH", "DDEATH", "NDATA", "DDATA", "NCMD", "DCMD", "STATE")
 
 _payload_class: Any = None
+
+try:  # the native reader of plain payloads (codec/_sparkplug.cpp: setup.py builds it where protobuf's C++ runtime is)
+    from codec import _sparkplug as _native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built without protobuf's C++ runtime
+    _native = None
+if _native is not None and getattr(_native, "API_VERSION", 0) != 1:  # pragma: no cover - a stale build
+    _native = None
 
 
 def payload_class() -> Any:
@@ -428,6 +436,23 @@ def flat(msg: Any) -> tuple[tuple[Any, Any, Any, Any], list[Flat]] | None:
     head = (msg.timestamp if msg.HasField("timestamp") else None, msg.seq if msg.HasField("seq") else None,
             uuid, b64(msg.body) if msg.HasField("body") else None)
     return head, metrics
+
+
+def native_texts(payloads: Sequence[bytes], compact: bool) -> list[str | None]:
+    """:class:`FlatJson` texts of plain payloads, read by the native reader (protobuf's C++ runtime); None
+    for each payload it leaves to the Python path (every payload when it is not built)."""
+    if _native is None:
+        return [None] * len(payloads)
+    return _native.texts(payloads, compact)
+
+
+def native_flats(payloads: Sequence[bytes], compact: bool) -> list[tuple[Any, Any, str] | None]:
+    """:func:`read_flat` of plain payloads and their :class:`FlatJson` text, as ``(head, metrics, text)``, read
+    by the native reader; None for each payload it leaves to the Python path (every payload when it is not
+    built)."""
+    if _native is None:
+        return [None] * len(payloads)
+    return _native.flats(payloads, compact)
 
 
 class FlatJson:

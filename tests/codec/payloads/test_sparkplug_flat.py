@@ -8,10 +8,14 @@ metadata, flags)."""
 from __future__ import annotations
 
 import json
+import math
 import random
+import shutil
+import subprocess
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 from codec.payloads import PayloadDecoder
 from codec.payloads import sparkplug as spb
@@ -100,7 +104,19 @@ def test_flat_text_is_the_general_paths_json() -> None:
     assert read > 1000 and declined > 100  # both paths were taken
 
 
-def test_dump_suffixes_equal_each_rows_dump_keys() -> None:
+@pytest.fixture(params=["native", "python"])
+def reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A batch test twice: plain payloads read by the native reader (codec/_sparkplug.cpp), and by the Python
+    runtime alone."""
+    if request.param == "native":
+        if spb._native is None:
+            pytest.skip("the native Sparkplug reader is not built (setup.py build_ext --inplace, with protoc)")
+    else:
+        monkeypatch.setattr(spb, "_native", None)
+    return request.param
+
+
+def test_dump_suffixes_equal_each_rows_dump_keys(reader: str) -> None:
     payloads: list[Any] = corpus(1500)
     payloads[3] = b"\xff\x00garbage"  # not a Payload message: a payload_error
     payloads[4] = None
@@ -115,7 +131,7 @@ def test_dump_suffixes_equal_each_rows_dump_keys() -> None:
         assert dump_suffixes(decoder, topics, payloads) == want
 
 
-def test_export_columns_equal_the_general_paths() -> None:
+def test_export_columns_equal_the_general_paths(reader: str) -> None:
     """The export's batch: payload_format/payload_json and the metrics rows (names and datatypes from
     births) read by the fast path equal those of the general path."""
     from exporters.payloads import PayloadColumns
@@ -219,3 +235,70 @@ def test_a_protobuf_string_that_is_not_utf8_is_a_decoding_error() -> None:
     for spans in (False, True):
         d = decoder.decode("a/b", payload, spans=spans)
         assert d is not None and not d.ok and d.error == "org.eclipse.tahu.protobuf.Payload.Metric.name is not UTF-8 text"
+
+
+def test_the_native_reader_is_built_where_protobufs_cpp_runtime_is() -> None:
+    try:
+        found = shutil.which("protoc") is not None and subprocess.run(
+            ["pkg-config", "--exists", "protobuf"], check=False).returncode == 0
+    except OSError:
+        found = False
+    if not found:
+        pytest.skip("no protoc or no protobuf C++ runtime here: the Python runtime reads every payload")
+    assert spb._native is not None, "protoc and libprotobuf are here, but codec._sparkplug is not built"
+
+
+def _mutated(payloads: list[bytes], n: int) -> list[bytes]:
+    """Payloads with bytes changed, cut, inserted or copied: wire forms the two runtimes might read apart."""
+    rnd = random.Random(11)
+    out = []
+    for _ in range(n):
+        p = bytearray(rnd.choice(payloads))
+        for _ in range(rnd.randrange(1, 4)):
+            if not p:
+                break
+            r, i = rnd.random(), rnd.randrange(len(p))
+            if r < 0.5:
+                p[i] = rnd.randrange(256)
+            elif r < 0.7:
+                del p[i:]
+            elif r < 0.85:
+                p.insert(i, rnd.randrange(256))
+            else:
+                p[i:i] = p[rnd.randrange(len(p)):][:8]
+        out.append(bytes(p))
+    return out
+
+
+def _typed(x: Any) -> Any:
+    """A value with its type, NaN equal to itself."""
+    if isinstance(x, (list, tuple)):
+        return [_typed(v) for v in x]
+    return (type(x).__name__, "nan" if isinstance(x, float) and math.isnan(x) else x)
+
+
+def test_the_native_reader_gives_what_the_python_runtime_reads() -> None:
+    """On every payload the native reader reads, its pieces (values of the same types) and texts are the Python
+    path's; where the two runtimes could read the bytes apart (an overlong tag, fields out of order or repeated,
+    unknown fields, text that is not UTF-8) it leaves the payload to the Python path, never the other way."""
+    if spb._native is None:
+        pytest.skip("the native Sparkplug reader is not built")
+    payloads = corpus()
+    payloads += _mutated(payloads, 60_000)
+    payloads.append(b"\x08\x80\x1f\xd8\xc1\xa2\x8c\x34\xc1\xa2\x8c\x34\x18\xbc\x01")  # a tag past 32 bits: upb refuses it
+    payloads.append(_not_utf8(lambda p: setattr(_metric(p), "name", "MARK")))
+    compact, spaced = spb.FlatJson(compact=True), spb.FlatJson(compact=False)
+    flats = spb.native_flats(payloads, True)
+    texts = spb.native_texts(payloads, False)
+    read = left = 0
+    for payload, both, text in zip(payloads, flats, texts, strict=True):
+        want = spb.read_flat(payload)
+        if both is None:
+            assert text is None
+            left += want is not None
+            continue
+        read += 1
+        assert want is not None, payload  # the native reader reads nothing the Python runtime refuses
+        assert _typed(both[:2]) == _typed(want), payload
+        assert both[2] == compact.text(*want) and text == spaced.text(*want), payload
+    assert read > 5000 and 0 < left < read // 5

@@ -1,0 +1,544 @@
+/* mosqdb's optional native reader of plain Sparkplug B payloads, on the official protobuf C++ runtime.
+ *
+ * Messages are parsed by libprotobuf with the classes protoc generates from Eclipse Tahu's
+ * sparkplug_b.proto (codec/payloads/, generated at build time: setup.py). From each parsed message this
+ * writes what codec/payloads/sparkplug.py's ``flat`` and ``FlatJson.text`` make with the Python runtime:
+ * the payload's JSON text, and for the export each metric's pieces. It answers None for any payload the
+ * Python path must read: one that does not parse, a metric that is not a plain scalar (arrays, datasets,
+ * templates, extensions, flags, metadata, properties), a string that is not UTF-8. Tests compare both
+ * paths on every payload they make. Optional: without it the Python runtime reads every payload. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "sparkplug_b.pb.h"
+
+using Payload = org::eclipse::tahu::protobuf::Payload;
+using Metric = org::eclipse::tahu::protobuf::Payload_Metric;
+
+static const char *const DATATYPES[] = {
+    "Unknown", "Int8", "Int16", "Int32", "Int64", "UInt8", "UInt16", "UInt32", "UInt64", "Float", "Double",
+    "Boolean", "String", "DateTime", "Text", "UUID", "DataSet", "Bytes", "File", "Template", "PropertySet",
+    "PropertySetList", "Int8Array", "Int16Array", "Int32Array", "Int64Array", "UInt8Array", "UInt16Array",
+    "UInt32Array", "UInt64Array", "FloatArray", "DoubleArray", "BooleanArray", "StringArray", "DateTimeArray",
+};
+static const unsigned NDATATYPES = sizeof(DATATYPES) / sizeof(DATATYPES[0]);
+
+/* Strict UTF-8, as Python decodes it (no overlong forms, no surrogates, nothing past U+10FFFF): the
+ * Python runtime hands a proto2 string that is not such text back as bytes. */
+static bool valid_utf8(const std::string &s) {
+    const unsigned char *p = (const unsigned char *)s.data(), *end = p + s.size();
+    while (p < end) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        int n;
+        unsigned min;
+        if (c >= 0xC2 && c <= 0xDF) {
+            n = 1;
+            min = 0x80;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            n = 2;
+            min = 0x800;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            n = 3;
+            min = 0x10000;
+        } else {
+            return false;
+        }
+        if (end - p <= n)
+            return false;
+        unsigned cp = c & (0x3F >> n);
+        for (int k = 1; k <= n; k++) {
+            if ((p[k] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        p += n + 1;
+    }
+    return true;
+}
+
+/* A JSON string literal as json.encoder.encode_basestring writes it (non-ASCII kept as is). */
+static void put_string(std::string &out, const std::string &s) {
+    static const char hex[] = "0123456789abcdef";
+    out.push_back('"');
+    for (unsigned char c : s) {
+        switch (c) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        case '\b': out += "\\b"; break;
+        case '\f': out += "\\f"; break;
+        default:
+            if (c < 0x20) {
+                out += "\\u00";
+                out.push_back(hex[c >> 4]);
+                out.push_back(hex[c & 15]);
+            } else {
+                out.push_back((char)c);
+            }
+        }
+    }
+    out.push_back('"');
+}
+
+static void put_u64(std::string &out, uint64_t v) {
+    char buf[24];
+    char *p = buf + sizeof buf;
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    out.append(p, (size_t)(buf + sizeof buf - p));
+}
+
+static void put_i64(std::string &out, int64_t v) {
+    if (v < 0) {
+        out.push_back('-');
+        put_u64(out, 0 - (uint64_t)v);
+    } else {
+        put_u64(out, (uint64_t)v);
+    }
+}
+
+/* repr() of a float, as Python writes it; non-finite values as the strings plain_float gives. */
+static bool put_double(std::string &out, double v) {
+    if (std::isnan(v)) {
+        out += "\"NaN\"";
+        return true;
+    }
+    if (std::isinf(v)) {
+        out += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+        return true;
+    }
+    char *text = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (text == NULL)
+        return false;
+    out += text;
+    PyMem_Free(text);
+    return true;
+}
+
+static void put_base64(std::string &out, const std::string &raw) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const unsigned char *p = (const unsigned char *)raw.data();
+    size_t n = raw.size(), i = 0;
+    for (; i + 3 <= n; i += 3) {
+        unsigned v = (p[i] << 16) | (p[i + 1] << 8) | p[i + 2];
+        out.push_back(tab[v >> 18]);
+        out.push_back(tab[(v >> 12) & 63]);
+        out.push_back(tab[(v >> 6) & 63]);
+        out.push_back(tab[v & 63]);
+    }
+    if (n - i == 1) {
+        unsigned v = p[i] << 16;
+        out.push_back(tab[v >> 18]);
+        out.push_back(tab[(v >> 12) & 63]);
+        out += "==";
+    } else if (n - i == 2) {
+        unsigned v = (p[i] << 16) | (p[i + 1] << 8);
+        out.push_back(tab[v >> 18]);
+        out.push_back(tab[(v >> 12) & 63]);
+        out.push_back(tab[(v >> 6) & 63]);
+        out.push_back('=');
+    }
+}
+
+/* An integer of a signed datatype held unsigned (sparkplug.py's _signed): two's complement of the
+ * field's width, or of the datatype's own width. */
+static int64_t as_signed(uint64_t raw, int bits, int width, bool *negative_wide) {
+    *negative_wide = false;
+    if (width == 64 && raw >= (1ULL << 63))
+        return (int64_t)raw;
+    if (width == 32 && raw >= (1ULL << 31))
+        return (int64_t)raw - (int64_t)(1ULL << 32);
+    if (bits < width && raw >= (1ULL << (bits - 1)) && raw < (1ULL << bits))
+        return (int64_t)raw - (int64_t)(1ULL << bits);
+    *negative_wide = true; /* not changed: write it unsigned */
+    return 0;
+}
+
+static int signed_bits(uint32_t dt) {
+    switch (dt) {
+    case 1: return 8;
+    case 2: return 16;
+    case 3: return 32;
+    case 4: return 64;
+    default: return 0;
+    }
+}
+
+/* The JSON text of a metric's value into ``out``; false: the Python path reads this payload. */
+static bool put_value(std::string &out, const Metric &m) {
+    int bits = m.has_datatype() && m.datatype() ? signed_bits(m.datatype()) : 0;
+    bool unchanged;
+    switch (m.value_case()) {
+    case Metric::VALUE_NOT_SET:
+        out += "null";
+        return true;
+    case Metric::kIntValue: {
+        uint64_t raw = m.int_value();
+        if (bits) {
+            int64_t v = as_signed(raw, bits, 32, &unchanged);
+            if (!unchanged) {
+                put_i64(out, v);
+                return true;
+            }
+        }
+        put_u64(out, raw);
+        return true;
+    }
+    case Metric::kLongValue: {
+        uint64_t raw = m.long_value();
+        if (bits) {
+            int64_t v = as_signed(raw, bits, 64, &unchanged);
+            if (!unchanged) {
+                put_i64(out, v);
+                return true;
+            }
+        }
+        put_u64(out, raw);
+        return true;
+    }
+    case Metric::kFloatValue:
+        return put_double(out, (double)m.float_value());
+    case Metric::kDoubleValue:
+        return put_double(out, m.double_value());
+    case Metric::kBooleanValue:
+        out += m.boolean_value() ? "true" : "false";
+        return true;
+    case Metric::kStringValue:
+        if (!valid_utf8(m.string_value()))
+            return false;
+        put_string(out, m.string_value());
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* FlatJson.text of a payload; false when it is not plain (then ``out`` is garbage). */
+static bool payload_text(std::string &out, const Payload &p, const char *key, const char *item) {
+    out.push_back('{');
+    if (p.has_timestamp()) {
+        out += "\"timestamp\"";
+        out += key;
+        put_u64(out, p.timestamp());
+        out += item;
+    }
+    if (p.has_seq()) {
+        out += "\"seq\"";
+        out += key;
+        put_u64(out, p.seq());
+        out += item;
+    }
+    if (p.has_uuid()) {
+        if (!valid_utf8(p.uuid()))
+            return false;
+        out += "\"uuid\"";
+        out += key;
+        put_string(out, p.uuid());
+        out += item;
+    }
+    out += "\"metrics\"";
+    out += key;
+    out.push_back('[');
+    for (int k = 0; k < p.metrics_size(); k++) {
+        const Metric &m = p.metrics(k);
+        if (m.has_is_historical() || m.has_is_transient() || m.has_is_null() || m.has_metadata() ||
+            m.has_properties())
+            return false;
+        if (k)
+            out += item;
+        out += "{\"name\"";
+        out += key;
+        if (m.has_name()) {
+            if (!valid_utf8(m.name()))
+                return false;
+            put_string(out, m.name());
+        } else {
+            out += "null";
+        }
+        out += item;
+        out += "\"alias\"";
+        out += key;
+        if (m.has_alias())
+            put_u64(out, m.alias());
+        else
+            out += "null";
+        out += item;
+        out += "\"timestamp\"";
+        out += key;
+        if (m.has_timestamp())
+            put_u64(out, m.timestamp());
+        else
+            out += "null";
+        out += item;
+        out += "\"datatype\"";
+        out += key;
+        if (!m.has_datatype()) {
+            out += "null";
+        } else if (m.datatype() < NDATATYPES) {
+            out.push_back('"');
+            out += DATATYPES[m.datatype()];
+            out.push_back('"');
+        } else {
+            out += "\"Unknown(";
+            put_u64(out, m.datatype());
+            out += ")\"";
+        }
+        out += item;
+        out += "\"value\"";
+        out += key;
+        if (!put_value(out, m))
+            return false;
+        out.push_back('}');
+    }
+    out.push_back(']');
+    if (p.has_body()) {
+        out += item;
+        out += "\"body\"";
+        out += key;
+        out.push_back('"');
+        put_base64(out, p.body());
+        out.push_back('"');
+    }
+    out.push_back('}');
+    return true;
+}
+
+/* The payload parsed, and written again by the runtime to the very same bytes. The C++ and Python runtimes
+ * differ on some malformed input (a tag longer than 32 bits: C++ drops its high bits, upb refuses the
+ * message); bytes the C++ runtime writes back unchanged are a canonical encoding both read alike. Real
+ * encoders write canonical bytes; anything else (fields out of order, a field repeated, unknown fields,
+ * overlong varints) goes to the Python path, which gives the answer for it. */
+static bool parsed(Payload &msg, std::string &again, PyObject *o) {
+    const char *data = PyBytes_AS_STRING(o);
+    Py_ssize_t size = PyBytes_GET_SIZE(o);
+    if (!msg.ParseFromArray(data, (int)size))
+        return false;
+    again.clear();
+    if (!msg.SerializeToString(&again))
+        return false;
+    return again.size() == (size_t)size && memcmp(again.data(), data, (size_t)size) == 0;
+}
+
+static PyObject *texts(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    int compact;
+    if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
+        return NULL;
+    PyObject *fast = PySequence_Fast(seq, "texts: a sequence of payloads");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *result = PyList_New(n);
+    if (result == NULL) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
+    Payload msg;
+    std::string out, again;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = items[i], *text = NULL;
+        if (PyBytes_Check(o)) {
+            out.clear();
+            if (PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o) && payload_text(out, msg, key, item)) {
+                text = PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL);
+                if (text == NULL) {
+                    Py_DECREF(result);
+                    Py_DECREF(fast);
+                    return NULL;
+                }
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(result);
+                Py_DECREF(fast);
+                return NULL;
+            }
+        }
+        if (text == NULL) {
+            Py_INCREF(Py_None);
+            text = Py_None;
+        }
+        PyList_SET_ITEM(result, i, text);
+    }
+    Py_DECREF(fast);
+    return result;
+}
+
+/* The Python value of a metric's value (sparkplug.py's ``flat``: signed integers, non-finite floats as their
+ * names), its JSON text in ``vj``; NULL with no exception: the Python path reads this payload. */
+static PyObject *value_object(const Metric &m, std::string &vj) {
+    vj.clear();
+    if (!put_value(vj, m))
+        return NULL;
+    switch (m.value_case()) {
+    case Metric::VALUE_NOT_SET:
+        Py_RETURN_NONE;
+    case Metric::kIntValue:
+    case Metric::kLongValue:
+        return PyLong_FromString(vj.c_str(), NULL, 10);
+    case Metric::kFloatValue:
+    case Metric::kDoubleValue: {
+        double v = m.value_case() == Metric::kFloatValue ? (double)m.float_value() : m.double_value();
+        if (std::isfinite(v))
+            return PyFloat_FromDouble(v);
+        return PyUnicode_FromStringAndSize(vj.data() + 1, (Py_ssize_t)vj.size() - 2);  /* the name, unquoted */
+    }
+    case Metric::kBooleanValue:
+        return PyBool_FromLong(m.boolean_value());
+    case Metric::kStringValue:
+        return PyUnicode_DecodeUTF8(m.string_value().data(), (Py_ssize_t)m.string_value().size(), NULL);
+    default:
+        return NULL;
+    }
+}
+
+static PyObject *text_or_none(bool has, const std::string &s) {
+    if (!has)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(s.data(), (Py_ssize_t)s.size(), NULL);
+}
+
+static PyObject *u64_or_none(bool has, uint64_t v) {
+    if (!has)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(v);
+}
+
+/* sparkplug.py's ``flat`` of a parsed payload: ((timestamp, seq, uuid, body as base64), [(name, alias,
+ * timestamp, datatype, value, value's JSON text)]); Py_None when it is not plain; NULL on an error. */
+static PyObject *flat_object(const Payload &p, std::string &vj) {
+    if (p.has_uuid() && !valid_utf8(p.uuid()))
+        Py_RETURN_NONE;
+    int n = p.metrics_size();
+    for (int k = 0; k < n; k++) {
+        const Metric &m = p.metrics(k);
+        if (m.has_is_historical() || m.has_is_transient() || m.has_is_null() || m.has_metadata() ||
+            m.has_properties() || (m.has_name() && !valid_utf8(m.name())))
+            Py_RETURN_NONE;
+        Metric::ValueCase c = m.value_case();
+        if (c != Metric::VALUE_NOT_SET && (c < Metric::kIntValue || c > Metric::kStringValue))
+            Py_RETURN_NONE;
+        if (c == Metric::kStringValue && !valid_utf8(m.string_value()))
+            Py_RETURN_NONE;
+    }
+    PyObject *metrics = PyList_New(n);
+    if (metrics == NULL)
+        return NULL;
+    for (int k = 0; k < n; k++) {
+        const Metric &m = p.metrics(k);
+        PyObject *v = value_object(m, vj);
+        if (v == NULL) {
+            Py_DECREF(metrics);
+            if (PyErr_Occurred())
+                return NULL;
+            Py_RETURN_NONE;
+        }
+        PyObject *row = Py_BuildValue("(NNNNNN)", text_or_none(m.has_name(), m.name()),
+                                      u64_or_none(m.has_alias(), m.alias()),
+                                      u64_or_none(m.has_timestamp(), m.timestamp()),
+                                      u64_or_none(m.has_datatype(), m.datatype()), v,
+                                      PyUnicode_DecodeUTF8(vj.data(), (Py_ssize_t)vj.size(), NULL));
+        if (row == NULL) {
+            Py_DECREF(metrics);
+            return NULL;
+        }
+        PyList_SET_ITEM(metrics, k, row);
+    }
+    PyObject *body;
+    if (p.has_body()) {
+        vj.clear();
+        put_base64(vj, p.body());
+        body = PyUnicode_FromStringAndSize(vj.data(), (Py_ssize_t)vj.size());
+    } else {
+        Py_INCREF(Py_None);
+        body = Py_None;
+    }
+    return Py_BuildValue("((NNNN)N)", u64_or_none(p.has_timestamp(), p.timestamp()),
+                         u64_or_none(p.has_seq(), p.seq()), text_or_none(p.has_uuid(), p.uuid()), body, metrics);
+}
+
+static PyObject *flats(PyObject *self, PyObject *args) {
+    PyObject *seq, *with_text = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &seq, &with_text))
+        return NULL;
+    int text = with_text != Py_None, compact = text ? PyObject_IsTrue(with_text) : 0;
+    if (compact < 0)
+        return NULL;
+    const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
+    PyObject *fast = PySequence_Fast(seq, "flats: a sequence of payloads");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *result = PyList_New(n);
+    if (result == NULL) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    Payload msg;
+    std::string again, vj, out;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = items[i], *got;
+        if (PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o)) {
+            got = flat_object(msg, vj);
+            if (got != NULL && got != Py_None && text) {  /* (head, metrics) + (the payload's text,) */
+                out.clear();
+                PyObject *t = payload_text(out, msg, key, item)
+                                  ? PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL) : NULL;
+                PyObject *both = t == NULL ? NULL : Py_BuildValue("(OON)", PyTuple_GET_ITEM(got, 0),
+                                                                   PyTuple_GET_ITEM(got, 1), t);
+                Py_DECREF(got);
+                got = both;
+            }
+            if (got == NULL) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_AssertionError, "flats: a plain payload without its text");
+                Py_DECREF(result);
+                Py_DECREF(fast);
+                return NULL;
+            }
+        } else {
+            Py_INCREF(Py_None);
+            got = Py_None;
+        }
+        PyList_SET_ITEM(result, i, got);
+    }
+    Py_DECREF(fast);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"flats", flats, METH_VARARGS,
+     "flats(payloads[, compact]) -> list: each payload as sparkplug.flat gives it (with compact given, and its\n"
+     "FlatJson text: (head, metrics, text)), or None where the Python path reads it"},
+    {"texts", texts, METH_VARARGS,
+     "texts(payloads, compact) -> list: each payload's FlatJson text, or None where the Python path reads it"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_sparkplug", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__sparkplug(void) {
+    GOOGLE_PROTOBUF_VERIFY_VERSION;
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 1) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
