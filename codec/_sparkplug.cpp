@@ -522,7 +522,207 @@ static PyObject *flats(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* Kinds of a metric's value in columns(): how its 8 bytes of ``bits`` read. */
+enum { V_NONE = 0, V_UINT = 1, V_SINT = 2, V_FLOAT = 3, V_NONFINITE = 4, V_BOOL = 5, V_STRING = 6 };
+
+template <typename T> static void put_raw(std::string &col, T v) { col.append((const char *)&v, sizeof v); }
+
+/* Arrow-style text column: int64 offsets and the bytes. */
+struct TextColumn {
+    std::string offsets, data;
+    TextColumn() { put_raw<int64_t>(offsets, 0); }
+    void add(const char *p, size_t n) {
+        data.append(p, n);
+        put_raw<int64_t>(offsets, (int64_t)data.size());
+    }
+};
+
+static PyObject *bytes_of(const std::string &s) { return PyBytes_FromStringAndSize(s.data(), (Py_ssize_t)s.size()); }
+
+/* columns(payloads, compact) -> (texts, per payload: stamp, stamp_set, seq, seq_set, count; per metric: alias,
+ * alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, name offsets, name bytes, value text offsets, value
+ * text bytes). texts[i]: payload i's FlatJson text, None where the Python path reads it (its count is 0). The
+ * arrays are bytes of little-endian uint64 (uint8 for *_set and kind, int32 for count, int64 offsets); a metric's
+ * value is ``bits`` read as ``kind`` says (V_*; a negative integer as int64, a float's double bits), its JSON
+ * text what flat() gives as the value's text. What flat() gives, in columns: no Python object per metric. */
+static PyObject *columns(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    int compact;
+    if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
+        return NULL;
+    PyObject *fast = PySequence_Fast(seq, "columns: a sequence of payloads");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *texts = PyList_New(n);
+    if (texts == NULL) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
+    std::string stamp, stamp_set, seqs, seq_set, count;
+    std::string alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set;
+    TextColumn names, values;
+    Payload msg;
+    std::string again, out, vj;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = items[i], *text = NULL;
+        if (PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o)) {
+            out.clear();
+            if (payload_text(out, msg, key, item)) {
+                text = PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL);
+                if (text == NULL) {
+                    Py_DECREF(texts);
+                    Py_DECREF(fast);
+                    return NULL;
+                }
+            } else if (PyErr_Occurred()) {
+                Py_DECREF(texts);
+                Py_DECREF(fast);
+                return NULL;
+            }
+        }
+        int32_t k = 0;
+        if (text != NULL) {  /* plain: every metric is a scalar (payload_text checked), its value text again */
+            k = msg.metrics_size();
+            for (int j = 0; j < k; j++) {
+                const Metric &m = msg.metrics(j);
+                put_raw<uint64_t>(alias, m.alias());
+                put_raw<uint8_t>(alias_set, m.has_alias());
+                put_raw<uint64_t>(ts, m.timestamp());
+                put_raw<uint8_t>(ts_set, m.has_timestamp());
+                put_raw<uint64_t>(dt, m.datatype());
+                put_raw<uint8_t>(dt_set, m.has_datatype());
+                put_raw<uint8_t>(name_set, m.has_name());
+                names.add(m.name().data(), m.has_name() ? m.name().size() : 0);
+                vj.clear();
+                put_value(vj, m);
+                values.add(vj.data(), vj.size());
+                uint8_t vk = V_NONE;
+                uint64_t b = 0;
+                int bitsof = m.has_datatype() && m.datatype() ? signed_bits(m.datatype()) : 0;
+                bool unchanged = true;
+                switch (m.value_case()) {
+                case Metric::kIntValue:
+                case Metric::kLongValue: {
+                    uint64_t raw = m.value_case() == Metric::kIntValue ? m.int_value() : m.long_value();
+                    int64_t v = bitsof ? as_signed(raw, bitsof, m.value_case() == Metric::kIntValue ? 32 : 64,
+                                                   &unchanged) : 0;
+                    if (bitsof && !unchanged) {
+                        vk = V_SINT;
+                        memcpy(&b, &v, 8);
+                    } else {
+                        vk = V_UINT;
+                        b = raw;
+                    }
+                    break;
+                }
+                case Metric::kFloatValue:
+                case Metric::kDoubleValue: {
+                    double v = m.value_case() == Metric::kFloatValue ? (double)m.float_value() : m.double_value();
+                    vk = std::isfinite(v) ? V_FLOAT : V_NONFINITE;
+                    memcpy(&b, &v, 8);
+                    break;
+                }
+                case Metric::kBooleanValue:
+                    vk = V_BOOL;
+                    b = m.boolean_value();
+                    break;
+                case Metric::kStringValue:
+                    vk = V_STRING;
+                    break;
+                default:
+                    break;
+                }
+                put_raw<uint8_t>(kind, vk);
+                put_raw<uint64_t>(bits, b);
+            }
+        } else {
+            Py_INCREF(Py_None);
+            text = Py_None;
+        }
+        put_raw<uint64_t>(stamp, k || text != Py_None ? msg.timestamp() : 0);
+        put_raw<uint8_t>(stamp_set, text != Py_None && msg.has_timestamp());
+        put_raw<uint64_t>(seqs, text != Py_None ? msg.seq() : 0);
+        put_raw<uint8_t>(seq_set, text != Py_None && msg.has_seq());
+        put_raw<int32_t>(count, k);
+        PyList_SET_ITEM(texts, i, text);
+    }
+    Py_DECREF(fast);
+    return Py_BuildValue("(NNNNNNNNNNNNNNNNNN)", texts, bytes_of(stamp), bytes_of(stamp_set), bytes_of(seqs),
+                         bytes_of(seq_set), bytes_of(count), bytes_of(alias), bytes_of(alias_set), bytes_of(ts),
+                         bytes_of(ts_set), bytes_of(dt), bytes_of(dt_set), bytes_of(kind), bytes_of(bits),
+                         bytes_of(name_set), bytes_of(names.offsets), bytes_of(names.data), 
+                         Py_BuildValue("(NN)", bytes_of(values.offsets), bytes_of(values.data)));
+}
+
+/* birth_keys(payloads) -> list: for each plain payload, bytes that hold what a birth certificate tells (each
+ * metric's name, alias and datatype, set or not, in order); None where the Python path reads it. Births with
+ * equal keys give equal maps: a file of many devices born alike makes its maps once. */
+static PyObject *birth_keys(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O", &seq))
+        return NULL;
+    PyObject *fast = PySequence_Fast(seq, "birth_keys: a sequence of payloads");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *result = PyList_New(n);
+    if (result == NULL) {
+        Py_DECREF(fast);
+        return NULL;
+    }
+    Payload msg;
+    std::string again, key, vj;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = items[i], *got = NULL;
+        bool plain = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o) &&
+                     !(msg.has_uuid() && !valid_utf8(msg.uuid()));
+        key.clear();
+        for (int k = 0; plain && k < msg.metrics_size(); k++) {
+            const Metric &m = msg.metrics(k);
+            vj.clear();
+            if (m.has_is_historical() || m.has_is_transient() || m.has_is_null() || m.has_metadata() ||
+                m.has_properties() || (m.has_name() && !valid_utf8(m.name())) || !put_value(vj, m)) {
+                plain = false;
+                break;
+            }
+            put_raw<uint8_t>(key, (uint8_t)(m.has_name() | m.has_alias() << 1 | m.has_datatype() << 2));
+            put_raw<uint32_t>(key, (uint32_t)m.name().size());
+            key += m.name();
+            put_raw<uint64_t>(key, m.alias());
+            put_raw<uint32_t>(key, m.datatype());
+        }
+        if (PyErr_Occurred()) {
+            Py_DECREF(result);
+            Py_DECREF(fast);
+            return NULL;
+        }
+        if (plain) {
+            got = bytes_of(key);
+            if (got == NULL) {
+                Py_DECREF(result);
+                Py_DECREF(fast);
+                return NULL;
+            }
+        } else {
+            Py_INCREF(Py_None);
+            got = Py_None;
+        }
+        PyList_SET_ITEM(result, i, got);
+    }
+    Py_DECREF(fast);
+    return result;
+}
+
 static PyMethodDef methods[] = {
+    {"birth_keys", birth_keys, METH_VARARGS,
+     "birth_keys(payloads) -> list: bytes naming what each plain payload tells as a birth; None: the Python path"},
+    {"columns", columns, METH_VARARGS,
+     "columns(payloads, compact) -> tuple: each payload's FlatJson text (None: the Python path reads it) and\n"
+     "its metrics' pieces in columns (see _sparkplug.cpp)"},
     {"flats", flats, METH_VARARGS,
      "flats(payloads[, compact]) -> list: each payload as sparkplug.flat gives it (with compact given, and its\n"
      "FlatJson text: (head, metrics, text)), or None where the Python path reads it"},

@@ -83,6 +83,7 @@ class PayloadColumns:
         self.births: dict[tuple[Any, ...], list[tuple[int, dict[int, str], dict[str, str]]]] = {}
         self.primed = False
         self._shared: dict[Any, tuple[dict[int, str], dict[str, str]]] = {}  # equal births' maps, held once
+        self._by_key: dict[bytes, tuple[dict[int, str], dict[str, str]]] = {}  # the maps of a native birth key
         self.lock = threading.Lock()
         from codec.payloads.sparkplug import FlatJson
 
@@ -95,7 +96,7 @@ class PayloadColumns:
         Plain Sparkplug B payloads (the bulk of a Sparkplug file) are read once by
         :func:`codec.payloads.sparkplug.flat`: the payload's JSON text and its metrics rows come from
         the same pieces; any other payload (and one ``flat`` declines) goes through the decoder."""
-        from codec.payloads.sparkplug import native_flats, read_flat
+        from codec.payloads.sparkplug import native_columns, native_flats, read_flat
         from codec.progress import paused_gc
 
         n = batch.num_rows
@@ -113,6 +114,16 @@ class PayloadColumns:
             plain = self.decoder.plain_sparkplug
             whys = [None if rule is None or rule.format == "none" or payload is None else plain(rule, topic, payload)
                     for rule, topic, payload in zip(rules, topics, payloads, strict=True)]
+            read: list[Any] = []  # the metrics rows of the plain payloads the native reader read, in columns
+            if self.primed:  # births known: each payload's rows stand alone, so they are made in columns
+                plain_rows = [r for r, why in enumerate(whys) if why is not None]
+                cols = native_columns([payloads[r] for r in plain_rows], True)
+                if cols is not None:
+                    for r, t in zip(plain_rows, cols[0], strict=True):
+                        if t is not None:
+                            fmt[r], text[r], whys[r] = "sparkplug", t, None
+                            rules[r] = None  # done
+                    read = self._native_metrics(batch, topics, ids, plain_rows, cols)
             native = iter(native_flats([p for p, why in zip(payloads, whys, strict=True) if why is not None], True))
             for r, rule in enumerate(rules):
                 if rule is None or rule.format == "none":
@@ -140,6 +151,13 @@ class PayloadColumns:
                 if d.format.endswith("sparkplug"):
                     self._metrics(metrics, r, topic, d.value, ids[r])
             rows = metrics.batch(batch)  # its columns too are made with the collector paused (millions of objects),
+            if read:  # both kinds of rows in the batch's order (a stable sort: a payload's metrics keep theirs)
+                at, native_rows = read
+                if rows.num_rows:
+                    order = np.argsort(np.concatenate([at, np.asarray(metrics.rows, np.int64)]), kind="stable")
+                    rows = pa.Table.from_batches([native_rows, rows]).take(pa.array(order)).combine_chunks().to_batches()[0]
+                else:
+                    rows = native_rows
             metrics = _MetricColumns()  # and its tuples freed before the collector runs again: none of them is kept
         return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], rows
 
@@ -183,20 +201,25 @@ class PayloadColumns:
 
     def _births_paused(self, parse: Any, birth_maps: Any, topics: list[Any], payloads: list[Any],
                        store_ids: list[Any]) -> None:
-        from codec.payloads.sparkplug import native_flats
+        from codec.payloads.sparkplug import native_birth_keys, native_flats
 
         rules = self.decoder.rules_for(topics)
         plain = [rule is not None and payload is not None and rule.format.split("+")[-1] in ("sparkplug", "auto")
                  and self.decoder.plain_sparkplug(rule, topic, payload) is not None
                  for topic, payload, rule in zip(topics, payloads, rules, strict=True)]
-        native = iter(native_flats([p for p, k in zip(payloads, plain, strict=True) if k], False))
+        keys = iter(native_birth_keys([p for p, k in zip(payloads, plain, strict=True) if k]))
+        by_key = self._by_key
         for topic, payload, store_id, rule, is_plain in zip(topics, payloads, store_ids, rules, plain, strict=True):
             if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto") or payload is None:
                 continue
             if is_plain:
-                both = next(native)
-                if both is not None:  # read natively: the maps from its metrics
-                    self._birth(topic, _flat_maps(both[1]), _unsigned(store_id))
+                key = next(keys)
+                if key is not None:  # read natively: births alike share their maps, made once
+                    maps = by_key.get(key)
+                    if maps is None:
+                        (both,) = native_flats([payload], False)
+                        maps = by_key[key] = self._shared_maps(_flat_maps(both[1]))
+                    self._add_birth(topic, maps, _unsigned(store_id))
                     continue
                 try:
                     msg = parse(payload)
@@ -210,14 +233,19 @@ class PayloadColumns:
             self._birth(topic, birth_maps(msg), _unsigned(store_id))
 
     def _birth(self, topic: str, maps: tuple[dict[int, str], dict[str, Any]], store_id: int | None) -> None:
+        self._add_birth(topic, self._shared_maps(maps), store_id)
+
+    def _shared_maps(self, maps: tuple[dict[int, str], dict[str, Any]]) -> tuple[dict[int, str], dict[str, Any]]:
+        """Devices born alike share one copy of their maps."""
+        names, types = maps
+        return self._shared.setdefault((tuple(names.items()), tuple(types.items())), (names, types))
+
+    def _add_birth(self, topic: str, maps: tuple[dict[int, str], dict[str, Any]], store_id: int | None) -> None:
         from codec.payloads.sparkplug import topic_parts
 
         p = topic_parts(topic)
-        names, types = maps
-        node = (p["group_id"], p["edge_node_id"], p["device_id"])
-        key = (tuple(names.items()), tuple(types.items()))
-        names, types = self._shared.setdefault(key, (names, types))  # devices born alike share one copy
-        self.births.setdefault(node, []).append((_unsigned(store_id) or 0, names, types))
+        self.births.setdefault((p["group_id"], p["edge_node_id"], p["device_id"]), []).append(
+            (_unsigned(store_id) or 0, *maps))
 
     def _birth_before(self, node: tuple[Any, ...], store_id: int | None) -> tuple[int, dict[int, str], dict[str, str]] | None:
         """The node's last birth stored before ``store_id`` (store ids grow with time), else its first."""
@@ -260,6 +288,131 @@ class PayloadColumns:
             out.add(r, parts, mtype, seq, stamp, name, alias, from_birth, dt, m, v)
 
 
+    def _native_metrics(self, batch: pa.RecordBatch, topics: list[Any], ids: list[Any], plain_rows: list[int],
+                        cols: tuple[Any, ...]) -> list[Any]:
+        """The metrics rows of the payloads the native reader read (``cols``: its columns of the batch's rows
+        ``plain_rows``), in columns: :meth:`_flat_metrics` of each, the birth lookups Python's per metric that
+        needs one. Returns [the batch row of each metrics row, the rows] or [] when there are none."""
+        from codec.payloads.sparkplug import DATATYPES, retyped, topic_parts
+
+        (texts, stamp, stamp_set, seq, seq_set, count, alias, alias_set, ts, ts_set, dt, dt_set, kind, bits,
+         name_set, name_off, name_data, (value_off, value_data)) = cols
+        per = np.frombuffer(count, np.int32)
+        m = int(per.sum())
+        if not m:
+            return []
+        owner = np.repeat(np.arange(len(plain_rows)), per)  # the payload of each metric
+        at = np.asarray(plain_rows, np.int64)[owner]  # its batch row
+        k_births: list[Any] = [None] * len(plain_rows)
+        g, e, d, mt = ([None] * len(plain_rows) for _ in range(4))
+        for k in np.flatnonzero(per).tolist():
+            r = plain_rows[k]
+            p = topic_parts(topics[r])
+            g[k], e[k], d[k], mt[k] = p["group_id"], p["edge_node_id"], p["device_id"], p["message_type"]
+            if mt[k] not in ("NBIRTH", "DBIRTH"):
+                k_births[k] = self._birth_before((g[k], e[k], d[k]), ids[r])
+        has_birth = np.array([b is not None for b in k_births], bool)[owner]
+        a = np.frombuffer(alias, np.uint64)
+        a_set = np.frombuffer(alias_set, np.bool_)
+        n_set = np.frombuffer(name_set, np.bool_)
+        dts = np.frombuffer(dt, np.uint64)
+        dt_known = np.frombuffer(dt_set, np.bool_)
+        kinds = np.frombuffer(kind, np.uint8)
+        raw = np.frombuffer(bits, np.uint64)
+        names = _text_array(name_off, name_data, n_set)
+        values = _text_array(value_off, value_data)
+        # names a data message left to its birth (by alias)
+        need = np.flatnonzero(~n_set & a_set & has_birth)
+        found = [k_births[o][1].get(x) for o, x in zip(owner[need].tolist(), a[need].tolist(), strict=True)]
+        from_birth = np.zeros(m, bool)
+        from_birth[need] = [x is not None for x in found]
+        if len(need):
+            mask = np.zeros(m, bool)
+            mask[need] = True
+            names = pc.replace_with_mask(names, pa.array(mask), pa.array(found, pa.string()))
+        # datatypes: the payload's, else the birth's for the name
+        codes = np.where(dt_known, np.minimum(dts, len(DATATYPES)), len(DATATYPES) + 1).astype(np.int32)
+        dtn = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=~dt_known),
+                                             pa.array([*DATATYPES, None, None], pa.string())).cast(pa.string())
+        odd = np.flatnonzero(dt_known & (dts >= len(DATATYPES)))
+        if len(odd):
+            mask = np.zeros(m, bool)
+            mask[odd] = True
+            dtn = pc.replace_with_mask(dtn, pa.array(mask), pa.array([f"Unknown({x})" for x in dts[odd].tolist()]))
+        ask = np.flatnonzero(~dt_known & has_birth & (n_set | from_birth))
+        dbl_over: dict[int, Any] = {}
+        if len(ask):
+            asked_names = names.take(pa.array(ask)).to_pylist()
+            got = [k_births[o][2].get(x) for o, x in zip(owner[ask].tolist(), asked_names, strict=True)]
+            mask = np.zeros(m, bool)
+            mask[ask] = True
+            dtn = pc.replace_with_mask(dtn, pa.array(mask), pa.array(got, pa.string()))
+            # a datatype left to the birth reads the value again (sparkplug.retyped)
+            signed = [i for i, x in enumerate(got) if x in ("Int8", "Int16", "Int32", "Int64")]
+            if signed:
+                pos = ask[signed]
+                ints = pos[kinds[pos] == _V_UINT]
+                if len(ints):
+                    new, changed = _signed_as(raw[ints], [got[i] for i, p in zip(signed, pos.tolist(), strict=True)
+                                                          if kinds[p] == _V_UINT])
+                    for p, v in zip(ints[changed].tolist(), new[changed].tolist(), strict=True):
+                        dbl_over[p] = (str(v), float(v))
+            arrays = [i for i, x in enumerate(got) if x is not None and kinds[ask[i]] == _V_STRING]
+            for i in arrays:  # a string read as an array datatype: rare, per metric
+                p = int(ask[i])
+                v = json.loads(values[p].as_py())
+                v2 = retyped(v, got[i])
+                if v2 is not v:
+                    dbl_over[p] = (value_json(v2), _double(v2))
+        dbl = np.zeros(m, np.float64)
+        dbl_ok = np.ones(m, bool)
+        u = kinds == _V_UINT
+        dbl[u] = raw[u].astype(np.float64)
+        sg = kinds == _V_SINT
+        dbl[sg] = raw[sg].view(np.int64).astype(np.float64)
+        fl = (kinds == _V_FLOAT) | (kinds == _V_NONFINITE)
+        dbl[fl] = raw[fl].view(np.float64)
+        bo = kinds == _V_BOOL
+        dbl[bo] = raw[bo].astype(np.float64)
+        dbl_ok[kinds == _V_NONE] = False
+        st = np.flatnonzero(kinds == _V_STRING)
+        if len(st):
+            special = [_NONFINITE.get(x) for x in values.take(pa.array(st)).to_pylist()]
+            dbl[st] = [math.nan if x is None else x for x in special]
+            dbl_ok[st] = [x is not None for x in special]
+        if dbl_over:
+            pos = np.fromiter(dbl_over, np.int64, len(dbl_over))
+            texts_over = [dbl_over[p][0] for p in pos.tolist()]
+            doubles = [dbl_over[p][1] for p in pos.tolist()]
+            mask = np.zeros(m, bool)
+            mask[pos] = True
+            order = np.argsort(pos)
+            values = pc.replace_with_mask(values, pa.array(mask), pa.array([texts_over[i] for i in order], pa.string()))
+            for p, x in zip(pos.tolist(), doubles, strict=True):
+                dbl[p] = math.nan if x is None else x
+                dbl_ok[p] = x is not None
+        values = pc.if_else(pa.array(kinds != _V_NONE), values, pa.scalar(None, pa.string()))
+        take = pa.array(at)
+        arrays: dict[str, Any] = {name: batch.column(name).take(take)
+                                  for name in ("file", "store_id", "chunk_index", "chunk_offset", "topic")}
+        per_msg = pa.array(owner.astype(np.int64))
+        for name, col in (("group_id", g), ("edge_node_id", e), ("device_id", d), ("message_type", mt)):
+            arrays[name] = pa.array(col, pa.string()).take(per_msg)
+        arrays["seq"] = _masked(np.frombuffer(seq, np.uint64), np.frombuffer(seq_set, np.bool_), pa.int64()).take(per_msg)
+        arrays["payload_timestamp"] = _masked(np.frombuffer(stamp, np.uint64), np.frombuffer(stamp_set, np.bool_),
+                                              pa.int64()).take(per_msg)
+        arrays["metric_name"] = names
+        arrays["metric_alias"] = _masked(a, a_set, pa.int64())
+        arrays["name_from_birth"] = pa.array(from_birth)
+        arrays["datatype"] = dtn
+        arrays["is_null"] = arrays["is_historical"] = pa.array(np.zeros(m, bool))
+        arrays["value"] = values
+        arrays["value_double"] = pa.array(dbl, pa.float64(), mask=~dbl_ok)
+        ms = _masked(np.frombuffer(ts, np.uint64), np.frombuffer(ts_set, np.bool_), pa.int64())
+        arrays["timestamp"] = ms
+        arrays["timestamp_ts"] = pc.multiply(pc.if_else(pc.less(ms, 9_000_000_000_000), ms, None), 1000).cast(TIMESTAMP)
+        return [at, pa.RecordBatch.from_arrays([arrays[n] for n in METRIC_NAMES], schema=METRICS)]
+
     def _flat_metrics(self, out: _MetricColumns, r: int, topic: str, got: Any, store_id: int | None) -> None:
         """:meth:`_metrics` of a payload read by ``flat``: the value's JSON text is the one its payload_json
         holds, made again only when the birth's datatype reads the value otherwise."""
@@ -295,6 +448,38 @@ class PayloadColumns:
             rows.append(r)
             tuples.append((g, e, d, mtype, seq, stamp, name, alias, from_birth, dtn, False, False,
                            None if v is None else vj, dbl, ts))
+
+
+_V_NONE, _V_UINT, _V_SINT, _V_FLOAT, _V_NONFINITE, _V_BOOL, _V_STRING = range(7)  # codec/_sparkplug.cpp's kinds
+_NONFINITE = {'"NaN"': math.nan, '"Infinity"': math.inf, '"-Infinity"': -math.inf}  # _double of these texts
+
+
+def _masked(values: np.ndarray, valid: np.ndarray, to: pa.DataType) -> pa.Array:
+    return pa.array(values, pa.uint64(), mask=~valid).cast(to, safe=False)
+
+
+def _text_array(offsets: bytes, data: bytes, valid: np.ndarray | None = None) -> pa.Array:
+    n = len(offsets) // 8 - 1
+    arr = pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
+    if valid is not None and not valid.all():
+        arr = pc.if_else(pa.array(valid), arr, pa.scalar(None, pa.large_string()))
+    return arr.cast(pa.string())
+
+
+def _signed_as(v: np.ndarray, dts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """sparkplug.retyped of unsigned integers whose signed datatype came from a birth: (values as int64, changed)."""
+    from codec.payloads.sparkplug import _DT_CODES, _SIGNED_BITS
+
+    bits = np.array([_SIGNED_BITS[_DT_CODES[d]] for d in dts], np.uint64)
+    width = np.where((v >= np.uint64(1 << 32)) | (bits == 64), np.uint64(64), np.uint64(32))
+    wide = v >= (np.uint64(1) << (width - np.uint64(1)))
+    narrow = ~wide & (bits < width) & (v >= (np.uint64(1) << (bits - np.uint64(1)))) & (v < (np.uint64(1) << bits))
+    out = v.view(np.int64).copy()
+    w32 = wide & (width == 32)
+    out[w32] = v[w32].astype(np.int64) - (1 << 32)  # 64 bits wide: the int64 view is the value already
+    nb = bits[narrow]
+    out[narrow] = v[narrow].astype(np.int64) - (np.int64(1) << nb.astype(np.int64))
+    return out, wide | narrow
 
 
 def _gathered(reader: Any, rows: np.ndarray) -> tuple[list[Any], list[Any], list[Any]] | None:

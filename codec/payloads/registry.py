@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import codec.payloads.formats as formats
@@ -32,8 +33,8 @@ class Rule:
     format: str  # normalised: [wrapper+]base, base "protobuf:PKG.Msg" for a message
     origin: str  # how it was given: "--decode A=B", "FILE:LINE", "detection"
 
-    @property
-    def text(self) -> str:
+    @cached_property
+    def text(self) -> str:  # asked for every payload of a big file: made once
         return f"{self.origin}" if self.origin.startswith("--decode") else f"{self.origin} {self.filter}={self.format}"
 
 

@@ -455,6 +455,23 @@ def native_flats(payloads: Sequence[bytes], compact: bool) -> list[tuple[Any, An
     return _native.flats(payloads, compact)
 
 
+def native_columns(payloads: Sequence[bytes], compact: bool) -> tuple[Any, ...] | None:
+    """The native reader's columns of ``payloads`` (``codec/_sparkplug.cpp``: each payload's :class:`FlatJson`
+    text, None where the Python path reads it, and its metrics' pieces in columns), or None when it is not built."""
+    if _native is None:
+        return None
+    return _native.columns(payloads, compact)
+
+
+def native_birth_keys(payloads: Sequence[bytes]) -> list[bytes | None]:
+    """For each plain payload, bytes naming what it tells as a birth (its metrics' names, aliases and datatypes):
+    equal keys, equal :func:`birth_maps`. None for a payload the Python path reads (each one without the native
+    reader)."""
+    if _native is None:
+        return [None] * len(payloads)
+    return _native.birth_keys(payloads)
+
+
 class FlatJson:
     """The text ``json.dumps(payload_json(msg), ensure_ascii=False, separators=...)`` writes, from
     :func:`flat`'s pieces (``compact``: the exports' canonical JSON; else json.dumps' default
