@@ -157,15 +157,15 @@ static void put_base64(std::string &out, const std::string &raw) {
 
 /* An integer of a signed datatype held unsigned (sparkplug.py's _signed): two's complement of the
  * field's width, or of the datatype's own width. */
-static int64_t as_signed(uint64_t raw, int bits, int width, bool *negative_wide) {
-    *negative_wide = false;
+static int64_t as_signed(uint64_t raw, int bits, int width, bool *unchanged) {
+    *unchanged = false;
     if (width == 64 && raw >= (1ULL << 63))
         return (int64_t)raw;
     if (width == 32 && raw >= (1ULL << 31))
         return (int64_t)raw - (int64_t)(1ULL << 32);
     if (bits < width && raw >= (1ULL << (bits - 1)) && raw < (1ULL << bits))
         return (int64_t)raw - (int64_t)(1ULL << bits);
-    *negative_wide = true; /* not changed: write it unsigned */
+    *unchanged = true; /* write it as it is, unsigned */
     return 0;
 }
 
@@ -180,35 +180,31 @@ static int signed_bits(uint32_t dt) {
 }
 
 /* The JSON text of a metric's value into ``out``; false: the Python path reads this payload. */
-static bool put_value(std::string &out, const Metric &m) {
+/* An integer metric's value as flat() reads it: true and ``*neg`` when its signed datatype makes it negative,
+ * else false (``*raw``, as sent, is the value). */
+static bool negative_value(const Metric &m, uint64_t *raw, int64_t *neg) {
+    bool wide = m.value_case() == Metric::kLongValue;
+    *raw = wide ? m.long_value() : m.int_value();
     int bits = m.has_datatype() && m.datatype() ? signed_bits(m.datatype()) : 0;
-    bool unchanged;
+    bool unchanged = true;
+    if (bits)
+        *neg = as_signed(*raw, bits, wide ? 64 : 32, &unchanged);
+    return !unchanged;
+}
+
+static bool put_value(std::string &out, const Metric &m) {
     switch (m.value_case()) {
     case Metric::VALUE_NOT_SET:
         out += "null";
         return true;
-    case Metric::kIntValue: {
-        uint64_t raw = m.int_value();
-        if (bits) {
-            int64_t v = as_signed(raw, bits, 32, &unchanged);
-            if (!unchanged) {
-                put_i64(out, v);
-                return true;
-            }
-        }
-        put_u64(out, raw);
-        return true;
-    }
+    case Metric::kIntValue:
     case Metric::kLongValue: {
-        uint64_t raw = m.long_value();
-        if (bits) {
-            int64_t v = as_signed(raw, bits, 64, &unchanged);
-            if (!unchanged) {
-                put_i64(out, v);
-                return true;
-            }
-        }
-        put_u64(out, raw);
+        uint64_t raw;
+        int64_t v;
+        if (negative_value(m, &raw, &v))
+            put_i64(out, v);
+        else
+            put_u64(out, raw);
         return true;
     }
     case Metric::kFloatValue:
@@ -228,65 +224,69 @@ static bool put_value(std::string &out, const Metric &m) {
     }
 }
 
+/* ``"name"`` and the key separator, after ``before`` (the item separator; "" for an object's first key). */
+static void put_key(std::string &out, const char *before, const char *name, const char *key) {
+    out += before;
+    out.push_back('"');
+    out += name;
+    out.push_back('"');
+    out += key;
+}
+
+/* An optional unsigned field: its number, or null. */
+static void put_opt_u64(std::string &out, bool has, uint64_t v) {
+    if (has)
+        put_u64(out, v);
+    else
+        out += "null";
+}
+
+/* A metric with nothing but a name, alias, timestamp, datatype and a scalar value (flat() reads no other). */
+static bool plain_metric(const Metric &m) {
+    return !(m.has_is_historical() || m.has_is_transient() || m.has_is_null() || m.has_metadata() ||
+             m.has_properties() || (m.has_name() && !valid_utf8(m.name())));
+}
+
 /* FlatJson.text of a payload; false when it is not plain (then ``out`` is garbage). */
 static bool payload_text(std::string &out, const Payload &p, const char *key, const char *item) {
+    const char *sep = "";
     out.push_back('{');
     if (p.has_timestamp()) {
-        out += "\"timestamp\"";
-        out += key;
+        put_key(out, sep, "timestamp", key);
         put_u64(out, p.timestamp());
-        out += item;
+        sep = item;
     }
     if (p.has_seq()) {
-        out += "\"seq\"";
-        out += key;
+        put_key(out, sep, "seq", key);
         put_u64(out, p.seq());
-        out += item;
+        sep = item;
     }
     if (p.has_uuid()) {
         if (!valid_utf8(p.uuid()))
             return false;
-        out += "\"uuid\"";
-        out += key;
+        put_key(out, sep, "uuid", key);
         put_string(out, p.uuid());
-        out += item;
+        sep = item;
     }
-    out += "\"metrics\"";
-    out += key;
+    put_key(out, sep, "metrics", key);
     out.push_back('[');
     for (int k = 0; k < p.metrics_size(); k++) {
         const Metric &m = p.metrics(k);
-        if (m.has_is_historical() || m.has_is_transient() || m.has_is_null() || m.has_metadata() ||
-            m.has_properties())
+        if (!plain_metric(m))
             return false;
         if (k)
             out += item;
-        out += "{\"name\"";
-        out += key;
-        if (m.has_name()) {
-            if (!valid_utf8(m.name()))
-                return false;
+        out.push_back('{');
+        put_key(out, "", "name", key);
+        if (m.has_name())
             put_string(out, m.name());
-        } else {
-            out += "null";
-        }
-        out += item;
-        out += "\"alias\"";
-        out += key;
-        if (m.has_alias())
-            put_u64(out, m.alias());
         else
             out += "null";
-        out += item;
-        out += "\"timestamp\"";
-        out += key;
-        if (m.has_timestamp())
-            put_u64(out, m.timestamp());
-        else
-            out += "null";
-        out += item;
-        out += "\"datatype\"";
-        out += key;
+        put_key(out, item, "alias", key);
+        put_opt_u64(out, m.has_alias(), m.alias());
+        put_key(out, item, "timestamp", key);
+        put_opt_u64(out, m.has_timestamp(), m.timestamp());
+        put_key(out, item, "datatype", key);
         if (!m.has_datatype()) {
             out += "null";
         } else if (m.datatype() < NDATATYPES) {
@@ -298,18 +298,14 @@ static bool payload_text(std::string &out, const Payload &p, const char *key, co
             put_u64(out, m.datatype());
             out += ")\"";
         }
-        out += item;
-        out += "\"value\"";
-        out += key;
+        put_key(out, item, "value", key);
         if (!put_value(out, m))
             return false;
         out.push_back('}');
     }
     out.push_back(']');
     if (p.has_body()) {
-        out += item;
-        out += "\"body\"";
-        out += key;
+        put_key(out, item, "body", key);
         out.push_back('"');
         put_base64(out, p.body());
         out.push_back('"');
@@ -334,49 +330,55 @@ static bool parsed(Payload &msg, std::string &again, PyObject *o) {
     return again.size() == (size_t)size && memcmp(again.data(), data, (size_t)size) == 0;
 }
 
-static PyObject *texts(PyObject *self, PyObject *args) {
-    PyObject *seq;
-    int compact;
-    if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
-        return NULL;
-    PyObject *fast = PySequence_Fast(seq, "texts: a sequence of payloads");
+static PyObject *none() {
+    Py_INCREF(Py_None);
+    return Py_None;
+}
+
+/* The payloads of a call (a sequence of bytes objects), each read by the runtime and given to ``each`` (NULL:
+ * not a bytes object, or not parsed to canonical bytes), whose new reference (None too) goes in the list it
+ * returns; NULL from ``each`` is an error raised. */
+template <typename F> static PyObject *each_payload(PyObject *seq, const char *what, F each) {
+    PyObject *fast = PySequence_Fast(seq, what);
     if (fast == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
     PyObject **items = PySequence_Fast_ITEMS(fast);
     PyObject *result = PyList_New(n);
-    if (result == NULL) {
-        Py_DECREF(fast);
-        return NULL;
-    }
-    const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
     Payload msg;
-    std::string out, again;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = items[i], *text = NULL;
-        if (PyBytes_Check(o)) {
-            out.clear();
-            if (PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o) && payload_text(out, msg, key, item)) {
-                text = PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL);
-                if (text == NULL) {
-                    Py_DECREF(result);
-                    Py_DECREF(fast);
-                    return NULL;
-                }
-            } else if (PyErr_Occurred()) {
-                Py_DECREF(result);
-                Py_DECREF(fast);
-                return NULL;
-            }
+    std::string again;
+    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+        PyObject *o = items[i];
+        bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o);
+        PyObject *got = each(read ? &msg : NULL);
+        if (got == NULL) {
+            Py_CLEAR(result);
+            break;
         }
-        if (text == NULL) {
-            Py_INCREF(Py_None);
-            text = Py_None;
-        }
-        PyList_SET_ITEM(result, i, text);
+        PyList_SET_ITEM(result, i, got);
     }
     Py_DECREF(fast);
     return result;
+}
+
+/* A payload's FlatJson text as a str, None when it is not plain, NULL on an error. */
+static PyObject *text_of(const Payload &msg, std::string &out, const char *key, const char *item) {
+    out.clear();
+    if (payload_text(out, msg, key, item))
+        return PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL);
+    return PyErr_Occurred() ? NULL : none();
+}
+
+static PyObject *texts(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    int compact;
+    if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
+        return NULL;
+    const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
+    std::string out;
+    return each_payload(seq, "texts: a sequence of payloads", [&](const Payload *msg) {
+        return msg == NULL ? none() : text_of(*msg, out, key, item);
+    });
 }
 
 /* The Python value of a metric's value (sparkplug.py's ``flat``: signed integers, non-finite floats as their
@@ -427,8 +429,7 @@ static PyObject *flat_object(const Payload &p, std::string &vj) {
     int n = p.metrics_size();
     for (int k = 0; k < n; k++) {
         const Metric &m = p.metrics(k);
-        if (m.has_is_historical() || m.has_is_transient() || m.has_is_null() || m.has_metadata() ||
-            m.has_properties() || (m.has_name() && !valid_utf8(m.name())))
+        if (!plain_metric(m))
             Py_RETURN_NONE;
         Metric::ValueCase c = m.value_case();
         if (c != Metric::VALUE_NOT_SET && (c < Metric::kIntValue || c > Metric::kStringValue))
@@ -480,46 +481,18 @@ static PyObject *flats(PyObject *self, PyObject *args) {
     if (compact < 0)
         return NULL;
     const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
-    PyObject *fast = PySequence_Fast(seq, "flats: a sequence of payloads");
-    if (fast == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    PyObject *result = PyList_New(n);
-    if (result == NULL) {
-        Py_DECREF(fast);
-        return NULL;
-    }
-    Payload msg;
-    std::string again, vj, out;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = items[i], *got;
-        if (PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o)) {
-            got = flat_object(msg, vj);
-            if (got != NULL && got != Py_None && text) {  /* (head, metrics) + (the payload's text,) */
-                out.clear();
-                PyObject *t = payload_text(out, msg, key, item)
-                                  ? PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL) : NULL;
-                PyObject *both = t == NULL ? NULL : Py_BuildValue("(OON)", PyTuple_GET_ITEM(got, 0),
-                                                                   PyTuple_GET_ITEM(got, 1), t);
-                Py_DECREF(got);
-                got = both;
-            }
-            if (got == NULL) {
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_AssertionError, "flats: a plain payload without its text");
-                Py_DECREF(result);
-                Py_DECREF(fast);
-                return NULL;
-            }
-        } else {
-            Py_INCREF(Py_None);
-            got = Py_None;
-        }
-        PyList_SET_ITEM(result, i, got);
-    }
-    Py_DECREF(fast);
-    return result;
+    std::string vj, out;
+    return each_payload(seq, "flats: a sequence of payloads", [&](const Payload *msg) -> PyObject * {
+        if (msg == NULL)
+            return none();
+        PyObject *got = flat_object(*msg, vj);
+        if (got == NULL || got == Py_None || !text)
+            return got;
+        PyObject *t = text_of(*msg, out, key, item);  /* (head, metrics) + (the payload's text,) */
+        PyObject *both = t == NULL ? NULL : Py_BuildValue("(OON)", PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1), t);
+        Py_DECREF(got);
+        return both;
+    });
 }
 
 /* Kinds of a metric's value in columns(): how its 8 bytes of ``bits`` read. */
@@ -550,110 +523,77 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     int compact;
     if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
         return NULL;
-    PyObject *fast = PySequence_Fast(seq, "columns: a sequence of payloads");
-    if (fast == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    PyObject *texts = PyList_New(n);
-    if (texts == NULL) {
-        Py_DECREF(fast);
-        return NULL;
-    }
     const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
     std::string stamp, stamp_set, seqs, seq_set, count;
     std::string alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set;
     TextColumn names, values;
-    Payload msg;
-    std::string again, out, vj;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = items[i], *text = NULL;
-        if (PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o)) {
-            out.clear();
-            if (payload_text(out, msg, key, item)) {
-                text = PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL);
-                if (text == NULL) {
-                    Py_DECREF(texts);
-                    Py_DECREF(fast);
-                    return NULL;
-                }
-            } else if (PyErr_Occurred()) {
-                Py_DECREF(texts);
-                Py_DECREF(fast);
-                return NULL;
-            }
-        }
-        int32_t k = 0;
-        if (text != NULL) {  /* plain: every metric is a scalar (payload_text checked), its value text again */
-            k = msg.metrics_size();
-            for (int j = 0; j < k; j++) {
-                const Metric &m = msg.metrics(j);
-                put_raw<uint64_t>(alias, m.alias());
-                put_raw<uint8_t>(alias_set, m.has_alias());
-                put_raw<uint64_t>(ts, m.timestamp());
-                put_raw<uint8_t>(ts_set, m.has_timestamp());
-                put_raw<uint64_t>(dt, m.datatype());
-                put_raw<uint8_t>(dt_set, m.has_datatype());
-                put_raw<uint8_t>(name_set, m.has_name());
-                names.add(m.name().data(), m.has_name() ? m.name().size() : 0);
-                vj.clear();
-                put_value(vj, m);
-                values.add(vj.data(), vj.size());
-                uint8_t vk = V_NONE;
-                uint64_t b = 0;
-                int bitsof = m.has_datatype() && m.datatype() ? signed_bits(m.datatype()) : 0;
-                bool unchanged = true;
-                switch (m.value_case()) {
-                case Metric::kIntValue:
-                case Metric::kLongValue: {
-                    uint64_t raw = m.value_case() == Metric::kIntValue ? m.int_value() : m.long_value();
-                    int64_t v = bitsof ? as_signed(raw, bitsof, m.value_case() == Metric::kIntValue ? 32 : 64,
-                                                   &unchanged) : 0;
-                    if (bitsof && !unchanged) {
-                        vk = V_SINT;
-                        memcpy(&b, &v, 8);
-                    } else {
-                        vk = V_UINT;
-                        b = raw;
-                    }
-                    break;
-                }
-                case Metric::kFloatValue:
-                case Metric::kDoubleValue: {
-                    double v = m.value_case() == Metric::kFloatValue ? (double)m.float_value() : m.double_value();
-                    vk = std::isfinite(v) ? V_FLOAT : V_NONFINITE;
+    std::string out, vj;
+    PyObject *texts = each_payload(seq, "columns: a sequence of payloads", [&](const Payload *msg) -> PyObject * {
+        PyObject *text = msg == NULL ? none() : text_of(*msg, out, key, item);
+        if (text == NULL)
+            return NULL;
+        bool read = text != Py_None;
+        int32_t k = read ? msg->metrics_size() : 0;
+        for (int j = 0; j < k; j++) {  /* plain: every metric a scalar (payload_text checked) */
+            const Metric &m = msg->metrics(j);
+            put_raw<uint64_t>(alias, m.alias());
+            put_raw<uint8_t>(alias_set, m.has_alias());
+            put_raw<uint64_t>(ts, m.timestamp());
+            put_raw<uint8_t>(ts_set, m.has_timestamp());
+            put_raw<uint64_t>(dt, m.datatype());
+            put_raw<uint8_t>(dt_set, m.has_datatype());
+            put_raw<uint8_t>(name_set, m.has_name());
+            names.add(m.name().data(), m.has_name() ? m.name().size() : 0);
+            vj.clear();
+            put_value(vj, m);
+            values.add(vj.data(), vj.size());
+            uint8_t vk = V_NONE;
+            uint64_t b = 0;
+            switch (m.value_case()) {
+            case Metric::kIntValue:
+            case Metric::kLongValue: {
+                int64_t v;
+                if (negative_value(m, &b, &v)) {
+                    vk = V_SINT;
                     memcpy(&b, &v, 8);
-                    break;
+                } else {
+                    vk = V_UINT;
                 }
-                case Metric::kBooleanValue:
-                    vk = V_BOOL;
-                    b = m.boolean_value();
-                    break;
-                case Metric::kStringValue:
-                    vk = V_STRING;
-                    break;
-                default:
-                    break;
-                }
-                put_raw<uint8_t>(kind, vk);
-                put_raw<uint64_t>(bits, b);
+                break;
             }
-        } else {
-            Py_INCREF(Py_None);
-            text = Py_None;
+            case Metric::kFloatValue:
+            case Metric::kDoubleValue: {
+                double v = m.value_case() == Metric::kFloatValue ? (double)m.float_value() : m.double_value();
+                vk = std::isfinite(v) ? V_FLOAT : V_NONFINITE;
+                memcpy(&b, &v, 8);
+                break;
+            }
+            case Metric::kBooleanValue:
+                vk = V_BOOL;
+                b = m.boolean_value();
+                break;
+            case Metric::kStringValue:
+                vk = V_STRING;
+                break;
+            default:
+                break;
+            }
+            put_raw<uint8_t>(kind, vk);
+            put_raw<uint64_t>(bits, b);
         }
-        put_raw<uint64_t>(stamp, k || text != Py_None ? msg.timestamp() : 0);
-        put_raw<uint8_t>(stamp_set, text != Py_None && msg.has_timestamp());
-        put_raw<uint64_t>(seqs, text != Py_None ? msg.seq() : 0);
-        put_raw<uint8_t>(seq_set, text != Py_None && msg.has_seq());
+        put_raw<uint64_t>(stamp, read ? msg->timestamp() : 0);
+        put_raw<uint8_t>(stamp_set, read && msg->has_timestamp());
+        put_raw<uint64_t>(seqs, read ? msg->seq() : 0);
+        put_raw<uint8_t>(seq_set, read && msg->has_seq());
         put_raw<int32_t>(count, k);
-        PyList_SET_ITEM(texts, i, text);
-    }
-    Py_DECREF(fast);
+        return text;
+    });
+    if (texts == NULL)
+        return NULL;
     return Py_BuildValue("(NNNNNNNNNNNNNNNNNN)", texts, bytes_of(stamp), bytes_of(stamp_set), bytes_of(seqs),
                          bytes_of(seq_set), bytes_of(count), bytes_of(alias), bytes_of(alias_set), bytes_of(ts),
                          bytes_of(ts_set), bytes_of(dt), bytes_of(dt_set), bytes_of(kind), bytes_of(bits),
-                         bytes_of(name_set), bytes_of(names.offsets), bytes_of(names.data), 
+                         bytes_of(name_set), bytes_of(names.offsets), bytes_of(names.data),
                          Py_BuildValue("(NN)", bytes_of(values.offsets), bytes_of(values.data)));
 }
 
@@ -664,57 +604,24 @@ static PyObject *birth_keys(PyObject *self, PyObject *args) {
     PyObject *seq;
     if (!PyArg_ParseTuple(args, "O", &seq))
         return NULL;
-    PyObject *fast = PySequence_Fast(seq, "birth_keys: a sequence of payloads");
-    if (fast == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    PyObject *result = PyList_New(n);
-    if (result == NULL) {
-        Py_DECREF(fast);
-        return NULL;
-    }
-    Payload msg;
-    std::string again, key, vj;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *o = items[i], *got = NULL;
-        bool plain = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o) &&
-                     !(msg.has_uuid() && !valid_utf8(msg.uuid()));
+    std::string key, vj;
+    return each_payload(seq, "birth_keys: a sequence of payloads", [&](const Payload *msg) -> PyObject * {
+        if (msg == NULL || (msg->has_uuid() && !valid_utf8(msg->uuid())))
+            return none();
         key.clear();
-        for (int k = 0; plain && k < msg.metrics_size(); k++) {
-            const Metric &m = msg.metrics(k);
+        for (int k = 0; k < msg->metrics_size(); k++) {
+            const Metric &m = msg->metrics(k);
             vj.clear();
-            if (m.has_is_historical() || m.has_is_transient() || m.has_is_null() || m.has_metadata() ||
-                m.has_properties() || (m.has_name() && !valid_utf8(m.name())) || !put_value(vj, m)) {
-                plain = false;
-                break;
-            }
+            if (!plain_metric(m) || !put_value(vj, m))
+                return PyErr_Occurred() ? NULL : none();
             put_raw<uint8_t>(key, (uint8_t)(m.has_name() | m.has_alias() << 1 | m.has_datatype() << 2));
             put_raw<uint32_t>(key, (uint32_t)m.name().size());
             key += m.name();
             put_raw<uint64_t>(key, m.alias());
             put_raw<uint32_t>(key, m.datatype());
         }
-        if (PyErr_Occurred()) {
-            Py_DECREF(result);
-            Py_DECREF(fast);
-            return NULL;
-        }
-        if (plain) {
-            got = bytes_of(key);
-            if (got == NULL) {
-                Py_DECREF(result);
-                Py_DECREF(fast);
-                return NULL;
-            }
-        } else {
-            Py_INCREF(Py_None);
-            got = Py_None;
-        }
-        PyList_SET_ITEM(result, i, got);
-    }
-    Py_DECREF(fast);
-    return result;
+        return bytes_of(key);
+    });
 }
 
 static PyMethodDef methods[] = {
