@@ -18,9 +18,14 @@ if [ "${MOSQDB_SYSTEM_DEPS:-0}" = "1" ]; then
   # mosqdb metrics: promtool lints the text; node_exporter's textfile collector and Prometheus read it back
   command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
   command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
-  # the native Sparkplug B reader (codec/_sparkplug.cpp): protobuf's C++ runtime and protoc, found by pkg-config
-  command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-  { command -v protoc >/dev/null 2>&1 && pkg-config --exists protobuf 2>/dev/null; } || need_apt+=(protobuf-compiler libprotobuf-dev)
+  # the native Sparkplug B reader (codec/_sparkplug.cpp) wants protobuf's C++ runtime and protoc (pkg-config finds
+  # them): optional, so a machine that cannot install them runs everything on the Python runtime
+  if ! { command -v protoc >/dev/null 2>&1 && command -v pkg-config >/dev/null 2>&1 && pkg-config --exists protobuf; }; then
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    { $SUDO apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq \
+        --no-install-recommends pkg-config protobuf-compiler libprotobuf-dev >/dev/null; } \
+      || echo "could not install protobuf's C++ runtime: Sparkplug B payloads are read by the Python runtime" >&2
+  fi
 fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing system packages: ${need_apt[*]}" >&2
