@@ -23,6 +23,7 @@ def dump_keys(d: Decoded | None) -> dict[str, Any]:
             "payload_error": None if d.ok else {"reason": d.error, "offset": d.offset}}
 
 
+_NO_ERROR = ', "payload_error": null'
 _NONE_SUFFIX = ', "payload_format": null, "payload_rule": null, "payload_decoded": null, "payload_error": null'
 
 
@@ -33,45 +34,42 @@ def dump_suffix(d: Decoded | None) -> str:
     return ", " + json_text(dump_keys(d))[1:-1]
 
 
-def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None]) -> list[str]:
+def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None],
+                  rules: Sequence[Any] | None = None) -> list[str]:
     """:func:`dump_suffix` of each row's ``decoder.decode``, for a batch of rows: plain Sparkplug B
-    payloads (most of a Sparkplug file) are read by :func:`codec.payloads.sparkplug.flat` and their
-    text written from its pieces, the same bytes without building the value."""
+    payloads (most of a Sparkplug file) are read natively where built, else by
+    :func:`codec.payloads.sparkplug.flat`, and their text written from its pieces, the same bytes without
+    building the value. ``rules``: each row's rule when the caller has them (then ``topics`` is only asked
+    for the rows that need their text)."""
     from codec.payloads.sparkplug import FlatJson, native_texts, read_flat
     from codec.progress import paused_gc
 
     with paused_gc():
-        return _suffixes(decoder, topics, payloads, FlatJson(compact=False).text, read_flat, native_texts)
+        return _suffixes(decoder, topics, payloads, decoder.rules_for(topics) if rules is None else rules,
+                         FlatJson(compact=False).text, read_flat, native_texts)
 
 
-def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None], to_text: Any,
-              read_flat: Any, native_texts: Any) -> list[str]:
-    rules = decoder.rules_for(topics)
+def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None], rules: Sequence[Any],
+              to_text: Any, read_flat: Any, native_texts: Any) -> list[str]:
     plain = decoder.plain_sparkplug
-    whys = [None if rule is None or payload is None or rule.format == "none" else plain(rule, topic, payload)
-            for topic, payload, rule in zip(topics, payloads, rules, strict=True)]
-    texts = iter(native_texts([p for p, why in zip(payloads, whys, strict=True) if why is not None], False))
-    out = []
-    heads: dict[str, str] = {}
-    for topic, payload, rule, why in zip(topics, payloads, rules, whys, strict=True):
-        if why is None:
-            if rule is None or payload is None or rule.format == "none":
-                out.append(_NONE_SUFFIX)
-            else:  # not plain Sparkplug B: the decoder reads it (and says why it does not parse)
-                out.append(dump_suffix(decoder.decode(topic, payload, rule=rule)))
-            continue
-        text = next(texts)
-        if text is None:  # left to the Python runtime
-            got = read_flat(payload)
+    whys = [None if rule is None or payload is None or rule.format == "none"
+            else rule.text if rule.format == "sparkplug" else plain(rule, topics[r], payload)
+            for r, (payload, rule) in enumerate(zip(payloads, rules, strict=True))]
+    at = [r for r, why in enumerate(whys) if why is not None]  # plain Sparkplug B: read natively where built
+    heads = {why: f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
+             for why in {whys[r] for r in at}}
+    out: list[str | None] = [_NONE_SUFFIX if rule is None or payload is None or rule.format == "none" else None
+                             for payload, rule in zip(payloads, rules, strict=True)]
+    for r, text in zip(at, native_texts([payloads[r] for r in at], False), strict=True):
+        if text is None:  # left to the Python runtime (None: not plain, read by the decoder below)
+            got = read_flat(payloads[r])
             if got is None:
-                out.append(dump_suffix(decoder.decode(topic, payload, rule=rule)))
                 continue
             text = to_text(*got)
-        head = heads.get(why)
-        if head is None:
-            head = heads[why] = f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
-        out.append(head + json_safe(text) + ', "payload_error": null')
-    return out
+        out[r] = heads[whys[r]] + (text if text.isascii() and "\x7f" not in text else json_safe(text)) + _NO_ERROR
+    for r in [r for r, o in enumerate(out) if o is None]:  # the decoder reads it (and says why it does not parse)
+        out[r] = dump_suffix(decoder.decode(topics[r], payloads[r], rule=rules[r]))
+    return out  # type: ignore[return-value] - every row has its text now
 
 
 @dataclass

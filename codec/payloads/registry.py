@@ -177,6 +177,24 @@ class PayloadDecoder:
             left[hit] = False
         return out
 
+    def rules_for_column(self, data: Any, starts: Any, sizes: Any) -> list[Rule | None]:
+        """:meth:`rules_for` of topics held as a byte column (``data[starts[i]:starts[i] + sizes[i]]``: a
+        batch's spans into its bytes), no text made for them."""
+        import numpy as np
+
+        from codec.views.select import topic_mask
+
+        out: list[Rule | None] = [None] * len(starts)
+        left = np.ones(len(starts), dtype=bool)
+        for rule in self.rules:
+            if not left.any():
+                break
+            hit = np.flatnonzero(left & topic_mask(data, starts, sizes, [rule.filter]))
+            for i in hit.tolist():
+                out[i] = rule
+            left[hit] = False
+        return out
+
     # ------------------------------------------------------------ decoding
     def decode(self, topic: str | None, payload: bytes | None, *, spans: bool = False,
                rule: Rule | None = None, raw: bool = False) -> Decoded | None:

@@ -210,6 +210,20 @@ def _slices(raw: bytes, starts: np.ndarray, sizes: np.ndarray) -> list[bytes]:
     return list(map(raw.__getitem__, map(slice, starts.tolist(), (starts + sizes).tolist())))
 
 
+class _Topics:
+    """A batch's topics as text, each made when asked for (rows whose rule alone decides never ask)."""
+
+    def __init__(self, data: bytes, starts: np.ndarray, sizes: np.ndarray) -> None:
+        self.data, self.starts, self.sizes = data, starts, sizes
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, r: int) -> str:
+        a = int(self.starts[r])
+        return self.data[a:a + int(self.sizes[r])].decode("utf-8", "surrogateescape")
+
+
 _B64 = functools.partial(binascii.b2a_base64, newline=False)
 # a 2-D gather of a column costs rows x longest value: beyond this, per value
 _GRID_MAX = 1 << 22
@@ -362,8 +376,9 @@ class JsonRows:
         from codec.payloads.faces import dump_suffixes
 
         data = raw if isinstance(raw, bytes) else bytes(raw)
-        topics = [t.decode("utf-8", "surrogateescape") for t in _slices(data, *spans["topic"])]
-        return dump_suffixes(self.decoder, topics, _slices(data, *spans["payload"]))
+        starts, sizes = spans["topic"]
+        rules = self.decoder.rules_for_column(np.frombuffer(data, np.uint8), starts, sizes)
+        return dump_suffixes(self.decoder, _Topics(data, starts, sizes), _slices(data, *spans["payload"]), rules)
 
     def _expiry(self, kind: str, rows: np.ndarray, ints: dict[str, np.ndarray]) -> np.ndarray | None:
         if kind == "msg_store":

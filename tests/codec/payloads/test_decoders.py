@@ -36,6 +36,23 @@ def test_rules_use_the_engines_matcher_semantics() -> None:
     assert [r is not None for r in d.rules_for(["a/b/c", "a/b/c/d", "a//c", None])] == [True, False, True, False]
 
 
+def test_rules_of_a_byte_column_are_the_rules_of_its_texts() -> None:
+    """``rules_for_column`` (dump's batches: topics as spans into a block's bytes) picks each topic's rule as
+    ``rules_for`` does from its text: first rule first, '#' not on $-topics, bytes that are not UTF-8."""
+    import numpy as np
+
+    d = PayloadDecoder.from_options(["a/+/c=json", "spBv1.0/#=sparkplug", "#=text", "$SYS/#=cbor"])
+    raw = [b"a/b/c", b"a/b/c/d", b"", b"$SYS/x", b"spBv1.0/g/DDATA/e", b"a/\xff/c", b"/", b"x" * 300]
+    data = b"".join(raw)
+    sizes = np.array([len(t) for t in raw], np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    texts = [t.decode("utf-8", "surrogateescape") for t in raw]
+    got = d.rules_for_column(np.frombuffer(data, np.uint8), starts, sizes)
+    assert got == d.rules_for(texts)
+    assert [r.format if r else None for r in got] == ["json", "text", "text", "cbor", "sparkplug", "json", "text",
+                                                      "text"]
+
+
 def test_detection() -> None:
     d = PayloadDecoder.detecting()
     assert d.decode("a", b'{"k": [1, 2]}').format == "json"
