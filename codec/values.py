@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from datetime import datetime, timedelta, timezone
 from json.encoder import encode_basestring as _encode_basestring  # type: ignore[attr-defined]
 from typing import Any
@@ -83,6 +84,37 @@ def printable(text: object) -> str:
     if len(s) > 64:  # one table lookup per character in C, not a Python call per escape
         return s.translate(_ESCAPES)
     return _UNSAFE.sub(_escape, s)
+
+
+def _cell_width(c: str) -> int:
+    if unicodedata.combining(c) or unicodedata.category(c) in ("Mn", "Me", "Cf"):
+        return 0  # drawn on the character before it, or not drawn
+    return 2 if unicodedata.east_asian_width(c) in ("W", "F") else 1
+
+
+def cells(text: str) -> int:
+    """Terminal columns ``text`` takes: East Asian wide and full-width characters two, combining marks none."""
+    return len(text) if text.isascii() else sum(_cell_width(c) for c in text)
+
+
+def column(text: object, width: int, *, cut: bool = True) -> str:
+    """:func:`printable` ``text`` as a table column of ``width`` terminal cells: padded, and with ``cut`` shortened
+    to ``width - 1`` cells ending in "…" when longer, so that a space always parts it from the next column
+    (``len`` and ``str.ljust`` count characters: a Japanese topic or an escaped control would shift its row)."""
+    s = printable(text)
+    used = cells(s)
+    if used < width or (used == width and not cut):
+        return s + " " * (width - used)
+    if not cut:
+        return s
+    keep, used = [], 0
+    for c in s:
+        w = _cell_width(c)
+        if used + w > width - 2:
+            break
+        keep.append(c)
+        used += w
+    return "".join(keep) + "…" + " " * (width - 1 - used)
 
 
 _JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")

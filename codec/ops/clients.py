@@ -22,6 +22,7 @@ from codec.layouts import ChunkType
 from codec.ops.queues import IN, OUT, Queues, read_queues, store_facts
 from codec.reader import DbFile
 from codec.textscan import TextColumn
+from codec.values import column
 
 # ---------------------------------------------------------------- generated ids
 
@@ -165,7 +166,7 @@ class ClientRows:
             if r.get("bridge"):
                 name = f"{name} [{r['bridge']}]"
             sessions = ("yes" if r["session"] else "no") if "client_id" in r else f"{r['sessions']:,}"
-            out.append(f"{name[:33]:<34}{sessions:>9}{r['subscriptions']:>7,}{r['queued']:>10,}{r['in_flight']:>10,}"
+            out.append(f"{column(name, 34)}{sessions:>9}{r['subscriptions']:>7,}{r['queued']:>10,}{r['in_flight']:>10,}"
                        f"{r['queued_bytes']:>14,}")
         out.append(f"{self.total_clients:,} client ids, {self.generated:,} of them generated-looking in "
                    f"{len(self.groups):,} group(s) (random-looking ids grouped by shape, * = the random part)")

@@ -18,6 +18,7 @@ from codec.layouts import ChunkType
 from codec.reader import DbFile
 from codec.sources import column_reader
 from codec.textscan import TextColumn, position_weights
+from codec.values import column
 
 BY = ("type", "client", "topic")
 
@@ -310,12 +311,12 @@ def lines(st: Stats, by: str) -> list[str]:
     elif by == "client":
         out.append(f"{'client':<32}{'session':>8}{'subs':>7}{'queued':>9}{'chunk bytes':>14}{'payload bytes':>15}")
         for c in st.by_client:
-            out.append(f"{c['client_id'][:31]:<32}{'yes' if c['session'] else 'no':>8}{c['subscriptions']:>7,}"
+            out.append(f"{column(c['client_id'], 32)}{'yes' if c['session'] else 'no':>8}{c['subscriptions']:>7,}"
                        f"{c['queued']:>9,}{c['bytes']:>14,}{c['queued_payload_bytes']:>15,}")
     else:
         out.append(f"{'topic (depth ' + str(st.depth) + ')':<40}{'stores':>10}{'retained':>10}{'bytes':>14}{'payload':>14}")
         for t in st.by_topic:
-            out.append(f"{t['topic'][:39]:<40}{t['stores']:>10,}{t['retained']:>10,}{t['bytes']:>14,}{t['payload_bytes']:>14,}")
+            out.append(f"{column(t['topic'], 40)}{t['stores']:>10,}{t['retained']:>10,}{t['bytes']:>14,}{t['payload_bytes']:>14,}")
     if st.biggest:
         out.append("biggest payloads:")
         for b in st.biggest:

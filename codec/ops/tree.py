@@ -28,6 +28,7 @@ from codec.columnar import GATHER, batches
 from codec.layouts import ChunkType
 from codec.sources import column_reader, is_store
 from codec.textscan import position_weights
+from codec.values import column
 
 WINDOW = 48
 """Bytes of a level cut with numpy; a longer level is cut in Python (rare: topic levels are short)."""
@@ -581,10 +582,8 @@ def lines(tree: TopicTree, depth: int, sort: str = "size", node: Node | None = N
     def row(n: Node, indent: int) -> None:
         label = ("  " * indent + (n.name if n.depth else (n.topic or "(all topics)")) +
                  ("/" if n.has_children and n.depth else ""))
-        if len(label) > 43:
-            label = label[:42] + "…"
         t = n.total
-        out.append(f"{label:<44}{100 * tree.share(n):>6.1f}%{t.bytes:>15,}{t.stores:>11,}{t.retained:>10,}"
+        out.append(f"{column(label, 44)}{100 * tree.share(n):>6.1f}%{t.bytes:>15,}{t.stores:>11,}{t.retained:>10,}"
                    f"{t.queued:>9,}{t.payload_bytes:>15,}")
 
     def walk(n: Node, indent: int, left: int) -> None:

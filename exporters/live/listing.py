@@ -12,7 +12,7 @@ from typing import Any
 from codec import safefile
 from codec.ops.stats import compute
 from codec.reader import DbFile
-from codec.values import time_text
+from codec.values import column, time_text
 from exporters.live.backup import write_backup
 from exporters.live.messages import Message
 
@@ -43,7 +43,7 @@ def lines(head: str, s: dict[str, Any], rows: list[dict[str, Any]] | None = None
     out = [f"{head}: {s['retained']:,} retained messages, {s['payload_bytes']:,} payload bytes"]
     if s["by_topic"]:
         out.append(f"{'topic (depth ' + str(s['topic_depth']) + ')':<48}{'retained':>10}{'payload':>14}")
-        out += [f"{t['topic'][:47]:<48}{t['retained']:>10,}{t['payload_bytes']:>14,}" for t in s["by_topic"]]
+        out += [f"{column(t['topic'], 48)}{t['retained']:>10,}{t['payload_bytes']:>14,}" for t in s["by_topic"]]
     if s["biggest_payloads"]:
         out.append("biggest payloads:")
         out += [f"  {b['payload_bytes']:>12,} bytes  {b['topic']}" for b in s["biggest_payloads"]]
@@ -51,6 +51,6 @@ def lines(head: str, s: dict[str, Any], rows: list[dict[str, Any]] | None = None
         out.append(f"{'topic':<48}{'qos':>4}{'bytes':>10}  expires / properties")
         for r in rows:
             props = ", ".join(p["name"] for p in r["properties"])
-            out.append(f"{r['topic']:<48}{r['qos']:>4}{r['payload_bytes']:>10,}  {r['expires_at'] or 'never'}"
+            out.append(f"{column(r['topic'], 48, cut=False)}{r['qos']:>4}{r['payload_bytes']:>10,}  {r['expires_at'] or 'never'}"
                        + (f"  {props}" if props else ""))
     return out

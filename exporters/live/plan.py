@@ -30,7 +30,7 @@ from codec.errors import CodecError
 from codec.layouts import CLIENT_MSG, MSG_STORE, RETAIN, SUB_OPTION_BITS
 from codec.properties import decode_properties
 from codec.reader import DbFile
-from codec.values import NEVER, is_utf8, time_text
+from codec.values import NEVER, column, is_utf8, time_text
 from codec.views.query import Selection, valid_filter
 from codec.views.select import FileColumns, failure, pick
 from exporters.live.connection import MQTT5
@@ -144,7 +144,7 @@ class Plan:
         if table:
             out.append(f"  {'client':<32}{'file':>8}{'target':>8}{'extra':>8}{'missing':>9}")
             for c, r in table.items():
-                out.append(f"  {c[:31]:<32}{r['file']:>8,}{r['target']:>8,}{r['extra']:>8,}{r['missing']:>9,}")
+                out.append(f"  {column(c, 32)}{r['file']:>8,}{r['target']:>8,}{r['extra']:>8,}{r['missing']:>9,}")
         for e in self.extra_copies()[:20]:
             out.append(f"  extra copy: {e['client_id']} gets {e['topic']} {e['target']}x (the file queues it "
                        f"{e['file']}x)")

@@ -89,6 +89,33 @@ def test_renew_and_prune_reports(evil_db, capsys, tmp_path):
             assert UNSAFE.search(stream) is None, (argv, stream)
 
 
+WIDE = ["a/日本語の長いトピック名前/x".encode(), "a/e\u0301e\u0301".encode(), b"a/\x1b[31mRED\x1b[0m", b"a/line\nbreak",
+        "a/\u202eevil".encode(), b"b/" + b"x" * 60, "b/日本".encode() * 12]
+
+
+@pytest.mark.parametrize("argv", [["tree", "--depth", "3"], ["stats", "--by", "topic", "--depth", "3"],
+                                  ["stats", "--by", "client"]])
+def test_text_tables_keep_their_columns(tmp_path, capsys, argv):
+    """A table's columns line up on a terminal whatever its topics and ids hold: wide (East Asian) characters
+    take two cells, combining marks none, an escaped control its escape's length; a long one is cut with "…"."""
+    from codec.values import cells
+
+    path = tmp_path / "wide.db"
+    stores = [msg_store_v5(k, topic=t, payload=b"p" * k) for k, t in enumerate(WIDE, 1)]
+    path.write_bytes(db(6, cfg(6, 9), *stores, *(retain(6, k) for k in range(1, len(WIDE) + 1)),
+                        client_v6("クライアント\x1b[2J".encode()), sub_v6("クライアント\x1b[2J".encode(), b"a/#")))
+    assert main([*argv, str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = next(k for k, line in enumerate(out) if line.startswith(("topic", "client")))
+    rows = out[head:next((k for k in range(head, len(out)) if out[k] == "biggest payloads:"), len(out))]
+    rows = [r for r in rows if not r.startswith(("1 client ids",))]
+    assert len(rows) >= (2 if argv[0] == "stats" and argv[2] == "client" else len(WIDE))
+    first = rows[0].rstrip()
+    ends = {cells(r.rstrip()) for r in rows}  # the numbers are right-aligned: every row ends where the header does
+    assert ends == {cells(first)}, "\n".join(rows)
+    assert any("…" in r for r in rows[1:]) or argv[2] == "client"
+
+
 async def _tui_text(path: str) -> str:
     from inspector.tui.app import InspectorApp
     from inspector.tui.model.document import Document
