@@ -68,10 +68,27 @@ def check_input(path: str) -> None:
         raise UsageError(f"{path}: {why}")
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
-    mode = os.stat(path).st_mode
-    if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
-        raise UsageError(f"{path}: is a {'named pipe (FIFO)' if stat.S_ISFIFO(mode) else 'socket'}, not a regular "
-                         "file: a db is read by offset; copy it to a file first")
+    from codec.safefile import not_regular
+
+    st = os.stat(path)
+    what = not_regular(st)
+    if what is not None and not (stat.S_ISCHR(st.st_mode) and _reads_nothing(path)):
+        raise UsageError(f"{path}: is {what}, not a regular file: a db is read by offset; copy it to a file first")
+
+
+def _reads_nothing(path: str) -> bool:
+    """A character device that ends at once (``/dev/null``): read as the empty file it is to a reader. Any other
+    (``/dev/zero``, a terminal) has no size to read by offset."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        return os.read(fd, 1) == b""
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def wrong_endian(db: DbFile, *, explicit: bool = False) -> str | None:

@@ -53,6 +53,15 @@ def test_stats_of_an_empty_file_does_not_print_vnone() -> None:
     assert r.returncode == 0 and "vNone" not in r.stdout and "empty file" in r.stdout
 
 
+
+@pytest.mark.parametrize("command", ["info", "check", "dump", "stats", "tree"])
+def test_a_device_with_no_end_is_refused_in_one_line(command: str) -> None:
+    """/dev/zero has no size to read by offset (it read as an empty file); /dev/null ends at once and stays one."""
+    r = run_in_process(command, "/dev/zero")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "/dev/zero: is a character device, not a regular file" in r.stderr
+    assert run_in_process(command, "/dev/null").returncode == 0
+
 @pytest.mark.parametrize("url", ["redis://host:notaport/0", "redis://host:99999/0", "mysql://u:p@host:notaport/db"])
 def test_a_bad_port_is_one_clear_line(url: str) -> None:
     r = run_in_process("migrate", V6, "--to", url, "--dry-run")
