@@ -67,11 +67,43 @@ static bool valid_utf8(const std::string &s) {
     return true;
 }
 
-/* A JSON string literal as json.encoder.encode_basestring writes it (non-ASCII kept as is). */
-static void put_string(std::string &out, const std::string &s) {
-    static const char hex[] = "0123456789abcdef";
+static const char HEX[] = "0123456789abcdef";
+
+static void put_u_escape(std::string &out, unsigned cp) {
+    out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4)
+        out.push_back(HEX[(cp >> shift) & 15]);
+}
+
+/* The code point of a character values.json_safe escapes (DEL, C1 controls, bidi controls) starting at ``p``
+ * (valid UTF-8, ``n`` bytes left), or 0. */
+static unsigned terminal_unsafe(const unsigned char *p, size_t n) {
+    if (p[0] == 0x7F)
+        return 0x7F;
+    if (n >= 2 && p[0] == 0xC2 && p[1] >= 0x80 && p[1] <= 0x9F)
+        return p[1];
+    if (n >= 2 && p[0] == 0xD8 && p[1] == 0x9C)
+        return 0x61C;
+    if (n >= 3 && p[0] == 0xE2 && p[1] == 0x80 && (p[2] == 0x8E || p[2] == 0x8F || (p[2] >= 0xAA && p[2] <= 0xAE)))
+        return 0x2000 + (p[2] - 0x80);
+    if (n >= 3 && p[0] == 0xE2 && p[1] == 0x81 && p[2] >= 0xA6 && p[2] <= 0xA9)
+        return 0x2040 + (p[2] - 0x80);
+    return 0;
+}
+
+/* A JSON string literal as json.encoder.encode_basestring writes it (non-ASCII kept as is); ``safe``: also as
+ * values.json_safe leaves it, safe on a terminal (the characters of terminal_unsafe as \\uXXXX escapes). */
+static void put_string(std::string &out, const std::string &s, bool safe = false) {
     out.push_back('"');
-    for (unsigned char c : s) {
+    const unsigned char *p = (const unsigned char *)s.data();
+    for (size_t i = 0, n = s.size(); i < n; i++) {
+        unsigned char c = p[i];
+        unsigned cp = safe && (c == 0x7F || c >= 0xC2) ? terminal_unsafe(p + i, n - i) : 0;
+        if (cp) {
+            put_u_escape(out, cp);
+            i += cp < 0x80 ? 0 : cp < 0x800 ? 1 : 2;
+            continue;
+        }
         switch (c) {
         case '"': out += "\\\""; break;
         case '\\': out += "\\\\"; break;
@@ -82,9 +114,7 @@ static void put_string(std::string &out, const std::string &s) {
         case '\f': out += "\\f"; break;
         default:
             if (c < 0x20) {
-                out += "\\u00";
-                out.push_back(hex[c >> 4]);
-                out.push_back(hex[c & 15]);
+                put_u_escape(out, c);
             } else {
                 out.push_back((char)c);
             }
@@ -192,7 +222,7 @@ static bool negative_value(const Metric &m, uint64_t *raw, int64_t *neg) {
     return !unchanged;
 }
 
-static bool put_value(std::string &out, const Metric &m) {
+static bool put_value(std::string &out, const Metric &m, bool safe = false) {
     switch (m.value_case()) {
     case Metric::VALUE_NOT_SET:
         out += "null";
@@ -217,7 +247,7 @@ static bool put_value(std::string &out, const Metric &m) {
     case Metric::kStringValue:
         if (!valid_utf8(m.string_value()))
             return false;
-        put_string(out, m.string_value());
+        put_string(out, m.string_value(), safe);
         return true;
     default:
         return false;
@@ -247,8 +277,9 @@ static bool plain_metric(const Metric &m) {
              m.has_properties() || (m.has_name() && !valid_utf8(m.name())));
 }
 
-/* FlatJson.text of a payload; false when it is not plain (then ``out`` is garbage). */
-static bool payload_text(std::string &out, const Payload &p, const char *key, const char *item) {
+/* FlatJson.text of a payload (``safe``: as values.json_safe leaves it); false when it is not plain (then ``out``
+ * is garbage). */
+static bool payload_text(std::string &out, const Payload &p, const char *key, const char *item, bool safe = false) {
     const char *sep = "";
     out.push_back('{');
     if (p.has_timestamp()) {
@@ -265,7 +296,7 @@ static bool payload_text(std::string &out, const Payload &p, const char *key, co
         if (!valid_utf8(p.uuid()))
             return false;
         put_key(out, sep, "uuid", key);
-        put_string(out, p.uuid());
+        put_string(out, p.uuid(), safe);
         sep = item;
     }
     put_key(out, sep, "metrics", key);
@@ -279,7 +310,7 @@ static bool payload_text(std::string &out, const Payload &p, const char *key, co
         out.push_back('{');
         put_key(out, "", "name", key);
         if (m.has_name())
-            put_string(out, m.name());
+            put_string(out, m.name(), safe);
         else
             out += "null";
         put_key(out, item, "alias", key);
@@ -299,7 +330,7 @@ static bool payload_text(std::string &out, const Payload &p, const char *key, co
             out += ")\"";
         }
         put_key(out, item, "value", key);
-        if (!put_value(out, m))
+        if (!put_value(out, m, safe))
             return false;
         out.push_back('}');
     }
@@ -335,9 +366,9 @@ static PyObject *none() {
     return Py_None;
 }
 
-/* The payloads of a call (a sequence of bytes objects), each read by the runtime and given to ``each`` (NULL:
- * not a bytes object, or not parsed to canonical bytes), whose new reference (None too) goes in the list it
- * returns; NULL from ``each`` is an error raised. */
+/* The payloads of a call (a sequence of bytes objects), each read by the runtime and given to ``each`` with its
+ * place (NULL: not a bytes object, or not parsed to canonical bytes), whose new reference (None too) goes in the
+ * list it returns; NULL from ``each`` is an error raised. */
 template <typename F> static PyObject *each_payload(PyObject *seq, const char *what, F each) {
     PyObject *fast = PySequence_Fast(seq, what);
     if (fast == NULL)
@@ -350,7 +381,7 @@ template <typename F> static PyObject *each_payload(PyObject *seq, const char *w
     for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
         PyObject *o = items[i];
         bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o);
-        PyObject *got = each(read ? &msg : NULL);
+        PyObject *got = each(read ? &msg : NULL, i);
         if (got == NULL) {
             Py_CLEAR(result);
             break;
@@ -361,24 +392,61 @@ template <typename F> static PyObject *each_payload(PyObject *seq, const char *w
     return result;
 }
 
+/* ``out``'s UTF-8 as a str. */
+static PyObject *str_of(const std::string &out) { return PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL); }
+
 /* A payload's FlatJson text as a str, None when it is not plain, NULL on an error. */
 static PyObject *text_of(const Payload &msg, std::string &out, const char *key, const char *item) {
     out.clear();
     if (payload_text(out, msg, key, item))
-        return PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL);
+        return str_of(out);
     return PyErr_Occurred() ? NULL : none();
 }
 
-static PyObject *texts(PyObject *self, PyObject *args) {
-    PyObject *seq;
-    int compact;
-    if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
+/* Each payload's FlatJson text; with ``heads`` (a str per payload) and ``tail``, the text between its head and
+ * the tail (a dump line's payload keys: one str made, not three); ``safe``: as values.json_safe leaves it. */
+static PyObject *texts(PyObject *self, PyObject *args, PyObject *kw) {
+    static const char *names[] = {"payloads", "compact", "heads", "tail", "safe", NULL};
+    PyObject *seq, *heads = Py_None;
+    int compact, safe = 0;
+    const char *tail = "";
+    Py_ssize_t tail_size = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Op|$Os#p", (char **)names, &seq, &compact, &heads, &tail, &tail_size,
+                                     &safe))
         return NULL;
+    PyObject *fast_heads = NULL;
+    if (heads != Py_None) {
+        fast_heads = PySequence_Fast(heads, "texts: heads, a sequence of str");
+        if (fast_heads == NULL)
+            return NULL;
+        Py_ssize_t n = PySequence_Size(seq);
+        if (n < 0 || PySequence_Fast_GET_SIZE(fast_heads) != n) {
+            Py_DECREF(fast_heads);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "texts: a head for each payload");
+            return NULL;
+        }
+    }
     const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
     std::string out;
-    return each_payload(seq, "texts: a sequence of payloads", [&](const Payload *msg) {
-        return msg == NULL ? none() : text_of(*msg, out, key, item);
+    PyObject *got = each_payload(seq, "texts: a sequence of payloads", [&](const Payload *msg, Py_ssize_t i) {
+        if (msg == NULL)
+            return none();
+        out.clear();
+        if (fast_heads != NULL) {
+            Py_ssize_t size;
+            const char *head = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(fast_heads, i), &size);
+            if (head == NULL)
+                return (PyObject *)NULL;
+            out.append(head, (size_t)size);
+        }
+        if (!payload_text(out, *msg, key, item, safe))
+            return PyErr_Occurred() ? (PyObject *)NULL : none();
+        out.append(tail, (size_t)tail_size);
+        return str_of(out);
     });
+    Py_XDECREF(fast_heads);
+    return got;
 }
 
 /* The Python value of a metric's value (sparkplug.py's ``flat``: signed integers, non-finite floats as their
@@ -482,7 +550,7 @@ static PyObject *flats(PyObject *self, PyObject *args) {
         return NULL;
     const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
     std::string vj, out;
-    return each_payload(seq, "flats: a sequence of payloads", [&](const Payload *msg) -> PyObject * {
+    return each_payload(seq, "flats: a sequence of payloads", [&](const Payload *msg, Py_ssize_t) -> PyObject * {
         if (msg == NULL)
             return none();
         PyObject *got = flat_object(*msg, vj);
@@ -528,7 +596,7 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     std::string alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set;
     TextColumn names, values;
     std::string out, vj;
-    PyObject *texts = each_payload(seq, "columns: a sequence of payloads", [&](const Payload *msg) -> PyObject * {
+    PyObject *texts = each_payload(seq, "columns: a sequence of payloads", [&](const Payload *msg, Py_ssize_t) -> PyObject * {
         PyObject *text = msg == NULL ? none() : text_of(*msg, out, key, item);
         if (text == NULL)
             return NULL;
@@ -605,7 +673,7 @@ static PyObject *birth_keys(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "O", &seq))
         return NULL;
     std::string key, vj;
-    return each_payload(seq, "birth_keys: a sequence of payloads", [&](const Payload *msg) -> PyObject * {
+    return each_payload(seq, "birth_keys: a sequence of payloads", [&](const Payload *msg, Py_ssize_t) -> PyObject * {
         if (msg == NULL || (msg->has_uuid() && !valid_utf8(msg->uuid())))
             return none();
         key.clear();
@@ -633,8 +701,10 @@ static PyMethodDef methods[] = {
     {"flats", flats, METH_VARARGS,
      "flats(payloads[, compact]) -> list: each payload as sparkplug.flat gives it (with compact given, and its\n"
      "FlatJson text: (head, metrics, text)), or None where the Python path reads it"},
-    {"texts", texts, METH_VARARGS,
-     "texts(payloads, compact) -> list: each payload's FlatJson text, or None where the Python path reads it"},
+    {"texts", (PyCFunction)(void (*)(void))texts, METH_VARARGS | METH_KEYWORDS,
+     "texts(payloads, compact, *, heads=None, tail='', safe=False) -> list: each payload's FlatJson text (between\n"
+     "its head and the tail when heads are given; safe: as values.json_safe leaves it), or None where the Python\n"
+     "path reads it"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -643,7 +713,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_sparkplug", NULL, -
 PyMODINIT_FUNC PyInit__sparkplug(void) {
     GOOGLE_PROTOBUF_VERIFY_VERSION;
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 1) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 2) < 0) {
         Py_DECREF(m);
         return NULL;
     }

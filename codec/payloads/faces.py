@@ -56,17 +56,19 @@ def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[byt
             else rule.text if rule.format == "sparkplug" else plain(rule, topics[r], payload)
             for r, (payload, rule) in enumerate(zip(payloads, rules, strict=True))]
     at = [r for r, why in enumerate(whys) if why is not None]  # plain Sparkplug B: read natively where built
-    heads = {why: f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
-             for why in {whys[r] for r in at}}
+    head_of = {why: f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
+               for why in {whys[r] for r in at}}
+    heads = [head_of[whys[r]] for r in at]
     out: list[str | None] = [_NONE_SUFFIX if rule is None or payload is None or rule.format == "none" else None
                              for payload, rule in zip(payloads, rules, strict=True)]
-    for r, text in zip(at, native_texts([payloads[r] for r in at], False), strict=True):
-        if text is None:  # left to the Python runtime (None: not plain, read by the decoder below)
-            got = read_flat(payloads[r])
-            if got is None:
+    got = native_texts([payloads[r] for r in at], False, heads=heads, tail=_NO_ERROR, safe=True)
+    for r, head, suffix in zip(at, heads, got, strict=True):
+        if suffix is None:  # left to the Python runtime (None: not plain, read by the decoder below)
+            flat = read_flat(payloads[r])
+            if flat is None:
                 continue
-            text = to_text(*got)
-        out[r] = heads[whys[r]] + (text if text.isascii() and "\x7f" not in text else json_safe(text)) + _NO_ERROR
+            suffix = head + json_safe(to_text(*flat)) + _NO_ERROR
+        out[r] = suffix
     for r in [r for r, o in enumerate(out) if o is None]:  # the decoder reads it (and says why it does not parse)
         out[r] = dump_suffix(decoder.decode(topics[r], payloads[r], rule=rules[r]))
     return out  # type: ignore[return-value] - every row has its text now

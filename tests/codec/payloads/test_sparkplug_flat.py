@@ -21,9 +21,11 @@ from codec.payloads import PayloadDecoder
 from codec.payloads import sparkplug as spb
 from codec.payloads.faces import dump_suffix, dump_suffixes
 from codec.payloads.model import canonical_json
+from codec.values import json_safe
 
 TEXTS = ["temperature", "Node Control/Rebirth", "línea 1", "", "tab\there", "bidi\u202eevil", "del\x7f", "ü" * 3,
-         "quote\"back\\slash", "nul\x00", "😀"]
+         "quote\"back\\slash", "nul\x00", "😀", "c1\x85\x9f\x80", "alm\u061c", "lrm\u200e\u200f\u202a\u202d",
+         "isolate\u2066\u2069\u2067", "near\u200d\u2065\u206a\xa0"]
 SCALARS = {  # datatype -> (oneof field, values)
     1: ("int_value", [0, 1, 127, 255, 0xFFFFFFFF, 0x80]), 2: ("int_value", [0, 0xFFFF, 0x8000, 0xFFFFFF00]),
     3: ("int_value", [0, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF]),
@@ -299,15 +301,18 @@ def test_the_native_reader_gives_what_the_python_runtime_reads() -> None:
     compact, spaced = spb.FlatJson(compact=True), spb.FlatJson(compact=False)
     flats = spb.native_flats(payloads, True)
     texts = spb.native_texts(payloads, False)
+    heads = [f"<{k % 7}é>" for k in range(len(payloads))]  # a dump line's keys around the text, terminal-safe
+    lines = spb.native_texts(payloads, False, heads=heads, tail="</\x7f>", safe=True)
     read = left = 0
-    for payload, both, text in zip(payloads, flats, texts, strict=True):
+    for payload, both, text, head, line in zip(payloads, flats, texts, heads, lines, strict=True):
         want = spb.read_flat(payload)
         if both is None:
-            assert text is None
+            assert text is None and line is None
             left += want is not None
             continue
         read += 1
         assert want is not None, payload  # the native reader reads nothing the Python runtime refuses
         assert _typed(both[:2]) == _typed(want), payload
         assert both[2] == compact.text(*want) and text == spaced.text(*want), payload
+        assert line == head + json_safe(spaced.text(*want)) + "</\x7f>", payload
     assert read > 5000 and 0 < left < read // 5
