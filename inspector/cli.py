@@ -14,7 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 # mosqdb calls no BLAS routine, but numpy's OpenBLAS starts a thread per core at import that spins
 # for a while: on the big file's export that was 5 % of the CPU, taken from the core the Parquet
@@ -77,7 +77,12 @@ def plain(text: str) -> str:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with the one error shape: ``mosqdb CMD: reason (see mosqdb CMD --help)``, exit 2."""
+    """argparse with the one error shape: ``mosqdb CMD: reason (see mosqdb CMD --help)``, exit 2; options only as
+    spelled (no prefixes: ``trim-queue --max 1`` would be ``--max-bytes 1``, every queued message dropped)."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        kw.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kw)
 
     def format_help(self) -> str:
         return plain(super().format_help())
@@ -151,6 +156,17 @@ def build_parser(command: str | None = None, table: dict[str, str] | None = None
     return parser
 
 
+def _spelled_out(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> str:
+    """The options an unknown one begins (options are never taken by a prefix): "; options are spelled out:
+    --max-bytes?"."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    target = sub.choices.get(command) if sub is not None and command else parser
+    known = [o for a in target._actions for o in a.option_strings if o.startswith("--")] if target else []
+    hits = [o for x in extra if x.startswith("--") and len(x) > 2
+            for o in known if o.startswith(x.split("=", 1)[0]) and o != x.split("=", 1)[0]]
+    return f"; options are spelled out: {', '.join(dict.fromkeys(hits))}?" if hits else ""
+
+
 class MissingDependency(Exception):
     """A command whose module needs a library this installation lacks."""
 
@@ -203,7 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     if extra:  # said by the sub-command, in the one error shape
         where = f"mosqdb {args.command}" if getattr(args, "command", None) else "mosqdb"
-        parser.exit(2, f"{where}: unrecognized arguments: {' '.join(extra)} (see {where} --help)\n")
+        hint = _spelled_out(parser, getattr(args, "command", None), extra)
+        parser.exit(2, f"{where}: unrecognized arguments: {' '.join(extra)}{hint} (see {where} --help)\n")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

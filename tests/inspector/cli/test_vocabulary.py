@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from support.cli import run_in_process
+from support.cli import run, run_in_process
 from support.paths import REAL, ROOT
 
 V6 = REAL / "2.0.20-a.db"
@@ -72,3 +72,17 @@ def test_removal_wording() -> None:
     """Stores removed with their last reference are not "left unreferenced"."""
     r = run_in_process("rm-retained", V6, "corp/retained/#", "--dry-run")
     assert "stored messages no longer referenced" in r.stdout and "left unreferenced" not in r.stdout
+
+
+@pytest.mark.parametrize(("argv", "hint"), [
+    (["trim-queue", "{db}", "--max", "1", "-o", "{out}"], "--max-bytes"),  # a prefix took --max-bytes: every message
+    (["rm-retained", "{db}", "#", "--in", "-o", "{out}"], "--in-place"),
+    (["check", "{db}", "--brok", "2.0.22"], "--broker")])
+def test_an_option_is_taken_only_as_spelled(tmp_path: Path, argv: list[str], hint: str) -> None:
+    """argparse takes a unique prefix for an option: ``trim-queue --max 1`` dropped every queued message as
+    ``--max-bytes 1``. An option must be spelled out; the error names the options that begin so."""
+    out = tmp_path / "out.db"
+    r = run(*[a.replace("{db}", str(V6)).replace("{out}", str(out)) for a in argv])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "unrecognized arguments" in r.stderr and f"options are spelled out: {hint}?" in r.stderr
+    assert not out.exists()
