@@ -242,6 +242,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ModuleNotFoundError as exc:  # a library the command imports where it needs it
         if args.debug or not exc.name:
             raise
+        if exc.name.split(".")[0] in ("codec", "exporters", "inspector"):  # mosqdb's own: a bug, not an install
+            print(error_line(args.command, f"mosqdb's own module {exc.name} is missing from this copy (a bug; "
+                                           "--debug shows where it was imported)"), file=sys.stderr)
+            return 2
         print(MissingDependency(args.command, exc.name), file=sys.stderr)
         return 2
     except KeyboardInterrupt:

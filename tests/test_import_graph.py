@@ -145,3 +145,58 @@ def test_no_import_circles() -> None:
     assert not found, "import circles:\n" + "\n".join(
         f"  {len(c)} modules: {' -> '.join(a_cycle(graph, c))}" + (f"  (all: {', '.join(c)})" if len(c) > 2 else "")
         for c in found)
+
+
+def top_level_names(path: Path) -> set[str] | None:
+    """What ``from MODULE import NAME`` may take from a module file: its top-level definitions, assignments and
+    imports (under ``if``/``try`` too); None when the module makes names at run time (``__getattr__``, ``*``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    names: set[str] = set()
+    todo: list[ast.stmt] = list(tree.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.name == "*":
+                    return None
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, (ast.If, ast.Try, ast.With)):
+            todo.extend(node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
+                        + [s for h in getattr(node, "handlers", []) for s in h.body])
+    return None if "__getattr__" in names else names
+
+
+def test_every_import_of_the_tree_names_what_is_there() -> None:
+    """A lazy import (inside a function) runs only when its path does: one left naming a module that moved
+    fails only there, for a user. Every import of a tree module names a module file of the tree, and every name
+    it takes from one is defined there (or is a submodule, or a built extension)."""
+    modules = module_files(ROOT)
+    extensions = {".".join(p.relative_to(ROOT).with_suffix("").parts) for package in PACKAGES
+                  for p in (ROOT / package).rglob("_*.cpp")}
+    wrong = []
+    for name, path in modules.items():
+        if path.suffix != ".py":
+            continue
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            target = next(imported(node, name, is_package, modules))
+            if target.split(".")[0] not in PACKAGES:
+                continue
+            if target not in modules and target not in extensions:
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: no module {target}")
+                continue
+            if isinstance(node, ast.ImportFrom) and target in modules and modules[target].suffix == ".py":
+                defined = top_level_names(modules[target])
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    if defined is not None and alias.name not in defined and sub not in modules \
+                            and sub not in extensions:
+                        wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {target} has no {alias.name}")
+    assert not wrong, "\n".join(wrong)

@@ -121,7 +121,7 @@ def _verdict(p: Any) -> str:
 def text_lines(path: str, plan: Any, migration: Any, cutover: dict[str, Any] | None) -> list[str]:
     lines = [f"{path}: upgrade from {plan.before.broker} to {plan.after.broker}",
              f"  from: {_verdict(plan.before)}", f"  to:   {_verdict(plan.after)}"]
-    from inspector.commands.broker import cost_text
+    from inspector.commands.shared.broker import cost_text
 
     for label, pred in (("from", plan.before), ("to", plan.after)):
         if getattr(pred, "cost", None) is not None:

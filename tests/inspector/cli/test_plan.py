@@ -50,6 +50,21 @@ def test_plan_is_the_difference_of_the_two_predictions(old: str, new: str, make,
     assert verdicts[0] != verdicts[1] or data["sessions"]["lost"] or data["sessions"]["gained"]  # the change shows
 
 
+def test_the_text_form_says_what_the_json_says(tmp_path: Path) -> None:
+    """The text a person reads (the default): both releases' verdicts and costs, every lost session."""
+    now = 1_900_000_000
+    path = tmp_path / "mosquitto.db"
+    path.write_bytes(V4.read_bytes())
+    _rc, data = plan_json(path, "1.5.11", "2.0.18", now)
+    r = run("plan", path, "--from", "1.5.11", "--to", "2.0.18", "--at", str(now))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "loses data" in r.stderr, r.stderr
+    assert r.stdout.startswith(f"{path}: upgrade from 1.5.11 to 2.0.18")
+    assert f"from: Mosquitto 1.5.11 {data['from']['verdict']}" in r.stdout
+    assert f"to:   Mosquitto 2.0.18 {data['to']['verdict']}" in r.stdout
+    assert "cost from:" in r.stdout and "cost to:" in r.stdout
+    for s in data["sessions"]["lost"][:5]:
+        assert f"lost session  {s['client_id']}: {s['reason']}" in r.stdout
+
 def test_same_release_loses_nothing(tmp_path: Path) -> None:
     path = tmp_path / "mosquitto.db"
     path.write_bytes(V6.read_bytes())

@@ -86,3 +86,19 @@ def test_an_option_is_taken_only_as_spelled(tmp_path: Path, argv: list[str], hin
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "unrecognized arguments" in r.stderr and f"options are spelled out: {hint}?" in r.stderr
     assert not out.exists()
+
+
+def test_a_missing_module_of_mosqdb_is_a_bug_not_a_missing_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lazy import of mosqdb's own that names nothing (a module moved) is not "install its dependencies"."""
+    import inspector.commands.metrics as metrics
+
+    def moved(args: object) -> int:
+        import inspector.commands.not_there  # type: ignore[import-not-found]  # noqa: F401
+
+        return 0
+
+    monkeypatch.setattr(metrics, "cmd_metrics", moved)
+    r = run_in_process("metrics", V6)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "mosqdb's own module inspector.commands.not_there is missing from this copy (a bug" in r.stderr
+    assert "not installed" not in r.stderr
