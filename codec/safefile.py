@@ -97,6 +97,43 @@ def target_stat(path: str | os.PathLike[str]) -> os.stat_result | None:
     return st
 
 
+# ---------------------------------------------------------------- the command's inputs
+
+_INPUTS: dict[tuple[int, int], str] = {}  # (device, inode) -> the path the command was given
+
+
+def reading(*paths: str | os.PathLike[str]) -> None:
+    """Name the files this command reads: no output replaces one (``export a.db --to jsonl -o a.db`` replaced the
+    db with its own export) unless its writer names it as the file it changes (``replaces``: an in-place change).
+    Compared by device and inode, so another path or a hard link to an input is the input too."""
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISREG(st.st_mode):
+            _INPUTS[(st.st_dev, st.st_ino)] = os.fspath(path)
+
+
+def forget_inputs() -> None:
+    """A new command starts with no inputs (many run in one process: the tests, the fuzz campaign)."""
+    _INPUTS.clear()
+
+
+def input_refusal(st: os.stat_result, replaces: str | os.PathLike[str] | None) -> str | None:
+    """Why an output whose file is ``st`` may not replace it: it is an input and not the one ``replaces`` names."""
+    read = _INPUTS.get((st.st_dev, st.st_ino))
+    if read is None:
+        return None
+    if replaces is not None:
+        with contextlib.suppress(OSError):
+            mine = os.stat(replaces)
+            if (mine.st_dev, mine.st_ino) == (st.st_dev, st.st_ino):
+                return None
+    return (f"is an input of this command ({read}): the output would replace what it reads; name another output "
+            "(a change in place is --in-place where the command has it); nothing written")
+
+
 # ---------------------------------------------------------------- the opened directory
 
 
@@ -263,11 +300,14 @@ class Replacement:
     ``fd`` / :attr:`file` write it; :attr:`temp_path` is its path for a tool that must have one
     (read-only use: verifying it). ``like``: the stat whose owner, group and mode it gets (default:
     the file now at ``path``; a new file gets ``new_mode``); ``mode``: this mode whatever it replaces.
+    ``replaces``: the input this changes in place (the one input of :func:`reading` it may replace).
     """
 
     def __init__(self, path: str | os.PathLike[str], *, like: os.stat_result | None = None,
-                 new_mode: int | None = None, mode: int | None = None) -> None:
+                 new_mode: int | None = None, mode: int | None = None,
+                 replaces: str | os.PathLike[str] | None = None) -> None:
         self.path = os.path.abspath(os.fspath(path))
+        self.replaces = replaces
         self.dir, self.name = SafeDir.of(self.path)
         try:
             existing = self._target()
@@ -293,6 +333,9 @@ class Replacement:
         what = not_regular(st)
         if what is not None:
             raise WriteError(f"is {what}, not a regular file: refused as an output, nothing written", path=self.path)
+        why = input_refusal(st, self.replaces)
+        if why is not None:
+            raise WriteError(why, path=self.path)
         return st
 
     @property
@@ -359,10 +402,11 @@ class Replacement:
 @contextlib.contextmanager
 def atomic_replace(path: str | os.PathLike[str], *, like: os.stat_result | None = None, new_mode: int | None = None,
                    mode: int | None = None, verify: Callable[[str], None] | None = None,
-                   lock: Callable[[], AbstractContextManager[object]] | None = None) -> Iterator[Replacement]:
-    """Yield a :class:`Replacement` for ``path``; when the block ends normally it is committed
-    (``verify``/``lock`` as in :meth:`Replacement.commit`), on an exception the temp is removed."""
-    rep = Replacement(path, like=like, new_mode=new_mode, mode=mode)
+                   lock: Callable[[], AbstractContextManager[object]] | None = None,
+                   replaces: str | os.PathLike[str] | None = None) -> Iterator[Replacement]:
+    """Yield a :class:`Replacement` for ``path`` (``replaces`` as there); when the block ends normally it is
+    committed (``verify``/``lock`` as in :meth:`Replacement.commit`), on an exception the temp is removed."""
+    rep = Replacement(path, like=like, new_mode=new_mode, mode=mode, replaces=replaces)
     try:
         yield rep
     except OSError as exc:  # writing the temp failed (a full disk): the original is untouched

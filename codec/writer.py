@@ -48,7 +48,8 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
     A ``path`` that is a symbolic link is refused (:func:`codec.safefile.target_stat`).
     """
     path = os.fspath(path)
-    rep = safefile.Replacement(path, like=like, new_mode=0o644 if mode is None else mode, mode=mode)
+    rep = safefile.Replacement(path, like=like, new_mode=0o644 if mode is None else mode, mode=mode,
+                               replaces=guard.path if guard is not None else None)
     try:
         yield rep.file
     except OSError as exc:  # writing the temp failed (a full disk): the original is untouched

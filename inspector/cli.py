@@ -156,6 +156,22 @@ def build_parser(command: str | None = None, table: dict[str, str] | None = None
     return parser
 
 
+def _reading(args: argparse.Namespace) -> None:
+    """The files the command reads (its FILE arguments, and the ``*.db`` of a directory given): no output of
+    it may replace one but by its own ``--in-place`` (:func:`codec.safefile.reading`)."""
+    import glob
+
+    from codec.safefile import forget_inputs, reading
+
+    forget_inputs()
+    for name in ("file", "a", "b", "files", "inputs"):
+        value = getattr(args, name, None)
+        for path in value if isinstance(value, list) else [value] if isinstance(value, str) else []:
+            if path == "-":
+                continue
+            reading(path, *(glob.glob(os.path.join(glob.escape(path), "*.db")) if os.path.isdir(path) else ()))
+
+
 def _spelled_out(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> str:
     """The options an unknown one begins (options are never taken by a prefix): "; options are spelled out:
     --max-bytes?"."""
@@ -217,6 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(printable(f"mosqdb: {first}: {why} (and not a command; see mosqdb --help)"), file=sys.stderr)
         return 2
     args, extra = parser.parse_known_args(argv)
+    _reading(args)
     if extra:  # said by the sub-command, in the one error shape
         where = f"mosqdb {args.command}" if getattr(args, "command", None) else "mosqdb"
         hint = _spelled_out(parser, getattr(args, "command", None), extra)

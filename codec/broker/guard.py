@@ -740,7 +740,7 @@ def _put(rep: GuardReport, chosen: Candidate | None, path: str, leftover: str, h
                 if not _same(a, b):
                     raise WriteError("the salvage changed while it was put in place; nothing put in place", path=path)
 
-        with safefile.atomic_replace(path, like=like, verify=verify) as out:
+        with safefile.atomic_replace(path, like=like, verify=verify, replaces=path) as out:
             src = os.open(chosen.scratch, os.O_RDONLY)
             try:
                 safefile.copy_fd(src, out.fd)

@@ -218,7 +218,8 @@ class StoreEdit:
                     _copy_into(self.original, nc.fd)
                 self.backup = nc.final
             with safefile.atomic_replace(target, like=existing if existing is not None else st,
-                                         lock=lambda: self._unchanged(target)) as rep:
+                                         lock=lambda: self._unchanged(target),
+                                         replaces=self.path if self.in_place else None) as rep:
                 _copy_into(self.tmp, rep.fd)
         except OSError as exc:
             self._abort()
