@@ -268,9 +268,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        sys.stderr.close()
-        return 0
+    except BrokenPipeError:  # the reader went away (| head): the work is cut short, so never 0 (the verdict of
+        sys.stderr.close()   # check, a finished guard); 141 as for a program that SIGPIPE ends (128 + 13)
+        return 141
     except Exception as exc:
         line = environment_error(exc, args)
         if line is None or args.debug:

@@ -102,3 +102,21 @@ def test_a_missing_module_of_mosqdb_is_a_bug_not_a_missing_library(monkeypatch: 
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "mosqdb's own module inspector.commands.not_there is missing from this copy (a bug" in r.stderr
     assert "not installed" not in r.stderr
+
+
+def test_output_cut_short_is_never_success(tmp_path: Path) -> None:
+    """``mosqdb check FILE | head``: when the reader goes away the command stops; its exit status is not 0
+    (which says "OK" for check, "done" for guard) but 141, as for a program that SIGPIPE ends."""
+    from support.cli import MOSQDB, env
+    from support.crafted import cfg, db, msg_store_v5, retain
+
+    path = tmp_path / "many.db"
+    path.write_bytes(db(6, cfg(6, 5000), *(msg_store_v5(k, topic=b"t/%d" % k, payload=b"x" * 40) for k in
+                                             range(1, 3001)), *(retain(6, k) for k in range(1, 3001))))
+    p = subprocess.Popen([*MOSQDB, "dump", str(path)], cwd=ROOT, env=env(), stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stdout.readline()  # more than a pipe holds is still to come
+    p.stdout.close()
+    _out, err = p.communicate(timeout=120)
+    assert p.returncode == 141, err
+    assert b"Traceback" not in err
