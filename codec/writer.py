@@ -37,7 +37,7 @@ def file_header(version: int) -> bytes:
 @contextlib.contextmanager
 def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
                   verify: Callable[[str], None] | None = None, like: os.stat_result | None = None,
-                  mode: int | None = None) -> Iterator[BinaryIO]:
+                  mode: int | None = None, replaces: str | os.PathLike[str] | None = None) -> Iterator[BinaryIO]:
     """Yield a temp file beside ``path`` (:mod:`codec.safefile`); on success fsync it and rename it over ``path``.
 
     ``guard`` is the db we read from: if ``path`` is that file and it changed on disk
@@ -45,11 +45,12 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
     ``verify`` is called with the finished temp file's path before the rename; if it
     raises, nothing is renamed and the temp file is removed. The result keeps the owner, group
     and mode of the file it replaces (or of ``like``); a new file is 0644, or ``mode`` when given.
-    A ``path`` that is a symbolic link is refused (:func:`codec.safefile.target_stat`).
+    A ``path`` that is a symbolic link is refused (:func:`codec.safefile.target_stat`). ``path`` may be an input of
+    the command only when it is ``guard``'s file or ``replaces`` (a change in place: :func:`codec.safefile.reading`).
     """
     path = os.fspath(path)
     rep = safefile.Replacement(path, like=like, new_mode=0o644 if mode is None else mode, mode=mode,
-                               replaces=guard.path if guard is not None else None)
+                               replaces=replaces if replaces is not None else guard.path if guard is not None else None)
     try:
         yield rep.file
     except OSError as exc:  # writing the temp failed (a full disk): the original is untouched

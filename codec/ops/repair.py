@@ -393,7 +393,7 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
 
             def write(o: str, verify: Any) -> None:
                 salvager.released = 0
-                with atomic_output(o, verify=verify) as out:
+                with atomic_output(o, verify=verify, replaces=path) as out:
                     _write_plan(out, salvager, plan, header, fd, endian)
                     plan.release()  # the walk's arrays are not needed by the check of the result
 
@@ -789,7 +789,7 @@ def _write_verified(out_path: str | os.PathLike[str], write: Any, report: Repair
                              f"{report.remaining_errors[0]}; nothing written", path=src)
 
     if empty:
-        with atomic_output(out_path, verify=verify):
+        with atomic_output(out_path, verify=verify, replaces=src):
             pass
     else:
         write(out_path, verify)
