@@ -275,16 +275,10 @@ class PayloadColumns:
             birth = self._birth_before((parts["group_id"], parts["edge_node_id"], parts["device_id"]), store_id)
         seq, stamp = value.get("seq"), value.get("timestamp")
         for m in metrics:
-            name, alias, dt, v = m["name"], m["alias"], m["datatype"], m["value"]
-            from_birth = False
-            if birth is not None:
-                if name is None and alias is not None:
-                    name = birth[1].get(alias)
-                    from_birth = name is not None
-                if dt is None and name is not None:
-                    dt = birth[2].get(name)
-                    if dt is not None:  # a datatype left to the birth certificate
-                        v = retyped(v, dt)
+            alias, v = m["alias"], m["value"]
+            name, from_birth, dt, dt_from_birth = _from_birth(birth, m["name"], alias, m["datatype"])
+            if dt_from_birth:
+                v = retyped(v, dt)
             out.add(r, parts, mtype, seq, stamp, name, alias, from_birth, dt, m, v)
 
 
@@ -432,22 +426,27 @@ class PayloadColumns:
         names, nnames = DATATYPES, len(DATATYPES)
         for name, alias, ts, dt, v, vj in metrics:
             dtn = None if dt is None else names[dt] if dt < nnames else datatype_name(dt)
-            from_birth = False
-            if birth is not None:
-                if name is None and alias is not None:
-                    name = birth[1].get(alias)
-                    from_birth = name is not None
-                if dtn is None and name is not None:
-                    dtn = birth[2].get(name)
-                    if dtn is not None:  # a datatype left to the birth certificate
-                        v2 = retyped(v, dtn)
-                        if v2 is not v:
-                            v, vj = v2, value_json(v2)
+            name, from_birth, dtn, dt_from_birth = _from_birth(birth, name, alias, dtn)
+            if dt_from_birth:
+                v2 = retyped(v, dtn)
+                if v2 is not v:
+                    v, vj = v2, value_json(v2)
             t = type(v)  # value_double as _double reads it: the common types first
             dbl = float(v) if t is int or t is float else (1.0 if v else 0.0) if t is bool else _double(v)
             rows.append(r)
             tuples.append((g, e, d, mtype, seq, stamp, name, alias, from_birth, dtn, False, False,
                            None if v is None else vj, dbl, ts))
+
+
+def _from_birth(birth: Any, name: str | None, alias: int | None, dt: str | None
+                ) -> tuple[str | None, bool, str | None, bool]:
+    """A metric's (name, name taken from the birth, datatype, datatype taken from the birth): a data message names
+    its metrics by alias and leaves their datatypes to the birth certificate (``birth``: its maps, or None)."""
+    if birth is None:
+        return name, False, dt, False
+    from_birth = name is None and alias is not None and (name := birth[1].get(alias)) is not None
+    dt_from_birth = dt is None and name is not None and (dt := birth[2].get(name)) is not None
+    return name, from_birth, dt, dt_from_birth
 
 
 _V_NONE, _V_UINT, _V_SINT, _V_FLOAT, _V_NONFINITE, _V_BOOL, _V_STRING = range(7)  # codec/_sparkplug.cpp's kinds
