@@ -141,9 +141,18 @@ class BrokerConf:
 
     @property
     def db_path(self) -> Path:
-        """Where plain persistence reads and writes (``persistence_location/persistence_file``)."""
+        """Where plain persistence reads and writes, as Mosquitto 2.0 and later join it
+        (``persistence_location/persistence_file``): :meth:`db_path_for`."""
+        return self.db_path_for(None)
+
+    def db_path_for(self, version: tuple[int, int, int] | None) -> Path:
+        """Where ``version`` reads and writes plain persistence (None: 2.0 and later). Its conf.c joins
+        ``persistence_location`` and ``persistence_file`` as text: 2.0 and later with a ``/`` between them (an
+        absolute ``persistence_file`` stays under the location), 1.6 and earlier with nothing between them (the
+        location must end in ``/``: ``/var/lib/mosquitto`` and ``mosquitto.db`` are ``/var/lib/mosquittomosquitto.db``)."""
         if self.persistence_location:
-            return self._resolve(os.path.join(self.persistence_location, self.persistence_file))
+            between = "" if version is not None and version < (2, 0, 0) else "/"
+            return self._resolve(f"{self.persistence_location}{between}{self.persistence_file}")
         return self._resolve(self.persistence_file)
 
     @property

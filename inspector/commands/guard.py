@@ -27,7 +27,7 @@ from typing import Any
 from codec.values import json_text, printable
 from inspector.commands import UsageError, add_at, command
 from inspector.commands.shared.bridging import add_broker_options
-from inspector.commands.shared.broker import load_conf, report, version_of
+from inspector.commands.shared.broker import conf_db_path, explicit_version, load_conf, report, version_of
 
 COMMANDS = ("guard",)
 HELP_ORDER = 120
@@ -81,14 +81,6 @@ def resolve_guard(args: argparse.Namespace) -> tuple[str, Any, Any, Any, str | N
     from codec.broker.versions import text
 
     conf = load_conf(args.conf)
-    path = args.file
-    if path is None:
-        if conf is None:
-            raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
-        sqlite = conf.sqlite_path if conf.sqlite_plugin is not None and not conf.persistence else None
-        path = str(sqlite if sqlite is not None else conf.db_path)
-    if os.path.isdir(path):
-        raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     if args.no_trial:
         binary, found = None, None
     else:
@@ -97,6 +89,15 @@ def resolve_guard(args: argparse.Namespace) -> tuple[str, Any, Any, Any, str | N
         except TrialError as exc:
             raise UsageError(str(exc)) from None
         binary = found
+    path = args.file
+    if path is None:
+        if conf is None:
+            raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
+        sqlite = conf.sqlite_path if conf.sqlite_plugin is not None and not conf.persistence else None
+        named = found.version if args.broker is None and found is not None else explicit_version(args.broker)
+        path = str(sqlite) if sqlite is not None else conf_db_path(conf, named)
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     if args.broker is None and found is not None and found.version is not None:
         version = found.version
     else:

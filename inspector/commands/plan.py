@@ -45,11 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
     from codec.broker.upgrade import compare
     from inspector.commands import UsageError
-    from inspector.commands.shared.broker import load_conf, run_model, version_of
+    from inspector.commands.shared.broker import conf_db_path, explicit_version, load_conf, run_model, version_of
     from inspector.commands.shared.writing import parse_at
 
     conf = load_conf(args.conf)
-    path = args.file or (str(conf.db_path) if conf is not None else None)
+    path = args.file or (conf_db_path(conf, explicit_version(args.old)) if conf is not None else None)  # the file
+    # the release running now reads
     if path is None:
         raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
     from inspector.commands import check_input

@@ -24,6 +24,23 @@ from inspector.commands import UsageError
 SHOWN = 20  # rows of each list in the text output (--json lists all)
 
 
+def conf_db_path(conf: BrokerConf, version: Version | None) -> str:
+    """The file ``version`` reads by ``conf`` (None: ``--broker auto``, the release is read from the file: only when
+    every release reads the same file; a usage error otherwise)."""
+    if version is not None:
+        return str(conf.db_path_for(version))
+    old, new = conf.db_path_for((1, 6, 15)), conf.db_path_for((2, 0, 0))
+    if old != new:
+        raise UsageError(f"{conf.path}: persistence_location {conf.persistence_location} has no trailing '/': Mosquitto "
+                         f"1.6 and earlier read {old}, 2.0 and later {new}; give --broker VERSION")
+    return str(new)
+
+
+def explicit_version(text: str | None) -> Version | None:
+    """``--broker VERSION`` when it names a release (None: not given, or auto)."""
+    return None if not text or text == "auto" else version_of(text, "")
+
+
 def load_conf(path: str | None) -> BrokerConf | None:
     if path is None:
         return None
@@ -43,7 +60,7 @@ def resolve(args: argparse.Namespace) -> tuple[str, Version, BrokerConf | None]:
     if path is None:
         if conf is None:
             raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
-        path = str(conf.db_path)
+        path = conf_db_path(conf, explicit_version(args.broker))
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     why = unreachable(path)

@@ -7,6 +7,7 @@ Every test works on copies in a temp dir and states the directory's exact conten
 from __future__ import annotations
 
 import contextlib
+import getpass
 import hashlib
 import json
 import os
@@ -374,3 +375,51 @@ def test_guard_touches_nothing_outside_when_the_directory_owner_plants_links(tmp
     assert all((d / name).is_symlink() for name in names)  # each planted link is still a link
     aside = [p for p in d.iterdir() if ".bad-" in p.name and not p.is_symlink()]
     assert len(aside) == 1 and "put the salvage" in r.stderr
+
+
+@pytest.mark.broker
+@pytest.mark.parametrize("version", ["1.6.15", "2.0.22"])
+@pytest.mark.parametrize("file", ["saved.db", "ABSOLUTE"])
+def test_the_conf_names_the_file_each_release_saves(tmp_path: Path, version: str, file: str) -> None:
+    """persistence_location without its trailing '/': 1.6 and earlier join it to persistence_file as it is
+    (``DIRsaved.db``), 2.0 and later with a '/' (an absolute persistence_file under the location too). The file a
+    real broker of each line saves is the one `guard --conf` and `check --conf` name for that release."""
+    from codec.broker.conf import read_conf
+    from codec.broker.versions import parse_version
+
+    from support.bridges import publish
+    from support.brokers import Broker, oracle_binary
+
+    exe = oracle_binary(version)
+    if exe is None:
+        pytest.skip(f"Mosquitto {version} could not be built")
+    data = tmp_path / "data"
+    data.mkdir()
+    name = str(data / "abs.db") if file == "ABSOLUTE" else file
+    if file == "ABSOLUTE":  # the location and the absolute file joined: a directory the broker does not make
+        Path(f"{data}{name}").parent.mkdir(parents=True)
+    b = Broker(workdir=tmp_path, binary=exe)
+
+    def write_config() -> Path:
+        b.port = b.fixed_port or free_port()
+        conf = tmp_path / "mosquitto.conf"
+        conf.write_text(f"listener {b.port} 127.0.0.1\nallow_anonymous true\npersistence true\n"
+                        f"persistence_location {data}\npersistence_file {name}\nautosave_interval 0\n"
+                        f"user {getpass.getuser()}\n")
+        return conf
+
+    from support.brokers import free_port
+
+    b.write_config = write_config  # type: ignore[method-assign]
+    with b:
+        publish(b.port, [("t/kept", b"retained")])
+    conf = tmp_path / "mosquitto.conf"
+    saved = [str(p) for p in tmp_path.rglob("*.db")]
+    assert saved == [str(read_conf(str(conf)).db_path_for(parse_version(version)))], saved
+    r = run("guard", "--conf", conf, "--broker", version, "--no-trial", "--dry-run")
+    assert r.returncode == 0 and f"mosqdb guard: {saved[0]}: Mosquitto {version} loads it" in r.stderr, r.stderr
+    auto = run("guard", "--conf", conf, "--broker", "auto", "--no-trial", "--dry-run")
+    if file == "ABSOLUTE":  # "DIR" "/abs" and "DIR/" "/abs": one file for every release
+        assert auto.returncode == 0 and f"mosqdb guard: {saved[0]}: Mosquitto" in auto.stderr, auto.stderr
+    else:  # which release reads which file: auto cannot choose the file by a release it reads from the file
+        assert auto.returncode == 2 and "give --broker VERSION" in auto.stderr, auto.stderr
