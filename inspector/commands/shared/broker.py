@@ -36,6 +36,18 @@ def conf_db_path(conf: BrokerConf, version: Version | None) -> str:
     return str(new)
 
 
+def misjoined(conf: BrokerConf, path: str) -> str | None:
+    """A note when ``path`` (the release's file, :func:`conf_db_path`) is absent but the other join of
+    persistence_location and persistence_file is a file: that release does not read it, and starts without it."""
+    others = {str(conf.db_path_for(v)) for v in ((1, 6, 15), (2, 0, 0))} - {path}
+    there = [p for p in others if os.path.isfile(p)]
+    if os.path.lexists(path) or not there:
+        return None
+    return (f"{path}: note: {there[0]} is there, but this release does not read it (persistence_location "
+            f"{conf.persistence_location} has no trailing '/': 1.6 and earlier join it to persistence_file as it is, "
+            "2.0 and later with a '/')")
+
+
 def explicit_version(text: str | None) -> Version | None:
     """``--broker VERSION`` when it names a release (None: not given, or auto)."""
     return None if not text or text == "auto" else version_of(text, "")
@@ -61,6 +73,9 @@ def resolve(args: argparse.Namespace) -> tuple[str, Version, BrokerConf | None]:
         if conf is None:
             raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
         path = conf_db_path(conf, explicit_version(args.broker))
+        note = misjoined(conf, path)
+        if note is not None:
+            print(printable(f"mosqdb {getattr(args, 'command', 'check')}: {note}"), file=sys.stderr)
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     why = unreachable(path)

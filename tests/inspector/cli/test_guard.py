@@ -423,3 +423,19 @@ def test_the_conf_names_the_file_each_release_saves(tmp_path: Path, version: str
         assert auto.returncode == 0 and f"mosqdb guard: {saved[0]}: Mosquitto" in auto.stderr, auto.stderr
     else:  # which release reads which file: auto cannot choose the file by a release it reads from the file
         assert auto.returncode == 2 and "give --broker VERSION" in auto.stderr, auto.stderr
+
+
+def test_a_file_the_release_does_not_read_is_pointed_out(tmp_path: Path) -> None:
+    """The db at DIR/mosquitto.db, persistence_location DIR without its '/': 1.6 reads DIRmosquitto.db and starts
+    empty. The guard says which file it guards, that the other one is there, and why 1.6 does not read it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copyfile(V4, data / "mosquitto.db")
+    conf = tmp_path / "mosquitto.conf"
+    conf.write_text(f"persistence true\npersistence_location {data}\n")
+    r = run("guard", "--conf", conf, "--broker", "1.6.15", "--no-trial", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert f"mosqdb guard: {data}mosquitto.db: note: {data}/mosquitto.db is there, but this release does not " \
+           "read it (persistence_location" in r.stderr
+    assert f"{data}mosquitto.db: no file: Mosquitto 1.6.15 starts empty" in r.stderr
+    assert "note" not in run("guard", "--conf", conf, "--broker", "2.0.22", "--no-trial", "--dry-run").stderr
