@@ -212,6 +212,17 @@ def located(exc: CodecError, args: argparse.Namespace) -> CodecError:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its inputs (:func:`_reading`) are protected while it runs and forgotten when it ends (a
+    program may call ``main`` and then change those files through the library)."""
+    try:
+        return _main(argv)
+    finally:
+        safefile = sys.modules.get("codec.safefile")
+        if safefile is not None:
+            safefile.forget_inputs()
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     first = next((a for a in argv if not a.startswith("-")), None)
     table = command_table()

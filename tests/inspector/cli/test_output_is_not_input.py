@@ -55,3 +55,20 @@ def test_in_place_still_changes_the_input(tmp_path: Path) -> None:
     r = run("rm-retained", db, "#", "--in-place")
     assert r.returncode == 0, r.stderr
     assert db.read_bytes() != V6.read_bytes() and (tmp_path / "mosquitto.db.bak").read_bytes() == V6.read_bytes()
+
+
+def test_the_inputs_are_forgotten_when_the_command_ends(tmp_path: Path) -> None:
+    """A program that runs a command in process and then changes its input through the library may do so."""
+    from codec import safefile
+    from codec.writer import atomic_output
+    from inspector.cli import main
+
+    db = tmp_path / "mosquitto.db"
+    shutil.copyfile(V6, db)
+    assert main(["info", str(db)]) == 0
+    with atomic_output(db) as out:
+        out.write(V6.read_bytes())
+    safefile.reading(db)  # while a command runs: refused
+    with pytest.raises(safefile.WriteError, match="is an input of this command"), atomic_output(db) as out:
+        out.write(b"")
+    safefile.forget_inputs()
