@@ -433,9 +433,10 @@ def test_a_file_the_release_does_not_read_is_pointed_out(tmp_path: Path) -> None
     shutil.copyfile(V4, data / "mosquitto.db")
     conf = tmp_path / "mosquitto.conf"
     conf.write_text(f"persistence true\npersistence_location {data}\n")
-    r = run("guard", "--conf", conf, "--broker", "1.6.15", "--no-trial", "--dry-run")
+    at = "1900000000"  # a fixed reference time: the fixture's expiry times age
+    r = run("guard", "--conf", conf, "--broker", "1.6.15", "--no-trial", "--dry-run", "--at", at)
     assert r.returncode == 0, r.stderr
     assert f"mosqdb guard: {data}mosquitto.db: note: {data}/mosquitto.db is there, but this release does not " \
            "read it (persistence_location" in r.stderr
     assert f"{data}mosquitto.db: no file: Mosquitto 1.6.15 starts empty" in r.stderr
-    assert "note" not in run("guard", "--conf", conf, "--broker", "2.0.22", "--no-trial", "--dry-run").stderr
+    assert "note" not in run("guard", "--conf", conf, "--broker", "2.0.22", "--no-trial", "--dry-run", "--at", at).stderr
