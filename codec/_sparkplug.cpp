@@ -10,9 +10,12 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "sparkplug_b.pb.h"
@@ -27,6 +30,71 @@ static const char *const DATATYPES[] = {
     "UInt32Array", "UInt64Array", "FloatArray", "DoubleArray", "BooleanArray", "StringArray", "DateTimeArray",
 };
 static const unsigned NDATATYPES = sizeof(DATATYPES) / sizeof(DATATYPES[0]);
+
+/* A growing text written through raw pointers: the JSON of a million payloads is hundreds of millions of
+ * small writes, which std::string's out-of-line append and the strlen of each literal made most of the cost. */
+class Text {
+    char *buf_ = nullptr;
+    size_t len_ = 0, cap_ = 0;
+
+    void grow(size_t need) {
+        size_t cap = cap_ ? cap_ : 512;
+        while (cap < need)
+            cap *= 2;
+        char *b = (char *)realloc(buf_, cap);
+        if (b == NULL)
+            throw std::bad_alloc();
+        buf_ = b;
+        cap_ = cap;
+    }
+
+  public:
+    Text() = default;
+    Text(const Text &) = delete;
+    Text &operator=(const Text &) = delete;
+    ~Text() { free(buf_); }
+    char *room(size_t n) {
+        if (len_ + n > cap_)
+            grow(len_ + n);
+        return buf_ + len_;
+    }
+    void advance(size_t n) { len_ += n; }
+    void push_back(char c) {
+        *room(1) = c;
+        len_++;
+    }
+    void append(const char *p, size_t n) {
+        memcpy(room(n), p, n);
+        len_ += n;
+    }
+    void append(const std::string &t) { append(t.data(), t.size()); }
+    template <size_t N> void lit(const char (&t)[N]) { append(t, N - 1); }
+    void clear() { len_ = 0; }
+    const char *data() const { return buf_ ? buf_ : ""; }
+    size_t size() const { return len_; }
+    const char *c_str() {
+        *room(1) = 0;
+        return buf_;
+    }
+};
+
+/* Every key of a payload's and a metric's JSON with its separators, for both styles (``[compact][after]``:
+ * after another key, the item separator first), and each datatype's name as a JSON string. */
+enum { K_TIMESTAMP, K_SEQ, K_UUID, K_METRICS, K_BODY, K_NAME, K_ALIAS, K_DATATYPE, K_VALUE, NKEYS };
+static const char *const KEY_NAMES[NKEYS] = {"timestamp", "seq", "uuid", "metrics", "body", "name", "alias",
+                                            "datatype", "value"};
+static std::string KEYS[2][2][NKEYS];
+static std::string QUOTED_DATATYPES[NDATATYPES];
+
+static void make_keys() {
+    for (int compact = 0; compact < 2; compact++)
+        for (int after = 0; after < 2; after++)
+            for (int k = 0; k < NKEYS; k++)
+                KEYS[compact][after][k] = std::string(after ? (compact ? "," : ", ") : "") + "\"" + KEY_NAMES[k] +
+                                          "\"" + (compact ? ":" : ": ");
+    for (unsigned d = 0; d < NDATATYPES; d++)
+        QUOTED_DATATYPES[d] = std::string("\"") + DATATYPES[d] + "\"";
+}
 
 /* Strict UTF-8, as Python decodes it (no overlong forms, no surrogates, nothing past U+10FFFF): the
  * Python runtime hands a proto2 string that is not such text back as bytes. */
@@ -69,8 +137,8 @@ static bool valid_utf8(const std::string &s) {
 
 static const char HEX[] = "0123456789abcdef";
 
-static void put_u_escape(std::string &out, unsigned cp) {
-    out += "\\u";
+static void put_u_escape(Text &out, unsigned cp) {
+    out.lit("\\u");
     for (int shift = 12; shift >= 0; shift -= 4)
         out.push_back(HEX[(cp >> shift) & 15]);
 }
@@ -93,10 +161,19 @@ static unsigned terminal_unsafe(const unsigned char *p, size_t n) {
 
 /* A JSON string literal as json.encoder.encode_basestring writes it (non-ASCII kept as is); ``safe``: also as
  * values.json_safe leaves it, safe on a terminal (the characters of terminal_unsafe as \\uXXXX escapes). */
-static void put_string(std::string &out, const std::string &s, bool safe = false) {
+static void put_string(Text &out, const std::string &s, bool safe = false) {
     out.push_back('"');
     const unsigned char *p = (const unsigned char *)s.data();
     for (size_t i = 0, n = s.size(); i < n; i++) {
+        size_t run = i;  /* a run of bytes written as they are, copied at once */
+        while (run < n && p[run] >= 0x20 && p[run] != '"' && p[run] != '\\' && !(safe && (p[run] == 0x7F || p[run] >= 0xC2)))
+            run++;
+        if (run > i) {
+            out.append((const char *)p + i, run - i);
+            i = run;
+            if (i == n)
+                break;
+        }
         unsigned char c = p[i];
         unsigned cp = safe && (c == 0x7F || c >= 0xC2) ? terminal_unsafe(p + i, n - i) : 0;
         if (cp) {
@@ -105,13 +182,13 @@ static void put_string(std::string &out, const std::string &s, bool safe = false
             continue;
         }
         switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
+        case '"': out.lit("\\\""); break;
+        case '\\': out.lit("\\\\"); break;
+        case '\n': out.lit("\\n"); break;
+        case '\r': out.lit("\\r"); break;
+        case '\t': out.lit("\\t"); break;
+        case '\b': out.lit("\\b"); break;
+        case '\f': out.lit("\\f"); break;
         default:
             if (c < 0x20) {
                 put_u_escape(out, c);
@@ -123,17 +200,28 @@ static void put_string(std::string &out, const std::string &s, bool safe = false
     out.push_back('"');
 }
 
-static void put_u64(std::string &out, uint64_t v) {
+static const char DIGIT_PAIRS[] = "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+                                  "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+                                  "8081828384858687888990919293949596979899";
+
+static void put_u64(Text &out, uint64_t v) {
     char buf[24];
     char *p = buf + sizeof buf;
-    do {
-        *--p = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    while (v >= 100) {
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        p -= 2;
+        memcpy(p, DIGIT_PAIRS + 2 * v, 2);
+    } else {
+        *--p = (char)('0' + v);
+    }
     out.append(p, (size_t)(buf + sizeof buf - p));
 }
 
-static void put_i64(std::string &out, int64_t v) {
+static void put_i64(Text &out, int64_t v) {
     if (v < 0) {
         out.push_back('-');
         put_u64(out, 0 - (uint64_t)v);
@@ -142,25 +230,84 @@ static void put_i64(std::string &out, int64_t v) {
     }
 }
 
-/* repr() of a float, as Python writes it; non-finite values as the strings plain_float gives. */
-static bool put_double(std::string &out, double v) {
+/* repr() of a float, as Python writes it (float_repr_style "short"); non-finite values as the strings
+ * plain_float gives. The digits are the shortest that read back to ``v``, as Python's dtoa mode 0 gives
+ * them, from std::to_chars (the C++17 shortest round trip); the layout is repr's: positional while the
+ * decimal point falls within 16 places of the first digit and not 4 or more zeros after the point, with ".0"
+ * on an integer, else d.ddde+XX (at least two exponent digits). Tests compare it with repr(). */
+static bool put_double(Text &out, double v) {
     if (std::isnan(v)) {
-        out += "\"NaN\"";
+        out.lit("\"NaN\"");
         return true;
     }
     if (std::isinf(v)) {
-        out += v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+        if (v > 0)
+            out.lit("\"Infinity\"");
+        else
+            out.lit("\"-Infinity\"");
         return true;
     }
-    char *text = PyOS_double_to_string(v, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (text == NULL)
+    char sci[40];
+    std::to_chars_result r = std::to_chars(sci, sci + sizeof sci, v, std::chars_format::scientific);
+    if (r.ec != std::errc())
         return false;
-    out += text;
-    PyMem_Free(text);
+    const char *p = sci, *end = r.ptr;
+    char digits[24];
+    int nd = 0;
+    if (*p == '-')
+        out.push_back(*p++);
+    for (; p < end && *p != 'e'; p++)
+        if (*p != '.')
+            digits[nd++] = *p;
+    int exp = 0;  /* v = d.ddd x 10^exp; to_chars ends the text without a NUL */
+    bool negative_exp = p + 1 < end && p[1] == '-';
+    for (p += 2; p < end; p++)
+        exp = exp * 10 + (*p - '0');
+    if (negative_exp)
+        exp = -exp;
+    int decpt = exp + 1;    /* v = 0.dddd x 10^decpt, as dtoa counts it */
+    char *w = out.room(nd + 32);
+    char *w0 = w;
+    if (decpt <= -4 || decpt > 16) {
+        *w++ = digits[0];
+        if (nd > 1) {
+            *w++ = '.';
+            memcpy(w, digits + 1, nd - 1);
+            w += nd - 1;
+        }
+        *w++ = 'e';
+        *w++ = exp < 0 ? '-' : '+';
+        unsigned e = exp < 0 ? -exp : exp;
+        if (e >= 100)
+            *w++ = (char)('0' + e / 100);
+        *w++ = (char)('0' + e / 10 % 10);
+        *w++ = (char)('0' + e % 10);
+    } else if (decpt <= 0) {
+        *w++ = '0';
+        *w++ = '.';
+        for (int k = 0; k < -decpt; k++)
+            *w++ = '0';
+        memcpy(w, digits, nd);
+        w += nd;
+    } else if (decpt >= nd) {
+        memcpy(w, digits, nd);
+        w += nd;
+        for (int k = nd; k < decpt; k++)
+            *w++ = '0';
+        *w++ = '.';
+        *w++ = '0';
+    } else {
+        memcpy(w, digits, decpt);
+        w += decpt;
+        *w++ = '.';
+        memcpy(w, digits + decpt, nd - decpt);
+        w += nd - decpt;
+    }
+    out.advance((size_t)(w - w0));
     return true;
 }
 
-static void put_base64(std::string &out, const std::string &raw) {
+static void put_base64(Text &out, const std::string &raw) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const unsigned char *p = (const unsigned char *)raw.data();
     size_t n = raw.size(), i = 0;
@@ -175,7 +322,7 @@ static void put_base64(std::string &out, const std::string &raw) {
         unsigned v = p[i] << 16;
         out.push_back(tab[v >> 18]);
         out.push_back(tab[(v >> 12) & 63]);
-        out += "==";
+        out.lit("==");
     } else if (n - i == 2) {
         unsigned v = (p[i] << 16) | (p[i + 1] << 8);
         out.push_back(tab[v >> 18]);
@@ -222,10 +369,10 @@ static bool negative_value(const Metric &m, uint64_t *raw, int64_t *neg) {
     return !unchanged;
 }
 
-static bool put_value(std::string &out, const Metric &m, bool safe = false) {
+static bool put_value(Text &out, const Metric &m, bool safe = false) {
     switch (m.value_case()) {
     case Metric::VALUE_NOT_SET:
-        out += "null";
+        out.lit("null");
         return true;
     case Metric::kIntValue:
     case Metric::kLongValue: {
@@ -242,7 +389,10 @@ static bool put_value(std::string &out, const Metric &m, bool safe = false) {
     case Metric::kDoubleValue:
         return put_double(out, m.double_value());
     case Metric::kBooleanValue:
-        out += m.boolean_value() ? "true" : "false";
+        if (m.boolean_value())
+            out.lit("true");
+        else
+            out.lit("false");
         return true;
     case Metric::kStringValue:
         if (!valid_utf8(m.string_value()))
@@ -254,21 +404,15 @@ static bool put_value(std::string &out, const Metric &m, bool safe = false) {
     }
 }
 
-/* ``"name"`` and the key separator, after ``before`` (the item separator; "" for an object's first key). */
-static void put_key(std::string &out, const char *before, const char *name, const char *key) {
-    out += before;
-    out.push_back('"');
-    out += name;
-    out.push_back('"');
-    out += key;
-}
+/* A key with its separators (``after``: after another key of the object). */
+static inline void put_key(Text &out, int compact, bool after, int key) { out.append(KEYS[compact][after][key]); }
 
 /* An optional unsigned field: its number, or null. */
-static void put_opt_u64(std::string &out, bool has, uint64_t v) {
+static void put_opt_u64(Text &out, bool has, uint64_t v) {
     if (has)
         put_u64(out, v);
     else
-        out += "null";
+        out.lit("null");
 }
 
 /* A metric with nothing but a name, alias, timestamp, datatype and a scalar value (flat() reads no other). */
@@ -279,64 +423,66 @@ static bool plain_metric(const Metric &m) {
 
 /* FlatJson.text of a payload (``safe``: as values.json_safe leaves it); false when it is not plain (then ``out``
  * is garbage). */
-static bool payload_text(std::string &out, const Payload &p, const char *key, const char *item, bool safe = false) {
-    const char *sep = "";
+static bool payload_text(Text &out, const Payload &p, int compact, bool safe = false) {
+    bool after = false;
     out.push_back('{');
     if (p.has_timestamp()) {
-        put_key(out, sep, "timestamp", key);
+        put_key(out, compact, after, K_TIMESTAMP);
         put_u64(out, p.timestamp());
-        sep = item;
+        after = true;
     }
     if (p.has_seq()) {
-        put_key(out, sep, "seq", key);
+        put_key(out, compact, after, K_SEQ);
         put_u64(out, p.seq());
-        sep = item;
+        after = true;
     }
     if (p.has_uuid()) {
         if (!valid_utf8(p.uuid()))
             return false;
-        put_key(out, sep, "uuid", key);
+        put_key(out, compact, after, K_UUID);
         put_string(out, p.uuid(), safe);
-        sep = item;
+        after = true;
     }
-    put_key(out, sep, "metrics", key);
+    put_key(out, compact, after, K_METRICS);
     out.push_back('[');
     for (int k = 0; k < p.metrics_size(); k++) {
         const Metric &m = p.metrics(k);
         if (!plain_metric(m))
             return false;
-        if (k)
-            out += item;
+        if (k) {
+            if (compact)
+                out.push_back(',');
+            else
+                out.lit(", ");
+        }
         out.push_back('{');
-        put_key(out, "", "name", key);
+        put_key(out, compact, false, K_NAME);
         if (m.has_name())
             put_string(out, m.name(), safe);
         else
-            out += "null";
-        put_key(out, item, "alias", key);
+            out.lit("null");
+        put_key(out, compact, true, K_ALIAS);
         put_opt_u64(out, m.has_alias(), m.alias());
-        put_key(out, item, "timestamp", key);
+        put_key(out, compact, true, K_TIMESTAMP);
         put_opt_u64(out, m.has_timestamp(), m.timestamp());
-        put_key(out, item, "datatype", key);
+        put_key(out, compact, true, K_DATATYPE);
         if (!m.has_datatype()) {
-            out += "null";
+            out.lit("null");
         } else if (m.datatype() < NDATATYPES) {
-            out.push_back('"');
-            out += DATATYPES[m.datatype()];
-            out.push_back('"');
+            out.append(QUOTED_DATATYPES[m.datatype()]);
         } else {
-            out += "\"Unknown(";
+            out.lit("\"Unknown(");
             put_u64(out, m.datatype());
-            out += ")\"";
+            out.lit(")\"");
         }
-        put_key(out, item, "value", key);
+        put_key(out, compact, true, K_VALUE);
         if (!put_value(out, m, safe))
             return false;
         out.push_back('}');
     }
     out.push_back(']');
     if (p.has_body()) {
-        put_key(out, item, "body", key);
+        put_key(out, compact, true, K_BODY);
         out.push_back('"');
         put_base64(out, p.body());
         out.push_back('"');
@@ -378,27 +524,49 @@ template <typename F> static PyObject *each_payload(PyObject *seq, const char *w
     PyObject *result = PyList_New(n);
     Payload msg;
     std::string again;
-    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
-        PyObject *o = items[i];
-        bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o);
-        PyObject *got = each(read ? &msg : NULL, i);
-        if (got == NULL) {
-            Py_CLEAR(result);
-            break;
+    try {
+        for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+            PyObject *o = items[i];
+            bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o);
+            PyObject *got = each(read ? &msg : NULL, i);
+            if (got == NULL) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyList_SET_ITEM(result, i, got);
         }
-        PyList_SET_ITEM(result, i, got);
+    } catch (const std::bad_alloc &) {
+        Py_CLEAR(result);
+        PyErr_NoMemory();
     }
     Py_DECREF(fast);
     return result;
 }
 
-/* ``out``'s UTF-8 as a str. */
-static PyObject *str_of(const std::string &out) { return PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)out.size(), NULL); }
+/* ``out``'s UTF-8 as a str (ASCII, most of it: copied into the str without decoding). */
+static PyObject *str_of(const Text &out) {
+    const unsigned char *p = (const unsigned char *)out.data();
+    size_t n = out.size(), i = 0;
+    uint64_t high = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        high |= w;
+    }
+    for (; i < n; i++)
+        high |= p[i];
+    if (high & 0x8080808080808080ULL)
+        return PyUnicode_DecodeUTF8(out.data(), (Py_ssize_t)n, NULL);
+    PyObject *s = PyUnicode_New((Py_ssize_t)n, 127);
+    if (s != NULL)
+        memcpy(PyUnicode_DATA(s), p, n);
+    return s;
+}
 
 /* A payload's FlatJson text as a str, None when it is not plain, NULL on an error. */
-static PyObject *text_of(const Payload &msg, std::string &out, const char *key, const char *item) {
+static PyObject *text_of(const Payload &msg, Text &out, int compact) {
     out.clear();
-    if (payload_text(out, msg, key, item))
+    if (payload_text(out, msg, compact))
         return str_of(out);
     return PyErr_Occurred() ? NULL : none();
 }
@@ -427,8 +595,7 @@ static PyObject *texts(PyObject *self, PyObject *args, PyObject *kw) {
             return NULL;
         }
     }
-    const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
-    std::string out;
+    Text out;
     PyObject *got = each_payload(seq, "texts: a sequence of payloads", [&](const Payload *msg, Py_ssize_t i) {
         if (msg == NULL)
             return none();
@@ -440,7 +607,7 @@ static PyObject *texts(PyObject *self, PyObject *args, PyObject *kw) {
                 return (PyObject *)NULL;
             out.append(head, (size_t)size);
         }
-        if (!payload_text(out, *msg, key, item, safe))
+        if (!payload_text(out, *msg, compact, safe))
             return PyErr_Occurred() ? (PyObject *)NULL : none();
         out.append(tail, (size_t)tail_size);
         return str_of(out);
@@ -451,7 +618,7 @@ static PyObject *texts(PyObject *self, PyObject *args, PyObject *kw) {
 
 /* The Python value of a metric's value (sparkplug.py's ``flat``: signed integers, non-finite floats as their
  * names), its JSON text in ``vj``; NULL with no exception: the Python path reads this payload. */
-static PyObject *value_object(const Metric &m, std::string &vj) {
+static PyObject *value_object(const Metric &m, Text &vj) {
     vj.clear();
     if (!put_value(vj, m))
         return NULL;
@@ -491,7 +658,7 @@ static PyObject *u64_or_none(bool has, uint64_t v) {
 
 /* sparkplug.py's ``flat`` of a parsed payload: ((timestamp, seq, uuid, body as base64), [(name, alias,
  * timestamp, datatype, value, value's JSON text)]); Py_None when it is not plain; NULL on an error. */
-static PyObject *flat_object(const Payload &p, std::string &vj) {
+static PyObject *flat_object(const Payload &p, Text &vj) {
     if (p.has_uuid() && !valid_utf8(p.uuid()))
         Py_RETURN_NONE;
     int n = p.metrics_size();
@@ -548,15 +715,14 @@ static PyObject *flats(PyObject *self, PyObject *args) {
     int text = with_text != Py_None, compact = text ? PyObject_IsTrue(with_text) : 0;
     if (compact < 0)
         return NULL;
-    const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
-    std::string vj, out;
+    Text vj, out;
     return each_payload(seq, "flats: a sequence of payloads", [&](const Payload *msg, Py_ssize_t) -> PyObject * {
         if (msg == NULL)
             return none();
         PyObject *got = flat_object(*msg, vj);
         if (got == NULL || got == Py_None || !text)
             return got;
-        PyObject *t = text_of(*msg, out, key, item);  /* (head, metrics) + (the payload's text,) */
+        PyObject *t = text_of(*msg, out, compact);  /* (head, metrics) + (the payload's text,) */
         PyObject *both = t == NULL ? NULL : Py_BuildValue("(OON)", PyTuple_GET_ITEM(got, 0), PyTuple_GET_ITEM(got, 1), t);
         Py_DECREF(got);
         return both;
@@ -591,13 +757,12 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     int compact;
     if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
         return NULL;
-    const char *key = compact ? ":" : ": ", *item = compact ? "," : ", ";
     std::string stamp, stamp_set, seqs, seq_set, count;
     std::string alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set;
     TextColumn names, values;
-    std::string out, vj;
+    Text out, vj;
     PyObject *texts = each_payload(seq, "columns: a sequence of payloads", [&](const Payload *msg, Py_ssize_t) -> PyObject * {
-        PyObject *text = msg == NULL ? none() : text_of(*msg, out, key, item);
+        PyObject *text = msg == NULL ? none() : text_of(*msg, out, compact);
         if (text == NULL)
             return NULL;
         bool read = text != Py_None;
@@ -672,7 +837,8 @@ static PyObject *birth_keys(PyObject *self, PyObject *args) {
     PyObject *seq;
     if (!PyArg_ParseTuple(args, "O", &seq))
         return NULL;
-    std::string key, vj;
+    std::string key;
+    Text vj;
     return each_payload(seq, "birth_keys: a sequence of payloads", [&](const Payload *msg, Py_ssize_t) -> PyObject * {
         if (msg == NULL || (msg->has_uuid() && !valid_utf8(msg->uuid())))
             return none();
@@ -712,6 +878,7 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_sparkplug", NULL, -
 
 PyMODINIT_FUNC PyInit__sparkplug(void) {
     GOOGLE_PROTOBUF_VERIFY_VERSION;
+    make_keys();
     PyObject *m = PyModule_Create(&module);
     if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 2) < 0) {
         Py_DECREF(m);

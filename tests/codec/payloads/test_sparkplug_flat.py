@@ -316,3 +316,58 @@ def test_the_native_reader_gives_what_the_python_runtime_reads() -> None:
         assert both[2] == compact.text(*want) and text == spaced.text(*want), payload
         assert line == head + json_safe(spaced.text(*want)) + "</\x7f>", payload
     assert read > 5000 and 0 < left < read // 5
+
+
+def _doubles(rnd: random.Random, n: int) -> list[float]:
+    """Doubles of every kind: any bit pattern, both ends of the exponent, round decimals, integers past 2**53."""
+    import struct
+
+    out = []
+    for _ in range(n):
+        k = rnd.random()
+        if k < 0.4:
+            out.append(struct.unpack("<d", rnd.getrandbits(64).to_bytes(8, "little"))[0])
+        elif k < 0.55:
+            out.append(rnd.uniform(-1e6, 1e6))
+        elif k < 0.7:
+            out.append(round(rnd.uniform(-1e4, 1e4), rnd.randint(0, 6)))
+        elif k < 0.85:
+            out.append(float(f"{rnd.choice('-+')}{rnd.choice(['1', '1.5', '2.5', '9.999999999999999'])}"
+                             f"e{rnd.randint(-330, 310)}"))
+        else:
+            out.append(float(rnd.randint(-(1 << 60), 1 << 60)) * rnd.choice([1.0, 0.5, 1e-9]))
+    return out
+
+
+def test_the_native_reader_writes_each_float_as_repr_does() -> None:
+    """Doubles and floats in the native reader's JSON are Python's repr(): the same shortest digits and the same
+    layout (positional or exponent, "1e-05", "1e+16", "-0.0", "5e-324"); non-finite ones as their names."""
+    if spb._native is None:
+        pytest.skip("the native Sparkplug reader is not built")
+    import struct
+
+    rnd = random.Random(5)
+    cls = spb.payload_class()
+    payloads, wanted = [], []
+    doubles = _doubles(rnd, 120_000) + [0.0, -0.0, 1e16, 1e15, 9999999999999998.0, 1e-4, 1e-5, 5e-324, 1.7976931348623157e308,
+                                        0.1, 123456789012345678.0, 1e22, 1e-7, 0.0001234]
+    floats = [struct.unpack("<f", rnd.getrandbits(32).to_bytes(4, "little"))[0] for _ in range(60_000)]
+    for chunk in range(0, len(doubles) + len(floats), 40):
+        p = cls()
+        want = []
+        for k in range(chunk, min(chunk + 40, len(doubles) + len(floats))):
+            m = p.metrics.add()
+            if k < len(doubles):
+                m.double_value = doubles[k]
+            else:
+                m.float_value = floats[k - len(doubles)]
+            v = m.double_value if k < len(doubles) else m.float_value
+            want.append('"NaN"' if math.isnan(v) else ('"Infinity"' if v > 0 else '"-Infinity"') if math.isinf(v)
+                        else repr(v))
+        payloads.append(p.SerializeToString())
+        wanted.append(want)
+    texts = spb.native_texts(payloads, True)
+    for text, want in zip(texts, wanted, strict=True):
+        assert text is not None
+        got = [part.split("}")[0] for part in text.split('"value":')[1:]]
+        assert got == want
