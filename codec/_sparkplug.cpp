@@ -17,6 +17,8 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sparkplug_b.pb.h"
 
@@ -496,9 +498,7 @@ static bool payload_text(Text &out, const Payload &p, int compact, bool safe = f
  * message); bytes the C++ runtime writes back unchanged are a canonical encoding both read alike. Real
  * encoders write canonical bytes; anything else (fields out of order, a field repeated, unknown fields,
  * overlong varints) goes to the Python path, which gives the answer for it. */
-static bool parsed(Payload &msg, std::string &again, PyObject *o) {
-    const char *data = PyBytes_AS_STRING(o);
-    Py_ssize_t size = PyBytes_GET_SIZE(o);
+static bool parsed(Payload &msg, std::string &again, const char *data, size_t size) {
     if (!msg.ParseFromArray(data, (int)size))
         return false;
     again.clear();
@@ -527,7 +527,7 @@ template <typename F> static PyObject *each_payload(PyObject *seq, const char *w
     try {
         for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
             PyObject *o = items[i];
-            bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, o);
+            bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
             PyObject *got = each(read ? &msg : NULL, i);
             if (got == NULL) {
                 Py_CLEAR(result);
@@ -614,6 +614,76 @@ static PyObject *texts(PyObject *self, PyObject *args, PyObject *kw) {
     });
     Py_XDECREF(fast_heads);
     return got;
+}
+
+/* dump_keys(data, starts, sizes, which, heads, tail, fill) -> list: the payload keys of a dump batch's rows, the
+ * payloads read in place (row i's: ``data[starts[i]:starts[i] + sizes[i]]``; int64 arrays, ``which`` int32):
+ * which[i] >= 0: heads[which[i]] + the payload's safe FlatJson text + tail, or None where the Python path reads
+ * it; -1: ``fill``; any other: None (the caller decides). No bytes object made per payload. */
+static PyObject *dump_keys(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, sizes, which;
+    PyObject *heads, *fill;
+    const char *tail;
+    Py_ssize_t tail_size;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*O!s#U", &data, &starts, &sizes, &which, &PyList_Type, &heads, &tail,
+                          &tail_size, &fill))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / 8, nheads = PyList_GET_SIZE(heads);
+    const int64_t *at = (const int64_t *)starts.buf, *size = (const int64_t *)sizes.buf;
+    const int32_t *rule = (const int32_t *)which.buf;
+    std::vector<std::pair<const char *, Py_ssize_t>> head(nheads);
+    bool ok = starts.len % 8 == 0 && sizes.len == starts.len && which.len == n * 4;
+    if (!ok)
+        PyErr_SetString(PyExc_ValueError, "dump_keys: starts and sizes int64, which int32, one of each a row");
+    for (Py_ssize_t h = 0; ok && h < nheads; h++) {
+        head[h].first = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(heads, h), &head[h].second);
+        ok = head[h].first != NULL;
+    }
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (rule[i] >= nheads || at[i] < 0 || size[i] < 0 || size[i] > INT32_MAX || at[i] > data.len - size[i]) {
+            PyErr_SetString(PyExc_ValueError, "dump_keys: a row's head or span is out of range");
+            ok = false;
+        }
+    }
+    if (ok && (result = PyList_New(n)) != NULL) {
+        Payload msg;
+        std::string again;
+        Text out;
+        try {
+            for (Py_ssize_t i = 0; i < n; i++) {
+                PyObject *got;
+                if (rule[i] == -1) {
+                    Py_INCREF(fill);
+                    got = fill;
+                } else if (rule[i] < 0 || !parsed(msg, again, (const char *)data.buf + at[i], (size_t)size[i])) {
+                    got = none();
+                } else {
+                    out.clear();
+                    out.append(head[rule[i]].first, (size_t)head[rule[i]].second);
+                    if (payload_text(out, msg, 0, true)) {
+                        out.append(tail, (size_t)tail_size);
+                        got = str_of(out);
+                    } else {
+                        got = PyErr_Occurred() ? NULL : none();
+                    }
+                }
+                if (got == NULL) {
+                    Py_CLEAR(result);
+                    break;
+                }
+                PyList_SET_ITEM(result, i, got);
+            }
+        } catch (const std::bad_alloc &) {
+            Py_CLEAR(result);
+            PyErr_NoMemory();
+        }
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&sizes);
+    PyBuffer_Release(&which);
+    return result;
 }
 
 /* The Python value of a metric's value (sparkplug.py's ``flat``: signed integers, non-finite floats as their
@@ -864,6 +934,9 @@ static PyMethodDef methods[] = {
     {"columns", columns, METH_VARARGS,
      "columns(payloads, compact) -> tuple: each payload's FlatJson text (None: the Python path reads it) and\n"
      "its metrics' pieces in columns (see _sparkplug.cpp)"},
+    {"dump_keys", dump_keys, METH_VARARGS,
+     "dump_keys(data, starts, sizes, which, heads, tail, fill) -> list: a dump batch's payload keys, the payloads\n"
+     "read in place (see _sparkplug.cpp)"},
     {"flats", flats, METH_VARARGS,
      "flats(payloads[, compact]) -> list: each payload as sparkplug.flat gives it (with compact given, and its\n"
      "FlatJson text: (head, metrics, text)), or None where the Python path reads it"},
@@ -880,7 +953,7 @@ PyMODINIT_FUNC PyInit__sparkplug(void) {
     GOOGLE_PROTOBUF_VERIFY_VERSION;
     make_keys();
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 2) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 3) < 0) {
         Py_DECREF(m);
         return NULL;
     }

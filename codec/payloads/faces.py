@@ -74,6 +74,63 @@ def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[byt
     return out  # type: ignore[return-value] - every row has its text now
 
 
+def dump_suffixes_in(decoder: Any, data: bytes, topic_spans: tuple[Any, Any], payload_spans: tuple[Any, Any],
+                     topics: Sequence[str | None]) -> list[str] | None:
+    """:func:`dump_suffixes` of a batch held in ``data`` (its topics' and payloads' (starts, sizes)): each row's rule
+    found on the topic bytes, plain Sparkplug B payloads read in place by the native reader, no object made for a
+    row it reads; ``topics``: their text, asked for the rows left to Python. None when the native reader is not built
+    (then :func:`dump_suffixes` reads them)."""
+    import numpy as np
+
+    from codec.payloads.sparkplug import FlatJson, native_dump_keys, read_flat
+
+    d = np.frombuffer(data, np.uint8)
+    t_starts, t_sizes = topic_spans
+    p_starts, p_sizes = payload_spans
+    codes = decoder.rule_codes(d, t_starts, t_sizes)
+    which = np.where(codes < 0, np.int32(-1), np.int32(-2))  # -1: no rule; -2: left to Python
+    heads: list[str] = []
+    for k, rule in enumerate(decoder.rules):
+        rows = codes == k
+        if rule.format == "none":
+            which[rows] = -1
+            continue
+        why = decoder.sparkplug_why(rule)
+        if why is None or not rows.any():
+            continue
+        if rule.format != "sparkplug":  # detected: a topic of the namespace that is not a STATE topic
+            rows &= (p_sizes > 0) & _starts_with(d, t_starts, t_sizes, b"spBv1.0/") \
+                & ~_starts_with(d, t_starts, t_sizes, b"spBv1.0/STATE/")
+        which[rows] = len(heads)
+        heads.append(f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": ')
+    out = native_dump_keys(data, p_starts, p_sizes, which, heads, _NO_ERROR, _NONE_SUFFIX)
+    if out is None:
+        return None
+    if None in out:
+        to_text = FlatJson(compact=False).text
+        for r in [r for r, o in enumerate(out) if o is None]:
+            a = int(p_starts[r])
+            payload = data[a:a + int(p_sizes[r])]
+            h = int(which[r])
+            flat = read_flat(payload) if h >= 0 else None  # plain, left by the native reader: the Python runtime's
+            out[r] = heads[h] + json_safe(to_text(*flat)) + _NO_ERROR if flat is not None else \
+                dump_suffix(decoder.decode(topics[r], payload, rule=decoder.rules[codes[r]]))
+    return out
+
+
+def _starts_with(d: Any, starts: Any, sizes: Any, prefix: bytes) -> Any:
+    """Which of the texts ``d[starts[i]:starts[i] + sizes[i]]`` begin with ``prefix``."""
+    import numpy as np
+
+    ok = sizes >= len(prefix)
+    rows = np.flatnonzero(ok)
+    for j, byte in enumerate(prefix):
+        hit = d[starts[rows] + j] == byte
+        ok[rows[~hit]] = False
+        rows = rows[hit]
+    return ok
+
+
 @dataclass
 class PayloadFinding:
     """A payload its rule could not decode: where it is and why."""

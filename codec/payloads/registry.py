@@ -180,19 +180,23 @@ class PayloadDecoder:
     def rules_for_column(self, data: Any, starts: Any, sizes: Any) -> list[Rule | None]:
         """:meth:`rules_for` of topics held as a byte column (``data[starts[i]:starts[i] + sizes[i]]``: a
         batch's spans into its bytes), no text made for them."""
+        rules = self.rules
+        return [None if c < 0 else rules[c] for c in self.rule_codes(data, starts, sizes).tolist()]
+
+    def rule_codes(self, data: Any, starts: Any, sizes: Any) -> Any:
+        """The index in :attr:`rules` of each topic's rule (-1: none), topics held as in :meth:`rules_for_column`."""
         import numpy as np
 
         from codec.views.select import topic_mask
 
-        out: list[Rule | None] = [None] * len(starts)
+        out = np.full(len(starts), -1, np.int32)
         left = np.ones(len(starts), dtype=bool)
-        for rule in self.rules:
+        for k, rule in enumerate(self.rules):
             if not left.any():
                 break
-            hit = np.flatnonzero(left & topic_mask(data, starts, sizes, [rule.filter]))
-            for i in hit.tolist():
-                out[i] = rule
-            left[hit] = False
+            hit = left & topic_mask(data, starts, sizes, [rule.filter])
+            out[hit] = k
+            left &= ~hit
         return out
 
     # ------------------------------------------------------------ decoding
@@ -213,11 +217,20 @@ class PayloadDecoder:
         """The rule text :meth:`decode` gives a payload of ``topic`` that ``rule`` reads as Sparkplug B
         with no wrapper (declared, or detected by its namespace), else None: a batch reader then reads
         it with :func:`codec.payloads.sparkplug.flat` and gives the same value."""
-        fmt = rule.format
-        if fmt == "sparkplug":
+        if rule.format == "sparkplug":
             return rule.text
-        if fmt == "auto" and payload and topic is not None and topic.startswith("spBv1.0/") \
+        if rule.format == "auto" and payload and topic is not None and topic.startswith("spBv1.0/") \
                 and not topic.startswith("spBv1.0/STATE/"):
+            return self.sparkplug_why(rule)
+        return None
+
+    @staticmethod
+    def sparkplug_why(rule: Rule) -> str | None:
+        """The rule text of a plain Sparkplug B payload ``rule`` reads (declared, or detected by its namespace:
+        ``auto``, for a topic in it that is not a STATE topic, and a payload that is not empty); None: it reads none."""
+        if rule.format == "sparkplug":
+            return rule.text
+        if rule.format == "auto":
             why = "detected" if rule.origin == "detection" else f"{rule.text}: detected"
             return f"{why} (spBv1.0/ namespace)"
         return None

@@ -48,7 +48,7 @@ try:  # the native reader of plain payloads (codec/_sparkplug.cpp: setup.py buil
     from codec import _sparkplug as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built without protobuf's C++ runtime
     _native = None
-if _native is not None and getattr(_native, "API_VERSION", 0) != 2:  # pragma: no cover - a stale build
+if _native is not None and getattr(_native, "API_VERSION", 0) != 3:  # pragma: no cover - a stale build
     _native = None
 
 
@@ -447,6 +447,19 @@ def native_texts(payloads: Sequence[bytes], compact: bool, *, heads: Sequence[st
     if _native is None:
         return [None] * len(payloads)
     return _native.texts(payloads, compact, heads=heads, tail=tail, safe=safe)
+
+
+def native_dump_keys(data: Any, starts: Any, sizes: Any, which: Any, heads: list[str], tail: str,
+                     fill: str) -> list[str | None] | None:
+    """A dump batch's payload keys, its payloads read in place by the native reader (``_sparkplug.dump_keys``:
+    row i's payload ``data[starts[i]:starts[i] + sizes[i]]``; ``which[i]`` its head in ``heads``, -1 for ``fill``,
+    else None), or None when the native reader is not built."""
+    if _native is None:
+        return None
+    import numpy as np
+
+    return _native.dump_keys(data, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64),
+                             np.ascontiguousarray(which, np.int32), heads, tail, fill)
 
 
 def native_flats(payloads: Sequence[bytes], compact: bool) -> list[tuple[Any, Any, str] | None]:

@@ -19,7 +19,7 @@ import pytest
 
 from codec.payloads import PayloadDecoder
 from codec.payloads import sparkplug as spb
-from codec.payloads.faces import dump_suffix, dump_suffixes
+from codec.payloads.faces import dump_suffix, dump_suffixes, dump_suffixes_in
 from codec.payloads.model import canonical_json
 from codec.values import json_safe
 
@@ -126,11 +126,35 @@ def test_dump_suffixes_equal_each_rows_dump_keys(reader: str) -> None:
     topics = [f"spBv1.0/g/DDATA/e/d{k}" for k in range(len(payloads))]
     topics[6] = "spBv1.0/STATE/host"  # detection: not Sparkplug's protobuf
     topics[7] = "other/topic"
+    for k in range(8, 60, 2):  # more of both, where the native reader reads the payload
+        topics[k], topics[k + 1] = f"other/{k}", f"spBv1.0/STATE/h{k}"
     for rules in (["spBv1.0/#=sparkplug"], ["auto"], ["spBv1.0/g/DDATA/e/d1=none", "#=sparkplug"]):
         decoder = PayloadDecoder.from_options(rules)
         assert decoder is not None
         want = [dump_suffix(None if p is None else decoder.decode(t, p)) for t, p in zip(topics, payloads, strict=True)]
         assert dump_suffixes(decoder, topics, payloads) == want
+        # a dump batch's form: topics and payloads as spans into one buffer (a payload is never missing there)
+        held = [b"" if p is None else p for p in payloads]
+        data, spans = _held(topics, held)
+        got = dump_suffixes_in(decoder, data, spans[0], spans[1], topics)
+        if reader == "python":
+            assert got is None  # the caller reads them with dump_suffixes
+        else:
+            assert got == [dump_suffix(decoder.decode(t, p)) for t, p in zip(topics, held, strict=True)]
+
+
+def _held(topics: list[str], payloads: list[bytes]) -> tuple[bytes, tuple[tuple[Any, Any], tuple[Any, Any]]]:
+    """Topics and payloads laid one after the other in one buffer, and the (starts, sizes) of each kind."""
+    import numpy as np
+
+    data, at = bytearray(), {"t": ([], []), "p": ([], [])}
+    for t, p in zip(topics, payloads, strict=True):
+        for kind, value in (("t", t.encode()), ("p", p)):
+            at[kind][0].append(len(data))
+            at[kind][1].append(len(value))
+            data += value
+    spans = tuple((np.array(at[k][0], np.int64), np.array(at[k][1], np.int64)) for k in "tp")
+    return bytes(data), spans  # type: ignore[return-value]
 
 
 @pytest.mark.parametrize("primed", [False, True])
