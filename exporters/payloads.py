@@ -209,7 +209,9 @@ class PayloadColumns:
                  for topic, payload, rule in zip(topics, payloads, rules, strict=True)]
         keys = iter(native_birth_keys([p for p, k in zip(payloads, plain, strict=True) if k]))
         by_key = self._by_key
-        for topic, payload, store_id, rule, is_plain in zip(topics, payloads, store_ids, rules, plain, strict=True):
+        nodes = _nodes(topics)
+        for topic, node, payload, store_id, rule, is_plain in zip(topics, nodes, payloads, store_ids, rules, plain,
+                                                                 strict=True):
             if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto") or payload is None:
                 continue
             if is_plain:
@@ -219,7 +221,7 @@ class PayloadColumns:
                     if maps is None:
                         (both,) = native_flats([payload], False)
                         maps = by_key[key] = self._shared_maps(_flat_maps(both[1]))
-                    self._add_birth(topic, maps, _unsigned(store_id))
+                    self.births.setdefault(node, []).append((_unsigned(store_id) or 0, *maps))
                     continue
                 try:
                     msg = parse(payload)
@@ -287,7 +289,7 @@ class PayloadColumns:
         """The metrics rows of the payloads the native reader read (``cols``: its columns of the batch's rows
         ``plain_rows``), in columns: :meth:`_flat_metrics` of each, the birth lookups Python's per metric that
         needs one. Returns [the batch row of each metrics row, the rows] or [] when there are none."""
-        from codec.payloads.sparkplug import DATATYPES, retyped, topic_parts
+        from codec.payloads.sparkplug import DATATYPES, retyped
 
         (texts, stamp, stamp_set, seq, seq_set, count, alias, alias_set, ts, ts_set, dt, dt_set, kind, bits,
          name_set, name_off, name_data, (value_off, value_data)) = cols
@@ -296,15 +298,10 @@ class PayloadColumns:
         if not m:
             return []
         owner = np.repeat(np.arange(len(plain_rows)), per)  # the payload of each metric
-        at = np.asarray(plain_rows, np.int64)[owner]  # its batch row
-        k_births: list[Any] = [None] * len(plain_rows)
-        g, e, d, mt = ([None] * len(plain_rows) for _ in range(4))
-        for k in np.flatnonzero(per).tolist():
-            r = plain_rows[k]
-            p = topic_parts(topics[r])
-            g[k], e[k], d[k], mt[k] = p["group_id"], p["edge_node_id"], p["device_id"], p["message_type"]
-            if mt[k] not in ("NBIRTH", "DBIRTH"):
-                k_births[k] = self._birth_before((g[k], e[k], d[k]), ids[r])
+        rows_at = np.asarray(plain_rows, np.int64)
+        at = rows_at[owner]  # its batch row
+        g, mt, e, d = topic_columns(batch.column("topic").take(pa.array(rows_at)))
+        k_births = self._births_of(g, e, d, mt, per, [ids[r] for r in plain_rows])
         has_birth = np.array([b is not None for b in k_births], bool)[owner]
         a = np.frombuffer(alias, np.uint64)
         a_set = np.frombuffer(alias_set, np.bool_)
@@ -317,13 +314,13 @@ class PayloadColumns:
         values = _text_array(value_off, value_data)
         # names a data message left to its birth (by alias)
         need = np.flatnonzero(~n_set & a_set & has_birth)
-        found = [k_births[o][1].get(x) for o, x in zip(owner[need].tolist(), a[need].tolist(), strict=True)]
+        found = pa.array(_looked_up(k_births, 1, owner[need], a[need].tolist()), pa.string())
         from_birth = np.zeros(m, bool)
-        from_birth[need] = [x is not None for x in found]
+        from_birth[need] = np.asarray(found.is_valid())
         if len(need):
             mask = np.zeros(m, bool)
             mask[need] = True
-            names = pc.replace_with_mask(names, pa.array(mask), pa.array(found, pa.string()))
+            names = pc.replace_with_mask(names, pa.array(mask), found)
         # datatypes: the payload's, else the birth's for the name
         codes = np.where(dt_known, np.minimum(dts, len(DATATYPES)), len(DATATYPES) + 1).astype(np.int32)
         dtn = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=~dt_known),
@@ -336,13 +333,13 @@ class PayloadColumns:
         ask = np.flatnonzero(~dt_known & has_birth & (n_set | from_birth))
         dbl_over: dict[int, Any] = {}
         if len(ask):
-            asked_names = names.take(pa.array(ask)).to_pylist()
-            got = [k_births[o][2].get(x) for o, x in zip(owner[ask].tolist(), asked_names, strict=True)]
+            got = _looked_up(k_births, 2, owner[ask], names.take(pa.array(ask)).to_pylist())
+            got_array = pa.array(got, pa.string())
             mask = np.zeros(m, bool)
             mask[ask] = True
-            dtn = pc.replace_with_mask(dtn, pa.array(mask), pa.array(got, pa.string()))
+            dtn = pc.replace_with_mask(dtn, pa.array(mask), got_array)
             # a datatype left to the birth reads the value again (sparkplug.retyped)
-            signed = [i for i, x in enumerate(got) if x in ("Int8", "Int16", "Int32", "Int64")]
+            signed = np.flatnonzero(np.asarray(pc.fill_null(pc.is_in(got_array, _SIGNED_NAMES), False))).tolist()
             if signed:
                 pos = ask[signed]
                 ints = pos[kinds[pos] == _V_UINT]
@@ -351,7 +348,7 @@ class PayloadColumns:
                                                           if kinds[p] == _V_UINT])
                     for p, v in zip(ints[changed].tolist(), new[changed].tolist(), strict=True):
                         dbl_over[p] = (str(v), float(v))
-            arrays = [i for i, x in enumerate(got) if x is not None and kinds[ask[i]] == _V_STRING]
+            arrays = np.flatnonzero(np.asarray(got_array.is_valid()) & (kinds[ask] == _V_STRING)).tolist()
             for i in arrays:  # a string read as an array datatype: rare, per metric
                 p = int(ask[i])
                 v = json.loads(values[p].as_py())
@@ -391,7 +388,7 @@ class PayloadColumns:
                                   for name in ("file", "store_id", "chunk_index", "chunk_offset", "topic")}
         per_msg = pa.array(owner.astype(np.int64))
         for name, col in (("group_id", g), ("edge_node_id", e), ("device_id", d), ("message_type", mt)):
-            arrays[name] = pa.array(col, pa.string()).take(per_msg)
+            arrays[name] = col.take(per_msg)
         arrays["seq"] = _masked(np.frombuffer(seq, np.uint64), np.frombuffer(seq_set, np.bool_), pa.int64()).take(per_msg)
         arrays["payload_timestamp"] = _masked(np.frombuffer(stamp, np.uint64), np.frombuffer(stamp_set, np.bool_),
                                               pa.int64()).take(per_msg)
@@ -406,6 +403,23 @@ class PayloadColumns:
         arrays["timestamp"] = ms
         arrays["timestamp_ts"] = pc.multiply(pc.if_else(pc.less(ms, 9_000_000_000_000), ms, None), 1000).cast(TIMESTAMP)
         return [at, pa.RecordBatch.from_arrays([arrays[n] for n in METRIC_NAMES], schema=METRICS)]
+
+    def _births_of(self, g: pa.Array, e: pa.Array, d: pa.Array, mt: pa.Array, per: np.ndarray,
+                   ids: list[Any]) -> list[Any]:
+        """:meth:`_birth_before` of each payload with metrics that is not a birth (topic parts in columns, the
+        payloads' store ids), else None: a node born once needs no search."""
+        out: list[Any] = [None] * len(ids)
+        if not self.births:
+            return out
+        wanted = np.asarray(per) > 0
+        wanted &= ~np.asarray(pc.fill_null(pc.is_in(mt, pa.array(["NBIRTH", "DBIRTH"])), False))
+        births = self.births
+        for k, node in zip(np.flatnonzero(wanted).tolist(),
+                           zip(*(c.filter(pa.array(wanted)).to_pylist() for c in (g, e, d))), strict=True):
+            seen = births.get(node)
+            if seen is not None:
+                out[k] = seen[0] if len(seen) == 1 else self._birth_before(node, ids[k])
+        return out
 
     def _flat_metrics(self, out: _MetricColumns, r: int, topic: str, got: Any, store_id: int | None) -> None:
         """:meth:`_metrics` of a payload read by ``flat``: the value's JSON text is the one its payload_json
@@ -438,6 +452,44 @@ class PayloadColumns:
                            None if v is None else vj, dbl, ts))
 
 
+def _nodes(topics: list[Any]) -> list[tuple[Any, Any, Any]]:
+    """(group_id, edge_node_id, device_id) of each topic (None for a missing one), read in columns."""
+    if not topics:
+        return []
+    try:
+        column = pa.array([t if isinstance(t, str) else None for t in topics], pa.string())
+    except (UnicodeError, pa.ArrowException):  # a topic that is not UTF-8 (held with surrogate escapes): one by one
+        from codec.payloads.sparkplug import topic_parts
+
+        return [(p["group_id"], p["edge_node_id"], p["device_id"]) if isinstance(t, str) else (None, None, None)
+                for t in topics for p in [topic_parts(t) if isinstance(t, str) else {}]]
+    g, _mt, e, d = topic_columns(column)
+    return list(zip(g.to_pylist(), e.to_pylist(), d.to_pylist()))
+
+
+def topic_columns(topics: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
+    """:func:`codec.payloads.sparkplug.topic_parts` of every topic at once: (group_id, message_type, edge_node_id,
+    device_id) as string arrays (``spBv1.0/GROUP/TYPE/EDGE[/DEVICE...]``; ``spBv1.0/STATE/HOST``: STATE and the host
+    as edge node)."""
+    topics = topics.cast(pa.string())
+    parts = pc.split_pattern(topics, "/", max_splits=4)  # the fifth part: the rest, slashes kept (a device id's)
+    if isinstance(parts, pa.ChunkedArray):
+        parts = parts.combine_chunks()
+    n = np.asarray(pc.fill_null(pc.list_value_length(parts), 0), np.int64)
+    starts = np.asarray(parts.offsets)[:-1]
+    values = parts.values
+
+    def part(i: int) -> pa.Array:
+        ok = n > i
+        return values.take(pa.array(np.where(ok, starts + i, 0), pa.int64(), mask=~ok))
+
+    group, mtype, edge, device = part(1), part(2), part(3), part(4)
+    state = pa.array((n >= 3) & np.asarray(pc.fill_null(pc.equal(group, "STATE"), False)))
+    none = pa.scalar(None, pa.string())
+    return (pc.if_else(state, none, group), pc.if_else(state, pa.scalar("STATE"), mtype), pc.if_else(state, mtype, edge),
+            pc.if_else(state, none, device))
+
+
 def _from_birth(birth: Any, name: str | None, alias: int | None, dt: str | None
                 ) -> tuple[str | None, bool, str | None, bool]:
     """A metric's (name, name taken from the birth, datatype, datatype taken from the birth): a data message names
@@ -449,6 +501,16 @@ def _from_birth(birth: Any, name: str | None, alias: int | None, dt: str | None
     return name, from_birth, dt, dt_from_birth
 
 
+def _looked_up(births: list[Any], which: int, owners: np.ndarray, keys: list[Any]) -> list[Any]:
+    """``births[o][which].get(key)`` for each (owner, key): a birth's alias -> name (1) or name -> datatype (2) map,
+    looked up in C (the births are as many objects as payloads, the keys as metrics)."""
+    if not len(owners):
+        return []
+    maps = np.array([None if b is None else b[which] for b in births], object)[owners]
+    return list(map(dict.get, maps.tolist(), keys))
+
+
+_SIGNED_NAMES = pa.array(["Int8", "Int16", "Int32", "Int64"])
 _V_NONE, _V_UINT, _V_SINT, _V_FLOAT, _V_NONFINITE, _V_BOOL, _V_STRING = range(7)  # codec/_sparkplug.cpp's kinds
 _NONFINITE = {'"NaN"': math.nan, '"Infinity"': math.inf, '"-Infinity"': -math.inf}  # _double of these texts
 

@@ -199,6 +199,24 @@ def test_export_columns_equal_the_general_paths(reader: str, primed: bool) -> No
         assert [f.line("f") for f in fast.findings] == [f.line("f") for f in general.findings]
 
 
+def test_topic_parts_in_columns_are_topic_parts() -> None:
+    """The export's topic parts made in columns (the metrics rows' and the births' nodes) are topic_parts' of each
+    topic: STATE topics, missing levels, empty ones, a device id with slashes, text beyond ASCII; a topic that is not
+    UTF-8 (surrogate escapes) is read one by one."""
+    from exporters.payloads import _nodes, topic_columns
+
+    rnd = random.Random(9)
+    levels = ["spBv1.0", "STATE", "g", "DDATA", "NBIRTH", "e", "d", "", "客户端", "ü/x"]
+    topics = ["", "/", "spBv1.0", "spBv1.0/STATE", "spBv1.0/STATE/h/x", "x/STATE/h", "spBv1.0/g/DDATA/e/d/more/levels"]
+    topics += ["/".join(rnd.choice(levels) for _ in range(rnd.randrange(1, 8))) for _ in range(3000)]
+    g, mt, e, d = (c.to_pylist() for c in topic_columns(pa.array(topics)))
+    for k, topic in enumerate(topics):
+        assert {"group_id": g[k], "message_type": mt[k], "edge_node_id": e[k], "device_id": d[k]} == \
+            spb.topic_parts(topic), topic
+    odd = [*topics[:50], b"spBv1.0/g/DBIRTH/e/\xff".decode("utf-8", "surrogateescape")]
+    assert _nodes(odd) == [(p["group_id"], p["edge_node_id"], p["device_id"]) for p in map(spb.topic_parts, odd)]
+
+
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The rows, NaN as text (NaN is not equal to itself)."""
     return [{k: "nan" if isinstance(v, float) and v != v else v for k, v in row.items()} for row in batch.to_pylist()]
