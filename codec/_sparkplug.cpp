@@ -803,10 +803,11 @@ static PyObject *flats(PyObject *self, PyObject *args) {
 enum { V_NONE = 0, V_UINT = 1, V_SINT = 2, V_FLOAT = 3, V_NONFINITE = 4, V_BOOL = 5, V_STRING = 6 };
 
 template <typename T> static void put_raw(std::string &col, T v) { col.append((const char *)&v, sizeof v); }
+template <typename T> static void put_raw(Text &col, T v) { col.append((const char *)&v, sizeof v); }
 
 /* Arrow-style text column: int64 offsets and the bytes. */
 struct TextColumn {
-    std::string offsets, data;
+    Text offsets, data;
     TextColumn() { put_raw<int64_t>(offsets, 0); }
     void add(const char *p, size_t n) {
         data.append(p, n);
@@ -815,29 +816,38 @@ struct TextColumn {
 };
 
 static PyObject *bytes_of(const std::string &s) { return PyBytes_FromStringAndSize(s.data(), (Py_ssize_t)s.size()); }
+static PyObject *bytes_of(const Text &s) { return PyBytes_FromStringAndSize(s.data(), (Py_ssize_t)s.size()); }
 
-/* columns(payloads, compact) -> (texts, per payload: stamp, stamp_set, seq, seq_set, count; per metric: alias,
- * alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, name offsets, name bytes, value text offsets, value
- * text bytes). texts[i]: payload i's FlatJson text, None where the Python path reads it (its count is 0). The
- * arrays are bytes of little-endian uint64 (uint8 for *_set and kind, int32 for count, int64 offsets); a metric's
- * value is ``bits`` read as ``kind`` says (V_*; a negative integer as int64, a float's double bits), its JSON
- * text what flat() gives as the value's text. What flat() gives, in columns: no Python object per metric. */
-static PyObject *columns(PyObject *self, PyObject *args) {
-    PyObject *seq;
+/* What columns() and columns_at() gather: per payload its FlatJson text (a str in ``list``, or in ``texts`` with
+ * ``read`` set), stamp, seq and metrics count; per metric its pieces. */
+struct Columns {
     int compact;
-    if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
-        return NULL;
-    std::string stamp, stamp_set, seqs, seq_set, count;
-    std::string alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set;
-    TextColumn names, values;
+    PyObject *list = NULL;
+    Text stamp, stamp_set, seqs, seq_set, count, read;
+    Text alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set;
+    TextColumn names, values, texts;
     Text out, vj;
-    PyObject *texts = each_payload(seq, "columns: a sequence of payloads", [&](const Payload *msg, Py_ssize_t) -> PyObject * {
-        PyObject *text = msg == NULL ? none() : text_of(*msg, out, compact);
-        if (text == NULL)
-            return NULL;
-        bool read = text != Py_None;
-        int32_t k = read ? msg->metrics_size() : 0;
-        for (int j = 0; j < k; j++) {  /* plain: every metric a scalar (payload_text checked) */
+
+    explicit Columns(int compact_) : compact(compact_) {}
+    ~Columns() { Py_XDECREF(list); }
+
+    /* Payload i (NULL: not parsed to canonical bytes); false on an error raised. */
+    bool add(const Payload *msg, Py_ssize_t i) {
+        out.clear();
+        bool plain = msg != NULL && payload_text(out, *msg, compact);
+        if (PyErr_Occurred())
+            return false;
+        if (list != NULL) {
+            PyObject *text = plain ? str_of(out) : none();
+            if (text == NULL)
+                return false;
+            PyList_SET_ITEM(list, i, text);
+        } else {
+            put_raw<uint8_t>(read, plain);
+            texts.add(out.data(), plain ? out.size() : 0);
+        }
+        int32_t k = plain ? msg->metrics_size() : 0;
+        for (int j = 0; j < k; j++) { /* plain: every metric a scalar (payload_text checked) */
             const Metric &m = msg->metrics(j);
             put_raw<uint64_t>(alias, m.alias());
             put_raw<uint8_t>(alias_set, m.has_alias());
@@ -884,20 +894,110 @@ static PyObject *columns(PyObject *self, PyObject *args) {
             put_raw<uint8_t>(kind, vk);
             put_raw<uint64_t>(bits, b);
         }
-        put_raw<uint64_t>(stamp, read ? msg->timestamp() : 0);
-        put_raw<uint8_t>(stamp_set, read && msg->has_timestamp());
-        put_raw<uint64_t>(seqs, read ? msg->seq() : 0);
-        put_raw<uint8_t>(seq_set, read && msg->has_seq());
+        put_raw<uint64_t>(stamp, plain ? msg->timestamp() : 0);
+        put_raw<uint8_t>(stamp_set, plain && msg->has_timestamp());
+        put_raw<uint64_t>(seqs, plain ? msg->seq() : 0);
+        put_raw<uint8_t>(seq_set, plain && msg->has_seq());
         put_raw<int32_t>(count, k);
-        return text;
-    });
-    if (texts == NULL)
+        return true;
+    }
+
+    /* The tuple columns() and columns_at() answer (see them); NULL on an error. */
+    PyObject *result() {
+        PyObject *first;
+        if (list != NULL) {
+            first = list;
+            list = NULL;
+        } else {
+            first = Py_BuildValue("(NNN)", bytes_of(read), bytes_of(texts.offsets), bytes_of(texts.data));
+        }
+        return Py_BuildValue("(NNNNNNNNNNNNNNNNNN)", first, bytes_of(stamp), bytes_of(stamp_set), bytes_of(seqs),
+                             bytes_of(seq_set), bytes_of(count), bytes_of(alias), bytes_of(alias_set), bytes_of(ts),
+                             bytes_of(ts_set), bytes_of(dt), bytes_of(dt_set), bytes_of(kind), bytes_of(bits),
+                             bytes_of(name_set), bytes_of(names.offsets), bytes_of(names.data),
+                             Py_BuildValue("(NN)", bytes_of(values.offsets), bytes_of(values.data)));
+    }
+};
+
+/* columns(payloads, compact) -> (texts, per payload: stamp, stamp_set, seq, seq_set, count; per metric: alias,
+ * alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, name offsets, name bytes, value text offsets, value
+ * text bytes). texts[i]: payload i's FlatJson text, None where the Python path reads it (its count is 0). The
+ * arrays are bytes of little-endian uint64 (uint8 for *_set and kind, int32 for count, int64 offsets); a metric's
+ * value is ``bits`` read as ``kind`` says (V_*; a negative integer as int64, a float's double bits), its JSON
+ * text what flat() gives as the value's text. What flat() gives, in columns: no Python object per metric. */
+static PyObject *columns(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    int compact;
+    if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
         return NULL;
-    return Py_BuildValue("(NNNNNNNNNNNNNNNNNN)", texts, bytes_of(stamp), bytes_of(stamp_set), bytes_of(seqs),
-                         bytes_of(seq_set), bytes_of(count), bytes_of(alias), bytes_of(alias_set), bytes_of(ts),
-                         bytes_of(ts_set), bytes_of(dt), bytes_of(dt_set), bytes_of(kind), bytes_of(bits),
-                         bytes_of(name_set), bytes_of(names.offsets), bytes_of(names.data),
-                         Py_BuildValue("(NN)", bytes_of(values.offsets), bytes_of(values.data)));
+    PyObject *fast = PySequence_Fast(seq, "columns: a sequence of payloads");
+    if (fast == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *result = NULL;
+    try {
+        Columns cols(compact);
+        cols.list = PyList_New(n);
+        bool ok = cols.list != NULL;
+        Payload msg;
+        std::string again;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            PyObject *o = items[i];
+            bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX &&
+                        parsed(msg, again, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
+            ok = cols.add(read ? &msg : NULL, i);
+        }
+        if (ok)
+            result = cols.result();
+    } catch (const std::bad_alloc &) {
+        Py_CLEAR(result);
+        PyErr_NoMemory();
+    }
+    Py_DECREF(fast);
+    return result;
+}
+
+/* columns_at(data, starts, sizes, compact) -> columns() of the payloads ``data[starts[i]:starts[i] + sizes[i]]``
+ * (int64 arrays; a size < 0: no payload), read in place, with the texts in a column: its first item is (read:
+ * uint8 per payload, text offsets int64, text bytes), an unread payload's text empty. */
+static PyObject *columns_at(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, sizes;
+    int compact;
+    if (!PyArg_ParseTuple(args, "y*y*y*p", &data, &starts, &sizes, &compact))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / 8;
+    const int64_t *at = (const int64_t *)starts.buf, *size = (const int64_t *)sizes.buf;
+    bool ok = starts.len % 8 == 0 && sizes.len == starts.len;
+    if (!ok)
+        PyErr_SetString(PyExc_ValueError, "columns_at: starts and sizes int64, one of each a payload");
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (size[i] >= 0 && (at[i] < 0 || size[i] > INT32_MAX || at[i] > data.len - size[i])) {
+            PyErr_SetString(PyExc_ValueError, "columns_at: a payload's span is out of range");
+            ok = false;
+        }
+    }
+    if (ok) {
+        try {
+            Columns cols(compact);
+            Payload msg;
+            std::string again;
+            for (Py_ssize_t i = 0; ok && i < n; i++) {
+                bool read = size[i] >= 0 && parsed(msg, again, (const char *)data.buf + at[i], (size_t)size[i]);
+                ok = cols.add(read ? &msg : NULL, i);
+            }
+            if (ok)
+                result = cols.result();
+        } catch (const std::bad_alloc &) {
+            Py_CLEAR(result);
+            PyErr_NoMemory();
+        }
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&sizes);
+    return result;
 }
 
 /* birth_keys(payloads) -> list: for each plain payload, bytes that hold what a birth certificate tells (each
@@ -931,6 +1031,9 @@ static PyObject *birth_keys(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"birth_keys", birth_keys, METH_VARARGS,
      "birth_keys(payloads) -> list: bytes naming what each plain payload tells as a birth; None: the Python path"},
+    {"columns_at", columns_at, METH_VARARGS,
+     "columns_at(data, starts, sizes, compact) -> tuple: columns() of payloads read in place, the texts in a column\n"
+     "(see _sparkplug.cpp)"},
     {"columns", columns, METH_VARARGS,
      "columns(payloads, compact) -> tuple: each payload's FlatJson text (None: the Python path reads it) and\n"
      "its metrics' pieces in columns (see _sparkplug.cpp)"},

@@ -93,63 +93,45 @@ class PayloadColumns:
         """(payload_format, payload_json) arrays for a msg_store batch, and its metrics rows.
         Rows where ``keep`` is false (not selected) are not decoded.
 
-        Plain Sparkplug B payloads (the bulk of a Sparkplug file) are read once by
-        :func:`codec.payloads.sparkplug.flat`: the payload's JSON text and its metrics rows come from
-        the same pieces; any other payload (and one ``flat`` declines) goes through the decoder."""
-        from codec.payloads.sparkplug import native_columns, native_flats, read_flat
+        Each row's rule is found on the topic column. With the births read ahead, plain Sparkplug B payloads
+        (the bulk of a Sparkplug file) are read in place by the native reader: their JSON text and metrics rows
+        in columns, no object per row. The rest, row by row: plain payloads by
+        :func:`codec.payloads.sparkplug.flat` (JSON text and metrics rows from the same pieces), any other
+        through the decoder."""
+        from codec.payloads.faces import plain_sparkplug_rows
+        from codec.payloads.sparkplug import native_columns_at
         from codec.progress import paused_gc
 
         n = batch.num_rows
-        topics = batch.column("topic").to_pylist()
-        payloads = batch.column("payload").to_pylist()
-        if keep is not None:
-            topics = [t if k else None for t, k in zip(topics, keep.tolist(), strict=True)]
         with self.lock, paused_gc():
-            ids = batch.column("store_id").to_pylist()
-            rules = self.decoder.rules_for(topics)
-            fmt: list[str | None] = [None] * n
-            text: list[str | None] = [None] * n
-            metrics = _MetricColumns()
-            to_text = self._flat_json.text
-            plain = self.decoder.plain_sparkplug
-            whys = [None if rule is None or rule.format == "none" or payload is None else plain(rule, topic, payload)
-                    for rule, topic, payload in zip(rules, topics, payloads, strict=True)]
+            topic = batch.column("topic")
+            data, t_starts, t_sizes = _spans(topic)
+            codes = self.decoder.rule_codes(data, t_starts, t_sizes)
+            codes[~np.asarray(topic.is_valid())] = -1
+            if keep is not None:
+                codes[~keep] = -1
+            payload = batch.column("payload")
+            p_data, p_starts, p_sizes = _spans(payload)
+            p_sizes = np.where(np.asarray(payload.is_valid()), p_sizes, -1)  # -1: no payload
+            which, _whys = plain_sparkplug_rows(self.decoder, codes, data, t_starts, t_sizes, p_sizes)
+            left = (which != -1) & (p_sizes >= 0)  # a rule that decodes, and a payload
+            parts: list[tuple[np.ndarray, Any, Any]] = []  # (rows, payload_format, payload_json) of each way
             read: list[Any] = []  # the metrics rows of the plain payloads the native reader read, in columns
             if self.primed:  # births known: each payload's rows stand alone, so they are made in columns
-                plain_rows = [r for r, why in enumerate(whys) if why is not None]
-                cols = native_columns([payloads[r] for r in plain_rows], True)
+                plain_rows = np.flatnonzero(left & (which >= 0))
+                cols = native_columns_at(p_data, p_starts[plain_rows], p_sizes[plain_rows], True) \
+                    if len(plain_rows) else None
                 if cols is not None:
-                    for r, t in zip(plain_rows, cols[0], strict=True):
-                        if t is not None:
-                            fmt[r], text[r], whys[r] = "sparkplug", t, None
-                            rules[r] = None  # done
-                    read = self._native_metrics(batch, topics, ids, plain_rows, cols)
-            native = iter(native_flats([p for p, why in zip(payloads, whys, strict=True) if why is not None], True))
-            for r, rule in enumerate(rules):
-                if rule is None or rule.format == "none":
-                    continue
-                topic, payload = topics[r], payloads[r]
-                if payload is None:
-                    continue
-                if whys[r] is not None:
-                    both = next(native)
-                    got = both[:2] if both is not None else read_flat(payload)
-                    if got is not None:
-                        fmt[r] = "sparkplug"
-                        text[r] = both[2] if both is not None else to_text(*got)
-                        self._flat_metrics(metrics, r, topic, got, ids[r])
-                        continue
-                d = self.decoder.decode(topic, payload, rule=rule)
-                if d is None:
-                    continue
-                fmt[r] = d.format
-                if not d.ok:
-                    offsets = batch.column("chunk_offset").to_pylist()
-                    self.findings.append(finding(d, _unsigned(ids[r]), offsets[r], topic))
-                    continue
-                text[r] = _ENCODE(d.value)
-                if d.format.endswith("sparkplug"):
-                    self._metrics(metrics, r, topic, d.value, ids[r])
+                    ok, t_off, t_data = cols[0]
+                    ok = np.frombuffer(ok, np.bool_)
+                    done = plain_rows[ok]
+                    parts.append((done, pa.scalar("sparkplug"), _text_array(t_off, t_data).filter(pa.array(ok))))
+                    left[done] = False
+                    read = self._native_metrics(batch, plain_rows, cols)
+            metrics = _MetricColumns()
+            rest = np.flatnonzero(left)
+            if len(rest):
+                parts.append((rest, *self._rows_one_by_one(batch, rest, codes[rest], metrics)))
             rows = metrics.batch(batch)  # its columns too are made with the collector paused (millions of objects),
             if read:  # both kinds of rows in the batch's order (a stable sort: a payload's metrics keep theirs)
                 at, native_rows = read
@@ -159,7 +141,47 @@ class PayloadColumns:
                 else:
                     rows = native_rows
             metrics = _MetricColumns()  # and its tuples freed before the collector runs again: none of them is kept
-        return [pa.array(fmt, pa.string()), pa.array(text, pa.string())], rows
+            return list(_scattered(n, parts)), rows
+
+    def _rows_one_by_one(self, batch: pa.RecordBatch, rest: np.ndarray, codes: np.ndarray,
+                         metrics: _MetricColumns) -> tuple[list[str | None], list[str | None]]:
+        """(payload_format, payload_json) of batch rows ``rest`` (each with a rule that decodes, ``codes``, and a
+        payload), their metrics rows into ``metrics``, in row order: births before their data when not read ahead."""
+        from codec.payloads.sparkplug import native_flats, read_flat
+
+        take = pa.array(rest)
+        topics = batch.column("topic").take(take).to_pylist()
+        payloads = batch.column("payload").take(take).to_pylist()
+        ids = batch.column("store_id").take(take).to_pylist()
+        rules = [self.decoder.rules[c] for c in codes.tolist()]
+        to_text = self._flat_json.text
+        plain = self.decoder.plain_sparkplug
+        whys = [plain(rule, topic, payload) for rule, topic, payload in zip(rules, topics, payloads, strict=True)]
+        native = iter(native_flats([p for p, why in zip(payloads, whys, strict=True) if why is not None], True))
+        fmt: list[str | None] = [None] * len(rest)
+        text: list[str | None] = [None] * len(rest)
+        for j, r in enumerate(rest.tolist()):
+            topic, payload, rule = topics[j], payloads[j], rules[j]
+            if whys[j] is not None:
+                both = next(native)
+                got = both[:2] if both is not None else read_flat(payload)
+                if got is not None:
+                    fmt[j] = "sparkplug"
+                    text[j] = both[2] if both is not None else to_text(*got)
+                    self._flat_metrics(metrics, r, topic, got, ids[j])
+                    continue
+            d = self.decoder.decode(topic, payload, rule=rule)
+            if d is None:
+                continue
+            fmt[j] = d.format
+            if not d.ok:
+                offset = batch.column("chunk_offset")[r].as_py()
+                self.findings.append(finding(d, _unsigned(ids[j]), offset, topic))
+                continue
+            text[j] = _ENCODE(d.value)
+            if d.format.endswith("sparkplug"):
+                self._metrics(metrics, r, topic, d.value, ids[j])
+        return fmt, text
 
     def prime(self, db: Any) -> None:
         """Read the file's birth certificates first (picked by topic through the columnar engine):
@@ -284,8 +306,7 @@ class PayloadColumns:
             out.add(r, parts, mtype, seq, stamp, name, alias, from_birth, dt, m, v)
 
 
-    def _native_metrics(self, batch: pa.RecordBatch, topics: list[Any], ids: list[Any], plain_rows: list[int],
-                        cols: tuple[Any, ...]) -> list[Any]:
+    def _native_metrics(self, batch: pa.RecordBatch, plain_rows: np.ndarray, cols: tuple[Any, ...]) -> list[Any]:
         """The metrics rows of the payloads the native reader read (``cols``: its columns of the batch's rows
         ``plain_rows``), in columns: :meth:`_flat_metrics` of each, the birth lookups Python's per metric that
         needs one. Returns [the batch row of each metrics row, the rows] or [] when there are none."""
@@ -301,7 +322,8 @@ class PayloadColumns:
         rows_at = np.asarray(plain_rows, np.int64)
         at = rows_at[owner]  # its batch row
         g, mt, e, d = topic_columns(batch.column("topic").take(pa.array(rows_at)))
-        k_births = self._births_of(g, e, d, mt, per, [ids[r] for r in plain_rows])
+        store_ids = np.asarray(pc.fill_null(batch.column("store_id").take(pa.array(rows_at)), 0)).view(np.uint64)
+        k_births = self._births_of(g, e, d, mt, per, store_ids)
         has_birth = np.array([b is not None for b in k_births], bool)[owner]
         a = np.frombuffer(alias, np.uint64)
         a_set = np.frombuffer(alias_set, np.bool_)
@@ -405,7 +427,7 @@ class PayloadColumns:
         return [at, pa.RecordBatch.from_arrays([arrays[n] for n in METRIC_NAMES], schema=METRICS)]
 
     def _births_of(self, g: pa.Array, e: pa.Array, d: pa.Array, mt: pa.Array, per: np.ndarray,
-                   ids: list[Any]) -> list[Any]:
+                   ids: np.ndarray) -> list[Any]:
         """:meth:`_birth_before` of each payload with metrics that is not a birth (topic parts in columns, the
         payloads' store ids), else None: a node born once needs no search."""
         out: list[Any] = [None] * len(ids)
@@ -418,7 +440,7 @@ class PayloadColumns:
                            zip(*(c.filter(pa.array(wanted)).to_pylist() for c in (g, e, d))), strict=True):
             seen = births.get(node)
             if seen is not None:
-                out[k] = seen[0] if len(seen) == 1 else self._birth_before(node, ids[k])
+                out[k] = seen[0] if len(seen) == 1 else self._birth_before(node, int(ids[k]))
         return out
 
     def _flat_metrics(self, out: _MetricColumns, r: int, topic: str, got: Any, store_id: int | None) -> None:
@@ -450,6 +472,36 @@ class PayloadColumns:
             rows.append(r)
             tuples.append((g, e, d, mtype, seq, stamp, name, alias, from_birth, dtn, False, False,
                            None if v is None else vj, dbl, ts))
+
+
+def _spans(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A string or binary column as (its bytes, each value's start, its size): what the batch readers take."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    buffers = column.buffers()
+    wide = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
+    offsets = np.frombuffer(buffers[1], np.int64 if wide else np.int32)[column.offset:column.offset + len(column) + 1] \
+        if buffers[1] is not None else np.zeros(len(column) + 1, np.int64)
+    data = buffers[2]
+    d = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    starts = offsets[:-1].astype(np.int64)
+    return d, starts, (offsets[1:] - offsets[:-1]).astype(np.int64)
+
+
+def _scattered(n: int, parts: list[tuple[np.ndarray, Any, Any]]) -> tuple[pa.Array, pa.Array]:
+    """The payload_format and payload_json columns of ``n`` rows from the parts each way made: (rows, formats, texts),
+    formats one scalar or a value per row; null for the rows no part holds."""
+    index = np.full(n, -1, np.int64)
+    formats, texts, at = [], [], 0
+    for rows, fmt, text in parts:
+        index[rows] = np.arange(at, at + len(rows))
+        at += len(rows)
+        formats.append(pa.repeat(fmt, len(rows)) if isinstance(fmt, pa.Scalar) else pa.array(fmt, pa.string()))
+        texts.append(text if isinstance(text, pa.Array) else pa.array(text, pa.string()))
+    if not parts:
+        return pa.nulls(n, pa.string()), pa.nulls(n, pa.string())
+    take = pa.array(index, mask=index < 0)
+    return (pa.concat_arrays(formats).take(take), pa.concat_arrays(texts).take(take))
 
 
 def _nodes(topics: list[Any]) -> list[tuple[Any, Any, Any]]:

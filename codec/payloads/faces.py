@@ -88,21 +88,9 @@ def dump_suffixes_in(decoder: Any, data: bytes, topic_spans: tuple[Any, Any], pa
     t_starts, t_sizes = topic_spans
     p_starts, p_sizes = payload_spans
     codes = decoder.rule_codes(d, t_starts, t_sizes)
-    which = np.where(codes < 0, np.int32(-1), np.int32(-2))  # -1: no rule; -2: left to Python
-    heads: list[str] = []
-    for k, rule in enumerate(decoder.rules):
-        rows = codes == k
-        if rule.format == "none":
-            which[rows] = -1
-            continue
-        why = decoder.sparkplug_why(rule)
-        if why is None or not rows.any():
-            continue
-        if rule.format != "sparkplug":  # detected: a topic of the namespace that is not a STATE topic
-            rows &= (p_sizes > 0) & _starts_with(d, t_starts, t_sizes, b"spBv1.0/") \
-                & ~_starts_with(d, t_starts, t_sizes, b"spBv1.0/STATE/")
-        which[rows] = len(heads)
-        heads.append(f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": ')
+    which, whys = plain_sparkplug_rows(decoder, codes, d, t_starts, t_sizes, p_sizes)
+    heads = [f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
+             for why in whys]
     out = native_dump_keys(data, p_starts, p_sizes, which, heads, _NO_ERROR, _NONE_SUFFIX)
     if out is None:
         return None
@@ -116,6 +104,32 @@ def dump_suffixes_in(decoder: Any, data: bytes, topic_spans: tuple[Any, Any], pa
             out[r] = heads[h] + json_safe(to_text(*flat)) + _NO_ERROR if flat is not None else \
                 dump_suffix(decoder.decode(topics[r], payload, rule=decoder.rules[codes[r]]))
     return out
+
+
+def plain_sparkplug_rows(decoder: Any, codes: Any, d: Any, t_starts: Any, t_sizes: Any,
+                         p_sizes: Any) -> tuple[Any, list[str]]:
+    """Which rows of a batch (each row's rule index ``codes``, -1: none; topics ``d[t_starts:t_starts + t_sizes]``;
+    payload sizes) hold what :meth:`~codec.payloads.registry.PayloadDecoder.plain_sparkplug` calls plain Sparkplug B:
+    per row the index of its rule text in the list returned with it, -1 for a row no rule decodes (none, or no rule),
+    -2 for one the decoder reads."""
+    import numpy as np
+
+    which = np.where(codes < 0, np.int32(-1), np.int32(-2))
+    whys: list[str] = []
+    for k, rule in enumerate(decoder.rules):
+        rows = codes == k
+        if rule.format == "none":
+            which[rows] = -1
+            continue
+        why = decoder.sparkplug_why(rule)
+        if why is None or not rows.any():
+            continue
+        if rule.format != "sparkplug":  # detected: a topic of the namespace that is not a STATE topic
+            rows &= (p_sizes > 0) & _starts_with(d, t_starts, t_sizes, b"spBv1.0/") \
+                & ~_starts_with(d, t_starts, t_sizes, b"spBv1.0/STATE/")
+        which[rows] = len(whys)
+        whys.append(why)
+    return which, whys
 
 
 def _starts_with(d: Any, starts: Any, sizes: Any, prefix: bytes) -> Any:

@@ -479,6 +479,17 @@ def native_columns(payloads: Sequence[bytes], compact: bool) -> tuple[Any, ...] 
     return _native.columns(payloads, compact)
 
 
+def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool) -> tuple[Any, ...] | None:
+    """:func:`native_columns` of the payloads ``data[starts[i]:starts[i] + sizes[i]]`` read in place, the texts in a
+    column (``codec/_sparkplug.cpp``'s ``columns_at``), or None when the native reader is not built."""
+    if _native is None:
+        return None
+    import numpy as np
+
+    return _native.columns_at(data, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64),
+                              compact)
+
+
 def native_birth_keys(payloads: Sequence[bytes]) -> list[bytes | None]:
     """For each plain payload, bytes naming what it tells as a birth (its metrics' names, aliases and datatypes):
     equal keys, equal :func:`birth_maps`. None for a payload the Python path reads (each one without the native
