@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -145,7 +146,6 @@ def test_dump_suffixes_equal_each_rows_dump_keys(reader: str) -> None:
 
 def _held(topics: list[str], payloads: list[bytes]) -> tuple[bytes, tuple[tuple[Any, Any], tuple[Any, Any]]]:
     """Topics and payloads laid one after the other in one buffer, and the (starts, sizes) of each kind."""
-    import numpy as np
 
     data, at = bytearray(), {"t": ([], []), "p": ([], [])}
     for t, p in zip(topics, payloads, strict=True):
@@ -172,6 +172,8 @@ def test_export_columns_equal_the_general_paths(reader: str, primed: bool) -> No
         topics.append(f"spBv1.0/g/{kind}/{node}" + ("/d" if kind[0] == "D" else ""))
         payloads.append(random_payload(rnd, odd=rnd.random() < 0.1))
     payloads[10] = b"\x0a"
+    payloads[11] = None  # a stored message without a payload
+    payloads[12] = b""
     n = len(topics)
     batch = pa.RecordBatch.from_pydict({
         "file": ["f"] * n, "store_id": list(range(n, 0, -1)), "chunk_index": list(range(n)),
@@ -195,6 +197,12 @@ def test_export_columns_equal_the_general_paths(reader: str, primed: bool) -> No
         b_cols, b_metrics = general.decode(batch)
         assert [c.to_pylist() for c in a_cols] == [c.to_pylist() for c in b_cols]
         assert a_metrics.num_rows > 1000
+        assert _rows(a_metrics) == _rows(b_metrics)
+        keep = np.array([rnd.random() < 0.5 for _ in range(n)])  # a selection: the other rows are not decoded
+        a_cols, a_metrics = fast.decode(batch, keep)
+        b_cols, b_metrics = general.decode(batch, keep)
+        assert [c.to_pylist() for c in a_cols] == [c.to_pylist() for c in b_cols]
+        assert all(v is None for c in a_cols for v, k in zip(c.to_pylist(), keep, strict=True) if not k)
         assert _rows(a_metrics) == _rows(b_metrics)
         assert [f.line("f") for f in fast.findings] == [f.line("f") for f in general.findings]
 
