@@ -58,6 +58,9 @@ def cmd_dump(args: argparse.Namespace) -> int:
     args.decoder = decoder_from(args)
     if args.decoder is not None and not args.json:
         raise UsageError("--decode, --proto and --decode-config add the payload_* keys of dump --json: add --json")
+    from codec.heap import keep_freed_memory
+
+    keep_freed_memory()  # its text is made a block at a time: each block's memory reused, not faulted in again
     expiry = ExpiryState(reference_time(args))
     out = sys.stdout
     with open_input(args.file, endian=args.endian) as db:
