@@ -515,7 +515,7 @@ static PyObject *none() {
 /* The payloads of a call (a sequence of bytes objects), each read by the runtime and given to ``each`` with its
  * place (NULL: not a bytes object, or not parsed to canonical bytes), whose new reference (None too) goes in the
  * list it returns; NULL from ``each`` is an error raised. */
-template <typename F> static PyObject *each_payload(PyObject *seq, const char *what, F each) {
+template <typename F> static PyObject *each_payload(PyObject *seq, const char *what, F &&each) {
     PyObject *fast = PySequence_Fast(seq, what);
     if (fast == NULL)
         return NULL;
@@ -1003,13 +1003,12 @@ static PyObject *columns_at(PyObject *self, PyObject *args) {
 /* birth_keys(payloads) -> list: for each plain payload, bytes that hold what a birth certificate tells (each
  * metric's name, alias and datatype, set or not, in order); None where the Python path reads it. Births with
  * equal keys give equal maps: a file of many devices born alike makes its maps once. */
-static PyObject *birth_keys(PyObject *self, PyObject *args) {
-    PyObject *seq;
-    if (!PyArg_ParseTuple(args, "O", &seq))
-        return NULL;
+/* What a plain payload tells as a birth, as bytes (see birth_keys); None where the Python path reads it. */
+struct BirthKey {
     std::string key;
     Text vj;
-    return each_payload(seq, "birth_keys: a sequence of payloads", [&](const Payload *msg, Py_ssize_t) -> PyObject * {
+
+    PyObject *operator()(const Payload *msg, Py_ssize_t) {
         if (msg == NULL || (msg->has_uuid() && !valid_utf8(msg->uuid())))
             return none();
         key.clear();
@@ -1025,12 +1024,65 @@ static PyObject *birth_keys(PyObject *self, PyObject *args) {
             put_raw<uint32_t>(key, m.datatype());
         }
         return bytes_of(key);
-    });
+    }
+};
+
+static PyObject *birth_keys(PyObject *self, PyObject *args) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O", &seq))
+        return NULL;
+    BirthKey each;
+    return each_payload(seq, "birth_keys: a sequence of payloads", each);
+}
+
+/* birth_keys_at(data, starts, sizes) -> birth_keys() of the payloads ``data[starts[i]:starts[i] + sizes[i]]``
+ * (int64 arrays), read in place. */
+static PyObject *birth_keys_at(PyObject *self, PyObject *args) {
+    Py_buffer data, starts, sizes;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &data, &starts, &sizes))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / 8;
+    const int64_t *at = (const int64_t *)starts.buf, *size = (const int64_t *)sizes.buf;
+    bool ok = starts.len % 8 == 0 && sizes.len == starts.len;
+    if (!ok)
+        PyErr_SetString(PyExc_ValueError, "birth_keys_at: starts and sizes int64, one of each a payload");
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
+        if (at[i] < 0 || size[i] < 0 || size[i] > INT32_MAX || at[i] > data.len - size[i]) {
+            PyErr_SetString(PyExc_ValueError, "birth_keys_at: a payload's span is out of range");
+            ok = false;
+        }
+    }
+    if (ok && (result = PyList_New(n)) != NULL) {
+        try {
+            BirthKey each;
+            Payload msg;
+            std::string again;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                bool read = parsed(msg, again, (const char *)data.buf + at[i], (size_t)size[i]);
+                PyObject *got = each(read ? &msg : NULL, i);
+                if (got == NULL) {
+                    Py_CLEAR(result);
+                    break;
+                }
+                PyList_SET_ITEM(result, i, got);
+            }
+        } catch (const std::bad_alloc &) {
+            Py_CLEAR(result);
+            PyErr_NoMemory();
+        }
+    }
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&sizes);
+    return result;
 }
 
 static PyMethodDef methods[] = {
     {"birth_keys", birth_keys, METH_VARARGS,
      "birth_keys(payloads) -> list: bytes naming what each plain payload tells as a birth; None: the Python path"},
+    {"birth_keys_at", birth_keys_at, METH_VARARGS,
+     "birth_keys_at(data, starts, sizes) -> list: birth_keys() of payloads read in place"},
     {"columns_at", columns_at, METH_VARARGS,
      "columns_at(data, starts, sizes, compact) -> tuple: columns() of payloads read in place, the texts in a column\n"
      "(see _sparkplug.cpp)"},

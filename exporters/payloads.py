@@ -201,17 +201,70 @@ class PayloadColumns:
             reader: Any = ColumnReader(db) if len(rows) else None
         except CodecError:
             reader = None
-        for k in range(0, len(rows), 4096):
-            part = rows[k:k + 4096]
-            got = None if reader is None else _gathered(reader, part)
-            if got is None:  # a damaged file: chunk by chunk, as the export's own read meets it
-                vals = [c.record.values for c in db.chunks_at(part.tolist())]
-                got = ([v.get("topic") for v in vals], [v.get("payload") for v in vals],
-                       [v.get("store_id") for v in vals])
-            self._births(*got)
+        for k in range(0, len(rows), 1 << 16):
+            part = rows[k:k + (1 << 16)]
+            if reader is not None and self._births_gathered(reader, part):
+                continue
+            for j in range(0, len(part), 4096):
+                some = part[j:j + 4096]
+                got = None if reader is None else _gathered(reader, some)
+                if got is None:  # a damaged file: chunk by chunk, as the export's own read meets it
+                    vals = [c.record.values for c in db.chunks_at(some.tolist())]
+                    got = ([v.get("topic") for v in vals], [v.get("payload") for v in vals],
+                           [v.get("store_id") for v in vals])
+                self._births(*got)
         for seen in self.births.values():
             seen.sort(key=lambda b: b[0])
         self.primed = True
+
+    def _births_gathered(self, reader: Any, rows: np.ndarray) -> bool:
+        """:meth:`_births` of stored message chunks ``rows``, read on columns: each one's rule found on its topic
+        bytes, plain Sparkplug B births told natively from their bytes in place; False (nothing learnt) when the
+        file is damaged there or the native reader is not built: the caller reads them as lists."""
+        from codec.errors import CodecError
+        from codec.layouts import ChunkType
+        from codec.payloads.faces import plain_sparkplug_rows
+        from codec.payloads.sparkplug import birth_maps, native_birth_keys_at, payload_class
+        from codec.progress import paused_gc
+
+        try:
+            cols = reader.gather(rows, int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
+        except CodecError:
+            return False
+        try:
+            d = cols.data
+            t_starts, t_sizes = cols.spans["topic"]
+            p_starts, p_sizes = cols.spans["payload"]
+            codes = self.decoder.rule_codes(d, t_starts, t_sizes)
+            rules = self.decoder.rules
+            births_too = np.array([r.format.split("+")[-1] in ("sparkplug", "auto") for r in rules] + [False])
+            at = np.flatnonzero(births_too[codes])  # rows a rule reads as Sparkplug B (codes -1: the last, False)
+            which, _whys = plain_sparkplug_rows(self.decoder, codes, d, t_starts, t_sizes, p_sizes)
+            plain = which[at] >= 0
+            keys = native_birth_keys_at(d, p_starts[at[plain]], p_sizes[at[plain]])
+            if keys is None:
+                return False
+            column = _strings_at(d, t_starts[at], t_sizes[at])
+            if column is None:  # a topic that is not UTF-8: as lists
+                return False
+            g, _mt, e, dev = topic_columns(column)
+            nodes = list(zip(g.to_pylist(), e.to_pylist(), dev.to_pylist()))
+            store_ids = np.asarray(cols.ints["store_id"]).astype(np.uint64)[at].tolist()
+            parse = payload_class().FromString
+            next_key, known, births = iter(keys).__next__, self._by_key.get, self.births
+            with paused_gc():
+                for r, node, is_plain, store_id in zip(at.tolist(), nodes, plain.tolist(), store_ids, strict=True):
+                    key = next_key() if is_plain else None
+                    if key is not None and (maps := known(key)) is not None:  # births alike: the maps made once
+                        births.setdefault(node, []).append((store_id, *maps))
+                    elif key is not None:
+                        self._learn(node, key, store_id, _bytes_at(d, p_starts, p_sizes, r))
+                    else:
+                        self._learn_read(_bytes_at(d, t_starts, t_sizes, r).decode(), _bytes_at(d, p_starts, p_sizes, r),
+                                         rules[codes[r]], is_plain, store_id, parse, birth_maps)
+        finally:
+            reader.release()
+        return True
 
     def _births(self, topics: list[Any], payloads: list[Any], store_ids: list[Any]) -> None:
         from codec.payloads.sparkplug import birth_maps, payload_class
@@ -223,38 +276,48 @@ class PayloadColumns:
 
     def _births_paused(self, parse: Any, birth_maps: Any, topics: list[Any], payloads: list[Any],
                        store_ids: list[Any]) -> None:
-        from codec.payloads.sparkplug import native_birth_keys, native_flats
+        from codec.payloads.sparkplug import native_birth_keys
 
         rules = self.decoder.rules_for(topics)
         plain = [rule is not None and payload is not None and rule.format.split("+")[-1] in ("sparkplug", "auto")
                  and self.decoder.plain_sparkplug(rule, topic, payload) is not None
                  for topic, payload, rule in zip(topics, payloads, rules, strict=True)]
         keys = iter(native_birth_keys([p for p, k in zip(payloads, plain, strict=True) if k]))
-        by_key = self._by_key
         nodes = _nodes(topics)
         for topic, node, payload, store_id, rule, is_plain in zip(topics, nodes, payloads, store_ids, rules, plain,
                                                                  strict=True):
             if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto") or payload is None:
                 continue
-            if is_plain:
-                key = next(keys)
-                if key is not None:  # read natively: births alike share their maps, made once
-                    maps = by_key.get(key)
-                    if maps is None:
-                        (both,) = native_flats([payload], False)
-                        maps = by_key[key] = self._shared_maps(_flat_maps(both[1]))
-                    self.births.setdefault(node, []).append((_unsigned(store_id) or 0, *maps))
-                    continue
-                try:
-                    msg = parse(payload)
-                except Exception:  # noqa: BLE001 - the runtime's DecodeError: not a birth to learn from
-                    continue
+            key = next(keys) if is_plain else None
+            if key is not None:
+                self._learn(node, key, _unsigned(store_id) or 0, payload)
             else:
-                d = self.decoder.decode(topic, payload, rule=rule, raw=True)
-                if d is None or not d.ok or not d.format.endswith("sparkplug"):
-                    continue
-                msg = d.value
-            self._birth(topic, birth_maps(msg), _unsigned(store_id))
+                self._learn_read(topic, payload, rule, is_plain, _unsigned(store_id), parse, birth_maps)
+
+    def _learn(self, node: tuple[Any, ...], key: bytes, store_id: int, payload: bytes) -> None:
+        """A birth the native reader told by its key: births alike share their maps, made once."""
+        from codec.payloads.sparkplug import native_flats
+
+        maps = self._by_key.get(key)
+        if maps is None:
+            (both,) = native_flats([payload], False)
+            maps = self._by_key[key] = self._shared_maps(_flat_maps(both[1]))
+        self.births.setdefault(node, []).append((store_id, *maps))
+
+    def _learn_read(self, topic: str, payload: bytes, rule: Any, plain: bool, store_id: int | None, parse: Any,
+                    birth_maps: Any) -> None:
+        """A birth the Python runtime reads (``plain``: a plain payload the native reader left), or the decoder."""
+        if plain:
+            try:
+                msg = parse(payload)
+            except Exception:  # noqa: BLE001 - the runtime's DecodeError: not a birth to learn from
+                return
+        else:
+            d = self.decoder.decode(topic, payload, rule=rule, raw=True)
+            if d is None or not d.ok or not d.format.endswith("sparkplug"):
+                return
+            msg = d.value
+        self._birth(topic, birth_maps(msg), store_id)
 
     def _birth(self, topic: str, maps: tuple[dict[int, str], dict[str, Any]], store_id: int | None) -> None:
         self._add_birth(topic, self._shared_maps(maps), store_id)
@@ -502,6 +565,25 @@ def _scattered(n: int, parts: list[tuple[np.ndarray, Any, Any]]) -> tuple[pa.Arr
         return pa.nulls(n, pa.string()), pa.nulls(n, pa.string())
     take = pa.array(index, mask=index < 0)
     return (pa.concat_arrays(formats).take(take), pa.concat_arrays(texts).take(take))
+
+
+def _strings_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> pa.Array | None:
+    """The texts ``d[starts[i]:starts[i] + sizes[i]]`` as a string array (gathered in one pass), None when one is
+    not UTF-8."""
+    offsets = np.zeros(len(starts) + 1, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    data = d[np.repeat(starts - offsets[:-1], sizes) + np.arange(offsets[-1])]
+    column = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(data))
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return column
+
+
+def _bytes_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray, r: int) -> bytes:
+    a = int(starts[r])
+    return bytes(d[a:a + int(sizes[r])])
 
 
 def _nodes(topics: list[Any]) -> list[tuple[Any, Any, Any]]:

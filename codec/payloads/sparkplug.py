@@ -490,6 +490,16 @@ def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool) -> tupl
                               compact)
 
 
+def native_birth_keys_at(data: Any, starts: Any, sizes: Any) -> list[bytes | None] | None:
+    """:func:`native_birth_keys` of the payloads ``data[starts[i]:starts[i] + sizes[i]]`` read in place, or None
+    when the native reader is not built."""
+    if _native is None:
+        return None
+    import numpy as np
+
+    return _native.birth_keys_at(data, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64))
+
+
 def native_birth_keys(payloads: Sequence[bytes]) -> list[bytes | None]:
     """For each plain payload, bytes naming what it tells as a birth (its metrics' names, aliases and datatypes):
     equal keys, equal :func:`birth_maps`. None for a payload the Python path reads (each one without the native
