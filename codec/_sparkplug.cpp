@@ -512,22 +512,20 @@ static PyObject *none() {
     return Py_None;
 }
 
-/* The payloads of a call (a sequence of bytes objects), each read by the runtime and given to ``each`` with its
- * place (NULL: not a bytes object, or not parsed to canonical bytes), whose new reference (None too) goes in the
- * list it returns; NULL from ``each`` is an error raised. */
-template <typename F> static PyObject *each_payload(PyObject *seq, const char *what, F &&each) {
-    PyObject *fast = PySequence_Fast(seq, what);
-    if (fast == NULL)
-        return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
+/* The list of ``each(msg, i)`` for payloads 0..n-1: ``bytes_of_row(i, &data, &size)`` gives payload i's bytes
+ * (false: it has none), which the runtime reads; ``msg`` is NULL for one it has not or one not parsed to canonical
+ * bytes. Each result is a new reference (None too) put in the list; NULL from ``each`` is an error raised. */
+template <typename B, typename F> static PyObject *each_of(Py_ssize_t n, const B &bytes_of_row, F &&each) {
     PyObject *result = PyList_New(n);
+    if (result == NULL)
+        return NULL;
     Payload msg;
     std::string again;
     try {
-        for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
-            PyObject *o = items[i];
-            bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX && parsed(msg, again, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const char *data;
+            size_t size;
+            bool read = bytes_of_row(i, &data, &size) && parsed(msg, again, data, size);
             PyObject *got = each(read ? &msg : NULL, i);
             if (got == NULL) {
                 Py_CLEAR(result);
@@ -539,9 +537,68 @@ template <typename F> static PyObject *each_payload(PyObject *seq, const char *w
         Py_CLEAR(result);
         PyErr_NoMemory();
     }
+    return result;
+}
+
+/* each_of() over a sequence of bytes objects (anything else: no payload). */
+template <typename F> static PyObject *each_payload(PyObject *seq, const char *what, F &&each) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL)
+        return NULL;
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    PyObject *result = each_of(PySequence_Fast_GET_SIZE(fast), [items](Py_ssize_t i, const char **data, size_t *size) {
+        PyObject *o = items[i];
+        if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) > INT32_MAX)
+            return false;
+        *data = PyBytes_AS_STRING(o);
+        *size = (size_t)PyBytes_GET_SIZE(o);
+        return true;
+    }, each);
     Py_DECREF(fast);
     return result;
 }
+
+/* The payloads of a call given in place: ``data[starts[i]:starts[i] + sizes[i]]`` (any buffer; int64 arrays; a
+ * size < 0: no payload), their buffers released when it goes. */
+struct Spans {
+    Py_buffer data{}, starts{}, sizes{};
+    bool held = false;
+    Py_ssize_t n = 0;
+
+    Spans() = default;
+    Spans(const Spans &) = delete;
+    Spans &operator=(const Spans &) = delete;
+    ~Spans() {
+        if (held) {
+            PyBuffer_Release(&data);
+            PyBuffer_Release(&starts);
+            PyBuffer_Release(&sizes);
+        }
+    }
+    /* After the buffers are parsed: every span in range, else false with ValueError naming ``what``. */
+    bool check(const char *what) {
+        held = true;
+        n = starts.len / 8;
+        const int64_t *at = (const int64_t *)starts.buf, *size = (const int64_t *)sizes.buf;
+        if (starts.len % 8 != 0 || sizes.len != starts.len) {
+            PyErr_Format(PyExc_ValueError, "%s: starts and sizes int64, one of each a payload", what);
+            return false;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (size[i] >= 0 && (at[i] < 0 || size[i] > INT32_MAX || at[i] > data.len - size[i])) {
+                PyErr_Format(PyExc_ValueError, "%s: a payload's span is out of range", what);
+                return false;
+            }
+        }
+        return true;
+    }
+    bool operator()(Py_ssize_t i, const char **p, size_t *z) const {
+        int64_t size = ((const int64_t *)sizes.buf)[i];
+        *p = (const char *)data.buf + ((const int64_t *)starts.buf)[i];
+        *z = (size_t)size;
+        return size >= 0;
+    }
+};
 
 /* ``out``'s UTF-8 as a str (ASCII, most of it: copied into the str without decoding). */
 static PyObject *str_of(const Text &out) {
@@ -621,67 +678,51 @@ static PyObject *texts(PyObject *self, PyObject *args, PyObject *kw) {
  * which[i] >= 0: heads[which[i]] + the payload's safe FlatJson text + tail, or None where the Python path reads
  * it; -1: ``fill``; any other: None (the caller decides). No bytes object made per payload. */
 static PyObject *dump_keys(PyObject *self, PyObject *args) {
-    Py_buffer data, starts, sizes, which;
+    Spans spans;
+    Py_buffer which;
     PyObject *heads, *fill;
     const char *tail;
     Py_ssize_t tail_size;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*O!s#U", &data, &starts, &sizes, &which, &PyList_Type, &heads, &tail,
-                          &tail_size, &fill))
+    if (!PyArg_ParseTuple(args, "y*y*y*y*O!s#U", &spans.data, &spans.starts, &spans.sizes, &which, &PyList_Type,
+                          &heads, &tail, &tail_size, &fill))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = starts.len / 8, nheads = PyList_GET_SIZE(heads);
-    const int64_t *at = (const int64_t *)starts.buf, *size = (const int64_t *)sizes.buf;
+    Py_ssize_t nheads = PyList_GET_SIZE(heads);
     const int32_t *rule = (const int32_t *)which.buf;
     std::vector<std::pair<const char *, Py_ssize_t>> head(nheads);
-    bool ok = starts.len % 8 == 0 && sizes.len == starts.len && which.len == n * 4;
-    if (!ok)
-        PyErr_SetString(PyExc_ValueError, "dump_keys: starts and sizes int64, which int32, one of each a row");
+    bool ok = spans.check("dump_keys");
+    if (ok && which.len != spans.n * 4) {
+        PyErr_SetString(PyExc_ValueError, "dump_keys: which int32, one a row");
+        ok = false;
+    }
     for (Py_ssize_t h = 0; ok && h < nheads; h++) {
         head[h].first = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(heads, h), &head[h].second);
         ok = head[h].first != NULL;
     }
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (rule[i] >= nheads || at[i] < 0 || size[i] < 0 || size[i] > INT32_MAX || at[i] > data.len - size[i]) {
-            PyErr_SetString(PyExc_ValueError, "dump_keys: a row's head or span is out of range");
+    for (Py_ssize_t i = 0; ok && i < spans.n; i++) {
+        if (rule[i] >= nheads) {
+            PyErr_SetString(PyExc_ValueError, "dump_keys: a row's head is out of range");
             ok = false;
         }
     }
-    if (ok && (result = PyList_New(n)) != NULL) {
-        Payload msg;
-        std::string again;
+    if (ok) {
         Text out;
-        try {
-            for (Py_ssize_t i = 0; i < n; i++) {
-                PyObject *got;
-                if (rule[i] == -1) {
-                    Py_INCREF(fill);
-                    got = fill;
-                } else if (rule[i] < 0 || !parsed(msg, again, (const char *)data.buf + at[i], (size_t)size[i])) {
-                    got = none();
-                } else {
-                    out.clear();
-                    out.append(head[rule[i]].first, (size_t)head[rule[i]].second);
-                    if (payload_text(out, msg, 0, true)) {
-                        out.append(tail, (size_t)tail_size);
-                        got = str_of(out);
-                    } else {
-                        got = PyErr_Occurred() ? NULL : none();
-                    }
-                }
-                if (got == NULL) {
-                    Py_CLEAR(result);
-                    break;
-                }
-                PyList_SET_ITEM(result, i, got);
+        auto row = [&](Py_ssize_t i, const char **p, size_t *z) { return rule[i] >= 0 && spans(i, p, z); };
+        result = each_of(spans.n, row, [&](const Payload *msg, Py_ssize_t i) -> PyObject * {
+            if (rule[i] == -1) {
+                Py_INCREF(fill);
+                return fill;
             }
-        } catch (const std::bad_alloc &) {
-            Py_CLEAR(result);
-            PyErr_NoMemory();
-        }
+            if (msg == NULL)
+                return none();
+            out.clear();
+            out.append(head[rule[i]].first, (size_t)head[rule[i]].second);
+            if (!payload_text(out, *msg, 0, true))
+                return PyErr_Occurred() ? NULL : none();
+            out.append(tail, (size_t)tail_size);
+            return str_of(out);
+        });
     }
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&sizes);
     PyBuffer_Release(&which);
     return result;
 }
@@ -962,41 +1003,30 @@ static PyObject *columns(PyObject *self, PyObject *args) {
  * (int64 arrays; a size < 0: no payload), read in place, with the texts in a column: its first item is (read:
  * uint8 per payload, text offsets int64, text bytes), an unread payload's text empty. */
 static PyObject *columns_at(PyObject *self, PyObject *args) {
-    Py_buffer data, starts, sizes;
+    Spans spans;
     int compact;
-    if (!PyArg_ParseTuple(args, "y*y*y*p", &data, &starts, &sizes, &compact))
+    if (!PyArg_ParseTuple(args, "y*y*y*p", &spans.data, &spans.starts, &spans.sizes, &compact))
+        return NULL;
+    if (!spans.check("columns_at"))
         return NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = starts.len / 8;
-    const int64_t *at = (const int64_t *)starts.buf, *size = (const int64_t *)sizes.buf;
-    bool ok = starts.len % 8 == 0 && sizes.len == starts.len;
-    if (!ok)
-        PyErr_SetString(PyExc_ValueError, "columns_at: starts and sizes int64, one of each a payload");
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (size[i] >= 0 && (at[i] < 0 || size[i] > INT32_MAX || at[i] > data.len - size[i])) {
-            PyErr_SetString(PyExc_ValueError, "columns_at: a payload's span is out of range");
-            ok = false;
+    try {
+        Columns cols(compact);
+        Payload msg;
+        std::string again;
+        bool ok = true;
+        for (Py_ssize_t i = 0; ok && i < spans.n; i++) {
+            const char *data;
+            size_t size;
+            bool read = spans(i, &data, &size) && parsed(msg, again, data, size);
+            ok = cols.add(read ? &msg : NULL, i);
         }
+        if (ok)
+            result = cols.result();
+    } catch (const std::bad_alloc &) {
+        Py_CLEAR(result);
+        PyErr_NoMemory();
     }
-    if (ok) {
-        try {
-            Columns cols(compact);
-            Payload msg;
-            std::string again;
-            for (Py_ssize_t i = 0; ok && i < n; i++) {
-                bool read = size[i] >= 0 && parsed(msg, again, (const char *)data.buf + at[i], (size_t)size[i]);
-                ok = cols.add(read ? &msg : NULL, i);
-            }
-            if (ok)
-                result = cols.result();
-        } catch (const std::bad_alloc &) {
-            Py_CLEAR(result);
-            PyErr_NoMemory();
-        }
-    }
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&sizes);
     return result;
 }
 
@@ -1038,44 +1068,13 @@ static PyObject *birth_keys(PyObject *self, PyObject *args) {
 /* birth_keys_at(data, starts, sizes) -> birth_keys() of the payloads ``data[starts[i]:starts[i] + sizes[i]]``
  * (int64 arrays), read in place. */
 static PyObject *birth_keys_at(PyObject *self, PyObject *args) {
-    Py_buffer data, starts, sizes;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &data, &starts, &sizes))
+    Spans spans;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &spans.data, &spans.starts, &spans.sizes))
         return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t n = starts.len / 8;
-    const int64_t *at = (const int64_t *)starts.buf, *size = (const int64_t *)sizes.buf;
-    bool ok = starts.len % 8 == 0 && sizes.len == starts.len;
-    if (!ok)
-        PyErr_SetString(PyExc_ValueError, "birth_keys_at: starts and sizes int64, one of each a payload");
-    for (Py_ssize_t i = 0; ok && i < n; i++) {
-        if (at[i] < 0 || size[i] < 0 || size[i] > INT32_MAX || at[i] > data.len - size[i]) {
-            PyErr_SetString(PyExc_ValueError, "birth_keys_at: a payload's span is out of range");
-            ok = false;
-        }
-    }
-    if (ok && (result = PyList_New(n)) != NULL) {
-        try {
-            BirthKey each;
-            Payload msg;
-            std::string again;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                bool read = parsed(msg, again, (const char *)data.buf + at[i], (size_t)size[i]);
-                PyObject *got = each(read ? &msg : NULL, i);
-                if (got == NULL) {
-                    Py_CLEAR(result);
-                    break;
-                }
-                PyList_SET_ITEM(result, i, got);
-            }
-        } catch (const std::bad_alloc &) {
-            Py_CLEAR(result);
-            PyErr_NoMemory();
-        }
-    }
-    PyBuffer_Release(&data);
-    PyBuffer_Release(&starts);
-    PyBuffer_Release(&sizes);
-    return result;
+    if (!spans.check("birth_keys_at"))
+        return NULL;
+    BirthKey each;
+    return each_of(spans.n, spans, each);
 }
 
 static PyMethodDef methods[] = {
