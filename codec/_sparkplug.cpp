@@ -540,20 +540,25 @@ template <typename B, typename F> static PyObject *each_of(Py_ssize_t n, const B
     return result;
 }
 
-/* each_of() over a sequence of bytes objects (anything else: no payload). */
-template <typename F> static PyObject *each_payload(PyObject *seq, const char *what, F &&each) {
-    PyObject *fast = PySequence_Fast(seq, what);
-    if (fast == NULL)
-        return NULL;
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    PyObject *result = each_of(PySequence_Fast_GET_SIZE(fast), [items](Py_ssize_t i, const char **data, size_t *size) {
+/* The payloads of a call given as a sequence of bytes objects (anything else: no payload). */
+struct Items {
+    PyObject **items;
+    bool operator()(Py_ssize_t i, const char **data, size_t *size) const {
         PyObject *o = items[i];
         if (!PyBytes_Check(o) || PyBytes_GET_SIZE(o) > INT32_MAX)
             return false;
         *data = PyBytes_AS_STRING(o);
         *size = (size_t)PyBytes_GET_SIZE(o);
         return true;
-    }, each);
+    }
+};
+
+/* each_of() over a sequence of bytes objects. */
+template <typename F> static PyObject *each_payload(PyObject *seq, const char *what, F &&each) {
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (fast == NULL)
+        return NULL;
+    PyObject *result = each_of(PySequence_Fast_GET_SIZE(fast), Items{PySequence_Fast_ITEMS(fast)}, each);
     Py_DECREF(fast);
     return result;
 }
@@ -960,6 +965,31 @@ struct Columns {
     }
 };
 
+/* The Columns of payloads 0..n-1 (``bytes_of_row`` as each_of() takes it), the texts as a list or in a column. */
+template <typename B> static PyObject *columns_of(Py_ssize_t n, const B &bytes_of_row, int compact, bool as_list) {
+    PyObject *result = NULL;
+    try {
+        Columns cols(compact);
+        if (as_list && (cols.list = PyList_New(n)) == NULL)
+            return NULL;
+        Payload msg;
+        std::string again;
+        bool ok = true;
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            const char *data;
+            size_t size;
+            bool read = bytes_of_row(i, &data, &size) && parsed(msg, again, data, size);
+            ok = cols.add(read ? &msg : NULL, i);
+        }
+        if (ok)
+            result = cols.result();
+    } catch (const std::bad_alloc &) {
+        Py_CLEAR(result);
+        PyErr_NoMemory();
+    }
+    return result;
+}
+
 /* columns(payloads, compact) -> (texts, per payload: stamp, stamp_set, seq, seq_set, count; per metric: alias,
  * alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, name offsets, name bytes, value text offsets, value
  * text bytes). texts[i]: payload i's FlatJson text, None where the Python path reads it (its count is 0). The
@@ -974,27 +1004,7 @@ static PyObject *columns(PyObject *self, PyObject *args) {
     PyObject *fast = PySequence_Fast(seq, "columns: a sequence of payloads");
     if (fast == NULL)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    PyObject *result = NULL;
-    try {
-        Columns cols(compact);
-        cols.list = PyList_New(n);
-        bool ok = cols.list != NULL;
-        Payload msg;
-        std::string again;
-        for (Py_ssize_t i = 0; ok && i < n; i++) {
-            PyObject *o = items[i];
-            bool read = PyBytes_Check(o) && PyBytes_GET_SIZE(o) <= INT32_MAX &&
-                        parsed(msg, again, PyBytes_AS_STRING(o), (size_t)PyBytes_GET_SIZE(o));
-            ok = cols.add(read ? &msg : NULL, i);
-        }
-        if (ok)
-            result = cols.result();
-    } catch (const std::bad_alloc &) {
-        Py_CLEAR(result);
-        PyErr_NoMemory();
-    }
+    PyObject *result = columns_of(PySequence_Fast_GET_SIZE(fast), Items{PySequence_Fast_ITEMS(fast)}, compact, true);
     Py_DECREF(fast);
     return result;
 }
@@ -1009,25 +1019,7 @@ static PyObject *columns_at(PyObject *self, PyObject *args) {
         return NULL;
     if (!spans.check("columns_at"))
         return NULL;
-    PyObject *result = NULL;
-    try {
-        Columns cols(compact);
-        Payload msg;
-        std::string again;
-        bool ok = true;
-        for (Py_ssize_t i = 0; ok && i < spans.n; i++) {
-            const char *data;
-            size_t size;
-            bool read = spans(i, &data, &size) && parsed(msg, again, data, size);
-            ok = cols.add(read ? &msg : NULL, i);
-        }
-        if (ok)
-            result = cols.result();
-    } catch (const std::bad_alloc &) {
-        Py_CLEAR(result);
-        PyErr_NoMemory();
-    }
-    return result;
+    return columns_of(spans.n, spans, compact, false);
 }
 
 /* birth_keys(payloads) -> list: for each plain payload, bytes that hold what a birth certificate tells (each
