@@ -10,7 +10,6 @@ every value shown comes from the runtime's parse.
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from typing import Any
 
@@ -60,7 +59,7 @@ def load_schema(path: str) -> Schema:
             raw = fh.read()
     except OSError as exc:
         raise PayloadError(f"{path}: {exc.strerror or exc}") from None
-    return Schema(raw, os.path.basename(path))
+    return Schema(raw, path)
 
 
 def parse(cls: Any, payload: bytes) -> Any:

@@ -167,10 +167,10 @@ def test_a_payload_that_is_not_as_declared_is_a_finding_not_an_error(made: Made,
 def test_bad_decode_options_are_one_line(made: Made) -> None:
     r = run("dump", made.db, "--json", "--decode", "a/#=nosuch")
     assert r.returncode == 2 and "unknown payload format 'nosuch'" in r.stderr and "Traceback" not in r.stderr
-    r = run("dump", made.db, "--json", "--proto", made.db, "--decode", "a/#=demo.X")
-    assert r.returncode == 2 and "not a protobuf descriptor set" in r.stderr
+    r = run("dump", made.db, "--json", "--proto", made.db, "--decode", "a/#=demo.X")  # the file named as given
+    assert r.returncode == 2 and f"{made.db}: not a protobuf descriptor set" in r.stderr
     r = run("dump", made.db, "--json", "--proto", made.desc, "--decode", "a/#=demo.Nope")
-    assert r.returncode == 2 and "no message 'demo.Nope'" in r.stderr and "demo.Reading" in r.stderr
+    assert r.returncode == 2 and f"{made.desc}: no message 'demo.Nope'" in r.stderr and "demo.Reading" in r.stderr
     r = run("inspect", made.db, "--decode", "a/#=bogus")  # refused before the screen opens
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = run("dump", made.db, "--decode", "auto")
