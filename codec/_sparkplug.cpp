@@ -845,7 +845,7 @@ static PyObject *flats(PyObject *self, PyObject *args) {
     });
 }
 
-/* Kinds of a metric's value in columns(): how its 8 bytes of ``bits`` read. */
+/* Kinds of a metric's value in columns_at(): how its 8 bytes of ``bits`` read. */
 enum { V_NONE = 0, V_UINT = 1, V_SINT = 2, V_FLOAT = 3, V_NONFINITE = 4, V_BOOL = 5, V_STRING = 6 };
 
 template <typename T> static void put_raw(std::string &col, T v) { col.append((const char *)&v, sizeof v); }
@@ -864,34 +864,25 @@ struct TextColumn {
 static PyObject *bytes_of(const std::string &s) { return PyBytes_FromStringAndSize(s.data(), (Py_ssize_t)s.size()); }
 static PyObject *bytes_of(const Text &s) { return PyBytes_FromStringAndSize(s.data(), (Py_ssize_t)s.size()); }
 
-/* What columns() and columns_at() gather: per payload its FlatJson text (a str in ``list``, or in ``texts`` with
- * ``read`` set), stamp, seq and metrics count; per metric its pieces. */
+/* What columns_at() gathers: per payload whether it is read, its FlatJson text, stamp, seq and metrics count;
+ * per metric its pieces. */
 struct Columns {
     int compact;
-    PyObject *list = NULL;
     Text stamp, stamp_set, seqs, seq_set, count, read;
     Text alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set;
     TextColumn names, values, texts;
     Text out, vj;
 
     explicit Columns(int compact_) : compact(compact_) {}
-    ~Columns() { Py_XDECREF(list); }
 
-    /* Payload i (NULL: not parsed to canonical bytes); false on an error raised. */
-    bool add(const Payload *msg, Py_ssize_t i) {
+    /* The next payload (NULL: not parsed to canonical bytes); false on an error raised. */
+    bool add(const Payload *msg) {
         out.clear();
         bool plain = msg != NULL && payload_text(out, *msg, compact);
         if (PyErr_Occurred())
             return false;
-        if (list != NULL) {
-            PyObject *text = plain ? str_of(out) : none();
-            if (text == NULL)
-                return false;
-            PyList_SET_ITEM(list, i, text);
-        } else {
-            put_raw<uint8_t>(read, plain);
-            texts.add(out.data(), plain ? out.size() : 0);
-        }
+        put_raw<uint8_t>(read, plain);
+        texts.add(out.data(), plain ? out.size() : 0);
         int32_t k = plain ? msg->metrics_size() : 0;
         for (int j = 0; j < k; j++) { /* plain: every metric a scalar (payload_text checked) */
             const Metric &m = msg->metrics(j);
@@ -948,16 +939,11 @@ struct Columns {
         return true;
     }
 
-    /* The tuple columns() and columns_at() answer (see them); NULL on an error. */
+    /* The tuple columns_at() answers (see it); NULL on an error. */
     PyObject *result() {
-        PyObject *first;
-        if (list != NULL) {
-            first = list;
-            list = NULL;
-        } else {
-            first = Py_BuildValue("(NNN)", bytes_of(read), bytes_of(texts.offsets), bytes_of(texts.data));
-        }
-        return Py_BuildValue("(NNNNNNNNNNNNNNNNNN)", first, bytes_of(stamp), bytes_of(stamp_set), bytes_of(seqs),
+        return Py_BuildValue("(NNNNNNNNNNNNNNNNNN)",
+                             Py_BuildValue("(NNN)", bytes_of(read), bytes_of(texts.offsets), bytes_of(texts.data)),
+                             bytes_of(stamp), bytes_of(stamp_set), bytes_of(seqs),
                              bytes_of(seq_set), bytes_of(count), bytes_of(alias), bytes_of(alias_set), bytes_of(ts),
                              bytes_of(ts_set), bytes_of(dt), bytes_of(dt_set), bytes_of(kind), bytes_of(bits),
                              bytes_of(name_set), bytes_of(names.offsets), bytes_of(names.data),
@@ -965,21 +951,32 @@ struct Columns {
     }
 };
 
-/* The Columns of payloads 0..n-1 (``bytes_of_row`` as each_of() takes it), the texts as a list or in a column. */
-template <typename B> static PyObject *columns_of(Py_ssize_t n, const B &bytes_of_row, int compact, bool as_list) {
+/* columns_at(data, starts, sizes, compact) -> the payloads ``data[starts[i]:starts[i] + sizes[i]]`` (int64 arrays; a
+ * size < 0: no payload) read in place, in columns: ((read: uint8 per payload, FlatJson text offsets int64, text
+ * bytes), per payload: stamp, stamp_set, seq, seq_set, count; per metric: alias, alias_set, ts, ts_set, dt, dt_set,
+ * kind, bits, name_set, name offsets, name bytes, (value text offsets, value text bytes)). A payload the Python path
+ * reads is not read (its text empty, its count 0). The arrays are bytes of little-endian uint64 (uint8 for *_set,
+ * read and kind, int32 for count, int64 offsets); a metric's value is ``bits`` read as ``kind`` says (V_*; a
+ * negative integer as int64, a float's double bits), its JSON text what flat() gives as the value's text. What
+ * flat() gives, in columns: no Python object per payload or metric. */
+static PyObject *columns_at(PyObject *self, PyObject *args) {
+    Spans spans;
+    int compact;
+    if (!PyArg_ParseTuple(args, "y*y*y*p", &spans.data, &spans.starts, &spans.sizes, &compact))
+        return NULL;
+    if (!spans.check("columns_at"))
+        return NULL;
     PyObject *result = NULL;
     try {
         Columns cols(compact);
-        if (as_list && (cols.list = PyList_New(n)) == NULL)
-            return NULL;
         Payload msg;
         std::string again;
         bool ok = true;
-        for (Py_ssize_t i = 0; ok && i < n; i++) {
+        for (Py_ssize_t i = 0; ok && i < spans.n; i++) {
             const char *data;
             size_t size;
-            bool read = bytes_of_row(i, &data, &size) && parsed(msg, again, data, size);
-            ok = cols.add(read ? &msg : NULL, i);
+            bool read = spans(i, &data, &size) && parsed(msg, again, data, size);
+            ok = cols.add(read ? &msg : NULL);
         }
         if (ok)
             result = cols.result();
@@ -988,38 +985,6 @@ template <typename B> static PyObject *columns_of(Py_ssize_t n, const B &bytes_o
         PyErr_NoMemory();
     }
     return result;
-}
-
-/* columns(payloads, compact) -> (texts, per payload: stamp, stamp_set, seq, seq_set, count; per metric: alias,
- * alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, name offsets, name bytes, value text offsets, value
- * text bytes). texts[i]: payload i's FlatJson text, None where the Python path reads it (its count is 0). The
- * arrays are bytes of little-endian uint64 (uint8 for *_set and kind, int32 for count, int64 offsets); a metric's
- * value is ``bits`` read as ``kind`` says (V_*; a negative integer as int64, a float's double bits), its JSON
- * text what flat() gives as the value's text. What flat() gives, in columns: no Python object per metric. */
-static PyObject *columns(PyObject *self, PyObject *args) {
-    PyObject *seq;
-    int compact;
-    if (!PyArg_ParseTuple(args, "Op", &seq, &compact))
-        return NULL;
-    PyObject *fast = PySequence_Fast(seq, "columns: a sequence of payloads");
-    if (fast == NULL)
-        return NULL;
-    PyObject *result = columns_of(PySequence_Fast_GET_SIZE(fast), Items{PySequence_Fast_ITEMS(fast)}, compact, true);
-    Py_DECREF(fast);
-    return result;
-}
-
-/* columns_at(data, starts, sizes, compact) -> columns() of the payloads ``data[starts[i]:starts[i] + sizes[i]]``
- * (int64 arrays; a size < 0: no payload), read in place, with the texts in a column: its first item is (read:
- * uint8 per payload, text offsets int64, text bytes), an unread payload's text empty. */
-static PyObject *columns_at(PyObject *self, PyObject *args) {
-    Spans spans;
-    int compact;
-    if (!PyArg_ParseTuple(args, "y*y*y*p", &spans.data, &spans.starts, &spans.sizes, &compact))
-        return NULL;
-    if (!spans.check("columns_at"))
-        return NULL;
-    return columns_of(spans.n, spans, compact, false);
 }
 
 /* birth_keys(payloads) -> list: for each plain payload, bytes that hold what a birth certificate tells (each
@@ -1075,11 +1040,8 @@ static PyMethodDef methods[] = {
     {"birth_keys_at", birth_keys_at, METH_VARARGS,
      "birth_keys_at(data, starts, sizes) -> list: birth_keys() of payloads read in place"},
     {"columns_at", columns_at, METH_VARARGS,
-     "columns_at(data, starts, sizes, compact) -> tuple: columns() of payloads read in place, the texts in a column\n"
-     "(see _sparkplug.cpp)"},
-    {"columns", columns, METH_VARARGS,
-     "columns(payloads, compact) -> tuple: each payload's FlatJson text (None: the Python path reads it) and\n"
-     "its metrics' pieces in columns (see _sparkplug.cpp)"},
+     "columns_at(data, starts, sizes, compact) -> tuple: payloads read in place, their FlatJson texts and their\n"
+     "metrics' pieces in columns (see _sparkplug.cpp)"},
     {"dump_keys", dump_keys, METH_VARARGS,
      "dump_keys(data, starts, sizes, which, heads, tail, fill) -> list: a dump batch's payload keys, the payloads\n"
      "read in place (see _sparkplug.cpp)"},
@@ -1099,7 +1061,7 @@ PyMODINIT_FUNC PyInit__sparkplug(void) {
     GOOGLE_PROTOBUF_VERIFY_VERSION;
     make_keys();
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 3) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 4) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -375,7 +375,7 @@ class PayloadColumns:
         needs one. Returns [the batch row of each metrics row, the rows] or [] when there are none."""
         from codec.payloads.sparkplug import DATATYPES, retyped
 
-        (texts, stamp, stamp_set, seq, seq_set, count, alias, alias_set, ts, ts_set, dt, dt_set, kind, bits,
+        (_texts, stamp, stamp_set, seq, seq_set, count, alias, alias_set, ts, ts_set, dt, dt_set, kind, bits,
          name_set, name_off, name_data, (value_off, value_data)) = cols
         per = np.frombuffer(count, np.int32)
         m = int(per.sum())

@@ -75,11 +75,11 @@ def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[byt
 
 
 def dump_suffixes_in(decoder: Any, data: bytes, topic_spans: tuple[Any, Any], payload_spans: tuple[Any, Any],
-                     topics: Sequence[str | None]) -> list[str] | None:
+                     topics: Sequence[str | None]) -> list[str]:
     """:func:`dump_suffixes` of a batch held in ``data`` (its topics' and payloads' (starts, sizes)): each row's rule
     found on the topic bytes, plain Sparkplug B payloads read in place by the native reader, no object made for a
-    row it reads; ``topics``: their text, asked for the rows left to Python. None when the native reader is not built
-    (then :func:`dump_suffixes` reads them)."""
+    row it reads; ``topics``: their text, asked for the rows left to Python. Without the native reader,
+    :func:`dump_suffixes` reads every row."""
     import numpy as np
 
     from codec.payloads.sparkplug import FlatJson, native_dump_keys, read_flat
@@ -93,7 +93,8 @@ def dump_suffixes_in(decoder: Any, data: bytes, topic_spans: tuple[Any, Any], pa
              for why in whys]
     out = native_dump_keys(data, p_starts, p_sizes, which, heads, _NO_ERROR, _NONE_SUFFIX)
     if out is None:
-        return None
+        payloads = [data[a:a + n] for a, n in zip(p_starts.tolist(), p_sizes.tolist(), strict=True)]
+        return dump_suffixes(decoder, topics, payloads, [None if c < 0 else decoder.rules[c] for c in codes.tolist()])
     if None in out:
         to_text = FlatJson(compact=False).text
         for r in [r for r, o in enumerate(out) if o is None]:

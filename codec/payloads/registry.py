@@ -177,14 +177,9 @@ class PayloadDecoder:
             left[hit] = False
         return out
 
-    def rules_for_column(self, data: Any, starts: Any, sizes: Any) -> list[Rule | None]:
-        """:meth:`rules_for` of topics held as a byte column (``data[starts[i]:starts[i] + sizes[i]]``: a
-        batch's spans into its bytes), no text made for them."""
-        rules = self.rules
-        return [None if c < 0 else rules[c] for c in self.rule_codes(data, starts, sizes).tolist()]
-
     def rule_codes(self, data: Any, starts: Any, sizes: Any) -> Any:
-        """The index in :attr:`rules` of each topic's rule (-1: none), topics held as in :meth:`rules_for_column`."""
+        """The index in :attr:`rules` of each topic's rule (-1: none), :meth:`rules_for` of topics held as a byte
+        column (``data[starts[i]:starts[i] + sizes[i]]``: a batch's spans into its bytes), no text made for them."""
         import numpy as np
 
         from codec.views.select import topic_mask

@@ -48,7 +48,7 @@ try:  # the native reader of plain payloads (codec/_sparkplug.cpp: setup.py buil
     from codec import _sparkplug as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built without protobuf's C++ runtime
     _native = None
-if _native is not None and getattr(_native, "API_VERSION", 0) != 3:  # pragma: no cover - a stale build
+if _native is not None and getattr(_native, "API_VERSION", 0) != 4:  # pragma: no cover - a stale build
     _native = None
 
 
@@ -471,17 +471,10 @@ def native_flats(payloads: Sequence[bytes], compact: bool) -> list[tuple[Any, An
     return _native.flats(payloads, compact)
 
 
-def native_columns(payloads: Sequence[bytes], compact: bool) -> tuple[Any, ...] | None:
-    """The native reader's columns of ``payloads`` (``codec/_sparkplug.cpp``: each payload's :class:`FlatJson`
-    text, None where the Python path reads it, and its metrics' pieces in columns), or None when it is not built."""
-    if _native is None:
-        return None
-    return _native.columns(payloads, compact)
-
-
 def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool) -> tuple[Any, ...] | None:
-    """:func:`native_columns` of the payloads ``data[starts[i]:starts[i] + sizes[i]]`` read in place, the texts in a
-    column (``codec/_sparkplug.cpp``'s ``columns_at``), or None when the native reader is not built."""
+    """The payloads ``data[starts[i]:starts[i] + sizes[i]]`` read in place by the native reader
+    (``codec/_sparkplug.cpp``'s ``columns_at``): each one's :class:`FlatJson` text and its metrics' pieces in
+    columns, no object per payload or metric; None when the native reader is not built."""
     if _native is None:
         return None
     import numpy as np

@@ -373,16 +373,10 @@ class JsonRows:
 
     def _payload_keys(self, raw: Any, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str]:
         """The text of the payload_* keys of each stored message of a batch (``spans`` into ``raw``: any buffer)."""
-        from codec.payloads.faces import dump_suffixes, dump_suffixes_in
+        from codec.payloads.faces import dump_suffixes_in
 
         data = raw if isinstance(raw, bytes) else bytes(raw)
-        starts, sizes = spans["topic"]
-        topics = _Topics(data, starts, sizes)
-        got = dump_suffixes_in(self.decoder, data, spans["topic"], spans["payload"], topics)
-        if got is not None:
-            return got
-        rules = self.decoder.rules_for_column(np.frombuffer(data, np.uint8), starts, sizes)
-        return dump_suffixes(self.decoder, topics, _slices(data, *spans["payload"]), rules)
+        return dump_suffixes_in(self.decoder, data, spans["topic"], spans["payload"], _Topics(data, *spans["topic"]))
 
     def _expiry(self, kind: str, rows: np.ndarray, ints: dict[str, np.ndarray]) -> np.ndarray | None:
         if kind == "msg_store":

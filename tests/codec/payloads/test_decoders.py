@@ -37,7 +37,7 @@ def test_rules_use_the_engines_matcher_semantics() -> None:
 
 
 def test_rules_of_a_byte_column_are_the_rules_of_its_texts() -> None:
-    """``rules_for_column`` (dump's batches: topics as spans into a block's bytes) picks each topic's rule as
+    """``rule_codes`` (the batches: topics as spans into a block's bytes) picks each topic's rule as
     ``rules_for`` does from its text: first rule first, '#' not on $-topics, bytes that are not UTF-8."""
     import numpy as np
 
@@ -47,7 +47,7 @@ def test_rules_of_a_byte_column_are_the_rules_of_its_texts() -> None:
     sizes = np.array([len(t) for t in raw], np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     texts = [t.decode("utf-8", "surrogateescape") for t in raw]
-    got = d.rules_for_column(np.frombuffer(data, np.uint8), starts, sizes)
+    got = [None if c < 0 else d.rules[c] for c in d.rule_codes(np.frombuffer(data, np.uint8), starts, sizes).tolist()]
     assert got == d.rules_for(texts)
     assert [r.format if r else None for r in got] == ["json", "text", "text", "cbor", "sparkplug", "json", "text",
                                                       "text"]
