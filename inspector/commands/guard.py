@@ -27,7 +27,7 @@ from typing import Any
 from codec.values import json_text, printable
 from inspector.commands import UsageError, add_at, command
 from inspector.commands.shared.bridging import add_broker_options
-from inspector.commands.shared.broker import conf_db_path, explicit_version, load_conf, misjoined, report, version_of
+from inspector.commands.shared.broker import conf_db_file, explicit_version, load_conf, report, version_of
 
 COMMANDS = ("guard",)
 HELP_ORDER = 120
@@ -95,10 +95,7 @@ def resolve_guard(args: argparse.Namespace) -> tuple[str, Any, Any, Any, str | N
             raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
         sqlite = conf.sqlite_path if conf.sqlite_plugin is not None and not conf.persistence else None
         named = found.version if args.broker is None and found is not None else explicit_version(args.broker)
-        path = str(sqlite) if sqlite is not None else conf_db_path(conf, named)
-        note = None if sqlite is not None else misjoined(conf, path)
-        if note is not None:
-            print(printable(f"mosqdb guard: {note}"), file=sys.stderr)
+        path = str(sqlite) if sqlite is not None else conf_db_file(conf, named, "guard")
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     if args.broker is None and found is not None and found.version is not None:

@@ -48,6 +48,15 @@ def misjoined(conf: BrokerConf, path: str) -> str | None:
             "2.0 and later with a '/')")
 
 
+def conf_db_file(conf: BrokerConf, version: Version | None, command: str) -> str:
+    """:func:`conf_db_path`, with the :func:`misjoined` note on stderr when there is one."""
+    path = conf_db_path(conf, version)
+    note = misjoined(conf, path)
+    if note is not None:
+        print(printable(f"mosqdb {command}: {note}"), file=sys.stderr)
+    return path
+
+
 def explicit_version(text: str | None) -> Version | None:
     """``--broker VERSION`` when it names a release (None: not given, or auto)."""
     return None if not text or text == "auto" else version_of(text, "")
@@ -72,10 +81,7 @@ def resolve(args: argparse.Namespace) -> tuple[str, Version, BrokerConf | None]:
     if path is None:
         if conf is None:
             raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
-        path = conf_db_path(conf, explicit_version(args.broker))
-        note = misjoined(conf, path)
-        if note is not None:
-            print(printable(f"mosqdb {getattr(args, 'command', 'check')}: {note}"), file=sys.stderr)
+        path = conf_db_file(conf, explicit_version(args.broker), getattr(args, "command", "check"))
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     why = unreachable(path)

@@ -388,7 +388,7 @@ def test_the_conf_names_the_file_each_release_saves(tmp_path: Path, version: str
     from codec.broker.versions import parse_version
 
     from support.bridges import publish
-    from support.brokers import Broker, oracle_binary
+    from support.brokers import Broker, free_port, oracle_binary
 
     exe = oracle_binary(version)
     if exe is None:
@@ -407,8 +407,6 @@ def test_the_conf_names_the_file_each_release_saves(tmp_path: Path, version: str
                         f"persistence_location {data}\npersistence_file {name}\nautosave_interval 0\n"
                         f"user {getpass.getuser()}\n")
         return conf
-
-    from support.brokers import free_port
 
     b.write_config = write_config  # type: ignore[method-assign]
     with b:
