@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define API_VERSION 3
+#define API_VERSION 4
 
 /* step codes: dumprows.py's _NATIVE_STEPS names them; keep both in step */
 enum {
@@ -32,8 +32,9 @@ enum {
     B64 = 7,     /* (7, starts, sizes): standard base64 with padding */
     ISO = 8,     /* (8, int64[n]): "YYYY-MM-DDTHH:MM:SSZ" quoted for 1..253402300799, null for 0 or less;
                     later than year 9999 defers */
-    STR = 9,     /* (9, list of n str): each row's text as it is, made by Python (dump's decoded payload keys);
-                    one that is not ASCII defers the row */
+    STR = 9,     /* (9, text, starts int64[n], sizes int64[n]): each row's text as it is, a span of a text of its
+                    own (any buffer: dump's decoded payload keys); a size < 0, or bytes that are not ASCII,
+                    defer the row */
     NSTEPS
 };
 
@@ -120,7 +121,7 @@ static int parse_program(PyObject *prog, Py_ssize_t n, Program *p) {
         Py_ssize_t k = PyTuple_GET_SIZE(t);
         long code = PyLong_AsLong(PyTuple_GET_ITEM(t, 0));
         if (code == -1 && PyErr_Occurred()) goto done;
-        static const int arity[NSTEPS] = {2, 2, 2, 6, 5, 6, 4, 3, 2, 2};
+        static const int arity[NSTEPS] = {2, 2, 2, 6, 5, 6, 4, 3, 2, 4};
         if (code < 0 || code >= NSTEPS || k != arity[code]) {
             PyErr_Format(PyExc_ValueError, "render: step %zd: unknown code or wrong arity", i);
             goto done;
@@ -150,24 +151,12 @@ static int parse_program(PyObject *prog, Py_ssize_t n, Program *p) {
             if (!get_array(p, it[0], n, (const void **)&s->x) || !get_array(p, it[1], n, (const void **)&s->y)) goto done;
             break;
         case STR: {
-            if (!PyList_Check(it[0]) || PyList_GET_SIZE(it[0]) != n) {
-                PyErr_SetString(PyExc_ValueError, "render: a list of one text per row");
-                goto done;
-            }
-            s->texts = PyMem_Calloc(n + 1, sizeof(char *));
-            s->tlens = PyMem_Calloc(n + 1, sizeof(Py_ssize_t));
-            if (!s->texts || !s->tlens) { PyErr_NoMemory(); goto done; }
-            Py_INCREF(it[0]);  /* the list keeps its texts */
-            p->refs[p->nrefs++] = it[0];
-            for (Py_ssize_t j = 0; j < n; j++) {
-                PyObject *v = PyList_GET_ITEM(it[0], j);
-                if (PyUnicode_Check(v) && PyUnicode_IS_ASCII(v)) {
-                    s->texts[j] = (const char *)PyUnicode_DATA(v);
-                    s->tlens[j] = PyUnicode_GET_LENGTH(v);
-                } else {
-                    s->tlens[j] = -1;
-                }
-            }
+            Py_buffer *tb = &p->bufs[p->nbufs];
+            if (PyObject_GetBuffer(it[0], tb, PyBUF_C_CONTIGUOUS) < 0) goto done;
+            p->nbufs++;
+            s->a = (const char *)tb->buf;
+            s->alen = tb->len;
+            if (!get_array(p, it[1], n, (const void **)&s->x) || !get_array(p, it[2], n, (const void **)&s->y)) goto done;
             break;
         }
         case NAMED: {
@@ -241,8 +230,15 @@ static int64_t bound(const Program *p, Py_ssize_t n, Py_ssize_t dlen) {
             for (Py_ssize_t j = 0; j < s->nkeys; j++) if (s->tlens[j] > per) per = s->tlens[j];
             break;
         case STR:
-            for (Py_ssize_t r = 0; r < n; r++)
-                if (s->tlens[r] > 0) sum += s->tlens[r];
+            for (Py_ssize_t r = 0; r < n; r++) {
+                int64_t a = s->x[r], z = s->y[r];
+                if (z < 0) continue;
+                if (a < 0 || a > s->alen || z > s->alen - a) {
+                    PyErr_SetString(PyExc_ValueError, "render: a span runs outside its text");
+                    return -1;
+                }
+                sum += z;
+            }
             break;
         case TEXT: case PAYLOAD: case JSTR: case B64:
             per = s->code == JSTR ? 4 : s->alen + s->blen;
@@ -330,6 +326,18 @@ static void civil(int64_t z, int64_t *y, unsigned *m, unsigned *d) {
     *y = yy + (*m <= 2);
 }
 
+/* no byte >= 0x80 in v[0..n) (the rows are an ASCII str), eight at a time */
+static inline int ascii(const unsigned char *v, size_t n) {
+    uint64_t high = 0, w;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&w, v + i, 8);
+        high |= w;
+    }
+    for (; i < n; i++) high |= v[i];
+    return !(high & 0x8080808080808080ULL);
+}
+
 static inline char *put2(char *o, unsigned v) { memcpy(o, DIGITS2 + 2 * v, 2); return o + 2; }
 
 /* whether v[0:z] is UTF-8 (strict, as bytes.decode("utf-8") takes it) of printable text (str.isprintable) */
@@ -380,10 +388,12 @@ static char *row(const Program *p, Py_ssize_t r, const unsigned char *d, char *o
             else o = put_u64(o, (uint64_t)v);
             break;
         }
-        case STR:
-            if (s->tlens[r] < 0) goto defer;
-            o = put(o, s->texts[r], (size_t)s->tlens[r]);
+        case STR: {
+            int64_t z = s->y[r];
+            if (z < 0 || !ascii((const unsigned char *)s->a + s->x[r], (size_t)z)) goto defer;
+            o = put(o, s->a + s->x[r], (size_t)z);
             break;
+        }
         case NAMED: {
             uint64_t v = (uint64_t)s->x[r];
             const char *t = s->a;

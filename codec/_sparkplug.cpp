@@ -72,6 +72,7 @@ class Text {
     void append(const std::string &t) { append(t.data(), t.size()); }
     template <size_t N> void lit(const char (&t)[N]) { append(t, N - 1); }
     void clear() { len_ = 0; }
+    void truncate(size_t n) { len_ = n < len_ ? n : len_; }
     const char *data() const { return buf_ ? buf_ : ""; }
     size_t size() const { return len_; }
     const char *c_str() {
@@ -678,31 +679,36 @@ static PyObject *texts(PyObject *self, PyObject *args, PyObject *kw) {
     return got;
 }
 
-/* dump_keys(data, starts, sizes, which, heads, tail, fill) -> list: the payload keys of a dump batch's rows, the
- * payloads read in place (row i's: ``data[starts[i]:starts[i] + sizes[i]]``; int64 arrays, ``which`` int32):
- * which[i] >= 0: heads[which[i]] + the payload's safe FlatJson text + tail, or None where the Python path reads
- * it; -1: ``fill``; any other: None (the caller decides). No bytes object made per payload. */
+/* dump_keys(data, starts, sizes, which, heads, tail, fill) -> (text, starts, sizes): the payload keys of a dump
+ * batch's rows as spans of one UTF-8 text (int64 arrays as bytes), the payloads read in place (row i's:
+ * ``data[starts[i]:starts[i] + sizes[i]]``; int64 arrays, ``which`` int32): which[i] >= 0: heads[which[i]] + the
+ * payload's safe FlatJson text + tail, or size -1 where the Python path reads it; -1: ``fill`` (written once);
+ * any other: size -1 (the caller decides). No object made per payload, and the GIL is let go while the payloads
+ * are read: a dump reads the next block's while it writes this one's. */
 static PyObject *dump_keys(PyObject *self, PyObject *args) {
     Spans spans;
     Py_buffer which;
-    PyObject *heads, *fill;
-    const char *tail;
-    Py_ssize_t tail_size;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*O!s#U", &spans.data, &spans.starts, &spans.sizes, &which, &PyList_Type,
-                          &heads, &tail, &tail_size, &fill))
+    PyObject *heads;
+    const char *tail, *fill;
+    Py_ssize_t tail_size, fill_size;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*O!s#s#", &spans.data, &spans.starts, &spans.sizes, &which, &PyList_Type,
+                          &heads, &tail, &tail_size, &fill, &fill_size))
         return NULL;
     PyObject *result = NULL;
     Py_ssize_t nheads = PyList_GET_SIZE(heads);
     const int32_t *rule = (const int32_t *)which.buf;
-    std::vector<std::pair<const char *, Py_ssize_t>> head(nheads);
+    std::vector<std::string> head(nheads);  /* copies: the list may change while the GIL is let go */
     bool ok = spans.check("dump_keys");
     if (ok && which.len != spans.n * 4) {
         PyErr_SetString(PyExc_ValueError, "dump_keys: which int32, one a row");
         ok = false;
     }
     for (Py_ssize_t h = 0; ok && h < nheads; h++) {
-        head[h].first = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(heads, h), &head[h].second);
-        ok = head[h].first != NULL;
+        Py_ssize_t size;
+        const char *text = PyUnicode_AsUTF8AndSize(PyList_GET_ITEM(heads, h), &size);
+        ok = text != NULL;
+        if (ok)
+            head[h].assign(text, (size_t)size);
     }
     for (Py_ssize_t i = 0; ok && i < spans.n; i++) {
         if (rule[i] >= nheads) {
@@ -711,22 +717,47 @@ static PyObject *dump_keys(PyObject *self, PyObject *args) {
         }
     }
     if (ok) {
+        Py_ssize_t n = spans.n;
+        PyObject *starts = PyBytes_FromStringAndSize(NULL, n * 8), *sizes = PyBytes_FromStringAndSize(NULL, n * 8);
         Text out;
-        auto row = [&](Py_ssize_t i, const char **p, size_t *z) { return rule[i] >= 0 && spans(i, p, z); };
-        result = each_of(spans.n, row, [&](const Payload *msg, Py_ssize_t i) -> PyObject * {
-            if (rule[i] == -1) {
-                Py_INCREF(fill);
-                return fill;
+        bool no_memory = false;
+        if (starts != NULL && sizes != NULL) {
+            int64_t *at = (int64_t *)PyBytes_AS_STRING(starts), *size = (int64_t *)PyBytes_AS_STRING(sizes);
+            Py_BEGIN_ALLOW_THREADS
+            try {
+                out.append(fill, (size_t)fill_size);
+                Payload msg;
+                std::string again;
+                for (Py_ssize_t i = 0; i < n; i++) {
+                    at[i] = 0;
+                    size[i] = -1;
+                    const char *p;
+                    size_t z;
+                    if (rule[i] == -1) {
+                        size[i] = fill_size;
+                    } else if (rule[i] >= 0 && spans(i, &p, &z) && parsed(msg, again, p, z)) {
+                        size_t from = out.size();
+                        out.append(head[rule[i]]);
+                        if (payload_text(out, msg, 0, true)) {
+                            out.append(tail, (size_t)tail_size);
+                            at[i] = (int64_t)from;
+                            size[i] = (int64_t)(out.size() - from);
+                        } else {
+                            out.truncate(from);
+                        }
+                    }
+                }
+            } catch (const std::bad_alloc &) {
+                no_memory = true;
             }
-            if (msg == NULL)
-                return none();
-            out.clear();
-            out.append(head[rule[i]].first, (size_t)head[rule[i]].second);
-            if (!payload_text(out, *msg, 0, true))
-                return PyErr_Occurred() ? NULL : none();
-            out.append(tail, (size_t)tail_size);
-            return str_of(out);
-        });
+            Py_END_ALLOW_THREADS
+            if (no_memory)
+                PyErr_NoMemory();
+            else
+                result = Py_BuildValue("(y#OO)", out.data(), (Py_ssize_t)out.size(), starts, sizes);
+        }
+        Py_XDECREF(starts);
+        Py_XDECREF(sizes);
     }
     PyBuffer_Release(&which);
     return result;
@@ -1043,8 +1074,9 @@ static PyMethodDef methods[] = {
      "columns_at(data, starts, sizes, compact) -> tuple: payloads read in place, their FlatJson texts and their\n"
      "metrics' pieces in columns (see _sparkplug.cpp)"},
     {"dump_keys", dump_keys, METH_VARARGS,
-     "dump_keys(data, starts, sizes, which, heads, tail, fill) -> list: a dump batch's payload keys, the payloads\n"
-     "read in place (see _sparkplug.cpp)"},
+     "dump_keys(data, starts, sizes, which, heads, tail, fill) -> (text, starts, sizes): a dump batch's payload\n"
+     "keys as spans of one UTF-8 text, the payloads read in place; size -1: the Python path reads it (see\n"
+     "_sparkplug.cpp)"},
     {"flats", flats, METH_VARARGS,
      "flats(payloads[, compact]) -> list: each payload as sparkplug.flat gives it (with compact given, and its\n"
      "FlatJson text: (head, metrics, text)), or None where the Python path reads it"},
@@ -1061,7 +1093,7 @@ PyMODINIT_FUNC PyInit__sparkplug(void) {
     GOOGLE_PROTOBUF_VERIFY_VERSION;
     make_keys();
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 4) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 5) < 0) {
         Py_DECREF(m);
         return NULL;
     }

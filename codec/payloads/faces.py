@@ -74,12 +74,13 @@ def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[byt
     return out  # type: ignore[return-value] - every row has its text now
 
 
-def dump_suffixes_in(decoder: Any, data: bytes, topic_spans: tuple[Any, Any], payload_spans: tuple[Any, Any],
-                     topics: Sequence[str | None]) -> list[str]:
-    """:func:`dump_suffixes` of a batch held in ``data`` (its topics' and payloads' (starts, sizes)): each row's rule
-    found on the topic bytes, plain Sparkplug B payloads read in place by the native reader, no object made for a
-    row it reads; ``topics``: their text, asked for the rows left to Python. Without the native reader,
-    :func:`dump_suffixes` reads every row."""
+def dump_suffix_spans(decoder: Any, data: Any, topic_spans: tuple[Any, Any], payload_spans: tuple[Any, Any],
+                      topics: Sequence[str | None]) -> tuple[bytes, Any, Any]:
+    """:func:`dump_suffixes` of a batch held in ``data`` (any buffer: its topics' and payloads' (starts, sizes)), as
+    spans of one UTF-8 text: ``(text, starts, sizes)``. Each row's rule is found on the topic bytes and plain Sparkplug B payloads
+    are read in place by the native reader, no object made for a row it reads (the GIL let go meanwhile);
+    ``topics``: their text, asked for the rows left to Python, whose suffixes follow the native reader's text.
+    Without the native reader, :func:`dump_suffixes` reads every row."""
     import numpy as np
 
     from codec.payloads.sparkplug import FlatJson, native_dump_keys, read_flat
@@ -91,20 +92,38 @@ def dump_suffixes_in(decoder: Any, data: bytes, topic_spans: tuple[Any, Any], pa
     which, whys = plain_sparkplug_rows(decoder, codes, d, t_starts, t_sizes, p_sizes)
     heads = [f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
              for why in whys]
-    out = native_dump_keys(data, p_starts, p_sizes, which, heads, _NO_ERROR, _NONE_SUFFIX)
-    if out is None:
-        payloads = [data[a:a + n] for a, n in zip(p_starts.tolist(), p_sizes.tolist(), strict=True)]
-        return dump_suffixes(decoder, topics, payloads, [None if c < 0 else decoder.rules[c] for c in codes.tolist()])
-    if None in out:
-        to_text = FlatJson(compact=False).text
-        for r in [r for r, o in enumerate(out) if o is None]:
-            a = int(p_starts[r])
-            payload = data[a:a + int(p_sizes[r])]
-            h = int(which[r])
-            flat = read_flat(payload) if h >= 0 else None  # plain, left by the native reader: the Python runtime's
-            out[r] = heads[h] + json_safe(to_text(*flat)) + _NO_ERROR if flat is not None else \
-                dump_suffix(decoder.decode(topics[r], payload, rule=decoder.rules[codes[r]]))
-    return out
+    got = native_dump_keys(data, p_starts, p_sizes, which, heads, _NO_ERROR, _NONE_SUFFIX)
+    if got is None:
+        payloads = [bytes(data[a:a + n]) for a, n in zip(p_starts.tolist(), p_sizes.tolist(), strict=True)]
+        return _spans_of(dump_suffixes(decoder, topics, payloads,
+                                       [None if c < 0 else decoder.rules[c] for c in codes.tolist()]))
+    text, starts_b, sizes_b = got
+    starts, sizes = np.frombuffer(starts_b, np.int64), np.frombuffer(sizes_b, np.int64)
+    left = np.flatnonzero(sizes < 0).tolist()
+    if not left:
+        return text, starts, sizes
+    to_text = FlatJson(compact=False).text
+    more = []
+    for r in left:
+        a = int(p_starts[r])
+        payload = bytes(data[a:a + int(p_sizes[r])])
+        h = int(which[r])
+        flat = read_flat(payload) if h >= 0 else None  # plain, left by the native reader: the Python runtime's
+        more.append(heads[h] + json_safe(to_text(*flat)) + _NO_ERROR if flat is not None else
+                    dump_suffix(decoder.decode(topics[r], payload, rule=decoder.rules[codes[r]])))
+    extra, e_starts, e_sizes = _spans_of(more)
+    starts, sizes = starts.copy(), sizes.copy()
+    starts[left], sizes[left] = e_starts + len(text), e_sizes
+    return text + extra, starts, sizes
+
+
+def _spans_of(texts: list[str]) -> tuple[bytes, Any, Any]:
+    """``texts`` as spans of one UTF-8 text: (text, starts, sizes)."""
+    import numpy as np
+
+    encoded = [t.encode() for t in texts]
+    sizes = np.fromiter(map(len, encoded), np.int64, len(encoded))
+    return b"".join(encoded), np.cumsum(sizes) - sizes, sizes
 
 
 def plain_sparkplug_rows(decoder: Any, codes: Any, d: Any, t_starts: Any, t_sizes: Any,

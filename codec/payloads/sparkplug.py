@@ -48,7 +48,7 @@ try:  # the native reader of plain payloads (codec/_sparkplug.cpp: setup.py buil
     from codec import _sparkplug as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built without protobuf's C++ runtime
     _native = None
-if _native is not None and getattr(_native, "API_VERSION", 0) != 4:  # pragma: no cover - a stale build
+if _native is not None and getattr(_native, "API_VERSION", 0) != 5:  # pragma: no cover - a stale build
     _native = None
 
 
@@ -450,10 +450,11 @@ def native_texts(payloads: Sequence[bytes], compact: bool, *, heads: Sequence[st
 
 
 def native_dump_keys(data: Any, starts: Any, sizes: Any, which: Any, heads: list[str], tail: str,
-                     fill: str) -> list[str | None] | None:
+                     fill: str) -> tuple[bytes, bytes, bytes] | None:
     """A dump batch's payload keys, its payloads read in place by the native reader (``_sparkplug.dump_keys``:
-    row i's payload ``data[starts[i]:starts[i] + sizes[i]]``; ``which[i]`` its head in ``heads``, -1 for ``fill``,
-    else None), or None when the native reader is not built."""
+    row i's payload ``data[starts[i]:starts[i] + sizes[i]]``; ``which[i]`` its head in ``heads``, -1 for ``fill``),
+    as spans of one UTF-8 text: (text, starts, sizes), int64 arrays as bytes, a size -1 for a row the Python
+    path reads; None when the native reader is not built."""
     if _native is None:
         return None
     import numpy as np

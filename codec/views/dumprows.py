@@ -40,6 +40,7 @@ import binascii
 import functools
 import os
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import repeat
 from typing import Any
 
@@ -58,7 +59,7 @@ try:  # the C renderer of batch rows (setup.py builds it); without it the rows c
     from codec import _render  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - a checkout without the build
     _render = None
-if _render is not None and getattr(_render, "API", 0) != 3:  # pragma: no cover - a stale build: rebuild it
+if _render is not None and getattr(_render, "API", 0) != 4:  # pragma: no cover - a stale build: rebuild it
     _render = None
 
 BLOCK_CHUNKS = 1 << 12
@@ -213,7 +214,7 @@ def _slices(raw: bytes, starts: np.ndarray, sizes: np.ndarray) -> list[bytes]:
 class _Topics:
     """A batch's topics as text, each made when asked for (rows whose rule alone decides never ask)."""
 
-    def __init__(self, data: bytes, starts: np.ndarray, sizes: np.ndarray) -> None:
+    def __init__(self, data: Any, starts: np.ndarray, sizes: np.ndarray) -> None:
         self.data, self.starts, self.sizes = data, starts, sizes
 
     def __len__(self) -> int:
@@ -221,7 +222,7 @@ class _Topics:
 
     def __getitem__(self, r: int) -> str:
         a = int(self.starts[r])
-        return self.data[a:a + int(self.sizes[r])].decode("utf-8", "surrogateescape")
+        return str(self.data[a:a + int(self.sizes[r])], "utf-8", "surrogateescape")
 
 
 _B64 = functools.partial(binascii.b2a_base64, newline=False)
@@ -296,7 +297,8 @@ class JsonRows:
         self.specs: dict[int, _Spec] = {}
         self.decoder = decoder  # a codec.payloads.PayloadDecoder: stored messages get the payload_* keys
         self.native = _render is not None  # rows written by codec/_render.c
-        self._buffer: np.ndarray | None = None
+        self._ahead: ThreadPoolExecutor | None = None  # the second thread that reads payloads, while there is one
+        self._buffers: list[np.ndarray | None] = [None, None]
 
     def line(self, chunk: Chunk) -> str:
         assert self.stores is not None
@@ -366,17 +368,18 @@ class JsonRows:
 
     def _decoded(self, out: list[str | None], raw: bytes, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         """The payload_* keys before each stored message line's closing brace."""
-        for r, suffix in enumerate(self._payload_keys(raw, spans)):
+        text, starts, sizes = self._payload_keys(raw, spans)
+        for r, (a, size) in enumerate(zip(starts.tolist(), sizes.tolist(), strict=True)):
             line = out[r]
             if line is not None:
-                out[r] = line[:-2] + suffix + "}\n"
+                out[r] = line[:-2] + text[a:a + size].decode() + "}\n"
 
-    def _payload_keys(self, raw: Any, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> list[str]:
-        """The text of the payload_* keys of each stored message of a batch (``spans`` into ``raw``: any buffer)."""
-        from codec.payloads.faces import dump_suffixes_in
+    def _payload_keys(self, raw: Any, spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[bytes, Any, Any]:
+        """The text of the payload_* keys of each stored message of a batch (``spans`` into ``raw``: any buffer), as
+        spans of one UTF-8 text: (text, starts, sizes)."""
+        from codec.payloads.faces import dump_suffix_spans
 
-        data = raw if isinstance(raw, bytes) else bytes(raw)
-        return dump_suffixes_in(self.decoder, data, spans["topic"], spans["payload"], _Topics(data, *spans["topic"]))
+        return dump_suffix_spans(self.decoder, raw, spans["topic"], spans["payload"], _Topics(raw, *spans["topic"]))
 
     def _expiry(self, kind: str, rows: np.ndarray, ints: dict[str, np.ndarray]) -> np.ndarray | None:
         if kind == "msg_store":
@@ -401,6 +404,23 @@ class JsonRows:
         idx = db.index
         offsets, types = idx.offsets_array(), idx.types_array()  # views: ends and lengths are read per block
         hsize = header_size(version)
+        for b, text in self._texts(offsets, types, hsize, version, keep):
+            if isinstance(text, _Damaged):
+                if text.text:
+                    yield text.text
+                raise text.error from None
+            if text:
+                yield text
+            if progress is not None:
+                progress(idx.chunk_end(b - 1), db.size)
+        if idx.error is not None:  # the stream from where the index stopped: its rows, then its error
+            for chunk in db.stream(start=idx.end, first_index=len(offsets)):
+                if keep_chunk is None or keep_chunk(chunk):
+                    yield self.line(chunk)
+
+    def _ranges(self, offsets: np.ndarray) -> Iterator[tuple[int, int]]:
+        """The blocks: up to BLOCK_CHUNKS chunks, and BLOCK_BYTES bytes unless one chunk is larger."""
+        idx = self.db.index
         n = len(offsets)
         a = 0
         while a < n:
@@ -408,21 +428,48 @@ class JsonRows:
             lo = int(offsets[a])
             if idx.chunk_end(b - 1) - lo > BLOCK_BYTES:
                 b = max(a + 1, int(np.searchsorted(idx.ends_of(np.arange(a, b)), lo + BLOCK_BYTES, "right")) + a)
-            try:
-                text = self._block(a, b, offsets, types, hsize, version, keep)
-            except _Damaged as damaged:
-                if damaged.text:
-                    yield damaged.text
-                raise damaged.error from None
-            if text:
-                yield text
-            if progress is not None:
-                progress(idx.chunk_end(b - 1), db.size)
+            yield a, b
             a = b
-        if idx.error is not None:  # the stream from where the index stopped: its rows, then its error
-            for chunk in db.stream(start=idx.end, first_index=n):
-                if keep_chunk is None or keep_chunk(chunk):
-                    yield self.line(chunk)
+
+    def _texts(self, offsets: np.ndarray, types: np.ndarray, hsize: int, version: int,
+               keep: np.ndarray | None) -> Iterator[tuple[int, str | _Damaged]]:
+        """(end, text or the error met) of each block in order. With a decoder and the C renderer, a second thread
+        reads a block's payloads (the native reader lets the GIL go) while this one writes the block before it."""
+        if not self.native or self.decoder is None:
+            for a, b in self._ranges(offsets):
+                try:
+                    yield b, self._block(a, b, offsets, types, hsize, version, keep)
+                except _Damaged as damaged:
+                    yield b, damaged
+            return
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dump-payloads") as pool:
+            self._ahead = pool
+            try:
+                before: tuple[int, int, Any] | None = None
+                for k, (a, b) in enumerate(self._ranges(offsets)):
+                    try:
+                        got: Any = self._prepared(a, b, offsets, types, hsize, version, keep, k % 2)
+                    except Exception as exc:  # noqa: BLE001 - raised in its place, after the blocks before it
+                        got = exc
+                    if before is not None:
+                        yield before[1], self._finished(*before, keep)
+                    before = (a, b, got)
+                if before is not None:
+                    yield before[1], self._finished(*before, keep)
+            finally:
+                self._ahead = None
+
+    def _finished(self, a: int, b: int, got: Any, keep: np.ndarray | None) -> str | _Damaged:
+        """A block :meth:`_prepared` made ready, written (its holes rendered per record)."""
+        if isinstance(got, Exception):
+            raise got
+        try:
+            if got is None:  # a batch that does not decode: the stream gives the exact values and error
+                sel = np.ones(b - a, dtype=bool) if keep is None else keep[a:b]
+                return self._per_record_block(a, b, sel)
+            return _rendered(*got, lambda r: self.line(self.db.chunk(a + r)))
+        except _Damaged as damaged:
+            return damaged
 
     def program(self, ctype: int, cols: _Columns, raw: Any) -> tuple[list[tuple[Any, ...]], np.ndarray | None] | None:
         """The C renderer's program for a batch of one type (the steps of the type's template, with the
@@ -439,8 +486,9 @@ class JsonRows:
                 template += "%s"
                 columns += [("@payload_keys", "text")]
             spec.program = _program(_template_steps(template + spec.tail, columns))
-        if self.decoder is not None and spec.kind == "msg_store":
-            cols.texts["@payload_keys"] = self._payload_keys(raw, cols.spans)
+        if self.decoder is not None and spec.kind == "msg_store":  # in the second thread when there is one
+            cols.texts["@payload_keys"] = self._payload_keys(raw, cols.spans) if self._ahead is None else \
+                self._ahead.submit(self._payload_keys, raw, cols.spans)
         if spec.expiry:
             exp = self._expiry(spec.kind, cols.rows, cols.ints)
             if exp is None:
@@ -451,15 +499,15 @@ class JsonRows:
         return _bind(spec.program, cols), skip
 
     def _block(self, a: int, b: int, offsets: np.ndarray, types: np.ndarray, hsize: int, version: int,
-               keep: np.ndarray | None) -> str:
+               keep: np.ndarray | None, slot: int = 0) -> str:
         db = self.db
+        if self.native:
+            return self._finished(a, b, self._prepared(a, b, offsets, types, hsize, version, keep, slot), keep)
         lo, hi = int(offsets[a]), db.index.chunk_end(b - 1)
         raw = self._read(lo, hi - lo)
         d = np.frombuffer(raw, dtype=np.uint8)
         t = types[a:b]
         sel = np.ones(b - a, dtype=bool) if keep is None else keep[a:b].copy()
-        if self.native:
-            return self._native_block(a, b, raw, d, t, sel, offsets, hsize, version)
         out = np.full(b - a, None, dtype=object)
         for ctype, pos, which, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, hsize, version):
             if got is None:
@@ -478,18 +526,21 @@ class JsonRows:
                 raise _Damaged("".join(out[:r][sel[:r]].tolist()), exc) from None
         return "".join(out[sel].tolist())
 
-    def _native_block(self, a: int, b: int, raw: Any, d: np.ndarray, t: np.ndarray, sel: np.ndarray,
-                      offsets: np.ndarray, hsize: int, version: int) -> str:
-        """The block's text written by codec/_render.c in file order, in one pass over its rows; the
-        rows it has no program for or defers (holes) are rendered per record and spliced in."""
-        db = self.db
-        lo = int(offsets[a])
+    def _prepared(self, a: int, b: int, offsets: np.ndarray, types: np.ndarray, hsize: int, version: int,
+                  keep: np.ndarray | None, slot: int) -> tuple[Any, ...] | None:
+        """The block read (into read buffer ``slot``) and decoded, with the C renderer's programs bound: the
+        arguments of :func:`_rendered` but the holes' renderer; None where a batch does not decode."""
+        lo, hi = int(offsets[a]), self.db.index.chunk_end(b - 1)
+        raw = self._read(lo, hi - lo, slot)
+        d = np.frombuffer(raw, dtype=np.uint8)
+        t = types[a:b]
+        sel = np.ones(b - a, dtype=bool) if keep is None else keep[a:b]
         which = np.where(sel, np.int32(-1), np.int32(-2))  # -1: a hole, -2: not shown
         rowno = np.zeros(b - a, np.int64)
         batches = []
         for ctype, pos, rows, offs, lens, got in self._type_batches(a, t, sel, d, lo, offsets, hsize, version):
             if got is None:
-                return self._per_record_block(a, b, sel)
+                return None
             prog = self.program(ctype, _Columns(rows, offs, lens, *got), raw)
             if prog is None:
                 continue
@@ -498,7 +549,7 @@ class JsonRows:
             if prog[1] is not None:
                 which[pos[prog[1]]] = -1
             batches.append((len(pos), prog[0], None))
-        return _rendered(raw, batches, which, rowno, lambda r: self.line(db.chunk(a + r)))
+        return raw, batches, which, rowno
 
     def _type_batches(self, a: int, t: np.ndarray, sel: np.ndarray, d: np.ndarray, lo: int, offsets: np.ndarray,
                       hsize: int, version: int) -> Iterator[tuple[Any, ...]]:
@@ -515,14 +566,15 @@ class JsonRows:
             got = decode_batch(version, int(ctype), d, offs - lo + hsize, lens, idx.ends_of(rows) - lo, self.db.endian)
             yield int(ctype), pos, rows, offs, lens, got
 
-    def _read(self, offset: int, size: int) -> Any:
-        """The C renderer takes any buffer: blocks are read into one, reused (fresh memory for every
-        block costs the kernel a page fault per 4 KiB, a tenth of the dump's CPU); numpy's rows want bytes."""
+    def _read(self, offset: int, size: int, slot: int = 0) -> Any:
+        """The C renderer takes any buffer: blocks are read into one of two (``slot``: the block written and the
+        one read ahead), reused (fresh memory for every block costs the kernel a page fault per 4 KiB, a tenth of
+        the dump's CPU); numpy's rows want bytes."""
         if not self.native or size > BLOCK_BYTES or not hasattr(os, "preadv"):
             return _pread(self.db.fd, size, offset)
-        if self._buffer is None:
-            self._buffer = np.empty(BLOCK_BYTES, np.uint8)
-        view = memoryview(self._buffer)[:size]
+        if self._buffers[slot] is None:
+            self._buffers[slot] = np.empty(BLOCK_BYTES, np.uint8)
+        view = memoryview(self._buffers[slot])[:size]
         got = 0
         while got < size:  # pread may return less on some file systems
             n = os.preadv(self.db.fd, [view[got:]], offset + got)
@@ -567,6 +619,7 @@ def _rendered(raw: Any, batches: list[tuple[Any, ...]], which: np.ndarray, rowno
                     lines[r] = line
         except Exception:
             extras, lines = None, {}
+    batches = [(n, _with_texts(prog), skip) for n, prog, skip in batches]
     text, sizes_b, left = _render.render(raw, batches, which, rowno, extras)  # type: ignore[union-attr]
     if not left:
         return text
@@ -640,7 +693,7 @@ class _Columns:
                  spans: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
         self.rows, self.offs, self.lengths, self.ints, self.spans = rows, offs, lengths, ints, spans
         self.more: dict[str, np.ndarray] = {}  # columns the renderer computes (``@expires``, ``@expired``)
-        self.texts: dict[str, list[str]] = {}  # texts Python made per row (``@payload_keys``)
+        self.texts: dict[str, tuple[bytes, np.ndarray, np.ndarray]] = {}  # per-row texts as spans (@payload_keys)
 
     def __getitem__(self, ref: str) -> np.ndarray:
         if ref in self.more:
@@ -745,9 +798,21 @@ def _bind(program: list[tuple[Any, ...]], cols: _Columns) -> list[tuple[Any, ...
         elif code == _C_ISO:
             out.append((code, _ints(cols[step[1]]).view(np.int64)))
         elif code == _C_STR:
-            out.append((code, cols.texts[step[1]]))
+            out.append((code, cols.texts[step[1]]))  # its spans put in by _with_texts
         else:
             out.append(step)
+    return out
+
+
+def _with_texts(program: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """A bound program with its per-row texts in place (spans of one text, or the future that makes them)."""
+    out = []
+    for step in program:
+        if step[0] == _C_STR and len(step) == 2:
+            got = step[1].result() if isinstance(step[1], Future) else step[1]
+            text, starts, sizes = got
+            step = (_C_STR, text, _ints(starts), _ints(sizes))
+        out.append(step)
     return out
 
 
@@ -950,7 +1015,8 @@ class TextRows(JsonRows):
         self.stores = None
         self.text_specs: dict[int, _TextSpec] = {}
         self._masked: tuple[bytes, np.ndarray, np.ndarray] | None = None
-        self._buffer: np.ndarray | None = None
+        self._buffers: list[np.ndarray | None] = [None, None]
+        self.decoder = self._ahead = None
         self.native = _render is not None
 
     def line(self, chunk: Chunk) -> str:

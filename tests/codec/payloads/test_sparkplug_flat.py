@@ -20,7 +20,7 @@ import pytest
 
 from codec.payloads import PayloadDecoder
 from codec.payloads import sparkplug as spb
-from codec.payloads.faces import dump_suffix, dump_suffixes, dump_suffixes_in
+from codec.payloads.faces import dump_suffix, dump_suffix_spans, dump_suffixes
 from codec.payloads.model import canonical_json
 from codec.values import json_safe
 
@@ -137,7 +137,8 @@ def test_dump_suffixes_equal_each_rows_dump_keys(reader: str) -> None:
         # a dump batch's form: topics and payloads as spans into one buffer (a payload is never missing there)
         held = [b"" if p is None else p for p in payloads]
         data, spans = _held(topics, held)
-        got = dump_suffixes_in(decoder, data, spans[0], spans[1], topics)  # without the native reader: dump_suffixes
+        text, starts, sizes = dump_suffix_spans(decoder, data, spans[0], spans[1], topics)  # without native: dump_suffixes
+        got = [text[a:a + n].decode() for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)]
         assert got == [dump_suffix(decoder.decode(t, p)) for t, p in zip(topics, held, strict=True)]
 
 

@@ -375,6 +375,25 @@ def test_c_numbers_times_and_base64(renderer: str) -> None:
         r.render(b"", [(1, [(dumprows._C_CONST, "é".encode())], None)], None, None)
 
 
+def test_c_texts_of_their_own(renderer: str) -> None:
+    """The C renderer's per-row texts (a span each of a text of their own): written as they are; a size -1, or a
+    text that is not ASCII, defers its row (Python writes it); a span outside the text is refused."""
+    import numpy as np
+
+    if renderer != "c":
+        pytest.skip("the C renderer's test")
+    r = dumprows._render
+    own = "abc|déf|gh".encode()
+    starts, sizes = np.array([0, 4, 0, 9], np.int64), np.array([3, 4, -1, 2], np.int64)
+    prog = [(dumprows._C_CONST, b"<"), (dumprows._C_STR, own, starts, sizes), (dumprows._C_CONST, b">")]
+    text, got, holes = r.render(b"", [(4, prog, None)], None, None)
+    assert text == "<abc><gh>" and holes == 2
+    assert np.frombuffer(got, np.int64).tolist() == [5, -1, -1, 4]
+    with pytest.raises(ValueError, match="outside its text"):
+        r.render(b"", [(1, [(dumprows._C_STR, own, np.array([9], np.int64), np.array([3], np.int64))], None)],
+                 None, None)
+
+
 def test_dumps_in_threads_at_once(renderer: str) -> None:
     """The C renderer writes with the GIL released, into a buffer kept between calls: dumps running in
     several threads at once each get their own text."""
@@ -389,7 +408,7 @@ def test_dumps_in_threads_at_once(renderer: str) -> None:
         assert text_json == reference(path)
 
 
-def test_decoded_payload_keys_equal_the_per_record_lines(tmp_path: Path) -> None:
+def test_decoded_payload_keys_equal_the_per_record_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``dump --json --decode``: the payload keys the batch renderers put in each stored message line (plain
     Sparkplug B read natively where built, ASCII or not, payloads the Python path reads, a payload that does
     not parse, JSON, a text that is not UTF-8) equal those of the per-record path, line by line."""
@@ -414,9 +433,40 @@ def test_decoded_payload_keys_equal_the_per_record_lines(tmp_path: Path) -> None
     path = tmp_path / "spb.db"
     write_records(path, 6, recs)
     decoder = PayloadDecoder.from_options(["spBv1.0/#=sparkplug", "json/#=json"])
-    with DbFile(path) as db:
-        rows = dumprows.JsonRows(db, AT, decoder)
-        want = "".join(rows.line(chunk) for chunk in db.stream())
-        got = "".join(dumprows.json_blocks(db, AT, decoder=decoder))
-    assert got == want
-    assert got.count('"payload_format": "sparkplug"') == 9 and "not UTF-8 text" in got and "Température" in got
+    got, want = _decoded_dump(path, decoder)
+    assert got == want and want[1] is None
+    assert got[0].count('"payload_format": "sparkplug"') == 9 and "not UTF-8 text" in got[0] and "Température" in got[0]
+    # several blocks (one block's payloads read in a second thread while the one before is written), and damaged
+    # files: the lines before the damage in order, then its error
+    monkeypatch.setattr(dumprows, "BLOCK_CHUNKS", 3)
+    assert _decoded_dump(path, decoder)[0] == want
+    data = path.read_bytes()
+    cut = tmp_path / "cut.db"
+    for n in range(23, len(data), 7):
+        cut.write_bytes(data[:n])
+        got, want = _decoded_dump(cut, decoder)
+        assert got == want
+    for pos in range(40, len(data), 11):
+        flipped = bytearray(data)
+        flipped[pos] ^= 0xA5
+        cut.write_bytes(bytes(flipped))
+        got, want = _decoded_dump(cut, decoder)
+        assert got == want
+
+
+def _decoded_dump(path: Path, decoder: object) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
+    """(json_blocks, the per-record lines) of a decoded dump: each its text and the error it stopped at."""
+    out = []
+    for walk in ("blocks", "records"):
+        parts: list[str] = []
+        error = None
+        try:
+            with DbFile(path) as db:
+                rows = dumprows.JsonRows(db, AT, decoder)
+                for text in (dumprows.json_blocks(db, AT, decoder=decoder) if walk == "blocks" else
+                             (rows.line(chunk) for chunk in db.stream())):
+                    parts.append(text)
+        except (CodecError, ValueError, OverflowError, OSError) as exc:
+            error = repr(exc)
+        out.append(("".join(parts), error))
+    return out[0], out[1]
