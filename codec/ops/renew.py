@@ -52,6 +52,13 @@ class Change:
             d["before_iso"], d["after_iso"] = iso(self.before or None), iso(self.after or None)
         return d
 
+    def shown(self, value: int) -> str:
+        """A value of the field as a reader takes it: a time (0: never) or an interval (NEVER: never; 0: the
+        session ends when its client disconnects)."""
+        if self.field.endswith("_time"):
+            return iso(value or None) or "never"
+        return "never" if value == NEVER else f"{value} s"
+
 
 @dataclass
 class RenewPlan:

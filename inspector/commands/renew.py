@@ -9,7 +9,7 @@ import time
 
 from codec.errors import CodecError
 from codec.ops.renew import Policy, RenewPlan
-from codec.values import printable
+from codec.values import NEVER, printable
 from codec.views.timeview import iso, parse_duration
 from inspector.commands import UsageError, add_at, check_input, command
 from inspector.commands.shared.bridging import add_conf, load_conf
@@ -39,9 +39,12 @@ def _choice(text: str, what: str) -> str | int:
     if text in ("keep", "never"):
         return text
     try:
-        return parse_duration(text)
+        seconds = parse_duration(text)
     except CodecError:
         raise UsageError(f"--{what} takes never, keep or a duration like 7d, not {text!r}") from None
+    if what == "sessions" and seconds >= NEVER:  # the interval is 32 bits, and its largest value means never
+        raise UsageError(f"--sessions takes at most {NEVER - 1} s (136 years), not {text!r}; 'never' for no expiry")
+    return seconds
 
 
 def policy_from_args(args: argparse.Namespace) -> Policy:
@@ -86,9 +89,7 @@ def report(args: argparse.Namespace, policy: Policy, plan: RenewPlan, target: st
     lines = [f"reference time {iso(policy.at)}, shift {policy.shift} s: "
              f"{plan.sessions} session(s) and {plan.messages} message(s) changed"]
     for c in plan.changes:
-        before = iso(c.before or None) if c.field.endswith("_time") else c.before
-        after = iso(c.after or None) if c.field.endswith("_time") else c.after
-        lines.append(f"  {c.kind} {c.who}: {c.field} {before or 'never'} -> {after or 'never'}")
+        lines.append(f"  {c.kind} {c.who}: {c.field} {c.shown(c.before)} -> {c.shown(c.after)}")
     for cid, why in plan.skipped.items():
         lines.append(f"  left alone {cid!r}: {why} (--include-bridges to renew it)")
     data = {"file": args.file, "at": iso(policy.at), "shift": policy.shift, "sessions_changed": plan.sessions,

@@ -71,6 +71,25 @@ def test_usage_errors(tmp_path: Path) -> None:
     assert run("renew", str(V6), "--messages", "soon", "-o", str(tmp_path / "o")).returncode == 2
 
 
+def test_the_report_reads_intervals_as_the_broker_does(tmp_path: Path) -> None:
+    """A session expiry interval of 0 ends the session at disconnect and 4294967295 means never: the report says
+    so (not "never" for 0 and a bare number for never), and a --sessions duration that would be read as never, or
+    does not fit the 32-bit interval, is refused."""
+    at = "--at", "1900000000"
+    p = run("renew", str(V6), "--sessions", "0s", *at, "-o", str(tmp_path / "zero.db"))
+    assert p.returncode == 0, p.stderr
+    assert "client a-sub-q0: session_expiry_interval 86400 s -> 0 s" in p.stdout
+    assert "client a-sub-q0: session_expiry_time 2026-11-22T22:43:26Z -> 2030-03-17T17:46:40Z" in p.stdout
+    p = run("renew", str(V6), "--sessions", "never", *at, "-o", str(tmp_path / "never.db"))
+    assert "client a-sub-q0: session_expiry_interval 86400 s -> never" in p.stdout
+    assert "client a-sub-q0: session_expiry_time 2026-11-22T22:43:26Z -> never" in p.stdout
+    p = run("renew", str(V6), "--shift", "1d", *at, "-o", str(tmp_path / "shift.db"))
+    assert "client a-raw-inflight" not in p.stdout  # it never expires: nothing to shift
+    for too_long in ("4294967295", "4294967296", "100000w"):
+        p = run("renew", str(V6), "--sessions", too_long, "-o", str(tmp_path / "long.db"))
+        assert p.returncode == 2 and "at most 4294967294 s" in p.stderr and not (tmp_path / "long.db").exists()
+
+
 def test_shift_auto_uses_the_downtime(tmp_path: Path) -> None:
     copy = tmp_path / "mosquitto.db"
     copy.write_bytes(V6.read_bytes())
