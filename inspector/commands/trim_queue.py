@@ -55,8 +55,8 @@ def rules_from_args(args: argparse.Namespace) -> Any:
 
     if args.keep_newest is not None and args.keep_newest < 0:
         raise UsageError("--keep-newest must be 0 or more")
-    if args.older_than is not None and args.older_than < 0:
-        raise UsageError("--drop-undelivered-older-than must be a store id (0 or more)")
+    if args.older_than is not None and not 0 <= args.older_than < 1 << 64:
+        raise UsageError("--drop-undelivered-older-than must be a store id (0 to 18446744073709551615)")
     rules = TrimRules(clients=tuple(args.client), keep_newest=args.keep_newest,
                       max_bytes=None if args.max_bytes is None else parse_size(args.max_bytes),
                       drop_qos0=args.drop_qos0, older_than=args.older_than, drop_expired=args.drop_expired,

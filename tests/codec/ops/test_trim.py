@@ -195,8 +195,10 @@ def test_dry_run_in_place_and_no_match(tmp_path: Path) -> None:
     ["--keep-newest", "1", "--conf", "{tmp}/missing.conf"],
     ["--keep-newest", "1", "--conf", "{tmp}/bad.conf"],
     ["--keep-newest", "1", "--client", ""],
+    ["--drop-undelivered-older-than", "-1"],
+    ["--drop-undelivered-older-than", str(1 << 64)],  # no store id holds it (store ids are 64 bits)
 ], ids=["no-rule", "negative", "bad-size", "unknown-option", "bad-direction", "missing-conf", "bad-conf",
-        "empty-client"])
+        "empty-client", "negative-store-id", "store-id-past-64-bits"])
 def test_usage_errors_one_line_exit_2_nothing_written(args: list[str], tmp_path: Path) -> None:
     (tmp_path / "bad.conf").write_text("connection edge\ncleansession maybe\n")
     out = tmp_path / "out.db"
