@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,11 @@ VERDICTS = ("loads", "refuses", "crashes")
 # Mosquitto 2.1's store ids: node id (10 bits) | seconds since this epoch (31 bits) | fraction (23 bits)
 CLOCK_EPOCH = 1_637_168_273
 TOP = 10
+_SIZE = "Size of the persistence file."
+_MTIME = "When the persistence file was last written (its mtime)."
+_COMPUTED = "The reference time of the expiry and age figures (--at, default: now)."
+_READABLE = ("1 when mosqdb could read the file as a Mosquitto db or 2.1 store; 0 when it could not (missing, not "
+             "a db, a damaged header, an I/O error): the other figures are then absent, not stale.")
 
 
 @dataclass
@@ -90,11 +96,12 @@ def collect(db: Any, *, at: float, top: int = TOP, prediction: Any = None, findi
     path = os.path.abspath(getattr(db, "source_path", None) or db.path)
     m = Metrics(path)
     st = os.stat(path)
-    m.set("file_size_bytes", "Size of the persistence file.", st.st_size)
-    m.set("file_modified_timestamp_seconds", "When the persistence file was last written (its mtime).", st.st_mtime)
+    m.set("readable", _READABLE, 1)
+    m.set("file_size_bytes", _SIZE, st.st_size)
+    m.set("file_modified_timestamp_seconds", _MTIME, st.st_mtime)
     m.set("info", "The file's format (db, or sqlite: a Mosquitto 2.1 store) and db version; always 1.", 1,
           format=fmt, db_version=str(db.version or 0))
-    m.set("computed_timestamp_seconds", "The reference time of the expiry and age figures (--at, default: now).", at)
+    m.set("computed_timestamp_seconds", _COMPUTED, at)
     if findings is not None:
         for severity in ("error", "warning"):
             m.set("check_findings", "Findings of mosqdb check, by severity.", findings.get(severity, 0),
@@ -105,6 +112,23 @@ def collect(db: Any, *, at: float, top: int = TOP, prediction: Any = None, findi
         return m
     with contextlib.suppress(CodecError):  # damaged: what was read stays, the check's findings say what is wrong
         _contents(m, db, at, top)
+    return m
+
+
+def unreadable(path: str, at: float) -> Metrics:
+    """The metrics of a file that could not be read at all: ``readable`` 0, and its size and mtime when it is a
+    file. Written where the figures of the file would go, so that a collector never keeps serving the last good
+    ones."""
+    m = Metrics(os.path.abspath(path))
+    m.set("readable", _READABLE, 0)
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        m.set("file_size_bytes", _SIZE, st.st_size)
+        m.set("file_modified_timestamp_seconds", _MTIME, st.st_mtime)
+    m.set("computed_timestamp_seconds", _COMPUTED, at)
     return m
 
 
@@ -237,4 +261,5 @@ def exposition(families: Iterable[Family]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CLOCK_EPOCH", "Family", "Metrics", "clock_time", "collect", "exposition", "label_value", "load_seconds"]
+__all__ = ["CLOCK_EPOCH", "Family", "Metrics", "clock_time", "collect", "exposition", "label_value", "load_seconds",
+           "unreadable"]

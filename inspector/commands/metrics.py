@@ -43,32 +43,46 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     from codec.ops.check import severity_counts
-    from codec.ops.metrics import collect
+    from codec.ops.metrics import collect, unreadable
     from codec.sources import db_image
     from inspector.commands import open_input
     from inspector.commands.shared.writing import parse_at
 
     if args.top < 0:
         raise UsageError("--top must be 0 or more")
-    check_input(args.file)
-    at = time.time() if args.at is None else parse_at(args.at, args.file)
     if args.output and args.output != "-":
         _check_target(args.output)
+    try:
+        check_input(args.file)
+    except UsageError:  # missing, a directory: nothing read, at this time
+        _put(args, unreadable(args.file, time.time()).text())
+        raise
+    at = time.time() if args.at is None else parse_at(args.at, args.file)
     prediction, release = _predict(args, at)
-    with open_input(args.file, endian=args.endian) as src:
-        findings = severity_counts(src, at=at)
-        fmt = src.format_key
-        with db_image(src, endian=args.endian) as db:  # a store's records as a .db image (a .db: itself)
-            text = collect(db, at=at, top=args.top, prediction=prediction, findings=findings,
-                           release=release, fmt=fmt).text()
+    try:
+        with open_input(args.file, endian=args.endian) as src:
+            findings = severity_counts(src, at=at)
+            fmt = src.format_key
+            with db_image(src, endian=args.endian) as db:  # a store's records as a .db image (a .db: itself)
+                text = collect(db, at=at, top=args.top, prediction=prediction, findings=findings,
+                               release=release, fmt=fmt).text()
+    except (CodecError, OSError):  # the last good figures must not stay where the collector reads them
+        _put(args, unreadable(args.file, at).text())
+        raise
+    _put(args, text)
+    return 0
+
+
+def _put(args: argparse.Namespace, text: str) -> None:
+    """The exposition to stdout, or to ``-o`` atomically (a note when the collector would not read its name)."""
     if not args.output or args.output == "-":
         sys.stdout.write(text)
-        return 0
+        sys.stdout.flush()
+        return
     _write(args.output, text)
     if not args.output.endswith(".prom"):
         print(f"mosqdb metrics: note: node_exporter's textfile collector reads only *.prom files; wrote "
               f"{args.output}", file=sys.stderr)
-    return 0
 
 
 def _predict(args: argparse.Namespace, at: float) -> tuple[object | None, str | None]:

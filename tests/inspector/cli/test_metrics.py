@@ -201,6 +201,42 @@ def test_a_symlinked_output_is_refused(tmp_path: Path) -> None:
     assert victim.read_text() == "keep me\n" and link.is_symlink()
 
 
+def test_a_file_that_cannot_be_read_replaces_the_last_good_figures(tmp_path: Path) -> None:
+    """A db that turned unreadable (garbage, gone, a directory) must not leave the collector serving its last good
+    figures: the .prom then says ``readable`` 0 (with the size and mtime when the file is there) and nothing else,
+    and the command still fails with one line naming the file."""
+    db = tmp_path / "mosquitto.db"
+    out = tmp_path / "mosquitto.prom"
+    db.write_bytes(V6.read_bytes())
+    assert run_in_process("metrics", db, "--at", str(AT), "-o", out).returncode == 0
+    good = parse(out.read_text())
+    assert value(good, "readable") == 1 and value(good, "check_findings", severity="error") == 0
+    for broken in ("garbage", "gone", "directory"):
+        if broken == "garbage":
+            db.write_bytes(b"\x00\x01not a db" * 50)
+        elif broken == "gone":
+            db.unlink()
+        else:
+            db.mkdir()
+        r = run_in_process("metrics", db, "--at", str(AT), "-o", out)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and str(db.name) in r.stderr, r.stderr
+        got = parse(out.read_text())
+        assert value(got, "readable") == 0, broken
+        assert set(got) == ({"mosquitto_db_readable", "mosquitto_db_computed_timestamp_seconds"} |
+                            ({"mosquitto_db_file_size_bytes", "mosquitto_db_file_modified_timestamp_seconds"}
+                             if broken == "garbage" else set())), broken
+        if PROMTOOL is not None:
+            lint = subprocess.run([PROMTOOL, "check", "metrics"], input=out.read_text(), capture_output=True,
+                                  text=True)
+            assert lint.returncode == 0 and not lint.stdout.strip(), lint.stdout + lint.stderr
+        if broken == "garbage":
+            assert value(got, "file_size_bytes") == 500
+            r = run_in_process("metrics", db, "--at", str(AT))  # on stdout alike
+            assert r.returncode == 2 and value(parse(r.stdout), "readable") == 0
+    db.rmdir()
+    assert os.listdir(tmp_path) == ["mosquitto.prom"]  # nothing else made
+
+
 def test_usage_errors() -> None:
     assert run_in_process("metrics", V6, "--conf", "/nonexistent.conf").returncode == 2
     assert run_in_process("metrics", "/nonexistent.db").returncode == 2
@@ -248,3 +284,9 @@ def test_prometheus_reads_back_what_mosqdb_wrote(tmp_path: Path) -> None:
             time.sleep(0.25)
         assert not mon.query(f'mosquitto_db_file_size_bytes{{file="{V21}"}}')
         assert mon.query(f'mosquitto_db_file_size_bytes{{file="{V6}"}}')
+        # a db that turned to garbage: its .prom says so, and the collector serves that (no scrape error)
+        garbage = tmp_path / "garbage.db"
+        garbage.write_bytes(b"not a db" * 100)
+        assert run("metrics", garbage, "-o", b).returncode == 2
+        assert mon.wait_for(f'mosquitto_db_readable{{file="{garbage}"}} == 0')
+        assert "textfile_scrape_error 0" in mon.exporter_text()
