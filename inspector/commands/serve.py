@@ -1,11 +1,14 @@
 """`mosqdb serve [FILE]`: the inspector in a web browser, through textual-serve.
 
 Each browser tab that connects gets its own ``mosqdb inspect FILE`` process, driven over a
-WebSocket (Textual's web driver). Whoever reaches the port can read and edit the file, and there
-is no login: the server binds to the loopback address unless ``--public`` is given with another
-``--host``, and then says so on stderr. When a tab's connection ends, however it ends (the tab
-closed, the browser killed, the network gone), its app is told to quit and, if it has not
-exited within a few seconds, is terminated: no app outlives its browser.
+WebSocket (Textual's web driver). The server binds to the loopback address unless ``--public`` is
+given with another ``--host``, and then says so on stderr. Every page, download and WebSocket asks
+for the secret token of the address it prints (a cookie once the page is open): another user of the
+machine, or a web page in the same browser opening a WebSocket to the port, gets 403, not an app that
+edits the file. On loopback the Host header must name a loopback address too (a DNS name rebound to
+127.0.0.1 is refused), and a WebSocket's Origin must be the page's own. When a tab's connection
+ends, however it ends (the tab closed, the browser killed, the network gone), its app is told to quit
+and, if it has not exited within a few seconds, is terminated: no app outlives its browser.
 """
 
 from __future__ import annotations
@@ -13,11 +16,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import hmac
 import ipaddress
 import os
+import secrets
 import shlex
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from inspector.commands import UsageError, add_at, add_endian, command, open_input, sample_path
 from inspector.commands.shared.writing import parse_at
@@ -27,6 +33,8 @@ HELP_ORDER = 100
 
 QUIT_GRACE = 3.0
 """Seconds an app has to quit by itself after its connection ended, before it is terminated."""
+COOKIE = "mosqdb_serve_token"
+"""The cookie the page gets its token back in (the WebSocket and downloads send it)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -41,13 +49,14 @@ def is_loopback(host: str) -> bool:
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = command(subparsers, "serve", help="the inspector in a web browser (one app per browser tab)",
                 description="Serve the inspector (mosqdb inspect) over HTTP with textual-serve: open "
-                            "the printed address in a browser. Bound to 127.0.0.1 by default: whoever "
-                            "reaches the port can read and edit FILE, and there is no login.", run=cmd_serve)
+                            "the printed address (it holds a secret token) in a browser. Bound to 127.0.0.1 by "
+                            "default; whoever has the address can read and edit FILE.", run=cmd_serve)
     p.add_argument("file", nargs="?", help="the db file (default: the bundled sample)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1, loopback only)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument("--public", action="store_true",
-                   help="allow a --host that is not loopback (e.g. 0.0.0.0): anyone who reaches it can edit FILE")
+                   help="allow a --host that is not loopback (e.g. 0.0.0.0): anyone who reaches it with the printed "
+                        "address can edit FILE (its token travels in clear over HTTP)")
     p.add_argument("--read-only", action="store_true", help="serve the inspector without editing")
     add_at(p)
     add_endian(p)
@@ -78,7 +87,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     parse_at(args.at, path)
     if not is_loopback(args.host):
         print(f"mosqdb serve: warning: serving {path} on {args.host}:{args.port}, not only this machine: anyone who "
-              "can reach it can read and edit the file (there is no login)", file=sys.stderr)
+              "can reach it and learns the printed address (its token travels in clear over HTTP) can read and edit "
+              "the file", file=sys.stderr)
     # the apps run this checkout's code, as the server does
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
@@ -90,11 +100,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def make_server(command: str, host: str, port: int, title: str) -> Any:
-    """A textual-serve Server whose apps end with their connections (see the module)."""
+def loopback_host(header: str) -> bool:
+    """Whether a Host header names a loopback address (``127.0.0.1:8000``, ``[::1]:8000``, ``localhost``)."""
+    name = urlsplit(f"//{header}").hostname
+    return name is not None and is_loopback(name)
+
+
+def make_server(command: str, host: str, port: int, title: str, token: str | None = None) -> Any:
+    """A textual-serve Server whose apps end with their connections, behind the token (see the module);
+    ``token``: a new random one by default."""
     from aiohttp import web
     from textual_serve.app_service import AppService
     from textual_serve.server import Server
+
+    secret = token or secrets.token_urlsafe(24)
+    on_loopback = is_loopback(host)
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> Any:
+        """The token (query or cookie) for everything but the page's static files; a loopback Host on loopback;
+        a WebSocket from the page's own origin."""
+        if on_loopback and not loopback_host(request.host):
+            raise web.HTTPForbidden(text="mosqdb serve: this server answers only to a loopback address\n")
+        if request.path.startswith("/static/"):
+            return await handler(request)
+        given = request.query.get("token") or request.cookies.get(COOKIE) or ""
+        if not hmac.compare_digest(given.encode(), secret.encode()):
+            raise web.HTTPForbidden(text="mosqdb serve: open the address the server printed (it holds the token)\n")
+        origin = request.headers.get("Origin")
+        if request.path == "/ws" and origin is not None and origin != f"{request.scheme}://{request.host}":
+            raise web.HTTPForbidden(text="mosqdb serve: a WebSocket from another origin\n")
+        response = await handler(request)
+        if request.path == "/" and isinstance(response, web.Response):
+            response.set_cookie(COOKIE, secret, httponly=True, samesite="Strict", path="/")
+        return response
 
     class Session(AppService):
         """One tab's app process."""
@@ -120,8 +159,14 @@ def make_server(command: str, host: str, port: int, title: str) -> Any:
                 self._task.cancel()
 
     class InspectorServer(Server):
+        async def _make_app(self) -> web.Application:
+            app = await super()._make_app()
+            app.middlewares.append(guard)
+            return app
+
         async def on_startup(self, app: web.Application) -> None:
-            print(f"mosqdb serve: {title} at {self.public_url}  (Ctrl+C stops)", file=sys.stderr, flush=True)
+            print(f"mosqdb serve: {title} at {self.public_url}/?token={secret}  (Ctrl+C stops)", file=sys.stderr,
+                  flush=True)
 
         async def handle_index(self, request: web.Request) -> Any:
             # the page's WebSocket address as the browser reached us (a --public 0.0.0.0 is no address to dial)
@@ -152,4 +197,4 @@ def make_server(command: str, host: str, port: int, title: str) -> Any:
     return InspectorServer(command, host=host, port=port, title=title)
 
 
-__all__ = ["cmd_serve", "is_loopback", "make_server", "register"]
+__all__ = ["COOKIE", "cmd_serve", "is_loopback", "loopback_host", "make_server", "register"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -69,14 +70,16 @@ def wait_for(check: Callable[[], bool], what: str, limit: float = 60.0) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def start(args: list[str], port: int) -> subprocess.Popen[str]:
+def start(args: list[str], port: int) -> tuple[subprocess.Popen[str], str]:
+    """The server, and the address it printed (with its token) once it listens."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "mosqdb", *args], env=env, cwd=ROOT, text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
-    line = proc.stderr.readline()  # "mosqdb serve: ... at http://HOST:PORT" once it listens
-    assert f":{port}" in line, line
-    return proc
+    line = proc.stderr.readline()  # "mosqdb serve: ... at http://HOST:PORT/?token=... (Ctrl+C stops)"
+    found = re.search(r"at (http://\S+/\?token=[\w-]{30,})\s", line)
+    assert f":{port}" in line and found, line
+    return proc, found.group(1)
 
 
 def stop(proc: subprocess.Popen[str]) -> str:
@@ -110,12 +113,68 @@ def test_public_serves_with_a_warning() -> None:
     assert f":{port}" in listening
 
 
+def test_only_the_printed_address_opens_the_inspector(tmp_path: Path) -> None:
+    """Without the token the page, a download and the WebSocket are refused (another user of the machine, a web page
+    in the browser opening a WebSocket to the port); with it the page sets a same-site cookie the WebSocket sends.
+    A Host that is not loopback (a DNS name rebound to 127.0.0.1) and a WebSocket from another origin are refused
+    even with the token; the page's static files need none."""
+    import aiohttp
+
+    port = free_port()
+    server, address = start(["serve", str(V6), "--port", str(port), "--read-only"], port)
+    base = f"http://127.0.0.1:{port}"
+    token = address.split("token=", 1)[1]
+    statuses: dict[str, int] = {}
+    apps: list[int] = []
+
+    async def probe() -> None:
+        async with aiohttp.ClientSession() as anyone:
+            for name, url in (("page", f"{base}/"), ("wrong token", f"{base}/?token=x{token[1:]}"),
+                              ("download", f"{base}/download/k"), ("static", f"{base}/static/css/xterm.css")):
+                async with anyone.get(url) as r:
+                    statuses[name] = r.status
+            for name, headers in (("ws", {}), ("ws from a page elsewhere", {"Origin": "http://evil.example"})):
+                try:
+                    async with anyone.ws_connect(f"{base}/ws?width=80&height=24", headers=headers):
+                        statuses[name] = 101
+                except aiohttp.WSServerHandshakeError as exc:
+                    statuses[name] = exc.status
+            async with anyone.get(address, headers={"Host": f"rebound.example:{port}"}) as r:
+                statuses["rebound host"] = r.status
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as user:  # an IP host
+            async with user.get(address) as r:
+                statuses["page with the token"] = r.status
+                cookie = r.cookies.get("mosqdb_serve_token")
+                assert cookie is not None and cookie.value == token and cookie["samesite"] == "Strict"
+                assert cookie["httponly"]
+            try:
+                async with user.ws_connect(f"{base}/ws?width=80&height=24", headers={"Origin": "http://evil.example"}):
+                    statuses["cookie, another origin"] = 101
+            except aiohttp.WSServerHandshakeError as exc:
+                statuses["cookie, another origin"] = exc.status
+            async with user.ws_connect(f"{base}/ws?width=80&height=24", headers={"Origin": base}) as ws:
+                statuses["cookie, the page's origin"] = 101
+                wait_for(lambda: bool([p for p in descendants(server.pid) if b"inspect" in argv(p)]), "its app")
+                apps.extend(p for p in descendants(server.pid) if b"inspect" in argv(p))
+                await ws.close()
+
+    try:
+        asyncio.run(probe())
+        wait_for(lambda: not any(running(p) for p in apps), "the app to end with its connection")
+    finally:
+        err = stop(server)
+    assert statuses == {"page": 403, "wrong token": 403, "download": 403, "static": 200, "ws": 403,
+                        "ws from a page elsewhere": 403, "rebound host": 403, "page with the token": 200,
+                        "cookie, another origin": 403, "cookie, the page's origin": 101}, statuses
+    assert "Traceback" not in err
+
+
 @needs_chromium
 def test_the_inspector_in_a_browser_and_a_killed_browser_ends_its_app(tmp_path: Path) -> None:
     copy = tmp_path / "mosquitto.db"
     copy.write_bytes(V6.read_bytes())
     port = free_port()
-    server = start(["serve", str(copy), "--port", str(port)], port)
+    server, address = start(["serve", str(copy), "--port", str(port)], port)
     shot = tmp_path / "browser.png"
     apps: list[int] = []
 
@@ -123,7 +182,7 @@ def test_the_inspector_in_a_browser_and_a_killed_browser_ends_its_app(tmp_path: 
         browser = Browser(1280, 800)
         await browser.__aenter__()
         try:
-            await browser.open(f"http://127.0.0.1:{port}/")
+            await browser.open(address)
             screen = await browser.wait_for("90 chunks")  # the header, then the chunk list
             assert "mosquitto.db" in screen and "CHUNK LIST" in screen and "^s Save" in screen
             await browser.wait_for("corp/retained/plain")  # a retain row with its topic
@@ -169,14 +228,16 @@ def test_an_app_that_ignores_quit_is_ended_when_its_connection_drops(tmp_path: P
     """))
     port = free_port()
     server_code = (f"from inspector.commands.serve import make_server; "
-                   f"make_server({('exec ' + sys.executable + ' ' + str(stuck))!r}, '127.0.0.1', {port}, 't').serve()")
+                   f"make_server({('exec ' + sys.executable + ' ' + str(stuck))!r}, '127.0.0.1', {port}, 't', "
+                   f"token='secret-of-this-test').serve()")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     server = subprocess.Popen([sys.executable, "-c", server_code], env=env, cwd=ROOT, text=True,
                               stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     client_code = (f"import asyncio, aiohttp\n"
                    f"async def main():\n"
                    f"    async with aiohttp.ClientSession() as s:\n"
-                   f"        ws = await s.ws_connect('http://127.0.0.1:{port}/ws?width=80&height=24')\n"
+                   f"        ws = await s.ws_connect('http://127.0.0.1:{port}/ws?width=80&height=24"
+                   f"&token=secret-of-this-test')\n"
                    f"        print('connected', flush=True)\n"
                    f"        await asyncio.sleep(600)\n"
                    f"asyncio.run(main())\n")
