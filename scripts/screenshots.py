@@ -253,11 +253,13 @@ def browser_shot(path: Path, png: Path) -> None:
                                str(AT)], env=env, cwd=ROOT, text=True, stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert server.stderr is not None
-    server.stderr.readline()
+    line = server.stderr.readline()  # "mosqdb serve: ... at http://HOST:PORT/?token=... (Ctrl+C stops)"
+    address = re.search(r"at (http://\S+/\?token=\S+)", line)
+    assert address is not None, line
 
     async def drive() -> None:
         async with Browser(1400, 860) as browser:
-            await browser.open(f"http://127.0.0.1:{port}/")
+            await browser.open(address.group(1))
             await browser.wait_for("corp/retained/plain")
             await browser.press("g")
             await browser.wait_for("Go to")
