@@ -287,7 +287,7 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
         try:
             if rep.store:
                 rep.model_unknown = _store_reading(path, at)
-                line("a Mosquitto 2.1 sqlite store (the persist-sqlite plugin loads it): "
+                line("a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's): "
                      + (f"mosqdb cannot read it: {rep.model_unknown}" if rep.model_unknown else "mosqdb reads it"))
             else:
                 rep.before, rep.model_unknown = model(path, version, at=at, conf=conf, topics=topics)
@@ -301,13 +301,16 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
                 line("the model predicts: " + (f"Mosquitto {rep.broker} loads it ({summary(rep.before)})"
                                                if rep.before.verdict == "loads" else why(rep.before)))
             line(f"trial in {binary.path}: {rep.trial.detail} ({rep.trial.seconds:.2f} s)")
-        elif rep.no_trial:
-            line(rep.no_trial)
+        elif rep.no_trial:  # why there is no trial, and what decides instead
+            line(rep.no_trial + (": mosqdb's reading of the store alone decides (the broker model covers mosquitto.db "
+                                 "files)" if rep.store else ": the broker model alone decides"))
         _decide(rep, line)
         if rep.verdict == "loads":
             said = summary(rep.before) if rep.before is not None and rep.decided_by != "reader" else None
-            line(f"Mosquitto {rep.broker} loads it{f' ({said})' if said else ''}; nothing to do"
-                 + (f"; {leftover} (an unfinished save) left as it is" if has_new else ""))
+            loads = (f"Mosquitto {rep.broker}'s persist-sqlite plugin should load it (sqlite reads it and its schema "
+                     "and rows are the plugin's; no trial showed it)" if rep.decided_by == "reader" else
+                     f"Mosquitto {rep.broker} loads it{f' ({said})' if said else ''}")
+            line(f"{loads}; nothing to do" + (f"; {leftover} (an unfinished save) left as it is" if has_new else ""))
             return rep
         if rep.verdict == "unknown":
             rep.action = "left"

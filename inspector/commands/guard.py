@@ -104,17 +104,16 @@ def resolve_guard(args: argparse.Namespace) -> tuple[str, Any, Any, Any, str | N
         version = version_of(args.broker, path)
     no_trial = None
     if args.no_trial:
-        no_trial = "--no-trial: the broker model alone decides"
+        no_trial = "--no-trial"
     elif found is None:
-        no_trial = ("no Mosquitto binary to try it in (none on PATH, no /usr/sbin/mosquitto; --mosquitto PATH): "
-                    "the broker model alone decides")
+        no_trial = "no Mosquitto binary to try it in (none on PATH, no /usr/sbin/mosquitto; --mosquitto PATH)"
     elif found.version != version:
         if found.explicit:
             raise UsageError(f"--mosquitto {found.path} is Mosquitto {found.text}, not {text(version)} (--broker): "
                              "give the binary the service runs, or leave --broker out")
         binary = None
         no_trial = (f"{found.path} is Mosquitto {found.text}, not {text(version)}: no trial (--mosquitto PATH names "
-                    "the broker the service runs); the broker model alone decides")
+                    "the broker the service runs)")
     return path, version, conf, binary, no_trial
 
 

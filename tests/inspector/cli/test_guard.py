@@ -271,6 +271,9 @@ def test_guard_treats_a_sqlite_store_as_a_store(tmp_path: Path) -> None:
         r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", *extra)
         assert r.returncode == 0, r.stderr
         assert "magic" not in r.stderr and "sqlite store" in r.stderr and "nothing to do" in r.stderr
+        # no trial and no model for stores: what decided is said, and "loads" is not claimed as if shown
+        assert "broker model alone decides" not in r.stderr and "reading of the store alone decides" in r.stderr
+        assert "should load it" in r.stderr and "no trial showed it" in r.stderr
         assert listing(store.parent) == before
     data = json.loads(run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--json").stdout)
     assert data["store"] is True and data["action"] == "none" and data["kept_aside"] == []
