@@ -290,6 +290,8 @@ def _bake_constants(template: str, cols: list[list[Any]]) -> tuple[str, list[lis
 class JsonRows:
     """Renders the dump --json line of chosen chunks, block by block, in file order."""
 
+    _ahead: ThreadPoolExecutor | None = None  # the second thread that reads payloads, while there is one
+
     def __init__(self, db: DbFile, at: float, decoder: Any = None) -> None:
         self.db = db
         self.at = at
@@ -297,7 +299,6 @@ class JsonRows:
         self.specs: dict[int, _Spec] = {}
         self.decoder = decoder  # a codec.payloads.PayloadDecoder: stored messages get the payload_* keys
         self.native = _render is not None  # rows written by codec/_render.c
-        self._ahead: ThreadPoolExecutor | None = None  # the second thread that reads payloads, while there is one
         self._buffers: list[np.ndarray | None] = [None, None]
 
     def line(self, chunk: Chunk) -> str:
@@ -1016,7 +1017,7 @@ class TextRows(JsonRows):
         self.text_specs: dict[int, _TextSpec] = {}
         self._masked: tuple[bytes, np.ndarray, np.ndarray] | None = None
         self._buffers: list[np.ndarray | None] = [None, None]
-        self.decoder = self._ahead = None
+        self.decoder = None
         self.native = _render is not None
 
     def line(self, chunk: Chunk) -> str:

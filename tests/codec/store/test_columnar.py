@@ -110,6 +110,16 @@ def test_store_dump_json_from_batches_is_the_per_record_dump(odd: Path, renderer
     assert fast == slow.getvalue()
     assert some == picked.getvalue()
     assert '"expired": true' in fast and '"table": "base_msgs"' in fast  # the odd rows are in it
+    # with payloads decoded (dump --json --decode): the per-record lines with their payload keys
+    from codec.payloads import PayloadDecoder
+
+    decoder = PayloadDecoder.from_options(["#=auto"])
+    with StoreFile(odd) as s:
+        decoded = "".join(StoreJsonRows(s, 1_700_000_000, decoder).blocks())
+        rows = StoreJsonRows(s, 1_700_000_000, decoder)
+        want = "".join(rows.line(row) for row in s.stream())
+    assert decoded == want
+    assert decoded.count('"payload_format": ') == decoded.count('"type": "msg_store"') > 0
 
 
 def test_reading_a_stores_rows_loads_no_pyarrow(odd: Path) -> None:
