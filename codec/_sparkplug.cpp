@@ -906,12 +906,10 @@ struct Columns {
 
     explicit Columns(int compact_) : compact(compact_) {}
 
-    /* The next payload (NULL: not parsed to canonical bytes); false on an error raised. */
-    bool add(const Payload *msg) {
+    /* The next payload (NULL: not parsed to canonical bytes). No Python: called with the GIL let go. */
+    void add(const Payload *msg) {
         out.clear();
         bool plain = msg != NULL && payload_text(out, *msg, compact);
-        if (PyErr_Occurred())
-            return false;
         put_raw<uint8_t>(read, plain);
         texts.add(out.data(), plain ? out.size() : 0);
         int32_t k = plain ? msg->metrics_size() : 0;
@@ -967,7 +965,6 @@ struct Columns {
         put_raw<uint64_t>(seqs, plain ? msg->seq() : 0);
         put_raw<uint8_t>(seq_set, plain && msg->has_seq());
         put_raw<int32_t>(count, k);
-        return true;
     }
 
     /* The tuple columns_at() answers (see it); NULL on an error. */
@@ -997,25 +994,27 @@ static PyObject *columns_at(PyObject *self, PyObject *args) {
         return NULL;
     if (!spans.check("columns_at"))
         return NULL;
-    PyObject *result = NULL;
     try {
         Columns cols(compact);
-        Payload msg;
-        std::string again;
-        bool ok = true;
-        for (Py_ssize_t i = 0; ok && i < spans.n; i++) {
-            const char *data;
-            size_t size;
-            bool read = spans(i, &data, &size) && parsed(msg, again, data, size);
-            ok = cols.add(read ? &msg : NULL);
+        bool no_memory = false;
+        Py_BEGIN_ALLOW_THREADS  /* the export reads the next batch's payloads while it writes this one's */
+        try {
+            Payload msg;
+            std::string again;
+            for (Py_ssize_t i = 0; i < spans.n; i++) {
+                const char *data;
+                size_t size;
+                bool read = spans(i, &data, &size) && parsed(msg, again, data, size);
+                cols.add(read ? &msg : NULL);
+            }
+        } catch (const std::bad_alloc &) {
+            no_memory = true;
         }
-        if (ok)
-            result = cols.result();
+        Py_END_ALLOW_THREADS
+        return no_memory ? PyErr_NoMemory() : cols.result();
     } catch (const std::bad_alloc &) {
-        Py_CLEAR(result);
-        PyErr_NoMemory();
+        return PyErr_NoMemory();
     }
-    return result;
 }
 
 /* birth_keys(payloads) -> list: for each plain payload, bytes that hold what a birth certificate tells (each
@@ -1093,7 +1092,7 @@ PyMODINIT_FUNC PyInit__sparkplug(void) {
     GOOGLE_PROTOBUF_VERIFY_VERSION;
     make_keys();
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 5) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 6) < 0) {
         Py_DECREF(m);
         return NULL;
     }

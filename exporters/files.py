@@ -349,12 +349,17 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
         payloads = PayloadColumns(decoder, os.path.abspath(db.path))
         payloads.prime(db)
 
+    def decode_keep(batch: pa.RecordBatch) -> Any:  # the rows to decode (a mask; None: all, messages need them)
+        return view.mask("msg_store", batch) if "messages" not in order else None
+
     def run(n: int, kind: str) -> None:
-        for batch in view.raw_batches(kind):
+        decoding = payloads is not None and kind == "msg_store"
+        batches = view.raw_batches(kind)
+        for batch, read in (_read_ahead(batches, lambda b: payloads.read(b, decode_keep(b))) if decoding
+                            else ((b, None) for b in batches)):
             extra = None
-            if payloads is not None and kind == "msg_store":
-                keep = view.mask("msg_store", batch) if "messages" not in order else None
-                extra, metrics = payloads.decode(batch, keep)
+            if decoding:
+                extra, metrics = payloads.finish(batch, read)
                 if "sparkplug_metrics" in writers.targets and metrics.num_rows:
                     writers.write("sparkplug_metrics", view.filter("msg_store", metrics))
             if kind in order:
@@ -378,6 +383,30 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
     finally:
         if payloads is not None and findings is not None:
             findings.extend((os.path.abspath(db.path), f) for f in payloads.findings)
+
+
+def _read_ahead(batches: Iterable[pa.RecordBatch], read: Callable[[pa.RecordBatch], Any]
+                ) -> Iterator[tuple[pa.RecordBatch, Any]]:
+    """(batch, read(batch)) of each batch in order, the next batch read in a second thread while the caller works
+    on this one (the payloads' native reader lets the GIL go); an error making the next batch comes after this one."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="export-payloads") as pool:
+        it = iter(batches)
+        first = next(it, None)
+        if first is None:
+            return
+        pending = first, pool.submit(read, first)
+        while True:
+            try:
+                batch = next(it)
+            except StopIteration:
+                break
+            except BaseException:
+                yield pending[0], pending[1].result()
+                raise
+            ahead = batch, pool.submit(read, batch)
+            yield pending[0], pending[1].result()
+            pending = ahead
+        yield pending[0], pending[1].result()
 
 
 def _run_passes(passes: list[str], run: Callable[[int, str], None]) -> None:

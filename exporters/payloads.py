@@ -98,36 +98,47 @@ class PayloadColumns:
         in columns, no object per row. The rest, row by row: plain payloads by
         :func:`codec.payloads.sparkplug.flat` (JSON text and metrics rows from the same pieces), any other
         through the decoder."""
+        return self.finish(batch, self.read(batch, keep))
+
+    def read(self, batch: pa.RecordBatch, keep: np.ndarray | None = None) -> tuple[Any, ...]:
+        """The first part of :meth:`decode`, which may run for one batch while another thread finishes the batch
+        before (it changes nothing here, and the native reader lets the GIL go): each row's rule, the rows left to
+        decode, and the plain Sparkplug B payloads read natively (with the births known)."""
         from codec.payloads.faces import plain_sparkplug_rows
         from codec.payloads.sparkplug import native_columns_at
+
+        topic = batch.column("topic")
+        data, t_starts, t_sizes = _spans(topic)
+        codes = self.decoder.rule_codes(data, t_starts, t_sizes)
+        codes[~np.asarray(topic.is_valid())] = -1
+        if keep is not None:
+            codes[~keep] = -1
+        payload = batch.column("payload")
+        p_data, p_starts, p_sizes = _spans(payload)
+        p_sizes = np.where(np.asarray(payload.is_valid()), p_sizes, -1)  # -1: no payload
+        which, _whys = plain_sparkplug_rows(self.decoder, codes, data, t_starts, t_sizes, p_sizes)
+        left = (which != -1) & (p_sizes >= 0)  # a rule that decodes, and a payload
+        plain_rows = np.flatnonzero(left & (which >= 0)) if self.primed else np.zeros(0, np.int64)
+        cols = native_columns_at(p_data, p_starts[plain_rows], p_sizes[plain_rows], True) if len(plain_rows) else None
+        return codes, left, plain_rows, cols
+
+    def finish(self, batch: pa.RecordBatch, got: tuple[Any, ...]) -> tuple[list[pa.Array], pa.RecordBatch]:
+        """:meth:`decode` of a batch :meth:`read` read: its columns and metrics rows (one batch at a time)."""
         from codec.progress import paused_gc
 
+        codes, left, plain_rows, cols = got
         n = batch.num_rows
         with self.lock, paused_gc():
-            topic = batch.column("topic")
-            data, t_starts, t_sizes = _spans(topic)
-            codes = self.decoder.rule_codes(data, t_starts, t_sizes)
-            codes[~np.asarray(topic.is_valid())] = -1
-            if keep is not None:
-                codes[~keep] = -1
-            payload = batch.column("payload")
-            p_data, p_starts, p_sizes = _spans(payload)
-            p_sizes = np.where(np.asarray(payload.is_valid()), p_sizes, -1)  # -1: no payload
-            which, _whys = plain_sparkplug_rows(self.decoder, codes, data, t_starts, t_sizes, p_sizes)
-            left = (which != -1) & (p_sizes >= 0)  # a rule that decodes, and a payload
+            left = left.copy()
             parts: list[tuple[np.ndarray, Any, Any]] = []  # (rows, payload_format, payload_json) of each way
             read: list[Any] = []  # the metrics rows of the plain payloads the native reader read, in columns
-            if self.primed:  # births known: each payload's rows stand alone, so they are made in columns
-                plain_rows = np.flatnonzero(left & (which >= 0))
-                cols = native_columns_at(p_data, p_starts[plain_rows], p_sizes[plain_rows], True) \
-                    if len(plain_rows) else None
-                if cols is not None:
-                    ok, t_off, t_data = cols[0]
-                    ok = np.frombuffer(ok, np.bool_)
-                    done = plain_rows[ok]
-                    parts.append((done, pa.scalar("sparkplug"), _text_array(t_off, t_data).filter(pa.array(ok))))
-                    left[done] = False
-                    read = self._native_metrics(batch, plain_rows, cols)
+            if cols is not None:  # births known: each payload's rows stand alone, so they are made in columns
+                ok, t_off, t_data = cols[0]
+                ok = np.frombuffer(ok, np.bool_)
+                done = plain_rows[ok]
+                parts.append((done, pa.scalar("sparkplug"), _text_array(t_off, t_data).filter(pa.array(ok))))
+                left[done] = False
+                read = self._native_metrics(batch, plain_rows, cols)
             metrics = _MetricColumns()
             rest = np.flatnonzero(left)
             if len(rest):

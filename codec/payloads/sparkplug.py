@@ -48,7 +48,7 @@ try:  # the native reader of plain payloads (codec/_sparkplug.cpp: setup.py buil
     from codec import _sparkplug as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built without protobuf's C++ runtime
     _native = None
-if _native is not None and getattr(_native, "API_VERSION", 0) != 5:  # pragma: no cover - a stale build
+if _native is not None and getattr(_native, "API_VERSION", 0) != 6:  # pragma: no cover - a stale build
     _native = None
 
 
