@@ -21,6 +21,7 @@ import ipaddress
 import os
 import secrets
 import shlex
+import signal
 import sys
 from typing import Any
 from urllib.parse import urlsplit
@@ -164,9 +165,18 @@ def make_server(command: str, host: str, port: int, title: str, token: str | Non
             app.middlewares.append(guard)
             return app
 
-        async def on_startup(self, app: web.Application) -> None:
-            print(f"mosqdb serve: {title} at {self.public_url}/?token={secret}  (Ctrl+C stops)", file=sys.stderr,
-                  flush=True)
+        def serve(self, debug: bool = False) -> None:
+            """textual-serve's serve, saying the address once the server listens (aiohttp's run_app tells when; an
+            app's startup comes before the socket is bound, and a client that read the line could not connect)."""
+            self.debug = debug
+            self.initialize_logging()
+            loop = asyncio.new_event_loop()
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(signal.SIGINT, self.request_exit)
+                loop.add_signal_handler(signal.SIGTERM, self.request_exit)
+            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False, loop=loop,
+                        print=lambda *_: print(f"mosqdb serve: {title} at {self.public_url}/?token={secret}  "
+                                               "(Ctrl+C stops)", file=sys.stderr, flush=True))
 
         async def handle_index(self, request: web.Request) -> Any:
             # the page's WebSocket address as the browser reached us (a --public 0.0.0.0 is no address to dial)
