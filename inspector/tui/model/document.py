@@ -513,9 +513,11 @@ class Document:
         removed again when the save does not happen. The undo history stays: undoing past the save
         goes back to the file as it was (:class:`Base`), and a further save writes that.
         """
+        from codec.broker.running import require_no_broker
         from codec.safefile import keep_backup
 
         target = path or self.path
+        require_no_broker(target)  # a running broker would write over it at its next save
         in_place = os.path.exists(target) and os.path.samefile(target, self.disk.path)
         backup: list[str] = []
 
