@@ -48,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog="exit codes: 0 the broker can start with what is in place (nothing to do, salvaged, set aside; a "
                "dry run); 1 the guard could not finish (I/O error: the bytes are still in FILE or FILE.bad-*); "
                "2 usage error (unknown version, unreadable conf, FILE a directory or unreachable, directory not "
-               "writable): nothing touched; 3 nobody can tell whether the broker loads FILE (the model has no "
+               "writable, FILE a running broker's): nothing touched; 3 nobody can tell whether the broker loads FILE (the model has no "
                "rule for it and there is no binary to try it in): FILE left as it is",
         run=cmd_guard,
     )
@@ -130,6 +130,13 @@ def cmd_guard(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     if os.path.lexists(path) and not os.path.isfile(path):
         raise UsageError(f"{path}: is not a regular file")
+    from codec.broker.running import brokers_persisting
+
+    live = brokers_persisting(path)
+    if live:  # it loaded the file already, and its next save replaces whatever the guard would leave
+        raise UsageError(f"{path}: {', '.join(map(str, live))} persists to it: guard checks the file before the "
+                         "broker starts (ExecStartPre=); a running broker writes it again at its next save: not "
+                         "guarded, nothing touched")
     if not args.dry_run:
         writable_dir(path)
     at = parse_at(args.at, path)

@@ -37,6 +37,9 @@ def test_an_edit_of_a_running_brokers_file_is_refused_and_would_have_been_undone
             assert len(lines) == 1 and f"Mosquitto pid {broker.proc.pid}" in lines[0], lines  # type: ignore[union-attr]
             assert "persists to this file" in lines[0] and "stop the broker first" in lines[0]
             assert db.read_bytes() == before and sorted(os.listdir(db.parent)) == listing  # no backup, no temp
+        r = run("guard", db, "--broker", "2.0.11", "--no-trial")  # the guard is for before the broker starts
+        assert r.returncode == 2 and "persists to it" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+        assert db.read_bytes() == before and sorted(os.listdir(db.parent)) == listing
         other = tmp_path / "edited.db"
         assert run("rm-retained", db, "#", "-o", other).returncode == 0  # a copy elsewhere: the broker's file stays
         assert retained(other) == 0 < retained(db)
