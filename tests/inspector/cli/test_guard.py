@@ -268,17 +268,17 @@ def test_guard_treats_a_sqlite_store_as_a_store(tmp_path: Path) -> None:
     store = store_copy(tmp_path)
     before = listing(store.parent)
     for extra in ([], ["--dry-run"], ["--json"]):
-        r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", *extra)
+        r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--at", AT, *extra)
         assert r.returncode == 0, r.stderr
         assert "magic" not in r.stderr and "sqlite store" in r.stderr and "nothing to do" in r.stderr
         # no trial and no model for stores: what decided is said, and "loads" is not claimed as if shown
         assert "broker model alone decides" not in r.stderr and "reading of the store alone decides" in r.stderr
         assert "should load it" in r.stderr and "no trial showed it" in r.stderr
         assert listing(store.parent) == before
-    data = json.loads(run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--json").stdout)
+    data = json.loads(run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--json", "--at", AT).stdout)
     assert data["store"] is True and data["action"] == "none" and data["kept_aside"] == []
     # a 2.0 broker has no persist-sqlite: the store is not its file, and nothing is touched
-    r = run_in_process("guard", store, "--broker", "2.0.22", "--no-trial")
+    r = run_in_process("guard", store, "--broker", "2.0.22", "--no-trial", "--at", AT)
     assert r.returncode == 2 and "sqlite store" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert listing(store.parent) == before
 
