@@ -634,51 +634,6 @@ static PyObject *text_of(const Payload &msg, Text &out, int compact) {
     return PyErr_Occurred() ? NULL : none();
 }
 
-/* Each payload's FlatJson text; with ``heads`` (a str per payload) and ``tail``, the text between its head and
- * the tail (a dump line's payload keys: one str made, not three); ``safe``: as values.json_safe leaves it. */
-static PyObject *texts(PyObject *self, PyObject *args, PyObject *kw) {
-    static const char *names[] = {"payloads", "compact", "heads", "tail", "safe", NULL};
-    PyObject *seq, *heads = Py_None;
-    int compact, safe = 0;
-    const char *tail = "";
-    Py_ssize_t tail_size = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "Op|$Os#p", (char **)names, &seq, &compact, &heads, &tail, &tail_size,
-                                     &safe))
-        return NULL;
-    PyObject *fast_heads = NULL;
-    if (heads != Py_None) {
-        fast_heads = PySequence_Fast(heads, "texts: heads, a sequence of str");
-        if (fast_heads == NULL)
-            return NULL;
-        Py_ssize_t n = PySequence_Size(seq);
-        if (n < 0 || PySequence_Fast_GET_SIZE(fast_heads) != n) {
-            Py_DECREF(fast_heads);
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_ValueError, "texts: a head for each payload");
-            return NULL;
-        }
-    }
-    Text out;
-    PyObject *got = each_payload(seq, "texts: a sequence of payloads", [&](const Payload *msg, Py_ssize_t i) {
-        if (msg == NULL)
-            return none();
-        out.clear();
-        if (fast_heads != NULL) {
-            Py_ssize_t size;
-            const char *head = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(fast_heads, i), &size);
-            if (head == NULL)
-                return (PyObject *)NULL;
-            out.append(head, (size_t)size);
-        }
-        if (!payload_text(out, *msg, compact, safe))
-            return PyErr_Occurred() ? (PyObject *)NULL : none();
-        out.append(tail, (size_t)tail_size);
-        return str_of(out);
-    });
-    Py_XDECREF(fast_heads);
-    return got;
-}
-
 /* dump_keys(data, starts, sizes, which, heads, tail, fill) -> (text, starts, sizes): the payload keys of a dump
  * batch's rows as spans of one UTF-8 text (int64 arrays as bytes), the payloads read in place (row i's:
  * ``data[starts[i]:starts[i] + sizes[i]]``; int64 arrays, ``which`` int32): which[i] >= 0: heads[which[i]] + the
@@ -1079,10 +1034,6 @@ static PyMethodDef methods[] = {
     {"flats", flats, METH_VARARGS,
      "flats(payloads[, compact]) -> list: each payload as sparkplug.flat gives it (with compact given, and its\n"
      "FlatJson text: (head, metrics, text)), or None where the Python path reads it"},
-    {"texts", (PyCFunction)(void (*)(void))texts, METH_VARARGS | METH_KEYWORDS,
-     "texts(payloads, compact, *, heads=None, tail='', safe=False) -> list: each payload's FlatJson text (between\n"
-     "its head and the tail when heads are given; safe: as values.json_safe leaves it), or None where the Python\n"
-     "path reads it"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1092,7 +1043,7 @@ PyMODINIT_FUNC PyInit__sparkplug(void) {
     GOOGLE_PROTOBUF_VERIFY_VERSION;
     make_keys();
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 6) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 7) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -36,39 +36,33 @@ def dump_suffix(d: Decoded | None) -> str:
 
 def dump_suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None],
                   rules: Sequence[Any] | None = None) -> list[str]:
-    """:func:`dump_suffix` of each row's ``decoder.decode``, for a batch of rows: plain Sparkplug B
-    payloads (most of a Sparkplug file) are read natively where built, else by
-    :func:`codec.payloads.sparkplug.flat`, and their text written from its pieces, the same bytes without
-    building the value. ``rules``: each row's rule when the caller has them (then ``topics`` is only asked
-    for the rows that need their text)."""
-    from codec.payloads.sparkplug import FlatJson, native_texts, read_flat
+    """:func:`dump_suffix` of each row's ``decoder.decode``, for a batch of rows, where the native reader is not
+    built (:func:`dump_suffix_spans` reads the plain payloads with it): plain Sparkplug B payloads (most of a
+    Sparkplug file) are read by :func:`codec.payloads.sparkplug.flat`, and their text written from its pieces, the
+    same bytes without building the value. ``rules``: each row's rule when the caller has them (then ``topics`` is
+    only asked for the rows that need their text)."""
+    from codec.payloads.sparkplug import FlatJson, read_flat
     from codec.progress import paused_gc
 
     with paused_gc():
         return _suffixes(decoder, topics, payloads, decoder.rules_for(topics) if rules is None else rules,
-                         FlatJson(compact=False).text, read_flat, native_texts)
+                         FlatJson(compact=False).text, read_flat)
 
 
 def _suffixes(decoder: Any, topics: Sequence[str | None], payloads: Sequence[bytes | None], rules: Sequence[Any],
-              to_text: Any, read_flat: Any, native_texts: Any) -> list[str]:
+              to_text: Any, read_flat: Any) -> list[str]:
     plain = decoder.plain_sparkplug
     whys = [None if rule is None or payload is None or rule.format == "none"
             else rule.text if rule.format == "sparkplug" else plain(rule, topics[r], payload)
             for r, (payload, rule) in enumerate(zip(payloads, rules, strict=True))]
-    at = [r for r, why in enumerate(whys) if why is not None]  # plain Sparkplug B: read natively where built
     head_of = {why: f', "payload_format": "sparkplug", "payload_rule": {json_string(why)}, "payload_decoded": '
-               for why in {whys[r] for r in at}}
-    heads = [head_of[whys[r]] for r in at]
+               for why in set(whys) if why is not None}
     out: list[str | None] = [_NONE_SUFFIX if rule is None or payload is None or rule.format == "none" else None
                              for payload, rule in zip(payloads, rules, strict=True)]
-    got = native_texts([payloads[r] for r in at], False, heads=heads, tail=_NO_ERROR, safe=True)
-    for r, head, suffix in zip(at, heads, got, strict=True):
-        if suffix is None:  # left to the Python runtime (None: not plain, read by the decoder below)
-            flat = read_flat(payloads[r])
-            if flat is None:
-                continue
-            suffix = head + json_safe(to_text(*flat)) + _NO_ERROR
-        out[r] = suffix
+    for r, why in enumerate(whys):
+        flat = None if why is None else read_flat(payloads[r])  # plain Sparkplug B (None: the decoder reads it)
+        if flat is not None:
+            out[r] = head_of[why] + json_safe(to_text(*flat)) + _NO_ERROR
     for r in [r for r, o in enumerate(out) if o is None]:  # the decoder reads it (and says why it does not parse)
         out[r] = dump_suffix(decoder.decode(topics[r], payloads[r], rule=rules[r]))
     return out  # type: ignore[return-value] - every row has its text now

@@ -48,7 +48,7 @@ try:  # the native reader of plain payloads (codec/_sparkplug.cpp: setup.py buil
     from codec import _sparkplug as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built without protobuf's C++ runtime
     _native = None
-if _native is not None and getattr(_native, "API_VERSION", 0) != 6:  # pragma: no cover - a stale build
+if _native is not None and getattr(_native, "API_VERSION", 0) != 7:  # pragma: no cover - a stale build
     _native = None
 
 
@@ -436,17 +436,6 @@ def flat(msg: Any) -> tuple[tuple[Any, Any, Any, Any], list[Flat]] | None:
     head = (msg.timestamp if msg.HasField("timestamp") else None, msg.seq if msg.HasField("seq") else None,
             uuid, b64(msg.body) if msg.HasField("body") else None)
     return head, metrics
-
-
-def native_texts(payloads: Sequence[bytes], compact: bool, *, heads: Sequence[str] | None = None, tail: str = "",
-                 safe: bool = False) -> list[str | None]:
-    """:class:`FlatJson` texts of plain payloads, read by the native reader (protobuf's C++ runtime); None
-    for each payload it leaves to the Python path (every payload when it is not built). With ``heads`` (a text
-    per payload) each text stands between its head and ``tail``: one str made where a dump line wants three;
-    ``safe``: as :func:`codec.values.json_safe` leaves it."""
-    if _native is None:
-        return [None] * len(payloads)
-    return _native.texts(payloads, compact, heads=heads, tail=tail, safe=safe)
 
 
 def native_dump_keys(data: Any, starts: Any, sizes: Any, which: Any, heads: list[str], tail: str,

@@ -347,9 +347,9 @@ def test_the_native_reader_gives_what_the_python_runtime_reads() -> None:
     payloads.append(_not_utf8(lambda p: setattr(_metric(p), "name", "MARK")))
     compact, spaced = spb.FlatJson(compact=True), spb.FlatJson(compact=False)
     flats = spb.native_flats(payloads, True)
-    texts = spb.native_texts(payloads, False)
+    texts = [None if f is None else f[2] for f in spb.native_flats(payloads, False)]
     heads = [f"<{k % 7}é>" for k in range(len(payloads))]  # a dump line's keys around the text, terminal-safe
-    lines = spb.native_texts(payloads, False, heads=heads, tail="</\x7f>", safe=True)
+    lines = _dump_keys(payloads, [f"<{k}é>" for k in range(7)], [k % 7 for k in range(len(payloads))], "</\x7f>")
     read = left = 0
     for payload, both, text, head, line in zip(payloads, flats, texts, heads, lines, strict=True):
         want = spb.read_flat(payload)
@@ -363,6 +363,21 @@ def test_the_native_reader_gives_what_the_python_runtime_reads() -> None:
         assert both[2] == compact.text(*want) and text == spaced.text(*want), payload
         assert line == head + json_safe(spaced.text(*want)) + "</\x7f>", payload
     assert read > 5000 and 0 < left < read // 5
+
+
+def _dump_keys(payloads: list[bytes], heads: list[str], which: list[int], tail: str) -> list[str | None]:
+    """``native_dump_keys`` of payloads laid one after the other in one buffer: each row's text (its head, the
+    payload's terminal-safe text, the tail), None where the Python path reads it."""
+    import numpy as np
+
+    sizes = np.array([len(p) for p in payloads], np.int64)
+    got = spb.native_dump_keys(b"".join(payloads), np.cumsum(sizes) - sizes, sizes, np.array(which, np.int32), heads,
+                               tail, "")
+    assert got is not None
+    text, starts, lengths = got
+    return [None if n < 0 else text[a:a + n].decode()
+            for a, n in zip(np.frombuffer(starts, np.int64).tolist(), np.frombuffer(lengths, np.int64).tolist(),
+                            strict=True)]
 
 
 def _doubles(rnd: random.Random, n: int) -> list[float]:
@@ -413,7 +428,7 @@ def test_the_native_reader_writes_each_float_as_repr_does() -> None:
                         else repr(v))
         payloads.append(p.SerializeToString())
         wanted.append(want)
-    texts = spb.native_texts(payloads, True)
+    texts = [None if f is None else f[2] for f in spb.native_flats(payloads, True)]
     for text, want in zip(texts, wanted, strict=True):
         assert text is not None
         got = [part.split("}")[0] for part in text.split('"value":')[1:]]
