@@ -130,10 +130,11 @@ class BrokerConf:
     plugins: list[Plugin] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
-    def _resolve(self, name: str) -> Path:
-        """Relative paths are relative to the broker's working directory; we take the conf's directory."""
+    def _resolve(self, name: str, cwd: str | None = None) -> Path:
+        """Relative paths are relative to the broker's working directory (``cwd``: a running broker's); without
+        one we take the conf's directory."""
         p = Path(name)
-        return p if p.is_absolute() else Path(self.path).resolve().parent / p
+        return p if p.is_absolute() else (Path(cwd) if cwd is not None else Path(self.path).resolve().parent) / p
 
     def resolve(self, name: str) -> Path:
         """A path named in the configuration (``pid_file``, ``persistence_location``...), made absolute."""
@@ -145,15 +146,16 @@ class BrokerConf:
         (``persistence_location/persistence_file``): :meth:`db_path_for`."""
         return self.db_path_for(None)
 
-    def db_path_for(self, version: tuple[int, int, int] | None) -> Path:
+    def db_path_for(self, version: tuple[int, int, int] | None, cwd: str | None = None) -> Path:
         """Where ``version`` reads and writes plain persistence (None: 2.0 and later). Its conf.c joins
         ``persistence_location`` and ``persistence_file`` as text: 2.0 and later with a ``/`` between them (an
         absolute ``persistence_file`` stays under the location), 1.6 and earlier with nothing between them (the
-        location must end in ``/``: ``/var/lib/mosquitto`` and ``mosquitto.db`` are ``/var/lib/mosquittomosquitto.db``)."""
+        location must end in ``/``: ``/var/lib/mosquitto`` and ``mosquitto.db`` are ``/var/lib/mosquittomosquitto.db``).
+        ``cwd``: the working directory of a running broker, which relative paths are relative to."""
         if self.persistence_location:
             between = "" if version is not None and version < (2, 0, 0) else "/"
-            return self._resolve(f"{self.persistence_location}{between}{self.persistence_file}")
-        return self._resolve(self.persistence_file)
+            return self._resolve(f"{self.persistence_location}{between}{self.persistence_file}", cwd)
+        return self._resolve(self.persistence_file, cwd)
 
     @property
     def sqlite_plugin(self) -> Plugin | None:

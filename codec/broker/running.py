@@ -65,12 +65,8 @@ def _persists_to(pid: str, conf_path: str) -> list[Path]:
         return []
     if not conf.persistence:
         return []
-    out = []
-    for version in (None, (1, 6, 0)):  # 2.0 and later join location and file with "/", 1.x with nothing
-        joined = (f"{conf.persistence_location}{'' if version else '/'}{conf.persistence_file}"
-                  if conf.persistence_location else conf.persistence_file)
-        out.append(Path(joined) if os.path.isabs(joined) else Path(cwd) / joined)
-    if conf.sqlite_path is not None:
+    out = [conf.db_path_for(version, cwd) for version in (None, (1, 6, 0))]  # as 2.0 and later join it, as 1.x
+    if conf.sqlite_path is not None:  # 2.1's store (also refused while a process has it open: codec.store.lock)
         out.append(conf.sqlite_path)
     return out
 
