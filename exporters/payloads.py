@@ -129,7 +129,6 @@ class PayloadColumns:
         codes, left, plain_rows, cols = got
         n = batch.num_rows
         with self.lock, paused_gc():
-            left = left.copy()
             parts: list[tuple[np.ndarray, Any, Any]] = []  # (rows, payload_format, payload_json) of each way
             read: list[Any] = []  # the metrics rows of the plain payloads the native reader read, in columns
             if cols is not None:  # births known: each payload's rows stand alone, so they are made in columns
