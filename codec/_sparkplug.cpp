@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -833,6 +835,8 @@ static PyObject *flats(PyObject *self, PyObject *args) {
 
 /* Kinds of a metric's value in columns_at(): how its 8 bytes of ``bits`` read. */
 enum { V_NONE = 0, V_UINT = 1, V_SINT = 2, V_FLOAT = 3, V_NONFINITE = 4, V_BOOL = 5, V_STRING = 6 };
+/* What a metric took from its node's birth in columns_at() (its from_birth bits). */
+enum { FROM_BIRTH_NAME = 1, FROM_BIRTH_DATATYPE = 2, FROM_BIRTH_ARRAY = 4 };
 
 template <typename T> static void put_raw(std::string &col, T v) { col.append((const char *)&v, sizeof v); }
 template <typename T> static void put_raw(Text &col, T v) { col.append((const char *)&v, sizeof v); }
@@ -850,19 +854,224 @@ struct TextColumn {
 static PyObject *bytes_of(const std::string &s) { return PyBytes_FromStringAndSize(s.data(), (Py_ssize_t)s.size()); }
 static PyObject *bytes_of(const Text &s) { return PyBytes_FromStringAndSize(s.data(), (Py_ssize_t)s.size()); }
 
+/* The births of a file: for each node (group, edge node, device, as sparkplug.py's topic_parts reads a topic) its
+ * birth certificates by store id, each one's alias -> name and name -> datatype maps (births alike share one copy).
+ * Filled before the export reads its batches (one thread at a time), then only read: columns_at() looks up, with the
+ * GIL let go, the birth a data message's metrics take their names and datatypes from. */
+struct BirthMaps {
+    std::unordered_map<uint64_t, std::string> names; /* alias -> name */
+    std::unordered_map<std::string, int64_t> types;  /* name -> datatype; -1: the birth gives none */
+};
+
+struct BirthEntry {
+    uint64_t store_id;
+    int32_t maps;
+};
+
+/* A node's births in store id order: one held in place (most nodes are born once), more in a vector. */
+struct NodeBirths {
+    BirthEntry one{0, -1};
+    std::vector<BirthEntry> more; /* all of them, once there are two */
+
+    const BirthEntry *begin() const { return more.empty() ? &one : more.data(); }
+    const BirthEntry *end() const { return more.empty() ? &one + 1 : more.data() + more.size(); }
+
+    void add(BirthEntry e) { /* equal store ids in the order added */
+        if (one.maps < 0) {
+            one = e;
+            return;
+        }
+        if (more.empty())
+            more.push_back(one);
+        auto at = more.back().store_id <= e.store_id
+                      ? more.end()
+                      : std::upper_bound(more.begin(), more.end(), e.store_id,
+                                         [](uint64_t sid, const BirthEntry &b) { return sid < b.store_id; });
+        more.insert(at, e);
+    }
+};
+
+/* Nodes by key in one open-addressing table: the keys in one arena, no allocation per node (a file of a million
+ * devices has a million nodes, looked up once per data message). */
+class NodeTable {
+    std::vector<uint64_t> slots_;            /* per slot: the key's hash with the low bit set, 0: empty */
+    std::vector<uint32_t> slot_node_;        /* per slot: its node */
+    std::string arena_;                      /* the keys, one after another */
+    std::vector<std::pair<size_t, size_t>> keys_; /* per node: its key's offset and size in the arena */
+
+    static uint64_t hash(const std::string &key) { return std::hash<std::string>()(key) | 1; }
+
+    size_t find_slot(const std::string &key, uint64_t h) const {
+        size_t mask = slots_.size() - 1;
+        for (size_t i = (size_t)(h >> 1) & mask;; i = (i + 1) & mask) {
+            if (slots_[i] == 0)
+                return i;
+            if (slots_[i] == h) {
+                const auto &k = keys_[slot_node_[i]];
+                if (k.second == key.size() && memcmp(arena_.data() + k.first, key.data(), key.size()) == 0)
+                    return i;
+            }
+        }
+    }
+
+    void grow() {
+        std::vector<uint64_t> old = std::move(slots_);
+        std::vector<uint32_t> old_node = std::move(slot_node_);
+        size_t n = old.empty() ? 1024 : old.size() * 2;
+        slots_.assign(n, 0);
+        slot_node_.assign(n, 0);
+        for (size_t i = 0; i < old.size(); i++) {
+            if (old[i] == 0)
+                continue;
+            size_t mask = n - 1, j = (size_t)(old[i] >> 1) & mask;
+            while (slots_[j] != 0)
+                j = (j + 1) & mask;
+            slots_[j] = old[i];
+            slot_node_[j] = old_node[i];
+        }
+    }
+
+  public:
+    std::vector<NodeBirths> births; /* per node */
+
+    /* The node of ``key``, added when new. */
+    NodeBirths &at(const std::string &key) {
+        if ((births.size() + 1) * 2 > slots_.size())
+            grow(); /* at most half full */
+        uint64_t h = hash(key);
+        size_t i = find_slot(key, h);
+        if (slots_[i] == 0) {
+            slots_[i] = h;
+            slot_node_[i] = (uint32_t)births.size();
+            keys_.emplace_back(arena_.size(), key.size());
+            arena_ += key;
+            births.emplace_back();
+        }
+        return births[slot_node_[i]];
+    }
+
+    /* The node of ``key``, or NULL. */
+    const NodeBirths *find(const std::string &key) const {
+        if (slots_.empty())
+            return NULL;
+        size_t i = find_slot(key, hash(key));
+        return slots_[i] == 0 ? NULL : &births[slot_node_[i]];
+    }
+};
+
+struct Book {
+    NodeTable nodes;
+    std::vector<BirthMaps> maps;
+    std::unordered_map<std::string, int32_t> by_key; /* a birth's names, aliases and datatypes -> its maps */
+
+    /* A birth of ``node``: its births stay in store id order (equal ones in the order added). */
+    void add(const std::string &node, uint64_t store_id, int32_t m) { nodes.at(node).add(BirthEntry{store_id, m}); }
+
+    /* The node's last birth stored before ``store_id`` (store ids grow with time), else its first; -1: none. */
+    int32_t before(const std::string &node, uint64_t store_id) const {
+        const NodeBirths *seen = nodes.find(node);
+        if (seen == NULL)
+            return -1;
+        const BirthEntry *at = std::lower_bound(seen->begin(), seen->end(), store_id,
+                                                [](const BirthEntry &e, uint64_t sid) { return e.store_id < sid; });
+        return at == seen->begin() ? seen->begin()->maps : (at - 1)->maps;
+    }
+
+    /* The maps of a birth as sparkplug.py's birth_maps reads them: each named metric's datatype, and its name by
+     * alias; a name that is not UTF-8 names nothing (a later metric of the same name or alias wins). Births told
+     * alike by those metrics' names, aliases and datatypes share one copy. */
+    int32_t learn(const Payload &msg, std::string &key) {
+        key.clear();
+        for (int k = 0; k < msg.metrics_size(); k++) {
+            const Metric &m = msg.metrics(k);
+            if (!m.has_name() || !valid_utf8(m.name()))
+                continue;
+            put_raw<uint8_t>(key, (uint8_t)(m.has_alias() | m.has_datatype() << 1));
+            put_raw<uint32_t>(key, (uint32_t)m.name().size());
+            key += m.name();
+            put_raw<uint64_t>(key, m.alias());
+            put_raw<uint32_t>(key, m.datatype());
+        }
+        auto found = by_key.find(key);
+        if (found != by_key.end())
+            return found->second;
+        BirthMaps b;
+        for (int k = 0; k < msg.metrics_size(); k++) {
+            const Metric &m = msg.metrics(k);
+            if (!m.has_name() || !valid_utf8(m.name()))
+                continue;
+            b.types[m.name()] = m.has_datatype() ? (int64_t)m.datatype() : -1;
+            if (m.has_alias())
+                b.names[m.alias()] = m.name();
+        }
+        maps.push_back(std::move(b));
+        int32_t at = (int32_t)(maps.size() - 1);
+        by_key.emplace(key, at);
+        return at;
+    }
+};
+
+/* A part of a node's key: set or not, its size and bytes. */
+static void put_part(std::string &key, bool has, const char *p, size_t n) {
+    key.push_back(has ? 1 : 0);
+    if (has) {
+        put_raw<uint32_t>(key, (uint32_t)n);
+        key.append(p, n);
+    }
+}
+
+/* The node a topic names, as topic_parts reads ``spBv1.0/GROUP/TYPE/EDGE[/DEVICE...]`` (``spBv1.0/STATE/HOST``: the
+ * host as edge node), into ``key``; true when its message type is NBIRTH or DBIRTH. */
+static bool topic_node(const char *t, size_t n, std::string &key) {
+    size_t from[5], to[5];
+    int parts = 0;
+    size_t at = 0;
+    while (parts < 5) {
+        from[parts] = at;
+        const char *slash = parts < 4 ? (const char *)memchr(t + at, '/', n - at) : NULL;
+        to[parts] = slash ? (size_t)(slash - t) : n;
+        parts++;
+        if (!slash)
+            break;
+        at = to[parts - 1] + 1;
+    }
+    auto is = [&](int i, const char *word) {
+        size_t len = strlen(word);
+        return parts > i && to[i] - from[i] == len && memcmp(t + from[i], word, len) == 0;
+    };
+    key.clear();
+    if (parts >= 3 && is(1, "STATE")) {
+        put_part(key, false, NULL, 0);
+        put_part(key, true, t + from[2], to[2] - from[2]);
+        put_part(key, false, NULL, 0);
+        return false;
+    }
+    put_part(key, parts >= 2, t + from[1], parts >= 2 ? to[1] - from[1] : 0);
+    put_part(key, parts >= 4, t + from[3], parts >= 4 ? to[3] - from[3] : 0);
+    put_part(key, parts >= 5, t + from[4], parts >= 5 ? to[4] - from[4] : 0);
+    return is(2, "NBIRTH") || is(2, "DBIRTH");
+}
+
+static const char BOOK_NAME[] = "mosqdb.sparkplug.book";
+
+static void book_free(PyObject *capsule) { delete (Book *)PyCapsule_GetPointer(capsule, BOOK_NAME); }
+
+static Book *book_of(PyObject *o) { return (Book *)PyCapsule_GetPointer(o, BOOK_NAME); }
+
 /* What columns_at() gathers: per payload whether it is read, its FlatJson text, stamp, seq and metrics count;
  * per metric its pieces. */
 struct Columns {
     int compact;
     Text stamp, stamp_set, seqs, seq_set, count, read;
-    Text alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set;
+    Text alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, from_birth;
     TextColumn names, values, texts;
     Text out, vj;
 
     explicit Columns(int compact_) : compact(compact_) {}
 
-    /* The next payload (NULL: not parsed to canonical bytes). No Python: called with the GIL let go. */
-    void add(const Payload *msg) {
+    /* The next payload (NULL: not parsed to canonical bytes); ``birth``: the maps its metrics take the names and
+     * datatypes it leaves out from (NULL: none). No Python: called with the GIL let go. */
+    void add(const Payload *msg, const BirthMaps *birth) {
         out.clear();
         bool plain = msg != NULL && payload_text(out, *msg, compact);
         put_raw<uint8_t>(read, plain);
@@ -870,17 +1079,37 @@ struct Columns {
         int32_t k = plain ? msg->metrics_size() : 0;
         for (int j = 0; j < k; j++) { /* plain: every metric a scalar (payload_text checked) */
             const Metric &m = msg->metrics(j);
+            const std::string *name = m.has_name() ? &m.name() : NULL;
+            bool has_dt = m.has_datatype();
+            uint64_t dtv = m.datatype();
+            uint8_t how = 0;
+            if (birth != NULL) { /* as exporters/payloads.py's _from_birth */
+                if (name == NULL && m.has_alias()) {
+                    auto got = birth->names.find(m.alias());
+                    if (got != birth->names.end()) {
+                        name = &got->second;
+                        how |= FROM_BIRTH_NAME;
+                    }
+                }
+                if (!has_dt && name != NULL) {
+                    auto got = birth->types.find(*name);
+                    if (got != birth->types.end() && got->second >= 0) {
+                        dtv = (uint64_t)got->second;
+                        has_dt = true;
+                        how |= FROM_BIRTH_DATATYPE;
+                    }
+                }
+            }
             put_raw<uint64_t>(alias, m.alias());
             put_raw<uint8_t>(alias_set, m.has_alias());
             put_raw<uint64_t>(ts, m.timestamp());
             put_raw<uint8_t>(ts_set, m.has_timestamp());
-            put_raw<uint64_t>(dt, m.datatype());
-            put_raw<uint8_t>(dt_set, m.has_datatype());
-            put_raw<uint8_t>(name_set, m.has_name());
-            names.add(m.name().data(), m.has_name() ? m.name().size() : 0);
+            put_raw<uint64_t>(dt, dtv);
+            put_raw<uint8_t>(dt_set, has_dt);
+            put_raw<uint8_t>(name_set, name != NULL);
+            names.add(name ? name->data() : "", name ? name->size() : 0);
             vj.clear();
             put_value(vj, m);
-            values.add(vj.data(), vj.size());
             uint8_t vk = V_NONE;
             uint64_t b = 0;
             switch (m.value_case()) {
@@ -912,8 +1141,25 @@ struct Columns {
             default:
                 break;
             }
+            if (how & FROM_BIRTH_DATATYPE) { /* the value read again as the birth's datatype (sparkplug.retyped) */
+                int bits = signed_bits((uint32_t)dtv);
+                if (vk == V_UINT && bits) {
+                    bool unchanged;
+                    int64_t v = as_signed(b, bits, (b >= (1ULL << 32) || dtv == 4) ? 64 : 32, &unchanged);
+                    if (!unchanged) {
+                        vk = V_SINT;
+                        memcpy(&b, &v, 8);
+                        vj.clear();
+                        put_i64(vj, v);
+                    }
+                } else if (vk == V_STRING && dtv >= 22 && dtv <= 34) {
+                    how |= FROM_BIRTH_ARRAY; /* an array's bytes as base64 text: the Python path reads them */
+                }
+            }
+            values.add(vj.data(), vj.size());
             put_raw<uint8_t>(kind, vk);
             put_raw<uint64_t>(bits, b);
+            put_raw<uint8_t>(from_birth, how);
         }
         put_raw<uint64_t>(stamp, plain ? msg->timestamp() : 0);
         put_raw<uint8_t>(stamp_set, plain && msg->has_timestamp());
@@ -924,43 +1170,81 @@ struct Columns {
 
     /* The tuple columns_at() answers (see it); NULL on an error. */
     PyObject *result() {
-        return Py_BuildValue("(NNNNNNNNNNNNNNNNNN)",
+        return Py_BuildValue("(NNNNNNNNNNNNNNNNNNN)",
                              Py_BuildValue("(NNN)", bytes_of(read), bytes_of(texts.offsets), bytes_of(texts.data)),
                              bytes_of(stamp), bytes_of(stamp_set), bytes_of(seqs),
                              bytes_of(seq_set), bytes_of(count), bytes_of(alias), bytes_of(alias_set), bytes_of(ts),
                              bytes_of(ts_set), bytes_of(dt), bytes_of(dt_set), bytes_of(kind), bytes_of(bits),
                              bytes_of(name_set), bytes_of(names.offsets), bytes_of(names.data),
-                             Py_BuildValue("(NN)", bytes_of(values.offsets), bytes_of(values.data)));
+                             Py_BuildValue("(NN)", bytes_of(values.offsets), bytes_of(values.data)),
+                             bytes_of(from_birth));
     }
 };
 
-/* columns_at(data, starts, sizes, compact) -> the payloads ``data[starts[i]:starts[i] + sizes[i]]`` (int64 arrays; a
- * size < 0: no payload) read in place, in columns: ((read: uint8 per payload, FlatJson text offsets int64, text
- * bytes), per payload: stamp, stamp_set, seq, seq_set, count; per metric: alias, alias_set, ts, ts_set, dt, dt_set,
- * kind, bits, name_set, name offsets, name bytes, (value text offsets, value text bytes)). A payload the Python path
- * reads is not read (its text empty, its count 0). The arrays are bytes of little-endian uint64 (uint8 for *_set,
- * read and kind, int32 for count, int64 offsets); a metric's value is ``bits`` read as ``kind`` says (V_*; a
- * negative integer as int64, a float's double bits), its JSON text what flat() gives as the value's text. What
- * flat() gives, in columns: no Python object per payload or metric. */
+/* A uint64 array argument of ``n`` items (the store ids), released when it goes. */
+struct Ids {
+    Py_buffer buf{};
+    bool held = false;
+    ~Ids() {
+        if (held)
+            PyBuffer_Release(&buf);
+    }
+    uint64_t operator[](Py_ssize_t i) const { return ((const uint64_t *)buf.buf)[i]; }
+};
+
+/* columns_at(data, starts, sizes, compact[, book, topic_data, topic_starts, topic_sizes, store_ids]) -> the payloads
+ * ``data[starts[i]:starts[i] + sizes[i]]`` (int64 arrays; a size < 0: no payload) read in place, in columns: ((read:
+ * uint8 per payload, FlatJson text offsets int64, text bytes), per payload: stamp, stamp_set, seq, seq_set, count; per
+ * metric: alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, name offsets, name bytes, (value text
+ * offsets, value text bytes), from_birth). A payload the Python path reads is not read (its text empty, its count
+ * 0). The arrays are bytes of little-endian uint64 (uint8 for *_set, read, kind and from_birth, int32 for count,
+ * int64 offsets); a metric's value is ``bits`` read as ``kind`` says (V_*; a negative integer as int64, a float's
+ * double bits), its JSON text what flat() gives as the value's text. What flat() gives, in columns: no Python object
+ * per payload or metric.
+ *
+ * With a book (book_new) and each payload's topic and store id: a data message's metrics without a name or datatype
+ * take them from its node's birth stored before it, the value read again as that datatype; ``from_birth`` says what
+ * came from there (FROM_BIRTH_*; FROM_BIRTH_ARRAY: a string the birth calls an array, which the Python path reads). */
 static PyObject *columns_at(PyObject *self, PyObject *args) {
-    Spans spans;
+    Spans spans, topics;
+    Ids ids;
     int compact;
-    if (!PyArg_ParseTuple(args, "y*y*y*p", &spans.data, &spans.starts, &spans.sizes, &compact))
+    PyObject *book_arg = Py_None;
+    if (!PyArg_ParseTuple(args, "y*y*y*p|Oy*y*y*y*", &spans.data, &spans.starts, &spans.sizes, &compact, &book_arg,
+                          &topics.data, &topics.starts, &topics.sizes, &ids.buf))
         return NULL;
+    ids.held = ids.buf.obj != NULL;
     if (!spans.check("columns_at"))
         return NULL;
+    const Book *book = NULL;
+    if (book_arg != Py_None) {
+        if ((book = book_of(book_arg)) == NULL)
+            return NULL;
+        if (!topics.check("columns_at topics"))
+            return NULL;
+        if (topics.n != spans.n || ids.buf.len != spans.n * 8) {
+            PyErr_SetString(PyExc_ValueError, "columns_at: a topic and a store id (uint64) for each payload");
+            return NULL;
+        }
+    }
     try {
         Columns cols(compact);
         bool no_memory = false;
         Py_BEGIN_ALLOW_THREADS  /* the export reads the next batch's payloads while it writes this one's */
         try {
             Payload msg;
-            std::string again;
+            std::string again, node;
             for (Py_ssize_t i = 0; i < spans.n; i++) {
                 const char *data;
                 size_t size;
                 bool read = spans(i, &data, &size) && parsed(msg, again, data, size);
-                cols.add(read ? &msg : NULL);
+                const BirthMaps *birth = NULL;
+                if (read && book != NULL && msg.metrics_size() > 0 && topics(i, &data, &size) &&
+                    !topic_node(data, size, node)) {
+                    int32_t at = book->before(node, ids[i]);
+                    birth = at < 0 ? NULL : &book->maps[at];
+                }
+                cols.add(read ? &msg : NULL, birth);
             }
         } catch (const std::bad_alloc &) {
             no_memory = true;
@@ -972,61 +1256,180 @@ static PyObject *columns_at(PyObject *self, PyObject *args) {
     }
 }
 
-/* birth_keys(payloads) -> list: for each plain payload, bytes that hold what a birth certificate tells (each
- * metric's name, alias and datatype, set or not, in order); None where the Python path reads it. Births with
- * equal keys give equal maps: a file of many devices born alike makes its maps once. */
-/* What a plain payload tells as a birth, as bytes (see birth_keys); None where the Python path reads it. */
-struct BirthKey {
-    std::string key;
-    Text vj;
-
-    PyObject *operator()(const Payload *msg, Py_ssize_t) {
-        if (msg == NULL || (msg->has_uuid() && !valid_utf8(msg->uuid())))
-            return none();
-        key.clear();
-        for (int k = 0; k < msg->metrics_size(); k++) {
-            const Metric &m = msg->metrics(k);
-            vj.clear();
-            if (!plain_metric(m) || !put_value(vj, m))
-                return PyErr_Occurred() ? NULL : none();
-            put_raw<uint8_t>(key, (uint8_t)(m.has_name() | m.has_alias() << 1 | m.has_datatype() << 2));
-            put_raw<uint32_t>(key, (uint32_t)m.name().size());
-            key += m.name();
-            put_raw<uint64_t>(key, m.alias());
-            put_raw<uint32_t>(key, m.datatype());
-        }
-        return bytes_of(key);
+/* book_new() -> an empty book of births (see Book). */
+static PyObject *book_new(PyObject *self, PyObject *args) {
+    try {
+        PyObject *capsule = PyCapsule_New(new Book(), BOOK_NAME, book_free);
+        return capsule;
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
     }
-};
-
-static PyObject *birth_keys(PyObject *self, PyObject *args) {
-    PyObject *seq;
-    if (!PyArg_ParseTuple(args, "O", &seq))
-        return NULL;
-    BirthKey each;
-    return each_payload(seq, "birth_keys: a sequence of payloads", each);
 }
 
-/* birth_keys_at(data, starts, sizes) -> birth_keys() of the payloads ``data[starts[i]:starts[i] + sizes[i]]``
- * (int64 arrays), read in place. */
-static PyObject *birth_keys_at(PyObject *self, PyObject *args) {
-    Spans spans;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &spans.data, &spans.starts, &spans.sizes))
+/* book_add_at(book, data, starts, sizes, topic_data, topic_starts, topic_sizes, store_ids) -> bytes: the births
+ * ``data[starts[i]:starts[i] + sizes[i]]`` (topic i, uint64 store id i; plain Sparkplug B payloads, which the Python
+ * path reads with the protobuf runtime) added to the book, read in place with the GIL let go (nothing else may use the
+ * book meanwhile); a uint8 per birth, 1 when it was added, 0 for one that does not parse (which the runtime does not
+ * read either). */
+static PyObject *book_add_at(PyObject *self, PyObject *args) {
+    PyObject *book_arg;
+    Spans spans, topics;
+    Ids ids;
+    if (!PyArg_ParseTuple(args, "Oy*y*y*y*y*y*y*", &book_arg, &spans.data, &spans.starts, &spans.sizes, &topics.data,
+                          &topics.starts, &topics.sizes, &ids.buf))
         return NULL;
-    if (!spans.check("birth_keys_at"))
+    ids.held = true;
+    Book *book = book_of(book_arg);
+    if (book == NULL || !spans.check("book_add_at") || !topics.check("book_add_at topics"))
         return NULL;
-    BirthKey each;
-    return each_of(spans.n, spans, each);
+    if (topics.n != spans.n || ids.buf.len != spans.n * 8) {
+        PyErr_SetString(PyExc_ValueError, "book_add_at: a topic and a store id (uint64) for each payload");
+        return NULL;
+    }
+    try {
+        std::string learnt((size_t)spans.n, '\0');
+        bool no_memory = false;
+        Py_BEGIN_ALLOW_THREADS
+        try {
+            Payload msg;
+            std::string node, key;
+            for (Py_ssize_t i = 0; i < spans.n; i++) {
+                const char *data;
+                size_t size;
+                if (!spans(i, &data, &size) || !msg.ParseFromArray(data, (int)size))
+                    continue;
+                int32_t m = book->learn(msg, key);
+                if (!topics(i, &data, &size))
+                    continue;
+                topic_node(data, size, node);
+                book->add(node, ids[i], m);
+                learnt[(size_t)i] = 1;
+            }
+        } catch (const std::bad_alloc &) {
+            no_memory = true;
+        }
+        Py_END_ALLOW_THREADS
+        return no_memory ? PyErr_NoMemory() : bytes_of(learnt);
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
+    }
+}
+
+/* book_add(book, topic, store_id, names, types): a birth the Python path read (topic: bytes; names: alias -> name;
+ * types: name -> datatype code, -1 for none). */
+static PyObject *book_add(PyObject *self, PyObject *args) {
+    PyObject *book_arg, *names, *types;
+    Py_buffer topic;
+    unsigned long long store_id;
+    if (!PyArg_ParseTuple(args, "Oy*KO!O!", &book_arg, &topic, &store_id, &PyDict_Type, &names, &PyDict_Type, &types))
+        return NULL;
+    struct Release {
+        Py_buffer *b;
+        ~Release() { PyBuffer_Release(b); }
+    } release{&topic};
+    Book *book = book_of(book_arg);
+    if (book == NULL)
+        return NULL;
+    try {
+        BirthMaps b;
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(names, &pos, &k, &v)) {
+            unsigned long long alias = PyLong_AsUnsignedLongLong(k);
+            Py_ssize_t n;
+            const char *name = PyUnicode_AsUTF8AndSize(v, &n);
+            if (PyErr_Occurred() || name == NULL)
+                return NULL;
+            b.names[alias] = std::string(name, (size_t)n);
+        }
+        pos = 0;
+        while (PyDict_Next(types, &pos, &k, &v)) {
+            Py_ssize_t n;
+            const char *name = PyUnicode_AsUTF8AndSize(k, &n);
+            long long dt = PyLong_AsLongLong(v);
+            if (PyErr_Occurred() || name == NULL)
+                return NULL;
+            b.types[std::string(name, (size_t)n)] = dt;
+        }
+        book->maps.push_back(std::move(b));
+        std::string node;
+        topic_node((const char *)topic.buf, (size_t)topic.len, node);
+        book->add(node, store_id, (int32_t)(book->maps.size() - 1));
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
+    }
+    return none();
+}
+
+/* book_before(book, topic, store_id) -> int: the maps of the birth a message of ``topic`` (bytes) stored as
+ * ``store_id`` takes names and datatypes from (book_maps), -1 for none. */
+static PyObject *book_before(PyObject *self, PyObject *args) {
+    PyObject *book_arg;
+    Py_buffer topic;
+    unsigned long long store_id;
+    if (!PyArg_ParseTuple(args, "Oy*K", &book_arg, &topic, &store_id))
+        return NULL;
+    std::string node;
+    topic_node((const char *)topic.buf, (size_t)topic.len, node);
+    PyBuffer_Release(&topic);
+    Book *book = book_of(book_arg);
+    return book == NULL ? NULL : PyLong_FromLong(book->before(node, store_id));
+}
+
+/* book_maps(book, index) -> (names: alias -> name, types: name -> datatype code or -1). */
+static PyObject *book_maps(PyObject *self, PyObject *args) {
+    PyObject *book_arg;
+    Py_ssize_t at;
+    if (!PyArg_ParseTuple(args, "On", &book_arg, &at))
+        return NULL;
+    Book *book = book_of(book_arg);
+    if (book == NULL)
+        return NULL;
+    if (at < 0 || (size_t)at >= book->maps.size()) {
+        PyErr_SetString(PyExc_IndexError, "book_maps: no such maps");
+        return NULL;
+    }
+    const BirthMaps &b = book->maps[(size_t)at];
+    PyObject *names = PyDict_New(), *types = PyDict_New();
+    if (names == NULL || types == NULL)
+        goto fail;
+    for (const auto &kv : b.names) {
+        PyObject *k = PyLong_FromUnsignedLongLong(kv.first);
+        PyObject *v = PyUnicode_DecodeUTF8(kv.second.data(), (Py_ssize_t)kv.second.size(), "surrogateescape");
+        int bad = k == NULL || v == NULL || PyDict_SetItem(names, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad)
+            goto fail;
+    }
+    for (const auto &kv : b.types) {
+        PyObject *k = PyUnicode_DecodeUTF8(kv.first.data(), (Py_ssize_t)kv.first.size(), "surrogateescape");
+        PyObject *v = PyLong_FromLongLong(kv.second);
+        int bad = k == NULL || v == NULL || PyDict_SetItem(types, k, v) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (bad)
+            goto fail;
+    }
+    return Py_BuildValue("(NN)", names, types);
+fail:
+    Py_XDECREF(names);
+    Py_XDECREF(types);
+    return NULL;
 }
 
 static PyMethodDef methods[] = {
-    {"birth_keys", birth_keys, METH_VARARGS,
-     "birth_keys(payloads) -> list: bytes naming what each plain payload tells as a birth; None: the Python path"},
-    {"birth_keys_at", birth_keys_at, METH_VARARGS,
-     "birth_keys_at(data, starts, sizes) -> list: birth_keys() of payloads read in place"},
+    {"book_new", book_new, METH_NOARGS, "book_new() -> an empty book of a file's births (see _sparkplug.cpp)"},
+    {"book_add_at", book_add_at, METH_VARARGS,
+     "book_add_at(book, data, starts, sizes, topic_data, topic_starts, topic_sizes, store_ids) -> bytes: births\n"
+     "read in place into the book; 0 for one that does not parse"},
+    {"book_add", book_add, METH_VARARGS, "book_add(book, topic, store_id, names, types): a birth the Python path read"},
+    {"book_before", book_before, METH_VARARGS,
+     "book_before(book, topic, store_id) -> int: the maps a message takes names and datatypes from, -1: none"},
+    {"book_maps", book_maps, METH_VARARGS, "book_maps(book, index) -> (alias -> name, name -> datatype code or -1)"},
     {"columns_at", columns_at, METH_VARARGS,
-     "columns_at(data, starts, sizes, compact) -> tuple: payloads read in place, their FlatJson texts and their\n"
-     "metrics' pieces in columns (see _sparkplug.cpp)"},
+     "columns_at(data, starts, sizes, compact[, book, topic_data, topic_starts, topic_sizes, store_ids]) -> tuple:\n"
+     "payloads read in place, their FlatJson texts and their metrics' pieces in columns (see _sparkplug.cpp)"},
     {"dump_keys", dump_keys, METH_VARARGS,
      "dump_keys(data, starts, sizes, which, heads, tail, fill) -> (text, starts, sizes): a dump batch's payload\n"
      "keys as spans of one UTF-8 text, the payloads read in place; size -1: the Python path reads it (see\n"
@@ -1043,7 +1446,7 @@ PyMODINIT_FUNC PyInit__sparkplug(void) {
     GOOGLE_PROTOBUF_VERIFY_VERSION;
     make_keys();
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 7) < 0) {
+    if (m != NULL && PyModule_AddIntConstant(m, "API_VERSION", 8) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from codec.payloads.births import Maps, births
 from codec.payloads.faces import PayloadFinding, finding
 from exporters.schema import SCHEMAS, TIMESTAMP
 
@@ -79,11 +80,8 @@ class PayloadColumns:
         self.decoder = decoder
         self.path = path
         self.findings: list[PayloadFinding] = []
-        # per (group, edge node, device): its births as (store id, alias -> name, name -> datatype)
-        self.births: dict[tuple[Any, ...], list[tuple[int, dict[int, str], dict[str, str]]]] = {}
+        self.births = births()
         self.primed = False
-        self._shared: dict[Any, tuple[dict[int, str], dict[str, str]]] = {}  # equal births' maps, held once
-        self._by_key: dict[bytes, tuple[dict[int, str], dict[str, str]]] = {}  # the maps of a native birth key
         self.lock = threading.Lock()
         from codec.payloads.sparkplug import FlatJson
 
@@ -119,7 +117,11 @@ class PayloadColumns:
         which, _whys = plain_sparkplug_rows(self.decoder, codes, data, t_starts, t_sizes, p_sizes)
         left = (which != -1) & (p_sizes >= 0)  # a rule that decodes, and a payload
         plain_rows = np.flatnonzero(left & (which >= 0)) if self.primed else np.zeros(0, np.int64)
-        cols = native_columns_at(p_data, p_starts[plain_rows], p_sizes[plain_rows], True) if len(plain_rows) else None
+        cols = None
+        if len(plain_rows):  # each one's metrics take what they leave out from the birth before (looked up natively)
+            store_ids = np.asarray(pc.fill_null(batch.column("store_id"), 0)).view(np.uint64)
+            cols = native_columns_at(p_data, p_starts[plain_rows], p_sizes[plain_rows], True, self.births.native,
+                                     (data, t_starts[plain_rows], t_sizes[plain_rows]), store_ids[plain_rows])
         return codes, left, plain_rows, cols
 
     def finish(self, batch: pa.RecordBatch, got: tuple[Any, ...]) -> tuple[list[pa.Array], pa.RecordBatch]:
@@ -215,26 +217,23 @@ class PayloadColumns:
             part = rows[k:k + (1 << 16)]
             if reader is not None and self._births_gathered(reader, part):
                 continue
-            for j in range(0, len(part), 4096):
+            for j in range(0, len(part), 4096):  # a damaged file: smaller parts, the damaged one chunk by chunk
                 some = part[j:j + 4096]
-                got = None if reader is None else _gathered(reader, some)
-                if got is None:  # a damaged file: chunk by chunk, as the export's own read meets it
-                    vals = [c.record.values for c in db.chunks_at(some.tolist())]
-                    got = ([v.get("topic") for v in vals], [v.get("payload") for v in vals],
-                           [v.get("store_id") for v in vals])
-                self._births(*got)
-        for seen in self.births.values():
-            seen.sort(key=lambda b: b[0])
+                if reader is not None and self._births_gathered(reader, some):
+                    continue
+                vals = [c.record.values for c in db.chunks_at(some.tolist())]
+                self.learn_births([v.get("topic") for v in vals], [v.get("payload") for v in vals],
+                                  [v.get("store_id") for v in vals])
         self.primed = True
 
     def _births_gathered(self, reader: Any, rows: np.ndarray) -> bool:
-        """:meth:`_births` of stored message chunks ``rows``, read on columns: each one's rule found on its topic
-        bytes, plain Sparkplug B births told natively from their bytes in place; False (nothing learnt) when the
-        file is damaged there or the native reader is not built: the caller reads them as lists."""
+        """The births among stored message chunks ``rows``, read on columns: each one's rule found on its topic
+        bytes, plain Sparkplug B births read in place by the native book, the rest by :meth:`_learn`; False
+        (nothing learnt) when the file is damaged there: the caller reads them chunk by chunk."""
         from codec.errors import CodecError
         from codec.layouts import ChunkType
         from codec.payloads.faces import plain_sparkplug_rows
-        from codec.payloads.sparkplug import birth_maps, native_birth_keys_at, payload_class
+        from codec.payloads.sparkplug import payload_class
         from codec.progress import paused_gc
 
         try:
@@ -247,76 +246,44 @@ class PayloadColumns:
             p_starts, p_sizes = cols.spans["payload"]
             codes = self.decoder.rule_codes(d, t_starts, t_sizes)
             rules = self.decoder.rules
-            births_too = np.array([r.format.split("+")[-1] in ("sparkplug", "auto") for r in rules] + [False])
-            at = np.flatnonzero(births_too[codes])  # rows a rule reads as Sparkplug B (codes -1: the last, False)
+            at = np.flatnonzero(_births_too(rules)[codes])  # rows a rule reads as Sparkplug B (codes -1: the last)
             which, _whys = plain_sparkplug_rows(self.decoder, codes, d, t_starts, t_sizes, p_sizes)
             plain = which[at] >= 0
-            keys = native_birth_keys_at(d, p_starts[at[plain]], p_sizes[at[plain]])
-            if keys is None:
-                return False
-            column = _strings_at(d, t_starts[at], t_sizes[at])
-            if column is None:  # a topic that is not UTF-8: as lists
-                return False
-            g, _mt, e, dev = topic_columns(column)
-            nodes = list(zip(g.to_pylist(), e.to_pylist(), dev.to_pylist()))
-            store_ids = np.asarray(cols.ints["store_id"]).astype(np.uint64)[at].tolist()
+            store_ids = np.asarray(cols.ints["store_id"]).astype(np.uint64)
+            learnt = np.zeros(len(at), bool)
+            p = at[plain]
+            got = self.births.add_plain_at(d, p_starts[p], p_sizes[p], (d, t_starts[p], t_sizes[p]), store_ids[p])
+            if got is not None:
+                learnt[plain] = got
             parse = payload_class().FromString
-            next_key, known, births = iter(keys).__next__, self._by_key.get, self.births
             with paused_gc():
-                for r, node, is_plain, store_id in zip(at.tolist(), nodes, plain.tolist(), store_ids, strict=True):
-                    key = next_key() if is_plain else None
-                    if key is not None and (maps := known(key)) is not None:  # births alike: the maps made once
-                        births.setdefault(node, []).append((store_id, *maps))
-                    elif key is not None:
-                        self._learn(node, key, store_id, _bytes_at(d, p_starts, p_sizes, r))
-                    else:
-                        self._learn_read(_bytes_at(d, t_starts, t_sizes, r).decode(), _bytes_at(d, p_starts, p_sizes, r),
-                                         rules[codes[r]], is_plain, store_id, parse, birth_maps)
+                for r, is_plain in zip(at[~learnt].tolist(), plain[~learnt].tolist(), strict=True):
+                    topic = _bytes_at(d, t_starts, t_sizes, r).decode("utf-8", "surrogateescape")
+                    self._learn(topic, _bytes_at(d, p_starts, p_sizes, r), rules[codes[r]], is_plain,
+                                int(store_ids[r]), parse)
         finally:
             reader.release()
         return True
 
-    def _births(self, topics: list[Any], payloads: list[Any], store_ids: list[Any]) -> None:
-        from codec.payloads.sparkplug import birth_maps, payload_class
+    def learn_births(self, topics: list[Any], payloads: list[Any], store_ids: list[Any]) -> None:
+        """Birth certificates (stored messages picked by their NBIRTH and DBIRTH topics; topics, payloads and store
+        ids as lists), read one by one."""
+        from codec.payloads.sparkplug import payload_class
         from codec.progress import paused_gc
 
         parse = payload_class().FromString
         with paused_gc():
-            self._births_paused(parse, birth_maps, topics, payloads, store_ids)
+            for topic, payload, store_id, rule in zip(topics, payloads, store_ids, self.decoder.rules_for(topics),
+                                                      strict=True):
+                if rule is None or payload is None or not _births_too([rule])[0]:
+                    continue
+                plain = self.decoder.plain_sparkplug(rule, topic, payload) is not None
+                self._learn(topic, payload, rule, plain, _unsigned(store_id) or 0, parse)
 
-    def _births_paused(self, parse: Any, birth_maps: Any, topics: list[Any], payloads: list[Any],
-                       store_ids: list[Any]) -> None:
-        from codec.payloads.sparkplug import native_birth_keys
+    def _learn(self, topic: str, payload: bytes, rule: Any, plain: bool, store_id: int, parse: Any) -> None:
+        """A birth the Python runtime reads (``plain``: a plain payload), or the decoder."""
+        from codec.payloads.sparkplug import birth_maps
 
-        rules = self.decoder.rules_for(topics)
-        plain = [rule is not None and payload is not None and rule.format.split("+")[-1] in ("sparkplug", "auto")
-                 and self.decoder.plain_sparkplug(rule, topic, payload) is not None
-                 for topic, payload, rule in zip(topics, payloads, rules, strict=True)]
-        keys = iter(native_birth_keys([p for p, k in zip(payloads, plain, strict=True) if k]))
-        nodes = _nodes(topics)
-        for topic, node, payload, store_id, rule, is_plain in zip(topics, nodes, payloads, store_ids, rules, plain,
-                                                                 strict=True):
-            if rule is None or rule.format.split("+")[-1] not in ("sparkplug", "auto") or payload is None:
-                continue
-            key = next(keys) if is_plain else None
-            if key is not None:
-                self._learn(node, key, _unsigned(store_id) or 0, payload)
-            else:
-                self._learn_read(topic, payload, rule, is_plain, _unsigned(store_id), parse, birth_maps)
-
-    def _learn(self, node: tuple[Any, ...], key: bytes, store_id: int, payload: bytes) -> None:
-        """A birth the native reader told by its key: births alike share their maps, made once."""
-        from codec.payloads.sparkplug import native_flats
-
-        maps = self._by_key.get(key)
-        if maps is None:
-            (both,) = native_flats([payload], False)
-            maps = self._by_key[key] = self._shared_maps(_flat_maps(both[1]))
-        self.births.setdefault(node, []).append((store_id, *maps))
-
-    def _learn_read(self, topic: str, payload: bytes, rule: Any, plain: bool, store_id: int | None, parse: Any,
-                    birth_maps: Any) -> None:
-        """A birth the Python runtime reads (``plain``: a plain payload the native reader left), or the decoder."""
         if plain:
             try:
                 msg = parse(payload)
@@ -327,34 +294,7 @@ class PayloadColumns:
             if d is None or not d.ok or not d.format.endswith("sparkplug"):
                 return
             msg = d.value
-        self._birth(topic, birth_maps(msg), store_id)
-
-    def _birth(self, topic: str, maps: tuple[dict[int, str], dict[str, Any]], store_id: int | None) -> None:
-        self._add_birth(topic, self._shared_maps(maps), store_id)
-
-    def _shared_maps(self, maps: tuple[dict[int, str], dict[str, Any]]) -> tuple[dict[int, str], dict[str, Any]]:
-        """Devices born alike share one copy of their maps."""
-        names, types = maps
-        return self._shared.setdefault((tuple(names.items()), tuple(types.items())), (names, types))
-
-    def _add_birth(self, topic: str, maps: tuple[dict[int, str], dict[str, Any]], store_id: int | None) -> None:
-        from codec.payloads.sparkplug import topic_parts
-
-        p = topic_parts(topic)
-        self.births.setdefault((p["group_id"], p["edge_node_id"], p["device_id"]), []).append(
-            (_unsigned(store_id) or 0, *maps))
-
-    def _birth_before(self, node: tuple[Any, ...], store_id: int | None) -> tuple[int, dict[int, str], dict[str, str]] | None:
-        """The node's last birth stored before ``store_id`` (store ids grow with time), else its first."""
-        seen = self.births.get(node)
-        if not seen:
-            return None
-        sid = _unsigned(store_id) or 0
-        best = None
-        for b in seen:
-            if b[0] < sid:
-                best = b
-        return best or seen[0]
+        self.births.add(topic, store_id, birth_maps(msg))
 
     def _metrics(self, out: _MetricColumns, r: int, topic: str, value: dict[str, Any], store_id: int | None) -> None:
         """The payload's metrics into ``out``: names and datatypes a data message left to its birth
@@ -367,9 +307,9 @@ class PayloadColumns:
         birth = None
         if mtype in ("NBIRTH", "DBIRTH"):
             if not self.primed:
-                self._birth(topic, _maps(metrics), store_id)
+                self.births.add(topic, _unsigned(store_id) or 0, _maps(metrics))
         elif metrics:
-            birth = self._birth_before((parts["group_id"], parts["edge_node_id"], parts["device_id"]), store_id)
+            birth = self.births.before(topic, _unsigned(store_id) or 0)
         seq, stamp = value.get("seq"), value.get("timestamp")
         for m in metrics:
             alias, v = m["alias"], m["value"]
@@ -381,12 +321,12 @@ class PayloadColumns:
 
     def _native_metrics(self, batch: pa.RecordBatch, plain_rows: np.ndarray, cols: tuple[Any, ...]) -> list[Any]:
         """The metrics rows of the payloads the native reader read (``cols``: its columns of the batch's rows
-        ``plain_rows``), in columns: :meth:`_flat_metrics` of each, the birth lookups Python's per metric that
-        needs one. Returns [the batch row of each metrics row, the rows] or [] when there are none."""
+        ``plain_rows``, names and datatypes taken from the births already), in columns: :meth:`_flat_metrics` of
+        each. Returns [the batch row of each metrics row, the rows] or [] when there are none."""
         from codec.payloads.sparkplug import DATATYPES, retyped
 
         (_texts, stamp, stamp_set, seq, seq_set, count, alias, alias_set, ts, ts_set, dt, dt_set, kind, bits,
-         name_set, name_off, name_data, (value_off, value_data)) = cols
+         name_set, name_off, name_data, (value_off, value_data), took) = cols
         per = np.frombuffer(count, np.int32)
         m = int(per.sum())
         if not m:
@@ -395,28 +335,15 @@ class PayloadColumns:
         rows_at = np.asarray(plain_rows, np.int64)
         at = rows_at[owner]  # its batch row
         g, mt, e, d = topic_columns(batch.column("topic").take(pa.array(rows_at)))
-        store_ids = np.asarray(pc.fill_null(batch.column("store_id").take(pa.array(rows_at)), 0)).view(np.uint64)
-        k_births = self._births_of(g, e, d, mt, per, store_ids)
-        has_birth = np.array([b is not None for b in k_births], bool)[owner]
         a = np.frombuffer(alias, np.uint64)
         a_set = np.frombuffer(alias_set, np.bool_)
-        n_set = np.frombuffer(name_set, np.bool_)
         dts = np.frombuffer(dt, np.uint64)
         dt_known = np.frombuffer(dt_set, np.bool_)
         kinds = np.frombuffer(kind, np.uint8)
         raw = np.frombuffer(bits, np.uint64)
-        names = _text_array(name_off, name_data, n_set)
+        from_birth = np.frombuffer(took, np.uint8)
+        names = _text_array(name_off, name_data, np.frombuffer(name_set, np.bool_))
         values = _text_array(value_off, value_data)
-        # names a data message left to its birth (by alias)
-        need = np.flatnonzero(~n_set & a_set & has_birth)
-        found = pa.array(_looked_up(k_births, 1, owner[need], a[need].tolist()), pa.string())
-        from_birth = np.zeros(m, bool)
-        from_birth[need] = np.asarray(found.is_valid())
-        if len(need):
-            mask = np.zeros(m, bool)
-            mask[need] = True
-            names = pc.replace_with_mask(names, pa.array(mask), found)
-        # datatypes: the payload's, else the birth's for the name
         codes = np.where(dt_known, np.minimum(dts, len(DATATYPES)), len(DATATYPES) + 1).astype(np.int32)
         dtn = pa.DictionaryArray.from_arrays(pa.array(codes, pa.int32(), mask=~dt_known),
                                              pa.array([*DATATYPES, None, None], pa.string())).cast(pa.string())
@@ -425,31 +352,12 @@ class PayloadColumns:
             mask = np.zeros(m, bool)
             mask[odd] = True
             dtn = pc.replace_with_mask(dtn, pa.array(mask), pa.array([f"Unknown({x})" for x in dts[odd].tolist()]))
-        ask = np.flatnonzero(~dt_known & has_birth & (n_set | from_birth))
         dbl_over: dict[int, Any] = {}
-        if len(ask):
-            got = _looked_up(k_births, 2, owner[ask], names.take(pa.array(ask)).to_pylist())
-            got_array = pa.array(got, pa.string())
-            mask = np.zeros(m, bool)
-            mask[ask] = True
-            dtn = pc.replace_with_mask(dtn, pa.array(mask), got_array)
-            # a datatype left to the birth reads the value again (sparkplug.retyped)
-            signed = np.flatnonzero(np.asarray(pc.fill_null(pc.is_in(got_array, _SIGNED_NAMES), False))).tolist()
-            if signed:
-                pos = ask[signed]
-                ints = pos[kinds[pos] == _V_UINT]
-                if len(ints):
-                    new, changed = _signed_as(raw[ints], [got[i] for i, p in zip(signed, pos.tolist(), strict=True)
-                                                          if kinds[p] == _V_UINT])
-                    for p, v in zip(ints[changed].tolist(), new[changed].tolist(), strict=True):
-                        dbl_over[p] = (str(v), float(v))
-            arrays = np.flatnonzero(np.asarray(got_array.is_valid()) & (kinds[ask] == _V_STRING)).tolist()
-            for i in arrays:  # a string read as an array datatype: rare, per metric
-                p = int(ask[i])
-                v = json.loads(values[p].as_py())
-                v2 = retyped(v, got[i])
-                if v2 is not v:
-                    dbl_over[p] = (value_json(v2), _double(v2))
+        for p in np.flatnonzero(from_birth & _FROM_BIRTH_ARRAY).tolist():  # a string the birth calls an array: rare
+            v = json.loads(values[p].as_py())
+            v2 = retyped(v, dtn[p].as_py())
+            if v2 is not v:
+                dbl_over[p] = (value_json(v2), _double(v2))
         dbl = np.zeros(m, np.float64)
         dbl_ok = np.ones(m, bool)
         u = kinds == _V_UINT
@@ -489,7 +397,7 @@ class PayloadColumns:
                                               pa.int64()).take(per_msg)
         arrays["metric_name"] = names
         arrays["metric_alias"] = _masked(a, a_set, pa.int64())
-        arrays["name_from_birth"] = pa.array(from_birth)
+        arrays["name_from_birth"] = pa.array((from_birth & _FROM_BIRTH_NAME).astype(bool))
         arrays["datatype"] = dtn
         arrays["is_null"] = arrays["is_historical"] = pa.array(np.zeros(m, bool))
         arrays["value"] = values
@@ -498,23 +406,6 @@ class PayloadColumns:
         arrays["timestamp"] = ms
         arrays["timestamp_ts"] = pc.multiply(pc.if_else(pc.less(ms, 9_000_000_000_000), ms, None), 1000).cast(TIMESTAMP)
         return [at, pa.RecordBatch.from_arrays([arrays[n] for n in METRIC_NAMES], schema=METRICS)]
-
-    def _births_of(self, g: pa.Array, e: pa.Array, d: pa.Array, mt: pa.Array, per: np.ndarray,
-                   ids: np.ndarray) -> list[Any]:
-        """:meth:`_birth_before` of each payload with metrics that is not a birth (topic parts in columns, the
-        payloads' store ids), else None: a node born once needs no search."""
-        out: list[Any] = [None] * len(ids)
-        if not self.births:
-            return out
-        wanted = np.asarray(per) > 0
-        wanted &= ~np.asarray(pc.fill_null(pc.is_in(mt, pa.array(["NBIRTH", "DBIRTH"])), False))
-        births = self.births
-        for k, node in zip(np.flatnonzero(wanted).tolist(),
-                           zip(*(c.filter(pa.array(wanted)).to_pylist() for c in (g, e, d))), strict=True):
-            seen = births.get(node)
-            if seen is not None:
-                out[k] = seen[0] if len(seen) == 1 else self._birth_before(node, int(ids[k]))
-        return out
 
     def _flat_metrics(self, out: _MetricColumns, r: int, topic: str, got: Any, store_id: int | None) -> None:
         """:meth:`_metrics` of a payload read by ``flat``: the value's JSON text is the one its payload_json
@@ -527,9 +418,9 @@ class PayloadColumns:
         birth = None
         if mtype in ("NBIRTH", "DBIRTH"):
             if not self.primed:
-                self._birth(topic, _flat_maps(metrics), store_id)
+                self.births.add(topic, _unsigned(store_id) or 0, _flat_maps(metrics))
         elif metrics:
-            birth = self._birth_before((parts["group_id"], parts["edge_node_id"], parts["device_id"]), store_id)
+            birth = self.births.before(topic, _unsigned(store_id) or 0)
         g, e, d = parts["group_id"], parts["edge_node_id"], parts["device_id"]
         rows, tuples = out.rows, out.tuples
         names, nnames = DATATYPES, len(DATATYPES)
@@ -591,24 +482,15 @@ def _strings_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> pa.Arra
     return column
 
 
+def _births_too(rules: list[Any]) -> np.ndarray:
+    """For each rule, and a last False for rows without one (code -1): whether it reads Sparkplug B payloads (so
+    its births name the metrics of its data messages)."""
+    return np.array([r.format.split("+")[-1] in ("sparkplug", "auto") for r in rules] + [False])
+
+
 def _bytes_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray, r: int) -> bytes:
     a = int(starts[r])
     return bytes(d[a:a + int(sizes[r])])
-
-
-def _nodes(topics: list[Any]) -> list[tuple[Any, Any, Any]]:
-    """(group_id, edge_node_id, device_id) of each topic (None for a missing one), read in columns."""
-    if not topics:
-        return []
-    try:
-        column = pa.array([t if isinstance(t, str) else None for t in topics], pa.string())
-    except (UnicodeError, pa.ArrowException):  # a topic that is not UTF-8 (held with surrogate escapes): one by one
-        from codec.payloads.sparkplug import topic_parts
-
-        return [(p["group_id"], p["edge_node_id"], p["device_id"]) if isinstance(t, str) else (None, None, None)
-                for t in topics for p in [topic_parts(t) if isinstance(t, str) else {}]]
-    g, _mt, e, d = topic_columns(column)
-    return list(zip(g.to_pylist(), e.to_pylist(), d.to_pylist()))
 
 
 def topic_columns(topics: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
@@ -634,28 +516,20 @@ def topic_columns(topics: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Ar
             pc.if_else(state, none, device))
 
 
-def _from_birth(birth: Any, name: str | None, alias: int | None, dt: str | None
+def _from_birth(birth: Maps | None, name: str | None, alias: int | None, dt: str | None
                 ) -> tuple[str | None, bool, str | None, bool]:
     """A metric's (name, name taken from the birth, datatype, datatype taken from the birth): a data message names
-    its metrics by alias and leaves their datatypes to the birth certificate (``birth``: its maps, or None)."""
+    its metrics by alias and leaves their datatypes to the birth certificate (``birth``: its maps, or None). The
+    native reader does the same in columns_at (codec/_sparkplug.cpp)."""
     if birth is None:
         return name, False, dt, False
-    from_birth = name is None and alias is not None and (name := birth[1].get(alias)) is not None
-    dt_from_birth = dt is None and name is not None and (dt := birth[2].get(name)) is not None
+    from_birth = name is None and alias is not None and (name := birth[0].get(alias)) is not None
+    dt_from_birth = dt is None and name is not None and (dt := birth[1].get(name)) is not None
     return name, from_birth, dt, dt_from_birth
 
 
-def _looked_up(births: list[Any], which: int, owners: np.ndarray, keys: list[Any]) -> list[Any]:
-    """``births[o][which].get(key)`` for each (owner, key): a birth's alias -> name (1) or name -> datatype (2) map,
-    looked up in C (the births are as many objects as payloads, the keys as metrics)."""
-    if not len(owners):
-        return []
-    maps = np.array([None if b is None else b[which] for b in births], object)[owners]
-    return list(map(dict.get, maps.tolist(), keys))
-
-
-_SIGNED_NAMES = pa.array(["Int8", "Int16", "Int32", "Int64"])
 _V_NONE, _V_UINT, _V_SINT, _V_FLOAT, _V_NONFINITE, _V_BOOL, _V_STRING = range(7)  # codec/_sparkplug.cpp's kinds
+_FROM_BIRTH_NAME, _FROM_BIRTH_ARRAY = 1, 4  # and its from_birth bits
 _NONFINITE = {'"NaN"': math.nan, '"Infinity"': math.inf, '"-Infinity"': -math.inf}  # _double of these texts
 
 
@@ -670,39 +544,6 @@ def _text_array(offsets: bytes, data: bytes, valid: np.ndarray | None = None) ->
         arr = pc.if_else(pa.array(valid), arr, pa.scalar(None, pa.large_string()))
     return arr.cast(pa.string())
 
-
-def _signed_as(v: np.ndarray, dts: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """sparkplug.retyped of unsigned integers whose signed datatype came from a birth: (values as int64, changed)."""
-    from codec.payloads.sparkplug import _DT_CODES, _SIGNED_BITS
-
-    bits = np.array([_SIGNED_BITS[_DT_CODES[d]] for d in dts], np.uint64)
-    width = np.where((v >= np.uint64(1 << 32)) | (bits == 64), np.uint64(64), np.uint64(32))
-    wide = v >= (np.uint64(1) << (width - np.uint64(1)))
-    narrow = ~wide & (bits < width) & (v >= (np.uint64(1) << (bits - np.uint64(1)))) & (v < (np.uint64(1) << bits))
-    out = v.view(np.int64).copy()
-    w32 = wide & (width == 32)
-    out[w32] = v[w32].astype(np.int64) - (1 << 32)  # 64 bits wide: the int64 view is the value already
-    nb = bits[narrow]
-    out[narrow] = v[narrow].astype(np.int64) - (np.int64(1) << nb.astype(np.int64))
-    return out, wide | narrow
-
-
-def _gathered(reader: Any, rows: np.ndarray) -> tuple[list[Any], list[Any], list[Any]] | None:
-    """(topics, payloads, store ids) of stored message chunks ``rows``, read on columns (None: the
-    file is damaged, the caller reads the chunks one by one)."""
-    from codec.errors import CodecError
-    from codec.layouts import ChunkType
-
-    try:
-        cols = reader.gather(rows, int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"))
-    except CodecError:
-        return None
-    data = memoryview(cols.data)
-    starts, sizes = cols.spans["payload"]
-    payloads = [bytes(data[a:a + n]) for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)]
-    out = cols.texts("topic"), payloads, cols.ints["store_id"].tolist()
-    reader.release()
-    return out
 
 def _maps(metrics: Any) -> tuple[dict[int, str], dict[str, Any]]:
     """birth_maps of a decoded birth (a sqlite store's: not read ahead)."""

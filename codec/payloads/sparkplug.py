@@ -48,7 +48,7 @@ try:  # the native reader of plain payloads (codec/_sparkplug.cpp: setup.py buil
     from codec import _sparkplug as _native  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built without protobuf's C++ runtime
     _native = None
-if _native is not None and getattr(_native, "API_VERSION", 0) != 7:  # pragma: no cover - a stale build
+if _native is not None and getattr(_native, "API_VERSION", 0) != 8:  # pragma: no cover - a stale build
     _native = None
 
 
@@ -461,35 +461,25 @@ def native_flats(payloads: Sequence[bytes], compact: bool) -> list[tuple[Any, An
     return _native.flats(payloads, compact)
 
 
-def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool) -> tuple[Any, ...] | None:
+def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool, book: Any = None,
+                      topics: tuple[Any, Any, Any] | None = None, store_ids: Any = None) -> tuple[Any, ...] | None:
     """The payloads ``data[starts[i]:starts[i] + sizes[i]]`` read in place by the native reader
     (``codec/_sparkplug.cpp``'s ``columns_at``): each one's :class:`FlatJson` text and its metrics' pieces in
-    columns, no object per payload or metric; None when the native reader is not built."""
+    columns, no object per payload or metric; with a native birth ``book`` (codec.payloads.births), each payload's
+    topic (``topics``: data, starts, sizes) and store id (uint64), names and datatypes a data message leaves out
+    taken from its birth. None when the native reader is not built."""
     if _native is None:
         return None
     import numpy as np
 
-    return _native.columns_at(data, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64),
-                              compact)
+    def int64(a: Any) -> Any:
+        return np.ascontiguousarray(a, np.int64)
 
-
-def native_birth_keys_at(data: Any, starts: Any, sizes: Any) -> list[bytes | None] | None:
-    """:func:`native_birth_keys` of the payloads ``data[starts[i]:starts[i] + sizes[i]]`` read in place, or None
-    when the native reader is not built."""
-    if _native is None:
-        return None
-    import numpy as np
-
-    return _native.birth_keys_at(data, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(sizes, np.int64))
-
-
-def native_birth_keys(payloads: Sequence[bytes]) -> list[bytes | None]:
-    """For each plain payload, bytes naming what it tells as a birth (its metrics' names, aliases and datatypes):
-    equal keys, equal :func:`birth_maps`. None for a payload the Python path reads (each one without the native
-    reader)."""
-    if _native is None:
-        return [None] * len(payloads)
-    return _native.birth_keys(payloads)
+    if book is None:
+        return _native.columns_at(data, int64(starts), int64(sizes), compact)
+    assert topics is not None
+    return _native.columns_at(data, int64(starts), int64(sizes), compact, book, topics[0], int64(topics[1]),
+                              int64(topics[2]), np.ascontiguousarray(store_ids, np.uint64))
 
 
 class FlatJson:

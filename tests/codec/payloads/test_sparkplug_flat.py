@@ -186,9 +186,7 @@ def test_export_columns_equal_the_general_paths(reader: str, primed: bool) -> No
         if primed:
             for cols in (fast, general):
                 born = [k for k, t in enumerate(topics) if "BIRTH" in t]
-                cols._births([topics[k] for k in born], [payloads[k] for k in born], [n - k for k in born])
-                for seen in cols.births.values():
-                    seen.sort(key=lambda b: b[0])
+                cols.learn_births([topics[k] for k in born], [payloads[k] for k in born], [n - k for k in born])
                 cols.primed = True
         a_cols, a_metrics = fast.decode(batch)
         b_cols, b_metrics = general.decode(batch)
@@ -205,10 +203,9 @@ def test_export_columns_equal_the_general_paths(reader: str, primed: bool) -> No
 
 
 def test_topic_parts_in_columns_are_topic_parts() -> None:
-    """The export's topic parts made in columns (the metrics rows' and the births' nodes) are topic_parts' of each
-    topic: STATE topics, missing levels, empty ones, a device id with slashes, text beyond ASCII; a topic that is not
-    UTF-8 (surrogate escapes) is read one by one."""
-    from exporters.payloads import _nodes, topic_columns
+    """The export's topic parts made in columns (the metrics rows') are topic_parts' of each topic: STATE topics,
+    missing levels, empty ones, a device id with slashes, text beyond ASCII."""
+    from exporters.payloads import topic_columns
 
     rnd = random.Random(9)
     levels = ["spBv1.0", "STATE", "g", "DDATA", "NBIRTH", "e", "d", "", "客户端", "ü/x"]
@@ -218,8 +215,6 @@ def test_topic_parts_in_columns_are_topic_parts() -> None:
     for k, topic in enumerate(topics):
         assert {"group_id": g[k], "message_type": mt[k], "edge_node_id": e[k], "device_id": d[k]} == \
             spb.topic_parts(topic), topic
-    odd = [*topics[:50], b"spBv1.0/g/DBIRTH/e/\xff".decode("utf-8", "surrogateescape")]
-    assert _nodes(odd) == [(p["group_id"], p["edge_node_id"], p["device_id"]) for p in map(spb.topic_parts, odd)]
 
 
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
@@ -433,3 +428,97 @@ def test_the_native_reader_writes_each_float_as_repr_does() -> None:
         assert text is not None
         got = [part.split("}")[0] for part in text.split('"value":')[1:]]
         assert got == want
+
+
+def _birth_or_data(metrics: list[dict[str, Any]]) -> bytes:
+    p = spb.payload_class()()
+    p.seq = 0
+    for spec in metrics:
+        m = p.metrics.add()
+        for k, v in spec.items():
+            setattr(m, k, v)
+    return p.SerializeToString()
+
+
+def test_metrics_take_names_and_datatypes_from_the_birth_before_them(reader: str) -> None:
+    """A data message's metrics named by alias take the name and datatype of the node's last birth stored before
+    it (else its first): the value read again as that datatype (a signed integer sent unsigned, an array sent as
+    base64 text); a name the birth gives twice, the later; fast path and general path alike."""
+    import base64
+    import struct
+
+    from exporters.payloads import PayloadColumns
+
+    first = _birth_or_data([{"name": "i8", "alias": 1, "datatype": 1, "int_value": 0},
+                            {"name": "arr", "alias": 2, "datatype": 24, "bytes_value": b""},
+                            {"name": "dup", "alias": 4, "datatype": 3, "int_value": 0},
+                            {"name": "dup", "alias": 5, "int_value": 0}])
+    second = _birth_or_data([{"name": "renamed", "alias": 1, "datatype": 5, "int_value": 0}])
+    data = _birth_or_data([{"alias": 1, "int_value": 0xFF}, {"alias": 1, "int_value": 0xFFFFFFFF},
+                           {"alias": 2, "string_value": base64.b64encode(struct.pack("<2i", -1, 7)).decode()},
+                           {"alias": 4, "int_value": 0xFFFFFFFF}, {"alias": 9, "int_value": 1}])
+    rows = [("spBv1.0/g/DBIRTH/e/d", first, 10), ("spBv1.0/g/DBIRTH/e/d", second, 30),
+            ("spBv1.0/g/DDATA/e/d", data, 20), ("spBv1.0/g/DDATA/e/d", data, 40), ("spBv1.0/g/DDATA/e/d", data, 5),
+            ("spBv1.0/g/DDATA/e/other", data, 50)]
+    batch = pa.RecordBatch.from_pydict({
+        "file": ["f"] * len(rows), "store_id": [r[2] for r in rows], "chunk_index": list(range(len(rows))),
+        "chunk_offset": list(range(len(rows))), "topic": [r[0] for r in rows],
+        "payload": pa.array([r[1] for r in rows], pa.binary())})
+
+    class General(PayloadDecoder):
+        def plain_sparkplug(self, rule: Any, topic: Any, payload: Any) -> None:
+            return None
+
+    got = []
+    for decoder in (PayloadDecoder.from_options(["spBv1.0/#=sparkplug"]),
+                    General(PayloadDecoder.from_options(["spBv1.0/#=sparkplug"]).rules)):
+        cols = PayloadColumns(decoder, "f")
+        born = [r for r in rows if "BIRTH" in r[0]]
+        cols.learn_births([r[0] for r in born], [r[1] for r in born], [r[2] for r in born])
+        cols.primed = True
+        _, metrics = cols.decode(batch)
+        got.append(_rows(metrics))
+    assert got[0] == got[1]
+    by_store = {}
+    for r in got[0]:
+        by_store.setdefault(r["store_id"], []).append((r["metric_name"], r["name_from_birth"], r["datatype"],
+                                                       r["value"], r["value_double"]))
+    assert by_store[20] == [("i8", True, "Int8", "-1", -1.0), ("i8", True, "Int8", "-1", -1.0),
+                            ("arr", True, "Int32Array", "[-1,7]", None), ("dup", True, None, "4294967295", 4294967295.0),
+                            (None, False, None, "1", 1.0)]
+    assert by_store[5] == by_store[20]  # stored before every birth: the node's first
+    assert by_store[40][:2] == [("renamed", True, "UInt8", "255", 255.0), ("renamed", True, "UInt8", "4294967295",
+                                                                            4294967295.0)]
+    assert by_store[50][0] == (None, False, None, "255", 255.0)  # a node without a birth
+
+
+@pytest.mark.parametrize("book", ["python", "native"])
+def test_a_birth_book_answers_the_last_birth_before(book: str) -> None:
+    """Both birth books tell a message's node as topic_parts does (STATE topics, missing and empty levels, device ids
+    with slashes, topics that are not UTF-8) and answer its last birth stored before it, else its first (equal store
+    ids: the one added last); what they are given as datatype names they give back."""
+    from codec.payloads import births
+
+    if book == "native" and spb._native is None:
+        pytest.skip("the native Sparkplug reader is not built (setup.py build_ext --inplace, with protoc)")
+    made = births.NativeBirths() if book == "native" else births.Births()
+    rnd = random.Random(11)
+    levels = ["spBv1.0", "STATE", "g", "DBIRTH", "NBIRTH", "e", "d", "", "客户端", "ü/x",
+              b"\xff".decode("utf-8", "surrogateescape")]
+    topics = ["/".join(rnd.choice(levels) for _ in range(rnd.randrange(1, 7))) for _ in range(60)]
+    added: list[tuple[tuple[Any, ...], int, int, Any]] = []
+    for k in range(600):
+        topic = rnd.choice(topics)
+        maps = ({k: f"n{k}"}, {f"n{k}": rnd.choice([None, "Int8", "Template", "Unknown(77)"])})
+        sid = rnd.randrange(40)
+        made.add(topic, sid, maps)
+        p = spb.topic_parts(topic)
+        added.append(((p["group_id"], p["edge_node_id"], p["device_id"]), sid, k, maps))
+    for _ in range(3000):
+        topic, sid = rnd.choice(topics), rnd.randrange(45)
+        p = spb.topic_parts(topic)
+        seen = sorted((a for a in added if a[0] == (p["group_id"], p["edge_node_id"], p["device_id"])),
+                      key=lambda a: (a[1], a[2]))
+        earlier = [a for a in seen if a[1] < sid]
+        want = (earlier[-1] if earlier else seen[0])[3] if seen else None
+        assert made.before(topic, sid) == want, (topic, sid)
