@@ -1267,10 +1267,9 @@ static PyObject *book_new(PyObject *self, PyObject *args) {
 }
 
 /* book_add_at(book, data, starts, sizes, topic_data, topic_starts, topic_sizes, store_ids) -> bytes: the births
- * ``data[starts[i]:starts[i] + sizes[i]]`` (topic i, uint64 store id i; plain Sparkplug B payloads, which the Python
- * path reads with the protobuf runtime) added to the book, read in place with the GIL let go (nothing else may use the
- * book meanwhile); a uint8 per birth, 1 when it was added, 0 for one that does not parse (which the runtime does not
- * read either). */
+ * ``data[starts[i]:starts[i] + sizes[i]]`` (topic i, uint64 store id i; plain Sparkplug B payloads) added to the book,
+ * read in place with the GIL let go (nothing else may use the book meanwhile); a uint8 per birth, 1 when it was added,
+ * 0 for one the Python path reads (not parsed to canonical bytes, see parsed()). */
 static PyObject *book_add_at(PyObject *self, PyObject *args) {
     PyObject *book_arg;
     Spans spans, topics;
@@ -1292,11 +1291,11 @@ static PyObject *book_add_at(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         try {
             Payload msg;
-            std::string node, key;
+            std::string again, node, key;
             for (Py_ssize_t i = 0; i < spans.n; i++) {
                 const char *data;
                 size_t size;
-                if (!spans(i, &data, &size) || !msg.ParseFromArray(data, (int)size))
+                if (!spans(i, &data, &size) || !parsed(msg, again, data, size))
                     continue;
                 int32_t m = book->learn(msg, key);
                 if (!topics(i, &data, &size))
@@ -1422,7 +1421,7 @@ static PyMethodDef methods[] = {
     {"book_new", book_new, METH_NOARGS, "book_new() -> an empty book of a file's births (see _sparkplug.cpp)"},
     {"book_add_at", book_add_at, METH_VARARGS,
      "book_add_at(book, data, starts, sizes, topic_data, topic_starts, topic_sizes, store_ids) -> bytes: births\n"
-     "read in place into the book; 0 for one that does not parse"},
+     "read in place into the book; 0 for one the Python path reads"},
     {"book_add", book_add, METH_VARARGS, "book_add(book, topic, store_id, names, types): a birth the Python path read"},
     {"book_before", book_before, METH_VARARGS,
      "book_before(book, topic, store_id) -> int: the maps a message takes names and datatypes from, -1: none"},

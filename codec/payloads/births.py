@@ -64,8 +64,8 @@ class NativeBirths(Births):
 
     def add_plain_at(self, data: Any, starts: Any, sizes: Any, topics: tuple[Any, Any, Any], store_ids: Any) -> Any:
         """Plain Sparkplug B births ``data[starts[i]:starts[i] + sizes[i]]`` (topic i: ``topics`` as (data, starts,
-        sizes); ``store_ids`` uint64), read in place into the book: a bool per birth, False for one that does not
-        parse."""
+        sizes); ``store_ids`` uint64), read in place into the book: a bool per birth, False for one left to
+        :meth:`add` (bytes the native reader does not read: see codec/_sparkplug.cpp's ``parsed``)."""
         import numpy as np
 
         def int64(a: Any) -> Any:

@@ -452,11 +452,14 @@ def test_metrics_take_names_and_datatypes_from_the_birth_before_them(reader: str
     first = _birth_or_data([{"name": "i8", "alias": 1, "datatype": 1, "int_value": 0},
                             {"name": "arr", "alias": 2, "datatype": 24, "bytes_value": b""},
                             {"name": "dup", "alias": 4, "datatype": 3, "int_value": 0},
-                            {"name": "dup", "alias": 5, "int_value": 0}])
-    second = _birth_or_data([{"name": "renamed", "alias": 1, "datatype": 5, "int_value": 0}])
+                            {"name": "dup", "alias": 5, "int_value": 0},
+                            {"name": "i64", "alias": 6, "datatype": 4, "long_value": 0}])
+    # seq again as an overlong varint: not canonical bytes, so the Python runtime reads this birth
+    second = _birth_or_data([{"name": "renamed", "alias": 1, "datatype": 5, "int_value": 0}]) + b"\x18\x81\x00"
     data = _birth_or_data([{"alias": 1, "int_value": 0xFF}, {"alias": 1, "int_value": 0xFFFFFFFF},
                            {"alias": 2, "string_value": base64.b64encode(struct.pack("<2i", -1, 7)).decode()},
-                           {"alias": 4, "int_value": 0xFFFFFFFF}, {"alias": 9, "int_value": 1}])
+                           {"alias": 4, "int_value": 0xFFFFFFFF}, {"alias": 9, "int_value": 1},
+                           {"alias": 1, "long_value": (1 << 64) - 1}, {"alias": 6, "int_value": 0xFFFFFFFF}])
     rows = [("spBv1.0/g/DBIRTH/e/d", first, 10), ("spBv1.0/g/DBIRTH/e/d", second, 30),
             ("spBv1.0/g/DDATA/e/d", data, 20), ("spBv1.0/g/DDATA/e/d", data, 40), ("spBv1.0/g/DDATA/e/d", data, 5),
             ("spBv1.0/g/DDATA/e/other", data, 50)]
@@ -485,7 +488,8 @@ def test_metrics_take_names_and_datatypes_from_the_birth_before_them(reader: str
                                                        r["value"], r["value_double"]))
     assert by_store[20] == [("i8", True, "Int8", "-1", -1.0), ("i8", True, "Int8", "-1", -1.0),
                             ("arr", True, "Int32Array", "[-1,7]", None), ("dup", True, None, "4294967295", 4294967295.0),
-                            (None, False, None, "1", 1.0)]
+                            (None, False, None, "1", 1.0), ("i8", True, "Int8", "-1", -1.0),
+                            ("i64", True, "Int64", "4294967295", 4294967295.0)]
     assert by_store[5] == by_store[20]  # stored before every birth: the node's first
     assert by_store[40][:2] == [("renamed", True, "UInt8", "255", 255.0), ("renamed", True, "UInt8", "4294967295",
                                                                             4294967295.0)]
@@ -522,3 +526,35 @@ def test_a_birth_book_answers_the_last_birth_before(book: str) -> None:
         earlier = [a for a in seen if a[1] < sid]
         want = (earlier[-1] if earlier else seen[0])[3] if seen else None
         assert made.before(topic, sid) == want, (topic, sid)
+
+
+def test_births_read_in_place_are_the_runtimes_births() -> None:
+    """The native book's births read in place (what prime() reads on a .db) tell what the Python runtime's
+    birth_maps tells of each; one whose bytes it does not read (not canonical, not a payload) it leaves to add()."""
+    from codec.payloads import births
+
+    if spb._native is None:
+        pytest.skip("the native Sparkplug reader is not built (setup.py build_ext --inplace, with protoc)")
+    rnd = random.Random(5)
+    payloads = [random_payload(rnd, odd=rnd.random() < 0.2) for _ in range(400)]
+    payloads[1] += b"\x18\x81\x00"  # seq again as an overlong varint: not canonical bytes
+    payloads[2] = b"\xff\x00garbage"
+    payloads[3] = _not_utf8(lambda p: setattr(_metric(p), "name", "MARK"))  # a name that is not UTF-8 names nothing
+    topics = [f"spBv1.0/g/DBIRTH/e{k % 13}/d{k % 5}" for k in range(len(payloads))]
+    ids = [rnd.randrange(1000) for _ in payloads]
+    data, (t_spans, p_spans) = _held(topics, payloads)
+    native, python = births.NativeBirths(), births.Births()
+    learnt = native.add_plain_at(data, p_spans[0], p_spans[1], (data, *t_spans), np.array(ids, np.uint64))
+    assert not learnt[1] and not learnt[2] and learnt.sum() > 300
+    parse = spb.payload_class().FromString
+    for k, (topic, payload, sid) in enumerate(zip(topics, payloads, ids, strict=True)):
+        try:
+            maps = spb.birth_maps(parse(payload))
+        except Exception:  # noqa: BLE001 - not a payload: no birth
+            continue
+        python.add(topic, sid, maps)
+        if not learnt[k]:
+            native.add(topic, sid, maps)
+    for topic in set(topics):
+        for sid in range(0, 1001, 7):
+            assert native.before(topic, sid) == python.before(topic, sid), (topic, sid)
