@@ -1011,45 +1011,65 @@ struct Book {
     }
 };
 
-/* A part of a node's key: set or not, its size and bytes. */
-static void put_part(std::string &key, bool has, const char *p, size_t n) {
-    key.push_back(has ? 1 : 0);
-    if (has) {
-        put_raw<uint32_t>(key, (uint32_t)n);
-        key.append(p, n);
-    }
-}
+/* A topic's parts as sparkplug.py's topic_parts reads ``spBv1.0/GROUP/TYPE/EDGE[/DEVICE...]`` (``spBv1.0/STATE/HOST``:
+ * message type STATE, the host as edge node), each a span of the topic or not set. */
+struct TopicParts {
+    enum { GROUP, TYPE, EDGE, DEVICE, NPARTS };
+    const char *at[NPARTS] = {};
+    size_t size[NPARTS] = {};
+    bool has[NPARTS] = {};
+    bool birth = false; /* NBIRTH or DBIRTH */
 
-/* The node a topic names, as topic_parts reads ``spBv1.0/GROUP/TYPE/EDGE[/DEVICE...]`` (``spBv1.0/STATE/HOST``: the
- * host as edge node), into ``key``; true when its message type is NBIRTH or DBIRTH. */
-static bool topic_node(const char *t, size_t n, std::string &key) {
-    size_t from[5], to[5];
-    int parts = 0;
-    size_t at = 0;
-    while (parts < 5) {
-        from[parts] = at;
-        const char *slash = parts < 4 ? (const char *)memchr(t + at, '/', n - at) : NULL;
-        to[parts] = slash ? (size_t)(slash - t) : n;
-        parts++;
-        if (!slash)
-            break;
-        at = to[parts - 1] + 1;
+    TopicParts(const char *t, size_t n) {
+        size_t from[5], to[5];
+        int parts = 0;
+        size_t pos = 0;
+        while (parts < 5) {
+            from[parts] = pos;
+            const char *slash = parts < 4 ? (const char *)memchr(t + pos, '/', n - pos) : NULL;
+            to[parts] = slash ? (size_t)(slash - t) : n;
+            parts++;
+            if (!slash)
+                break;
+            pos = to[parts - 1] + 1;
+        }
+        auto is = [&](int i, const char *word) {
+            size_t len = strlen(word);
+            return parts > i && to[i] - from[i] == len && memcmp(t + from[i], word, len) == 0;
+        };
+        auto set = [&](int part, int level) {
+            if (parts > level) {
+                at[part] = t + from[level];
+                size[part] = to[level] - from[level];
+                has[part] = true;
+            }
+        };
+        if (parts >= 3 && is(1, "STATE")) {
+            static const char STATE[] = "STATE";
+            at[TYPE] = STATE;
+            size[TYPE] = sizeof STATE - 1;
+            has[TYPE] = true;
+            set(EDGE, 2);
+            return;
+        }
+        set(GROUP, 1);
+        set(TYPE, 2);
+        set(EDGE, 3);
+        set(DEVICE, 4);
+        birth = is(2, "NBIRTH") || is(2, "DBIRTH");
     }
-    auto is = [&](int i, const char *word) {
-        size_t len = strlen(word);
-        return parts > i && to[i] - from[i] == len && memcmp(t + from[i], word, len) == 0;
-    };
+};
+
+/* The key of the node a topic names (group, edge node, device: each set or not, its size and bytes) into ``key``. */
+static void node_key(const TopicParts &p, std::string &key) {
     key.clear();
-    if (parts >= 3 && is(1, "STATE")) {
-        put_part(key, false, NULL, 0);
-        put_part(key, true, t + from[2], to[2] - from[2]);
-        put_part(key, false, NULL, 0);
-        return false;
+    for (int part : {TopicParts::GROUP, TopicParts::EDGE, TopicParts::DEVICE}) {
+        key.push_back(p.has[part] ? 1 : 0);
+        if (p.has[part]) {
+            put_raw<uint32_t>(key, (uint32_t)p.size[part]);
+            key.append(p.at[part], p.size[part]);
+        }
     }
-    put_part(key, parts >= 2, t + from[1], parts >= 2 ? to[1] - from[1] : 0);
-    put_part(key, parts >= 4, t + from[3], parts >= 4 ? to[3] - from[3] : 0);
-    put_part(key, parts >= 5, t + from[4], parts >= 5 ? to[4] - from[4] : 0);
-    return is(2, "NBIRTH") || is(2, "DBIRTH");
 }
 
 static const char BOOK_NAME[] = "mosqdb.sparkplug.book";
@@ -1065,13 +1085,16 @@ struct Columns {
     Text stamp, stamp_set, seqs, seq_set, count, read;
     Text alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, from_birth;
     TextColumn names, values, texts;
+    TextColumn parts[TopicParts::NPARTS]; /* per metric: its payload's topic's parts (with a topic given) */
+    Text parts_set[TopicParts::NPARTS];
     Text out, vj;
 
     explicit Columns(int compact_) : compact(compact_) {}
 
     /* The next payload (NULL: not parsed to canonical bytes); ``birth``: the maps its metrics take the names and
-     * datatypes it leaves out from (NULL: none). No Python: called with the GIL let go. */
-    void add(const Payload *msg, const BirthMaps *birth) {
+     * datatypes it leaves out from (NULL: none); ``topic``: its topic's parts (NULL: no topic given). No Python:
+     * called with the GIL let go. */
+    void add(const Payload *msg, const BirthMaps *birth, const TopicParts *topic) {
         out.clear();
         bool plain = msg != NULL && payload_text(out, *msg, compact);
         put_raw<uint8_t>(read, plain);
@@ -1160,6 +1183,10 @@ struct Columns {
             put_raw<uint8_t>(kind, vk);
             put_raw<uint64_t>(bits, b);
             put_raw<uint8_t>(from_birth, how);
+            for (int q = 0; topic != NULL && q < TopicParts::NPARTS; q++) {
+                parts[q].add(topic->at[q], topic->size[q]);
+                put_raw<uint8_t>(parts_set[q], topic->has[q]);
+            }
         }
         put_raw<uint64_t>(stamp, plain ? msg->timestamp() : 0);
         put_raw<uint8_t>(stamp_set, plain && msg->has_timestamp());
@@ -1170,14 +1197,28 @@ struct Columns {
 
     /* The tuple columns_at() answers (see it); NULL on an error. */
     PyObject *result() {
-        return Py_BuildValue("(NNNNNNNNNNNNNNNNNNN)",
+        return Py_BuildValue("(NNNNNNNNNNNNNNNNNNNN)",
                              Py_BuildValue("(NNN)", bytes_of(read), bytes_of(texts.offsets), bytes_of(texts.data)),
                              bytes_of(stamp), bytes_of(stamp_set), bytes_of(seqs),
                              bytes_of(seq_set), bytes_of(count), bytes_of(alias), bytes_of(alias_set), bytes_of(ts),
                              bytes_of(ts_set), bytes_of(dt), bytes_of(dt_set), bytes_of(kind), bytes_of(bits),
                              bytes_of(name_set), bytes_of(names.offsets), bytes_of(names.data),
                              Py_BuildValue("(NN)", bytes_of(values.offsets), bytes_of(values.data)),
-                             bytes_of(from_birth));
+                             bytes_of(from_birth), part_columns());
+    }
+
+    /* The topic parts' columns (group, message type, edge node, device): (offsets, bytes, set) of each. */
+    PyObject *part_columns() {
+        PyObject *out = PyTuple_New(TopicParts::NPARTS);
+        for (int q = 0; out != NULL && q < TopicParts::NPARTS; q++) {
+            PyObject *one = Py_BuildValue("(NNN)", bytes_of(parts[q].offsets), bytes_of(parts[q].data),
+                                          bytes_of(parts_set[q]));
+            if (one == NULL)
+                Py_CLEAR(out);
+            else
+                PyTuple_SET_ITEM(out, q, one);
+        }
+        return out;
     }
 };
 
@@ -1192,38 +1233,43 @@ struct Ids {
     uint64_t operator[](Py_ssize_t i) const { return ((const uint64_t *)buf.buf)[i]; }
 };
 
-/* columns_at(data, starts, sizes, compact[, book, topic_data, topic_starts, topic_sizes, store_ids]) -> the payloads
+/* columns_at(data, starts, sizes, compact[, topic_data, topic_starts, topic_sizes[, book, store_ids]]) -> the payloads
  * ``data[starts[i]:starts[i] + sizes[i]]`` (int64 arrays; a size < 0: no payload) read in place, in columns: ((read:
  * uint8 per payload, FlatJson text offsets int64, text bytes), per payload: stamp, stamp_set, seq, seq_set, count; per
  * metric: alias, alias_set, ts, ts_set, dt, dt_set, kind, bits, name_set, name offsets, name bytes, (value text
- * offsets, value text bytes), from_birth). A payload the Python path reads is not read (its text empty, its count
- * 0). The arrays are bytes of little-endian uint64 (uint8 for *_set, read, kind and from_birth, int32 for count,
- * int64 offsets); a metric's value is ``bits`` read as ``kind`` says (V_*; a negative integer as int64, a float's
- * double bits), its JSON text what flat() gives as the value's text. What flat() gives, in columns: no Python object
- * per payload or metric.
+ * offsets, value text bytes), from_birth, topic parts). A payload the Python path reads is not read (its text empty,
+ * its count 0). The arrays are bytes of little-endian uint64 (uint8 for *_set, read, kind and from_birth, int32 for
+ * count, int64 offsets); a metric's value is ``bits`` read as ``kind`` says (V_*; a negative integer as int64, a
+ * float's double bits), its JSON text what flat() gives as the value's text. What flat() gives, in columns: no Python
+ * object per payload or metric.
  *
- * With a book (book_new) and each payload's topic and store id: a data message's metrics without a name or datatype
- * take them from its node's birth stored before it, the value read again as that datatype; ``from_birth`` says what
- * came from there (FROM_BIRTH_*; FROM_BIRTH_ARRAY: a string the birth calls an array, which the Python path reads). */
+ * With each payload's topic (spans of ``topic_data``): the topic parts, per metric, of its payload's topic (group,
+ * message type, edge node, device as topic_parts reads them: (offsets, bytes, set) of each); else None. With a book
+ * (book_new) and each payload's store id (uint64) too: a data message's metrics without a name or datatype take them
+ * from its node's birth stored before it, the value read again as that datatype; ``from_birth`` says what came from
+ * there (FROM_BIRTH_*; FROM_BIRTH_ARRAY: a string the birth calls an array, which the Python path reads). */
 static PyObject *columns_at(PyObject *self, PyObject *args) {
     Spans spans, topics;
     Ids ids;
     int compact;
     PyObject *book_arg = Py_None;
-    if (!PyArg_ParseTuple(args, "y*y*y*p|Oy*y*y*y*", &spans.data, &spans.starts, &spans.sizes, &compact, &book_arg,
-                          &topics.data, &topics.starts, &topics.sizes, &ids.buf))
+    if (!PyArg_ParseTuple(args, "y*y*y*p|y*y*y*Oy*", &spans.data, &spans.starts, &spans.sizes, &compact,
+                          &topics.data, &topics.starts, &topics.sizes, &book_arg, &ids.buf))
         return NULL;
     ids.held = ids.buf.obj != NULL;
-    if (!spans.check("columns_at"))
+    bool with_topics = topics.data.obj != NULL;
+    if (!spans.check("columns_at") || (with_topics && !topics.check("columns_at topics")))
         return NULL;
+    if (with_topics && topics.n != spans.n) {
+        PyErr_SetString(PyExc_ValueError, "columns_at: a topic for each payload");
+        return NULL;
+    }
     const Book *book = NULL;
     if (book_arg != Py_None) {
         if ((book = book_of(book_arg)) == NULL)
             return NULL;
-        if (!topics.check("columns_at topics"))
-            return NULL;
-        if (topics.n != spans.n || ids.buf.len != spans.n * 8) {
-            PyErr_SetString(PyExc_ValueError, "columns_at: a topic and a store id (uint64) for each payload");
+        if (!with_topics || ids.buf.len != spans.n * 8) {
+            PyErr_SetString(PyExc_ValueError, "columns_at: with a book, a topic and a store id (uint64) for each payload");
             return NULL;
         }
     }
@@ -1235,16 +1281,21 @@ static PyObject *columns_at(PyObject *self, PyObject *args) {
             Payload msg;
             std::string again, node;
             for (Py_ssize_t i = 0; i < spans.n; i++) {
-                const char *data;
-                size_t size;
+                const char *data, *topic;
+                size_t size, topic_size;
                 bool read = spans(i, &data, &size) && parsed(msg, again, data, size);
                 const BirthMaps *birth = NULL;
-                if (read && book != NULL && msg.metrics_size() > 0 && topics(i, &data, &size) &&
-                    !topic_node(data, size, node)) {
+                if (!with_topics || !topics(i, &topic, &topic_size)) {
+                    cols.add(read ? &msg : NULL, NULL, NULL);
+                    continue;
+                }
+                TopicParts parts(topic, topic_size);
+                if (read && book != NULL && msg.metrics_size() > 0 && !parts.birth) {
+                    node_key(parts, node);
                     int32_t at = book->before(node, ids[i]);
                     birth = at < 0 ? NULL : &book->maps[at];
                 }
-                cols.add(read ? &msg : NULL, birth);
+                cols.add(read ? &msg : NULL, birth, &parts);
             }
         } catch (const std::bad_alloc &) {
             no_memory = true;
@@ -1300,7 +1351,7 @@ static PyObject *book_add_at(PyObject *self, PyObject *args) {
                 int32_t m = book->learn(msg, key);
                 if (!topics(i, &data, &size))
                     continue;
-                topic_node(data, size, node);
+                node_key(TopicParts(data, size), node);
                 book->add(node, ids[i], m);
                 learnt[(size_t)i] = 1;
             }
@@ -1352,7 +1403,7 @@ static PyObject *book_add(PyObject *self, PyObject *args) {
         }
         book->maps.push_back(std::move(b));
         std::string node;
-        topic_node((const char *)topic.buf, (size_t)topic.len, node);
+        node_key(TopicParts((const char *)topic.buf, (size_t)topic.len), node);
         book->add(node, store_id, (int32_t)(book->maps.size() - 1));
     } catch (const std::bad_alloc &) {
         return PyErr_NoMemory();
@@ -1369,7 +1420,7 @@ static PyObject *book_before(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Oy*K", &book_arg, &topic, &store_id))
         return NULL;
     std::string node;
-    topic_node((const char *)topic.buf, (size_t)topic.len, node);
+    node_key(TopicParts((const char *)topic.buf, (size_t)topic.len), node);
     PyBuffer_Release(&topic);
     Book *book = book_of(book_arg);
     return book == NULL ? NULL : PyLong_FromLong(book->before(node, store_id));
@@ -1427,7 +1478,7 @@ static PyMethodDef methods[] = {
      "book_before(book, topic, store_id) -> int: the maps a message takes names and datatypes from, -1: none"},
     {"book_maps", book_maps, METH_VARARGS, "book_maps(book, index) -> (alias -> name, name -> datatype code or -1)"},
     {"columns_at", columns_at, METH_VARARGS,
-     "columns_at(data, starts, sizes, compact[, book, topic_data, topic_starts, topic_sizes, store_ids]) -> tuple:\n"
+     "columns_at(data, starts, sizes, compact[, topic_data, topic_starts, topic_sizes[, book, store_ids]]) -> tuple:\n"
      "payloads read in place, their FlatJson texts and their metrics' pieces in columns (see _sparkplug.cpp)"},
     {"dump_keys", dump_keys, METH_VARARGS,
      "dump_keys(data, starts, sizes, which, heads, tail, fill) -> (text, starts, sizes): a dump batch's payload\n"

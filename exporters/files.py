@@ -50,7 +50,9 @@ bytes, and stays smaller than lz4 and snappy. The level is the writer's business
 reads it."""
 # string columns worth a dictionary (payloads and ids are not: mostly distinct)
 _DICT_COLUMNS = ["file", "topic", "source_id", "source_username", "client_id", "username"]
-_NO_STATS = {"payload", "properties", "clients"}
+# min/max of payloads, property and client lists and JSON texts (a decoded payload, a metric's value) cost time
+# and help no reader
+_NO_STATS = {"payload", "properties", "clients", "payload_json", "value"}
 # kinds of one file decoded at once (the passes; each kind also has its own Parquet writer thread)
 PASS_THREADS = 2
 # called as progress(path, done_bytes, file_size) after every batch (from the pass threads, one at a time):
@@ -157,7 +159,6 @@ class _Writers:
             writer = pq.ParquetWriter(
                 rep.file, schema, compression=self.compression, compression_level=self.level,
                 use_dictionary=[c for c in _DICT_COLUMNS if c in schema.names],
-                # min/max of payloads and property lists cost time and help no reader
                 write_statistics=[c for c in schema.names if c not in _NO_STATS],
                 column_encoding=_delta_columns(schema),
             )

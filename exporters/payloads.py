@@ -120,8 +120,9 @@ class PayloadColumns:
         cols = None
         if len(plain_rows):  # each one's metrics take what they leave out from the birth before (looked up natively)
             store_ids = np.asarray(pc.fill_null(batch.column("store_id"), 0)).view(np.uint64)
-            cols = native_columns_at(p_data, p_starts[plain_rows], p_sizes[plain_rows], True, self.births.native,
-                                     (data, t_starts[plain_rows], t_sizes[plain_rows]), store_ids[plain_rows])
+            cols = native_columns_at(p_data, p_starts[plain_rows], p_sizes[plain_rows], True,
+                                     (data, t_starts[plain_rows], t_sizes[plain_rows]), self.births.native,
+                                     store_ids[plain_rows])
         return codes, left, plain_rows, cols
 
     def finish(self, batch: pa.RecordBatch, got: tuple[Any, ...]) -> tuple[list[pa.Array], pa.RecordBatch]:
@@ -137,7 +138,8 @@ class PayloadColumns:
                 ok, t_off, t_data = cols[0]
                 ok = np.frombuffer(ok, np.bool_)
                 done = plain_rows[ok]
-                parts.append((done, pa.scalar("sparkplug"), _text_array(t_off, t_data).filter(pa.array(ok))))
+                texts = _text_array(t_off, t_data)
+                parts.append((done, pa.scalar("sparkplug"), texts if ok.all() else texts.filter(pa.array(ok))))
                 left[done] = False
                 read = self._native_metrics(batch, plain_rows, cols)
             metrics = _MetricColumns()
@@ -326,7 +328,7 @@ class PayloadColumns:
         from codec.payloads.sparkplug import DATATYPES, retyped
 
         (_texts, stamp, stamp_set, seq, seq_set, count, alias, alias_set, ts, ts_set, dt, dt_set, kind, bits,
-         name_set, name_off, name_data, (value_off, value_data), took) = cols
+         name_set, name_off, name_data, (value_off, value_data), took, topic_parts) = cols
         per = np.frombuffer(count, np.int32)
         m = int(per.sum())
         if not m:
@@ -334,7 +336,7 @@ class PayloadColumns:
         owner = np.repeat(np.arange(len(plain_rows)), per)  # the payload of each metric
         rows_at = np.asarray(plain_rows, np.int64)
         at = rows_at[owner]  # its batch row
-        g, mt, e, d = topic_columns(batch.column("topic").take(pa.array(rows_at)))
+        g, mt, e, d = (_text_array(off, text, np.frombuffer(ok, np.bool_)) for off, text, ok in topic_parts)
         a = np.frombuffer(alias, np.uint64)
         a_set = np.frombuffer(alias_set, np.bool_)
         dts = np.frombuffer(dt, np.uint64)
@@ -390,8 +392,7 @@ class PayloadColumns:
         arrays: dict[str, Any] = {name: batch.column(name).take(take)
                                   for name in ("file", "store_id", "chunk_index", "chunk_offset", "topic")}
         per_msg = pa.array(owner.astype(np.int64))
-        for name, col in (("group_id", g), ("edge_node_id", e), ("device_id", d), ("message_type", mt)):
-            arrays[name] = col.take(per_msg)
+        arrays.update(group_id=g, edge_node_id=e, device_id=d, message_type=mt)
         arrays["seq"] = _masked(np.frombuffer(seq, np.uint64), np.frombuffer(seq_set, np.bool_), pa.int64()).take(per_msg)
         arrays["payload_timestamp"] = _masked(np.frombuffer(stamp, np.uint64), np.frombuffer(stamp_set, np.bool_),
                                               pa.int64()).take(per_msg)
@@ -454,7 +455,7 @@ def _spans(column: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _scattered(n: int, parts: list[tuple[np.ndarray, Any, Any]]) -> tuple[pa.Array, pa.Array]:
     """The payload_format and payload_json columns of ``n`` rows from the parts each way made: (rows, formats, texts),
-    formats one scalar or a value per row; null for the rows no part holds."""
+    the rows ascending, formats one scalar or a value per row; null for the rows no part holds."""
     index = np.full(n, -1, np.int64)
     formats, texts, at = [], [], 0
     for rows, fmt, text in parts:
@@ -464,6 +465,8 @@ def _scattered(n: int, parts: list[tuple[np.ndarray, Any, Any]]) -> tuple[pa.Arr
         texts.append(text if isinstance(text, pa.Array) else pa.array(text, pa.string()))
     if not parts:
         return pa.nulls(n, pa.string()), pa.nulls(n, pa.string())
+    if len(parts) == 1 and len(parts[0][0]) == n:  # one way read every row, in order (the rows are ascending)
+        return formats[0], texts[0]
     take = pa.array(index, mask=index < 0)
     return (pa.concat_arrays(formats).take(take), pa.concat_arrays(texts).take(take))
 
@@ -491,29 +494,6 @@ def _births_too(rules: list[Any]) -> np.ndarray:
 def _bytes_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray, r: int) -> bytes:
     a = int(starts[r])
     return bytes(d[a:a + int(sizes[r])])
-
-
-def topic_columns(topics: pa.Array) -> tuple[pa.Array, pa.Array, pa.Array, pa.Array]:
-    """:func:`codec.payloads.sparkplug.topic_parts` of every topic at once: (group_id, message_type, edge_node_id,
-    device_id) as string arrays (``spBv1.0/GROUP/TYPE/EDGE[/DEVICE...]``; ``spBv1.0/STATE/HOST``: STATE and the host
-    as edge node)."""
-    topics = topics.cast(pa.string())
-    parts = pc.split_pattern(topics, "/", max_splits=4)  # the fifth part: the rest, slashes kept (a device id's)
-    if isinstance(parts, pa.ChunkedArray):
-        parts = parts.combine_chunks()
-    n = np.asarray(pc.fill_null(pc.list_value_length(parts), 0), np.int64)
-    starts = np.asarray(parts.offsets)[:-1]
-    values = parts.values
-
-    def part(i: int) -> pa.Array:
-        ok = n > i
-        return values.take(pa.array(np.where(ok, starts + i, 0), pa.int64(), mask=~ok))
-
-    group, mtype, edge, device = part(1), part(2), part(3), part(4)
-    state = pa.array((n >= 3) & np.asarray(pc.fill_null(pc.equal(group, "STATE"), False)))
-    none = pa.scalar(None, pa.string())
-    return (pc.if_else(state, none, group), pc.if_else(state, pa.scalar("STATE"), mtype), pc.if_else(state, mtype, edge),
-            pc.if_else(state, none, device))
 
 
 def _from_birth(birth: Maps | None, name: str | None, alias: int | None, dt: str | None

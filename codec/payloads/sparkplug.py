@@ -461,13 +461,14 @@ def native_flats(payloads: Sequence[bytes], compact: bool) -> list[tuple[Any, An
     return _native.flats(payloads, compact)
 
 
-def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool, book: Any = None,
-                      topics: tuple[Any, Any, Any] | None = None, store_ids: Any = None) -> tuple[Any, ...] | None:
+def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool, topics: tuple[Any, Any, Any] | None = None,
+                      book: Any = None, store_ids: Any = None) -> tuple[Any, ...] | None:
     """The payloads ``data[starts[i]:starts[i] + sizes[i]]`` read in place by the native reader
     (``codec/_sparkplug.cpp``'s ``columns_at``): each one's :class:`FlatJson` text and its metrics' pieces in
-    columns, no object per payload or metric; with a native birth ``book`` (codec.payloads.births), each payload's
-    topic (``topics``: data, starts, sizes) and store id (uint64), names and datatypes a data message leaves out
-    taken from its birth. None when the native reader is not built."""
+    columns, no object per payload or metric; with each payload's topic (``topics``: data, starts, sizes) its
+    parts per metric too, and with a native birth ``book`` (codec.payloads.births) and each payload's store id
+    (uint64), the names and datatypes a data message leaves out taken from its birth. None when the native reader
+    is not built."""
     if _native is None:
         return None
     import numpy as np
@@ -475,11 +476,13 @@ def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool, book: A
     def int64(a: Any) -> Any:
         return np.ascontiguousarray(a, np.int64)
 
-    if book is None:
+    if topics is None:
         return _native.columns_at(data, int64(starts), int64(sizes), compact)
-    assert topics is not None
-    return _native.columns_at(data, int64(starts), int64(sizes), compact, book, topics[0], int64(topics[1]),
-                              int64(topics[2]), np.ascontiguousarray(store_ids, np.uint64))
+    if book is None:
+        return _native.columns_at(data, int64(starts), int64(sizes), compact, topics[0], int64(topics[1]),
+                                  int64(topics[2]))
+    return _native.columns_at(data, int64(starts), int64(sizes), compact, topics[0], int64(topics[1]),
+                              int64(topics[2]), book, np.ascontiguousarray(store_ids, np.uint64))
 
 
 class FlatJson:

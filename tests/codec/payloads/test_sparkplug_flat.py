@@ -202,19 +202,26 @@ def test_export_columns_equal_the_general_paths(reader: str, primed: bool) -> No
         assert [f.line("f") for f in fast.findings] == [f.line("f") for f in general.findings]
 
 
-def test_topic_parts_in_columns_are_topic_parts() -> None:
-    """The export's topic parts made in columns (the metrics rows') are topic_parts' of each topic: STATE topics,
-    missing levels, empty ones, a device id with slashes, text beyond ASCII."""
-    from exporters.payloads import topic_columns
+def test_topic_parts_read_natively_are_topic_parts() -> None:
+    """The metrics rows' topic parts the native reader writes (each metric's payload's topic) are topic_parts' of each
+    topic: STATE topics, missing levels, empty ones, a device id with slashes, text beyond ASCII."""
+    from exporters.payloads import _text_array
 
+    if spb._native is None:
+        pytest.skip("the native Sparkplug reader is not built (setup.py build_ext --inplace, with protoc)")
     rnd = random.Random(9)
     levels = ["spBv1.0", "STATE", "g", "DDATA", "NBIRTH", "e", "d", "", "客户端", "ü/x"]
     topics = ["", "/", "spBv1.0", "spBv1.0/STATE", "spBv1.0/STATE/h/x", "x/STATE/h", "spBv1.0/g/DDATA/e/d/more/levels"]
     topics += ["/".join(rnd.choice(levels) for _ in range(rnd.randrange(1, 8))) for _ in range(3000)]
-    g, mt, e, d = (c.to_pylist() for c in topic_columns(pa.array(topics)))
+    one = _birth_or_data([{"alias": 1, "int_value": 1}, {"alias": 2, "int_value": 2}])  # two metrics: two rows each
+    data, (t_spans, p_spans) = _held(topics, [one] * len(topics))
+    cols = spb.native_columns_at(data, p_spans[0], p_spans[1], True, (data, *t_spans))
+    assert cols is not None
+    g, mt, e, d = (_text_array(off, text, np.frombuffer(ok, np.bool_)).to_pylist() for off, text, ok in cols[-1])
     for k, topic in enumerate(topics):
-        assert {"group_id": g[k], "message_type": mt[k], "edge_node_id": e[k], "device_id": d[k]} == \
-            spb.topic_parts(topic), topic
+        for row in (2 * k, 2 * k + 1):
+            assert {"group_id": g[row], "message_type": mt[row], "edge_node_id": e[row], "device_id": d[row]} == \
+                spb.topic_parts(topic), topic
 
 
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
