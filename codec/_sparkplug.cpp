@@ -1307,6 +1307,38 @@ static PyObject *columns_at(PyObject *self, PyObject *args) {
     }
 }
 
+/* birth_topics(data, starts, sizes) -> bytes: for each topic ``data[starts[i]:starts[i] + sizes[i]]`` (int64 arrays)
+ * a uint8, 1 when the MQTT filters ``spBv1.0/+/NBIRTH/#`` or ``spBv1.0/+/DBIRTH/#`` match it (its first level spBv1.0,
+ * its third NBIRTH or DBIRTH): the births an export reads first. */
+static PyObject *birth_topics(PyObject *self, PyObject *args) {
+    Spans spans;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &spans.data, &spans.starts, &spans.sizes))
+        return NULL;
+    if (!spans.check("birth_topics"))
+        return NULL;
+    try {
+        std::string out((size_t)spans.n, '\0');
+        static const char NS[] = "spBv1.0/";
+        const size_t ns = sizeof NS - 1;
+        for (Py_ssize_t i = 0; i < spans.n; i++) {
+            const char *t;
+            size_t n;
+            if (!spans(i, &t, &n) || n < ns || memcmp(t, NS, ns) != 0)
+                continue;
+            const char *group_end = (const char *)memchr(t + ns, '/', n - ns);
+            if (group_end == NULL)
+                continue;
+            const char *type = group_end + 1, *end = t + n;
+            const char *type_end = (const char *)memchr(type, '/', (size_t)(end - type));
+            size_t len = (size_t)((type_end ? type_end : end) - type);
+            out[(size_t)i] = len == 6 && (memcmp(type, "NBIRTH", 6) == 0 || memcmp(type, "DBIRTH", 6) == 0);
+        }
+        return bytes_of(out);
+    } catch (const std::bad_alloc &) {
+        return PyErr_NoMemory();
+    }
+}
+
 /* book_new() -> an empty book of births (see Book). */
 static PyObject *book_new(PyObject *self, PyObject *args) {
     try {
@@ -1469,6 +1501,8 @@ fail:
 }
 
 static PyMethodDef methods[] = {
+    {"birth_topics", birth_topics, METH_VARARGS,
+     "birth_topics(data, starts, sizes) -> bytes: 1 for each topic spBv1.0/+/NBIRTH/# or spBv1.0/+/DBIRTH/# matches"},
     {"book_new", book_new, METH_NOARGS, "book_new() -> an empty book of a file's births (see _sparkplug.cpp)"},
     {"book_add_at", book_add_at, METH_VARARGS,
      "book_add_at(book, data, starts, sizes, topic_data, topic_starts, topic_sizes, store_ids) -> bytes: births\n"

@@ -206,11 +206,13 @@ class PayloadColumns:
 
         if db.empty or not db.chunk_bytes:  # the births are gathered from a .db's chunk bytes (ColumnReader)
             return
-        sel = Selection(kinds={"msg_store"}, topics=["spBv1.0/+/NBIRTH/#", "spBv1.0/+/DBIRTH/#"])
         from codec.columnar import ColumnReader
         from codec.errors import CodecError
+        from codec.payloads.sparkplug import BIRTH_TOPICS
 
-        rows = pick(db, sel).before_stop()
+        rows = _birth_rows(db)
+        if rows is None:  # damage, or no native reader: the engine decides what a file-order read reaches
+            rows = pick(db, Selection(kinds={"msg_store"}, topics=list(BIRTH_TOPICS))).before_stop()
         try:
             reader: Any = ColumnReader(db) if len(rows) else None
         except CodecError:
@@ -483,6 +485,33 @@ def _strings_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> pa.Arra
     except pa.ArrowInvalid:
         return None
     return column
+
+
+def _birth_rows(db: Any) -> np.ndarray | None:
+    """The stored messages of a whole .db whose topics name births, told by the native reader on their topic bytes
+    (gathered through the layout table); None without it, or when a chunk does not read."""
+    from codec.columnar import ColumnReader
+    from codec.errors import CodecError
+    from codec.layouts import ChunkType
+    from codec.payloads.sparkplug import native_birth_topics
+
+    if db.damage is not None:
+        return None
+    stores = np.flatnonzero(np.asarray(db.types_array()) == int(ChunkType.MSG_STORE))
+    found = [stores[:0]]
+    try:
+        reader = ColumnReader(db)
+        for k in range(0, len(stores), 1 << 16):
+            part = stores[k:k + (1 << 16)]
+            cols = reader.gather(part, int(ChunkType.MSG_STORE), ("topic",))
+            births = native_birth_topics(cols.data, *cols.spans["topic"])
+            reader.release()
+            if births is None:
+                return None
+            found.append(part[births])
+    except CodecError:
+        return None
+    return np.concatenate(found)
 
 
 def _births_too(rules: list[Any]) -> np.ndarray:

@@ -485,6 +485,21 @@ def native_columns_at(data: Any, starts: Any, sizes: Any, compact: bool, topics:
                               int64(topics[2]), book, np.ascontiguousarray(store_ids, np.uint64))
 
 
+BIRTH_TOPICS = ("spBv1.0/+/NBIRTH/#", "spBv1.0/+/DBIRTH/#")
+"""The MQTT filters of the birth certificates' topics."""
+
+
+def native_birth_topics(data: Any, starts: Any, sizes: Any) -> Any:
+    """Which topics ``data[starts[i]:starts[i] + sizes[i]]`` :data:`BIRTH_TOPICS` match (a bool array), told by the
+    native reader; None when it is not built (the engine's topic matcher then decides)."""
+    if _native is None:
+        return None
+    import numpy as np
+
+    return np.frombuffer(_native.birth_topics(data, np.ascontiguousarray(starts, np.int64),
+                                              np.ascontiguousarray(sizes, np.int64)), np.bool_)
+
+
 class FlatJson:
     """The text ``json.dumps(payload_json(msg), ensure_ascii=False, separators=...)`` writes, from
     :func:`flat`'s pieces (``compact``: the exports' canonical JSON; else json.dumps' default
