@@ -198,23 +198,23 @@ class PayloadColumns:
         return fmt, text
 
     def prime(self, db: Any) -> None:
-        """Read the file's birth certificates first (picked by topic through the columnar engine):
-        data messages name their metrics by alias and leave datatypes to the birth, and a file holds
-        its messages in no time order (Mosquitto writes its store hash order)."""
+        """Read the file's birth certificates first (a .db's or a store's): data messages name their metrics by
+        alias and leave datatypes to the birth, and a file holds its messages in no time order (Mosquitto writes
+        its store hash order to a .db, and a store reads back newest first)."""
+        from codec.errors import CodecError
+        from codec.payloads.sparkplug import BIRTH_TOPICS
+        from codec.sources import column_reader, columns_of, known_refusals
         from codec.views.query import Selection
         from codec.views.select import pick
 
-        if db.empty or not db.chunk_bytes:  # the births are gathered from a .db's chunk bytes (ColumnReader)
+        if db.empty:
             return
-        from codec.columnar import ColumnReader
-        from codec.errors import CodecError
-        from codec.payloads.sparkplug import BIRTH_TOPICS
-
         rows = _birth_rows(db)
         if rows is None:  # damage, or no native reader: the engine decides what a file-order read reaches
-            rows = pick(db, Selection(kinds={"msg_store"}, topics=list(BIRTH_TOPICS))).before_stop()
+            rows = pick(db, Selection(kinds={"msg_store"}, topics=list(BIRTH_TOPICS)), source=columns_of(db),
+                        bad=known_refusals(db)).before_stop()
         try:
-            reader: Any = ColumnReader(db) if len(rows) else None
+            reader: Any = column_reader(db) if len(rows) else None
         except CodecError:
             reader = None
         for k in range(0, len(rows), 1 << 16):
@@ -488,19 +488,19 @@ def _strings_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> pa.Arra
 
 
 def _birth_rows(db: Any) -> np.ndarray | None:
-    """The stored messages of a whole .db whose topics name births, told by the native reader on their topic bytes
-    (gathered through the layout table); None without it, or when a chunk does not read."""
-    from codec.columnar import ColumnReader
+    """The stored messages of a whole file whose topics name births, told by the native reader on their topic bytes
+    (gathered through the layout table, or a store's rows); None without it, or when a chunk does not read."""
     from codec.errors import CodecError
     from codec.layouts import ChunkType
     from codec.payloads.sparkplug import native_birth_topics
+    from codec.sources import column_reader
 
     if db.damage is not None:
         return None
     stores = np.flatnonzero(np.asarray(db.types_array()) == int(ChunkType.MSG_STORE))
     found = [stores[:0]]
     try:
-        reader = ColumnReader(db)
+        reader = column_reader(db)
         for k in range(0, len(stores), 1 << 16):
             part = stores[k:k + (1 << 16)]
             cols = reader.gather(part, int(ChunkType.MSG_STORE), ("topic",))
@@ -555,7 +555,7 @@ def _text_array(offsets: bytes, data: bytes, valid: np.ndarray | None = None) ->
 
 
 def _maps(metrics: Any) -> tuple[dict[int, str], dict[str, Any]]:
-    """birth_maps of a decoded birth (a sqlite store's: not read ahead)."""
+    """birth_maps of a birth the decoder read (births not read ahead: met on the way)."""
     names = {m["alias"]: m["name"] for m in metrics if m["name"] is not None and m["alias"] is not None}
     return names, {m["name"]: m["datatype"] for m in metrics if m["name"] is not None}
 

@@ -136,6 +136,20 @@ def test_export_parquet_sparkplug_metrics_equal_the_independent_decoding(made: M
     assert messages.schema.names[-2:] == ["payload_format", "payload_json"]
 
 
+def test_a_sqlite_stores_metrics_take_names_from_its_births_as_the_dbs_do(made: Made, tmp_path) -> None:
+    """Mosquitto 2.1's store reads back newest first (the data before its births): the export reads the births
+    first there too, so the metrics rows equal the .db's."""
+    store = tmp_path / "mosquitto.sqlite3"
+    run("migrate", made.db, "--to", f"sqlite:{store}", "-q", ok=True)
+    rows = {}
+    for name, src in (("db", made.db), ("store", store)):
+        run("export", src, "--to", "parquet", "-o", tmp_path / name, *decode_args(made), "-q", ok=True)
+        got = pq.read_table(tmp_path / name / "sparkplug_metrics.parquet").drop(["file", "chunk_index", "chunk_offset"])
+        rows[name] = sorted(got.to_pylist(), key=lambda r: (r["store_id"], str(r["metric_alias"]), str(r["metric_name"])))
+    assert any(r["name_from_birth"] for r in rows["store"])
+    assert rows["store"] == rows["db"]
+
+
 def test_export_jsonl_has_the_same_columns_and_metrics(made: Made, tmp_path) -> None:
     out = tmp_path / "x.jsonl"
     run("export", made.db, "--to", "jsonl", "-o", out, *decode_args(made), "-q", ok=True)
