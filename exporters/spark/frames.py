@@ -18,7 +18,7 @@ from exporters.select import messages_table
 from exporters.spark.cache import applies as cache_applies
 from exporters.spark.cache import cached_frame
 from exporters.spark.session import register
-from exporters.spark.source import NAME, pack_parts, plan, read_part
+from exporters.spark.source import NAME, pack_parts, plan, read_part, require_db
 from exporters.spark.structs import spark_struct
 
 
@@ -222,6 +222,7 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     good, skipped = [], []
     for f in files:  # open each once here so a bad file is named before Spark starts working
         try:
+            require_db(f)
             with DbFile(f) as db:
                 if not db.empty and db.index.error is not None:
                     raise db.index.error.located(path=f)

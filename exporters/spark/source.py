@@ -161,6 +161,18 @@ class Table:
         return Chunks.of(pos, self.offsets[pos], ends, self.lengths[pos], start, first_index, self.hsize)
 
 
+def require_db(path: str) -> None:
+    """Refuse a sqlite store by name (CodecError): the data source reads a mosquitto.db's chunks, its partitions
+    byte ranges of the file."""
+    from codec.sources import format_of
+
+    fmt = format_of(path)
+    if not fmt.chunk_bytes:
+        raise CodecError(f"is a {fmt.format_name}: the Spark data source and `mosqdb sql` read mosquitto.db files "
+                         "(`mosqdb export FILE --to parquet -o DIR` writes its rows as Parquet, which Spark reads)",
+                         path=path)
+
+
 # The planner's Python worker is reused across queries: keep the last files' chunk tables,
 # keyed by a fingerprint that changes with the file.
 _TABLES: OrderedDict[tuple[Any, ...], Table] = OrderedDict()
@@ -176,6 +188,7 @@ def _chunk_table(path: str, endian: str) -> Table:
         _TABLES.move_to_end(key)
         return hit
     fp = (st.st_size, st.st_mtime_ns, st.st_ino)
+    require_db(path)
     with DbFile(path, endian=endian) as db:
         if db.empty:
             table = Table(np.zeros(0, "i8"), np.zeros(0, "u4"), np.zeros(0, "u4"), 0, fp, 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -65,6 +66,11 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(SPARK_HINT) from None
     if not xs.HAVE_SPARK:
         raise UsageError(SPARK_HINT)
+    from exporters.spark.source import require_db
+
+    for path in args.files if args.on_error == "fail" else ():  # named before Spark starts (skip: the line says so)
+        if os.path.isfile(path):
+            require_db(path)
     from inspector.commands.shared.decoding import decoder_from
 
     decoding = None

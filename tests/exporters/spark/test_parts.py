@@ -85,3 +85,26 @@ def test_batches_weigh_about_the_same() -> None:
     assert batch_rows("msg_store", ["qos", "retain"], None) == MAX_BATCH_ROWS  # four bytes a row
     assert batch_rows("msg_store", None, None) < 100_000
     assert 4096 <= batch_rows("msg_store", ["payload"], None) <= MAX_BATCH_ROWS
+
+
+def test_a_sqlite_store_is_refused_by_name(capsys: pytest.CaptureFixture) -> None:
+    """A Mosquitto 2.1 store given to the data source (its partitions are byte ranges of a .db) or to `mosqdb sql`
+    is named as a store in one line, before Spark starts; under onError=skip it is a skipped file."""
+    from codec.errors import CodecError
+
+    from support.paths import INCOMING
+
+    store = INCOMING / "2.1.2-a.sqlite3"
+    if not store.exists():
+        pytest.skip("no 2.1.2 sqlite fixture")
+    with pytest.raises(CodecError, match="is a Mosquitto 2.1 sqlite store") as got:
+        plan([str(store)], "msg_store")
+    assert got.value.path == str(store)
+    parts, skipped = plan([str(store), str(V6)], "msg_store", on_error="skip")
+    assert {p.path for p in parts} == {str(V6)} and len(skipped) == 1 and "sqlite store" in skipped[0]
+    pytest.importorskip("pyspark")
+    from inspector.cli import main
+
+    assert main(["sql", "SELECT count(*) FROM msg_store", str(store)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(store) in err[0] and "sqlite store" in err[0] and "mosqdb export" in err[0]
