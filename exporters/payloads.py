@@ -473,20 +473,6 @@ def _scattered(n: int, parts: list[tuple[np.ndarray, Any, Any]]) -> tuple[pa.Arr
     return (pa.concat_arrays(formats).take(take), pa.concat_arrays(texts).take(take))
 
 
-def _strings_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> pa.Array | None:
-    """The texts ``d[starts[i]:starts[i] + sizes[i]]`` as a string array (gathered in one pass), None when one is
-    not UTF-8."""
-    offsets = np.zeros(len(starts) + 1, np.int64)
-    np.cumsum(sizes, out=offsets[1:])
-    data = d[np.repeat(starts - offsets[:-1], sizes) + np.arange(offsets[-1])]
-    column = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(offsets), pa.py_buffer(data))
-    try:
-        column.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
-    return column
-
-
 def _birth_rows(db: Any) -> np.ndarray | None:
     """The stored messages of a whole file whose topics name births, told by the native reader on their topic bytes
     (gathered through the layout table, or a store's rows); None without it, or when a chunk does not read."""

@@ -307,27 +307,6 @@ def retyped(value: Any, datatype: str | None) -> Any:
     return value
 
 
-def metric_rows(topic: str, value: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per metric of a decoded payload (the ``sparkplug_metrics`` table, file and store id aside)."""
-    parts = topic_parts(topic)
-    rows = []
-    for m in value.get("metrics", ()):
-        v = m.get("value")
-        rows.append({
-            **parts,
-            "seq": value.get("seq"),
-            "payload_timestamp": value.get("timestamp"),
-            "metric_name": m.get("name"),
-            "metric_alias": m.get("alias"),
-            "datatype": m.get("datatype"),
-            "is_null": bool(m.get("is_null", False)),
-            "is_historical": bool(m.get("is_historical", False)),
-            "value": v,
-            "timestamp": m.get("timestamp"),
-        })
-    return rows
-
-
 # ---------------------------------------------------------------- the fast path of big files
 # Most metrics are a name and/or alias, a timestamp, a datatype and one scalar value. For those the
 # faces need the same few things: the value as JSON text (payload_json, dump, the metrics table's
