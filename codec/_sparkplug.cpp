@@ -1398,7 +1398,7 @@ static PyObject *book_add_at(PyObject *self, PyObject *args) {
 }
 
 /* book_add(book, topic, store_id, names, types): a birth the Python path read (topic: bytes; names: alias -> name;
- * types: name -> datatype code, -1 for none). */
+ * types: name -> datatype code, -1 for none; names as UTF-8 bytes). */
 static PyObject *book_add(PyObject *self, PyObject *args) {
     PyObject *book_arg, *names, *types;
     Py_buffer topic;
@@ -1418,18 +1418,18 @@ static PyObject *book_add(PyObject *self, PyObject *args) {
         Py_ssize_t pos = 0;
         while (PyDict_Next(names, &pos, &k, &v)) {
             unsigned long long alias = PyLong_AsUnsignedLongLong(k);
+            char *name;
             Py_ssize_t n;
-            const char *name = PyUnicode_AsUTF8AndSize(v, &n);
-            if (PyErr_Occurred() || name == NULL)
+            if (PyErr_Occurred() || PyBytes_AsStringAndSize(v, &name, &n) < 0)
                 return NULL;
             b.names[alias] = std::string(name, (size_t)n);
         }
         pos = 0;
         while (PyDict_Next(types, &pos, &k, &v)) {
+            char *name;
             Py_ssize_t n;
-            const char *name = PyUnicode_AsUTF8AndSize(k, &n);
             long long dt = PyLong_AsLongLong(v);
-            if (PyErr_Occurred() || name == NULL)
+            if (PyErr_Occurred() || PyBytes_AsStringAndSize(k, &name, &n) < 0)
                 return NULL;
             b.types[std::string(name, (size_t)n)] = dt;
         }

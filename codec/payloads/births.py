@@ -59,8 +59,8 @@ class NativeBirths(Births):
 
     def add(self, topic: str, store_id: int, maps: Maps) -> None:
         names, types = maps
-        spb._native.book_add(self.native, _topic_bytes(topic), store_id, names,
-                             {name: _datatype_code(dt) for name, dt in types.items()})
+        spb._native.book_add(self.native, _utf8(topic), store_id, {alias: _utf8(name) for alias, name in names.items()},
+                             {_utf8(name): _datatype_code(dt) for name, dt in types.items()})
 
     def add_plain_at(self, data: Any, starts: Any, sizes: Any, topics: tuple[Any, Any, Any], store_ids: Any) -> Any:
         """Plain Sparkplug B births ``data[starts[i]:starts[i] + sizes[i]]`` (topic i: ``topics`` as (data, starts,
@@ -76,7 +76,7 @@ class NativeBirths(Births):
         return np.frombuffer(learnt, np.bool_)
 
     def before(self, topic: str, store_id: int) -> Maps | None:
-        at = spb._native.book_before(self.native, _topic_bytes(topic), store_id)
+        at = spb._native.book_before(self.native, _utf8(topic), store_id)
         if at < 0:
             return None
         maps = self._maps.get(at)
@@ -100,8 +100,8 @@ def _node(topic: str) -> tuple[Any, ...]:
     return p["group_id"], p["edge_node_id"], p["device_id"]
 
 
-def _topic_bytes(topic: str) -> bytes:
-    return topic.encode("utf-8", "surrogateescape")  # a topic that is not UTF-8 is held with surrogate escapes
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")  # text that is not UTF-8 is held with surrogate escapes
 
 
 _UNKNOWN = re.compile(r"Unknown\((\d+)\)")
