@@ -68,9 +68,11 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(SPARK_HINT)
     from exporters.spark.source import require_db
 
-    for path in args.files if args.on_error == "fail" else ():  # named before Spark starts (skip: the line says so)
-        if os.path.isfile(path):
-            require_db(path)
+    only = xs.views_named(args.query)
+    if args.on_error == "fail" and set(only) != {"verdicts"}:  # the broker model's view reads a store too
+        for path in args.files:  # named before Spark starts (skip: the line says so)
+            if os.path.isfile(path):
+                require_db(path)
     from inspector.commands.shared.decoding import decoder_from
 
     decoding = None
@@ -95,7 +97,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot start Spark: {xs.error_line(exc)}") from None
     try:
         xs.register_views(spark, args.files, on_error="skip" if args.on_error == "skip" else "fail", decode=decoding,
-                          releases=releases, at=optional_at(args), only=xs.views_named(args.query),
+                          releases=releases, at=optional_at(args), only=only,
                           cache=not args.no_cache)
         try:
             df = spark.sql(args.query)

@@ -153,3 +153,19 @@ def test_fleet_usage_errors(tmp_path: Path) -> None:
     (tmp_path / "a.db").write_bytes(b"")
     r = run("fleet", tmp_path, "--broker", "2.0.18", "--to", "7.0.0")
     assert r.returncode == 2 and "--to" in r.stderr and r.stderr.count("\n") == 1
+
+
+@pytest.mark.spark
+def test_sql_verdicts_of_a_store_are_answered() -> None:
+    """The verdicts view is the broker model's, which takes a 2.1 store too: a store is refused (by name) only by
+    the views the data source reads."""
+    from support.paths import INCOMING
+
+    store = INCOMING / "2.1.2-a.sqlite3"
+    if not store.exists():
+        pytest.skip("no 2.1.2 sqlite fixture")
+    r = run("sql", "SELECT release, verdict FROM verdicts", store, "--at", str(int(AT)), "--json", timeout=900)
+    assert r.returncode == 0, r.stderr
+    assert sorted(json.loads(line)["release"] for line in r.stdout.splitlines()) == ["2.0.18", "2.1.2"]
+    r = run("sql", "SELECT count(*) FROM msg_store", store, timeout=900)
+    assert r.returncode == 1 and "sqlite store" in r.stderr and r.stderr.count("\n") == 1, r.stderr
