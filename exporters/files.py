@@ -98,6 +98,15 @@ def _order(kinds: Iterable[str]) -> list[str]:
     return [k for k in ALL_KINDS if k in wanted]
 
 
+def _with_metrics(kinds: Iterable[str], decoder: Any) -> tuple[list[str], bool]:
+    """The kinds (see :func:`_order`) but the metrics table, and whether that was asked: it needs a decoder."""
+    wanted = list(kinds)
+    metrics = "sparkplug_metrics" in wanted
+    if metrics and decoder is None:
+        raise ValueError("the sparkplug_metrics kind needs a decoder (--decode)")
+    return _order(k for k in wanted if k != "sparkplug_metrics"), metrics
+
+
 class _Writers:
     """One ParquetWriter per kind, each fed by its own background thread, renamed into place on success.
 
@@ -273,8 +282,8 @@ def export_parquet(
     ``single_file`` (one kind): ``out`` is that kind's Parquet file. Otherwise ``out`` is a
     dataset directory holding ``<kind>.parquet`` for each kind.
     """
-    order = _order(kinds)
-    if single_file and len(order) != 1:
+    order, metrics = _with_metrics(kinds, decoder)
+    if single_file and len(order) + metrics != 1:
         raise ValueError("a single Parquet file holds one kind")
     codec, level = parse_compression(compression)  # refused before anything is made
     made: list[str] = []  # the directories this export created: removed again when it fails
@@ -282,12 +291,12 @@ def export_parquet(
         if single_file:
             made = _missing_dirs(os.path.dirname(os.path.abspath(out)))
             safefile.make_dirs(os.path.dirname(os.path.abspath(out)))
-            targets = {order[0]: os.path.abspath(out)}
+            targets = {(order or ["sparkplug_metrics"])[0]: os.path.abspath(out)}
         else:
             made = _missing_dirs(out)
             safefile.make_dirs(out)
             targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
-            if decoder is not None and ("msg_store" in order or "messages" in order):
+            if metrics or (decoder is not None and ("msg_store" in order or "messages" in order)):
                 targets["sparkplug_metrics"] = os.path.join(out, "sparkplug_metrics.parquet")
         for t in targets.values():
             safefile.target_stat(t)  # a link, FIFO or device at a name is refused before any work
@@ -330,8 +339,8 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
     and the Parquet writers release the GIL), stored messages first: they are most of the work."""
     view = FileView(db, selection, batch_size=batch_size, at=at)
     passes = [k for k in order if k != "messages"]
-    if "messages" in order and "msg_store" not in order:
-        passes.append("msg_store")
+    if ("messages" in order or "sparkplug_metrics" in writers.targets) and "msg_store" not in order:
+        passes.append("msg_store")  # read for the joined view or the metrics rows, not written
     npass = max(len(passes), 1)
     done = [0] * len(passes)
     lock = threading.Lock()
@@ -453,11 +462,11 @@ def export_jsonl(
     """One JSON object per selected chunk (file order, file after file); ``-`` writes to stdout.
     ``decoder``: stored messages get payload_format/payload_json, each Sparkplug payload is followed
     by its ``sparkplug_metrics`` objects; payloads that do not decode go to ``findings``."""
-    order = _order(kinds)
+    order, metrics = _with_metrics(kinds, decoder)
     counts = dict.fromkeys(order, 0)
-    if decoder is not None and ("msg_store" in order or "messages" in order):
+    if metrics or (decoder is not None and ("msg_store" in order or "messages" in order)):
         counts["sparkplug_metrics"] = 0
-    chunk_kinds = {k for k in order if k != "messages"}
+    chunk_kinds = {k for k in order if k != "messages"} | ({"msg_store"} if metrics else set())
     if out == "-":
         _jsonl_into(sys.stdout, paths, order, chunk_kinds, selection, endian, progress, counts, decoder, findings)
         return counts
@@ -532,8 +541,9 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                     metrics = None
                     if payloads is not None and chunk.kind == "msg_store":
                         metrics = _decoded_row(row, chunk, payloads)
-                    fh.write(json_text(row) + "\n")
-                    counts[chunk.kind] += 1
+                    if chunk.kind in counts:  # (stored messages read for their metrics alone are not written)
+                        fh.write(json_text(row) + "\n")
+                        counts[chunk.kind] += 1
                     if metrics:
                         for m in metrics:
                             fh.write(json_text(json_metric(m)) + "\n")

@@ -22,6 +22,8 @@ from codec.payloads.faces import PayloadFinding, finding
 from exporters.schema import SCHEMAS, TIMESTAMP
 
 PAYLOAD_FIELDS = [pa.field("payload_format", pa.string()), pa.field("payload_json", pa.string())]
+METRICS_KIND = "sparkplug_metrics"
+"""The metrics table's kind: exported with a decoder, from the stored messages' payloads."""
 METRICS = pa.schema([
     pa.field("file", pa.string(), nullable=False),
     pa.field("store_id", pa.int64()),

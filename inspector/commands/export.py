@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_at(p, "the expires_at/expired columns")
     p.add_argument("--kind", action="append", default=[], metavar="K",
                    help="kinds to export, repeatable or comma separated: " + ", ".join(KIND_CHOICES)
-                   + " (retained = retain); msgpack/forward: retained (retained messages only)")
+                   + " (retained = retain), sparkplug_metrics (with --decode: one row per metric of the "
+                   "Sparkplug B payloads); msgpack/forward: retained (retained messages only)")
     p.add_argument("--topic", action="append", default=[], metavar="F",
                    help="MQTT topic filter: stored messages and their references")
     p.add_argument("--client", action="append", default=[], metavar="C",
@@ -157,11 +158,16 @@ def export_files(args: argparse.Namespace) -> int:
         args.batch_size = 32_768
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
-    kinds = parse_kinds(args.kind)
-    selection = selection_from(args, kinds)
+    from exporters.payloads import METRICS_KIND
     from inspector.commands.shared.decoding import decoder_from
 
+    kinds = parse_kinds(args.kind, also=(METRICS_KIND,))
     decoder = decoder_from(args)
+    if METRICS_KIND in kinds and decoder is None:
+        raise UsageError(f"--kind {METRICS_KIND} needs --decode (a rule that reads Sparkplug B payloads, e.g. "
+                         "'spBv1.0/#=sparkplug', or auto)")
+    # the metrics rows are the stored messages': a selection keeps those of the stored messages it keeps
+    selection = selection_from(args, [("msg_store" if k == METRICS_KIND else k) for k in kinds])
     findings: list[Any] = []
     ahead = _index_ahead(args.files[0], args.endian) if to == "parquet" and args.files else None
     from exporters.files import ALL_KINDS, DEFAULT_COMPRESSION, export_jsonl, export_parquet, parse_compression

@@ -35,11 +35,13 @@ KIND_CHOICES = ("cfg", "msg_store", "client_msg", "retain", "sub", "client", "me
 KIND_ALIASES = {"retained": "retain"}  # one kind, two spellings: --kind retain and --kind retained everywhere
 
 
-def parse_kinds(values: list[str]) -> list[str]:
+def parse_kinds(values: list[str], also: tuple[str, ...] = ()) -> list[str]:
+    """``--kind`` values (repeatable, comma separated): chunk kinds, ``messages``, and the command's own ``also``."""
+    choices = KIND_CHOICES + also
     kinds = [KIND_ALIASES.get(k.strip(), k.strip()) for v in values for k in v.split(",") if k.strip()]
     for k in kinds:
-        if k not in KIND_CHOICES:
-            raise UsageError(f"unknown kind {k!r} (use {', '.join(KIND_CHOICES)})")
+        if k not in choices:
+            raise UsageError(f"unknown kind {k!r} (use {', '.join(choices)})")
     return kinds
 
 

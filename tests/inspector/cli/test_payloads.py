@@ -150,6 +150,30 @@ def test_a_sqlite_stores_metrics_take_names_from_its_births_as_the_dbs_do(made: 
     assert rows["store"] == rows["db"]
 
 
+def test_the_metrics_table_alone(made: Made, tmp_path) -> None:
+    """``--kind sparkplug_metrics``: the metrics rows alone, as one Parquet file or JSON Lines, the dataset's table; a
+    selection keeps the metrics of the stored messages it keeps; without --decode, one line and nothing written."""
+    run("export", made.db, "--to", "parquet", "-o", tmp_path / "ds", *decode_args(made), "-q", ok=True)
+    want = pq.read_table(tmp_path / "ds" / "sparkplug_metrics.parquet")
+    alone = tmp_path / "m.parquet"
+    run("export", made.db, "--to", "parquet", "-o", alone, "--kind", "sparkplug_metrics", *decode_args(made), "-q",
+        ok=True)
+    assert want.num_rows and pq.read_table(alone).equals(want)
+    lines = tmp_path / "m.jsonl"
+    run("export", made.db, "--to", "jsonl", "-o", lines, "--kind", "sparkplug_metrics", *decode_args(made), "-q",
+        ok=True)
+    rows = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert {r["type"] for r in rows} == {"sparkplug_metrics"} and len(rows) == want.num_rows
+    some = tmp_path / "d.parquet"
+    run("export", made.db, "--to", "parquet", "-o", some, "--kind", "sparkplug_metrics", "--topic", "spBv1.0/+/DDATA/#",
+        *decode_args(made), "-q", ok=True)
+    got = pq.read_table(some)
+    assert got.num_rows and set(got.column("message_type").to_pylist()) == {"DDATA"}
+    r = run("export", made.db, "--to", "parquet", "-o", tmp_path / "x.parquet", "--kind", "sparkplug_metrics")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--decode" in r.stderr, r.stderr
+    assert not (tmp_path / "x.parquet").exists()
+
+
 def test_export_jsonl_has_the_same_columns_and_metrics(made: Made, tmp_path) -> None:
     out = tmp_path / "x.jsonl"
     run("export", made.db, "--to", "jsonl", "-o", out, *decode_args(made), "-q", ok=True)
