@@ -38,7 +38,7 @@ from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
 from exporters.arrow import DEFAULT_BATCH
-from exporters.schema import KINDS, SCHEMAS, TYPE_OF
+from exporters.schema import KINDS, METRICS_KIND, SCHEMAS, TYPE_OF
 from exporters.select import FileView
 
 ALL_KINDS = (*KINDS, "messages")
@@ -98,13 +98,15 @@ def _order(kinds: Iterable[str]) -> list[str]:
     return [k for k in ALL_KINDS if k in wanted]
 
 
-def _with_metrics(kinds: Iterable[str], decoder: Any) -> tuple[list[str], bool]:
-    """The kinds (see :func:`_order`) but the metrics table, and whether that was asked: it needs a decoder."""
+def _with_metrics(kinds: Iterable[str], decoder: Any) -> tuple[list[str], bool, bool]:
+    """The kinds (see :func:`_order`) but the metrics table; whether that was asked (it needs a decoder), and
+    whether it is written (asked, or stored messages decoded)."""
     wanted = list(kinds)
-    metrics = "sparkplug_metrics" in wanted
-    if metrics and decoder is None:
-        raise ValueError("the sparkplug_metrics kind needs a decoder (--decode)")
-    return _order(k for k in wanted if k != "sparkplug_metrics"), metrics
+    asked = METRICS_KIND in wanted
+    if asked and decoder is None:
+        raise ValueError(f"the {METRICS_KIND} kind needs a decoder (--decode)")
+    order = _order(k for k in wanted if k != METRICS_KIND)
+    return order, asked, asked or (decoder is not None and ("msg_store" in order or "messages" in order))
 
 
 class _Writers:
@@ -282,7 +284,7 @@ def export_parquet(
     ``single_file`` (one kind): ``out`` is that kind's Parquet file. Otherwise ``out`` is a
     dataset directory holding ``<kind>.parquet`` for each kind.
     """
-    order, metrics = _with_metrics(kinds, decoder)
+    order, metrics, with_metrics = _with_metrics(kinds, decoder)
     if single_file and len(order) + metrics != 1:
         raise ValueError("a single Parquet file holds one kind")
     codec, level = parse_compression(compression)  # refused before anything is made
@@ -291,13 +293,13 @@ def export_parquet(
         if single_file:
             made = _missing_dirs(os.path.dirname(os.path.abspath(out)))
             safefile.make_dirs(os.path.dirname(os.path.abspath(out)))
-            targets = {(order or ["sparkplug_metrics"])[0]: os.path.abspath(out)}
+            targets = {(order or [METRICS_KIND])[0]: os.path.abspath(out)}
         else:
             made = _missing_dirs(out)
             safefile.make_dirs(out)
             targets = {k: os.path.join(out, f"{k}.parquet") for k in order}
-            if metrics or (decoder is not None and ("msg_store" in order or "messages" in order)):
-                targets["sparkplug_metrics"] = os.path.join(out, "sparkplug_metrics.parquet")
+            if with_metrics:
+                targets[METRICS_KIND] = os.path.join(out, f"{METRICS_KIND}.parquet")
         for t in targets.values():
             safefile.target_stat(t)  # a link, FIFO or device at a name is refused before any work
     except OSError as exc:
@@ -339,7 +341,7 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
     and the Parquet writers release the GIL), stored messages first: they are most of the work."""
     view = FileView(db, selection, batch_size=batch_size, at=at)
     passes = [k for k in order if k != "messages"]
-    if ("messages" in order or "sparkplug_metrics" in writers.targets) and "msg_store" not in order:
+    if ("messages" in order or METRICS_KIND in writers.targets) and "msg_store" not in order:
         passes.append("msg_store")  # read for the joined view or the metrics rows, not written
     npass = max(len(passes), 1)
     done = [0] * len(passes)
@@ -370,8 +372,8 @@ def _export_file(db: DbFile, order: list[str], selection: Selection | None, batc
             extra = None
             if decoding:
                 extra, metrics = payloads.finish(batch, read)
-                if "sparkplug_metrics" in writers.targets and metrics.num_rows:
-                    writers.write("sparkplug_metrics", view.filter("msg_store", metrics))
+                if METRICS_KIND in writers.targets and metrics.num_rows:
+                    writers.write(METRICS_KIND, view.filter("msg_store", metrics))
             if kind in order:
                 if extra is None:
                     writers.write(kind, view.filter(kind, batch))
@@ -462,10 +464,10 @@ def export_jsonl(
     """One JSON object per selected chunk (file order, file after file); ``-`` writes to stdout.
     ``decoder``: stored messages get payload_format/payload_json, each Sparkplug payload is followed
     by its ``sparkplug_metrics`` objects; payloads that do not decode go to ``findings``."""
-    order, metrics = _with_metrics(kinds, decoder)
+    order, metrics, with_metrics = _with_metrics(kinds, decoder)
     counts = dict.fromkeys(order, 0)
-    if metrics or (decoder is not None and ("msg_store" in order or "messages" in order)):
-        counts["sparkplug_metrics"] = 0
+    if with_metrics:
+        counts[METRICS_KIND] = 0
     chunk_kinds = {k for k in order if k != "messages"} | ({"msg_store"} if metrics else set())
     if out == "-":
         _jsonl_into(sys.stdout, paths, order, chunk_kinds, selection, endian, progress, counts, decoder, findings)
@@ -547,7 +549,7 @@ def _jsonl_into(fh: Any, paths: Iterable[str], order: list[str], chunk_kinds: se
                     if metrics:
                         for m in metrics:
                             fh.write(json_text(json_metric(m)) + "\n")
-                        counts["sparkplug_metrics"] += len(metrics)
+                        counts[METRICS_KIND] += len(metrics)
                     if progress is not None and n % 50_000 == 0:
                         progress(db.path, chunk.offset, db.size)
             if "messages" in order:

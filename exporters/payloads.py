@@ -19,11 +19,9 @@ import pyarrow.compute as pc
 
 from codec.payloads.births import Maps, births
 from codec.payloads.faces import PayloadFinding, finding
-from exporters.schema import SCHEMAS, TIMESTAMP
+from exporters.schema import METRICS_KIND, SCHEMAS, TIMESTAMP
 
 PAYLOAD_FIELDS = [pa.field("payload_format", pa.string()), pa.field("payload_json", pa.string())]
-METRICS_KIND = "sparkplug_metrics"
-"""The metrics table's kind: exported with a decoder, from the stored messages' payloads."""
 METRICS = pa.schema([
     pa.field("file", pa.string(), nullable=False),
     pa.field("store_id", pa.int64()),
@@ -60,7 +58,7 @@ def decoded_schemas() -> dict[str, pa.Schema]:
     out = dict(SCHEMAS)
     for kind in ("msg_store", "messages"):
         out[kind] = pa.schema(list(SCHEMAS[kind]) + PAYLOAD_FIELDS)
-    out["sparkplug_metrics"] = METRICS
+    out[METRICS_KIND] = METRICS
     return out
 
 
@@ -281,7 +279,7 @@ class PayloadColumns:
         with paused_gc():
             for topic, payload, store_id, rule in zip(topics, payloads, store_ids, self.decoder.rules_for(topics),
                                                       strict=True):
-                if rule is None or payload is None or not _births_too([rule])[0]:
+                if rule is None or payload is None or not _reads_sparkplug(rule):
                     continue
                 plain = self.decoder.plain_sparkplug(rule, topic, payload) is not None
                 self._learn(topic, payload, rule, plain, _unsigned(store_id) or 0, parse)
@@ -505,7 +503,11 @@ def _birth_rows(db: Any) -> np.ndarray | None:
 def _births_too(rules: list[Any]) -> np.ndarray:
     """For each rule, and a last False for rows without one (code -1): whether it reads Sparkplug B payloads (so
     its births name the metrics of its data messages)."""
-    return np.array([r.format.split("+")[-1] in ("sparkplug", "auto") for r in rules] + [False])
+    return np.array([_reads_sparkplug(r) for r in rules] + [False])
+
+
+def _reads_sparkplug(rule: Any) -> bool:
+    return bool(rule.format.split("+")[-1] in ("sparkplug", "auto"))
 
 
 def _bytes_at(d: np.ndarray, starts: np.ndarray, sizes: np.ndarray, r: int) -> bytes:
@@ -629,7 +631,7 @@ def with_columns(batch: pa.RecordBatch, extra: list[pa.Array], schema: pa.Schema
 
 def json_metric(row: dict[str, Any]) -> dict[str, Any]:
     """A metrics row as a JSON Lines object (``type`` first; the timestamp as ISO text)."""
-    out: dict[str, Any] = {"type": "sparkplug_metrics"}
+    out: dict[str, Any] = {"type": METRICS_KIND}
     for k, v in row.items():
         if k == "timestamp_ts":
             out[k] = None if v is None else v.isoformat()

@@ -35,6 +35,8 @@ from codec.layouts import ALL_LAYOUTS, FIELD_NAMES, ChunkType
 from codec.views.jsonview import DUMP_FIELDS
 
 KINDS: tuple[str, ...] = tuple(t.label for t in ChunkType)
+METRICS_KIND = "sparkplug_metrics"
+"""The Sparkplug B metrics table's kind: exported with a decoder, one row per metric of the stored messages' payloads."""
 TYPE_OF: dict[str, ChunkType] = {t.label: t for t in ChunkType}
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 PROPERTY = pa.struct(

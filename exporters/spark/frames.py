@@ -13,7 +13,7 @@ from codec import DbFile
 from codec.errors import CodecError
 from codec.views.query import Selection, valid_filter
 from exporters.files import db_files
-from exporters.schema import KINDS, SCHEMAS
+from exporters.schema import KINDS, METRICS_KIND, SCHEMAS
 from exporters.select import messages_table
 from exporters.spark.cache import applies as cache_applies
 from exporters.spark.cache import cached_frame
@@ -175,7 +175,7 @@ the session setting ``spark.mosqdb.driverBytes`` replaces it (0: always the data
 DRIVER_BYTES_CONF = "spark.mosqdb.driverBytes"
 
 
-VIEWS = (*KINDS, "messages", "sparkplug_metrics", "verdicts")
+VIEWS = (*KINDS, "messages", METRICS_KIND, "verdicts")
 
 
 def _driver_bytes(spark: Any) -> int:
@@ -256,8 +256,8 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     if frames is None:
         frames = {k: _reader(spark, k, decode if decode and k == "msg_store" else {}).load(joined)
                   for k in KINDS if k in need}
-    if decode and "sparkplug_metrics" in wanted:
-        frames["sparkplug_metrics"] = _reader(spark, "sparkplug_metrics", decode).load(joined)
+    if decode and METRICS_KIND in wanted:
+        frames[METRICS_KIND] = _reader(spark, METRICS_KIND, decode).load(joined)
     for k, df in frames.items():
         if k in wanted:
             df.createOrReplaceTempView(k)

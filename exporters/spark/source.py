@@ -46,7 +46,7 @@ from codec.views.query import Selection, valid_filter
 from codec.views.select import failure
 from exporters.arrow import Span, iter_batches
 from exporters.files import db_files
-from exporters.schema import KINDS, SCHEMAS, spark_ddl
+from exporters.schema import KINDS, METRICS_KIND, SCHEMAS, spark_ddl
 from exporters.select import pick_file
 from exporters.spark.base import DataSource, DataSourceReader, InputPartition
 
@@ -328,9 +328,6 @@ def read_part(part: Part, kind: str, *, batch_size: int | None = None, selection
             raise
         print(f"mosquitto data source: skipped the rest of {part.path} from offset {part.start}: {exc}",
               file=sys.stderr)
-
-
-METRICS_KIND = "sparkplug_metrics"
 
 
 def decode_options(options: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...], str | None] | None:

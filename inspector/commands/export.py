@@ -158,7 +158,7 @@ def export_files(args: argparse.Namespace) -> int:
         args.batch_size = 32_768
     if args.batch_size < 1:
         raise UsageError("--batch-size must be at least 1")
-    from exporters.payloads import METRICS_KIND
+    from exporters.schema import METRICS_KIND
     from inspector.commands.shared.decoding import decoder_from
 
     kinds = parse_kinds(args.kind, also=(METRICS_KIND,))

@@ -39,7 +39,8 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
         except ImportError:
             raise UsageError("--to-version is not supported yet; rewrite keeps the file's version") from None
         raise UsageError("use `mosqdb convert FILE --to-version N -o OUT` for version conversion")
-    from inspector.commands.shared.writing import STDOUT, refuse_live_db, refuse_terminal, to_stdout
+    from codec.broker.running import require_no_broker
+    from inspector.commands.shared.writing import STDOUT, refuse_terminal, to_stdout
 
     if args.output == STDOUT:
         refuse_terminal()
@@ -52,7 +53,7 @@ def cmd_rewrite(args: argparse.Namespace) -> int:
             if same_file(db.source_path, args.output):
                 raise UsageError("the output is the input file; write elsewhere")
             check_output(args.output)
-            refuse_live_db(args.output)
+            require_no_broker(args.output)
 
         def work(out: str) -> Any:
             with progress(args, "rewriting") as bar:

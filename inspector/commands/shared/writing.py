@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from codec.broker.running import require_no_broker
 from codec.errors import CodecError, unreachable
 from codec.values import json_text, printable
 from inspector.commands.shared.usage import UsageError, add_endian
@@ -105,7 +106,7 @@ def destination(args: argparse.Namespace, writer: Any = None) -> str | None:
         if args.output:
             raise UsageError("give either -o OUT or --in-place, not both")
         check_output(args.file)
-        refuse_live_db(args.file)
+        require_no_broker(args.file)
         return str(args.file)
     if not args.output:
         raise UsageError("give -o OUT (or --in-place, or --dry-run)")
@@ -118,15 +119,8 @@ def destination(args: argparse.Namespace, writer: Any = None) -> str | None:
     if os.path.exists(args.output) and os.path.exists(args.file) and os.path.samefile(args.output, args.file):
         raise UsageError(f"{args.output}: the output is the input file; write elsewhere or use --in-place")
     check_output(args.output)
-    refuse_live_db(args.output)
+    require_no_broker(args.output)  # a running broker would write over it at its next save
     return str(args.output)
-
-
-def refuse_live_db(path: str) -> None:
-    """A running broker's persistence file is not written: the broker would write over it at its next save."""
-    from codec.broker.running import require_no_broker
-
-    require_no_broker(path)
 
 
 STDOUT = "-"
