@@ -161,8 +161,8 @@ def _class_archive() -> tuple[str, str | None]:
 
 
 def _save_archive_at_exit(spark: Any, part: str) -> None:
-    """When this process ends: end the driver JVM (it leaves when its stdin closes) and wait while it writes the
-    class archive, then move the archive into place, whole, or drop it."""
+    """When this process ends: stop Spark, end the driver JVM (it leaves when its stdin closes) and wait while it
+    writes the class archive, then move the archive into place, whole, or drop it."""
     import atexit
 
     proc = getattr(getattr(spark.sparkContext, "_gateway", None), "proc", None)
@@ -170,6 +170,10 @@ def _save_archive_at_exit(spark: Any, part: str) -> None:
 
     def save() -> None:
         try:
+            # Spark stopped first: its accumulator server's reader ends before the JVM does, instead of meeting the
+            # closed socket (an EOFError traceback on stderr after the command's output)
+            with contextlib.suppress(Exception):
+                spark.stop()
             if proc is not None:
                 with contextlib.suppress(OSError):
                     proc.stdin.close()

@@ -27,7 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Every kind is registered as a temporary view with a `file` column; `messages` joins "
         "stored messages with retains and queued deliveries; `verdicts` has one row per file and release "
         "(--releases): the broker model's verdict, sessions kept/dropped, queued, retained, predicted load "
-        "time and memory, findings counts. Needs PySpark (the spark extra: pip install 'mosqdb[spark]').",
+        "time and memory, findings counts. With --decode, `msg_store` and `messages` also have payload_format and "
+        "payload_json, and `sparkplug_metrics` has one row per Sparkplug B metric. Needs PySpark (the spark extra: "
+        "pip install 'mosqdb[spark]').",
         run=cmd_sql,
     )
     p.add_argument("query", help='e.g. "SELECT topic, count(*) FROM msg_store GROUP BY topic"')

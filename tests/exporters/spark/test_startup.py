@@ -136,3 +136,16 @@ def test_messages_joined_in_the_driver_equal_the_spark_join(spark, selection) ->
     got, want = auto.collect(), off.collect()
     assert want and sorted(map(str, got)) == sorted(map(str, want))
     assert any(len(r["clients"]) > 1 for r in got) or selection
+
+
+def test_the_first_run_saves_the_class_archive_and_no_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine's first ``mosqdb sql`` ends its JVM at exit while it writes the class archive: Spark is stopped
+    first, so the accumulator server's reader (connected once Python tasks ran: decoded payloads) does not meet the
+    closed socket and print an EOFError traceback after the output."""
+    from support.cli import run
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # a fresh cache directory: the archive is made on this run
+    monkeypatch.delenv("MOSQDB_SPARK_CDS", raising=False)
+    r = run("sql", "SELECT count(*) AS n FROM msg_store", FILES[-1], "--decode", "auto", "--json", ok=True)
+    assert r.stdout.strip().startswith('{"n":') and "Traceback" not in r.stderr, r.stderr
+    assert list(tmp_path.glob("mosqdb-*/mosqdb-spark-cds-*.jsa"))  # saved, whole, under its final name
