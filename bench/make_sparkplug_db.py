@@ -6,7 +6,8 @@ saves the db).
     python bench/make_sparkplug_db.py OUT.db [DEVICES] [--queued N] [--seed S]
 
 Traffic (DEVICES default 500,000: 1.1 M stored messages with the defaults):
-  * per edge node (100 devices each) an NBIRTH, retained;
+  * per edge node (100 devices each) an NBIRTH (bdSeq, Node Control/Rebirth and the 3 metrics its NDATA
+    messages send), retained;
   * per device a DBIRTH (6 metrics with names, aliases and datatypes) and a DDATA (3 metrics by alias,
     datatypes left to the birth), both retained: 2 x DEVICES stored messages;
   * ``--queued`` (default 200,000) queue entries: half as many NDATA messages at QoS 1, each queued for
@@ -109,16 +110,19 @@ class Payloads:
             self.sp, self.cls, self.by = None, payload_class(), "protobuf runtime"
 
     def birth(self, node: bool, k: int) -> bytes:
-        names = (("bdSeq", 8, 0), ("Node Control/Rebirth", 11, False)) if node else (
-            ("temperature", 10, 20.0 + k % 10), ("pressure", 7, 101000 + k % 1000), ("state", 12, "running"),
-            ("offset", 1, -(k % 100)), ("counts", 3, k % 70000), ("enabled", 11, True))
+        measured = (("temperature", 10, 20.0 + k % 10), ("pressure", 7, 101000 + k % 1000))
+        names = (("bdSeq", 8, 0), ("Node Control/Rebirth", 11, False), *measured, ("offset", 1, -(k % 100))) \
+            if node else (*measured, ("state", 12, "running"), ("offset", 1, -(k % 100)), ("counts", 3, k % 70000),
+                          ("enabled", 11, True))
         return self._encode("NBirth" if node else "DBirth", k % 256, [(n, a + 1, dt, v) for a, (n, dt, v)
                                                                       in enumerate(names)], with_names=True)
 
     def data(self, node: bool, k: int) -> bytes:
         r = self.rnd
-        metrics = [("temperature", 1, 10, round(15 + r.random() * 20, 3)), ("pressure", 2, 7, 100000 + r.randrange(3000)),
-                   ("offset", 4, 1, -r.randrange(100))]
+        first = 3 if node else 1  # the aliases its birth gave these metrics
+        metrics = [("temperature", first, 10, round(15 + r.random() * 20, 3)),
+                   ("pressure", first + 1, 7, 100000 + r.randrange(3000)),
+                   ("offset", first + (2 if node else 3), 1, -r.randrange(100))]
         return self._encode("NData" if node else "DData", k % 256, metrics, with_names=False)
 
     def _encode(self, kind: str, seq: int, metrics: list[tuple[str, int, int, object]], with_names: bool) -> bytes:
