@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 #include <unordered_map>
@@ -68,7 +69,18 @@ class Text {
         len_++;
     }
     void append(const char *p, size_t n) {
-        memcpy(room(n), p, n);
+        char *w = room(n);
+        if (n <= 16 && n >= 4) { /* most pieces are short: fixed-size overlapping copies, no call to memcpy */
+            if (n >= 8) {
+                memcpy(w, p, 8);
+                memcpy(w + n - 8, p + n - 8, 8);
+            } else {
+                memcpy(w, p, 4);
+                memcpy(w + n - 4, p + n - 4, 4);
+            }
+        } else {
+            memcpy(w, p, n);
+        }
         len_ += n;
     }
     void append(const std::string &t) { append(t.data(), t.size()); }
@@ -428,7 +440,9 @@ static bool plain_metric(const Metric &m) {
 
 /* FlatJson.text of a payload (``safe``: as values.json_safe leaves it); false when it is not plain (then ``out``
  * is garbage). */
-static bool payload_text(Text &out, const Payload &p, int compact, bool safe = false) {
+/* ``value_at``: each metric's value text as (start, size) in ``out``, for a caller that wants them apart too. */
+static bool payload_text(Text &out, const Payload &p, int compact, bool safe = false,
+                         std::vector<std::pair<size_t, size_t>> *value_at = NULL) {
     bool after = false;
     out.push_back('{');
     if (p.has_timestamp()) {
@@ -481,8 +495,11 @@ static bool payload_text(Text &out, const Payload &p, int compact, bool safe = f
             out.lit(")\"");
         }
         put_key(out, compact, true, K_VALUE);
+        size_t at = out.size();
         if (!put_value(out, m, safe))
             return false;
+        if (value_at != NULL)
+            value_at->emplace_back(at, out.size() - at);
         out.push_back('}');
     }
     out.push_back(']');
@@ -845,6 +862,11 @@ template <typename T> static void put_raw(Text &col, T v) { col.append((const ch
 struct TextColumn {
     Text offsets, data;
     TextColumn() { put_raw<int64_t>(offsets, 0); }
+    void reset() {
+        offsets.clear();
+        data.clear();
+        put_raw<int64_t>(offsets, 0);
+    }
     void add(const char *p, size_t n) {
         data.append(p, n);
         put_raw<int64_t>(offsets, (int64_t)data.size());
@@ -1088,15 +1110,31 @@ struct Columns {
     TextColumn parts[TopicParts::NPARTS]; /* per metric: its payload's topic's parts (with a topic given) */
     Text parts_set[TopicParts::NPARTS];
     Text out, vj;
+    std::vector<std::pair<size_t, size_t>> value_at; /* each metric's value text in ``out`` */
 
     explicit Columns(int compact_) : compact(compact_) {}
+
+    /* Empty again, the buffers kept (see columns_at). */
+    void reset(int compact_) {
+        compact = compact_;
+        for (Text *t : {&stamp, &stamp_set, &seqs, &seq_set, &count, &read, &alias, &alias_set, &ts, &ts_set, &dt,
+                        &dt_set, &kind, &bits, &name_set, &from_birth})
+            t->clear();
+        for (TextColumn *c : {&names, &values, &texts})
+            c->reset();
+        for (int q = 0; q < TopicParts::NPARTS; q++) {
+            parts[q].reset();
+            parts_set[q].clear();
+        }
+    }
 
     /* The next payload (NULL: not parsed to canonical bytes); ``birth``: the maps its metrics take the names and
      * datatypes it leaves out from (NULL: none); ``topic``: its topic's parts (NULL: no topic given). No Python:
      * called with the GIL let go. */
     void add(const Payload *msg, const BirthMaps *birth, const TopicParts *topic) {
         out.clear();
-        bool plain = msg != NULL && payload_text(out, *msg, compact);
+        value_at.clear();
+        bool plain = msg != NULL && payload_text(out, *msg, compact, false, &value_at);
         put_raw<uint8_t>(read, plain);
         texts.add(out.data(), plain ? out.size() : 0);
         int32_t k = plain ? msg->metrics_size() : 0;
@@ -1131,8 +1169,8 @@ struct Columns {
             put_raw<uint8_t>(dt_set, has_dt);
             put_raw<uint8_t>(name_set, name != NULL);
             names.add(name ? name->data() : "", name ? name->size() : 0);
-            vj.clear();
-            put_value(vj, m);
+            const char *value_text = out.data() + value_at[j].first; /* as payload_text wrote it */
+            size_t value_size = value_at[j].second;
             uint8_t vk = V_NONE;
             uint64_t b = 0;
             switch (m.value_case()) {
@@ -1174,12 +1212,14 @@ struct Columns {
                         memcpy(&b, &v, 8);
                         vj.clear();
                         put_i64(vj, v);
+                        value_text = vj.data();
+                        value_size = vj.size();
                     }
                 } else if (vk == V_STRING && dtv >= 22 && dtv <= 34) {
                     how |= FROM_BIRTH_ARRAY; /* an array's bytes as base64 text: the Python path reads them */
                 }
             }
-            values.add(vj.data(), vj.size());
+            values.add(value_text, value_size);
             put_raw<uint8_t>(kind, vk);
             put_raw<uint64_t>(bits, b);
             put_raw<uint8_t>(from_birth, how);
@@ -1221,6 +1261,9 @@ struct Columns {
         return out;
     }
 };
+
+/* The most JSON text of one call whose columns a thread keeps for the next (an export's batch writes 30 MB). */
+static const size_t KEEP_AT_MOST = 128u << 20;
 
 /* A uint64 array argument of ``n`` items (the store ids), released when it goes. */
 struct Ids {
@@ -1274,7 +1317,13 @@ static PyObject *columns_at(PyObject *self, PyObject *args) {
         }
     }
     try {
-        Columns cols(compact);
+        /* one set of columns per thread, emptied for each call: a batch's columns are tens of MB, which a fresh set
+         * would grow again from nothing (the kernel zeroing every page) for every batch */
+        static thread_local std::unique_ptr<Columns> kept;
+        if (!kept)
+            kept.reset(new Columns(compact));
+        kept->reset(compact);
+        Columns &cols = *kept;
         bool no_memory = false;
         Py_BEGIN_ALLOW_THREADS  /* the export reads the next batch's payloads while it writes this one's */
         try {
@@ -1301,7 +1350,10 @@ static PyObject *columns_at(PyObject *self, PyObject *args) {
             no_memory = true;
         }
         Py_END_ALLOW_THREADS
-        return no_memory ? PyErr_NoMemory() : cols.result();
+        PyObject *result = no_memory ? PyErr_NoMemory() : cols.result();
+        if (no_memory || cols.texts.data.size() > KEEP_AT_MOST)
+            kept.reset(); /* an unusually big call's buffers are not held on to */
+        return result;
     } catch (const std::bad_alloc &) {
         return PyErr_NoMemory();
     }

@@ -224,6 +224,42 @@ def test_topic_parts_read_natively_are_topic_parts() -> None:
                 spb.topic_parts(topic), topic
 
 
+
+def test_a_call_answers_alike_whatever_call_came_before_it() -> None:
+    """The native reader keeps a thread's column buffers from one call to the next (an export's batches), and drops
+    them after an unusually big call: each answer is the one a first call in a fresh thread gives, after a call with
+    more payloads and topics, after one without topics, after one over the size it keeps."""
+    import threading
+
+    if spb._native is None:
+        pytest.skip("the native Sparkplug reader is not built (setup.py build_ext --inplace, with protoc)")
+    many = _birth_or_data([{"alias": k, "name": f"m{k}", "datatype": 10, "double_value": k / 3} for k in range(40)])
+    few = _birth_or_data([{"alias": 1, "int_value": 5}])
+    huge_text = _birth_or_data([{"alias": 1, "datatype": 12, "string_value": "x" * (1 << 20)}])  # 130 of them: 130 MB
+    calls = {
+        "many": _held([f"spBv1.0/g/DDATA/e/d{k}" for k in range(500)], [many] * 500),
+        "few": _held(["spBv1.0/g/NDATA/e"] * 3, [few] * 3),
+        "huge": _held(["spBv1.0/g/DDATA/e/d"] * 130, [huge_text] * 130),
+    }
+
+    def call(name: str, topics: bool = True) -> Any:
+        data, (t_spans, p_spans) = calls[name]
+        return spb.native_columns_at(data, p_spans[0], p_spans[1], True, (data, *t_spans) if topics else None)
+
+    def first(name: str, topics: bool = True) -> Any:  # in a thread of its own: no call before it
+        out: list[Any] = []
+        t = threading.Thread(target=lambda: out.append(call(name, topics)))
+        t.start()
+        t.join()
+        return out[0]
+
+    alone = {(name, topics): first(name, topics) for name in calls for topics in (True, False)}
+    assert alone[("few", True)] is not None and alone[("few", True)] != alone[("many", True)]
+    for name, topics in [("many", True), ("few", True), ("many", False), ("few", False), ("huge", True),
+                         ("few", True), ("many", True)]:
+        assert call(name, topics) == alone[(name, topics)], (name, topics)
+
+
 def _rows(batch: pa.RecordBatch) -> list[dict[str, Any]]:
     """The rows, NaN as text (NaN is not equal to itself)."""
     return [{k: "nan" if isinstance(v, float) and v != v else v for k, v in row.items()} for row in batch.to_pylist()]
