@@ -9,8 +9,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from codec import DbFile
 from codec.errors import CodecError
+from codec.sources import open_any
 from codec.views.query import Selection, valid_filter
 from exporters.files import db_files
 from exporters.schema import KINDS, METRICS_KIND, SCHEMAS
@@ -18,7 +18,7 @@ from exporters.select import messages_table
 from exporters.spark.cache import applies as cache_applies
 from exporters.spark.cache import cached_frame
 from exporters.spark.session import register
-from exporters.spark.source import NAME, pack_parts, plan, read_part, require_db
+from exporters.spark.source import NAME, pack_parts, plan, read_part
 from exporters.spark.structs import spark_struct
 
 
@@ -222,10 +222,9 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     good, skipped = [], []
     for f in files:  # open each once here so a bad file is named before Spark starts working
         try:
-            require_db(f)
-            with DbFile(f) as db:
-                if not db.empty and db.index.error is not None:
-                    raise db.index.error.located(path=f)
+            with open_any(f) as db:
+                if not db.empty and db.damage is not None:
+                    raise db.damage.located(path=f)
             good.append(f)
         except CodecError as exc:
             exc.located(path=f)

@@ -4,10 +4,11 @@
     xs.register(spark)
     df = spark.read.format("mosquitto").option("kind", "msg_store").load("/var/lib/mosquitto")
 
-PATH is a db file or a directory (every ``*.db`` in it). The driver builds each file's chunk
-index once and cuts it into partitions of at most ``partitionRows`` rows of the kind; a
-partition is (path, byte range, first chunk index), so an executor walks only its own range
-and never re-scans the file from the start. ``read()`` yields Arrow batches decoded column-
+PATH is a db file, a Mosquitto 2.1 sqlite store, or a directory (every ``*.db`` in it). The driver
+builds each file's chunk index once and cuts it into partitions of at most ``partitionRows`` rows of
+the kind; a partition is (path, byte range, first chunk index), so an executor walks only its own
+range and never re-scans the file from the start (a store's partition: a range of its row numbers,
+read through the store's column batches). ``read()`` yields Arrow batches decoded column-
 wise (exporters.arrow). Options: ``kind`` (default msg_store), ``partitionRows`` (500000),
 ``minPartitions`` (default: the planning machine's CPUs; the part count is rounded up to a
 multiple of it, parts shrinking down to 50,000 rows, so the cores share the work evenly),
@@ -38,10 +39,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from codec import DbFile
 from codec.columnar import in_sorted
 from codec.errors import CodecError
 from codec.layouts import ChunkType, header_size
+from codec.sources import open_any
 from codec.views.query import Selection, valid_filter
 from codec.views.select import failure
 from exporters.arrow import Span, iter_batches
@@ -147,7 +148,9 @@ def pack_parts(parts: list[Part], *, max_bytes: int = 128 << 20, open_cost: int 
 
 @dataclass(frozen=True)
 class Table:
-    """Every chunk of a file: offsets, types, stored lengths (16 bytes a chunk), end, and the file's stat."""
+    """Every chunk of a file: offsets, types, stored lengths (16 bytes a chunk), end, and the file's stat. For a
+    sqlite store (``by_row``) a row's "offset" is its number and ``end`` the row count: its parts are ranges of
+    row numbers, read through the store's own column batches."""
 
     offsets: np.ndarray
     types: np.ndarray
@@ -155,22 +158,13 @@ class Table:
     end: int
     fingerprint: tuple[int, int, int]
     hsize: int
+    by_row: bool = False
 
-    def chunks(self, pos: np.ndarray, start: int, first_index: int) -> Chunks:
+    def chunks(self, pos: np.ndarray, start: int, first_index: int) -> Chunks | None:
+        if self.by_row:
+            return None
         ends = np.append(self.offsets[1:], np.int64(self.end))[pos]
         return Chunks.of(pos, self.offsets[pos], ends, self.lengths[pos], start, first_index, self.hsize)
-
-
-def require_db(path: str) -> None:
-    """Refuse a sqlite store by name (CodecError): the data source reads a mosquitto.db's chunks, its partitions
-    byte ranges of the file."""
-    from codec.sources import format_of
-
-    fmt = format_of(path)
-    if not fmt.chunk_bytes:
-        raise CodecError(f"is a {fmt.format_name}: the Spark data source and `mosqdb sql` read mosquitto.db files "
-                         "(`mosqdb export FILE --to parquet -o DIR` writes its rows as Parquet, which Spark reads)",
-                         path=path)
 
 
 # The planner's Python worker is reused across queries: keep the last files' chunk tables,
@@ -188,10 +182,13 @@ def _chunk_table(path: str, endian: str) -> Table:
         _TABLES.move_to_end(key)
         return hit
     fp = (st.st_size, st.st_mtime_ns, st.st_ino)
-    require_db(path)
-    with DbFile(path, endian=endian) as db:
+    with open_any(path, endian=endian) as db:
         if db.empty:
             table = Table(np.zeros(0, "i8"), np.zeros(0, "u4"), np.zeros(0, "u4"), 0, fp, 0)
+        elif not db.chunk_bytes:
+            types = np.asarray(db.types_array()).astype(np.uint32)
+            table = Table(np.arange(len(types), dtype=np.int64), types, np.zeros(len(types), np.uint32), len(types),
+                          fp, 0, by_row=True)
         else:
             idx = db.index
             if idx.error is not None:
@@ -211,7 +208,7 @@ def selected(path: str, kind: str, pos: np.ndarray, sel: Selection, endian: str 
     Stored messages the decoder refuses stay in, so the partition that reads one raises its
     error; client messages and retains selected through their stores depend on such a store:
     the file then fails here with its error (a skipped file under ``onError=skip``)."""
-    with DbFile(path, endian=endian) as db:
+    with open_any(path, endian=endian) as db:
         picked = pick_file(db, sel)
         rows = picked.rows
         if len(picked.bad):  # refused stored messages (the only type checked: see pick_file)
@@ -305,14 +302,22 @@ def read_part(part: Part, kind: str, *, batch_size: int | None = None, selection
     if columns is not None:  # decode the chunk numbers too when selecting, then project
         need = list(dict.fromkeys(columns + (["chunk_index"] if selection is not None else [])))
     try:
-        with DbFile(part.path, endian=endian) as db:
-            span = part.span(os.fstat(db.fd), db.version or 6)
-            rows = batch_size or batch_rows(kind, need, span)
+        with open_any(part.path, endian=endian) as db:
+            if db.chunk_bytes:
+                span = part.span(os.fstat(db.fd), db.version or 6)
+                batches = iter_batches(db, kind, batch_size=batch_size or batch_rows(kind, need, span),
+                                       start=part.start, stop=part.stop, first_index=part.first_index, columns=need,
+                                       span=span)
+            else:  # a sqlite store: the kind's rows numbered from the part's start to its stop
+                span = None
+                pos = np.flatnonzero(np.asarray(db.types_array()) == int(ChunkType[kind.upper()]))
+                at = np.flatnonzero((pos >= part.start) & (pos < part.stop))
+                batches = iter_batches(db, kind, batch_size=batch_size or batch_rows(kind, need, None), columns=need,
+                                       rows=at)
             wanted = None
             if selection is not None:
                 wanted = pick_file(db, selection).rows if span is None else span.positions + span.first_index
-            for batch in iter_batches(db, kind, batch_size=rows, start=part.start, stop=part.stop,
-                                      first_index=part.first_index, columns=need, span=span):
+            for batch in batches:
                 if wanted is not None:
                     chunks = np.asarray(batch.column("chunk_index").to_numpy(zero_copy_only=False), dtype=np.int64)
                     keep = in_sorted(wanted, chunks)
@@ -379,7 +384,7 @@ def decoded_batches(batches: Any, kind: str, decoder: Any, path: str, columns: l
     payloads = PayloadColumns(decoder, path)
     if kind == METRICS_KIND:
         try:
-            with DbFile(path) as db:
+            with open_any(path) as db:
                 payloads.prime(db)
         except CodecError:
             pass  # the partition's own read meets the error and says it

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import sys
 from typing import Any
 
@@ -68,13 +67,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(SPARK_HINT) from None
     if not xs.HAVE_SPARK:
         raise UsageError(SPARK_HINT)
-    from exporters.spark.source import require_db
-
     only = xs.views_named(args.query)
-    if args.on_error == "fail" and set(only) != {"verdicts"}:  # the broker model's view reads a store too
-        for path in args.files:  # named before Spark starts (skip: the line says so)
-            if os.path.isfile(path):
-                require_db(path)
     from inspector.commands.shared.decoding import decoder_from
 
     decoding = None

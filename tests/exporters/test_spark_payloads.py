@@ -79,3 +79,21 @@ def test_mosqdb_sql_decode(made: Made) -> None:
     rows = [json.loads(line) for line in r.stdout.splitlines()]
     assert {x["metric_name"] for x in rows} == {"temperature", "offset"}
     assert sorted(json.loads(x["value"]) for x in rows if x["metric_name"] == "offset") == [-4, -3, -2, -1]
+
+
+def test_a_sqlite_store_reads_as_its_db(spark, made: Made, tmp_path_factory: pytest.TempPathFactory) -> None:  # type: ignore[no-untyped-def]
+    """The data source reads a Mosquitto 2.1 store (the .db migrated) in parts of a few rows as it reads the .db:
+    its sparkplug_metrics rows name the metrics as the independent library does (births read first: a store reads
+    back newest first), its stored messages decode alike."""
+    store = tmp_path_factory.mktemp("spark-store") / "mosquitto.sqlite3"
+    run("migrate", made.db, "--to", f"sqlite:{store}", "-q", ok=True)
+    df = spark.read.format("mosquitto").option("kind", "sparkplug_metrics").option("partitionRows", "3").load(str(store))
+    assert df.rdd.getNumPartitions() > 1 and got_metrics(df.collect()) == expected_metrics(made)
+
+    def decoded(path: object) -> list[tuple]:  # type: ignore[type-arg]
+        rows = (spark.read.format("mosquitto").option("kind", "msg_store").option("decode", "auto")
+                .option("partitionRows", "3").load(str(path))
+                .select("store_id", "topic", "payload", "payload_format", "payload_json").collect())
+        return sorted(tuple(r) for r in rows)
+
+    assert decoded(store) == decoded(made.db) and len(decoded(store)) == len(made.sent)

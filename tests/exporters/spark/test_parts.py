@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -87,24 +88,43 @@ def test_batches_weigh_about_the_same() -> None:
     assert 4096 <= batch_rows("msg_store", ["payload"], None) <= MAX_BATCH_ROWS
 
 
-def test_a_sqlite_store_is_refused_by_name(capsys: pytest.CaptureFixture) -> None:
-    """A Mosquitto 2.1 store given to the data source (its partitions are byte ranges of a .db) or to `mosqdb sql`
-    is named as a store in one line, before Spark starts; under onError=skip it is a skipped file."""
-    from codec.errors import CodecError
+def test_a_sqlite_store_is_read_as_ranges_of_its_rows() -> None:
+    """A Mosquitto 2.1 store's partitions are ranges of its row numbers, read through the store's column batches (the
+    storage contract, as the export reads it): every kind's rows, cut into parts of a few rows, planned beside a .db,
+    with a topic selection too, are the rows iter_batches reads from the store, in its order."""
+    from codec.sources import open_any
+    from codec.views.query import Selection
+    from exporters.select import pick_file
+    from exporters.spark.source import read_part
 
-    from support.paths import INCOMING
+    from support.paths import SQLITE_STORES
 
-    store = INCOMING / "2.1.2-a.sqlite3"
-    if not store.exists():
-        pytest.skip("no 2.1.2 sqlite fixture")
-    with pytest.raises(CodecError, match="is a Mosquitto 2.1 sqlite store") as got:
-        plan([str(store)], "msg_store")
-    assert got.value.path == str(store)
-    parts, skipped = plan([str(store), str(V6)], "msg_store", on_error="skip")
-    assert {p.path for p in parts} == {str(V6)} and len(skipped) == 1 and "sqlite store" in skipped[0]
-    pytest.importorskip("pyspark")
-    from inspector.cli import main
+    if not SQLITE_STORES:
+        pytest.skip("no sqlite store fixture")
+    store = str(SQLITE_STORES[0])
 
-    assert main(["sql", "SELECT count(*) FROM msg_store", str(store)]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and str(store) in err[0] and "sqlite store" in err[0] and "mosqdb export" in err[0]
+    def no_clock(kind: str) -> list[str]:  # the expired columns depend on when the rows are read
+        return [c for c in SCHEMAS[kind].names if c != "expired"]
+
+    def parts_read(parts: list, kind: str, **kw: object) -> pa.Table:  # type: ignore[type-arg]
+        cols = no_clock(kind)
+        return pa.Table.from_batches([b for p in parts for b in read_part(p, kind, columns=cols, **kw)],
+                                     schema=pa.schema([SCHEMAS[kind].field(c) for c in cols]))
+
+    with open_any(store) as db:
+        for kind in KINDS:
+            whole = pa.Table.from_batches(list(iter_batches(db, kind, columns=no_clock(kind))),
+                                          schema=pa.schema([SCHEMAS[kind].field(c) for c in no_clock(kind)]))
+            parts, skipped = plan([store, str(V6)], kind, partition_rows=3)
+            mine = [p for p in parts if p.path == store]
+            assert not skipped and len(mine) == -(-whole.num_rows // 3), kind  # none for a kind it has no rows of
+            assert parts_read(mine, kind).equals(whole), kind
+        sel = Selection(topics=["corp/retained/#"])
+        rows = pick_file(db, sel).rows
+        whole = pa.Table.from_batches(list(iter_batches(db, "msg_store", columns=no_clock("msg_store"))))
+        chunks = np.asarray(whole.column("chunk_index"))
+        kept = whole.filter(pa.array(np.isin(chunks, rows)))
+    parts, _ = plan([store], "msg_store", partition_rows=2, selection=sel)
+    got = parts_read(parts, "msg_store", selection=sel)
+    assert 0 < got.num_rows < whole.num_rows and got.equals(kept)
+    assert all(t.startswith("corp/retained/") for t in got.column("topic").to_pylist())
