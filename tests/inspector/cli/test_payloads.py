@@ -134,6 +134,14 @@ def test_export_parquet_sparkplug_metrics_equal_the_independent_decoding(made: M
             assert json.loads(row["payload_json"]) == independent(made, sent)
     messages = pq.read_table(out / "messages.parquet")
     assert messages.schema.names[-2:] == ["payload_format", "payload_json"]
+    # a payload's metrics share its topic row after row: plain pages (half a dictionary's size), a dictionary for
+    # the handful of message types and payload formats
+    meta = pq.ParquetFile(out / "sparkplug_metrics.parquet").metadata.row_group(0)
+    encodings = {meta.column(i).path_in_schema: meta.column(i).encodings for i in range(meta.num_columns)}
+    assert "RLE_DICTIONARY" not in encodings["topic"] and "RLE_DICTIONARY" in encodings["message_type"]
+    meta = pq.ParquetFile(out / "msg_store.parquet").metadata.row_group(0)
+    assert "RLE_DICTIONARY" in next(meta.column(i).encodings for i in range(meta.num_columns)
+                                    if meta.column(i).path_in_schema == "payload_format")
 
 
 def test_a_sqlite_stores_metrics_take_names_from_its_births_as_the_dbs_do(made: Made, tmp_path) -> None:
