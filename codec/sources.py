@@ -26,6 +26,10 @@ from codec.reader import DbFile
 from codec.storage import Storage
 from codec.store.connect import connect_readonly, is_sqlite_file  # the store's opener, named here for the faces
 
+PERSISTENCE_FILES = ("*.db", "*.sqlite3")
+"""What a directory given as input is read for: Mosquitto's db files and 2.1's sqlite stores (a store's ``-wal``
+and ``-shm`` files are its own, read with it)."""
+
 
 def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> Storage:
     """A DbFile for a db file, a StoreFile for a sqlite store (both :class:`Storage`); ``source_path`` is what

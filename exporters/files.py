@@ -33,7 +33,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from codec import DbFile, safefile
 from codec.errors import CodecError, WriteError
 from codec.layouts import ChunkType
-from codec.sources import columns_of, known_refusals, open_any
+from codec.sources import PERSISTENCE_FILES, columns_of, known_refusals, open_any
 from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
@@ -83,11 +83,13 @@ def parse_compression(text: str) -> tuple[str, int | None]:
     return name, level
 
 
-def db_files(path: str) -> list[str]:
-    """A file, or the ``*.db`` files of a directory (sorted), as absolute paths (``export``, ``sql``, Spark)."""
+def db_files(path: str, *, stores: bool = True) -> list[str]:
+    """A file, or the persistence files of a directory (``*.db``, and ``*.sqlite3`` stores unless ``stores`` is
+    false), sorted, as absolute paths (``export``, ``sql``, Spark)."""
     full = os.path.abspath(path)
     if os.path.isdir(full):
-        return sorted(glob.glob(os.path.join(full, "*.db")))
+        patterns = PERSISTENCE_FILES if stores else ("*.db",)
+        return sorted(f for p in patterns for f in glob.glob(os.path.join(glob.escape(full), p)))
     if not os.path.exists(full):
         raise CodecError("no such file or directory", path=full)
     return [full]

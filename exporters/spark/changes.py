@@ -83,8 +83,8 @@ class ChangesStreamReader(DataSourceStreamReader):  # type: ignore[misc]
             raise ValueError(f"mosquitto-changes: option startingVersion={self.starting!r}: use empty or latest")
 
     def _watched(self) -> list[str]:
-        if os.path.isdir(self.path):
-            return db_files(self.path)
+        if os.path.isdir(self.path):  # db files: a store is not captured by a hard link (its log holds rows)
+            return db_files(self.path, stores=False)
         return [self.path]
 
     def _capture(self) -> dict[str, int]:

@@ -215,7 +215,7 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
     wanted = set(VIEWS if only is None else only)
     files = [f for p in paths for f in db_files(p)]
     if not files:
-        raise CodecError("no *.db files found", path=",".join(paths))
+        raise CodecError("no *.db or *.sqlite3 files found", path=",".join(paths))
     if wanted == {"verdicts"}:  # the model reads damaged files too: its rows say what the broker does
         verdicts_dataframe(spark, files, releases, at=at).createOrReplaceTempView("verdicts")
         return []
@@ -233,7 +233,7 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
             skipped.append(f"skipped {f}: {exc}")
     _SKIPPED.setdefault(id(spark), []).extend(skipped)
     if not good:
-        raise CodecError("no readable *.db files", path=",".join(paths))
+        raise CodecError("no readable files", path=",".join(paths))
     joined = ",".join(good)
     need = set(wanted) | ({"msg_store", "client_msg", "retain"} if "messages" in wanted else set())
     frames, messages = None, None

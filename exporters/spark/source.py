@@ -4,7 +4,7 @@
     xs.register(spark)
     df = spark.read.format("mosquitto").option("kind", "msg_store").load("/var/lib/mosquitto")
 
-PATH is a db file, a Mosquitto 2.1 sqlite store, or a directory (every ``*.db`` in it). The driver
+PATH is a db file, a Mosquitto 2.1 sqlite store, or a directory (every ``*.db`` and ``*.sqlite3`` in it). The driver
 builds each file's chunk index once and cuts it into partitions of at most ``partitionRows`` rows of
 the kind; a partition is (path, byte range, first chunk index), so an executor walks only its own
 range and never re-scans the file from the start (a store's partition: a range of its row numbers,
@@ -519,7 +519,7 @@ class MosquittoReader(DataSourceReader):  # type: ignore[misc]
             self.opts["columns"] = names
         path = options.get("path")
         if not path:
-            raise ValueError("mosquitto: load(PATH) needs a db file or a directory of *.db files")
+            raise ValueError("mosquitto: load(PATH) needs a db file, a store, or a directory of them")
         self.paths = [p for item in path.split(",") for p in db_files(item)]
 
     def partitions(self) -> list[MosquittoPartition]:
@@ -579,7 +579,7 @@ class VerdictsReader(DataSourceReader):  # type: ignore[misc]
         self.opts = verdict_options(options)
         path = options.get("path")
         if not path:
-            raise ValueError("mosquitto: load(PATH) needs a db file or a directory of *.db files")
+            raise ValueError("mosquitto: load(PATH) needs a db file, a store, or a directory of them")
         self.paths = [p for item in path.split(",") for p in db_files(item)]
 
     def partitions(self) -> list[Any]:

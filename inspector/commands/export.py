@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(`-` for stdout) with the objects of `mosqdb dump --json` plus `file`.",
         run=cmd_export,
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
+    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files, 2.1 sqlite stores, or directories of them (*.db, *.sqlite3)")
     p.add_argument("--to", required=True, metavar="SINK",
                    help=sinks.forms("export") + " (the older --to parquet -o DIR, likewise jsonl and msgpack, "
                    "still works)")
@@ -92,7 +92,8 @@ def progress_bar(args: argparse.Namespace, files: list[str]) -> Iterator[Any]:
 
 
 def input_files(paths: list[str]) -> list[str]:
-    """FILE arguments: db files, or directories of ``*.db`` (as ``sql`` and Spark read them); exit 2 when none."""
+    """FILE arguments: db files and stores, or directories of them (as ``sql`` and Spark read them); exit 2 when
+    none."""
     from exporters.files import db_files
 
     files: list[str] = []
@@ -103,7 +104,7 @@ def input_files(paths: list[str]) -> list[str]:
         if os.path.isdir(path):
             found = db_files(path)
             if not found:
-                raise UsageError(f"{path}: a directory without *.db files")
+                raise UsageError(f"{path}: a directory without *.db or *.sqlite3 files")
             files += found
         else:
             files.append(path)

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         run=cmd_sql,
     )
     p.add_argument("query", help='e.g. "SELECT topic, count(*) FROM msg_store GROUP BY topic"')
-    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files or directories of *.db")
+    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files, 2.1 sqlite stores, or directories of them (*.db, *.sqlite3)")
     p.add_argument("--json", action="store_true", help="JSON Lines: one object per row")
     p.add_argument("--limit", type=int, default=1000, help="rows to print at most (default 1000)")
     p.add_argument("--on-error", choices=("fail", "skip"), default="fail", help="what to do with unreadable files")

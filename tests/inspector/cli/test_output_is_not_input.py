@@ -72,3 +72,27 @@ def test_the_inputs_are_forgotten_when_the_command_ends(tmp_path: Path) -> None:
     with pytest.raises(safefile.WriteError, match="is an input of this command"), atomic_output(db) as out:
         out.write(b"")
     safefile.forget_inputs()
+
+
+def test_a_directory_is_read_for_its_db_files_and_stores(tmp_path: Path) -> None:
+    """A directory given as input is read for its db files and its 2.1 sqlite stores (a name with glob characters
+    too): both are exported, file by file, and an output naming the store in it is refused as an input."""
+    import json
+
+    from support.paths import SQLITE_STORES
+
+    if not SQLITE_STORES:
+        pytest.skip("no sqlite store fixture")
+    data = tmp_path / "site [7]*"
+    data.mkdir()
+    db, store = data / "a.db", data / "b.sqlite3"
+    shutil.copyfile(V6, db)
+    shutil.copyfile(SQLITE_STORES[0], store)
+    out = tmp_path / "out.jsonl"
+    run("export", data, "--to", "jsonl", "-o", out, "--kind", "msg_store", "-q", ok=True)
+    files = [json.loads(line)["file"] for line in out.read_text().splitlines()]
+    assert sorted(set(files)) == [str(db), str(store)] and files == sorted(files)
+    before = store.read_bytes()
+    r = run("export", data, "--to", "jsonl", "-o", store)
+    assert r.returncode in (1, 2) and "input" in r.stderr and "nothing written" in r.stderr, r.stderr
+    assert store.read_bytes() == before and sorted(p.name for p in data.iterdir()) == ["a.db", "b.sqlite3"]
