@@ -230,7 +230,7 @@ def register_views(spark: Any, paths: list[str], *, on_error: str = "fail", deco
             exc.located(path=f)
             if on_error != "skip":
                 raise
-            skipped.append(f"skipped {f}: {exc}")
+            skipped.append(f"skipped {exc}")  # the error names the file
     _SKIPPED.setdefault(id(spark), []).extend(skipped)
     if not good:
         raise CodecError("no readable files", path=",".join(paths))

@@ -245,7 +245,7 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
             exc.located(path=path)
             if on_error != "skip":
                 raise
-            skipped.append(f"skipped {path}: {exc}")
+            skipped.append(f"skipped {exc}")  # the error names the file
         except OSError as exc:
             if on_error != "skip":
                 raise CodecError(f"cannot read: {exc.strerror}", path=path) from None
