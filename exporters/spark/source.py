@@ -102,7 +102,8 @@ class Chunks:
 
 @dataclass(frozen=True)
 class Part:
-    """A partition's work: one file, a byte range at chunk boundaries, its first chunk index."""
+    """A partition's work: one file, a byte range at chunk boundaries, its first chunk index (a sqlite store's:
+    a range of its row numbers, ``per_row`` the store's bytes a row)."""
 
     path: str
     start: int
@@ -110,6 +111,12 @@ class Part:
     first_index: int
     chunks: Chunks | None = field(default=None, compare=False, repr=False)
     fingerprint: tuple[int, int, int] | None = None  # size, mtime_ns, inode of the file planned
+    per_row: float = 0.0
+
+    @property
+    def weight(self) -> int:
+        """The bytes it reads (a store's part: its rows at the store's mean size), for packing."""
+        return int((self.stop - self.start) * self.per_row) if self.per_row else self.stop - self.start
 
     def span(self, st: os.stat_result, version: int) -> Span | None:
         """The chunks as ``iter_batches`` takes them, if the file is still the one planned."""
@@ -140,7 +147,7 @@ def pack_parts(parts: list[Part], *, max_bytes: int = 128 << 20, open_cost: int 
     for part in parts:
         per_file[part.path] = per_file.get(part.path, 0) + 1
     alone = [[i] for i, p in enumerate(parts) if per_file[p.path] > 1]
-    small = [(f"{i}", p.stop - p.start) for i, p in enumerate(parts) if per_file[p.path] == 1]
+    small = [(f"{i}", p.weight) for i, p in enumerate(parts) if per_file[p.path] == 1]
     groups = [sorted(int(k) for k in g) for g in pack(small, max_bytes=max_bytes, open_cost=open_cost,
                                                       min_partitions=min_partitions)]
     return [[parts[i] for i in g] for g in sorted(alone + groups)]  # in the planned order, as far as it goes
@@ -266,7 +273,8 @@ def plan(paths: list[str], kind: str, *, partition_rows: int = DEFAULT_PARTITION
             start = int(table.offsets[pos[a]])
             stop = int(table.offsets[pos[b]]) if b < len(pos) else table.end
             first = int(pos[a])
-            parts.append(Part(path, start, stop, first, table.chunks(pos[a:b], start, first), table.fingerprint))
+            parts.append(Part(path, start, stop, first, table.chunks(pos[a:b], start, first), table.fingerprint,
+                              table.fingerprint[0] / max(table.end, 1) if table.by_row else 0.0))
     return parts, skipped
 
 

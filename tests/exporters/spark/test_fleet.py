@@ -96,6 +96,10 @@ def test_pack_parts_keeps_split_files_apart() -> None:
     groups = pack_parts(parts, min_partitions=2)
     assert [parts[0]] in groups and [parts[1]] in groups
     assert len(groups) == 4 and sorted(len(g) for g in groups)[-2:] == [15, 15]
+    # a store's part (a range of rows) weighs its rows at the store's bytes a row: 100 MiB here, alone in its task
+    store = Part("/x/st.sqlite3", 0, 100, 0, per_row=float(1 << 20))
+    groups = pack_parts([store] + parts[2:], max_bytes=64 << 20)
+    assert [store] in groups
 
 
 @pytest.fixture(scope="module")

@@ -124,6 +124,8 @@ def test_a_sqlite_store_is_read_as_ranges_of_its_rows() -> None:
         whole = pa.Table.from_batches(list(iter_batches(db, "msg_store", columns=no_clock("msg_store"))))
         chunks = np.asarray(whole.column("chunk_index"))
         kept = whole.filter(pa.array(np.isin(chunks, rows)))
+    (whole_part,), _ = plan([store], "msg_store")  # packed with other files by its bytes, not its row count
+    assert whole_part.stop - whole_part.start < whole_part.weight <= os.path.getsize(store)
     parts, _ = plan([store], "msg_store", partition_rows=2, selection=sel)
     got = parts_read(parts, "msg_store", selection=sel)
     assert 0 < got.num_rows < whole.num_rows and got.equals(kept)
