@@ -339,8 +339,8 @@ def read_part(part: Part, kind: str, *, batch_size: int | None = None, selection
         exc.located(path=part.path)
         if on_error != "skip":
             raise
-        print(f"mosquitto data source: skipped the rest of {part.path} from offset {part.start}: {exc}",
-              file=sys.stderr)
+        where = f"row {part.start}" if part.per_row else f"offset {part.start}"  # a store's part: a row range
+        print(f"mosquitto data source: {exc} (the rest of the part from {where} skipped)", file=sys.stderr)
 
 
 def decode_options(options: dict[str, str]) -> tuple[tuple[str, ...], tuple[str, ...], str | None] | None:

@@ -201,7 +201,7 @@ def test_schema_ddl_for_spark() -> None:
     assert "`properties` ARRAY<STRUCT<`id`: INT, `name`: STRING" in ddl
 
 
-def test_bad_property_tail_in_a_partition(tmp_path: Path) -> None:
+def test_bad_property_tail_in_a_partition(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Damage only decoding sees (the header walk is fine): a located error, or a skipped rest."""
     from exporters.spark import Part, plan, read_part
 
@@ -221,6 +221,9 @@ def test_bad_property_tail_in_a_partition(tmp_path: Path) -> None:
     rows = sum(b.num_rows for b in read_part(Part(str(bad), parts[0].start, parts[0].stop, parts[0].first_index),
                                              "msg_store", batch_size=1, on_error="skip"))
     assert rows == target.index - 1  # the stored messages before the damaged one
+    line = capsys.readouterr().err.strip()  # one line naming the file once, where reading stopped, what was skipped
+    assert "\n" not in line and line.count(str(bad)) == 1 and f"msg_store[{target.index}]" in line
+    assert line.endswith(f"(the rest of the part from offset {parts[0].start} skipped)"), line
 
 
 @pytest.mark.parametrize("path", REAL_FILES, ids=lambda p: p.name)
