@@ -57,7 +57,10 @@ class Loss:
             shown = value.hex() if isinstance(value, bytes) else value
             if isinstance(shown, list):
                 shown = [p.name if hasattr(p, "name") else str(p) for p in shown]
-            self.examples.append({"chunk": chunk.index, "offset": chunk.offset, "value": shown})
+            values = chunk.record.values
+            who = (f"client {values['client_id']!r}" if values.get("client_id") is not None
+                   else f"store {values['store_id']}" if values.get("store_id") is not None else None)
+            self.examples.append({"chunk": chunk.index, "offset": chunk.offset, "record": who, "value": shown})
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "field": self.field, "count": self.count, "why": self.why,
@@ -76,6 +79,7 @@ class ConvertReport(WriteReport):
     session_expiry: int | None = None
     sessions_set: int = 0
     refused: bool = False
+    image: bool = False  # the chunks are a store's records in a temporary .db: examples name records, not chunks
 
     @property
     def lossy(self) -> bool:
@@ -85,11 +89,16 @@ class ConvertReport(WriteReport):
         return {
             "source_version": self.source_version, "target_version": self.target_version, "chunks": self.chunks,
             "copied": self.copied, "encoded": self.encoded, "dropped": self.dropped,
-            "losses": [loss.to_json() for loss in self.losses.values() if loss.count],
+            "losses": [self._located(loss.to_json()) for loss in self.losses.values() if loss.count],
             "session_expiry_interval": self.session_expiry, "sessions_given_expiry": self.sessions_set,
             "notes": self.notes, "size_before": self.size_before, "size_after": self.size_after,
             "written": self.written, "refused": self.refused, "seconds": round(self.seconds, 3),
         }
+
+    def _located(self, loss: dict[str, Any]) -> dict[str, Any]:
+        if self.image:  # the temporary .db's chunk numbers and offsets are nowhere in the store
+            loss["examples"] = [{**e, "chunk": None, "offset": None} for e in loss["examples"]]
+        return loss
 
     def lines(self) -> list[str]:
         out = [f"v{self.source_version} -> v{self.target_version}: {self.chunks:,} chunks, {self.copied:,} copied as "
@@ -99,8 +108,11 @@ class ConvertReport(WriteReport):
             out.append(f"set session expiry interval on {self.sessions_set} session(s): {interval}")
         for loss in self.losses.values():
             if loss.count:
-                where = ", ".join(f"chunk {e['chunk']} @{e['offset']}" for e in loss.examples[:3])
-                out.append(f"LOST {loss.kind}.{loss.field} in {loss.count:,} chunk(s) ({where}{', ...' if loss.count > 3 else ''}): {loss.why}")
+                where = ", ".join(str(e["record"]) if self.image else f"chunk {e['chunk']} @{e['offset']}"
+                                  for e in loss.examples[:3])
+                unit = "record(s)" if self.image else "chunk(s)"
+                out.append(f"LOST {loss.kind}.{loss.field} in {loss.count:,} {unit} ({where}"
+                           f"{', ...' if loss.count > 3 else ''}): {loss.why}")
         out.extend(self.notes)
         return out
 
@@ -221,10 +233,10 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
     if target not in WRITABLE:
         raise UnsupportedVersionError(f"cannot write db version {target}; mosqdb converts to versions "
                                       f"{', '.join(map(str, WRITABLE[:-1]))} and {WRITABLE[-1]}",
-                                      path=db.path)
+                                      path=db.source_path)
     if not 0 <= session_expiry <= NEVER:
         raise CodecError(f"session expiry {session_expiry} is outside 0..4294967295")
-    report = ConvertReport(db.version, target, size_before=db.size)
+    report = ConvertReport(db.version, target, size_before=db.size, image=db.source_path != db.path)
     if db.empty:
         report.notes.append("empty file (no saved state): written as an empty file")
         if out_path is not None:
@@ -260,7 +272,7 @@ def convert(db: DbFile, out_path: str | os.PathLike[str] | None, target: int, *,
             report.seconds = time.perf_counter() - t0
             exc = CodecError(f"converting v{source} to v{target} would lose data ("
                              + ", ".join(f"{lo.kind}.{lo.field} x{lo.count}" for lo in report.losses.values() if lo.count)
-                             + "); see --dry-run, or pass --force", path=db.path)
+                             + "); see --dry-run, or pass --force", path=db.source_path)
             exc.report = report  # type: ignore[attr-defined]
             raise exc
         # the dry pass found nothing to lose; count again while writing

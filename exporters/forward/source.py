@@ -94,7 +94,7 @@ class MessageSource:
 
     def _skip(self, why: str) -> None:
         self.stats.skipped += 1
-        self.report(f"{self.db.path}: skipped {why}")
+        self.report(f"{self.db.source_path}: skipped {why}")
 
     def _ids_of(self, chunk_type: ChunkType, keep: Callable[[Any], bool]) -> set[int]:
         return {c.record["store_id"] for c in self.db.stream(types=[chunk_type]) if keep(c.record)}

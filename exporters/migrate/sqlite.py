@@ -108,7 +108,7 @@ def require_intact(db: DbFile) -> None:
     err = db.index.error
     if err is not None:
         raise CodecError(f"the file is damaged ({err}); run `mosqdb repair` first and migrate the repaired copy",
-                         path=db.path)
+                         path=db.source_path)
 
 
 # ---------------------------------------------------------------- db -> sqlite

@@ -104,6 +104,27 @@ def test_downgrade_refused_without_force_names_each_loss(tmp_path: Path) -> None
                     "LOST client.username", "LOST client_msg.properties", "LOST sub.identifier", "LOST sub.options"}
 
 
+
+def test_a_store_downgraded_names_the_store_and_its_records(tmp_path: Path) -> None:
+    """A 2.1 store is converted through a temporary .db of its records: a refusal names the store the user gave, and
+    each loss's examples the records (the client), not the temporary file's chunk numbers and offsets."""
+    from support.paths import SQLITE_STORES
+
+    if not SQLITE_STORES:
+        pytest.skip("no sqlite store fixture")
+    store = SQLITE_STORES[0]
+    out = tmp_path / "out.db"
+    r = run("convert", store, "--to-version", "5", "-o", out)
+    assert r.returncode == 1 and not out.exists(), r.stderr
+    err = r.stderr.strip().splitlines()
+    assert err[-1].startswith(f"mosqdb convert: {store}: ") and "mosqdb-sqlite-" not in r.stderr
+    lost = [line for line in err[:-1] if line.startswith("LOST ")]
+    assert lost and all(" record(s) (client '" in line and "@" not in line for line in lost), lost
+    r = run("convert", store, "--to-version", "5", "--dry-run", "--json")
+    losses = json.loads(r.stdout)["losses"]
+    assert losses and all(e["chunk"] is None and e["offset"] is None and e["record"].startswith("client ")
+                          for loss in losses for e in loss["examples"]), losses
+
 def test_downgrade_loss_counts_match_the_file(tmp_path: Path) -> None:
     r = run_in_process("convert", V6, "--to-version", "3", "--dry-run", "--json")
     assert r.returncode == 0, r.stderr
