@@ -92,6 +92,13 @@ class MessageSource:
             return iter(())
         return self._deliveries() if self.opts.mode == "delivery" else self._stores()
 
+    def _at(self, kind: str, index: int, offset: int) -> str:
+        """Where a chunk is, as the user can find it: ``msg_store[3] at offset 120``; a 2.1 store's record is read
+        through a temporary .db whose chunk numbers and offsets are nowhere in the store: its kind alone."""
+        if self.db.source_path != self.db.path:
+            return {"msg_store": "a stored message", "client_msg": "a queued message"}[kind]
+        return f"{kind}[{index}] at offset {offset}"
+
     def _skip(self, why: str) -> None:
         self.stats.skipped += 1
         self.report(f"{self.db.source_path}: skipped {why}")
@@ -174,7 +181,7 @@ class MessageSource:
     def _bad_text(self, index: int, offset: int, sid: int, frm: str | None, topic: str) -> bool:
         for name, text in (("topic", topic), ("source id", frm or "")):
             if not is_utf8(text):
-                self._skip(f"msg_store[{index}] at offset {offset} (store {sid}): {name} is not valid UTF-8")
+                self._skip(f"{self._at('msg_store', index, offset)} (store {sid}): {name} is not valid UTF-8")
                 return True
         return False
 
@@ -196,7 +203,7 @@ class MessageSource:
             if only is not None and sid not in only:
                 continue
             if not 0 <= qos <= 2:
-                self._skip(f"msg_store[{index}] at offset {offset} (store {sid}): qos {qos} is not 0-2")
+                self._skip(f"{self._at('msg_store', index, offset)} (store {sid}): qos {qos} is not 0-2")
                 continue
             if check and self._bad_text(index, offset, sid, frm, topic):
                 continue
@@ -235,10 +242,10 @@ class MessageSource:
                 if sid in unusable:
                     self.stats.skipped += 1  # its store was reported once
                 elif choose is None:
-                    self._skip(f"client_msg[{index}] at offset {offset}: store {sid} is not in the file")
+                    self._skip(f"{self._at('client_msg', index, offset)}: store {sid} is not in the file")
                 continue
             if not 0 <= qos <= 2:
-                self._skip(f"client_msg[{index}] at offset {offset} (store {sid}): qos {qos} is not 0-2")
+                self._skip(f"{self._at('client_msg', index, offset)} (store {sid}): qos {qos} is not 0-2")
                 continue
             frm, topic, payload, ts = f
             self.stats.messages += 1

@@ -152,6 +152,29 @@ def test_invalid_utf8_topic_is_skipped_and_reported(tmp_path) -> None:
     assert not (tmp_path / "s.fwd").exists()  # nothing half-written
 
 
+def test_a_stores_skipped_message_is_named_by_the_store(tmp_path) -> None:
+    """A 2.1 store is read through a temporary .db of its records: a message skipped there is named by the store the
+    user gave and its store id, not by the temporary file's chunk number and offset."""
+    import shutil
+    import sqlite3
+
+    from support.paths import SQLITE_STORES
+
+    if not SQLITE_STORES:
+        pytest.skip("no sqlite store fixture")
+    store = tmp_path / "mosquitto.sqlite3"
+    shutil.copyfile(SQLITE_STORES[0], store)
+    with sqlite3.connect(store) as c:
+        sid = c.execute("SELECT store_id FROM base_msgs ORDER BY rowid LIMIT 1").fetchone()[0]
+        c.execute("UPDATE base_msgs SET qos = 7 WHERE store_id = ?", (sid,))
+    c.close()
+    r = run("export", store, "--to", "msgpack", "-o", tmp_path / "o.fwd")
+    assert r.returncode == 0, r.stderr
+    line = next(ln for ln in r.stderr.splitlines() if "skipped" in ln and "qos 7" in ln)
+    assert f"{store}: skipped a stored message (store {sid}): qos 7 is not 0-2" in line, line
+    assert "offset" not in line and "mosqdb-sqlite-" not in r.stderr
+
+
 def _maps(sizes: list[int]) -> list[dict]:
     return [message_map(make_id(1_700_000_000_000, i + 1), 0, False, False, "", f"t/{i}", b"x" * n,
                         1_700_000_000_000) for i, n in enumerate(sizes)]
