@@ -100,6 +100,7 @@ def target_stat(path: str | os.PathLike[str]) -> os.stat_result | None:
 # ---------------------------------------------------------------- the command's inputs
 
 _INPUTS: dict[tuple[int, int], str] = {}  # (device, inode) -> the path the command was given
+_INPUT_MODES: list[int] = []  # the permission bits of each input
 
 
 def reading(*paths: str | os.PathLike[str]) -> None:
@@ -113,11 +114,28 @@ def reading(*paths: str | os.PathLike[str]) -> None:
             continue
         if stat.S_ISREG(st.st_mode):
             _INPUTS[(st.st_dev, st.st_ino)] = os.fspath(path)
+            _INPUT_MODES.append(stat.S_IMODE(st.st_mode))
 
 
 def forget_inputs() -> None:
     """A new command starts with no inputs (many run in one process: the tests, the fuzz campaign)."""
     _INPUTS.clear()
+    _INPUT_MODES.clear()
+
+
+def no_wider_than_inputs(mode: int) -> int:
+    """``mode`` open to the group and others only as far as every input of the command is: Mosquitto writes its db
+    0600 (it holds the clients' messages), and a copy, conversion or export of it stays that private."""
+    for bits in _INPUT_MODES:
+        mode &= bits | 0o700
+    return mode
+
+
+def new_file_mode() -> int:
+    """The mode of a file a command creates: 0666 minus the umask, :func:`no_wider_than_inputs`."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return no_wider_than_inputs(0o666 & ~mask)
 
 
 def input_refusal(st: os.stat_result, replaces: str | os.PathLike[str] | None) -> str | None:
@@ -237,14 +255,10 @@ def set_owner_and_mode(fd: int, like: os.stat_result | None, *, new_mode: int | 
 
     As root the owner is kept (the broker's user must still read its db); otherwise the group is
     kept where we may, and the mode always. chown first: it clears set-id bits. With no ``like``
-    the mode is ``new_mode`` (default: 0666 minus the umask, what ``open`` would give).
+    the mode is ``new_mode`` (default: :func:`new_file_mode`).
     """
     if like is None:
-        if new_mode is None:
-            mask = os.umask(0)
-            os.umask(mask)
-            new_mode = 0o666 & ~mask
-        os.fchmod(fd, new_mode)
+        os.fchmod(fd, new_file_mode() if new_mode is None else new_mode)
         return
     if (like.st_uid, like.st_gid) != (os.fstat(fd).st_uid, os.fstat(fd).st_gid):
         try:
@@ -696,8 +710,8 @@ def make_dirs(path: str | os.PathLike[str]) -> None:
 
 def open_output(path: str | os.PathLike[str]) -> BinaryIO:
     """``path`` opened for writing as it goes (a stream others may follow), created or truncated: never
-    through a link at the name (refused), never a FIFO, device or directory (refused). Mode 0666 minus
-    the umask for a new file. For a finished file use :func:`atomic_replace`."""
+    through a link at the name (refused), never a FIFO, device or directory (refused). A new file gets
+    :func:`new_file_mode`. For a finished file use :func:`atomic_replace`."""
     path = os.path.abspath(os.fspath(path))
     d, name = SafeDir.of(path)
     with d:
@@ -708,7 +722,7 @@ def open_output(path: str | os.PathLike[str]) -> BinaryIO:
             raise WriteError(f"is {not_regular(st)}, not a regular file: refused as an output, nothing written",
                              path=path)
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | O_NOFOLLOW | O_CLOEXEC | os.O_NONBLOCK, 0o666,
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | O_NOFOLLOW | O_CLOEXEC | os.O_NONBLOCK, new_file_mode(),
                          dir_fd=d.fd)
         except OSError as exc:
             if exc.errno == errno.ELOOP:

@@ -44,12 +44,13 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
     since it was opened, the rename is refused with :class:`FileChangedError`.
     ``verify`` is called with the finished temp file's path before the rename; if it
     raises, nothing is renamed and the temp file is removed. The result keeps the owner, group
-    and mode of the file it replaces (or of ``like``); a new file is 0644, or ``mode`` when given.
+    and mode of the file it replaces (or of ``like``); a new file is 0644 no wider than the command's inputs
+    (:func:`codec.safefile.no_wider_than_inputs`: a copy of a 0600 db is 0600), or ``mode`` when given.
     A ``path`` that is a symbolic link is refused (:func:`codec.safefile.target_stat`). ``path`` may be an input of
     the command only when it is ``guard``'s file or ``replaces`` (a change in place: :func:`codec.safefile.reading`).
     """
     path = os.fspath(path)
-    rep = safefile.Replacement(path, like=like, new_mode=0o644 if mode is None else mode, mode=mode,
+    rep = safefile.Replacement(path, like=like, new_mode=safefile.no_wider_than_inputs(0o644) if mode is None else mode, mode=mode,
                                replaces=replaces if replaces is not None else guard.path if guard is not None else None)
     try:
         yield rep.file

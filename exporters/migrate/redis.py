@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, BinaryIO
 
+from codec import safefile
 from codec.errors import CodecError
 from codec.migration import MigrationReport
 from codec.writer import atomic_output
@@ -313,7 +314,7 @@ def _write_resp(path: str, cmds: Iterable[tuple[str, int, bytes]], rep: Migratio
                 prog: Callable[[str, int, int], None]) -> None:
     done = 0
     f: BinaryIO
-    with atomic_output(path, mode=0o644) as f:
+    with atomic_output(path, mode=safefile.no_wider_than_inputs(0o644)) as f:
         for kind, n, data in cmds:
             f.write(data)
             if kind == "msgs":

@@ -124,9 +124,10 @@ def write_report(out: str, table: Any, text: str) -> None:
     from codec import safefile
 
     safefile.make_dirs(out)
-    with safefile.atomic_replace(os.path.join(out, "verdicts.parquet"), new_mode=0o644) as rep:
+    mode = safefile.no_wider_than_inputs(0o644)  # verdicts name clients: as private as the files
+    with safefile.atomic_replace(os.path.join(out, "verdicts.parquet"), new_mode=mode) as rep:
         pq.write_table(table, rep.file, compression="zstd")
-    with safefile.atomic_replace(os.path.join(out, "summary.txt"), new_mode=0o644) as rep:
+    with safefile.atomic_replace(os.path.join(out, "summary.txt"), new_mode=mode) as rep:
         rep.file.write(text.encode("utf-8"))
 
 
