@@ -67,6 +67,10 @@ def cmd_sql(args: argparse.Namespace) -> int:
         raise UsageError(SPARK_HINT) from None
     if not xs.HAVE_SPARK:
         raise UsageError(SPARK_HINT)
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1")
+    from exporters.schema import METRICS_KIND
+
     only = xs.views_named(args.query)
     from inspector.commands.shared.decoding import decoder_from
 
@@ -75,6 +79,9 @@ def cmd_sql(args: argparse.Namespace) -> int:
         from exporters.spark.frames import decode_options
 
         decoding = decode_options(args.decode, args.proto, args.decode_config)
+    elif METRICS_KIND in only:
+        raise UsageError(f"the {METRICS_KIND} view needs payload decoding: --decode 'spBv1.0/#=sparkplug' "
+                         "(or --decode auto)")
     try:
         conf = xs.parse_conf(args.conf)
     except ValueError as exc:

@@ -147,6 +147,17 @@ def test_export_reads_a_directory_of_db_files(tmp_path: Path) -> None:
     assert r.returncode == 2 and "without *.db" in one_error_line(r, "export")
 
 
+
+def test_sql_usage_errors_are_named_before_spark_starts() -> None:
+    """The metrics view without a rule that decodes payloads, and a --limit under 1: one line each, exit 2."""
+    from support.cli import run as run_child
+
+    pytest.importorskip("pyspark")
+    r = run_child("sql", "SELECT count(*) FROM sparkplug_metrics", V6)
+    assert r.returncode == 2 and "--decode" in one_error_line(r, "sql")
+    r = run_child("sql", "SELECT count(*) FROM msg_store", V6, "--limit", "0")
+    assert r.returncode == 2 and "--limit must be at least 1" in one_error_line(r, "sql")
+
 # ---------------------------------------------------------------- help
 
 
