@@ -31,6 +31,15 @@ PERSISTENCE_FILES = ("*.db", "*.sqlite3")
 and ``-shm`` files are its own, read with it)."""
 
 
+def persistence_files(directory: str, *, stores: bool = True) -> list[str]:
+    """The :data:`PERSISTENCE_FILES` of ``directory`` (its ``*.db`` alone unless ``stores``), sorted; a directory
+    name with glob characters is taken as spelled."""
+    import glob
+
+    patterns = PERSISTENCE_FILES if stores else PERSISTENCE_FILES[:1]
+    return sorted(f for p in patterns for f in glob.glob(os.path.join(glob.escape(directory), p)))
+
+
 def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> Storage:
     """A DbFile for a db file, a StoreFile for a sqlite store (both :class:`Storage`); ``source_path`` is what
     was named. The one place that chooses between the formats."""

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import errno
-import glob
 import os
 import queue
 import sys
@@ -33,7 +32,7 @@ import pyarrow.parquet as pq  # noqa: E402
 from codec import DbFile, safefile
 from codec.errors import CodecError, WriteError
 from codec.layouts import ChunkType
-from codec.sources import PERSISTENCE_FILES, columns_of, known_refusals, open_any
+from codec.sources import columns_of, known_refusals, open_any, persistence_files
 from codec.values import json_text
 from codec.views.jsonview import chunk_to_json
 from codec.views.query import Selection
@@ -88,8 +87,7 @@ def db_files(path: str, *, stores: bool = True) -> list[str]:
     false), sorted, as absolute paths (``export``, ``sql``, Spark)."""
     full = os.path.abspath(path)
     if os.path.isdir(full):
-        patterns = PERSISTENCE_FILES if stores else ("*.db",)
-        return sorted(f for p in patterns for f in glob.glob(os.path.join(glob.escape(full), p)))
+        return persistence_files(full, stores=stores)
     if not os.path.exists(full):
         raise CodecError("no such file or directory", path=full)
     return [full]

@@ -159,10 +159,8 @@ def build_parser(command: str | None = None, table: dict[str, str] | None = None
 def _reading(args: argparse.Namespace) -> None:
     """The files the command reads (its FILE arguments, and the db files and stores of a directory given): no output
     of it may replace one but by its own ``--in-place`` (:func:`codec.safefile.reading`)."""
-    import glob
-
     from codec.safefile import forget_inputs, reading
-    from codec.sources import PERSISTENCE_FILES
+    from codec.sources import persistence_files
 
     forget_inputs()
     for name in ("file", "a", "b", "files", "inputs"):
@@ -170,9 +168,7 @@ def _reading(args: argparse.Namespace) -> None:
         for path in value if isinstance(value, list) else [value] if isinstance(value, str) else []:
             if path == "-":
                 continue
-            inside = [f for p in PERSISTENCE_FILES for f in glob.glob(os.path.join(glob.escape(path), p))] \
-                if os.path.isdir(path) else []
-            reading(path, *inside)
+            reading(path, *(persistence_files(path) if os.path.isdir(path) else ()))
 
 
 def _spelled_out(parser: argparse.ArgumentParser, command: str | None, extra: list[str]) -> str:
