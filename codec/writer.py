@@ -50,7 +50,8 @@ def atomic_output(path: str | os.PathLike[str], *, guard: DbFile | None = None,
     the command only when it is ``guard``'s file or ``replaces`` (a change in place: :func:`codec.safefile.reading`).
     """
     path = os.fspath(path)
-    rep = safefile.Replacement(path, like=like, new_mode=safefile.no_wider_than_inputs(0o644) if mode is None else mode, mode=mode,
+    new_mode = safefile.no_wider_than_inputs(0o644) if mode is None else mode
+    rep = safefile.Replacement(path, like=like, new_mode=new_mode, mode=mode,
                                replaces=replaces if replaces is not None else guard.path if guard is not None else None)
     try:
         yield rep.file

@@ -489,9 +489,11 @@ def _birth_rows(db: Any) -> np.ndarray | None:
         reader = column_reader(db)
         for k in range(0, len(stores), 1 << 16):
             part = stores[k:k + (1 << 16)]
-            cols = reader.gather(part, int(ChunkType.MSG_STORE), ("topic",))
-            births = native_birth_topics(cols.data, *cols.spans["topic"])
-            reader.release()
+            try:
+                cols = reader.gather(part, int(ChunkType.MSG_STORE), ("topic",))
+                births = native_birth_topics(cols.data, *cols.spans["topic"])
+            finally:
+                reader.release()
             if births is None:
                 return None
             found.append(part[births])

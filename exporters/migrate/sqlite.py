@@ -210,7 +210,8 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
         con.execute("COMMIT")
         con.close()
         if tmp is not None and out is not None:
-            with safefile.atomic_replace(out, new_mode=safefile.no_wider_than_inputs(0o644), lock=lambda: _no_side_files(out)) as put:
+            mode = safefile.no_wider_than_inputs(0o644)
+            with safefile.atomic_replace(out, new_mode=mode, lock=lambda: _no_side_files(out)) as put:
                 src = os.open(tmp, os.O_RDONLY)
                 try:
                     safefile.copy_fd(src, put.fd)

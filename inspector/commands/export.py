@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(`-` for stdout) with the objects of `mosqdb dump --json` plus `file`.",
         run=cmd_export,
     )
-    p.add_argument("files", nargs="+", metavar="FILE", help="mosquitto.db files, 2.1 sqlite stores, or directories of them (*.db, *.sqlite3)")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="mosquitto.db files, 2.1 sqlite stores, or directories of them (*.db, *.sqlite3)")
     p.add_argument("--to", required=True, metavar="SINK",
                    help=sinks.forms("export") + " (the older --to parquet -o DIR, likewise jsonl and msgpack, "
                    "still works)")
