@@ -31,13 +31,14 @@ PERSISTENCE_FILES = ("*.db", "*.sqlite3")
 and ``-shm`` files are its own, read with it)."""
 
 
-def persistence_files(directory: str, *, stores: bool = True) -> list[str]:
-    """The :data:`PERSISTENCE_FILES` of ``directory`` (its ``*.db`` alone unless ``stores``), sorted; a directory
-    name with glob characters is taken as spelled."""
+def persistence_files(directory: str, *, stores: bool = True, below: bool = False) -> list[str]:
+    """The :data:`PERSISTENCE_FILES` of ``directory`` (its ``*.db`` alone unless ``stores``; with ``below``, those
+    of every directory below it too), sorted; a directory name with glob characters is taken as spelled."""
     import glob
 
     patterns = PERSISTENCE_FILES if stores else PERSISTENCE_FILES[:1]
-    return sorted(f for p in patterns for f in glob.glob(os.path.join(glob.escape(directory), p)))
+    at = os.path.join(glob.escape(directory), *(["**"] if below else []))
+    return sorted(f for p in patterns for f in glob.glob(os.path.join(at, p), recursive=below))
 
 
 def open_any(path: str | os.PathLike[str], *, endian: str = "little") -> Storage:

@@ -35,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                 description=__doc__.split("\n\n", 1)[1].strip()
                 + " Needs PySpark (the spark extra: pip install 'mosqdb[spark]').", run=cmd_fleet)
     p.add_argument("inputs", nargs="+", metavar="DIR|GLOB",
-                   help="directories (every *.db below them) or glob patterns (quote them: ** recurses)")
+                   help="directories (every *.db and *.sqlite3 below them) or glob patterns (quote them: ** "
+                        "recurses)")
     p.add_argument("--broker", metavar="VERSION", required=True, help="the Mosquitto release running now, e.g. 2.0.18")
     p.add_argument("--to", metavar="VERSION", help="the release to upgrade to: what it loses per file")
     p.add_argument("-o", "--output", metavar="OUT", help="report directory: verdicts.parquet and summary.txt "
@@ -51,19 +52,21 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def find_files(inputs: list[str]) -> list[str]:
-    """Every ``*.db`` below the directories and every file the patterns match, absolute, sorted, once each."""
+    """Every ``*.db`` and ``*.sqlite3`` below the directories and every file the patterns match, absolute, sorted,
+    once each (a store's rows say the model does not cover it: not a file left out unseen)."""
+    from codec.sources import persistence_files
     from inspector.commands import UsageError
 
     out: set[str] = set()
     for item in inputs:
         if os.path.isdir(item):
-            found = glob.glob(os.path.join(glob.escape(item), "**", "*.db"), recursive=True)
+            found = persistence_files(item, below=True)
         else:
             found = [f for f in glob.glob(item, recursive=True) if os.path.isfile(f)]
             if not found and os.path.isfile(item):
                 found = [item]
         if not found:
-            raise UsageError(f"{item}: no *.db files" if os.path.isdir(item) else f"{item}: matches no file")
+            raise UsageError(f"{item}: no *.db or *.sqlite3 files" if os.path.isdir(item) else f"{item}: matches no file")
         out.update(os.path.abspath(f) for f in found)
     return sorted(out)
 

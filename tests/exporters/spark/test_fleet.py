@@ -153,10 +153,34 @@ def test_fleet_on_the_standalone_cluster(tmp_path: Path) -> None:
 
 def test_fleet_usage_errors(tmp_path: Path) -> None:
     r = run("fleet", tmp_path, "--broker", "2.0.18")
-    assert r.returncode == 2 and "no *.db files" in r.stderr and r.stderr.count("\n") == 1
+    assert r.returncode == 2 and "no *.db or *.sqlite3 files" in r.stderr and r.stderr.count("\n") == 1
     (tmp_path / "a.db").write_bytes(b"")
     r = run("fleet", tmp_path, "--broker", "2.0.18", "--to", "7.0.0")
     assert r.returncode == 2 and "--to" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_a_directorys_stores_are_in_the_fleet(tmp_path: Path) -> None:
+    """Devices on Mosquitto 2.1 with the persist-sqlite plugin keep mosquitto.sqlite3: a directory's stores, at any
+    depth, are rows saying the model does not cover them, which fail the fleet; not files left out unseen."""
+    import shutil
+
+    from codec.broker.verdicts import verdict_rows
+    from inspector.commands.fleet import find_files, summary
+
+    from support.paths import INCOMING, REAL
+
+    devices = tmp_path / "devices"
+    db, store = devices / "a" / "mosquitto.db", devices / "b" / "deep" / "mosquitto.sqlite3"
+    for src, dst in ((REAL / "2.0.20-a.db", db), (INCOMING / "2.1.2-a.sqlite3", store)):
+        dst.parent.mkdir(parents=True)
+        shutil.copyfile(src, dst)
+    (devices / "b" / "notes.txt").write_text("not a persistence file")
+    files = find_files([str(devices)])
+    assert files == [str(db), str(store)]
+    rows = [r for f in files for r in verdict_rows(f, [(2, 1, 2)], at=AT)]
+    assert [r["verdict"] for r in rows] == ["loads", "not-modelled"]
+    text, bad = summary(rows, len(files), "2.1.2", None)
+    assert bad and "1 loads, 1 not-modelled; 1 fail" in text and "1 × sqlite-store" in text and str(store) in text
 
 
 @pytest.mark.spark
