@@ -3,12 +3,12 @@
 PySpark's Python data source API (4.0-4.3) cannot prune columns, so a query over the ``mosquitto`` source
 decodes and ships every column of every row through a Python worker, whatever it reads. Spark's Parquet
 reader reads only the columns a query needs and skips row groups by their statistics. So the first read of
-a db file's kind writes that kind as Parquet (the export's schema) into this user's private cache directory
+a db file's or a 2.1 store's kind writes that kind as Parquet (the export's schema) into this user's private cache directory
 (:func:`codec.safefile.user_cache_dir`, never beside the user's file), and every later read of the same file
 goes to Spark's Parquet reader over that copy: JVM only, no Python worker.
 
 An entry is named by a hash of its key: the input's path and identity (device, inode, size, mtime and ctime
-in ns), the kind, the Arrow schema, and a stamp of the reading code (:func:`code_stamp`), so a changed file, a
+in ns; a store's ``-wal`` too, which holds committed rows), the kind, the Arrow schema, and a stamp of the reading code (:func:`code_stamp`), so a changed file, a
 new schema or another mosqdb reads a new entry. The key is also written into the Parquet file's metadata and
 checked, with the schema, each time an entry is used: an entry that does not open as Parquet, has another key
 (a damaged or foreign file under the name), or is not this user's regular file is rebuilt, never trusted.
@@ -36,8 +36,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from codec import DbFile, safefile
+from codec import safefile
 from codec.errors import CodecError
+from codec.sources import open_any
 from exporters.arrow import DEFAULT_BATCH, iter_batches
 from exporters.schema import SCHEMAS
 
@@ -86,9 +87,18 @@ def identity(st: os.stat_result) -> list[int]:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def entry_key(path: str, kind: str, st: os.stat_result) -> str:
-    """What an entry depends on, as the JSON text kept in it."""
-    return json.dumps({"path": path, "identity": identity(st), "kind": kind, "layout": LAYOUT,
+def identities(path: str) -> list[list[int]]:
+    """The identity of the file at ``path``, and of its ``-wal`` when there is one (a 2.1 store's committed rows
+    not yet checkpointed into the store: a new version of the store as much as a changed store is)."""
+    found = [identity(os.stat(path))]
+    with contextlib.suppress(FileNotFoundError):
+        found.append(identity(os.stat(f"{path}-wal")))
+    return found
+
+
+def entry_key(path: str, kind: str, ids: list[list[int]]) -> str:
+    """What an entry depends on, as the JSON text kept in it (``ids``: :func:`identities` of ``path``)."""
+    return json.dumps({"path": path, "identity": ids, "kind": kind, "layout": LAYOUT,
                        "schema": hashlib.sha256(stored_schema(kind).to_string().encode()).hexdigest()[:16],
                        "code": code_stamp()}, sort_keys=True)
 
@@ -109,7 +119,7 @@ def valid(entry: str, key: str, kind: str) -> bool:
     return (schema.metadata or {}).get(KEY) == key.encode() and schema.remove_metadata().equals(stored_schema(kind))
 
 
-def _write(db: DbFile, kind: str, rep: safefile.Replacement, key: str) -> int:
+def _write(db: Any, kind: str, rep: safefile.Replacement, key: str) -> int:
     """The kind's rows of ``db`` into ``rep``'s temp as Parquet (decoding here, encoding in a thread); rows."""
     schema = stored_schema(kind).with_metadata({KEY: key.encode()})
     writer = pq.ParquetWriter(rep.file, schema, compression="zstd", compression_level=-1,
@@ -152,28 +162,29 @@ def _write(db: DbFile, kind: str, rep: safefile.Replacement, key: str) -> int:
 
 
 def entry(path: str, kind: str, *, limit: int = DEFAULT_CACHE_BYTES, keep: set[str] | None = None) -> str | None:
-    """The cached Parquet of ``kind`` of the db file ``path`` (made now if missing, stale or damaged), or None
-    when it cannot be had: the file does not decode (the data source then reads it and says why), it changed
-    while being copied, or the copy would not fit ``limit``. ``keep``: entries eviction must not remove."""
+    """The cached Parquet of ``kind`` of the db file or store ``path`` (made now if missing, stale or damaged), or
+    None when it cannot be had: the file does not decode (the data source then reads it and says why), it (or a
+    store's ``-wal``) changed while being copied, or the copy would not fit ``limit``. ``keep``: entries eviction
+    must not remove."""
     path = os.path.abspath(path)
     try:
         directory = safefile.user_cache_dir()
-        st = os.stat(path)
+        ids = identities(path)
     except (OSError, CodecError):
         return None
-    key = entry_key(path, kind, st)
+    key = entry_key(path, kind, ids)
     final = os.path.join(directory, entry_name(key))
     if valid(final, key, kind):
         with contextlib.suppress(OSError):
             os.utime(final, follow_symlinks=False)  # last use, for eviction
         return final
-    if st.st_size > limit:
+    if sum(i[2] for i in ids) > limit:
         return None
     try:
-        with DbFile(path) as db:
-            if identity(os.fstat(db.fd)) != identity(st):
+        with open_any(path) as db:
+            if identities(path) != ids:  # replaced between the look and the open: not the version the key names
                 return None
-            if not db.empty and db.index.error is not None:
+            if not db.empty and db.damage is not None:
                 return None
             with contextlib.suppress(OSError):  # a damaged entry under the name: replaced below
                 if not stat.S_ISREG(os.lstat(final).st_mode):
@@ -181,7 +192,7 @@ def entry(path: str, kind: str, *, limit: int = DEFAULT_CACHE_BYTES, keep: set[s
             rep = safefile.Replacement(final, new_mode=0o600)
             try:
                 _write(db, kind, rep, key)
-                if identity(os.stat(path)) != identity(st):  # written to meanwhile: this copy is of no version
+                if identities(path) != ids:  # written to (or replaced) meanwhile: this copy is of no version
                     rep.abort()
                     return None
                 rep.commit(verify=lambda temp: pq.read_schema(temp))
@@ -256,4 +267,4 @@ def cached_frame(spark: Any, files: list[str], kind: str) -> tuple[Any, list[str
 
 
 __all__ = ["CACHE_BYTES_CONF", "DEFAULT_CACHE_BYTES", "applies", "cache_limit", "cached_frame", "code_stamp", "entry",
-           "entry_key", "evict", "stored_schema", "valid"]
+           "entry_key", "evict", "identities", "stored_schema", "valid"]

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -61,7 +62,7 @@ def test_an_entry_is_made_once_and_holds_its_key(tmp_path: Path, private: Path) 
     ino = os.stat(first).st_ino
     assert cache.entry(db, "msg_store") == first and os.stat(first).st_ino == ino  # reused, not rewritten
     schema = pq.read_schema(first)
-    assert schema.metadata[cache.KEY] == cache.entry_key(db, "msg_store", os.stat(db)).encode()
+    assert schema.metadata[cache.KEY] == cache.entry_key(db, "msg_store", cache.identities(db)).encode()
     assert "expired" not in schema.names and pq.read_metadata(first).num_rows == 31
     assert os.stat(first).st_mode & 0o777 == 0o600
     assert not any(p.name.endswith(".tmp") for p in private.iterdir())
@@ -101,7 +102,7 @@ def test_a_damaged_or_foreign_entry_is_rebuilt(tmp_path: Path, private: Path, da
         os.symlink(victim, path)
     else:
         Path(path).write_bytes(b"PAR1" * 10)
-    assert not cache.valid(path, cache.entry_key(db, "client_msg", os.stat(db)), "client_msg")
+    assert not cache.valid(path, cache.entry_key(db, "client_msg", cache.identities(db)), "client_msg")
     again = cache.entry(db, "client_msg")
     assert again == path and not os.path.islink(path)
     assert pq.read_table(path).equals(good)
@@ -140,6 +141,64 @@ def test_least_recently_used_entries_go_past_the_limit(tmp_path: Path, private: 
     assert _entries(private) == sorted(os.path.basename(p) for p in (made[1], fourth))
 
 
+def _store_with_wal(tmp_path: Path) -> tuple[str, int]:
+    """A copy of the 2.1.2 store whose ``-wal`` holds a committed delete (as a broker killed before its checkpoint
+    leaves it), and the stored messages left."""
+    import sqlite3
+
+    from support.paths import INCOMING
+
+    live = _copy(tmp_path, INCOMING / "2.1.2-a.sqlite3", "live.sqlite3")
+    con = sqlite3.connect(live)
+    try:
+        con.execute("PRAGMA wal_autocheckpoint=0")
+        con.execute("DELETE FROM base_msgs WHERE rowid = (SELECT max(rowid) FROM base_msgs)")
+        con.commit()
+        left = con.execute("SELECT count(*) FROM base_msgs").fetchone()[0]
+        crashed = _copy(tmp_path, Path(live), "crashed.sqlite3")
+        shutil.copyfile(f"{live}-wal", f"{crashed}-wal")
+    finally:
+        con.close()
+    return crashed, left
+
+
+def test_a_store_has_entries_and_its_wal_is_part_of_their_key(tmp_path: Path, private: Path) -> None:
+    from codec.sources import open_any
+
+    from support.paths import INCOMING
+
+    store, left = _store_with_wal(tmp_path)
+    with_wal = cache.entry(store, "msg_store")
+    assert with_wal is not None and pq.read_metadata(with_wal).num_rows == left  # the -wal's delete is in it
+    with open_any(store) as db:
+        assert pq.read_table(with_wal).equals(pa.Table.from_batches(
+            [b.select(cache.stored_schema("msg_store").names) for b in iter_batches(db, "msg_store")]).replace_schema_metadata(
+            pq.read_schema(with_wal).metadata))
+    assert cache.entry(store, "msg_store") == with_wal  # reused
+    os.unlink(f"{store}-wal")  # the log gone (or checkpointed elsewhere): another version of the store
+    without = cache.entry(store, "msg_store")
+    assert without not in (None, with_wal) and pq.read_metadata(without).num_rows == left + 1
+    with open_any(INCOMING / "2.1.2-a.sqlite3") as db:
+        assert left + 1 == sum(b.num_rows for b in iter_batches(db, "msg_store"))
+    assert sorted(os.listdir(tmp_path)) == ["crashed.sqlite3", "live.sqlite3", "tmp"]  # nothing beside them
+
+
+def test_a_store_whose_wal_changes_while_copied_has_no_entry(tmp_path: Path, private: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    store, _left = _store_with_wal(tmp_path)
+    real = cache._write
+
+    def write_then_log(*args: Any) -> int:
+        rows = real(*args)
+        with open(f"{store}-wal", "ab") as f:  # the broker commits meanwhile: only the -wal changes
+            f.write(b"\0" * 8)
+        return rows
+
+    monkeypatch.setattr(cache, "_write", write_then_log)
+    assert cache.entry(store, "msg_store") is None
+    assert _entries(private) == []
+
+
 # ---------------------------------------------------------------- DataFrames through the cache
 
 
@@ -160,6 +219,17 @@ def test_parquet_frames_equal_the_data_source(spark, private: Path, kind: str) -
     plan = spark.sparkContext._jvm.PythonSQLUtils.explainString(cached._jdf.queryExecution(), "simple")
     assert "parquet" in plan.lower() and "mosquitto" not in plan.lower()  # Spark's own reader, no Python source
     assert len(_entries(private)) == len(FILES) * (3 if kind == "messages" else 1)
+
+
+@pytest.mark.parametrize("kind", ["msg_store", "client", "messages"])
+def test_a_stores_parquet_frames_equal_the_data_source(spark, tmp_path: Path, private: Path,  # type: ignore[no-untyped-def]
+                                                       kind: str) -> None:
+    store, _left = _store_with_wal(tmp_path)
+    source = xs.to_dataframe(spark, store, kind, cache="off")
+    cached = xs.to_dataframe(spark, store, kind, cache="parquet")
+    assert _types(cached) == _types(source) and _rows(cached) == _rows(source)
+    plan = spark.sparkContext._jvm.PythonSQLUtils.explainString(cached._jdf.queryExecution(), "simple")
+    assert "parquet" in plan.lower() and "mosquitto" not in plan.lower()
 
 
 def test_expired_is_computed_when_the_query_runs(spark, private: Path) -> None:  # type: ignore[no-untyped-def]
