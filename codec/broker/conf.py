@@ -124,6 +124,9 @@ class BrokerConf:
     queue_qos0_messages: bool = False
     max_queued_messages: int = 1000
     max_queued_bytes: int = 0
+    max_inflight_messages: int = 20
+    max_inflight_bytes: int = 0
+    allow_duplicate_messages: bool = True
     persistent_client_expiration: int | None = None
     user: str | None = None
     bridges: list[Bridge] = field(default_factory=list)
@@ -282,6 +285,9 @@ _GLOBAL = {
     "queue_qos0_messages": ("queue_qos0_messages", _bool),
     "max_queued_messages": ("max_queued_messages", lambda d: max(0, _int(d))),
     "max_queued_bytes": ("max_queued_bytes", lambda d: max(0, _int(d))),
+    "max_inflight_messages": ("max_inflight_messages", lambda d: max(0, _int(d))),
+    "max_inflight_bytes": ("max_inflight_bytes", lambda d: max(0, _int(d))),
+    "allow_duplicate_messages": ("allow_duplicate_messages", _bool),
     "persistent_client_expiration": ("persistent_client_expiration", _duration),
     "user": ("user", _text),
 }

@@ -126,18 +126,21 @@ def describe(rec: Any) -> str:
 
 
 def check_file(db: DbFile, *, at: float | None = None, limit: int | None = LIMIT,
-               progress: Callable[[int, int], None] | None = None) -> list[Finding]:
+               progress: Callable[[int, int], None] | None = None, conf: Any = None) -> list[Finding]:
     """Check every chunk of an open db; chunks that do not decode become findings and the rest are checked.
 
     ``limit``: findings shown per rule (None: all); past it one finding says how many more there are.
     ``progress(bytes_done, size)`` is called after each batch of chunks. A Mosquitto 2.1 sqlite store
     (:class:`codec.store.read.StoreFile`) is checked by :mod:`codec.store.check`: these rules on its
-    rows, and the store's own.
+    rows, and the store's own; ``conf`` (a :class:`codec.broker.conf.BrokerConf`) gives the queue settings its
+    restore keeps entries by (None: Mosquitto's defaults).
     """
     if getattr(db, "is_store", False):
         from codec.store.check import check_store
+        from codec.store.restore import QueueLimits
 
-        return check_store(db, at=at, limit=limit, progress=progress)  # type: ignore[arg-type]
+        return check_store(db, at=at, limit=limit, progress=progress,  # type: ignore[arg-type]
+                           limits=QueueLimits.of(conf))
     return _checked(db, at=at, limit=limit, progress=progress).result()
 
 

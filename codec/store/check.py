@@ -24,6 +24,8 @@ rules instead, worded for tables, with what Mosquitto 2.1.2 does on load (``rest
 * ``number-topic``: a topic or client id stored as a number (``STRING`` columns have NUMERIC
   affinity): the broker reads back its text rendering;
 * ``will``: a will of a client without a session (published when the broker starts);
+* ``restore-queue``: a queue entry the restore leaves out with the broker's default settings
+  (:mod:`codec.store.restore`: QoS 0 entries, entries past ``max_queued_messages``);
 * ``wal``: a ``-wal`` file beside the store (a broker is running, or was not shut down cleanly).
 
 The row rules' SQL (joins against ``base_msgs``, scans for odd values) would each read the tables
@@ -55,6 +57,8 @@ from codec.ops.checker import LIMIT, Checker
 from codec.ops.findings import Finding, Findings
 from codec.store.pages import INTEGER, NULL, TEXT, Decoded, Recipe
 from codec.store.read import StoreFile, StoreReadError, sql_int
+from codec.store.restore import REASONS as RESTORE_REASONS
+from codec.store.restore import QueueLimits, restore_drops
 from codec.store.schema import ROWS, restored_properties
 
 _GENERIC_DROPPED = {"dangling", "no-client", "order"}  # answered by the store's own rules below
@@ -189,21 +193,23 @@ class _StoreCheck(Checker):
 
 
 def check_store(store: StoreFile, *, at: float | None = None, limit: int | None = LIMIT,
-                progress: Callable[[int, int], None] | None = None) -> list[Finding]:
-    """Every finding of a store: its own rules first (schema, sqlite, the -wal), then per row.
+                progress: Callable[[int, int], None] | None = None,
+                limits: QueueLimits | None = None) -> list[Finding]:
+    """Every finding of a store: its own rules first (schema, sqlite, the -wal), then per row. ``limits``: the
+    queue settings of the broker that loads it (None: Mosquitto's defaults).
 
     sqlite's ``quick_check`` reads every page, the row scan those of the big tables again: on a store opened
     immutable the former runs in a thread of its own while the latter runs (sqlite and the page reader both
     release the GIL), which on two cores takes it out of the wall time (not the CPU time)."""
     integrity = _QuickCheck(store)
     try:
-        return _checked(store, at, limit, progress, integrity)
+        return _checked(store, at, limit, progress, integrity, limits)
     finally:  # never outlived by its thread: that connection holds the file open
         integrity.stop()
 
 
 def _checked(store: StoreFile, at: float | None, limit: int | None, progress: Callable[[int, int], None] | None,
-             integrity: _QuickCheck) -> list[Finding]:
+             integrity: _QuickCheck, limits: QueueLimits | None = None) -> list[Finding]:
     run = _StoreCheck(store, at, limit, progress)
     run.run()
     run.finish()
@@ -222,7 +228,7 @@ def _checked(store: StoreFile, at: float | None, limit: int | None, progress: Ca
         found.append(f)
     for t, seen in run.seen.items():
         seen.rowids = rowids[store.first[t]:store.first[t] + store.count[t]]
-    rules = _Rules(store, limit, _candidates(run.seen), integrity)
+    rules = _Rules(store, limit, _candidates(run.seen), integrity, limits)
     rules.run()
     if progress is not None:
         progress(store.size, store.size)
@@ -388,9 +394,10 @@ class _Rules:
     rule (:func:`_candidates`), the rowids its SQL is run on instead of the whole table."""
 
     def __init__(self, store: StoreFile, limit: int | None, only: dict[str, np.ndarray] | None = None,
-                 integrity: _QuickCheck | None = None) -> None:
+                 integrity: _QuickCheck | None = None, limits: QueueLimits | None = None) -> None:
         assert store.con is not None
         self.store, self.con, self.limit = store, store.con, limit
+        self.limits = limits or QueueLimits()
         self.only = only or {}
         self.quick = integrity
         self.head: list[Finding] = []  # findings about the whole store
@@ -424,6 +431,7 @@ class _Rules:
         self.integrity()
         self.references()
         self.values()
+        self.restore()
 
     def schema(self) -> None:
         fig = self.store.figures
@@ -509,6 +517,27 @@ class _Rules:
                       f"WHERE typeof({col}) IN ('integer', 'real'){{only}} ORDER BY rowid",
                       lambda r, col=col: f"{col} is stored as {_t(r[1])} (a STRING column has NUMERIC affinity): the "
                                          f"broker reads it back as the text {_t(r[2])!r}", key=f"number-topic {table}")
+
+
+    def restore(self) -> None:
+        """Queue entries Mosquitto 2.1's restore leaves out (:mod:`codec.store.restore`), one finding per session
+        and reason (entries without a session or a base message are the references' findings)."""
+        groups: dict[tuple[Any, str], list[int]] = {}
+        for d in restore_drops(self.con, self.limits):
+            if d.reason not in ("no-session", "no-message"):
+                groups.setdefault((d.client_id, d.reason), []).append(d.rowid)
+        settings = "its default settings" if self.limits.source == QueueLimits().source else self.limits.source
+        for n, ((cid, reason), rowids) in enumerate(groups.items(), 1):
+            if self.limit is not None and n > self.limit:
+                self.rows.append(Finding("warning", "restore-queue",
+                                         f"… and {len(groups) - self.limit:,} more restore-queue findings"))
+                break
+            shown = ", ".join(map(str, rowids[:5])) + (", …" if len(rowids) > 5 else "")
+            k = len(rowids)
+            self.rows.append(Finding("warning", "restore-queue",
+                                     f"{k:,} queue entr{'y' if k == 1 else 'ies'} of {_t(cid)!r} (rowid {shown}): "
+                                     f"{RESTORE_REASONS[reason]}: Mosquitto 2.1 drops {'it' if k == 1 else 'them'} "
+                                     f"on load with {settings}", None, rowids[0], "client_msgs", None))
 
 
 def _payloadlen(r: tuple) -> str:

@@ -33,6 +33,8 @@ from codec.properties import Property, decode_properties
 from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
 from codec.store.lock import require_free as require_free  # named here for `migrate`: a live store is never replaced
+from codec.store.restore import REASONS as RESTORE_REASONS
+from codec.store.restore import QueueLimits, restore_drops
 from codec.store.schema import SCHEMA, SCHEMA_VERSION, SUB_ID, props_json
 from codec.values import NEVER, is_utf8, signed64, unsigned64, utf8_or_none
 from exporters.migrate import sqlite_bulk
@@ -145,8 +147,12 @@ class _NeedExact(Exception):
 
 def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session_expiry: int = NEVER,
                  now: float | None = None, force: bool = False, progress: Progress = _quiet,
-                 bulk: bool = True) -> MigrationReport:
+                 bulk: bool = True, limits: QueueLimits | None = None) -> MigrationReport:
     """Write the 2.1 plugin's store for ``db`` (``out_path`` None: a dry run that only counts).
+
+    The report also counts the queue entries Mosquitto 2.1 drops as it restores the store
+    (:mod:`codec.store.restore`) under ``limits`` (the settings of the broker that will load it; None:
+    Mosquitto's defaults): written, but lost at the cut-over all the same.
 
     ``bulk`` binds the stores from Arrow in C (:mod:`exporters.migrate.sqlite_bulk`); the rows
     are the same as on the exact path (``bulk=False``), which takes the rest anyway. A dry run
@@ -161,15 +167,15 @@ def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session
     use_bulk = bulk and not db.empty
     with paused_gc():
         try:
-            rep = _migrate(db, out, session_expiry, now, progress, use_bulk)
+            rep = _migrate(db, out, session_expiry, now, progress, use_bulk, limits)
         except _NeedExact:
-            rep = _migrate(db, out, session_expiry, now, progress, False)
+            rep = _migrate(db, out, session_expiry, now, progress, False, limits)
     rep.seconds = time.perf_counter() - t0
     return rep
 
 
 def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None, progress: Progress,
-             use_bulk: bool) -> MigrationReport:
+             use_bulk: bool, limits: QueueLimits | None = None) -> MigrationReport:
     """One attempt: a temp file (or memory), filled, indexed, committed and renamed into place.
 
     On the bulk path the stores go in first, in their own transaction on an ADBC connection;
@@ -203,6 +209,7 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
             stored = _bulk_stores(db, refs, now_s, progress, functools.partial(_memory_write, con))
         if refs is not None:
             _fill(db, con, rep, refs, stored, session_expiry, now_s, progress)
+            _on_load(con, rep, limits or QueueLimits())
         # secondary indexes after the rows (a sorted build is much faster)
         for stmt in SCHEMA:
             if stmt.startswith("CREATE INDEX"):
@@ -226,6 +233,14 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
         if out is not None:
             shutil.rmtree(work, ignore_errors=True)
     return rep
+
+
+def _on_load(con: sqlite3.Connection, rep: MigrationReport, limits: QueueLimits) -> None:
+    """The queue entries written that Mosquitto 2.1's restore leaves out under ``limits``, into the report."""
+    rep.on_load_settings = limits.describe()
+    for d in restore_drops(con, limits):
+        rep.drop_on_load(f"queue entry: {RESTORE_REASONS[d.reason]}",
+                         f"{show(d.client_id)} store {d.store_id & (1 << 64) - 1}")
 
 
 @contextlib.contextmanager
@@ -319,12 +334,13 @@ def _adbc_write(tmp: str, out: str, batches: Iterator[Any]) -> None:
 
 
 def _memory_write(con: sqlite3.Connection, batches: Iterator[Any]) -> None:
-    """A dry run's stand-in for :func:`_adbc_write`: only the id and topic of each store (what
-    the later steps read back), so the payloads never sit in memory."""
+    """A dry run's stand-in for :func:`_adbc_write`: only the id, topic, payload length and qos of each store
+    (what the later steps read back, and what the broker's restore counts), so the payloads never sit in
+    memory."""
     for rows in batches:
         try:
-            con.executemany("INSERT INTO base_msgs (store_id, topic) VALUES (?, ?)",
-                            zip(rows.column("store_id").to_pylist(), rows.column("topic").to_pylist()))
+            con.executemany("INSERT INTO base_msgs (store_id, topic, payloadlen, qos) VALUES (?, ?, ?, ?)",
+                            zip(*(rows.column(c).to_pylist() for c in ("store_id", "topic", "payloadlen", "qos"))))
         except sqlite3.IntegrityError:  # a duplicate store id: as on the bulk path, only the exact one
             raise _NeedExact() from None
 

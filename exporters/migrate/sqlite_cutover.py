@@ -128,8 +128,6 @@ def plan(conf_path: str | os.PathLike[str], plugin: str | None, output: str | No
             if not conf.persistence_location:
                 lines.append(f"plugin_opt_db_file {cut.store}\n")
         cut.texts[path] = (old, "".join(lines))
-    if not conf.queue_qos0_messages:
-        cut.notes.append("queue_qos0_messages is false: Mosquitto 2.1.2 drops queued QoS 0 messages on load")
     return cut
 
 

@@ -22,14 +22,31 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help='one JSON object: {"file", "findings": [...], "summary": {"errors", "warnings", "verdict"}}')
     from inspector.commands.shared.bridging import add_broker_options
 
-    add_broker_options(p)
+    add_broker_options(p, store_queues=True)
     add_at(p)
     add_endian(p)
     add_quiet(p)
 
 
+def _store_conf(args: argparse.Namespace) -> object | None:
+    """With ``--conf`` and no ``--broker``, for a 2.1 store (named, or the one the conf's persist-sqlite plugin
+    reads): the configuration, whose queue settings decide what the store's restore keeps; else None."""
+    if not args.conf or args.broker:
+        return None
+    from codec.sources import format_of
+    from inspector.commands.shared.broker import load_conf
+
+    conf = load_conf(args.conf)
+    if args.file is None and conf is not None and conf.sqlite_plugin is not None and not conf.persistence:
+        args.file = str(conf.sqlite_path) if conf.sqlite_path is not None else None
+    if args.file is None or not os.path.isfile(args.file) or format_of(args.file).broker_model:
+        return None
+    return conf
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    if args.broker or args.conf:
+    conf = _store_conf(args)
+    if conf is None and (args.broker or args.conf):
         from inspector.commands.shared.broker import cmd_check_broker
 
         return cmd_check_broker(args)
@@ -39,7 +56,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     at = reference_time(args)
     with open_input(args.file, endian=args.endian) as db, progress(args, "checking") as bar:
-        findings = list(check_file(db, at=at, progress=bar))
+        findings = list(check_file(db, at=at, progress=bar, conf=conf))
     if os.path.islink(args.file):
         from codec.ops.check import Finding
 

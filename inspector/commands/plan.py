@@ -65,10 +65,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.sqlite:
         if not plan.sqlite_applies:
             raise UsageError(f"--sqlite: Mosquitto {plan.after.broker} has no persist-sqlite plugin (2.1 and later)")
-        migration = rehearse_migration(path, at)
+        migration = rehearse_migration(path, at, conf)
         if args.conf:
             cutover = cutover_diff(args.conf, args.plugin)
-    lost = plan.loses_data or bool(migration is not None and migration.skipped)
+    lost = plan.loses_data or bool(migration is not None and migration.loses_data)
     if args.json:
         data = {"file": path, **plan.to_json(), "loses_data": lost}
         if migration is not None:
@@ -87,18 +87,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
             what.insert(0, "the broker does not start")
         if migration is not None and migration.skipped:
             what.append(f"{sum(migration.skipped.values()):,} left out by the migration")
+        if migration is not None and migration.on_load:
+            what.append(f"{sum(migration.on_load.values()):,} queue entries dropped as {plan.after.broker} loads "
+                        "the store")
         print(printable(f"mosqdb plan: {path}: the upgrade from {plan.before.broker} to {plan.after.broker} loses data: "
                         + (", ".join(what) or "see the report")), file=sys.stderr)
     return 1 if lost else 0
 
 
-def rehearse_migration(path: str, at: float) -> Any:
-    """``migrate --to sqlite`` decided in memory (nothing written): its report of what it leaves out."""
+def rehearse_migration(path: str, at: float, conf: Any = None) -> Any:
+    """``migrate --to sqlite`` decided in memory (nothing written): its report of what it leaves out, and of
+    what the new release drops as it loads the store with the settings of ``conf`` (None: the defaults)."""
     from codec import DbFile
+    from codec.store.restore import QueueLimits
     from exporters.migrate.sqlite import db_to_sqlite
 
     with DbFile(path) as db:
-        return db_to_sqlite(db, None, now=at)
+        return db_to_sqlite(db, None, now=at, limits=QueueLimits.of(conf))
 
 
 def cutover_diff(conf_path: str, plugin: str | None) -> dict[str, Any]:
@@ -153,6 +158,6 @@ def text_lines(path: str, plan: Any, migration: Any, cutover: dict[str, Any] | N
         else:
             lines.append("  conf: the cut-over changes:")
             lines.extend("    " + line for line in cutover["diff"].splitlines())
-    lost = plan.loses_data or bool(migration is not None and migration.skipped)
+    lost = plan.loses_data or bool(migration is not None and migration.loses_data)
     lines.append("  => the upgrade loses data" if lost else "  => nothing is lost")
     return lines

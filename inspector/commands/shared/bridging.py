@@ -23,14 +23,17 @@ def add_conf(p: argparse.ArgumentParser, *, include: bool = True) -> None:
                             "sessions named local.*), which are otherwise left alone")
 
 
-def add_broker_options(p: argparse.ArgumentParser) -> None:
-    """``--broker VERSION`` and ``--conf`` (check, guard); light, as every command's parser is built at start-up."""
+def add_broker_options(p: argparse.ArgumentParser, *, store_queues: bool = False) -> None:
+    """``--broker VERSION`` and ``--conf`` (check, guard); light, as every command's parser is built at start-up.
+    ``store_queues``: the command also reads a 2.1 store's queue settings from the configuration."""
     from codec.broker.versions import ACCEPTED
 
     p.add_argument("--broker", metavar="VERSION", help="predict what this Mosquitto release does with the file "
                    f"(MAJOR.MINOR.PATCH in {ACCEPTED}, or auto: the release the file's db version suggests)")
     p.add_argument("--conf", metavar="MOSQUITTO.CONF", help="the broker's configuration: persistence_location/"
-                   "persistence_file (FILE may then be left out), persistent_client_expiration, bridges")
+                   "persistence_file (FILE may then be left out), persistent_client_expiration, bridges"
+                   + ("; for a 2.1 store (the persist-sqlite plugin's), the queue settings its restore keeps entries "
+                      "by" if store_queues else ""))
 
 
 def load_conf(args: argparse.Namespace) -> Any:
