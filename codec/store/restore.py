@@ -16,8 +16,10 @@ is restored (and counts towards the queue) and then never sent.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from codec.broker.conf import BrokerConf
 
 MQTT_MAX_PAYLOAD = 268_435_455  # mqtt_protocol.h: a base message over it is refused (its entries not found)
 OUT, IN = 1, 0  # client_msgs.direction (mosq_md_out, mosq_md_in)
@@ -32,16 +34,20 @@ REASONS = {
 """Why an entry does not come back, in the words reports use."""
 
 
+_DEFAULT = {f.name: f.default for f in fields(BrokerConf)}  # what the broker takes when its conf says nothing
+
+
 @dataclass(frozen=True)
 class QueueLimits:
-    """The settings the restore queues by (Mosquitto 2.1.2's defaults unless a configuration says otherwise)."""
+    """The settings the restore queues by (Mosquitto's defaults, as :class:`BrokerConf` holds them, unless a
+    configuration says otherwise)."""
 
-    queue_qos0_messages: bool = False
-    max_queued_messages: int = 1000
-    max_queued_bytes: int = 0
-    max_inflight_messages: int = 20
-    max_inflight_bytes: int = 0
-    allow_duplicate_messages: bool = True
+    queue_qos0_messages: bool = _DEFAULT["queue_qos0_messages"]
+    max_queued_messages: int = _DEFAULT["max_queued_messages"]
+    max_queued_bytes: int = _DEFAULT["max_queued_bytes"]
+    max_inflight_messages: int = _DEFAULT["max_inflight_messages"]
+    max_inflight_bytes: int = _DEFAULT["max_inflight_bytes"]
+    allow_duplicate_messages: bool = _DEFAULT["allow_duplicate_messages"]
     source: str = "Mosquitto's defaults"
 
     @classmethod
