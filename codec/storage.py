@@ -33,7 +33,7 @@ class Storage(Protocol):
     format_name: str  # what the file is, in messages ("mosquitto.db", "Mosquitto 2.1 sqlite store")
     chunk_bytes: bool  # its chunks are bytes at offsets in the file (False: rows of a database)
     format_key: str  # the format in machine-readable output ("db", "sqlite")
-    broker_model: bool  # Mosquitto itself loads it, so the broker model (codec.broker) predicts it (a .db)
+    broker_model: bool  # the broker model (codec.broker) predicts what Mosquitto does with it
 
     @property
     def empty(self) -> bool: ...

@@ -30,8 +30,13 @@ def verdict_for(db: DbFile, version: str, *, at: float | None = None, conf: Brok
     :class:`~codec.broker.versions.UnknownVersion` for a release the model does not know.
     """
     from codec.broker.model import predict
-    from codec.broker.versions import CLOCK_ID_MIN, auto_version, parse_version
+    from codec.broker.versions import AUTO_CLOCK_IDS, CLOCK_ID_MIN, auto_version, parse_version
 
+    if getattr(db, "is_store", False):  # 2.1's persist-sqlite plugin: its own model (codec.broker.storemodel)
+        from codec.broker.storemodel import predict_store
+
+        v = AUTO_CLOCK_IDS if version == "auto" else parse_version(version)
+        return predict_store(db.source_path, v, at=at, conf=conf)
     if version == "auto":
         clock = False
         if db.version == 6 and not db.empty:

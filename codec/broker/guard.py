@@ -48,7 +48,8 @@ from typing import Any
 
 import codec.safefile as safefile
 from codec.broker.conf import BrokerConf
-from codec.broker.model import Prediction, predict
+from codec.broker.model import Prediction
+from codec.broker.storemodel import predict_any
 from codec.broker.trial import Binary, Trial, trial_load
 from codec.broker.versions import Version, line_of
 from codec.errors import CodecError, WriteError
@@ -108,7 +109,7 @@ class GuardReport:
     trial: Trial | None = None
     no_trial: str | None = None  # why no trial was made
     verdict: str | None = None  # what the guard acted on: loads / refuses / crashes / unknown
-    decided_by: str | None = None  # trial / model / reader (a store read by mosqdb)
+    decided_by: str | None = None  # trial / model
 
     @property
     def undecided(self) -> bool:
@@ -169,7 +170,9 @@ def why(p: Prediction) -> str:
     if p.crash_when:
         return f"Mosquitto {p.broker} would start, then crash {p.crash_when}"
     stop = p.stop
-    if stop is None:
+    if stop is None:  # a store the plugin cannot open: what it logs says why
+        if p.verdict == "refuses" and p.log:
+            return f"Mosquitto {p.broker} would refuse the file logging {' / '.join(p.log)!r}"
         return f"Mosquitto {p.broker}: {p.verdict}"
     from codec.broker.rules import BY_ID
 
@@ -195,29 +198,13 @@ def model(path: str, version: Version, *, at: float, conf: BrokerConf | None,
     if line_of(version) is None:
         return None, "the broker model does not know this release"
     try:
-        p = predict(path, version, at=at, conf=conf, topics=topics)
+        p = predict_any(path, version, at=at, conf=conf, topics=topics)
     except CodecError as exc:
         where = f" at offset {exc.offset:,}" if exc.offset is not None else ""
         return None, f"{exc.reason}{where}"
     if p.verdict == "unknown":
         return p, unknown_reason(p)
     return p, None
-
-
-def _store_reading(path: str, at: float) -> str | None:
-    """None when mosqdb reads the sqlite store as the plugin would (else why not)."""
-    from codec.sources import open_any
-    from codec.store.check import check_store
-
-    try:
-        with open_any(path) as store:
-            findings = list(check_store(store, at=at))
-    except CodecError as exc:
-        return exc.reason
-    except Exception as exc:  # sqlite3.DatabaseError and friends: a store sqlite itself cannot read
-        return f"sqlite cannot read it: {exc}"
-    fatal = [f for f in findings if f.severity == "error" and f.rule in ("schema", "sqlite")]
-    return f"{fatal[0].message} [{fatal[0].rule}]" if fatal else None
 
 
 def _decide(rep: GuardReport, line: Callable[[str], None]) -> None:
@@ -235,10 +222,6 @@ def _decide(rep: GuardReport, line: Callable[[str], None]) -> None:
                  f"{t.result} it: the trial decides")
         elif model_starts is None and rep.model_unknown:
             line(f"the model cannot tell ({rep.model_unknown}); the broker itself decides")
-        return
-    if rep.store:
-        rep.decided_by = "reader"
-        rep.verdict = "unknown" if rep.model_unknown else "loads"
         return
     rep.decided_by = "model"
     rep.verdict = model_verdict
@@ -286,13 +269,10 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
             pool.shutdown(wait=False)
         try:
             if rep.store:
-                rep.model_unknown = _store_reading(path, at)
-                line("a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's): "
-                     + (f"mosqdb cannot read it: {rep.model_unknown}" if rep.model_unknown else "mosqdb reads it"))
-            else:
-                rep.before, rep.model_unknown = model(path, version, at=at, conf=conf, topics=topics)
-                if rep.model_unknown:
-                    line(f"the model cannot tell what Mosquitto {rep.broker} does with it: {rep.model_unknown}")
+                line("a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's)")
+            rep.before, rep.model_unknown = model(path, version, at=at, conf=conf, topics=topics)
+            if rep.model_unknown:
+                line(f"the model cannot tell what Mosquitto {rep.broker} does with it: {rep.model_unknown}")
         finally:
             if trial is not None:
                 rep.trial = trial.result()
@@ -302,14 +282,11 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
                                                if rep.before.verdict == "loads" else why(rep.before)))
             line(f"trial in {binary.path}: {rep.trial.detail} ({rep.trial.seconds:.2f} s)")
         elif rep.no_trial:  # why there is no trial, and what decides instead
-            line(rep.no_trial + (": mosqdb's reading of the store alone decides (the broker model covers mosquitto.db "
-                                 "files)" if rep.store else ": the broker model alone decides"))
+            line(rep.no_trial + ": the broker model alone decides")
         _decide(rep, line)
         if rep.verdict == "loads":
-            said = summary(rep.before) if rep.before is not None and rep.decided_by != "reader" else None
-            loads = (f"Mosquitto {rep.broker}'s persist-sqlite plugin should load it (sqlite reads it and its schema "
-                     "and rows are the plugin's; no trial showed it)" if rep.decided_by == "reader" else
-                     f"Mosquitto {rep.broker} loads it{f' ({said})' if said else ''}")
+            said = summary(rep.before) if rep.before is not None else None
+            loads = f"Mosquitto {rep.broker} loads it{f' ({said})' if said else ''}"
             line(f"{loads}; nothing to do" + (f"; {leftover} (an unfinished save) left as it is" if has_new else ""))
             return rep
         if rep.verdict == "unknown":

@@ -129,6 +129,7 @@ class Prediction:
     ignored: str | None = None  # the whole file is ignored (2.1 and a symlink)
     unknown: Unknown | None = None  # verdict "unknown": why, and where
     undefined: list[str] = field(default_factory=list)  # it loads, but what it serves is not known: why
+    format_key: str = "db"  # what was predicted: a .db ("db") or a 2.1 store ("sqlite", codec.broker.storemodel)
 
     @property
     def starts(self) -> bool | None:
@@ -722,16 +723,9 @@ def _after_load(pred: Prediction, loaded: Loaded, conf: BrokerConf | None, hostn
     expiring: list[str] = []
     for code in known.tolist():
         cid = names[code]
-        rule, reason = _session_fate(pred, loaded.db_version, last.get(code), clients, conf, hostname, cid)
-        if rule is None:
+        if record_fate(pred, cid, *session_fate(pred, loaded.db_version, last.get(code), clients, conf, hostname, cid),
+                       expiring):
             kept_codes.add(code)
-            pred.kept.append(cid)
-        else:
-            pred.dropped.append(Dropped(cid, reason, rule))
-            pred.counts[rule] += 1
-            eff = effect(rule, v)
-            if "Expiring client" in " ".join(eff.log):
-                expiring.append(cid)
     pred.log.extend(f"Expiring client {cid} due to timeout." for cid in expiring)
 
     # queues: outgoing messages per kept session; a NULL-topic message among them crashes the broker
@@ -910,8 +904,21 @@ def _not_utf8_rows(path: str, stores: dict[str, np.ndarray], rows: np.ndarray) -
     return np.asarray(bad, dtype=np.int64)
 
 
-def _session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str, np.ndarray],
-                  conf: BrokerConf | None, hostname: str | None, cid: str) -> tuple[str | None, str]:
+def record_fate(pred: Prediction, cid: str, rule: str | None, reason: str, expiring: list[str]) -> bool:
+    """One session's :func:`session_fate` into ``pred`` (kept, or dropped and counted; a drop the broker logs as an
+    expiry goes to ``expiring``); whether it is kept."""
+    if rule is None:
+        pred.kept.append(cid)
+        return True
+    pred.dropped.append(Dropped(cid, reason, rule))
+    pred.counts[rule] += 1
+    if "Expiring client" in " ".join(effect(rule, pred.version).log):
+        expiring.append(cid)
+    return False
+
+
+def session_fate(pred: Prediction, dbv: int, row: int | None, clients: dict[str, np.ndarray],
+                 conf: BrokerConf | None, hostname: str | None, cid: str) -> tuple[str | None, str]:
     """(None, "") when the session is kept, else (rule, why it is dropped)."""
     v, at = pred.version, pred.at
     bridge = conf.bridge_for_session(cid, hostname) if conf is not None else None

@@ -70,22 +70,19 @@ def verdict_rows(path: str | os.PathLike[str], versions: list[Version], *, at: f
     """
     from codec.broker.findings import broker_findings
     from codec.broker.model import predict
+    from codec.broker.storemodel import predict_store
     from codec.ops.check import check_file
-    from codec.reader import DbFile
-    from codec.sources import is_sqlite_file
+    from codec.sources import is_sqlite_file, open_any
 
     path = os.fspath(path)
     try:
         size = os.path.getsize(path)
-        if is_sqlite_file(path):
-            return [r | {"verdict": "not-modelled", "reason": "sqlite-store", "errors": 0,
-                         "detail": "a Mosquitto 2.1 sqlite store: the broker model covers mosquitto.db files"}
-                    for r in unreadable_rows(path, versions, "")]
+        store = is_sqlite_file(path)  # a 2.1 store: the model of its plugin (codec.broker.storemodel)
     except OSError as exc:
         return unreadable_rows(path, versions, f"cannot read it: {exc.strerror}")
-    db: DbFile | None = None
+    db: Any = None
     try:
-        db = DbFile(path)
+        db = open_any(path)
     except CodecError:
         db = None  # the model reads the header raw and says what the broker does with it
     except OSError as exc:
@@ -105,7 +102,8 @@ def verdict_rows(path: str | os.PathLike[str], versions: list[Version], *, at: f
         preds: dict[Version, Any] = {}
         for v in order:
             try:
-                preds[v] = predict(path, v, at=at, db=db, topics=baseline is not None)
+                preds[v] = (predict_store(path, v, at=at) if store else
+                            predict(path, v, at=at, db=db, topics=baseline is not None))
             except CodecError as exc:
                 return unreadable_rows(path, versions, exc.reason if hasattr(exc, "reason") else str(exc))
     finally:

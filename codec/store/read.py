@@ -288,7 +288,7 @@ class StoreFile:
     format_name = "Mosquitto 2.1 sqlite store"
     chunk_bytes = False  # rows of a database, edited as rows (codec.storage)
     format_key = "sqlite"  # in machine-readable output (info --json's "format", metrics' label)
-    broker_model = False  # the persist-sqlite plugin loads it, not the broker model
+    broker_model = True  # 2.1's persist-sqlite plugin loads it: codec.broker.storemodel predicts it
     version = V6
     empty = False
     endian = "little"

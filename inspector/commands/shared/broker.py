@@ -74,14 +74,17 @@ def load_conf(path: str | None) -> BrokerConf | None:
 def resolve(args: argparse.Namespace) -> tuple[str, Version, BrokerConf | None]:
     """(the db file, the release, the configuration) from ``FILE``, ``--broker`` and ``--conf``; usage errors exit 2."""
     conf = load_conf(args.conf)
-    if conf is not None and conf.sqlite_plugin is not None and not conf.persistence:
-        raise UsageError(f"{args.conf}: the broker uses the persist-sqlite plugin and reads {conf.sqlite_path}, "
-                         "not a mosquitto.db file: the broker model covers mosquitto.db files only")
     path = args.file
     if path is None:
         if conf is None:
             raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
-        path = conf_db_file(conf, explicit_version(args.broker), getattr(args, "command", "check"))
+        if conf.sqlite_plugin is not None and not conf.persistence:  # 2.1's plugin: the store it reads
+            if conf.sqlite_path is None:
+                raise UsageError(f"{args.conf}: the persist-sqlite plugin is loaded, but neither persistence_location "
+                                 "nor plugin_opt_db_file says where its store is: give FILE")
+            path = str(conf.sqlite_path)
+        else:
+            path = conf_db_file(conf, explicit_version(args.broker), getattr(args, "command", "check"))
     if os.path.isdir(path):
         raise UsageError(f"{path}: is a directory, not a mosquitto.db file")
     why = unreachable(path)
@@ -104,8 +107,12 @@ def version_of(text: str | None, path: str) -> Version:
 
 def auto_for(path: str) -> Version:
     """The release ``--broker auto`` models: from the header's db version (and 2.1's clock-based ids)."""
+    from codec.broker.versions import AUTO_CLOCK_IDS
     from codec.layouts import FILE_HEADER_SIZE, stored_version
+    from codec.sources import is_sqlite_file
 
+    if is_sqlite_file(path):  # only 2.1's persist-sqlite plugin reads a store: the release 2.1's clock ids say
+        return AUTO_CLOCK_IDS
     try:
         with open(path, "rb") as f:
             head = f.read(FILE_HEADER_SIZE)
@@ -147,18 +154,19 @@ def plain_findings(args: argparse.Namespace, path: str, at: float) -> list[Any]:
 
 
 def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -> Any:
-    from codec.broker.model import predict
+    from codec.broker.storemodel import predict_any
     from codec.sources import format_of, store_refusal
 
     fmt = format_of(path) if os.path.exists(path) else None
-    if fmt is not None and not fmt.broker_model:
+    if fmt is not None and not fmt.chunk_bytes:  # a sqlite file: a store the plugin reads, or not
         reason = store_refusal(path)
-        if reason is not None:
+        if reason is not None and not reason.startswith("not a readable sqlite database"):
             raise UsageError(f"{path}: {reason}: neither a mosquitto.db file nor a store the persist-sqlite "
                              "plugin reads")
-        raise UsageError(f"{path}: is a {fmt.format_name} (the persist-sqlite plugin's): the broker "
-                         "model covers mosquitto.db files only")
-    pred = predict(path, version, at=at, conf=conf)
+        if version < (2, 1, 0):
+            raise UsageError(f"{path}: is a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's); Mosquitto "
+                             f"{'.'.join(map(str, version))} has no such plugin and reads a mosquitto.db")
+    pred = predict_any(path, version, at=at, conf=conf)
     pred.cost = file_cost(path, version, conf)
     return pred
 
@@ -171,7 +179,9 @@ def file_cost(path: str, version: Version, conf: BrokerConf | None) -> Any:
         features = cost.features_of(path, version)
     except (CodecError, OSError):
         return None
-    sqlite = conf is not None and conf.sqlite_plugin is not None and not conf.persistence
+    from codec.sources import is_sqlite_file
+
+    sqlite = is_sqlite_file(path) or (conf is not None and conf.sqlite_plugin is not None and not conf.persistence)
     return cost.predict(features, version, sqlite=sqlite,
                         autosave_interval=conf.autosave_interval if conf is not None else None)
 
@@ -214,7 +224,8 @@ def report(path: str, asked: str | None, pred: Any) -> dict[str, Any]:
     """The JSON object: the keys the issue fixes first (broker, verdict, log, sessions, queued, retained)."""
     from codec.views.timeview import iso
 
-    data = {"file": path, **pred.to_json(), "asked": asked, "at": iso(pred.at), "db_version": pred.db_version,
+    data = {"file": path, **pred.to_json(), "asked": asked, "at": iso(pred.at), "format": pred.format_key,
+            "db_version": pred.db_version,
             "ignored": pred.ignored}
     cost = getattr(pred, "cost", None)
     data["cost"] = None if cost is None else cost.to_json()
@@ -252,7 +263,8 @@ def text_lines(path: str, pred: Any) -> list[str]:
     if pred.unknown is not None:
         where = f" at offset {pred.unknown.offset:,}" if pred.unknown.offset is not None else ""
         head += f" (what the broker does is not known{where}: {pred.unknown.reason})"
-    lines = [head + f"   [db version {pred.db_version or '-'}, as of {iso(pred.at)}]"]
+    kind = "a sqlite store" if pred.format_key == "sqlite" else f"db version {pred.db_version or '-'}"
+    lines = [head + f"   [{kind}, as of {iso(pred.at)}]"]
     grouped = _grouped(pred.log)
     for i, (line, n) in enumerate(grouped[:SHOWN]):
         lines.append(("  log:      " if i == 0 else "            ") + line + (f"   (× {n:,})" if n > 1 else ""))

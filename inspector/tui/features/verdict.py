@@ -187,8 +187,7 @@ class VerdictMixin:
                 self.say(exc.reason, "error")
                 return
         if not self.doc.db.broker_model:
-            self.say("a Mosquitto 2.1 sqlite store is loaded by the persist-sqlite plugin: the broker model "
-                     "covers mosquitto.db files only", "warning")
+            self.say(f"the broker model does not cover a {self.doc.db.format_name}", "warning")
             return
         self.broker, self.verdict = text, None  # a new release: its verdict is announced
         self.refresh_verdict()

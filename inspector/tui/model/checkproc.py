@@ -77,17 +77,17 @@ def _check(args: list[str], emit: Callable[[dict[str, Any]], None], progress: Ca
 
 
 def _verdict(args: list[str], emit: Callable[[dict[str, Any]], None], progress: Callable[[int, int], None]) -> None:
-    from codec import DbFile
     from codec.broker import verdict_for
     from codec.broker.conf import ConfError, read_conf
+    from codec.sources import open_any
 
     path, endian, at_text, version, *conf_path = args
     try:
         conf = read_conf(conf_path[0]) if conf_path else None
     except ConfError as exc:
         raise ValueError(str(exc)) from None
-    with DbFile(path, endian=endian) as db:
-        for _ in db.scan_steps():
+    with open_any(path, endian=endian) as db:
+        for _ in getattr(db, "scan_steps", tuple)():  # a .db's index first (a store's rows need none)
             pass
         pred = verdict_for(db, version, at=_at(at_text), conf=conf, topics=False, progress=progress)
     emit({"result": _pack(pred)})

@@ -161,7 +161,7 @@ def test_fleet_usage_errors(tmp_path: Path) -> None:
 
 def test_a_directorys_stores_are_in_the_fleet(tmp_path: Path) -> None:
     """Devices on Mosquitto 2.1 with the persist-sqlite plugin keep mosquitto.sqlite3: a directory's stores, at any
-    depth, are rows saying the model does not cover them, which fail the fleet; not files left out unseen."""
+    depth, are in the fleet, judged by the model of the plugin's restore (codec.broker.storemodel)."""
     import shutil
 
     from codec.broker.verdicts import verdict_rows
@@ -177,10 +177,21 @@ def test_a_directorys_stores_are_in_the_fleet(tmp_path: Path) -> None:
     (devices / "b" / "notes.txt").write_text("not a persistence file")
     files = find_files([str(devices)])
     assert files == [str(db), str(store)]
+    from codec.broker.storemodel import predict_store
+
     rows = [r for f in files for r in verdict_rows(f, [(2, 1, 2)], at=AT)]
-    assert [r["verdict"] for r in rows] == ["loads", "not-modelled"]
+    assert [r["verdict"] for r in rows] == ["loads", "loads"]
+    pred = predict_store(str(store), (2, 1, 2), at=AT)
+    assert (rows[1]["sessions_kept"], rows[1]["sessions_dropped"], rows[1]["queued"], rows[1]["retained"]) == \
+        (len(pred.kept), len(pred.dropped), sum(pred.queued.values()), pred.retained_count)
     text, bad = summary(rows, len(files), "2.1.2", None)
-    assert bad and "1 loads, 1 not-modelled; 1 fail" in text and "1 × sqlite-store" in text and str(store) in text
+    assert not bad and "Mosquitto 2.1.2: 2 loads; 0 fail" in text
+    cut = devices / "c" / "mosquitto.sqlite3"  # a store the plugin cannot open fails the fleet
+    cut.parent.mkdir()
+    cut.write_bytes(store.read_bytes()[:100_000])
+    rows = [r for f in find_files([str(devices)]) for r in verdict_rows(f, [(2, 1, 2)], at=AT)]
+    text, bad = summary(rows, 3, "2.1.2", None)
+    assert bad and "2 loads, 1 refuses; 1 fail" in text and str(cut) in text
 
 
 @pytest.mark.spark

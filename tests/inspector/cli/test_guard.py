@@ -93,8 +93,17 @@ def test_check_broker_nul_file_is_a_verdict_not_a_usage_error(tmp_path: Path) ->
     assert run_in_process("check", db).returncode == 2  # plain check: not a mosquitto db
 
 
-def test_check_broker_on_a_sqlite_store_is_a_usage_error() -> None:
-    r = run_in_process("check", INCOMING / "2.1.2-a.sqlite3", "--broker", "2.1.2")
+def test_check_broker_on_a_sqlite_store_is_the_plugins_restore() -> None:
+    """The store model (codec.broker.storemodel, tested against 2.1.2 itself): what the plugin restores; a release
+    without the plugin is a usage error."""
+    store = INCOMING / "2.1.2-a.sqlite3"
+    r = run_in_process("check", store, "--broker", "2.1.2", "--at", "2026-11-23T00:00:00Z")
+    assert r.returncode == 0, r.stderr
+    assert "Mosquitto 2.1.2 loads   [a sqlite store" in r.stdout and "sqlite: Restored 26 client messages (4 failed)" \
+        in r.stdout and "sessions: 7 kept, 0 dropped" in r.stdout
+    data = json.loads(run_in_process("check", store, "--broker", "auto", "--json", "--at", "1900000000").stdout)
+    assert data["broker"] == "2.1.2" and data["format"] == "sqlite" and data["sessions"]["kept"] == ["a-raw-inflight"]
+    r = run_in_process("check", store, "--broker", "2.0.22")
     assert r.returncode == 2 and "sqlite store" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -271,9 +280,9 @@ def test_guard_treats_a_sqlite_store_as_a_store(tmp_path: Path) -> None:
         r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--at", AT, *extra)
         assert r.returncode == 0, r.stderr
         assert "magic" not in r.stderr and "sqlite store" in r.stderr and "nothing to do" in r.stderr
-        # no trial and no model for stores: what decided is said, and "loads" is not claimed as if shown
-        assert "broker model alone decides" not in r.stderr and "reading of the store alone decides" in r.stderr
-        assert "should load it" in r.stderr and "no trial showed it" in r.stderr
+        # no trial: the store model decides, and says what the plugin restores
+        assert "broker model alone decides" in r.stderr
+        assert "Mosquitto 2.1.2 loads it (5 session(s) kept, 2 dropped, 21 queued message(s)" in r.stderr
         assert listing(store.parent) == before
     data = json.loads(run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--json", "--at", AT).stdout)
     assert data["store"] is True and data["action"] == "none" and data["kept_aside"] == []
@@ -283,16 +292,32 @@ def test_guard_treats_a_sqlite_store_as_a_store(tmp_path: Path) -> None:
     assert listing(store.parent) == before
 
 
-def test_guard_leaves_a_store_it_cannot_read(tmp_path: Path) -> None:
-    """A store sqlite cannot read: nobody can tell what the plugin does without a broker: left as it is, exit 3."""
+def test_guard_sets_aside_a_store_the_plugin_cannot_open(tmp_path: Path) -> None:
+    """The schema page garbled: the plugin's open fails and 2.1.2 stops (exit 13, the line the model predicts:
+    tests/codec/broker/test_storemodel.py); the guard keeps the bytes aside and the broker starts empty."""
     store = store_copy(tmp_path)
     data = bytearray(store.read_bytes())
     data[100:4096] = b"\xff" * (4096 - 100)  # the schema page's contents
     store.write_bytes(bytes(data))
+    r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--at", AT)
+    assert r.returncode == 0, r.stderr
+    assert "would refuse the file logging 'Sqlite persistence: Error opening database: database disk image is " \
+           "malformed'" in r.stderr
+    aside = [p for p in store.parent.iterdir() if p.name.startswith(f"{store.name}.bad-")]
+    assert not store.exists() and len(aside) == 1 and aside[0].read_bytes() == bytes(data)
+
+
+def test_guard_leaves_a_store_the_model_cannot_follow(tmp_path: Path) -> None:
+    """A leaf page garbled (sqlite opens the store; its quick_check fails): which rows the plugin reaches before the
+    damage is not modelled: without a broker to try, left as it is, exit 3."""
+    store = store_copy(tmp_path)
+    data = bytearray(store.read_bytes())
+    data[4 * 4096 + 8:5 * 4096] = b"\xab" * (4096 - 8)  # page 5: a table's leaf
+    store.write_bytes(bytes(data))
     before = listing(store.parent)
-    r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial")
+    r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--at", AT)
     assert r.returncode == 3, r.stderr
-    assert "left as it is" in r.stderr and "magic" not in r.stderr
+    assert "sqlite integrity" in r.stderr and "left as it is" in r.stderr and "magic" not in r.stderr
     assert listing(store.parent) == before
 
 

@@ -150,14 +150,14 @@ def test_unknown_without_a_broker_leaves_the_file(tmp_path: Path, monkeypatch: p
     import codec.broker.guard as guard
     from codec.broker.model import Unknown
 
-    real = guard.predict
+    real = guard.predict_any
 
     def unknown(*a: object, **kw: object):  # type: ignore[no-untyped-def]
         p = real(*a, **kw)
         p.verdict, p.unknown = "unknown", Unknown("a situation the model has no rule for", 1234)
         return p
 
-    monkeypatch.setattr(guard, "predict", unknown)
+    monkeypatch.setattr(guard, "predict_any", unknown)
     db = placed(tmp_path)
     before = listing(db.parent)
     r = run_in_process("guard", db, "--broker", "2.0.22", "--no-trial", "--json")

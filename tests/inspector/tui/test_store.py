@@ -165,9 +165,9 @@ async def test_find_follow_and_check_work_on_rows(store: Path, where: str) -> No
     assert os.listdir(store.parent) == [store.name]
 
 
-async def test_a_store_is_compared_with_a_db_and_refuses_a_broker_verdict(store: Path) -> None:
+async def test_a_store_is_compared_with_a_db_and_has_a_broker_verdict(store: Path) -> None:
     """--diff on a store marks its rows (the store is compared through its records): the shared subscription
-    only it holds is +; the broker model covers .db files only and says so."""
+    only it holds is +; the broker verdict is the store model's (codec.broker.storemodel), as check --broker's."""
     rows = expected_rows(store)
     shared = next(k for k, (t, _i, r) in enumerate(rows) if t == "subscriptions" and r["topic"].startswith("$share"))
     app = make_app(store)
@@ -179,5 +179,11 @@ async def test_a_store_is_compared_with_a_db_and_refuses_a_broker_verdict(store:
         clients = [k for k, (t, _i, _r) in enumerate(rows) if t == "clients"]
         assert set(clients) <= set(app.diff.changed.tolist())  # listener_port, session_expiry_time
         app.set_broker("2.1.2")
-        assert app.broker is None and "covers mosquitto.db files only" in status(app)
+        await until(pilot, lambda: app.verdict is not None, "the verdict")
+        from codec.broker.storemodel import predict_store
+
+        want = predict_store(str(store), (2, 1, 2), at=app.check_at)
+        assert app.broker == "2.1.2" and app.verdict.verdict == want.verdict == "loads"
+        assert (app.verdict.kept, app.verdict.queued, app.verdict.retained_count) == \
+            (want.kept, want.queued, want.retained_count)
     assert os.listdir(store.parent) == [store.name]

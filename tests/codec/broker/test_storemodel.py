@@ -1,0 +1,133 @@
+"""The broker model of a 2.1 store (:mod:`codec.broker.storemodel`), asked of Mosquitto 2.1.2 with its persist-sqlite
+plugin: started on each store, the lines it logs as it restores, the sessions reconnecting clients find, the
+messages each receives and the retained topics it serves are what the model predicted; a store sqlite cannot open
+stops it, as predicted.
+
+The fixture store's times are absolute: the variants are renewed first (``--sessions never --messages never``), one
+session then made to have expired.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from codec.broker.conf import BrokerConf
+from codec.broker.storemodel import predict_store
+
+from support.brokers import SqliteBroker, collect_many, collect_retained, sqlite_plugin
+from support.cli import run
+from support.paths import INCOMING
+
+STORE = INCOMING / "2.1.2-a.sqlite3"
+V212 = (2, 1, 2)
+pytestmark = [pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")]
+
+
+def _renewed(tmp_path: Path, *sql: str) -> Path:
+    dst = tmp_path / "store.sqlite3"
+    shutil.copyfile(STORE, dst)
+    run("renew", dst, "--sessions", "never", "--messages", "never", "--in-place", ok=True)
+    (tmp_path / "store.sqlite3.bak").unlink()
+    if sql:
+        con = sqlite3.connect(dst)
+        for stmt in sql:
+            con.execute(stmt)
+        con.commit()
+        con.close()
+    return dst
+
+
+VARIANTS = {
+    "renewed": ((), {}),
+    "damaged": (("UPDATE clients SET session_expiry_time = 1700000000, session_expiry_interval = 3600 "
+                 "WHERE client_id = 'a-sub-q2'",
+                 "UPDATE retains SET store_id = 4242 WHERE topic = 'corp/retained/q1'",
+                 "UPDATE client_msgs SET store_id = 4343 WHERE rowid = 6",
+                 "DELETE FROM clients WHERE client_id = 'a-idle'",
+                 # expired: a retained message (not served), and the first message queued for a-sub-q1: restored,
+                 # so it counts towards its max_queued_messages, then never sent
+                 "UPDATE base_msgs SET expiry_time = 1700000000 WHERE topic = 'corp/retained/q2'",
+                 "UPDATE base_msgs SET expiry_time = 1700000000 WHERE store_id = "
+                 "(SELECT store_id FROM client_msgs WHERE rowid = 5)"),
+                {"max_queued_messages": 3, "queue_qos0_messages": False}),
+    "qos0-kept": ((), {"queue_qos0_messages": True}),
+}
+
+
+def test_the_fixture_store_as_written() -> None:
+    """Written 2026-11-23: at a fixed later time its sessions with an expiry have expired, one retained message too."""
+    p = predict_store(str(STORE), V212, at=1_900_000_000)
+    assert p.verdict == "loads" and p.kept == ["a-raw-inflight"] and len(p.dropped) == 6
+    assert {d.rule for d in p.dropped} == {"expired-session"}
+    assert "corp/retained/v5props" not in p.retained and p.retained_count == 9
+    assert p.log[:6] == ["sqlite: Restored 31 base messages (0 failed)", "sqlite: Restored 10 retained messages (0 failed)",
+                         "sqlite: Restored 7 clients (0 failed)", "sqlite: Restored 12 subscriptions (0 failed)",
+                         "sqlite: Restored 26 client messages (4 failed)", "sqlite: Restored 0 will messages (0 failed)"]
+
+
+def test_what_a_store_cannot_be_read_as(tmp_path: Path) -> None:
+    cut = tmp_path / "cut.sqlite3"
+    cut.write_bytes(STORE.read_bytes()[:100_000])
+    p = predict_store(str(cut), V212)
+    assert p.verdict == "refuses" and p.log == ["Sqlite persistence: Error opening database: database disk image is "
+                                                "malformed"]
+    other = tmp_path / "other.sqlite3"
+    shutil.copyfile(STORE, other)
+    con = sqlite3.connect(other)
+    con.execute("UPDATE version_info SET major = 2")
+    con.commit()
+    con.close()
+    p = predict_store(str(other), V212)
+    assert p.verdict == "refuses" and p.log == ["Sqlite persistence: Unknown database_schema version 2.1.0"]
+    assert predict_store(str(STORE), (2, 0, 22)).verdict == "unknown"  # no plugin before 2.1
+
+
+@pytest.mark.broker
+@pytest.mark.xdist_group("sqlite-broker")
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_the_broker_does_what_the_model_says(tmp_path: Path, name: str) -> None:
+    if sqlite_plugin() is None:
+        pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
+    sql, settings = VARIANTS[name]
+    store = _renewed(tmp_path, *sql)
+    conf = BrokerConf(path="test", **{"queue_qos0_messages": True, **settings})
+    pred = predict_store(str(store), V212, at=time.time(), conf=conf)
+    assert pred.verdict == "loads"
+    extra = tuple(f"{k} {str(v).lower()}" for k, v in settings.items())
+    clients = {c: pred.queued.get(c, 0) for c in pred.kept} | {d.client_id: 0 for d in pred.dropped}
+    with SqliteBroker(store, queue_qos0=True, extra=extra) as b:
+        served = set(collect_retained(b.port))
+        got = collect_many(b.port, clients, v5=True, timeout=2.0)
+        log = b.log()
+    restored = [line.split(": ", 1)[1] for line in log.splitlines() if "sqlite: Restored" in line]
+    assert restored == [line for line in pred.log if line.startswith("sqlite: Restored")], (restored, pred.log)
+    assert served == set(pred.retained)
+    for cid in pred.kept:
+        assert got[cid].session_present and len(got[cid].messages) == pred.queued.get(cid, 0), cid
+    for d in pred.dropped:
+        assert not got[d.client_id].session_present, d
+    if name == "damaged":
+        assert [d.client_id for d in pred.dropped] == ["a-sub-q2"] and "corp/retained/q1" not in served
+        assert "a-idle" not in clients and "corp/retained/q2" not in served and pred.queued["a-sub-q1"] == 2
+
+
+@pytest.mark.broker
+@pytest.mark.xdist_group("sqlite-broker")
+def test_a_store_the_broker_cannot_open_stops_it(tmp_path: Path) -> None:
+    if sqlite_plugin() is None:
+        pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
+    cut = tmp_path / "cut.sqlite3"
+    cut.write_bytes(STORE.read_bytes()[:100_000])
+    pred = predict_store(str(cut), V212)
+    b = SqliteBroker(cut)
+    try:
+        b.start(expect_fail=True)
+        assert b.returncode is not None and b.returncode != 0
+        assert pred.log[0] in b.log() + b.stderr
+    finally:
+        b.stop()
