@@ -63,6 +63,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     plan = compare(before, after)
     migration = cutover = None
     if args.sqlite:
+        if plan.after.format_key == "sqlite":
+            raise UsageError(f"--sqlite: {path} is a 2.1 sqlite store already: there is no migration to rehearse")
         if not plan.sqlite_applies:
             raise UsageError(f"--sqlite: Mosquitto {plan.after.broker} has no persist-sqlite plugin (2.1 and later)")
         migration = rehearse_migration(path, at, conf)
@@ -147,7 +149,7 @@ def text_lines(path: str, plan: Any, migration: Any, cutover: dict[str, Any] | N
         lines.append(f"  … and {hidden:,} more (--json lists all)")
     for cid in plan.sessions_gained[:SHOWN]:
         lines.append(f"  kept only by {plan.after.broker}: session {cid}")
-    if plan.sqlite_applies:
+    if plan.sqlite_applies and plan.after.format_key != "sqlite":
         lines.append(f"  sqlite: Mosquitto {plan.after.broker} can keep its state in the persist-sqlite store "
                      "(mosqdb migrate FILE --to sqlite --conf CONF writes it and changes the conf)")
     if migration is not None:
