@@ -36,7 +36,7 @@ def verdict_for(db: DbFile, version: str, *, at: float | None = None, conf: Brok
         from codec.broker.storemodel import predict_store
 
         v = AUTO_CLOCK_IDS if version == "auto" else parse_version(version)
-        return predict_store(db.source_path, v, at=at, conf=conf)
+        return predict_store(db.source_path, v, at=at, conf=conf, topics=topics)
     if version == "auto":
         clock = False
         if db.version == 6 and not db.empty:

@@ -30,10 +30,11 @@ _NOT_READABLE = "not a readable sqlite database ("
 
 
 def predict_store(path: str, version: Version, *, at: float | None = None, conf: BrokerConf | None = None,
-                  hostname: str | None = None) -> Prediction:
+                  hostname: str | None = None, topics: bool = True) -> Prediction:
     """What Mosquitto ``version`` (2.1 or later, with its persist-sqlite plugin) does with the store at ``path``
-    when it starts at ``at`` (default: now) with the configuration ``conf``. A sqlite file that is not a store
-    raises :class:`CodecError` (the plugin would add its tables to it: not a case the faces take)."""
+    when it starts at ``at`` (default: now) with the configuration ``conf``; ``topics=False``: the retained topics
+    served are counted, not listed. A sqlite file that is not a store raises :class:`CodecError` (the plugin would
+    add its tables to it: not a case the faces take)."""
     from codec.sources import open_any, store_refusal
 
     pred = Prediction(path=path, broker=version_text(version), version=version, at=time.time() if at is None else at,
@@ -62,11 +63,11 @@ def predict_store(path: str, version: Version, *, at: float | None = None, conf:
             pred.unknown = Unknown(f"sqlite integrity: {problems[0]}: which rows the broker reaches before the "
                                    "damage, and what it does there, is not modelled")
             return pred
-        _restore(pred, store.con, conf, hostname)
+        _restore(pred, store.con, conf, hostname, topics)
     return pred
 
 
-def _restore(pred: Prediction, con: Any, conf: BrokerConf | None, hostname: str | None) -> None:
+def _restore(pred: Prediction, con: Any, conf: BrokerConf | None, hostname: str | None, topics: bool) -> None:
     """Sessions, queues and retained topics as the restore and the start-up sweeps leave them."""
     at = int(pred.at)
     limits = QueueLimits.of(conf)
@@ -81,9 +82,10 @@ def _restore(pred: Prediction, con: Any, conf: BrokerConf | None, hostname: str 
                               "payloadlen bytes from the blob (reading past its end)")
     live = (f"CAST(IFNULL(b.payloadlen, 0) AS INTEGER) <= {MQTT_MAX_PAYLOAD} AND "
             f"(IFNULL(b.expiry_time, 0) = 0 OR CAST(b.expiry_time AS INTEGER) >= {at})")
-    retained = [_text(r[0]) for r in con.execute(
-        f"SELECT r.topic FROM retains r JOIN base_msgs b ON b.store_id = CAST(IFNULL(r.store_id, 0) AS INTEGER) "
-        f"AND b.store_id != 0 WHERE r.topic IS NOT NULL AND {live} ORDER BY r.topic")]
+    served = ("FROM retains r JOIN base_msgs b ON b.store_id = CAST(IFNULL(r.store_id, 0) AS INTEGER) "
+              f"AND b.store_id != 0 WHERE r.topic IS NOT NULL AND {live}")
+    retained = [_text(r[0]) for r in con.execute(f"SELECT r.topic {served} ORDER BY r.topic")] if topics else []
+    pred.retained_count = len(retained) if topics else con.execute(f"SELECT count(*) {served}").fetchone()[0]
     n_retains, n_retains_found = con.execute(
         "SELECT count(*), IFNULL(SUM(r.topic IS NOT NULL AND EXISTS (SELECT 1 FROM base_msgs b WHERE b.store_id = "
         "CAST(IFNULL(r.store_id, 0) AS INTEGER) AND b.store_id != 0 AND CAST(IFNULL(b.payloadlen, 0) AS INTEGER) <= "
@@ -124,7 +126,6 @@ def _restore(pred: Prediction, con: Any, conf: BrokerConf | None, hostname: str 
     pred.queued = {_text(raw): n for raw, n in out.items()}
     pred.incoming = {_text(raw): n for raw, n in incoming.items()}
     pred.retained = retained
-    pred.retained_count = len(retained)
     pred.log = [f"sqlite: Restored {n_base - n_base_failed} base messages ({n_base_failed} failed)",
                 f"sqlite: Restored {n_retains_found} retained messages ({n_retains - n_retains_found} failed)",
                 f"sqlite: Restored {len(rows)} clients ({n_clients - len(rows)} failed)",
@@ -146,7 +147,7 @@ def predict_any(path: str, version: Version, **kw: Any) -> Prediction:
     from codec.sources import is_sqlite_file
 
     if is_sqlite_file(path):
-        return predict_store(path, version, **{k: kw[k] for k in ("at", "conf", "hostname") if k in kw})
+        return predict_store(path, version, **{k: kw[k] for k in ("at", "conf", "hostname", "topics") if k in kw})
     return predict(path, version, **kw)
 
 

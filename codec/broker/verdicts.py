@@ -102,7 +102,7 @@ def verdict_rows(path: str | os.PathLike[str], versions: list[Version], *, at: f
         preds: dict[Version, Any] = {}
         for v in order:
             try:
-                preds[v] = (predict_store(path, v, at=at) if store else
+                preds[v] = (predict_store(path, v, at=at, topics=baseline is not None) if store else
                             predict(path, v, at=at, db=db, topics=baseline is not None))
             except CodecError as exc:
                 return unreadable_rows(path, versions, exc.reason if hasattr(exc, "reason") else str(exc))
