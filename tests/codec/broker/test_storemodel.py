@@ -118,12 +118,19 @@ def test_the_broker_does_what_the_model_says(tmp_path: Path, name: str) -> None:
 
 @pytest.mark.broker
 @pytest.mark.xdist_group("sqlite-broker")
-def test_a_store_the_broker_cannot_open_stops_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["cut", "schema-page"])
+def test_a_store_the_broker_cannot_open_stops_it(tmp_path: Path, damage: str) -> None:
     if sqlite_plugin() is None:
         pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
     cut = tmp_path / "cut.sqlite3"
-    cut.write_bytes(STORE.read_bytes()[:100_000])
+    data = bytearray(STORE.read_bytes())
+    if damage == "cut":
+        data = data[:100_000]
+    else:
+        data[100:4096] = b"\xff" * (4096 - 100)  # the schema page's contents
+    cut.write_bytes(bytes(data))
     pred = predict_store(str(cut), V212)
+    assert pred.verdict == "refuses"
     b = SqliteBroker(cut)
     try:
         b.start(expect_fail=True)
