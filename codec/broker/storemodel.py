@@ -139,6 +139,15 @@ def _text(v: Any) -> str:
     return v.decode("utf-8", "surrogateescape") if isinstance(v, bytes) else str(v)
 
 
+def auto_release(path: str) -> Version | None:
+    """The release ``--broker auto`` models for a store (only 2.1's plugin reads one: the release of 2.1's clock-based
+    ids), None for any other file (its header's db version decides)."""
+    from codec.broker.versions import AUTO_CLOCK_IDS
+    from codec.sources import is_sqlite_file
+
+    return AUTO_CLOCK_IDS if is_sqlite_file(path) else None
+
+
 def predict_any(path: str, version: Version, **kw: Any) -> Prediction:
     """:func:`predict_store` for a sqlite store, :func:`codec.broker.model.predict` for anything else (a .db, or a
     file the .db loader reads as bytes). ``kw``: what both take (``at``, ``conf``, ``hostname``); the .db model's
@@ -151,4 +160,4 @@ def predict_any(path: str, version: Version, **kw: Any) -> Prediction:
     return predict(path, version, **kw)
 
 
-__all__ = ["predict_any", "predict_store"]
+__all__ = ["auto_release", "predict_any", "predict_store"]

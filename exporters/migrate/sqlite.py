@@ -147,12 +147,12 @@ class _NeedExact(Exception):
 
 def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session_expiry: int = NEVER,
                  now: float | None = None, force: bool = False, progress: Progress = _quiet,
-                 bulk: bool = True, limits: QueueLimits | None = None) -> MigrationReport:
+                 bulk: bool = True, conf: Any = None) -> MigrationReport:
     """Write the 2.1 plugin's store for ``db`` (``out_path`` None: a dry run that only counts).
 
     The report also counts the queue entries Mosquitto 2.1 drops as it restores the store
-    (:mod:`codec.store.restore`) under ``limits`` (the settings of the broker that will load it; None:
-    Mosquitto's defaults): written, but lost at the cut-over all the same.
+    (:mod:`codec.store.restore`) with the queue settings of ``conf`` (a :class:`codec.broker.conf.BrokerConf`, the
+    broker that will load it; None: Mosquitto's defaults): written, but lost at the cut-over all the same.
 
     ``bulk`` binds the stores from Arrow in C (:mod:`exporters.migrate.sqlite_bulk`); the rows
     are the same as on the exact path (``bulk=False``), which takes the rest anyway. A dry run
@@ -165,6 +165,7 @@ def db_to_sqlite(db: DbFile, out_path: str | os.PathLike[str] | None, *, session
     if not 0 <= session_expiry <= NEVER:
         raise CodecError(f"session expiry {session_expiry} is not 0..4294967295")
     use_bulk = bulk and not db.empty
+    limits = QueueLimits.of(conf)
     with paused_gc():
         try:
             rep = _migrate(db, out, session_expiry, now, progress, use_bulk, limits)

@@ -88,7 +88,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def migrate_to(args: argparse.Namespace) -> int:
     """The sqlite store and EMQX's MySQL and Redis sinks (``--to sqlite:FILE``, ``mysql://…``, ``redis://…``,
     ``mysql-sql:FILE``, ``redis-cmds:FILE``)."""
-    from codec.store.restore import QueueLimits
     from exporters.migrate.emqx import EmqxOptions, migrate_emqx, parse_target
     from exporters.migrate.sqlite import db_to_sqlite
 
@@ -123,7 +122,7 @@ def migrate_to(args: argparse.Namespace) -> int:
         if args.to == "sqlite":
             rep = db_to_sqlite(db, None if args.dry_run else args.output, session_expiry=args.session_expiry,
                                now=now, force=args.force, progress=prog,
-                               limits=QueueLimits.of(cut.conf if cut is not None else None))
+                               conf=cut.conf if cut is not None else None)
         else:
             opts = EmqxOptions(index_by=args.index_by, ttl=args.ttl, widen_payload=args.widen_payload,
                                batch=args.batch, connections=args.connections, now=now,

@@ -101,11 +101,10 @@ def rehearse_migration(path: str, at: float, conf: Any = None) -> Any:
     """``migrate --to sqlite`` decided in memory (nothing written): its report of what it leaves out, and of
     what the new release drops as it loads the store with the settings of ``conf`` (None: the defaults)."""
     from codec import DbFile
-    from codec.store.restore import QueueLimits
     from exporters.migrate.sqlite import db_to_sqlite
 
     with DbFile(path) as db:
-        return db_to_sqlite(db, None, now=at, limits=QueueLimits.of(conf))
+        return db_to_sqlite(db, None, now=at, conf=conf)
 
 
 def cutover_diff(conf_path: str, plugin: str | None) -> dict[str, Any]:

@@ -107,12 +107,12 @@ def version_of(text: str | None, path: str) -> Version:
 
 def auto_for(path: str) -> Version:
     """The release ``--broker auto`` models: from the header's db version (and 2.1's clock-based ids)."""
-    from codec.broker.versions import AUTO_CLOCK_IDS
+    from codec.broker.storemodel import auto_release
     from codec.layouts import FILE_HEADER_SIZE, stored_version
-    from codec.sources import is_sqlite_file
 
-    if is_sqlite_file(path):  # only 2.1's persist-sqlite plugin reads a store: the release 2.1's clock ids say
-        return AUTO_CLOCK_IDS
+    release = auto_release(path)
+    if release is not None:
+        return release
     try:
         with open(path, "rb") as f:
             head = f.read(FILE_HEADER_SIZE)
@@ -179,9 +179,10 @@ def file_cost(path: str, version: Version, conf: BrokerConf | None) -> Any:
         features = cost.features_of(path, version)
     except (CodecError, OSError):
         return None
-    from codec.sources import is_sqlite_file
+    from codec.sources import format_of
 
-    sqlite = is_sqlite_file(path) or (conf is not None and conf.sqlite_plugin is not None and not conf.persistence)
+    rows = os.path.isfile(path) and not format_of(path).chunk_bytes  # kept as a database's rows: the plugin's
+    sqlite = rows or (conf is not None and conf.sqlite_plugin is not None and not conf.persistence)
     return cost.predict(features, version, sqlite=sqlite,
                         autosave_interval=conf.autosave_interval if conf is not None else None)
 

@@ -204,15 +204,17 @@ def test_a_dry_run_counts_as_the_written_store_does(tmp_path: Path) -> None:
     """The dry run keeps no payloads, but the restore counts their bytes: a byte limit drops the same entries, and
     what the written store's restore drops is what the report said."""
     from codec import DbFile
+    from codec.broker.conf import BrokerConf
     from exporters.migrate.sqlite import db_to_sqlite
 
     from support.paths import V6
 
-    limits = QueueLimits(queue_qos0_messages=True, max_queued_bytes=30)
+    conf = BrokerConf(path="mosquitto.conf", queue_qos0_messages=True, max_queued_bytes=30)
+    limits = QueueLimits.of(conf)
     out = tmp_path / "out.sqlite3"
     with DbFile(V6) as db:
-        dry = db_to_sqlite(db, None, now=float(AT), limits=limits)
-        wet = db_to_sqlite(db, out, now=float(AT), limits=limits)
+        dry = db_to_sqlite(db, None, now=float(AT), conf=conf)
+        wet = db_to_sqlite(db, out, now=float(AT), conf=conf)
     assert dry.on_load == wet.on_load and dry.on_load_examples == wet.on_load_examples
     assert list(dry.on_load) == [f"queue entry: {REASONS['queue-full']}"]
     assert sum(dry.on_load.values()) == len(_drops(out, limits)) > 0
