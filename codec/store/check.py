@@ -63,6 +63,9 @@ from codec.store.schema import ROWS, restored_properties
 
 _GENERIC_DROPPED = {"dangling", "no-client", "order"}  # answered by the store's own rules below
 _REWORDED = {"unreferenced": "referenced by no queue entry or retain: the broker deletes it after loading"}
+# an expired message: a .db's loader skips it; the plugin restores it, and the broker never sends it
+# (codec.broker.storemodel, tested against 2.1.2)
+_EXPIRED = (": the broker drops it on load", ": Mosquitto 2.1 restores it, then never sends it")
 
 
 def _column(expr: str) -> str:
@@ -220,6 +223,8 @@ def _checked(store: StoreFile, at: float | None, limit: int | None, progress: Ca
             continue
         if f.rule in _REWORDED and f.chunk_index is not None:
             f.message = f"store {f.message.split()[1]} is {_REWORDED[f.rule]}"
+        if f.rule == "expired" and f.message.endswith(_EXPIRED[0]):
+            f.message = f.message[:-len(_EXPIRED[0])] + _EXPIRED[1]
         if f.chunk_index is not None:
             t = store.type_of(f.chunk_index)
             f.chunk_type, f.chunk_index = ROWS[t].table, int(rowids[f.chunk_index])

@@ -65,6 +65,13 @@ def test_the_fixture_store_as_written() -> None:
     assert p.verdict == "loads" and p.kept == ["a-raw-inflight"] and len(p.dropped) == 6
     assert {d.rule for d in p.dropped} == {"expired-session"}
     assert "corp/retained/v5props" not in p.retained and p.retained_count == 9
+    from codec.ops.check import check_file
+    from codec.sources import open_any
+
+    with open_any(STORE) as store:  # check says what the plugin does with an expired message, as the model does
+        expired = [f.message for f in check_file(store, at=1_900_000_000) if f.rule == "expired"
+                   and f.chunk_type == "base_msgs"]
+    assert expired and all(m.endswith(": Mosquitto 2.1 restores it, then never sends it") for m in expired)
     assert p.log[:6] == ["sqlite: Restored 31 base messages (0 failed)", "sqlite: Restored 10 retained messages (0 failed)",
                          "sqlite: Restored 7 clients (0 failed)", "sqlite: Restored 12 subscriptions (0 failed)",
                          "sqlite: Restored 26 client messages (4 failed)", "sqlite: Restored 0 will messages (0 failed)"]
