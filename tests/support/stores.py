@@ -36,6 +36,17 @@ def connect(path: Path) -> sqlite3.Connection:
     return con
 
 
+def run_sql(path: Path, *statements: str) -> None:
+    """Change the store at ``path`` with ``statements``, committed (a damaged or edited store for a test)."""
+    con = sqlite3.connect(path)
+    try:
+        for stmt in statements:
+            con.execute(stmt)
+        con.commit()
+    finally:
+        con.close()
+
+
 def store_state(path: Path) -> dict:
     """retained {topic: payload}; sessions {client id}; queues {client id: Counter((topic, payload))} of the
     outgoing entries whose message exists (what a reconnecting client is sent)."""

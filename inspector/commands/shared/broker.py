@@ -154,7 +154,9 @@ def plain_findings(args: argparse.Namespace, path: str, at: float) -> list[Any]:
 
 
 def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -> Any:
+    from codec.broker.rules import V21
     from codec.broker.storemodel import predict_any
+    from codec.broker.versions import text as version_text
     from codec.sources import format_of, store_refusal
 
     fmt = format_of(path) if os.path.exists(path) else None
@@ -163,9 +165,9 @@ def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -
         if reason is not None and not reason.startswith("not a readable sqlite database"):
             raise UsageError(f"{path}: {reason}: neither a mosquitto.db file nor a store the persist-sqlite "
                              "plugin reads")
-        if version < (2, 1, 0):
+        if version < V21:
             raise UsageError(f"{path}: is a Mosquitto 2.1 sqlite store (the persist-sqlite plugin's); Mosquitto "
-                             f"{'.'.join(map(str, version))} has no such plugin and reads a mosquitto.db")
+                             f"{version_text(version)} has no such plugin and reads a mosquitto.db")
     pred = predict_any(path, version, at=at, conf=conf)
     pred.cost = file_cost(path, version, conf)
     return pred

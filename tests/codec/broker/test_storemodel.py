@@ -10,7 +10,6 @@ session then made to have expired.
 from __future__ import annotations
 
 import shutil
-import sqlite3
 import time
 from pathlib import Path
 
@@ -22,9 +21,11 @@ from codec.broker.storemodel import predict_store
 from support.brokers import SqliteBroker, collect_many, collect_retained, sqlite_plugin
 from support.cli import run
 from support.paths import INCOMING
+from support.stores import run_sql
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 V212 = (2, 1, 2)
+AT = 1_900_000_000  # a fixed "now", years after the fixture was written: what expires there is fixed
 pytestmark = [pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")]
 
 
@@ -33,12 +34,7 @@ def _renewed(tmp_path: Path, *sql: str) -> Path:
     shutil.copyfile(STORE, dst)
     run("renew", dst, "--sessions", "never", "--messages", "never", "--in-place", ok=True)
     (tmp_path / "store.sqlite3.bak").unlink()
-    if sql:
-        con = sqlite3.connect(dst)
-        for stmt in sql:
-            con.execute(stmt)
-        con.commit()
-        con.close()
+    run_sql(dst, *sql)
     return dst
 
 
@@ -61,7 +57,7 @@ VARIANTS = {
 
 def test_the_fixture_store_as_written() -> None:
     """Written 2026-11-23: at a fixed later time its sessions with an expiry have expired, one retained message too."""
-    p = predict_store(str(STORE), V212, at=1_900_000_000)
+    p = predict_store(str(STORE), V212, at=AT)
     assert p.verdict == "loads" and p.kept == ["a-raw-inflight"] and len(p.dropped) == 6
     assert {d.rule for d in p.dropped} == {"expired-session"}
     assert "corp/retained/v5props" not in p.retained and p.retained_count == 9
@@ -69,7 +65,7 @@ def test_the_fixture_store_as_written() -> None:
     from codec.sources import open_any
 
     with open_any(STORE) as store:  # check says what the plugin does with an expired message, as the model does
-        expired = [f.message for f in check_file(store, at=1_900_000_000) if f.rule == "expired"
+        expired = [f.message for f in check_file(store, at=AT) if f.rule == "expired"
                    and f.chunk_type == "base_msgs"]
     assert expired and all(m.endswith(": Mosquitto 2.1 restores it, then never sends it") for m in expired)
     assert p.log[:6] == ["sqlite: Restored 31 base messages (0 failed)", "sqlite: Restored 10 retained messages (0 failed)",
@@ -80,18 +76,15 @@ def test_the_fixture_store_as_written() -> None:
 def test_what_a_store_cannot_be_read_as(tmp_path: Path) -> None:
     cut = tmp_path / "cut.sqlite3"
     cut.write_bytes(STORE.read_bytes()[:100_000])
-    p = predict_store(str(cut), V212)
+    p = predict_store(str(cut), V212, at=AT)
     assert p.verdict == "refuses" and p.log == ["Sqlite persistence: Error opening database: database disk image is "
                                                 "malformed"]
     other = tmp_path / "other.sqlite3"
     shutil.copyfile(STORE, other)
-    con = sqlite3.connect(other)
-    con.execute("UPDATE version_info SET major = 2")
-    con.commit()
-    con.close()
-    p = predict_store(str(other), V212)
+    run_sql(other, "UPDATE version_info SET major = 2")
+    p = predict_store(str(other), V212, at=AT)
     assert p.verdict == "refuses" and p.log == ["Sqlite persistence: Unknown database_schema version 2.1.0"]
-    assert predict_store(str(STORE), (2, 0, 22)).verdict == "unknown"  # no plugin before 2.1
+    assert predict_store(str(STORE), (2, 0, 22), at=AT).verdict == "unknown"  # no plugin before 2.1
 
 
 @pytest.mark.broker
@@ -103,6 +96,7 @@ def test_the_broker_does_what_the_model_says(tmp_path: Path, name: str) -> None:
     sql, settings = VARIANTS[name]
     store = _renewed(tmp_path, *sql)
     conf = BrokerConf(path="test", **{"queue_qos0_messages": True, **settings})
+    # the live broker judges expiry by its clock: "now" here too (renewed, only the planted 2023 times have passed)
     pred = predict_store(str(store), V212, at=time.time(), conf=conf)
     assert pred.verdict == "loads"
     extra = tuple(f"{k} {str(v).lower()}" for k, v in settings.items())
@@ -136,7 +130,7 @@ def test_a_store_the_broker_cannot_open_stops_it(tmp_path: Path, damage: str) ->
     else:
         data[100:4096] = b"\xff" * (4096 - 100)  # the schema page's contents
     cut.write_bytes(bytes(data))
-    pred = predict_store(str(cut), V212)
+    pred = predict_store(str(cut), V212, at=AT)
     assert pred.verdict == "refuses"
     b = SqliteBroker(cut)
     try:

@@ -16,7 +16,7 @@ from codec.views.select import pick
 
 from support.cli import run_in_process
 from support.paths import INCOMING, manifest
-from support.stores import counts
+from support.stores import counts, run_sql
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")
@@ -82,14 +82,6 @@ def test_stats(store: Path) -> None:
     assert st["biggest_payloads"][0]["payload_bytes"] == 102400 and "rowid" in st["biggest_payloads"][0]
 
 
-def damage(store: Path, *sql: str) -> None:
-    con = sqlite3.connect(store)
-    for stmt in sql:
-        con.execute(stmt)
-    con.commit()
-    con.close()
-
-
 def rules(store: Path) -> Counter:
     with StoreFile(store) as s:
         return Counter((f.severity, f.rule, f.chunk_type) for f in check_file(s, at=0))
@@ -106,16 +98,16 @@ def test_a_clean_store_checks_clean(store: Path, tmp_path: Path) -> None:
 
 
 def test_the_store_rules(store: Path) -> None:
-    damage(store,
-           "DELETE FROM base_msgs WHERE store_id = (SELECT store_id FROM client_msgs WHERE client_id = 'a-sub-q1' "
-           "LIMIT 1)",
-           "DELETE FROM base_msgs WHERE store_id = (SELECT store_id FROM retains WHERE topic = 'corp/retained/q1')",
-           "INSERT INTO subscriptions VALUES ('ghost', 'a/#', 1, 0)",
-           "UPDATE base_msgs SET payloadlen = payloadlen + 1 WHERE topic = 'corp/retained/plain'",
-           "UPDATE base_msgs SET properties = 'not json' WHERE topic = 'corp/retained/q2'",
-           "INSERT INTO retains VALUES (123, (SELECT store_id FROM retains WHERE topic = 'corp/retained/big'))",
-           "UPDATE version_info SET minor = 0",
-           "DROP INDEX retains_storeid")
+    run_sql(store,
+            "DELETE FROM base_msgs WHERE store_id = (SELECT store_id FROM client_msgs WHERE client_id = 'a-sub-q1' "
+            "LIMIT 1)",
+            "DELETE FROM base_msgs WHERE store_id = (SELECT store_id FROM retains WHERE topic = 'corp/retained/q1')",
+            "INSERT INTO subscriptions VALUES ('ghost', 'a/#', 1, 0)",
+            "UPDATE base_msgs SET payloadlen = payloadlen + 1 WHERE topic = 'corp/retained/plain'",
+            "UPDATE base_msgs SET properties = 'not json' WHERE topic = 'corp/retained/q2'",
+            "INSERT INTO retains VALUES (123, (SELECT store_id FROM retains WHERE topic = 'corp/retained/big'))",
+            "UPDATE version_info SET minor = 0",
+            "DROP INDEX retains_storeid")
     got = rules(store)
     assert got[("error", "missing-message", "client_msgs")] >= 1 and got[("error", "missing-message", "retains")] == 1
     assert got[("warning", "no-session", "subscriptions")] == 1
@@ -131,7 +123,7 @@ def test_the_store_rules(store: Path) -> None:
 
 
 def test_a_store_with_a_foreign_schema_version_fails_check(store: Path) -> None:
-    damage(store, "UPDATE version_info SET major = 2")
+    run_sql(store, "UPDATE version_info SET major = 2")
     assert rules(store)[("error", "schema", None)] == 1
 
 
