@@ -6,7 +6,6 @@ so a file of millions of chunks is summarised without a Python object per chunk.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -125,7 +124,7 @@ class _Stores:
     topic_code: np.ndarray  # per store: its prefix's number in ``prefixes``
     prefixes: dict[str, int]  # prefix -> number
     acc: np.ndarray  # per prefix number: [stores, bytes, payload bytes, retained]
-    biggest: list[tuple[int, int]]  # (payload len, position): a heap of the ``top`` largest
+    biggest: list[tuple[int, int]]  # (payload len, position) of the ``top`` largest, biggest first
     order: np.ndarray = field(init=False)
     sorted_ids: np.ndarray = field(init=False)
 
@@ -209,7 +208,6 @@ def _stores(cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, top: int, 
     s_code = np.zeros(len(s_idx), np.int64)
     prefixes: dict[str, int] = {}
     acc = np.zeros((0, 4), np.int64)
-    biggest: list[tuple[int, int]] = []
     for s in batches(len(s_idx)):
         if measured is not None:
             g, sizes[s_idx[s]] = measured(s_idx[s], int(ChunkType.MSG_STORE), ("store_id", "topic", "payload"),
@@ -226,18 +224,19 @@ def _stores(cols: ColumnReader, types: np.ndarray, sizes: np.ndarray, top: int, 
         acc[:, 0] += _sums(codes, None, len(acc))
         acc[:, 1] += _sums(codes, sizes[s_idx[s]], len(acc))
         acc[:, 2] += _sums(codes, plens, len(acc))
-        k = min(top, len(codes))
-        if k:  # the batch's k largest by (payload length, position): ties go to the later store, whatever the batches
-            key = (plens.astype(np.uint64) << np.uint64(32)) | np.arange(s.start, s.stop, dtype=np.uint64)
-            part = np.argpartition(key, len(key) - k)[len(key) - k:]
-            for j in part.tolist():
-                item = (int(plens[j]), s.start + j)
-                if len(biggest) < top:
-                    heapq.heappush(biggest, item)
-                else:
-                    heapq.heappushpop(biggest, item)
         cols.release()
-    return _Stores(s_idx, s_ids, s_plen, s_code, prefixes, acc, biggest)
+    return _Stores(s_idx, s_ids, s_plen, s_code, prefixes, acc, _largest(s_plen, top))
+
+
+def _largest(plen: np.ndarray, top: int) -> list[tuple[int, int]]:
+    """(payload length, position) of the ``top`` largest payloads, biggest first; ties go to the later store."""
+    k = min(top, len(plen))
+    if k <= 0:
+        return []
+    key = (plen.astype(np.uint64) << np.uint64(32)) | np.arange(len(plen), dtype=np.uint64)
+    chosen = np.argpartition(key, len(key) - k)[len(key) - k:]
+    chosen = chosen[np.argsort(key[chosen])[::-1]]
+    return list(zip(plen[chosen].tolist(), chosen.tolist(), strict=True))
 
 
 def _by_topic(cols: ColumnReader, types: np.ndarray, stores: _Stores, top: int) -> list[dict[str, Any]]:
@@ -289,13 +288,19 @@ def _by_client(db: DbFile, cols: ColumnReader, types: np.ndarray, sizes: np.ndar
 
 
 def _biggest(cols: ColumnReader, offsets: np.ndarray, stores: _Stores) -> list[dict[str, Any]]:
-    """The largest payloads, biggest first, with their store id, topic and offset."""
-    out = []
-    for plen, p in sorted(stores.biggest, reverse=True):
-        g = cols.gather(stores.idx[p : p + 1], int(ChunkType.MSG_STORE), ("store_id", "topic"))
-        out.append({"store_id": int(g.ints["store_id"][0]), "topic": g.text("topic", 0),
-                    "payload_bytes": plen, "offset": int(offsets[stores.idx[p]])})
-    return out
+    """The largest payloads, biggest first, with their store id, topic and offset (their topics gathered in file
+    order, a batch at a time: ``--top`` may ask for every store)."""
+    at = np.array([p for _plen, p in stores.biggest], np.int64)
+    in_file = np.argsort(at, kind="stable")
+    topics: list[str] = [""] * len(at)
+    for s in batches(len(at)):
+        rows = in_file[s]
+        g = cols.gather(stores.idx[at[rows]], int(ChunkType.MSG_STORE), ("topic",))
+        for j, row in enumerate(rows.tolist()):
+            topics[row] = g.text("topic", j)
+        cols.release()
+    return [{"store_id": int(stores.ids[p]), "topic": topics[j], "payload_bytes": plen,
+             "offset": int(offsets[stores.idx[p]])} for j, (plen, p) in enumerate(stores.biggest)]
 
 
 def lines(st: Stats, by: str) -> list[str]:
