@@ -1,5 +1,5 @@
 """The topic tree: every node's numbers equal `stats --by topic --depth N` and a record-by-record count,
-on every real fixture (.db and 2.1 sqlite stores), at every depth the file has."""
+on every real fixture (.db and 2.1 sqlite stores) and the benchmark file, at every depth the file has."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from codec.ops.stats import compute
 from codec.ops.tree import Node, TopicTree, build
 from codec.sources import open_any
 
+from support.benchfile import big_db
 from support.paths import REAL_FILES, ROOT, SQLITE_STORES, V6
 
 FILES = REAL_FILES + SQLITE_STORES
@@ -76,9 +77,21 @@ def test_every_node_is_counted_as_the_records_say(path: Path) -> None:
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_every_depth_equals_stats_by_topic(path: Path) -> None:
     _total, _own, deepest = oracle(path)
+    depths_equal_stats(path, deepest)
+
+
+def test_every_depth_of_the_big_file_equals_stats_by_topic(tmp_path_factory: pytest.TempPathFactory) -> None:
+    depths_equal_stats(big_db(tmp_path_factory))
+
+
+def depths_equal_stats(path: Path, deepest: int | None = None) -> None:
+    """Each node's numbers (below it, and its own topic's) are the rows of `stats --by topic --depth N` at
+    every depth of the file (``deepest``: the records' deepest topic; by default the tree's), and one more."""
     with open_any(str(path)) as db:
         tree = build(db)
         nodes = walk(tree, tree.root)[1:]
+        if deepest is None:
+            deepest = max((n.depth for n in nodes), default=0)
         for depth in range(1, deepest + 2):
             rows = {r["topic"]: r for r in compute(db, top=1 << 30, depth=depth).by_topic}
             want: dict[str, dict[str, int]] = {}

@@ -5,9 +5,7 @@ stops on a damaged file."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -17,9 +15,10 @@ import pytest
 from codec.reader import DbFile
 from codec.spec import render_kaitai
 
+from support.benchfile import big_db
 from support.cli import MOSQDB, env, run_in_process
 from support.kaitai import read
-from support.paths import INCOMING_FILES, REAL, ROOT, SHARED, UNIT_FILES
+from support.paths import INCOMING_FILES, REAL, ROOT, UNIT_FILES
 
 FIXTURES = sorted(REAL.glob("*.db")) + INCOMING_FILES + UNIT_FILES
 BIG_CHUNKS = 10_000
@@ -104,25 +103,8 @@ def test_damaged_unit_files_fail_in_both(parser: Any) -> None:
         assert got["error"] is not None, path.name
 
 
-def big_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The big file ($MOSQDB_BIG, ../big/big.db or /tmp/big.db), else one made by the broker with a little
-    more than 10,000 chunks by ../shared/tools/make-big-db.sh (the same generator, fewer messages)."""
-    for candidate in (os.environ.get("MOSQDB_BIG"), str(ROOT.parent / "big" / "big.db"), "/tmp/big.db"):
-        if candidate and os.path.isfile(candidate):
-            return Path(candidate)
-    tool = SHARED / "tools" / "make-big-db.sh"
-    if not tool.exists() or not (shutil.which("mosquitto") or os.path.exists("/usr/sbin/mosquitto")):
-        pytest.skip("no big file and no Mosquitto broker to make one (set MOSQDB_BIG)")
-    out = tmp_path_factory.mktemp("big") / "big.db"
-    r = subprocess.run(["bash", str(tool), str(out), "8000"], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, BIG_CLIENTS="100", BIG_QUEUED="3000"))
-    if r.returncode != 0:
-        pytest.skip(f"make-big-db.sh could not make a file here: {r.stderr.strip()[-300:]}")
-    return out
-
-
 def test_big_file_first_chunks(parser: Any, tmp_path_factory: pytest.TempPathFactory) -> None:
-    path = big_file(tmp_path_factory)
+    path = big_db(tmp_path_factory)
     with DbFile(path) as db:
         for _n in db.scan_steps(BIG_CHUNKS):
             if len(db.partial_index()) > BIG_CHUNKS:

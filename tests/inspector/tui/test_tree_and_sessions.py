@@ -22,6 +22,7 @@ from inspector.tui.features.tree import TopicTreeScreen
 from inspector.tui.model.sessions import session_rows
 from inspector.tui.screens.prompt import PromptScreen
 
+from support.benchfile import big_db
 from support.clock import AT
 from support.paths import REAL_FILES, ROOT, SQLITE_STORES, V6
 from support.tui import keys, running, settle, status, type_text
@@ -151,6 +152,15 @@ async def test_sessions_view_trim_is_trim_queue(v6_copy: Path, tmp_path: Path, k
 
 @pytest.mark.parametrize("path", REAL_FILES + SQLITE_STORES, ids=lambda p: p.name)
 def test_sessions_rows_equal_stats_by_client(path: Path) -> None:
+    sessions_equal_stats(path)
+
+
+def test_sessions_rows_of_the_big_file_equal_stats_by_client(tmp_path_factory: pytest.TempPathFactory) -> None:
+    sessions_equal_stats(big_db(tmp_path_factory))
+
+
+def sessions_equal_stats(path: Path) -> None:
+    """The sessions view's rows (and generated-id groups) are `stats --by client`'s."""
     stats = json.loads(cli("stats", str(path), "--by", "client", "--top", "1000000", "--json",
                            "--at", str(int(AT))).stdout)["clients"]
     with open_any(str(path)) as db:
