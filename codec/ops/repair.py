@@ -57,7 +57,7 @@ from codec.layouts import (
     version_row,
 )
 from codec.ops.check import check_file, zeroed_from
-from codec.ops.report import WriteReport
+from codec.ops.report import Dropped, RepairReport
 from codec.progress import EVERY as PROGRESS_EVERY
 from codec.reader import DbFile
 from codec.values import is_utf8
@@ -66,57 +66,6 @@ from codec.writer import atomic_output, copy_range, file_header
 
 RELEASE = 16 << 20  # the mapped pages behind the walk go back to the page cache every this many bytes
 BLOCK_ROWS = 1 << 18  # references checked this many at a time
-
-
-@dataclass
-class Dropped:
-    offset: int
-    size: int
-    kind: str
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"offset": self.offset, "size": self.size, "kind": self.kind, "reason": self.reason}
-
-
-@dataclass
-class RepairReport(WriteReport):
-    path: str
-    version: int | None
-    chunks_found: int = 0
-    kept: dict[str, int] = field(default_factory=dict)
-    dropped: list[Dropped] = field(default_factory=list)
-    fixes: list[str] = field(default_factory=list)
-    valid: bool = False
-    remaining_errors: list[str] = field(default_factory=list)
-    warnings_after: int = 0
-    recoverable_retained: int = 0  # retained messages --recover-retained would have kept (0 when it was given)
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.dropped or self.fixes)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "file": self.path, "version": self.version, "size_before": self.size_before,
-            "chunks_found": self.chunks_found, "kept": self.kept, "dropped": [d.to_json() for d in self.dropped],
-            "fixes": self.fixes, "notes": self.notes, "valid": self.valid, "remaining_errors": self.remaining_errors,
-            "warnings_after": self.warnings_after, "written": self.written, "size_after": self.size_after,
-            "recoverable_retained": self.recoverable_retained, "seconds": round(self.seconds, 3),
-        }
-
-    def lines(self) -> list[str]:
-        out = [f"dropped {d.kind} at offset {d.offset} ({d.size:,} bytes): {d.reason}" for d in self.dropped[:200]]
-        if len(self.dropped) > 200:
-            out.append(f"... and {len(self.dropped) - 200:,} more dropped")
-        out.extend(f"fixed: {f}" for f in self.fixes)
-        kept = ", ".join(f"{k} {n:,}" for k, n in self.kept.items() if n)
-        out.append(f"kept {sum(self.kept.values()):,} chunk(s) ({kept or 'none'}); dropped {len(self.dropped):,} "
-                   "chunk(s) or region(s)")
-        if not self.changed:
-            out.append("nothing to repair: the file was already valid")
-        out.extend(self.notes)
-        return out
 
 
 def type_field_pattern(type_size: int, known: frozenset[int]) -> bytes:
@@ -358,6 +307,16 @@ def repair(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None
     """
     t0 = time.perf_counter()
     path = os.fspath(path)
+    from codec.store.connect import is_sqlite_file
+
+    if is_sqlite_file(path):  # a 2.1 store: its readable rows, table by table (codec.store.salvage)
+        if version is not None or recover_retained:
+            option = "--db-version" if version is not None else "--recover-retained"
+            raise CodecError(f"is a Mosquitto 2.1 sqlite store: {option} is for mosquitto.db files (a store is "
+                             "salvaged row by row); nothing written", path=path)
+        from codec.store.salvage import salvage_store
+
+        return salvage_store(path, out_path, progress=progress)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:

@@ -7,9 +7,11 @@ chooses between the formats with :func:`is_sqlite_file`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import sqlite3
+from collections.abc import Iterator
 
 SQLITE_MAGIC = b"SQLite format 3\0"
 
@@ -54,6 +56,19 @@ def connect_readonly(path: str) -> sqlite3.Connection:
             finally:
                 os.close(src)
     return sqlite3.connect(f"file:{uri_path(copy)}?mode=ro", uri=True, check_same_thread=False)
+
+
+@contextlib.contextmanager
+def clear_side_files(path: str) -> Iterator[None]:
+    """Just before a new store is renamed to ``path``: a stale ``-wal``, ``-shm`` or ``-journal`` there goes (sqlite
+    would replay it onto the new file)."""
+    import codec.safefile as safefile
+
+    d, name = safefile.SafeDir.of(path)
+    with d:
+        for suffix in ("-wal", "-shm", "-journal"):
+            d.unlink(name + suffix)
+    yield
 
 
 def _regular(path: str) -> bool:

@@ -32,6 +32,7 @@ from codec.progress import paused_gc
 from codec.properties import Property, decode_properties
 from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
+from codec.store.connect import clear_side_files
 from codec.store.lock import require_free as require_free  # named here for `migrate`: a live store is never replaced
 from codec.store.restore import REASONS as RESTORE_REASONS
 from codec.store.restore import QueueLimits, restore_drops
@@ -219,7 +220,7 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
         con.close()
         if tmp is not None and out is not None:
             mode = safefile.no_wider_than_inputs(0o644)
-            with safefile.atomic_replace(out, new_mode=mode, lock=lambda: _no_side_files(out)) as put:
+            with safefile.atomic_replace(out, new_mode=mode, lock=lambda: clear_side_files(out)) as put:
                 src = os.open(tmp, os.O_RDONLY)
                 try:
                     safefile.copy_fd(src, put.fd)
@@ -242,16 +243,6 @@ def _on_load(con: sqlite3.Connection, rep: MigrationReport, limits: QueueLimits)
     for d in restore_drops(con, limits):
         rep.drop_on_load(f"queue entry: {RESTORE_REASONS[d.reason]}",
                          f"{show(d.client_id)} store {d.store_id & (1 << 64) - 1}")
-
-
-@contextlib.contextmanager
-def _no_side_files(out: str) -> Iterator[None]:
-    """Just before the rename: a stale ``OUT-wal``/``-shm``/``-journal`` goes (sqlite would replay it onto OUT)."""
-    d, name = safefile.SafeDir.of(out)
-    with d:
-        for suffix in ("-wal", "-shm", "-journal"):
-            d.unlink(name + suffix)
-    yield
 
 
 PRAGMAS = ("PRAGMA page_size=4096", "PRAGMA journal_mode=OFF", "PRAGMA synchronous=OFF", "PRAGMA cache_size=-262144")

@@ -1,4 +1,5 @@
-"""`mosqdb repair`: salvage a damaged db, keep what decodes, drop the rest, verify the result (codec.ops.repair)."""
+"""`mosqdb repair`: salvage a damaged db or 2.1 store, keep what decodes, drop the rest, verify the result
+(codec.ops.repair; a store's rows: codec.store.salvage)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ HELP_ORDER = 34
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = command(sub, "repair", help="salvage a damaged db: keep what decodes, drop the rest, verify the result",
+    p = command(sub, "repair", help="salvage a damaged db or 2.1 store: keep what decodes, drop the rest, verify the result",
                 run=cmd_repair, file=True)
     from codec.layouts import SUPPORTED_VERSIONS
 

@@ -69,7 +69,8 @@ def refuse_sqlite(args: argparse.Namespace) -> None:
     store, edited as rows); any other writing command would write a .db under its name (or as its edited
     copy), which loses it.
 
-    ``convert`` is the one command whose job is to change the format, and only to ``-o OUT``.
+    ``convert`` is the one command whose job is to change the format, and only to ``-o OUT``; ``repair`` salvages
+    a store into a new store, to ``-o OUT``.
     """
     from codec.sources import format_of
 
@@ -77,6 +78,11 @@ def refuse_sqlite(args: argparse.Namespace) -> None:
         return
     fmt = format_of(args.file)
     if fmt.chunk_bytes:
+        return
+    if args.command == "repair":  # salvaged into a new file of its own format
+        if args.in_place:
+            raise UsageError(f"{args.file}: is a {fmt.format_name}; repair writes its salvage to -o OUT and leaves the "
+                             "damaged one as it is: --in-place refused, nothing written")
         return
     if args.in_place:
         raise UsageError(f"{args.file}: is a {fmt.format_name}; {args.command} --in-place would replace it "

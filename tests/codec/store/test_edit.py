@@ -278,7 +278,7 @@ def test_usage_errors(store: Path) -> None:
     for argv, words in ((["rm-retained", store, "#"], "give -o OUT"),
                         (["rm-retained", store, "#", "-o", "-"], "give -o FILE"),
                         (["drop-client", store, "x", "-o", store], "the output is the input"),
-                        (["repair", store, "-o", store.parent / "r.db"], "works on mosquitto.db files"),
+                        (["repair", store, "--in-place"], "repair writes its salvage to -o OUT"),
                         (["convert", store, "--to-version", "6", "--in-place"], "cannot load")):
         r = run_in_process(*argv)
         assert r.returncode == 2 and words in one_line(r.stderr), (argv, r.stderr)

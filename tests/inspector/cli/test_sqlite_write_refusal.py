@@ -72,10 +72,13 @@ def test_other_writers_refuse_in_place(store: Path, argv: list[str], capsys: pyt
 
 
 def test_repair_does_not_write_a_db_copy_of_a_store(store: Path, capsys: pytest.CaptureFixture) -> None:
+    """A store is salvaged into a store (codec.store.salvage), never into a mosquitto.db; never in place."""
     out = store.parent / "out.sqlite3"
-    assert main(["repair", str(store), "-o", str(out)]) == 2
-    assert "sqlite store" in capsys.readouterr().err
-    assert not out.exists()
+    before = _sha(store)
+    assert main(["repair", str(store), "-o", str(out)]) == 0
+    assert out.read_bytes()[:16] == b"SQLite format 3\0" and _sha(store) == before
+    assert main(["repair", str(store), "--in-place"]) == 2
+    assert "--in-place refused" in capsys.readouterr().err and _sha(store) == before
 
 
 def test_rewrite_onto_the_store_itself_is_refused(store: Path, capsys: pytest.CaptureFixture) -> None:

@@ -1,0 +1,303 @@
+"""Salvage a damaged Mosquitto 2.1 store: every row sqlite can still read, table by table, in a fresh store.
+
+sqlite refuses a whole file whose header counts more pages than the file holds (a store cut short by a full
+disk or a power cut), and a table's scan stops at its first damaged page. So the salvage reads a private copy
+(the store and its ``-wal``) whose page count is set to the pages present, reads each table in rowid order, and
+past a damaged page starts again at the first rowid the table's interior pages still lead to (found by probing
+seeks): only the rows of the damaged pages are lost, and the report names their rowid ranges. The rows keep their
+rowids (a queue's order is its rowid order) and the store keeps its own schema. Queue entries and retained topics
+whose message was lost are dropped (the plugin's restore would fail them), and the result must pass sqlite's
+``quick_check`` before it is written.
+
+Nothing is salvaged when sqlite cannot read the schema on page 1: there is nothing to tell the tables apart by.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import struct
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from codec import safefile
+from codec.errors import CodecError, WriteError
+from codec.ops.report import RepairReport
+from codec.store.connect import SQLITE_MAGIC, clear_side_files
+
+MIN_ROWID, MAX_ROWID = -(1 << 63), (1 << 63) - 1
+_HEADER = 100  # the database header on page 1
+_PAGE_COUNT = 28  # offset of the header's page count ("in-header database size")
+
+
+def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str] | None, *,
+                  progress: Callable[[int, int], None] | None = None) -> RepairReport:
+    """Salvage the store ``path`` into a new store at ``out_path`` (None: only report what would be kept)."""
+    t0 = time.perf_counter()
+    path = os.fspath(path)
+    try:
+        size = os.stat(path).st_size
+    except OSError as exc:
+        raise CodecError(f"cannot open: {exc.strerror}", path=path) from None
+    report = RepairReport(path, None, size_before=size, unit="row")
+    with safefile.private_dir("mosqdb-salvage-") as work:
+        copy = os.path.join(work, "damaged.sqlite3")
+        _private_copy(path, copy, report)
+        con = _open(copy, path, report)
+        try:
+            tables, indexes = _schema(con, path)
+            damage = _quick_check(con)
+            if damage:
+                report.fixes.append(f"sqlite's check of the store: {damage[0]}"
+                                    + (f" (and {len(damage) - 1:,} more)" if len(damage) > 1 else "")
+                                    + ": every table read row by row, the indexes built anew")
+            built = os.path.join(work, "salvaged.sqlite3")
+            _build(con, built, tables, indexes, report, progress, size)
+        finally:
+            con.close()
+        report.remaining_errors = _quick_check(built)
+        report.valid = not report.remaining_errors
+        if not report.valid:
+            raise CodecError(f"the salvaged store would still fail sqlite's check: {report.remaining_errors[0]}; "
+                             "nothing written", path=path)
+        if out_path is not None:
+            out = os.fspath(out_path)
+            mode = safefile.no_wider_than_inputs(0o644)
+            try:
+                with safefile.atomic_replace(out, new_mode=mode, lock=lambda: clear_side_files(out)) as put:
+                    src = os.open(built, os.O_RDONLY)
+                    try:
+                        safefile.copy_fd(src, put.fd)
+                    finally:
+                        os.close(src)
+            except OSError as exc:
+                raise WriteError(f"writing failed: {exc.strerror or exc}; nothing written", path=out) from None
+            report.written = out
+            report.size_after = os.path.getsize(out)
+        else:
+            report.size_after = os.path.getsize(built)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _private_copy(path: str, copy: str, report: RepairReport) -> None:
+    """The store (and its ``-wal``) copied into the private directory, read without following links; whole pages
+    only, and a page count in the header that the file holds (on the copy: the store itself is not changed)."""
+    d, name = safefile.SafeDir.of(path)
+    with d:
+        for suffix in ("", "-wal"):
+            if suffix and not d.exists(name + suffix):
+                continue
+            src = d.open_read(name + suffix)  # a link, FIFO or device refused, in one line
+            try:
+                with safefile.create_private(copy + suffix) as out:
+                    safefile.copy_fd(src, out.fileno())
+            finally:
+                os.close(src)
+    with open(copy, "r+b") as f:
+        head = f.read(_HEADER)
+        if len(head) < _HEADER or not head.startswith(SQLITE_MAGIC):
+            raise CodecError("not a sqlite store: its first bytes are not sqlite's header; nothing to salvage",
+                             path=path, offset=0)
+        page = struct.unpack(">H", head[16:18])[0]
+        page = 65536 if page == 1 else page
+        size = os.fstat(f.fileno()).st_size
+        whole = size - size % page
+        if whole != size:
+            f.truncate(whole)
+            report.fixes.append(f"the last {size - whole:,} bytes (a part of a page) left out")
+        pages = whole // page
+        counted = struct.unpack(">I", head[_PAGE_COUNT:_PAGE_COUNT + 4])[0]
+        if counted > pages:
+            f.seek(_PAGE_COUNT)
+            f.write(struct.pack(">I", pages))
+            report.fixes.append(f"the file holds {pages:,} of the {counted:,} pages its header counts (cut short): "
+                                "the missing pages' rows are lost")
+
+
+def _open(copy: str, path: str, report: RepairReport) -> sqlite3.Connection:
+    """A connection to the private copy, its ``-wal`` applied where sqlite can, else the main file alone."""
+    con = sqlite3.connect(copy, isolation_level=None)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return con
+    except sqlite3.DatabaseError:
+        con.close()
+    if os.path.exists(copy + "-wal"):
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(copy + suffix)
+        report.fixes.append("the -wal could not be applied (its changes are lost): the store read without it")
+        con = sqlite3.connect(copy, isolation_level=None)
+        try:
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return con
+        except sqlite3.DatabaseError:
+            con.close()
+    raise CodecError("sqlite cannot read the store's schema (page 1 is damaged): nothing to salvage; the store is "
+                     "left as it is", path=path, offset=0)
+
+
+def _schema(con: sqlite3.Connection, path: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(name, CREATE statement) of every table, and the CREATE statements of the indexes made by name."""
+    try:
+        rows = con.execute("SELECT type, name, sql FROM sqlite_master ORDER BY rowid").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise CodecError(f"sqlite cannot read the store's schema ({exc}): nothing to salvage; the store is left as "
+                         "it is", path=path, offset=0) from None
+    tables = [(name, sql) for kind, name, sql in rows if kind == "table" and sql and not name.startswith("sqlite_")]
+    indexes = [sql for kind, _name, sql in rows if kind == "index" and sql]
+    return tables, indexes
+
+
+def _build(con: sqlite3.Connection, built: str, tables: list[tuple[str, str]], indexes: list[str],
+           report: RepairReport, progress: Callable[[int, int], None] | None, size: int) -> None:
+    """The new store: the tables, every row read (rowids kept), the dangling references dropped, the indexes."""
+    out = sqlite3.connect(built, isolation_level=None)
+    try:
+        out.execute("PRAGMA journal_mode=OFF")
+        out.execute("PRAGMA synchronous=OFF")
+        out.execute("BEGIN")
+        for n, (name, sql) in enumerate(tables):
+            out.execute(sql)
+            columns = [r[1] for r in con.execute(f"PRAGMA table_info({_q(name)})")]
+            insert = (f"INSERT OR REPLACE INTO {_q(name)} (rowid, {', '.join(_q(c) for c in columns)}) "
+                      f"VALUES ({', '.join('?' * (len(columns) + 1))})")
+            kept = 0
+            for row in _readable_rows(con, name, report):
+                try:
+                    out.execute(insert, row)
+                    kept += 1
+                except sqlite3.DatabaseError as exc:  # a row the page held but the schema does not allow
+                    report.fixes.append(f"{name} rowid {row[0]}: dropped ({exc})")
+            report.kept[name] = kept
+            if progress is not None:
+                progress(size * (n + 1) // max(len(tables), 1), size)
+        names = {name for name, _sql in tables}
+        for table in ("client_msgs", "retains"):
+            if table in names and "base_msgs" in names:
+                gone = out.execute(f"DELETE FROM {table} WHERE store_id NOT IN (SELECT store_id FROM base_msgs)").rowcount
+                if gone:
+                    report.kept[table] -= gone
+                    what = "queue entries" if table == "client_msgs" else "retained topics"
+                    report.fixes.append(f"{table}: {gone:,} {what} whose message is not in base_msgs dropped (the "
+                                        "broker's restore would fail them)")
+        for sql in indexes:
+            out.execute(sql)
+        out.execute("COMMIT")
+    except sqlite3.DatabaseError as exc:
+        raise WriteError(f"sqlite: {exc}; nothing written", path=report.path) from None
+    finally:
+        out.close()
+
+
+def _readable_rows(con: sqlite3.Connection, table: str, report: RepairReport) -> Iterator[tuple[Any, ...]]:
+    """Every row of ``table`` sqlite can read, (rowid, columns...) in rowid order; each damaged stretch passed by
+    goes into the report (its rowid range; adjacent stretches as one).
+
+    Past a damaged page the scan goes on from the rowid a seek reaches, read first by itself: a scan steps one row
+    ahead (the row before the damage is lost with the step that fails) and a ``rowid > N`` scan seeks to N's page
+    (the damaged one, when N was its last row)."""
+    after: int | None = None  # the last rowid read (or given up)
+    pending: int | None = None  # a rowid a seek reached, to read by itself
+    lost: list[list[Any]] = []  # [first, last (None: to the end), sqlite's error]
+
+    def lose(first: int, last: int | None, why: str) -> None:
+        if lost and lost[-1][1] is not None and lost[-1][1] + 1 == first:
+            lost[-1][1] = last
+        else:
+            lost.append([first, last, why])
+
+    try:
+        while True:
+            if pending is not None:
+                try:
+                    row = con.execute(f"SELECT rowid, * FROM {_q(table)} WHERE rowid = ?", (pending,)).fetchone()
+                except sqlite3.DatabaseError as exc:  # its own pages (a long value's overflow) are damaged
+                    lose(pending, pending, str(exc))
+                else:
+                    if row is not None:
+                        yield row
+                after, pending = pending, None
+            try:
+                sql = (f"SELECT rowid, * FROM {_q(table)}" + ("" if after is None else " WHERE rowid > ?")
+                       + " ORDER BY rowid")
+                for row in con.execute(sql, () if after is None else (after,)):
+                    after = row[0]
+                    yield row
+                return
+            except sqlite3.DatabaseError as exc:
+                first = MIN_ROWID if after is None else after + 1  # the first rowid not read
+                if first > MAX_ROWID:
+                    return
+                resume = _next_readable(con, table, first)
+                if resume is None or resume > first:
+                    lose(first, None if resume is None else resume - 1, str(exc))
+                if resume is None:
+                    return
+                pending = resume
+    finally:
+        for first, last, why in lost:
+            since = "the first row" if first == MIN_ROWID else f"rowid {first}"
+            until = "the last row" if last is None else f"rowid {last}"
+            span = f"rowid {first}" if first == last else f"the rows from {since} to {until}"
+            report.lost.append(f"{table}: {span} on damaged pages ({why}): lost")
+
+
+def _next_readable(con: sqlite3.Connection, table: str, low: int) -> int | None:
+    """The first rowid >= ``low`` that a seek through the table's pages reaches (None: none): probes at growing
+    steps past ``low`` until one reads, then halves back to the smallest that does (a probe into a damaged page
+    fails; one past it lands on the next page the interior pages still point to)."""
+
+    def probe(at: int) -> tuple[bool, int | None]:
+        try:
+            row = con.execute(f"SELECT rowid FROM {_q(table)} WHERE rowid >= ? ORDER BY rowid LIMIT 1",
+                              (at,)).fetchone()
+        except sqlite3.DatabaseError:
+            return False, None
+        return True, None if row is None else row[0]
+
+    ok, got = probe(low)
+    if ok:
+        return got
+    bad, step = low, 1
+    while True:
+        at = min(low + step, MAX_ROWID)
+        ok, got = probe(at)
+        if ok:
+            break
+        bad = at
+        if at == MAX_ROWID:
+            return None
+        step *= 2
+    good = at
+    while good - bad > 1:
+        mid = (bad + good) // 2
+        ok, mid_got = probe(mid)
+        if ok:
+            good, got = mid, mid_got
+        else:
+            bad = mid
+    return got
+
+
+def _quick_check(store: sqlite3.Connection | str) -> list[str]:
+    """sqlite's ``quick_check`` of a connection or a file: its lines, none when it finds nothing."""
+    con = sqlite3.connect(f"file:{store}?mode=ro", uri=True) if isinstance(store, str) else store
+    try:
+        rows = [r[0] for r in con.execute("PRAGMA quick_check")]
+    except sqlite3.DatabaseError as exc:
+        rows = [str(exc)]
+    finally:
+        if isinstance(store, str):
+            con.close()
+    if rows == ["ok"]:
+        return []
+    return [line.strip() for row in rows for line in str(row).splitlines()
+            if line.strip() and not line.startswith("*** in database")]
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
