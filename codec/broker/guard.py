@@ -303,7 +303,8 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
         line(f"no file, but {leftover} is there (the broker stopped while saving): Mosquitto {rep.broker} would "
              "start empty and overwrite it at its next save")
     if rep.store:
-        _set_store_aside(rep, path, now, line)
+        _set_store_aside(rep, path, now, line, salvage=salvage, version=version, conf=conf, at=at, binary=binary,
+                         trial_timeout=trial_timeout)
         return rep
     sources: list[str] = []
     tag = f"bad-{stamp(now)}"
@@ -338,25 +339,83 @@ def run_guard(path: str, version: Version, *, conf: BrokerConf | None = None, at
     return rep
 
 
-def _set_store_aside(rep: GuardReport, path: str, now: float | None, line: Callable[[str], None]) -> None:
-    """A store the broker refused (the trial showed it): keep it and its -wal aside, start empty."""
+def _set_store_aside(rep: GuardReport, path: str, now: float | None, line: Callable[[str], None], *,
+                     salvage: bool = True, version: Version = V21, conf: BrokerConf | None = None,
+                     at: float | None = None, binary: Binary | None = None,
+                     trial_timeout: float | None = None) -> None:
+    """A store the broker refused (the model or the trial showed it): kept aside with its -wal, and its salvage
+    (the rows sqlite still reads, :mod:`codec.store.salvage`) put in its place when the release loads that (tried
+    in the broker where there is one, else the model's word); else the broker starts empty."""
     tag = f"bad-{stamp(now)}"
     names = [n for n in (path, f"{path}-wal") if os.path.isfile(n)]
-    if rep.dry_run:
+    work = safefile.new_private_dir("mosqdb-guard-")  # 0700: the salvage is made here, never beside FILE
+    try:
+        salvaged = _salvage_store(path, work, version, conf, at, binary, trial_timeout, line) if salvage else None
+        if not salvage:
+            line("--no-salvage: the broker starts empty")
+        if rep.dry_run:
+            for n in names:
+                line(f"would keep {n} as {aside_name(n, tag)} and remove it")
+            if salvaged is not None:
+                rep.action = "would-salvage"
+                line(f"would put the salvage in place as {path} (atomic rename)")
+            else:
+                rep.action = "would-empty"
+                line("the broker would start empty")
+            line("dry run: nothing changed")
+            return
+        like = os.lstat(path) if os.path.isfile(path) else None
         for n in names:
-            line(f"would keep {n} as {aside_name(n, tag)} and remove it: the broker would start empty")
-        rep.action = "would-empty"
-        line("dry run: nothing changed")
-        return
-    for n in names:
-        kept = keep_aside(n, tag)
-        rep.aside.append(kept)
-        line(f"kept {n} as {kept} ({os.path.getsize(kept):,} bytes)")
-    for n in (path, f"{path}-wal", f"{path}-shm"):
-        if os.path.lexists(n):
-            safefile.remove(n)
-    rep.action = "emptied"
-    line(f"removed {path} (its bytes are kept aside): Mosquitto {rep.broker} starts empty")
+            kept = keep_aside(n, tag)
+            rep.aside.append(kept)
+            line(f"kept {n} as {kept} ({os.path.getsize(kept):,} bytes)")
+        for n in (path, f"{path}-wal", f"{path}-shm"):
+            if os.path.lexists(n):
+                safefile.remove(n)
+        if salvaged is None:
+            rep.action = "emptied"
+            line(f"removed {path} (its bytes are kept aside): Mosquitto {rep.broker} starts empty")
+            return
+        with safefile.atomic_replace(path, like=like, replaces=path) as out:
+            src = os.open(salvaged, os.O_RDONLY)
+            try:
+                safefile.copy_fd(src, out.fd)
+            finally:
+                os.close(src)
+        rep.action = "salvaged"
+        rep.after, _ = model(path, version, at=at, conf=conf, topics=True)
+        said = f" ({summary(rep.after)})" if rep.after is not None and rep.after.verdict == "loads" else ""
+        line(f"put the salvage in place as {path}: Mosquitto {rep.broker} loads it{said}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _salvage_store(path: str, work: str, version: Version, conf: BrokerConf | None, at: float | None,
+                   binary: Binary | None, trial_timeout: float | None, line: Callable[[str], None]) -> str | None:
+    """The salvage of the store ``path`` in ``work`` when the release loads it (its path), else None (said why)."""
+    from codec.store.salvage import salvage_store
+
+    out = os.path.join(work, "salvaged.sqlite3")
+    try:
+        report = salvage_store(path, out)
+    except CodecError as exc:
+        line(f"no salvage: {exc}")
+        return None
+    lost = f"; {len(report.lost):,} damaged stretch(es) of rows lost (first: {report.lost[0]})" if report.lost else ""
+    kept = ", ".join(f"{k} {n:,}" for k, n in report.kept.items() if n)
+    line(f"salvaged {path}: kept {sum(report.kept.values()):,} row(s) ({kept or 'none'}){lost}")
+    if binary is not None:
+        trial = trial_load(binary, out, conf=conf, store=True, timeout=trial_timeout)
+        if not trial.starts:
+            line(f"the salvage tried in {binary.path}: the broker does not start with it: {trial.detail}")
+            return None
+        line(f"the trial started Mosquitto {binary.text} with the salvage")
+        return out
+    got, unknown = model(out, version, at=at, conf=conf)
+    if unknown or got is None or got.verdict != "loads":
+        line(f"the salvage is not loadable either: {unknown or why(got)}")
+        return None
+    return out
 
 
 # ---------------------------------------------------------------- salvage

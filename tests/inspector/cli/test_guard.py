@@ -307,6 +307,25 @@ def test_guard_sets_aside_a_store_the_plugin_cannot_open(tmp_path: Path) -> None
     assert not store.exists() and len(aside) == 1 and aside[0].read_bytes() == bytes(data)
 
 
+def test_guard_salvages_a_cut_store_and_a_dry_run_only_says_so(tmp_path: Path) -> None:
+    """A store cut short (the plugin cannot open it): a dry run says it would put the salvage in place and changes
+    nothing; the guard then keeps the cut store aside and puts the salvage (the rows sqlite still reads) in place."""
+    store = store_copy(tmp_path)
+    data = store.read_bytes()[:100_000]
+    store.write_bytes(data)
+    before = listing(store.parent)
+    r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--at", AT, "--dry-run", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["action"] == "would-salvage" and listing(store.parent) == before
+    r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--at", AT)
+    assert r.returncode == 0, r.stderr
+    assert "salvaged" in r.stderr and "put the salvage in place" in r.stderr and "loads it" in r.stderr
+    aside = [p for p in store.parent.iterdir() if p.name.startswith(f"{store.name}.bad-")]
+    assert len(aside) == 1 and aside[0].read_bytes() == data and store.read_bytes()[:16] == b"SQLite format 3\0"
+    r = run_in_process("check", store, "--broker", "2.1.2", "--at", AT)
+    assert r.returncode == 0 and "2.1.2 loads" in r.stdout, r.stdout + r.stderr
+
+
 def test_guard_leaves_a_store_the_model_cannot_follow(tmp_path: Path) -> None:
     """A leaf page garbled (sqlite opens the store; its quick_check fails): which rows the plugin reaches before the
     damage is not modelled: without a broker to try, left as it is, exit 3."""

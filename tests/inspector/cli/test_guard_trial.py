@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import socket
+import sqlite3
 import struct
 import time
 from pathlib import Path
@@ -264,6 +265,40 @@ def test_a_store_the_plugin_refuses_is_set_aside_and_the_broker_starts(tmp_path:
     assert sha(aside) == original
     with SqliteBroker(None, workdir=d) as b:
         assert b.running and collect_retained(b.port) == {}
+
+
+@live
+@pytest.mark.broker
+def test_a_cut_store_is_salvaged_in_place_and_the_broker_serves_what_is_left(tmp_path: Path) -> None:
+    """A store cut short (a full disk): 2.1.2 refuses it (the trial shows it); its salvage (every row whose pages are
+    left) starts the broker in a second trial and is put in place with the store's mode; the cut store is kept aside,
+    and the broker then serves the retained topics the salvage kept."""
+    from support.brokers import SqliteBroker
+
+    if oracle_binary("2.1.2") is None:
+        pytest.skip("no Mosquitto 2.1.2 oracle")
+    d = tmp_path / "lib"
+    d.mkdir()
+    store = d / "mosquitto.sqlite3"
+    store.write_bytes(STORE.read_bytes()[:100_000])
+    store.chmod(0o640)
+    original = sha(store)
+    rc, err, out = guard_with(str(oracle_binary("2.1.2")), store)
+    assert rc == 0, err
+    assert out["trial"]["result"] == "refuses" and out["action"] == "salvaged", err
+    assert "the trial started Mosquitto 2.1.2 with the salvage" in err
+    (aside,) = [p for p in d.iterdir() if ".bad-" in p.name]
+    assert sha(aside) == original and (store.stat().st_mode & 0o777) == 0o640
+    con = sqlite3.connect(f"file:{store}?mode=ro&immutable=1", uri=True)
+    kept = {t for (t,) in con.execute("SELECT topic FROM retains")}
+    con.close()
+    assert len(kept) == 9  # one of the ten retained messages had its payload on the pages cut off
+    from codec.broker.storemodel import predict_store
+
+    served = set(predict_store(str(store), (2, 1, 2), at=time.time()).retained)  # an expired one is not
+    assert served and served <= kept
+    with SqliteBroker(None, workdir=d, queue_qos0=True) as b:
+        assert b.running and set(collect_retained(b.port)) == served
 
 
 @live
