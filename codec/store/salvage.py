@@ -54,7 +54,7 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
                                     + (f" (and {len(damage) - 1:,} more)" if len(damage) > 1 else "")
                                     + ": every table read row by row, the indexes built anew")
             built = os.path.join(work, "salvaged.sqlite3")
-            _build(con, built, tables, indexes, report, progress, size)
+            _build(con, copy, built, tables, indexes, report, progress, size)
         finally:
             con.close()
         report.remaining_errors = _quick_check(built)
@@ -152,29 +152,39 @@ def _schema(con: sqlite3.Connection, path: str) -> tuple[list[tuple[str, str]], 
     return tables, indexes
 
 
-def _build(con: sqlite3.Connection, built: str, tables: list[tuple[str, str]], indexes: list[str],
+def _build(con: sqlite3.Connection, copy: str, built: str, tables: list[tuple[str, str]], indexes: list[str],
            report: RepairReport, progress: Callable[[int, int], None] | None, size: int) -> None:
-    """The new store: the tables, every row read (rowids kept), the dangling references dropped, the indexes."""
+    """The new store: the tables, every row read (rowids kept), the dangling references dropped, the indexes.
+    ``con``: a connection to the damaged store's private ``copy``."""
     out = sqlite3.connect(built, isolation_level=None)
     try:
-        out.execute("PRAGMA journal_mode=OFF")
+        out.execute("PRAGMA journal_mode=MEMORY")  # a bulk copy that meets damage is rolled back
         out.execute("PRAGMA synchronous=OFF")
-        out.execute("BEGIN")
-        for n, (name, sql) in enumerate(tables):
+        out.execute("ATTACH DATABASE ? AS damaged", (copy,))
+        for n, (name, sql) in enumerate(tables):  # each table in a transaction of its own
             out.execute(sql)
             columns = [r[1] for r in con.execute(f"PRAGMA table_info({_q(name)})")]
-            insert = (f"INSERT OR REPLACE INTO {_q(name)} (rowid, {', '.join(_q(c) for c in columns)}) "
-                      f"VALUES ({', '.join('?' * (len(columns) + 1))})")
-            kept = 0
-            for row in _readable_rows(con, name, report):
-                try:
-                    out.execute(insert, row)
-                    kept += 1
-                except sqlite3.DatabaseError as exc:  # a row the page held but the schema does not allow
-                    report.fixes.append(f"{name} rowid {row[0]}: dropped ({exc})")
+            into = f"INSERT OR REPLACE INTO main.{_q(name)} (rowid, {', '.join(_q(c) for c in columns)}) "
+            out.execute("BEGIN")
+            try:  # a table sqlite reads whole is copied by sqlite itself, in one statement
+                kept = out.execute(f"{into}SELECT rowid, {', '.join(_q(c) for c in columns)} FROM damaged.{_q(name)} "
+                                   "ORDER BY rowid").rowcount
+            except sqlite3.DatabaseError:  # a damaged page, or a row the schema does not allow: row by row (after a
+                out.execute("ROLLBACK")  # damaged page only a whole rollback lets the connection write again)
+                out.execute("BEGIN")
+                insert = f"{into}VALUES ({', '.join('?' * (len(columns) + 1))})"
+                kept = 0
+                for row in _readable_rows(con, name, report):
+                    try:
+                        out.execute(insert, row)
+                        kept += 1
+                    except sqlite3.DatabaseError as exc:  # a row the page held but the schema does not allow
+                        report.fixes.append(f"{name} rowid {row[0]}: dropped ({exc})")
+            out.execute("COMMIT")
             report.kept[name] = kept
             if progress is not None:
                 progress(size * (n + 1) // max(len(tables), 1), size)
+        out.execute("BEGIN")
         names = {name for name, _sql in tables}
         for table in ("client_msgs", "retains"):
             if table in names and "base_msgs" in names:
