@@ -170,3 +170,32 @@ def test_mosquitto_restores_the_salvage_of_a_cut_store_as_predicted(tmp_path: Pa
     assert served == set(pred.retained) and len(served) == len(rows(out)["retains"]) == len(rows(renewed)["retains"]) - 1
     for cid in pred.kept:
         assert got[cid].session_present and len(got[cid].messages) == pred.queued.get(cid, 0), cid
+
+
+def test_the_changes_in_the_wal_are_salvaged_too(tmp_path: Path) -> None:
+    """A store whose last commits are still in its -wal (the broker running, or killed): the salvage reads them."""
+    live = tmp_path / "live"
+    live.mkdir()
+    store = live / "mosquitto.sqlite3"
+    shutil.copyfile(STORE, store)
+    con = sqlite3.connect(store, isolation_level=None)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA wal_autocheckpoint=0")
+        con.execute("DELETE FROM retains WHERE topic = 'corp/retained/plain'")
+        con.execute("INSERT INTO clients (client_id, username) VALUES ('from-the-wal', NULL)")
+        copied = tmp_path / "copied"
+        copied.mkdir()
+        for suffix in ("", "-wal"):  # as a backup taken with the broker running would have them
+            shutil.copyfile(f"{store}{suffix}", copied / f"mosquitto.sqlite3{suffix}")
+    finally:
+        con.close()
+    src = copied / "mosquitto.sqlite3"
+    assert (copied / "mosquitto.sqlite3-wal").stat().st_size > 0
+    out = tmp_path / "out.sqlite3"
+    r = run_in_process("repair", src, "-o", out)
+    assert r.returncode == 0, r.stderr
+    got = rows(out)
+    assert "from-the-wal" in {row[0] for row in got["clients"].values()}
+    assert "corp/retained/plain" not in {row[0] for row in got["retains"].values()}
+    assert sorted(p.name for p in copied.iterdir()) == ["mosquitto.sqlite3", "mosquitto.sqlite3-wal"]
