@@ -79,7 +79,7 @@ class _Session:
     sent: set[int] = field(default_factory=set)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Drop:
     """One ``client_msgs`` row the restore leaves out."""
 
@@ -152,10 +152,45 @@ def _bounded_sessions(lim: QueueLimits) -> str:
     return f"SELECT q.client_id FROM client_msgs q GROUP BY q.client_id HAVING {having}"
 
 
+_last: tuple[tuple[Any, ...], list[Drop]] | None = None  # the last answer, by the store's identity and the limits
+
+
 def restore_drops(con: sqlite3.Connection, limits: QueueLimits | None = None) -> list[Drop]:
     """The ``client_msgs`` rows of the store open on ``con`` that Mosquitto 2.1's restore leaves out, in rowid
-    order (see the module)."""
+    order (see the module). ``check --broker`` asks it twice of one store (the check's warnings, the model): the
+    last answer is kept for the same file (path, inode, size and time, its -wal's too) and limits."""
+    global _last
     lim = limits or QueueLimits()
+    key = _identity(con, lim)
+    if key is not None and _last is not None and _last[0] == key:
+        return list(_last[1])
+    drops = _restore_drops(con, lim)
+    _last = (key, drops) if key is not None else None
+    return list(drops)
+
+
+def _identity(con: sqlite3.Connection, lim: QueueLimits) -> tuple[Any, ...] | None:
+    """What tells a store file apart from any other and from itself changed; None for one in memory."""
+    import os
+
+    try:
+        path = next((row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main"), "")
+    except sqlite3.Error:
+        return None
+    if not path:
+        return None
+    key: list[Any] = [path, lim]
+    for name in (path, f"{path}-wal"):
+        try:
+            st = os.stat(name)
+        except OSError:
+            key.append(None)
+            continue
+        key.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return tuple(key)
+
+
+def _restore_drops(con: sqlite3.Connection, lim: QueueLimits) -> list[Drop]:
     sessions: dict[Any, _Session] = {}
     drops: list[Drop] = []
     # a base message stored with id 0 is given a new one as it is restored: no entry finds it

@@ -11,6 +11,7 @@ import re
 import shutil
 import sqlite3
 from collections import Counter
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from codec.store.restore import REASONS, QueueLimits, restore_drops
 from support.brokers import SqliteBroker, collect_many, sqlite_plugin
 from support.cli import run
 from support.paths import INCOMING
+from support.stores import connect, run_sql
 
 STORE = INCOMING / "2.1.2-a.sqlite3"
 pytestmark = [pytest.mark.skipif(not STORE.exists(), reason="no 2.1.2 sqlite fixture")]
@@ -218,3 +220,25 @@ def test_a_dry_run_counts_as_the_written_store_does(tmp_path: Path) -> None:
     assert dry.on_load == wet.on_load and dry.on_load_examples == wet.on_load_examples
     assert list(dry.on_load) == [f"queue entry: {REASONS['queue-full']}"]
     assert sum(dry.on_load.values()) == len(_drops(out, limits)) > 0
+
+
+def test_the_answer_is_kept_for_the_same_store_only(tmp_path: Path) -> None:
+    """``check --broker`` asks twice of one store: the second answer is the first, kept; a changed store (or other
+    limits) is worked out again."""
+    import codec.store.restore as restore
+
+    store = tmp_path / "s.sqlite3"
+    shutil.copyfile(STORE, store)
+    calls = []
+    real = restore._restore_drops
+    restore._restore_drops = lambda con, lim: calls.append(lim) or real(con, lim)
+    try:
+        with closing(connect(store)) as con:
+            first = restore.restore_drops(con)
+            assert restore.restore_drops(con) == first and len(calls) == 1
+            assert restore.restore_drops(con, QueueLimits(queue_qos0_messages=True)) != first and len(calls) == 2
+        run_sql(store, "DELETE FROM client_msgs WHERE qos = 0")
+        with closing(connect(store)) as con:
+            assert restore.restore_drops(con) == [] and len(calls) == 3
+    finally:
+        restore._restore_drops = real
