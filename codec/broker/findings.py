@@ -92,6 +92,8 @@ def model_findings(pred: Prediction) -> list[Finding]:
         out.append(Finding("error", "broker:crashes", f"{b} starts, then crashes {pred.crash_when}"))
     for why in pred.undefined:
         out.append(Finding("error", "broker:undefined", f"{b} loads the file, but what it serves is not known: {why}"))
+    for what in pred.at_start:
+        out.append(Finding("warning", "broker:at-start", f"{b} {what}"))
     if pred.misread_at is not None:
         out.append(Finding("error", "broker:misreads", f"{b} reads on from offset {pred.misread_at:,} out of step with "
                            "the chunks (a chunk it reads differently from the format): what follows is lost or read "

@@ -129,6 +129,7 @@ class Prediction:
     ignored: str | None = None  # the whole file is ignored (2.1 and a symlink)
     unknown: Unknown | None = None  # verdict "unknown": why, and where
     undefined: list[str] = field(default_factory=list)  # it loads, but what it serves is not known: why
+    at_start: list[str] = field(default_factory=list)  # what it does at start besides loading (a store's wills)
     format_key: str = "db"  # what was predicted: a .db ("db") or a 2.1 store ("sqlite", codec.broker.storemodel)
 
     @property
@@ -156,6 +157,7 @@ class Prediction:
             "situations": {rule: n for rule, n in sorted(self.counts.items())},
             "unknown": None if self.unknown is None else self.unknown.to_json(),
             "undefined": self.undefined,
+            "at_start": self.at_start,
         }
 
 

@@ -9,17 +9,25 @@ subscriptions, client messages (``ORDER BY rowid``) and wills (``restore.c``) th
 sent, and its queue entries go through the broker's queueing under the configuration's limits
 (:mod:`codec.store.restore`). A store sqlite cannot read through (``PRAGMA quick_check`` errors) is ``unknown``:
 which rows the broker reaches before a bad page, and what it does there, is not modelled.
+
+Wills (``will_restore``): set on their session by ``will__set`` and, when it was connected at the stop (no expiry time,
+no will delay), published at start; a client's without a session is published at start (``publish_will_msg``: its
+payload copied before anything checks it, so a payload length with no payload crashes the broker); a session that
+expires at start sends its will. What is published is in ``Prediction.at_start``, a retained one among the topics
+served.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from codec.broker.conf import BrokerConf
+from codec.broker.loaded import Stop
 from codec.broker.model import Prediction, Unknown, record_fate, session_fate
 from codec.broker.rules import V21, Version
 from codec.broker.versions import text as version_text
@@ -111,7 +119,6 @@ def _restore(pred: Prediction, con: Any, conf: BrokerConf | None, hostname: str 
     dropped = [d.rowid for d in restore_drops(con, limits)]
     n_cmsgs = con.execute("SELECT count(*) FROM client_msgs").fetchone()[0]
     has_wills = con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'wills'").fetchone()[0]
-    n_wills = con.execute("SELECT count(*) FROM wills").fetchone()[0] if has_wills else 0
     per: dict[int, dict[str, int]] = {OUT: {}, IN: {}}  # direction -> client -> entries
     for raw, direction, n in con.execute(
             "SELECT q.client_id, CAST(IFNULL(q.direction, 0) AS INTEGER), count(*) FROM client_msgs q "
@@ -120,17 +127,193 @@ def _restore(pred: Prediction, con: Any, conf: BrokerConf | None, hostname: str 
         if raw in kept and direction in per:
             per[direction][as_text(raw)] = n
     pred.queued, pred.incoming = per[OUT], per[IN]
+    wills = _wills(con, {r[0] for r in rows}, kept, set(expiring)) if has_wills else _Wills()
+    served_now = set(retained) if topics else None
+    for w in wills.at_start:
+        pred.at_start.append(w.text())
+        if w.retain and served_now is not None:  # a retained publish: the topic's retained message, or none if empty
+            (served_now.add if w.payloadlen else served_now.discard)(w.topic)
+    if wills.at_start:
+        if topics:
+            retained = sorted(served_now or ())
+        elif any(w.retain for w in wills.at_start):
+            pred.undefined.append("the retained wills published at start change the retained topics served: counted "
+                                  "without them (list the topics to have them counted)")
+        reached = _reached(con, kept, wills.at_start)
+        if reached:
+            pred.undefined.append(f"the will message(s) published at start reach the queues of {len(reached):,} kept "
+                                  f"session(s) subscribed to their topics ({_few(reached)}): the queue counts leave "
+                                  "them out")
+    pred.retained_count = len(retained) if topics else pred.retained_count
     pred.retained = retained
-    if n_wills:  # will__set's checks and a publish of each are not modelled: its count line is not predicted
-        pred.undefined.append(f"{n_wills:,} will message(s): which the broker sets on their sessions or publishes at "
-                              "start is not modelled")
+    pred.undefined.extend(wills.undefined)
+    if wills.crash is not None:  # publish_will_msg copies the payload before anything checks it
+        pred.verdict = "crashes"
+        pred.stop = Stop("will-without-payload", "crashes", [], chunk_type="wills",
+                         note=f"the will of {wills.crash!r}, a client without a session, has a payloadlen and no "
+                              "payload: the plugin copies payloadlen bytes from a NULL payload (SIGSEGV)")
+        pred.kept, pred.dropped, pred.queued, pred.incoming, pred.retained = [], [], {}, {}, []
+        pred.retained_count, pred.at_start, pred.undefined = 0, [], []
     pred.log = [f"sqlite: Restored {n_base - n_base_failed} base messages ({n_base_failed} failed)",
                 f"sqlite: Restored {n_retains_found} retained messages ({n_retains - n_retains_found} failed)",
                 f"sqlite: Restored {len(rows)} clients ({n_clients - len(rows)} failed)",
                 f"sqlite: Restored {n_subs_found} subscriptions ({n_subs - n_subs_found} failed)",
                 f"sqlite: Restored {n_cmsgs - len(dropped)} client messages ({len(dropped)} failed)",
-                *([] if n_wills else ["sqlite: Restored 0 will messages (0 failed)"]),
-                *(f"Expiring client {cid} due to timeout." for cid in expiring)]
+                *([f"sqlite: Restored {wills.restored} will messages ({wills.failed} failed)"]
+                  if has_wills and wills.crash is None else []),
+                *(f"Expiring client {cid} due to timeout." for cid in expiring if wills.crash is None)]
+
+
+# mosquitto_property_check_command(CMD_WILL, ...): payload format, message expiry, content type, response topic,
+# correlation data, will delay, user property
+_WILL_PROPERTIES = frozenset({1, 2, 3, 8, 9, 24, 38})
+_TOPIC_LEVELS = 200  # TOPIC_HIERARCHY_LIMIT: the '/' a topic may have
+
+
+@dataclass
+class _Will:
+    """A will the broker publishes at start: a client's with no session (``restore.c`` publishes it), with a session
+    that was connected when the broker stopped (no expiry time, no will delay: published and set), or set on a session
+    that expires at start (``session_expiry__check`` sends it)."""
+
+    client_id: str
+    topic: str
+    qos: int
+    retain: bool
+    payloadlen: int
+    why: str
+
+    def text(self) -> str:
+        flag = ", retained" if self.retain and self.payloadlen else ", clearing the retained message" if self.retain \
+            else ""
+        return f"publishes the will of {self.client_id!r} on {self.topic!r} (QoS {self.qos}{flag}): {self.why}"
+
+
+@dataclass
+class _Wills:
+    restored: int = 0
+    failed: int = 0
+    at_start: list[_Will] = field(default_factory=list)
+    undefined: list[str] = field(default_factory=list)
+    crash: str | None = None  # the client whose will the broker crashes on
+
+
+def _wills(con: Any, sessions: set[Any], kept: set[Any], expiring: set[str]) -> _Wills:
+    """The ``wills`` rows as ``will_restore`` (restore.c) takes them: a client with a session gets its will set
+    (``will__set``: a topic a publish may use, valid UTF-8, a payload length in range, the properties a will may have)
+    and, when it has neither a session expiry time nor a will delay, published too; a will of a client without one
+    is published (``mosquitto_broker_publish``: QoS 0-2, a payload where the length says so). Each that fails counts
+    as failed."""
+    out = _Wills()
+    for raw, topic, no_payload, payloadlen, qos, retain, props, has_client, expiry_time, delay in con.execute(
+            "SELECT w.client_id, CAST(w.topic AS BLOB), w.payload IS NULL, CAST(IFNULL(w.payloadlen, 0) AS INTEGER), "
+            "CAST(IFNULL(w.qos, 0) AS INTEGER), CAST(IFNULL(w.retain, 0) AS INTEGER), w.properties, "
+            "c.client_id IS NOT NULL, CAST(IFNULL(c.session_expiry_time, 0) AS INTEGER), "
+            "CAST(IFNULL(c.will_delay_interval, 0) AS INTEGER) FROM wills w LEFT JOIN clients c ON c.client_id = "
+            "w.client_id ORDER BY w.rowid"):
+        if raw is None:
+            out.undefined.append("a will without a client id: the plugin looks up a NULL client id (undefined)")
+            continue
+        qos = _c_int(qos)
+        cid = as_text(raw)
+        text = None if topic is None else bytes(topic).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+        payload_ok = 0 <= payloadlen <= MQTT_MAX_PAYLOAD and not (payloadlen > 0 and no_payload)
+        publishable = text is not None and payloadlen >= 0 and not (payloadlen > 0 and no_payload) and 0 <= qos <= 2
+        if has_client and raw in sessions:
+            ok = payload_ok and _will_topic_ok(text) and _will_properties_ok(props)
+            if ok and expiry_time == 0 and _c_int(delay) == 0:
+                ok = publishable
+                if ok:
+                    out.at_start.append(_Will(cid, text or "", qos, bool(_c_int(retain)), payloadlen,
+                                              "its session was connected when the broker stopped"))
+            elif ok and cid in expiring:
+                out.at_start.append(_Will(cid, text or "", qos, bool(_c_int(retain)), payloadlen,
+                                          "its session expires at start"))
+        else:
+            if payloadlen > 0 and no_payload:  # publish_will_msg: memcpy(payload_mosq, NULL, payloadlen)
+                out.crash = cid
+                return out
+            ok = publishable
+            if ok:
+                out.at_start.append(_Will(cid, text or "", qos, bool(_c_int(retain)), payloadlen,
+                                          "its client has no session"))
+        if ok:
+            out.restored += 1
+        else:
+            out.failed += 1
+    short = con.execute("SELECT count(*) FROM wills WHERE payload IS NOT NULL AND CAST(IFNULL(payloadlen, 0) AS "
+                        "INTEGER) > length(CAST(payload AS BLOB))").fetchone()[0]
+    if short:
+        out.undefined.append(f"{short:,} will(s) whose payloadlen exceeds the payload: the broker copies payloadlen "
+                             "bytes from the blob (reading past its end)")
+    if any(w.qos and not _will_topic_ok(w.topic) for w in out.at_start):
+        out.undefined.append("a will published at start on a topic a client may not publish to: what the broker's "
+                             "queueing does with it is not modelled")
+    return out
+
+
+def _c_int(v: int) -> int:
+    """An integer as ``sqlite3_column_int`` hands it over (the low 32 bits, signed)."""
+    v &= 0xFFFF_FFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _will_topic_ok(topic: str | None) -> bool:
+    """``mosquitto_pub_topic_check`` and ``mosquitto_validate_utf8`` of a will's topic."""
+    if not topic:
+        return False
+    raw = topic.encode("utf-8", "surrogateescape")
+    if b"+" in raw or b"#" in raw or len(raw) > 65535 or raw.count(b"/") > _TOPIC_LEVELS:
+        return False
+    return _mqtt_utf8(raw)
+
+
+def _mqtt_utf8(raw: bytes) -> bool:
+    """``mosquitto_validate_utf8``: valid UTF-8 without U+0000, U+D800-U+DFFF, U+0001-U+001F, U+007F-U+009F or
+    non-characters (U+FFFE, U+FFFF)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    for ch in text:
+        o = ord(ch)
+        if o < 0x20 or 0x7F <= o <= 0x9F or (o & 0xFFFF) >= 0xFFFE:
+            return False
+    return True
+
+
+def _will_properties_ok(props: Any) -> bool:
+    from codec.store.schema import restored_properties
+
+    got, _problems = restored_properties(props)
+    return got is None or all(p.id in _WILL_PROPERTIES for p in got)
+
+
+def _reached(con: Any, kept: set[Any], wills: list[_Will]) -> list[str]:
+    """The kept sessions with a subscription that matches the topic of a will published at start."""
+    from codec.views.select import pairs_matching
+
+    subs = [(raw, as_text(flt)) for raw, flt in con.execute("SELECT client_id, topic FROM subscriptions "
+                                                            "WHERE client_id IS NOT NULL AND topic IS NOT NULL")
+            if raw in kept]
+    found: set[str] = set()
+    for w in wills:
+        filters = [_unshared(f) for _raw, f in subs]
+        hits = pairs_matching(filters, [w.topic] * len(filters))
+        found.update(as_text(subs[i][0]) for i in np.flatnonzero(hits))
+    return sorted(found)
+
+
+def _unshared(flt: str) -> str:
+    """A shared subscription's filter (``$share/GROUP/FILTER``)."""
+    if flt.startswith("$share/"):
+        parts = flt.split("/", 2)
+        return parts[2] if len(parts) == 3 else flt
+    return flt
+
+
+def _few(names: list[str]) -> str:
+    return ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3:,} more" if len(names) > 3 else "")
 
 
 def auto_release(path: str) -> Version | None:

@@ -287,6 +287,10 @@ def text_lines(path: str, pred: Any) -> list[str]:
     if len(pred.dropped) > SHOWN:
         lines.append(f"    … and {len(pred.dropped) - SHOWN:,} more dropped (--json lists all)")
     lines.append(f"  retained: {len(pred.retained):,} topic(s)" + (f": {_some(pred.retained)}" if pred.retained else ""))
+    for i, what in enumerate(pred.at_start[:SHOWN]):
+        lines.append(("  at start: " if i == 0 else "            ") + what)
+    if len(pred.at_start) > SHOWN:
+        lines.append(f"            … and {len(pred.at_start) - SHOWN:,} more (--json lists all)")
     cost = getattr(pred, "cost", None)
     if cost is not None:
         lines.append("  cost:     " + cost_text(cost))

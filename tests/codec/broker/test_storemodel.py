@@ -139,3 +139,74 @@ def test_a_store_the_broker_cannot_open_stops_it(tmp_path: Path, damage: str) ->
         assert pred.log[0] in b.log() + b.stderr
     finally:
         b.stop()
+
+
+WILLS = (
+    # a client without a session: published at start, retained
+    "INSERT INTO wills VALUES ('gone-1', CAST('bye' AS BLOB), 'will/gone-1', 3, 1, 1, NULL)",
+    # a session with a will delay: set on it, not published
+    "UPDATE clients SET will_delay_interval = 60 WHERE client_id = 'a-idle'",
+    "INSERT INTO wills VALUES ('a-idle', CAST('idle' AS BLOB), 'will/idle', 4, 1, 1, NULL)",
+    # a session connected when the broker stopped (no expiry time, no delay): published, to two subscribed sessions
+    "INSERT INTO wills VALUES ('a-sub-q0', CAST('x' AS BLOB), 'corp/plain/q1', 1, 1, 0, NULL)",
+    # refused by will__set: a wildcard topic; a property a will may not have
+    "INSERT INTO wills VALUES ('a-sub-q2', NULL, 'bad/#', 0, 0, 0, NULL)",
+    "INSERT INTO wills VALUES ('a-raw-inflight', NULL, 'will/raw', 0, 0, 0, "
+    "'[{\"identifier\":\"subscription-identifier\",\"value\":5}]')",
+    # refused by mosquitto_broker_publish: QoS 3
+    "INSERT INTO wills VALUES ('gone-2', NULL, 'will/gone-2', 0, 3, 0, NULL)",
+    # an empty retained will of a client without a session: clears a retained topic at start
+    "INSERT INTO wills VALUES ('gone-3', NULL, 'corp/retained/plain', 0, 0, 1, NULL)",
+)
+
+
+@pytest.mark.broker
+@pytest.mark.xdist_group("sqlite-broker")
+def test_wills_as_the_broker_restores_and_publishes_them(tmp_path: Path) -> None:
+    """The wills table: the count line 2.1.2 logs, the wills it publishes at start (a retained one served, an empty
+    retained one clearing its topic, one delivered to the sessions subscribed to it) and the ones it only sets."""
+    if sqlite_plugin() is None:
+        pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
+    store = _renewed(tmp_path, *WILLS)
+    conf = BrokerConf(path="test", queue_qos0_messages=True)
+    pred = predict_store(str(store), V212, at=time.time(), conf=conf)
+    assert pred.verdict == "loads"
+    assert "sqlite: Restored 4 will messages (3 failed)" in pred.log
+    assert [w.split(" (")[0] for w in pred.at_start] == [
+        "publishes the will of 'gone-1' on 'will/gone-1'", "publishes the will of 'a-sub-q0' on 'corp/plain/q1'",
+        "publishes the will of 'gone-3' on 'corp/retained/plain'"]
+    assert "will/gone-1" in pred.retained and "corp/retained/plain" not in pred.retained
+    assert "will/idle" not in pred.retained
+    reached = {"a-sub-q1", "a-ünï-客户端"}
+    assert any("'a-sub-q1', 'a-ünï-客户端'" in u for u in pred.undefined), pred.undefined
+    clients = {c: pred.queued.get(c, 0) + (c in reached) for c in pred.kept}
+    with SqliteBroker(store, queue_qos0=True) as b:
+        served = set(collect_retained(b.port))
+        got = collect_many(b.port, clients, v5=True, timeout=2.0)
+        log = b.log()
+    restored = [line.split(": ", 1)[1] for line in log.splitlines() if "sqlite: Restored" in line]
+    assert restored == [line for line in pred.log if line.startswith("sqlite: Restored")], (restored, pred.log)
+    assert served == set(pred.retained)
+    for cid in pred.kept:
+        assert got[cid].session_present and len(got[cid].messages) == clients[cid], (cid, len(got[cid].messages))
+    assert {m.topic for cid in reached for m in got[cid].messages} >= {"corp/plain/q1"}
+
+
+@pytest.mark.broker
+@pytest.mark.xdist_group("sqlite-broker")
+def test_a_will_with_a_length_and_no_payload_crashes_the_broker(tmp_path: Path) -> None:
+    """A client without a session whose will has a payloadlen but a NULL payload: 2.1.2's plugin copies payloadlen
+    bytes from NULL before anything checks them (SIGSEGV); the model says it crashes while loading."""
+    if sqlite_plugin() is None:
+        pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
+    store = _renewed(tmp_path, "INSERT INTO wills VALUES ('gone-4', NULL, 'will/gone-4', 5, 0, 0, NULL)")
+    pred = predict_store(str(store), V212, at=time.time(), conf=BrokerConf(path="test", queue_qos0_messages=True))
+    assert pred.verdict == "crashes" and pred.stop is not None and "'gone-4'" in pred.stop.note
+    assert pred.starts is False and pred.log[-1].endswith("failed)") and "client messages" in pred.log[-1]
+    b = SqliteBroker(store, queue_qos0=True)
+    try:
+        b.start(expect_fail=True)
+        assert b.returncode == -11
+        assert pred.log[-1] in b.log() and "will messages" not in b.log()
+    finally:
+        b.stop()
