@@ -6,8 +6,9 @@ disk or a power cut), and a table's scan stops at its first damaged page. So the
 past a damaged page starts again at the first rowid the table's interior pages still lead to (found by probing
 seeks): only the rows of the damaged pages are lost, and the report names their rowid ranges. The rows keep their
 rowids (a queue's order is its rowid order) and the store keeps its own schema. Queue entries and retained topics
-whose message was lost are dropped (the plugin's restore would fail them), and the result must pass sqlite's
-``quick_check`` before it is written.
+whose message was lost are dropped (the plugin's restore would fail them), so are the wills the restore crashes on
+(a client without a session, a payload length and no payload), and the result must pass sqlite's ``quick_check``
+before it is written.
 
 Nothing is salvaged when sqlite cannot read the schema on page 1: there is nothing to tell the tables apart by.
 """
@@ -194,6 +195,14 @@ def _build(con: sqlite3.Connection, copy: str, built: str, tables: list[tuple[st
                     what = "queue entries" if table == "client_msgs" else "retained topics"
                     report.fixes.append(f"{table}: {gone:,} {what} whose message is not in base_msgs dropped (the "
                                         "broker's restore would fail them)")
+        if "wills" in names:  # restore.c's publish_will_msg copies payloadlen bytes from a NULL payload: SIGSEGV
+            gone = out.execute("DELETE FROM wills WHERE payload IS NULL AND CAST(IFNULL(payloadlen, 0) AS INTEGER) > 0 "
+                               "AND client_id NOT IN (SELECT client_id FROM clients WHERE client_id IS NOT NULL)"
+                               ).rowcount if "clients" in names else 0
+            if gone:
+                report.kept["wills"] -= gone
+                report.fixes.append(f"wills: {gone:,} will(s) of clients without a session with a payloadlen and no "
+                                    "payload dropped (Mosquitto 2.1's restore crashes on them)")
         for sql in indexes:
             out.execute(sql)
         out.execute("COMMIT")

@@ -199,3 +199,19 @@ def test_the_changes_in_the_wal_are_salvaged_too(tmp_path: Path) -> None:
     assert "from-the-wal" in {row[0] for row in got["clients"].values()}
     assert "corp/retained/plain" not in {row[0] for row in got["retains"].values()}
     assert sorted(p.name for p in copied.iterdir()) == ["mosquitto.sqlite3", "mosquitto.sqlite3-wal"]
+
+
+def test_a_will_the_broker_crashes_on_is_dropped(tmp_path: Path) -> None:
+    """The broker model says 2.1.2 crashes on the will of a client without a session with a payloadlen and no payload
+    (tested in test_storemodel); the salvage drops that row, keeps the other will, and the model then says it loads."""
+    store = tmp_path / "s.sqlite3"
+    shutil.copyfile(STORE, store)
+    run_sql(store, "INSERT INTO wills VALUES ('gone-4', NULL, 'will/gone-4', 5, 0, 0, NULL)",
+            "INSERT INTO wills VALUES ('gone-1', CAST('bye' AS BLOB), 'will/gone-1', 3, 1, 1, NULL)")
+    assert predict_store(str(store), (2, 1, 2), at=1_900_000_000).verdict == "crashes"
+    out = tmp_path / "out.sqlite3"
+    r = run_in_process("repair", store, "-o", out)
+    assert r.returncode == 0, r.stderr
+    assert "1 will(s) of clients without a session with a payloadlen and no payload dropped" in r.stdout
+    assert [row[0] for row in rows(out)["wills"].values()] == ["gone-1"]
+    assert predict_store(str(out), (2, 1, 2), at=1_900_000_000).verdict == "loads"
