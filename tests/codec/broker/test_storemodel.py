@@ -210,3 +210,27 @@ def test_a_will_with_a_length_and_no_payload_crashes_the_broker(tmp_path: Path) 
         assert pred.log[-1] in b.log() and "will messages" not in b.log()
     finally:
         b.stop()
+
+
+@pytest.mark.broker
+@pytest.mark.xdist_group("sqlite-broker")
+def test_a_session_expiring_at_start_sends_its_will(tmp_path: Path) -> None:
+    """A session whose expiry time has passed, with a will and a will delay: the will is set, then the session expires
+    at start (``session_expiry__check``) and sends it at once: its retained will is served."""
+    if sqlite_plugin() is None:
+        pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
+    store = _renewed(tmp_path,
+                     "UPDATE clients SET session_expiry_time = 1700000000, session_expiry_interval = 3600, "
+                     "will_delay_interval = 30 WHERE client_id = 'a-sub-q2'",
+                     "INSERT INTO wills VALUES ('a-sub-q2', CAST('gone' AS BLOB), 'will/q2', 4, 0, 1, NULL)")
+    conf = BrokerConf(path="test", queue_qos0_messages=True)
+    pred = predict_store(str(store), V212, at=time.time(), conf=conf)
+    assert "sqlite: Restored 1 will messages (0 failed)" in pred.log
+    assert pred.at_start == ["publishes the will of 'a-sub-q2' on 'will/q2' (QoS 0, retained): its session expires "
+                             "at start"]
+    assert "will/q2" in pred.retained
+    with SqliteBroker(store, queue_qos0=True) as b:
+        served = set(collect_retained(b.port))
+        log = b.log()
+    assert "Expiring client a-sub-q2 due to timeout." in log
+    assert served == set(pred.retained)
