@@ -71,6 +71,20 @@ def clear_side_files(path: str) -> Iterator[None]:
     yield
 
 
+def put_store(built: str, out: str) -> None:
+    """The store finished at ``built`` (a private temp) copied into place at ``out`` by :func:`codec.safefile.atomic_replace`
+    (a mode no wider than the inputs'), a stale ``-wal``/``-shm``/``-journal`` there removed just before the rename."""
+    import codec.safefile as safefile
+
+    mode = safefile.no_wider_than_inputs(0o644)
+    with safefile.atomic_replace(out, new_mode=mode, lock=lambda: clear_side_files(out)) as put:
+        src = os.open(built, os.O_RDONLY)
+        try:
+            safefile.copy_fd(src, put.fd)
+        finally:
+            os.close(src)
+
+
 def _regular(path: str) -> bool:
     """A regular file (not a link someone put there: sqlite would open what it points to)."""
     import stat

@@ -26,7 +26,7 @@ from typing import Any
 from codec import safefile
 from codec.errors import CodecError, WriteError
 from codec.ops.report import RepairReport
-from codec.store.connect import SQLITE_MAGIC, clear_side_files
+from codec.store.connect import SQLITE_MAGIC, put_store
 
 MIN_ROWID, MAX_ROWID = -(1 << 63), (1 << 63) - 1
 _HEADER = 100  # the database header on page 1
@@ -65,14 +65,8 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
                              "nothing written", path=path)
         if out_path is not None:
             out = os.fspath(out_path)
-            mode = safefile.no_wider_than_inputs(0o644)
             try:
-                with safefile.atomic_replace(out, new_mode=mode, lock=lambda: clear_side_files(out)) as put:
-                    src = os.open(built, os.O_RDONLY)
-                    try:
-                        safefile.copy_fd(src, put.fd)
-                    finally:
-                        os.close(src)
+                put_store(built, out)
             except OSError as exc:
                 raise WriteError(f"writing failed: {exc.strerror or exc}; nothing written", path=out) from None
             report.written = out
@@ -120,25 +114,28 @@ def _private_copy(path: str, copy: str, report: RepairReport) -> None:
 
 def _open(copy: str, path: str, report: RepairReport) -> sqlite3.Connection:
     """A connection to the private copy, its ``-wal`` applied where sqlite can, else the main file alone."""
+    con = _schema_readable(copy)
+    if con is None and os.path.exists(copy + "-wal"):
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(copy + suffix)
+        report.fixes.append("the -wal could not be applied (its changes are lost): the store read without it")
+        con = _schema_readable(copy)
+    if con is None:
+        raise CodecError("sqlite cannot read the store's schema (page 1 is damaged): nothing to salvage; the store "
+                         "is left as it is", path=path, offset=0)
+    return con
+
+
+def _schema_readable(copy: str) -> sqlite3.Connection | None:
+    """A connection to ``copy`` when sqlite reads its schema, else None."""
     con = sqlite3.connect(copy, isolation_level=None)
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
         return con
     except sqlite3.DatabaseError:
         con.close()
-    if os.path.exists(copy + "-wal"):
-        for suffix in ("-wal", "-shm"):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(copy + suffix)
-        report.fixes.append("the -wal could not be applied (its changes are lost): the store read without it")
-        con = sqlite3.connect(copy, isolation_level=None)
-        try:
-            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-            return con
-        except sqlite3.DatabaseError:
-            con.close()
-    raise CodecError("sqlite cannot read the store's schema (page 1 is damaged): nothing to salvage; the store is "
-                     "left as it is", path=path, offset=0)
+        return None
 
 
 def _schema(con: sqlite3.Connection, path: str) -> tuple[list[tuple[str, str]], list[str]]:

@@ -32,7 +32,7 @@ from codec.progress import paused_gc
 from codec.properties import Property, decode_properties
 from codec.reader import DbFile
 from codec.sources import connect_readonly, is_sqlite_file
-from codec.store.connect import clear_side_files
+from codec.store.connect import put_store
 from codec.store.lock import require_free as require_free  # named here for `migrate`: a live store is never replaced
 from codec.store.restore import REASONS as RESTORE_REASONS
 from codec.store.restore import QueueLimits, restore_drops
@@ -219,13 +219,7 @@ def _migrate(db: DbFile, out: str | None, session_expiry: int, now: float | None
         con.execute("COMMIT")
         con.close()
         if tmp is not None and out is not None:
-            mode = safefile.no_wider_than_inputs(0o644)
-            with safefile.atomic_replace(out, new_mode=mode, lock=lambda: clear_side_files(out)) as put:
-                src = os.open(tmp, os.O_RDONLY)
-                try:
-                    safefile.copy_fd(src, put.fd)
-                finally:
-                    os.close(src)
+            put_store(tmp, out)
             tmp = None
     except sqlite3.Error as exc:
         raise WriteError(f"sqlite: {exc}; nothing written", path=out or db.path) from None

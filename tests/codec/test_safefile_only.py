@@ -33,6 +33,12 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the backup API's destination is inside safefile.private_dir",
     ("exporters/migrate/sqlite.py", "_migrate", "sqlite3.connect"):
         "builds the store inside safefile.new_private_dir; safefile.atomic_replace copies it to OUT",
+    ("codec/store/salvage.py", "_private_copy", "open-for-writing"):
+        "sets the page count in the header of the damaged store's copy inside safefile.private_dir",
+    ("codec/store/salvage.py", "_schema_readable", "sqlite3.connect"):
+        "opens the damaged store's copy inside safefile.private_dir (its -wal and -shm are there)",
+    ("codec/store/salvage.py", "_build", "sqlite3.connect"):
+        "builds the salvaged store inside safefile.private_dir; codec.store.connect.put_store copies it to OUT",
     ("exporters/files.py", "_Writers._write_now", "arrow.ParquetWriter"):
         "writes into a safefile.Replacement's file object, not to a path",
     ("exporters/spark/cache.py", "_write", "arrow.ParquetWriter"):
