@@ -29,6 +29,9 @@ from codec.ops.report import RepairReport
 from codec.store.connect import SQLITE_MAGIC, put_store
 
 MIN_ROWID, MAX_ROWID = -(1 << 63), (1 << 63) - 1
+# what a read of a damaged store raises: sqlite's errors, and the UnicodeDecodeError of one whose message quotes bytes
+# that are not UTF-8 (a garbled schema name)
+_FAILED = (sqlite3.DatabaseError, UnicodeDecodeError)
 _HEADER = 100  # the database header on page 1
 _PAGE_COUNT = 28  # offset of the header's page count ("in-header database size")
 
@@ -42,6 +45,11 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
         size = os.stat(path).st_size
     except OSError as exc:
         raise CodecError(f"cannot open: {exc.strerror}", path=path) from None
+    from codec.sources import store_refusal
+
+    refusal = store_refusal(path)
+    if refusal is not None and not refusal.startswith("not a readable sqlite database ("):
+        raise CodecError(f"{refusal}: not damage a salvage mends; nothing written", path=path)
     report = RepairReport(path, None, size_before=size, unit="row")
     with safefile.private_dir("mosqdb-salvage-") as work:
         copy = os.path.join(work, "damaged.sqlite3")
@@ -132,8 +140,9 @@ def _schema_readable(copy: str) -> sqlite3.Connection | None:
     con = sqlite3.connect(copy, isolation_level=None)
     try:
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        con.text_factory = bytes  # the rows' text handed over as its bytes (it need not be UTF-8): see _build
         return con
-    except sqlite3.DatabaseError:
+    except _FAILED:
         con.close()
         return None
 
@@ -142,12 +151,22 @@ def _schema(con: sqlite3.Connection, path: str) -> tuple[list[tuple[str, str]], 
     """(name, CREATE statement) of every table, and the CREATE statements of the indexes made by name."""
     try:
         rows = con.execute("SELECT type, name, sql FROM sqlite_master ORDER BY rowid").fetchall()
-    except sqlite3.DatabaseError as exc:
+    except _FAILED as exc:
         raise CodecError(f"sqlite cannot read the store's schema ({exc}): nothing to salvage; the store is left as "
                          "it is", path=path, offset=0) from None
+    try:
+        rows = [tuple(_text(v) for v in row) for row in rows]
+    except UnicodeDecodeError:
+        raise CodecError("the store's schema is not UTF-8 text: nothing to salvage; the store is left as it is",
+                         path=path, offset=0) from None
     tables = [(name, sql) for kind, name, sql in rows if kind == "table" and sql and not name.startswith("sqlite_")]
     indexes = [sql for kind, _name, sql in rows if kind == "index" and sql]
     return tables, indexes
+
+
+def _text(v: Any) -> Any:
+    """A value the byte-keeping connection read, as text where it is text (schema names and statements)."""
+    return v.decode("utf-8") if isinstance(v, bytes) else v
 
 
 def _build(con: sqlite3.Connection, copy: str, built: str, tables: list[tuple[str, str]], indexes: list[str],
@@ -161,22 +180,25 @@ def _build(con: sqlite3.Connection, copy: str, built: str, tables: list[tuple[st
         out.execute("ATTACH DATABASE ? AS damaged", (copy,))
         for n, (name, sql) in enumerate(tables):  # each table in a transaction of its own
             out.execute(sql)
-            columns = [r[1] for r in con.execute(f"PRAGMA table_info({_q(name)})")]
+            columns = [_text(r[1]) for r in con.execute(f"PRAGMA table_info({_q(name)})")]
             into = f"INSERT OR REPLACE INTO main.{_q(name)} (rowid, {', '.join(_q(c) for c in columns)}) "
             out.execute("BEGIN")
             try:  # a table sqlite reads whole is copied by sqlite itself, in one statement
                 kept = out.execute(f"{into}SELECT rowid, {', '.join(_q(c) for c in columns)} FROM damaged.{_q(name)} "
                                    "ORDER BY rowid").rowcount
-            except sqlite3.DatabaseError:  # a damaged page, or a row the schema does not allow: row by row (after a
+            except _FAILED:  # a damaged page, or a row the schema does not allow: row by row (after a
                 out.execute("ROLLBACK")  # damaged page only a whole rollback lets the connection write again)
                 out.execute("BEGIN")
-                insert = f"{into}VALUES ({', '.join('?' * (len(columns) + 1))})"
+                # each text value goes back as text, byte for byte (CAST of its bytes), the rest as they were read
+                insert = f"{into}VALUES (?, {', '.join('CASE WHEN ? THEN CAST(? AS TEXT) ELSE ? END' for _ in columns)})"
+                typed = ", ".join(f"{_q(c)}, typeof({_q(c)}) = 'text'" for c in columns)
                 kept = 0
-                for row in _readable_rows(con, name, report):
+                for row in _readable_rows(con, name, typed, report):
                     try:
-                        out.execute(insert, row)
+                        out.execute(insert, (row[0], *(x for k in range(1, len(row), 2)
+                                                       for x in (row[k + 1], row[k], row[k]))))
                         kept += 1
-                    except sqlite3.DatabaseError as exc:  # a row the page held but the schema does not allow
+                    except _FAILED as exc:  # a row the page held but the schema does not allow
                         report.fixes.append(f"{name} rowid {row[0]}: dropped ({exc})")
             out.execute("COMMIT")
             report.kept[name] = kept
@@ -203,14 +225,15 @@ def _build(con: sqlite3.Connection, copy: str, built: str, tables: list[tuple[st
         for sql in indexes:
             out.execute(sql)
         out.execute("COMMIT")
-    except sqlite3.DatabaseError as exc:
+    except _FAILED as exc:
         raise WriteError(f"sqlite: {exc}; nothing written", path=report.path) from None
     finally:
         out.close()
 
 
-def _readable_rows(con: sqlite3.Connection, table: str, report: RepairReport) -> Iterator[tuple[Any, ...]]:
-    """Every row of ``table`` sqlite can read, (rowid, columns...) in rowid order; each damaged stretch passed by
+def _readable_rows(con: sqlite3.Connection, table: str, columns: str, report: RepairReport
+                   ) -> Iterator[tuple[Any, ...]]:
+    """Every row of ``table`` sqlite can read, (rowid, ``columns``...) in rowid order; each damaged stretch passed by
     goes into the report (its rowid range; adjacent stretches as one).
 
     Past a damaged page the scan goes on from the rowid a seek reaches, read first by itself: a scan steps one row
@@ -230,21 +253,22 @@ def _readable_rows(con: sqlite3.Connection, table: str, report: RepairReport) ->
         while True:
             if pending is not None:
                 try:
-                    row = con.execute(f"SELECT rowid, * FROM {_q(table)} WHERE rowid = ?", (pending,)).fetchone()
-                except sqlite3.DatabaseError as exc:  # its own pages (a long value's overflow) are damaged
+                    row = con.execute(f"SELECT rowid, {columns} FROM {_q(table)} WHERE rowid = ?",
+                                      (pending,)).fetchone()
+                except _FAILED as exc:  # its own pages (a long value's overflow) are damaged
                     lose(pending, pending, str(exc))
                 else:
                     if row is not None:
                         yield row
                 after, pending = pending, None
             try:
-                sql = (f"SELECT rowid, * FROM {_q(table)}" + ("" if after is None else " WHERE rowid > ?")
+                sql = (f"SELECT rowid, {columns} FROM {_q(table)}" + ("" if after is None else " WHERE rowid > ?")
                        + " ORDER BY rowid")
                 for row in con.execute(sql, () if after is None else (after,)):
                     after = row[0]
                     yield row
                 return
-            except sqlite3.DatabaseError as exc:
+            except _FAILED as exc:
                 first = MIN_ROWID if after is None else after + 1  # the first rowid not read
                 if first > MAX_ROWID:
                     return
@@ -271,7 +295,7 @@ def _next_readable(con: sqlite3.Connection, table: str, low: int) -> int | None:
         try:
             row = con.execute(f"SELECT rowid FROM {_q(table)} WHERE rowid >= ? ORDER BY rowid LIMIT 1",
                               (at,)).fetchone()
-        except sqlite3.DatabaseError:
+        except _FAILED:
             return False, None
         return True, None if row is None else row[0]
 
@@ -304,15 +328,19 @@ def _quick_check(store: sqlite3.Connection | str) -> list[str]:
     con = sqlite3.connect(f"file:{store}?mode=ro", uri=True) if isinstance(store, str) else store
     try:
         rows = [r[0] for r in con.execute("PRAGMA quick_check")]
-    except sqlite3.DatabaseError as exc:
+    except _FAILED as exc:
         rows = [str(exc)]
     finally:
         if isinstance(store, str):
             con.close()
-    if rows == ["ok"]:
+    if [_shown(r) for r in rows] == ["ok"]:
         return []
-    return [line.strip() for row in rows for line in str(row).splitlines()
+    return [line.strip() for row in rows for line in _shown(row).splitlines()
             if line.strip() and not line.startswith("*** in database")]
+
+
+def _shown(v: Any) -> str:
+    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
 def _q(name: str) -> str:

@@ -9,6 +9,7 @@ import json
 import shutil
 import sqlite3
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -82,8 +83,10 @@ def test_a_garbled_leaf_page_loses_its_rows_only(tmp_path: Path) -> None:
     shutil.copyfile(STORE, big)
     run_sql(big, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) "
                  "INSERT INTO client_msgs (client_id, cmsg_id, store_id, dup, direction, mid, qos, retain, state, "
-                 "subscription_identifier) SELECT 'a-sub-q1', 1000 + i, (SELECT store_id FROM base_msgs LIMIT 1), 0, 1, "
-                 "i % 65535 + 1, 1, 0, 1, 0 FROM n")
+                 "subscription_identifier) SELECT CASE WHEN i % 7 THEN 'a-sub-q1' ELSE CAST(x'612dff2d71' AS TEXT) END, "
+                 "1000 + i, (SELECT store_id FROM base_msgs LIMIT 1), 0, 1, i % 65535 + 1, 1, 0, 1, 0 FROM n")
+    before = tmp_path / "before.sqlite3"
+    shutil.copyfile(big, before)
     leaves = [p for p in pages_of(big, "client_msgs") if p[2] == "leaf"]
     assert len(leaves) > 10
     page, cells, _ = leaves[len(leaves) // 2]
@@ -96,8 +99,13 @@ def test_a_garbled_leaf_page_loses_its_rows_only(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     rep = json.loads(r.stdout)
     assert len(rep["lost"]) == 1 and rep["lost"][0].startswith("client_msgs: the rows from rowid ")
+    raw = "SELECT rowid, hex(client_id), typeof(client_id), cmsg_id FROM client_msgs"
+    with closing(connect(out)) as a, closing(connect(before)) as b:
+        got, had = a.execute(raw).fetchall(), {r[0]: r for r in b.execute(raw)}
+    assert got and all(r == had[r[0]] for r in got)  # text that is not UTF-8 kept byte for byte, as text
+    assert any(r[1] == "612DFF2D71" and r[2] == "text" for r in got)
     whole = rows(STORE)["client_msgs"]
-    kept = rows(out)["client_msgs"]
+    kept = {r[0]: r for r in got}
     first, last = (int(part.split()[0]) for part in rep["lost"][0].split("rowid ")[1:3])
     assert len(kept) == len(whole) + 3000 - cells and rep["kept"]["client_msgs"] == len(kept)
     assert last - first + 1 == cells and set(range(first, last + 1)).isdisjoint(kept)
