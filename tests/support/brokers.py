@@ -494,6 +494,17 @@ def collect_many(port: int, expected: dict[str, int | None], **kw: object) -> di
         return {cid: f.result() for cid, f in futures.items()}
 
 
+def restored_by(store: str | os.PathLike[str], clients: dict[str, int | None], *, extra: tuple[str, ...] = ()
+                ) -> tuple[set[str], dict[str, Session], list[str]]:
+    """Mosquitto 2.1.2 with persist-sqlite started on ``store`` (QoS 0 queued): the retained topics it serves, what
+    each of ``clients`` finds reconnecting (MQTT 5), and its ``sqlite: Restored ...`` lines."""
+    with SqliteBroker(store, queue_qos0=True, extra=extra) as b:
+        served = set(collect_retained(b.port))
+        got = collect_many(b.port, clients, v5=True, timeout=2.0)
+        log = b.log()
+    return served, got, [line.split(": ", 1)[1] for line in log.splitlines() if "sqlite: Restored" in line]
+
+
 # ---------------------------------------------------------------- state of a db, as the broker sees it
 
 

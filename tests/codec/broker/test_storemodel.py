@@ -18,7 +18,7 @@ import pytest
 from codec.broker.conf import BrokerConf
 from codec.broker.storemodel import predict_store
 
-from support.brokers import SqliteBroker, collect_many, collect_retained, sqlite_plugin
+from support.brokers import SqliteBroker, collect_retained, restored_by, sqlite_plugin
 from support.cli import run
 from support.paths import INCOMING
 from support.stores import run_sql
@@ -101,11 +101,7 @@ def test_the_broker_does_what_the_model_says(tmp_path: Path, name: str) -> None:
     assert pred.verdict == "loads"
     extra = tuple(f"{k} {str(v).lower()}" for k, v in settings.items())
     clients = {c: pred.queued.get(c, 0) for c in pred.kept} | {d.client_id: 0 for d in pred.dropped}
-    with SqliteBroker(store, queue_qos0=True, extra=extra) as b:
-        served = set(collect_retained(b.port))
-        got = collect_many(b.port, clients, v5=True, timeout=2.0)
-        log = b.log()
-    restored = [line.split(": ", 1)[1] for line in log.splitlines() if "sqlite: Restored" in line]
+    served, got, restored = restored_by(store, clients, extra=extra)
     assert restored == [line for line in pred.log if line.startswith("sqlite: Restored")], (restored, pred.log)
     assert served == set(pred.retained)
     for cid in pred.kept:
@@ -180,11 +176,7 @@ def test_wills_as_the_broker_restores_and_publishes_them(tmp_path: Path) -> None
     reached = {"a-sub-q1", "a-ünï-客户端"}
     assert any("'a-sub-q1', 'a-ünï-客户端'" in u for u in pred.undefined), pred.undefined
     clients = {c: pred.queued.get(c, 0) + (c in reached) for c in pred.kept}
-    with SqliteBroker(store, queue_qos0=True) as b:
-        served = set(collect_retained(b.port))
-        got = collect_many(b.port, clients, v5=True, timeout=2.0)
-        log = b.log()
-    restored = [line.split(": ", 1)[1] for line in log.splitlines() if "sqlite: Restored" in line]
+    served, got, restored = restored_by(store, clients)
     assert restored == [line for line in pred.log if line.startswith("sqlite: Restored")], (restored, pred.log)
     assert served == set(pred.retained)
     for cid in pred.kept:

@@ -17,7 +17,7 @@ import pytest
 from codec.broker.conf import BrokerConf
 from codec.broker.storemodel import predict_store
 
-from support.brokers import SqliteBroker, collect_many, collect_retained, sqlite_plugin
+from support.brokers import restored_by, sqlite_plugin
 from support.cli import run, run_in_process
 from support.paths import INCOMING
 from support.stores import connect, run_sql
@@ -169,11 +169,7 @@ def test_mosquitto_restores_the_salvage_of_a_cut_store_as_predicted(tmp_path: Pa
     pred = predict_store(str(out), (2, 1, 2), at=time.time(), conf=BrokerConf(path="test", queue_qos0_messages=True))
     assert pred.verdict == "loads"
     clients = {c: pred.queued.get(c, 0) for c in pred.kept}
-    with SqliteBroker(out, queue_qos0=True) as b:
-        served = set(collect_retained(b.port))
-        got = collect_many(b.port, clients, v5=True, timeout=2.0)
-        log = b.log()
-    restored = [line.split(": ", 1)[1] for line in log.splitlines() if "sqlite: Restored" in line]
+    served, got, restored = restored_by(out, clients)
     assert restored == [line for line in pred.log if line.startswith("sqlite: Restored")], (restored, pred.log)
     assert served == set(pred.retained) and len(served) == len(rows(out)["retains"]) == len(rows(renewed)["retains"]) - 1
     for cid in pred.kept:
