@@ -180,7 +180,8 @@ def why(p: Prediction) -> str:
     where = f" at offset {stop.offset:,}" if stop.offset is not None else ""
     said = f" logging {' / '.join(stop.log)!r}" if stop.log else " (it logs nothing about it)"
     verb = "refuse the file" if p.verdict == "refuses" else "crash while loading"
-    return f"Mosquitto {p.broker} would {verb}{said}: {rule.situation if rule else stop.rule}{where}"
+    what = rule.situation if rule else stop.note or stop.rule  # a store's stops are not .db rules: their note says it
+    return f"Mosquitto {p.broker} would {verb}{said}: {what}{where}"
 
 
 def unknown_reason(p: Prediction) -> str:

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -324,6 +325,26 @@ def test_guard_salvages_a_cut_store_and_a_dry_run_only_says_so(tmp_path: Path) -
     assert len(aside) == 1 and aside[0].read_bytes() == data and store.read_bytes()[:16] == b"SQLite format 3\0"
     r = run_in_process("check", store, "--broker", "2.1.2", "--at", AT)
     assert r.returncode == 0 and "2.1.2 loads" in r.stdout, r.stdout + r.stderr
+
+
+def test_guard_salvages_a_store_with_a_will_the_broker_crashes_on(tmp_path: Path) -> None:
+    """A will 2.1.2 crashes on at start (a client without a session, a payloadlen, no payload: the model says
+    ``crashes``): the store is kept aside and its salvage, without that row, put in place; the other will stays."""
+    from support.stores import run_sql
+
+    store = store_copy(tmp_path)
+    run_sql(store, "INSERT INTO wills VALUES ('gone-4', NULL, 'will/gone-4', 5, 0, 0, NULL)",
+            "INSERT INTO wills VALUES ('gone-1', CAST('bye' AS BLOB), 'will/gone-1', 3, 1, 1, NULL)")
+    data = store.read_bytes()
+    r = run_in_process("guard", store, "--broker", "2.1.2", "--no-trial", "--at", AT, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["action"] == "salvaged" and "would crash while loading" in r.stderr
+    assert "the will of 'gone-4', a client without a session, has a payloadlen and no payload" in r.stderr
+    aside = [p for p in store.parent.iterdir() if p.name.startswith(f"{store.name}.bad-")]
+    assert len(aside) == 1 and aside[0].read_bytes() == data
+    con = sqlite3.connect(f"file:{store}?mode=ro&immutable=1", uri=True)
+    assert [w for (w,) in con.execute("SELECT client_id FROM wills")] == ["gone-1"]
+    con.close()
 
 
 def test_guard_leaves_a_store_the_model_cannot_follow(tmp_path: Path) -> None:
