@@ -54,7 +54,7 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
     with safefile.private_dir("mosqdb-salvage-") as work:
         copy = os.path.join(work, "damaged.sqlite3")
         _private_copy(path, copy, report)
-        con = _open(copy, path, report)
+        con, lenient = _open(copy, path, report)
         try:
             tables, indexes = _schema(con, path)
             damage = _quick_check(con)
@@ -63,7 +63,7 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
                                     + (f" (and {len(damage) - 1:,} more)" if len(damage) > 1 else "")
                                     + ": every table read row by row, the indexes built anew")
             built = os.path.join(work, "salvaged.sqlite3")
-            _build(con, copy, built, tables, indexes, report, progress, size)
+            _build(con, None if lenient else copy, built, tables, indexes, report, progress, size)
         finally:
             con.close()
         report.remaining_errors = _quick_check(built)
@@ -120,31 +120,40 @@ def _private_copy(path: str, copy: str, report: RepairReport) -> None:
                                 "the missing pages' rows are lost")
 
 
-def _open(copy: str, path: str, report: RepairReport) -> sqlite3.Connection:
-    """A connection to the private copy, its ``-wal`` applied where sqlite can, else the main file alone."""
-    con = _schema_readable(copy)
-    if con is None and os.path.exists(copy + "-wal"):
+def _open(copy: str, path: str, report: RepairReport) -> tuple[sqlite3.Connection, bool]:
+    """A connection to the private copy, its ``-wal`` applied where sqlite can, else the main file alone; and whether
+    its schema was read leniently (``writable_schema``: sqlite rejects a schema naming a root page past the end of a
+    store cut short, and reads the rest of it then)."""
+    got = _schema_readable(copy)
+    if got is None and os.path.exists(copy + "-wal"):
         for suffix in ("-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(copy + suffix)
         report.fixes.append("the -wal could not be applied (its changes are lost): the store read without it")
-        con = _schema_readable(copy)
-    if con is None:
+        got = _schema_readable(copy)
+    if got is None:
         raise CodecError("sqlite cannot read the store's schema (page 1 is damaged): nothing to salvage; the store "
                          "is left as it is", path=path, offset=0)
-    return con
+    if got[1]:
+        report.fixes.append("the schema names pages the file does not hold (its indexes or tables were stored past "
+                            "the cut): read leniently, the tables each read as far as their pages go")
+    return got
 
 
-def _schema_readable(copy: str) -> sqlite3.Connection | None:
-    """A connection to ``copy`` when sqlite reads its schema, else None."""
-    con = sqlite3.connect(copy, isolation_level=None)
-    try:
-        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        con.text_factory = bytes  # the rows' text handed over as its bytes (it need not be UTF-8): see _build
-        return con
-    except _FAILED:
-        con.close()
-        return None
+def _schema_readable(copy: str) -> tuple[sqlite3.Connection, bool] | None:
+    """A connection to ``copy`` when sqlite reads its schema (strictly, else leniently: see :func:`_open`), and
+    whether it took leniency; None when it cannot."""
+    for lenient in (False, True):
+        con = sqlite3.connect(copy, isolation_level=None)
+        try:
+            if lenient:
+                con.execute("PRAGMA writable_schema=ON")  # read only: nothing is written through this connection
+            con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            con.text_factory = _text_value  # text that is not UTF-8 handed over as its bytes: see _build
+            return con, lenient
+        except _FAILED:
+            con.close()
+    return None
 
 
 def _schema(con: sqlite3.Connection, path: str) -> tuple[list[tuple[str, str]], list[str]]:
@@ -165,41 +174,51 @@ def _schema(con: sqlite3.Connection, path: str) -> tuple[list[tuple[str, str]], 
 
 
 def _text(v: Any) -> Any:
-    """A value the byte-keeping connection read, as text where it is text (schema names and statements)."""
-    return v.decode("utf-8") if isinstance(v, bytes) else v
+    """A schema name or statement as text (one that is not UTF-8 raises UnicodeDecodeError)."""
+    return bytes(v).decode("utf-8") if isinstance(v, _Raw) else v
 
 
-def _build(con: sqlite3.Connection, copy: str, built: str, tables: list[tuple[str, str]], indexes: list[str],
+def _build(con: sqlite3.Connection, copy: str | None, built: str, tables: list[tuple[str, str]], indexes: list[str],
            report: RepairReport, progress: Callable[[int, int], None] | None, size: int) -> None:
     """The new store: the tables, every row read (rowids kept), the dangling references dropped, the indexes.
-    ``con``: a connection to the damaged store's private ``copy``."""
+    ``con``: a connection to the damaged store's private ``copy`` (None: its schema reads only leniently, so no
+    table is copied by sqlite in one statement: each is read row by row)."""
     out = sqlite3.connect(built, isolation_level=None)
     try:
         out.execute("PRAGMA journal_mode=MEMORY")  # a bulk copy that meets damage is rolled back
         out.execute("PRAGMA synchronous=OFF")
-        out.execute("ATTACH DATABASE ? AS damaged", (copy,))
+        if copy is not None:
+            out.execute("ATTACH DATABASE ? AS damaged", (copy,))
         for n, (name, sql) in enumerate(tables):  # each table in a transaction of its own
             out.execute(sql)
             columns = [_text(r[1]) for r in con.execute(f"PRAGMA table_info({_q(name)})")]
             into = f"INSERT OR REPLACE INTO main.{_q(name)} (rowid, {', '.join(_q(c) for c in columns)}) "
             out.execute("BEGIN")
             try:  # a table sqlite reads whole is copied by sqlite itself, in one statement
+                if copy is None:
+                    raise sqlite3.DatabaseError("read leniently")
                 kept = out.execute(f"{into}SELECT rowid, {', '.join(_q(c) for c in columns)} FROM damaged.{_q(name)} "
                                    "ORDER BY rowid").rowcount
             except _FAILED:  # a damaged page, or a row the schema does not allow: row by row (after a
                 out.execute("ROLLBACK")  # damaged page only a whole rollback lets the connection write again)
                 out.execute("BEGIN")
-                # each text value goes back as text, byte for byte (CAST of its bytes), the rest as they were read
-                insert = f"{into}VALUES (?, {', '.join('CASE WHEN ? THEN CAST(? AS TEXT) ELSE ? END' for _ in columns)})"
-                typed = ", ".join(f"{_q(c)}, typeof({_q(c)}) = 'text'" for c in columns)
+                plain = f"{into}VALUES ({', '.join('?' * (len(columns) + 1))})"
+                # a text value that is not UTF-8 goes back as text, byte for byte (CAST of its bytes)
+                raw = f"{into}VALUES (?, {', '.join('CASE WHEN ? THEN CAST(? AS TEXT) ELSE ? END' for _ in columns)})"
                 kept = 0
-                for row in _readable_rows(con, name, typed, report):
-                    try:
-                        out.execute(insert, (row[0], *(x for k in range(1, len(row), 2)
-                                                       for x in (row[k + 1], row[k], row[k]))))
-                        kept += 1
-                    except _FAILED as exc:  # a row the page held but the schema does not allow
-                        report.fixes.append(f"{name} rowid {row[0]}: dropped ({exc})")
+                batch: list[tuple[Any, ...]] = []
+                for row in _readable_rows(con, name, ", ".join(_q(c) for c in columns), report):
+                    if any(type(v) is _Raw for v in row):
+                        kept += _insert(out, plain, batch, name, report)
+                        batch = []
+                        kept += _insert(out, raw, [(row[0], *(x for v in row[1:] for x in
+                                                             (type(v) is _Raw, v, v)))], name, report)
+                        continue
+                    batch.append(row)
+                    if len(batch) >= _BATCH:
+                        kept += _insert(out, plain, batch, name, report)
+                        batch = []
+                kept += _insert(out, plain, batch, name, report)
             out.execute("COMMIT")
             report.kept[name] = kept
             if progress is not None:
@@ -229,6 +248,41 @@ def _build(con: sqlite3.Connection, copy: str, built: str, tables: list[tuple[st
         raise WriteError(f"sqlite: {exc}; nothing written", path=report.path) from None
     finally:
         out.close()
+
+
+_BATCH = 10_000  # rows inserted at a time on the row-by-row path
+
+
+class _Raw(bytes):
+    """A text value that is not UTF-8, as its bytes (written back as text by a CAST)."""
+
+
+def _text_value(data: bytes) -> str | _Raw:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return _Raw(data)
+
+
+def _insert(out: sqlite3.Connection, insert: str, rows: list[tuple[Any, ...]], table: str,
+            report: RepairReport) -> int:
+    """``rows`` inserted (how many): at once, else one by one, dropping those the schema does not allow."""
+    out.execute("SAVEPOINT rows")
+    try:
+        out.executemany(insert, rows)
+        out.execute("RELEASE rows")
+        return len(rows)
+    except _FAILED:
+        out.execute("ROLLBACK TO rows")
+        out.execute("RELEASE rows")
+    kept = 0
+    for params in rows:
+        try:
+            out.execute(insert, params)
+            kept += 1
+        except _FAILED as exc:  # a row the page held but the schema does not allow
+            report.fixes.append(f"{table} rowid {params[0]}: dropped ({exc})")
+    return kept
 
 
 def _readable_rows(con: sqlite3.Connection, table: str, columns: str, report: RepairReport

@@ -219,3 +219,31 @@ def test_a_will_the_broker_crashes_on_is_dropped(tmp_path: Path) -> None:
     assert "1 will(s) of clients without a session with a payloadlen and no payload dropped" in r.stdout
     assert [row[0] for row in rows(out)["wills"].values()] == ["gone-1"]
     assert predict_store(str(out), (2, 1, 2), at=1_900_000_000).verdict == "loads"
+
+
+def test_a_cut_that_takes_an_index_root_is_read_leniently(tmp_path: Path) -> None:
+    """An index made last has its pages at the end: a cut there leaves a schema naming a root page past the file,
+    which sqlite rejects whole (every table then unreadable); read leniently, every row is kept and the index rebuilt."""
+    store = tmp_path / "s.sqlite3"
+    shutil.copyfile(STORE, store)
+    run_sql(store, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) "
+                   "INSERT INTO client_msgs (client_id, cmsg_id, store_id, dup, direction, mid, qos, retain, state, "
+                   "subscription_identifier) SELECT 'a-sub-q1', 1000 + i, (SELECT store_id FROM base_msgs LIMIT 1), "
+                   "0, 1, i % 65535 + 1, 1, 0, 1, 0 FROM n",
+            "CREATE INDEX late ON client_msgs(cmsg_id, mid)")
+    before = rows(store)
+    first = min(p for p, _cells, _kind in pages_of(store, "late"))
+    cut = tmp_path / "cut.sqlite3"
+    cut.write_bytes(store.read_bytes()[:(first - 1) * 4096])
+    with closing(sqlite3.connect(f"file:{cut}?mode=ro&immutable=1", uri=True)) as con, \
+            pytest.raises(sqlite3.DatabaseError):
+        con.execute("SELECT count(*) FROM client_msgs").fetchone()
+    out = tmp_path / "out.sqlite3"
+    r = run_in_process("repair", cut, "-o", out, "--json")
+    assert r.returncode == 0, r.stderr
+    rep = json.loads(r.stdout)
+    assert any("read leniently" in f for f in rep["fixes"]) and rep["lost"] == []
+    assert rows(out) == before
+    with closing(sqlite3.connect(f"file:{out}?mode=ro", uri=True)) as con:
+        assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'late'").fetchone() == (1,)
