@@ -23,7 +23,9 @@ rules instead, worded for tables, with what Mosquitto 2.1.2 does on load (``rest
 * ``properties``: JSON the restore code skips (not JSON, unknown names, wrong value types);
 * ``number-topic``: a topic or client id stored as a number (``STRING`` columns have NUMERIC
   affinity): the broker reads back its text rendering;
-* ``will``: a will of a client without a session (published when the broker starts);
+* ``will``: a will of a client without a session (published when the broker starts); ``will-crash``: one
+  with a ``payloadlen`` and no payload (2.1.2 crashes copying it at start); ``payloadlen`` also for a will
+  whose payload is shorter than its ``payloadlen``;
 * ``restore-queue``: a queue entry the restore leaves out with the broker's default settings
   (:mod:`codec.store.restore`: QoS 0 entries, entries past ``max_queued_messages``);
 * ``wal``: a ``-wal`` file beside the store (a broker is running, or was not shut down cleanly).
@@ -493,10 +495,23 @@ class _Rules:
                   lambda r: f"retained under {_t(r[1])!r} but its message's topic is {_t(r[2])!r}: the broker "
                             f"serves it to subscribers of {_t(r[1])!r}", alias="r")
         if "wills" in self.store.figures.tables:
+            no_session = "NOT EXISTS (SELECT 1 FROM clients c WHERE c.client_id = w.client_id)"
+            empty = "w.payload IS NULL AND CAST(IFNULL(w.payloadlen, 0) AS INTEGER) > 0"
+            self.each("error", "will-crash", "wills", "payload",
+                      f"SELECT w.rowid, w.client_id, CAST(w.payloadlen AS INTEGER) FROM wills w WHERE {no_session} "
+                      f"AND {empty}{{only}} ORDER BY w.rowid",
+                      lambda r: f"will of {_t(r[1])!r}, which has no session, has a payloadlen of {r[2]:,} and no "
+                                "payload: Mosquitto 2.1.2 crashes copying it when it starts (`mosqdb repair` drops it)")
             self.each("warning", "will", "wills", "client_id",
-                      "SELECT w.rowid, w.client_id FROM wills w WHERE NOT EXISTS "
-                      "(SELECT 1 FROM clients c WHERE c.client_id = w.client_id){only} ORDER BY w.rowid",
+                      f"SELECT w.rowid, w.client_id FROM wills w WHERE {no_session} AND NOT ({empty}){{only}} "
+                      "ORDER BY w.rowid",
                       lambda r: f"will of {_t(r[1])!r}, which has no session: the broker publishes it when it starts")
+            self.each("warning", "payloadlen", "wills", "payloadlen",
+                      "SELECT w.rowid, w.client_id, CAST(w.payloadlen AS INTEGER), length(CAST(w.payload AS BLOB)) "
+                      "FROM wills w WHERE w.payload IS NOT NULL AND CAST(IFNULL(w.payloadlen, 0) AS INTEGER) > "
+                      "length(CAST(w.payload AS BLOB)){only} ORDER BY w.rowid",
+                      lambda r: f"will of {_t(r[1])!r}: payloadlen {r[2]:,} but a {r[3]:,}-byte payload: the broker "
+                                "copies payloadlen bytes from the blob (reading past its end)", key="wills:payloadlen")
 
     def values(self) -> None:
         self.each("error", "payloadlen", "base_msgs", "payloadlen",

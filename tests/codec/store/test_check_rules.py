@@ -136,3 +136,13 @@ def test_quick_check_in_its_thread_says_what_it_says_in_turn(store: Path, damage
     assert findings() == threaded
     assert started == [True]
     assert any(f[1] == "sqlite" for f in threaded) == (damage != "none")
+
+
+def test_wills_the_broker_crashes_on_or_reads_past(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A will of a client without a session with a payloadlen and no payload is an error (2.1.2 crashes copying it:
+    test_storemodel); a will whose payload is shorter than its payloadlen a warning; only the first is repaired."""
+    path = _damaged(tmp_path, ("INSERT INTO wills VALUES ('gone-4', NULL, 'will/gone-4', 5, 0, 0, NULL)",
+                               "INSERT INTO wills VALUES ('gone-1', CAST('bye' AS BLOB), 'will/gone-1', 9, 1, 1, NULL)",
+                               "INSERT INTO wills VALUES ('a-idle', NULL, 'will/idle', 5, 0, 0, NULL)"))
+    got = [(f[0], f[1], f[4]) for f in _findings(path, narrowed=True, monkeypatch=monkeypatch) if f[3] == "wills"]
+    assert got == [("error", "will-crash", 1), ("warning", "will", 2), ("warning", "payloadlen", 2)]
