@@ -77,6 +77,10 @@ def model_findings(pred: Prediction) -> list[Finding]:
                            f"{pred.unknown.reason}", pred.unknown.offset))
         return out
     stop = pred.stop
+    if stop is None and pred.verdict == "refuses":  # a store the plugin cannot open: what it logs says why
+        said = " / ".join(pred.log) or "nothing"
+        out.append(Finding("error", "broker:refuses", f"{b} refuses the file: it logs {said!r}"))
+        return out
     if stop is not None:
         rule = BY_ID.get(stop.rule)
         what = rule.situation if rule is not None else stop.rule

@@ -32,7 +32,7 @@ from codec.broker.model import Prediction, Unknown, record_fate, session_fate
 from codec.broker.rules import V21, Version
 from codec.broker.versions import text as version_text
 from codec.errors import CodecError
-from codec.store.read import as_text
+from codec.store.read import SALVAGE_HINT, as_text
 from codec.store.restore import IN, MQTT_MAX_PAYLOAD, OUT, QueueLimits, restore_drops
 
 _NOT_READABLE = "not a readable sqlite database ("
@@ -58,7 +58,8 @@ def predict_store(path: str, version: Version, *, at: float | None = None, conf:
         if not refusal.startswith(_NOT_READABLE):
             raise CodecError(refusal, path=path)
         pred.verdict = "refuses"  # init.c: the open, or its first statements, fail
-        pred.log = [f"Sqlite persistence: Error opening database: {refusal[len(_NOT_READABLE):-1]}"]
+        said = refusal[len(_NOT_READABLE):].removesuffix(SALVAGE_HINT)[:-1]  # sqlite's words, in its parentheses
+        pred.log = [f"Sqlite persistence: Error opening database: {said}"]
         return pred
     with open_any(path) as store:
         v = store.figures.schema_version

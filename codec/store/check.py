@@ -467,10 +467,13 @@ class _Rules:
                 problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
             except (sqlite3.DatabaseError, StoreReadError) as exc:  # the reader's connection says it as the latter
                 problems = [str(exc).encode()]
-        for p in problems:
-            text = p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)
-            if text != "ok":
-                self.head.append(Finding("error", "sqlite", f"sqlite integrity: {text}"))
+        lines = [line.strip() for p in problems
+                 for line in (p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)).splitlines()
+                 if line.strip() and line.strip() != "ok" and not line.startswith("*** in database")]
+        if lines:  # one finding: quick_check's first line, how many more, and what mends it
+            more = f" (and {len(lines) - 1:,} more)" if len(lines) > 1 else ""
+            self.head.append(Finding("error", "sqlite", f"sqlite integrity: {lines[0]}{more}; `mosqdb repair` salvages "
+                                     "the rows sqlite still reads"))
 
     def references(self) -> None:
         self.each("error", "missing-message", "client_msgs", "store_id",

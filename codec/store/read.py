@@ -118,7 +118,7 @@ def require_store(con: sqlite3.Connection | ReadConnection, path: str) -> set[st
     try:
         names = {as_text(r[0]) for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except _FAILURES as exc:
-        raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)})", path=path) from None
+        raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)}){SALVAGE_HINT}", path=path) from None
     lacking = [t for t in REQUIRED_TABLES if t not in names]
     if lacking:
         views = [t for t in lacking if _is_view(raw, t)]
@@ -133,7 +133,7 @@ def require_store(con: sqlite3.Connection | ReadConnection, path: str) -> set[st
             raise NotADatabaseError(f"table {table} is WITHOUT ROWID: not a table Mosquitto 2.1's plugin creates "
                                     "(its rows are read by rowid)", path=path) from None
         except _FAILURES as exc:
-            raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)})", path=path) from None
+            raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)}){SALVAGE_HINT}", path=path) from None
         missing = [c for c in plugin_columns(table) if c not in have]
         if missing:
             raise NotADatabaseError(f"table {table} has no column {', '.join(missing)}: not a table Mosquitto 2.1's "
@@ -156,6 +156,10 @@ _FAILURES = (sqlite3.Error, UnicodeDecodeError)
 
 def _said(exc: Exception) -> str:
     return "its schema text is not UTF-8: sqlite cannot parse it" if isinstance(exc, UnicodeDecodeError) else str(exc)
+
+
+SALVAGE_HINT = "; `mosqdb repair FILE -o OUT` salvages the rows sqlite still reads"
+"""Said after a store sqlite cannot read (a cut or damaged file): what mends it."""
 
 
 class ReadConnection:

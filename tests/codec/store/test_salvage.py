@@ -247,3 +247,24 @@ def test_a_cut_that_takes_an_index_root_is_read_leniently(tmp_path: Path) -> Non
     with closing(sqlite3.connect(f"file:{out}?mode=ro", uri=True)) as con:
         assert con.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert con.execute("SELECT count(*) FROM sqlite_master WHERE name = 'late'").fetchone() == (1,)
+
+
+def test_check_on_a_damaged_store_says_what_mends_it(tmp_path: Path) -> None:
+    """A cut store: one line naming the salvage (exit 2), and with --broker 2.1.2 an error finding for the refusal; a
+    garbled page: one `sqlite` finding (quick_check's first line, how many more), naming the salvage too."""
+    cut = damaged(tmp_path, "cut", lambda d: d[:100_000])
+    r = run("check", cut)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "`mosqdb repair FILE -o OUT` salvages the rows sqlite still reads" in r.stderr
+    r = run("check", cut, "--broker", "2.1.2", "--at", "1900000000")
+    assert r.returncode == 1 and "[broker:refuses]" in r.stdout and "database disk image is malformed" in r.stdout
+    page = pages_of(STORE, "sqlite_autoindex_retains_1")[0][0]
+
+    def garble(d: bytearray) -> bytearray:
+        d[(page - 1) * 4096 + 8:page * 4096] = b"\xab" * (4096 - 8)
+        return d
+
+    r = run("check", damaged(tmp_path, "index", garble), "--at", "1900000000")
+    found = [line for line in r.stdout.splitlines() if line.endswith("[sqlite]")]
+    assert len(found) == 1 and "sqlite integrity: On tree page" in found[0] and "more); `mosqdb repair`" in found[0]
+    assert "\\x0a" not in found[0]
