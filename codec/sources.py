@@ -24,7 +24,7 @@ from typing import Any
 
 from codec.reader import DbFile
 from codec.storage import Storage
-from codec.store.connect import connect_readonly, is_sqlite_file  # the store's opener, named here for the faces
+from codec.store.connect import NOT_READABLE, connect_readonly, file_identities, is_sqlite_file  # named for the faces
 
 PERSISTENCE_FILES = ("*.db", "*.sqlite3")
 """What a directory given as input is read for: Mosquitto's db files and 2.1's sqlite stores (a store's ``-wal``
@@ -76,7 +76,7 @@ def store_refusal(path: str) -> str | None:
         finally:
             con.close()
     except (CodecError, sqlite3.Error) as exc:  # another sqlite database: not what the plugin reads
-        return exc.reason if isinstance(exc, CodecError) else f"not a readable sqlite database ({exc})"
+        return exc.reason if isinstance(exc, CodecError) else f"{NOT_READABLE} ({exc})"
     return None
 
 
@@ -231,5 +231,5 @@ def records_image(path: str, out: str) -> tuple[str, Any]:
     return out, np.asarray(rows, np.int64)
 
 
-__all__ = ["Storage", "as_db", "column_reader", "columns_of", "connect_readonly", "db_image", "expiries", "format_of",
-           "info_data", "is_sqlite_file", "is_store", "known_refusals", "open_any", "records_image", "store_refusal"]
+__all__ = ["NOT_READABLE", "Storage", "as_db", "column_reader", "columns_of", "connect_readonly", "db_image",
+           "expiries", "file_identities", "format_of", "info_data", "is_sqlite_file", "is_store", "known_refusals", "open_any", "records_image", "store_refusal"]

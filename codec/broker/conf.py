@@ -165,6 +165,12 @@ class BrokerConf:
         return next((p for p in self.plugins if p.is_persist_sqlite), None)
 
     @property
+    def persists_to_store(self) -> bool:
+        """The broker keeps its state in 2.1's persist-sqlite store, not a mosquitto.db (the plugin loaded,
+        ``persistence`` not on: 2.1.2 refuses the two together)."""
+        return self.sqlite_plugin is not None and not self.persistence
+
+    @property
     def sqlite_path(self) -> Path | None:
         """Where 2.1's persist-sqlite plugin keeps its store, when the plugin is configured."""
         plugin = self.sqlite_plugin

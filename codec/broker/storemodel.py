@@ -32,10 +32,9 @@ from codec.broker.model import Prediction, Unknown, record_fate, session_fate
 from codec.broker.rules import V21, Version
 from codec.broker.versions import text as version_text
 from codec.errors import CodecError
-from codec.store.read import SALVAGE_HINT, as_text
+from codec.store.connect import NOT_READABLE
+from codec.store.read import SALVAGE_HINT, as_text, first_and_more, integrity_lines
 from codec.store.restore import IN, MQTT_MAX_PAYLOAD, OUT, QueueLimits, restore_drops
-
-_NOT_READABLE = "not a readable sqlite database ("
 
 
 def predict_store(path: str, version: Version, *, at: float | None = None, conf: BrokerConf | None = None,
@@ -55,10 +54,10 @@ def predict_store(path: str, version: Version, *, at: float | None = None, conf:
         return pred
     refusal = store_refusal(path)
     if refusal is not None:
-        if not refusal.startswith(_NOT_READABLE):
+        if not refusal.startswith(NOT_READABLE):
             raise CodecError(refusal, path=path)
         pred.verdict = "refuses"  # init.c: the open, or its first statements, fail
-        said = refusal[len(_NOT_READABLE):].removesuffix(SALVAGE_HINT)[:-1]  # sqlite's words, in its parentheses
+        said = refusal[len(NOT_READABLE) + 2:].removesuffix(SALVAGE_HINT)[:-1]  # sqlite's words, in its parentheses
         pred.log = [f"Sqlite persistence: Error opening database: {said}"]
         return pred
     with open_any(path) as store:
@@ -67,11 +66,11 @@ def predict_store(path: str, version: Version, *, at: float | None = None, conf:
             pred.verdict = "refuses"
             pred.log = [f"Sqlite persistence: Unknown database_schema version {v[0]}.{v[1]}.{v[2]}"]
             return pred
-        problems = [t for r in store.con.execute("PRAGMA quick_check") if (t := as_text(r[0])) != "ok"]
+        problems = integrity_lines(r[0] for r in store.con.execute("PRAGMA quick_check"))
         if problems:
             pred.verdict = "unknown"
-            pred.unknown = Unknown(f"sqlite integrity: {problems[0]}: which rows the broker reaches before the "
-                                   "damage, and what it does there, is not modelled")
+            pred.unknown = Unknown(f"sqlite integrity: {first_and_more(problems)}: which rows the broker reaches "
+                                   "before the damage, and what it does there, is not modelled")
             return pred
         _restore(pred, store.con, conf, hostname, topics)
     return pred

@@ -69,15 +69,13 @@ def verdict_rows(path: str | os.PathLike[str], versions: list[Version], *, at: f
     file of thousands does not stop a fleet's answer.
     """
     from codec.broker.findings import broker_findings
-    from codec.broker.model import predict
-    from codec.broker.storemodel import predict_store
+    from codec.broker.storemodel import predict_any  # a 2.1 store: the model of its plugin
     from codec.ops.check import check_file
-    from codec.sources import is_sqlite_file, open_any
+    from codec.sources import open_any
 
     path = os.fspath(path)
     try:
         size = os.path.getsize(path)
-        store = is_sqlite_file(path)  # a 2.1 store: the model of its plugin (codec.broker.storemodel)
     except OSError as exc:
         return unreadable_rows(path, versions, f"cannot read it: {exc.strerror}")
     db: Any = None
@@ -102,8 +100,7 @@ def verdict_rows(path: str | os.PathLike[str], versions: list[Version], *, at: f
         preds: dict[Version, Any] = {}
         for v in order:
             try:
-                preds[v] = (predict_store(path, v, at=at, topics=baseline is not None) if store else
-                            predict(path, v, at=at, db=db, topics=baseline is not None))
+                preds[v] = predict_any(path, v, at=at, db=db, topics=baseline is not None)
             except CodecError as exc:
                 return unreadable_rows(path, versions, exc.reason if hasattr(exc, "reason") else str(exc))
     finally:

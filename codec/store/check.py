@@ -58,9 +58,9 @@ from codec.ops.check_xref import Table
 from codec.ops.checker import LIMIT, Checker
 from codec.ops.findings import Finding, Findings
 from codec.store.pages import INTEGER, NULL, TEXT, Decoded, Recipe
-from codec.store.read import StoreFile, StoreReadError, sql_int
+from codec.store.read import StoreFile, StoreReadError, first_and_more, integrity_lines, sql_int
+from codec.store.restore import CRASHING_WILL, QueueLimits, restore_drops
 from codec.store.restore import REASONS as RESTORE_REASONS
-from codec.store.restore import QueueLimits, restore_drops
 from codec.store.schema import ROWS, restored_properties
 
 _GENERIC_DROPPED = {"dangling", "no-client", "order"}  # answered by the store's own rules below
@@ -467,13 +467,10 @@ class _Rules:
                 problems = [r[0] for r in self.con.execute("PRAGMA quick_check")]
             except (sqlite3.DatabaseError, StoreReadError) as exc:  # the reader's connection says it as the latter
                 problems = [str(exc).encode()]
-        lines = [line.strip() for p in problems
-                 for line in (p.decode("utf-8", "replace") if isinstance(p, bytes) else str(p)).splitlines()
-                 if line.strip() and line.strip() != "ok" and not line.startswith("*** in database")]
+        lines = integrity_lines(problems)
         if lines:  # one finding: quick_check's first line, how many more, and what mends it
-            more = f" (and {len(lines) - 1:,} more)" if len(lines) > 1 else ""
-            self.head.append(Finding("error", "sqlite", f"sqlite integrity: {lines[0]}{more}; `mosqdb repair` salvages "
-                                     "the rows sqlite still reads"))
+            self.head.append(Finding("error", "sqlite", f"sqlite integrity: {first_and_more(lines)}; `mosqdb repair` "
+                                     "salvages the rows sqlite still reads"))
 
     def references(self) -> None:
         self.each("error", "missing-message", "client_msgs", "store_id",
@@ -499,14 +496,13 @@ class _Rules:
                             f"serves it to subscribers of {_t(r[1])!r}", alias="r")
         if "wills" in self.store.figures.tables:
             no_session = "NOT EXISTS (SELECT 1 FROM clients c WHERE c.client_id = w.client_id)"
-            empty = "w.payload IS NULL AND CAST(IFNULL(w.payloadlen, 0) AS INTEGER) > 0"
             self.each("error", "will-crash", "wills", "payload",
-                      f"SELECT w.rowid, w.client_id, CAST(w.payloadlen AS INTEGER) FROM wills w WHERE {no_session} "
-                      f"AND {empty}{{only}} ORDER BY w.rowid",
+                      f"SELECT w.rowid, w.client_id, CAST(w.payloadlen AS INTEGER) FROM wills w WHERE {CRASHING_WILL}"
+                      "{only} ORDER BY w.rowid",
                       lambda r: f"will of {_t(r[1])!r}, which has no session, has a payloadlen of {r[2]:,} and no "
                                 "payload: Mosquitto 2.1.2 crashes copying it when it starts (`mosqdb repair` drops it)")
             self.each("warning", "will", "wills", "client_id",
-                      f"SELECT w.rowid, w.client_id FROM wills w WHERE {no_session} AND NOT ({empty}){{only}} "
+                      f"SELECT w.rowid, w.client_id FROM wills w WHERE {no_session} AND NOT ({CRASHING_WILL}){{only}} "
                       "ORDER BY w.rowid",
                       lambda r: f"will of {_t(r[1])!r}, which has no session: the broker publishes it when it starts")
             self.each("warning", "payloadlen", "wills", "payloadlen",

@@ -14,6 +14,9 @@ import sqlite3
 from collections.abc import Iterator
 
 SQLITE_MAGIC = b"SQLite format 3\0"
+NOT_READABLE = "not a readable sqlite database"
+"""How a refusal of a sqlite file sqlite cannot read begins (a cut or damaged store: damage a salvage mends, unlike a
+database that is not the plugin's), followed by sqlite's words in parentheses."""
 
 
 def is_sqlite_file(path: str | os.PathLike[str]) -> bool:
@@ -46,16 +49,40 @@ def connect_readonly(path: str) -> sqlite3.Connection:
     tmp = safefile.new_private_dir("mosqdb-snapshot-")
     atexit.register(shutil.rmtree, tmp, True)
     copy = os.path.join(tmp, "store.sqlite3")
+    copy_store(path, copy)
+    return sqlite3.connect(f"file:{uri_path(copy)}?mode=ro", uri=True, check_same_thread=False)
+
+
+def copy_store(path: str, copy: str) -> None:
+    """The store at ``path`` and its ``-wal`` (when there is one) copied to ``copy`` and ``copy-wal`` (new private
+    files), read without following a link someone put at either name (a link, FIFO or device is refused)."""
+    import codec.safefile as safefile
+
     d, name = safefile.SafeDir.of(path)
-    with d:  # read without following a link someone put at the store's or the log's name
+    with d:
         for suffix in ("", "-wal"):
+            if suffix and not d.exists(name + suffix):
+                continue
             src = d.open_read(name + suffix)
             try:
                 with safefile.create_private(copy + suffix) as out:
                     safefile.copy_fd(src, out.fileno())
             finally:
                 os.close(src)
-    return sqlite3.connect(f"file:{uri_path(copy)}?mode=ro", uri=True, check_same_thread=False)
+
+
+def file_identities(path: str) -> list[list[int]]:
+    """The identity (device, inode, size, modification and change times) of the file at ``path``, and of its
+    ``-wal`` when there is one: a store's committed rows not yet checkpointed make a new version of it as much as a
+    changed store does. Raises OSError when ``path`` is gone."""
+
+    def identity(st: os.stat_result) -> list[int]:
+        return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+    found = [identity(os.stat(path))]
+    with contextlib.suppress(FileNotFoundError):
+        found.append(identity(os.stat(f"{path}-wal")))
+    return found
 
 
 @contextlib.contextmanager
@@ -71,13 +98,16 @@ def clear_side_files(path: str) -> Iterator[None]:
     yield
 
 
-def put_store(built: str, out: str) -> None:
-    """The store finished at ``built`` (a private temp) copied into place at ``out`` by :func:`codec.safefile.atomic_replace`
-    (a mode no wider than the inputs'), a stale ``-wal``/``-shm``/``-journal`` there removed just before the rename."""
+def put_store(built: str, out: str, *, like: os.stat_result | None = None, replaces: str | None = None) -> None:
+    """The store finished at ``built`` (a private temp) copied into place at ``out`` by
+    :func:`codec.safefile.atomic_replace` (owner and mode of ``like``, else a mode no wider than the inputs';
+    ``replaces``: the input it stands in for), a stale ``-wal``/``-shm``/``-journal`` there removed just before the
+    rename."""
     import codec.safefile as safefile
 
-    mode = safefile.no_wider_than_inputs(0o644)
-    with safefile.atomic_replace(out, new_mode=mode, lock=lambda: clear_side_files(out)) as put:
+    mode = None if like is not None else safefile.no_wider_than_inputs(0o644)
+    with safefile.atomic_replace(out, like=like, new_mode=mode, replaces=replaces,
+                                 lock=lambda: clear_side_files(out)) as put:
         src = os.open(built, os.O_RDONLY)
         try:
             safefile.copy_fd(src, put.fd)

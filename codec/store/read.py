@@ -38,7 +38,7 @@ from codec.errors import CodecError, NotADatabaseError, UnsupportedVersionError
 from codec.layouts import ChunkType, Layout, layout_for
 from codec.properties import VBI_MAX, Property, decode_properties, encode_properties
 from codec.reader import Chunk
-from codec.store.connect import connect_readonly, is_sqlite_file
+from codec.store.connect import NOT_READABLE, connect_readonly, is_sqlite_file
 from codec.store.schema import (
     EDITABLE_VERSION,
     INDEXES,
@@ -118,7 +118,7 @@ def require_store(con: sqlite3.Connection | ReadConnection, path: str) -> set[st
     try:
         names = {as_text(r[0]) for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except _FAILURES as exc:
-        raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)}){SALVAGE_HINT}", path=path) from None
+        raise NotADatabaseError(f"{NOT_READABLE} ({_said(exc)}){SALVAGE_HINT}", path=path) from None
     lacking = [t for t in REQUIRED_TABLES if t not in names]
     if lacking:
         views = [t for t in lacking if _is_view(raw, t)]
@@ -133,7 +133,7 @@ def require_store(con: sqlite3.Connection | ReadConnection, path: str) -> set[st
             raise NotADatabaseError(f"table {table} is WITHOUT ROWID: not a table Mosquitto 2.1's plugin creates "
                                     "(its rows are read by rowid)", path=path) from None
         except _FAILURES as exc:
-            raise NotADatabaseError(f"not a readable sqlite database ({_said(exc)}){SALVAGE_HINT}", path=path) from None
+            raise NotADatabaseError(f"{NOT_READABLE} ({_said(exc)}){SALVAGE_HINT}", path=path) from None
         missing = [c for c in plugin_columns(table) if c not in have]
         if missing:
             raise NotADatabaseError(f"table {table} has no column {', '.join(missing)}: not a table Mosquitto 2.1's "
@@ -160,6 +160,18 @@ def _said(exc: Exception) -> str:
 
 SALVAGE_HINT = "; `mosqdb repair FILE -o OUT` salvages the rows sqlite still reads"
 """Said after a store sqlite cannot read (a cut or damaged file): what mends it."""
+
+
+def integrity_lines(rows: Iterable[Any]) -> list[str]:
+    """What ``PRAGMA quick_check`` said (its rows, as text or bytes), one problem a line; none when it said "ok"."""
+    lines = [line.strip() for row in rows
+             for line in (row.decode("utf-8", "replace") if isinstance(row, bytes) else str(row)).splitlines()]
+    return [line for line in lines if line and line != "ok" and not line.startswith("*** in database")]
+
+
+def first_and_more(lines: list[str]) -> str:
+    """The first of ``lines`` and how many more there are."""
+    return lines[0] + (f" (and {len(lines) - 1:,} more)" if len(lines) > 1 else "")
 
 
 class ReadConnection:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from codec.broker.conf import BrokerConf
+from codec.store.connect import file_identities
 
 MQTT_MAX_PAYLOAD = 268_435_455  # mqtt_protocol.h: a base message over it is refused (its entries not found)
 OUT, IN = 1, 0  # client_msgs.direction (mosq_md_out, mosq_md_in)
@@ -33,6 +34,11 @@ REASONS = {
 }
 """Why an entry does not come back, in the words reports use."""
 
+
+CRASHING_WILL = ("w.payload IS NULL AND CAST(IFNULL(w.payloadlen, 0) AS INTEGER) > 0 AND NOT EXISTS "
+                 "(SELECT 1 FROM clients c WHERE c.client_id = w.client_id)")
+"""The ``wills w`` rows 2.1.2's restore crashes on (SIGSEGV, measured): a client without a session, whose will's
+``payloadlen`` ``publish_will_msg`` copies from a NULL payload (codec.broker.storemodel models it)."""
 
 _DEFAULT = {f.name: f.default for f in fields(BrokerConf)}  # what the broker takes when its conf says nothing
 
@@ -171,23 +177,11 @@ def restore_drops(con: sqlite3.Connection, limits: QueueLimits | None = None) ->
 
 def _identity(con: sqlite3.Connection, lim: QueueLimits) -> tuple[Any, ...] | None:
     """What tells a store file apart from any other and from itself changed; None for one in memory."""
-    import os
-
     try:
         path = next((row[2] for row in con.execute("PRAGMA database_list") if row[1] == "main"), "")
-    except sqlite3.Error:
+        return (path, lim, *map(tuple, file_identities(path))) if path else None
+    except (sqlite3.Error, OSError):
         return None
-    if not path:
-        return None
-    key: list[Any] = [path, lim]
-    for name in (path, f"{path}-wal"):
-        try:
-            st = os.stat(name)
-        except OSError:
-            key.append(None)
-            continue
-        key.append((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return tuple(key)
 
 
 def _restore_drops(con: sqlite3.Connection, lim: QueueLimits) -> list[Drop]:
@@ -252,4 +246,4 @@ def _restore_drops(con: sqlite3.Connection, lim: QueueLimits) -> list[Drop]:
     return drops
 
 
-__all__ = ["REASONS", "Drop", "QueueLimits", "restore_drops"]
+__all__ = ["CRASHING_WILL", "REASONS", "Drop", "QueueLimits", "restore_drops"]

@@ -26,7 +26,9 @@ from typing import Any
 from codec import safefile
 from codec.errors import CodecError, WriteError
 from codec.ops.report import RepairReport
-from codec.store.connect import SQLITE_MAGIC, put_store
+from codec.store.connect import NOT_READABLE, SQLITE_MAGIC, copy_store, put_store
+from codec.store.read import first_and_more, integrity_lines
+from codec.store.restore import CRASHING_WILL
 
 MIN_ROWID, MAX_ROWID = -(1 << 63), (1 << 63) - 1
 # what a read of a damaged store raises: sqlite's errors, and the UnicodeDecodeError of one whose message quotes bytes
@@ -48,7 +50,7 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
     from codec.sources import store_refusal
 
     refusal = store_refusal(path)
-    if refusal is not None and not refusal.startswith("not a readable sqlite database ("):
+    if refusal is not None and not refusal.startswith(NOT_READABLE):
         raise CodecError(f"{refusal}: not damage a salvage mends; nothing written", path=path)
     report = RepairReport(path, None, size_before=size, unit="row")
     with safefile.private_dir("mosqdb-salvage-") as work:
@@ -59,9 +61,8 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
             tables, indexes = _schema(con, path)
             damage = _quick_check(con)
             if damage:
-                report.fixes.append(f"sqlite's check of the store: {damage[0]}"
-                                    + (f" (and {len(damage) - 1:,} more)" if len(damage) > 1 else "")
-                                    + ": every table read row by row, the indexes built anew")
+                report.fixes.append(f"sqlite's check of the store: {first_and_more(damage)}: every table read row by "
+                                    "row, the indexes built anew")
             built = os.path.join(work, "salvaged.sqlite3")
             _build(con, None if lenient else copy, built, tables, indexes, report, progress, size)
         finally:
@@ -88,17 +89,7 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
 def _private_copy(path: str, copy: str, report: RepairReport) -> None:
     """The store (and its ``-wal``) copied into the private directory, read without following links; whole pages
     only, and a page count in the header that the file holds (on the copy: the store itself is not changed)."""
-    d, name = safefile.SafeDir.of(path)
-    with d:
-        for suffix in ("", "-wal"):
-            if suffix and not d.exists(name + suffix):
-                continue
-            src = d.open_read(name + suffix)  # a link, FIFO or device refused, in one line
-            try:
-                with safefile.create_private(copy + suffix) as out:
-                    safefile.copy_fd(src, out.fileno())
-            finally:
-                os.close(src)
+    copy_store(path, copy)
     with open(copy, "r+b") as f:
         head = f.read(_HEADER)
         if len(head) < _HEADER or not head.startswith(SQLITE_MAGIC):
@@ -234,8 +225,7 @@ def _build(con: sqlite3.Connection, copy: str | None, built: str, tables: list[t
                     report.fixes.append(f"{table}: {gone:,} {what} whose message is not in base_msgs dropped (the "
                                         "broker's restore would fail them)")
         if "wills" in names:  # restore.c's publish_will_msg copies payloadlen bytes from a NULL payload: SIGSEGV
-            gone = out.execute("DELETE FROM wills WHERE payload IS NULL AND CAST(IFNULL(payloadlen, 0) AS INTEGER) > 0 "
-                               "AND client_id NOT IN (SELECT client_id FROM clients WHERE client_id IS NOT NULL)"
+            gone = out.execute(f"DELETE FROM wills WHERE rowid IN (SELECT w.rowid FROM wills w WHERE {CRASHING_WILL})"
                                ).rowcount if "clients" in names else 0
             if gone:
                 report.kept["wills"] -= gone
@@ -378,23 +368,15 @@ def _next_readable(con: sqlite3.Connection, table: str, low: int) -> int | None:
 
 
 def _quick_check(store: sqlite3.Connection | str) -> list[str]:
-    """sqlite's ``quick_check`` of a connection or a file: its lines, none when it finds nothing."""
+    """sqlite's ``quick_check`` of a connection or a file: one problem a line, none when it finds nothing."""
     con = sqlite3.connect(f"file:{store}?mode=ro", uri=True) if isinstance(store, str) else store
     try:
-        rows = [r[0] for r in con.execute("PRAGMA quick_check")]
+        return integrity_lines(r[0] for r in con.execute("PRAGMA quick_check"))
     except _FAILED as exc:
-        rows = [str(exc)]
+        return [str(exc)]
     finally:
         if isinstance(store, str):
             con.close()
-    if [_shown(r) for r in rows] == ["ok"]:
-        return []
-    return [line.strip() for row in rows for line in _shown(row).splitlines()
-            if line.strip() and not line.startswith("*** in database")]
-
-
-def _shown(v: Any) -> str:
-    return v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v)
 
 
 def _q(name: str) -> str:

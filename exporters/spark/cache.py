@@ -38,6 +38,7 @@ import pyarrow.parquet as pq
 
 from codec import safefile
 from codec.errors import CodecError
+from codec.sources import file_identities as identities  # an entry's key: the file's and its -wal's
 from codec.sources import open_any
 from exporters.arrow import DEFAULT_BATCH, iter_batches
 from exporters.schema import SCHEMAS
@@ -81,19 +82,6 @@ def code_stamp() -> str:
                                      f"{st.st_mtime_ns}\n".encode())
         _STAMP = h.hexdigest()[:16]
     return _STAMP
-
-
-def identity(st: os.stat_result) -> list[int]:
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-
-
-def identities(path: str) -> list[list[int]]:
-    """The identity of the file at ``path``, and of its ``-wal`` when there is one (a 2.1 store's committed rows
-    not yet checkpointed into the store: a new version of the store as much as a changed store is)."""
-    found = [identity(os.stat(path))]
-    with contextlib.suppress(FileNotFoundError):
-        found.append(identity(os.stat(f"{path}-wal")))
-    return found
 
 
 def entry_key(path: str, kind: str, ids: list[list[int]]) -> str:

@@ -37,7 +37,7 @@ def _store_conf(args: argparse.Namespace) -> object | None:
     from inspector.commands.shared.broker import load_conf
 
     conf = load_conf(args.conf)
-    if args.file is None and conf is not None and conf.sqlite_plugin is not None and not conf.persistence:
+    if args.file is None and conf is not None and conf.persists_to_store:
         args.file = str(conf.sqlite_path) if conf.sqlite_path is not None else None
     if args.file is None or not os.path.isfile(args.file) or format_of(args.file).chunk_bytes:
         return None

@@ -93,7 +93,7 @@ def resolve_guard(args: argparse.Namespace) -> tuple[str, Any, Any, Any, str | N
     if path is None:
         if conf is None:
             raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
-        sqlite = conf.sqlite_path if conf.sqlite_plugin is not None and not conf.persistence else None
+        sqlite = conf.sqlite_path if conf.persists_to_store else None
         named = found.version if args.broker is None and found is not None else explicit_version(args.broker)
         path = str(sqlite) if sqlite is not None else conf_db_file(conf, named, "guard")
     if os.path.isdir(path):

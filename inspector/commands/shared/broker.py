@@ -78,7 +78,7 @@ def resolve(args: argparse.Namespace) -> tuple[str, Version, BrokerConf | None]:
     if path is None:
         if conf is None:
             raise UsageError("give FILE (or --conf MOSQUITTO.CONF, whose persistence_location names it)")
-        if conf.sqlite_plugin is not None and not conf.persistence:  # 2.1's plugin: the store it reads
+        if conf.persists_to_store:  # 2.1's plugin: the store it reads
             if conf.sqlite_path is None:
                 raise UsageError(f"{args.conf}: the persist-sqlite plugin is loaded, but neither persistence_location "
                                  "nor plugin_opt_db_file says where its store is: give FILE")
@@ -157,12 +157,12 @@ def run_model(path: str, version: Version, conf: BrokerConf | None, at: float) -
     from codec.broker.rules import V21
     from codec.broker.storemodel import predict_any
     from codec.broker.versions import text as version_text
-    from codec.sources import format_of, store_refusal
+    from codec.sources import NOT_READABLE, format_of, store_refusal
 
     fmt = format_of(path) if os.path.exists(path) else None
     if fmt is not None and not fmt.chunk_bytes:  # a sqlite file: a store the plugin reads, or not
         reason = store_refusal(path)
-        if reason is not None and not reason.startswith("not a readable sqlite database"):
+        if reason is not None and not reason.startswith(NOT_READABLE):
             raise UsageError(f"{path}: {reason}: neither a mosquitto.db file nor a store the persist-sqlite "
                              "plugin reads")
         if version < V21:
@@ -184,7 +184,7 @@ def file_cost(path: str, version: Version, conf: BrokerConf | None) -> Any:
     from codec.sources import format_of
 
     rows = os.path.isfile(path) and not format_of(path).chunk_bytes  # kept as a database's rows: the plugin's
-    sqlite = rows or (conf is not None and conf.sqlite_plugin is not None and not conf.persistence)
+    sqlite = rows or (conf is not None and conf.persists_to_store)
     return cost.predict(features, version, sqlite=sqlite,
                         autosave_interval=conf.autosave_interval if conf is not None else None)
 
