@@ -127,7 +127,7 @@ def _restore(pred: Prediction, con: Any, conf: BrokerConf | None, hostname: str 
         if raw in kept and direction in per:
             per[direction][as_text(raw)] = n
     pred.queued, pred.incoming = per[OUT], per[IN]
-    wills = _wills(con, {r[0] for r in rows}, kept, set(expiring)) if has_wills else _Wills()
+    wills = _wills(con, {r[0] for r in rows}, set(expiring)) if has_wills else _Wills()
     served_now = set(retained) if topics else None
     for w in wills.at_start:
         pred.at_start.append(w.text())
@@ -198,7 +198,7 @@ class _Wills:
     crash: str | None = None  # the client whose will the broker crashes on
 
 
-def _wills(con: Any, sessions: set[Any], kept: set[Any], expiring: set[str]) -> _Wills:
+def _wills(con: Any, sessions: set[Any], expiring: set[str]) -> _Wills:
     """The ``wills`` rows as ``will_restore`` (restore.c) takes them: a client with a session gets its will set
     (``will__set``: a topic a publish may use, valid UTF-8, a payload length in range, the properties a will may have)
     and, when it has neither a session expiry time nor a will delay, published too; a will of a client without one
@@ -217,26 +217,25 @@ def _wills(con: Any, sessions: set[Any], kept: set[Any], expiring: set[str]) -> 
         qos = _c_int(qos)
         cid = as_text(raw)
         text = None if topic is None else bytes(topic).split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-        payload_ok = 0 <= payloadlen <= MQTT_MAX_PAYLOAD and not (payloadlen > 0 and no_payload)
-        publishable = text is not None and payloadlen >= 0 and not (payloadlen > 0 and no_payload) and 0 <= qos <= 2
+        has_payload = not (payloadlen > 0 and no_payload)  # a length needs a payload to copy
+        publishable = text is not None and payloadlen >= 0 and has_payload and 0 <= qos <= 2
+        published = None  # why it is published at start, if it is
         if has_client and raw in sessions:
-            ok = payload_ok and _will_topic_ok(text) and _will_properties_ok(props)
+            ok = (0 <= payloadlen <= MQTT_MAX_PAYLOAD and has_payload and _will_topic_ok(text)
+                  and _will_properties_ok(props))
             if ok and expiry_time == 0 and _c_int(delay) == 0:
                 ok = publishable
-                if ok:
-                    out.at_start.append(_Will(cid, text or "", qos, bool(_c_int(retain)), payloadlen,
-                                              "its session was connected when the broker stopped"))
+                published = "its session was connected when the broker stopped"
             elif ok and cid in expiring:
-                out.at_start.append(_Will(cid, text or "", qos, bool(_c_int(retain)), payloadlen,
-                                          "its session expires at start"))
+                published = "its session expires at start"
         else:
-            if payloadlen > 0 and no_payload:  # publish_will_msg: memcpy(payload_mosq, NULL, payloadlen)
+            if not has_payload:  # publish_will_msg: memcpy(payload_mosq, NULL, payloadlen)
                 out.crash = cid
                 return out
             ok = publishable
-            if ok:
-                out.at_start.append(_Will(cid, text or "", qos, bool(_c_int(retain)), payloadlen,
-                                          "its client has no session"))
+            published = "its client has no session"
+        if ok and published is not None:
+            out.at_start.append(_Will(cid, text or "", qos, bool(_c_int(retain)), payloadlen, published))
         if ok:
             out.restored += 1
         else:
@@ -291,17 +290,13 @@ def _will_properties_ok(props: Any) -> bool:
 
 def _reached(con: Any, kept: set[Any], wills: list[_Will]) -> list[str]:
     """The kept sessions with a subscription that matches the topic of a will published at start."""
-    from codec.views.select import pairs_matching
+    from codec.views.select import hits_by_filter
 
     subs = [(raw, as_text(flt)) for raw, flt in con.execute("SELECT client_id, topic FROM subscriptions "
                                                             "WHERE client_id IS NOT NULL AND topic IS NOT NULL")
             if raw in kept]
-    found: set[str] = set()
-    for w in wills:
-        filters = [_unshared(f) for _raw, f in subs]
-        hits = pairs_matching(filters, [w.topic] * len(filters))
-        found.update(as_text(subs[i][0]) for i in np.flatnonzero(hits))
-    return sorted(found)
+    hits = hits_by_filter({_unshared(f) for _raw, f in subs}, [w.topic for w in wills])
+    return sorted({as_text(raw) for raw, f in subs if len(hits[_unshared(f)])})
 
 
 def _unshared(flt: str) -> str:

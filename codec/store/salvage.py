@@ -27,7 +27,7 @@ from codec import safefile
 from codec.errors import CodecError, WriteError
 from codec.ops.report import RepairReport
 from codec.store.connect import NOT_READABLE, SQLITE_MAGIC, copy_store, put_store
-from codec.store.read import first_and_more, integrity_lines
+from codec.store.read import first_and_more, integrity_lines, require_store
 from codec.store.restore import CRASHING_WILL
 
 MIN_ROWID, MAX_ROWID = -(1 << 63), (1 << 63) - 1
@@ -47,17 +47,13 @@ def salvage_store(path: str | os.PathLike[str], out_path: str | os.PathLike[str]
         size = os.stat(path).st_size
     except OSError as exc:
         raise CodecError(f"cannot open: {exc.strerror}", path=path) from None
-    from codec.sources import store_refusal
-
-    refusal = store_refusal(path)
-    if refusal is not None and not refusal.startswith(NOT_READABLE):
-        raise CodecError(f"{refusal}: not damage a salvage mends; nothing written", path=path)
     report = RepairReport(path, None, size_before=size, unit="row")
     with safefile.private_dir("mosqdb-salvage-") as work:
         copy = os.path.join(work, "damaged.sqlite3")
         _private_copy(path, copy, report)
         con, lenient = _open(copy, path, report)
         try:
+            _require_plugins(con, path)
             tables, indexes = _schema(con, path)
             damage = _quick_check(con)
             if damage:
@@ -147,6 +143,15 @@ def _schema_readable(copy: str) -> tuple[sqlite3.Connection, bool] | None:
     return None
 
 
+def _require_plugins(con: sqlite3.Connection, path: str) -> None:
+    """A database whose schema is not the plugin's is refused: a salvage mends damage, not another database."""
+    try:
+        require_store(con, path)
+    except CodecError as exc:
+        if not exc.reason.startswith(NOT_READABLE):
+            raise CodecError(f"{exc.reason}: not damage a salvage mends; nothing written", path=path) from None
+
+
 def _schema(con: sqlite3.Connection, path: str) -> tuple[list[tuple[str, str]], list[str]]:
     """(name, CREATE statement) of every table, and the CREATE statements of the indexes made by name."""
     try:
@@ -185,31 +190,9 @@ def _build(con: sqlite3.Connection, copy: str | None, built: str, tables: list[t
             columns = [_text(r[1]) for r in con.execute(f"PRAGMA table_info({_q(name)})")]
             into = f"INSERT OR REPLACE INTO main.{_q(name)} (rowid, {', '.join(_q(c) for c in columns)}) "
             out.execute("BEGIN")
-            try:  # a table sqlite reads whole is copied by sqlite itself, in one statement
-                if copy is None:
-                    raise sqlite3.DatabaseError("read leniently")
-                kept = out.execute(f"{into}SELECT rowid, {', '.join(_q(c) for c in columns)} FROM damaged.{_q(name)} "
-                                   "ORDER BY rowid").rowcount
-            except _FAILED:  # a damaged page, or a row the schema does not allow: row by row (after a
-                out.execute("ROLLBACK")  # damaged page only a whole rollback lets the connection write again)
-                out.execute("BEGIN")
-                plain = f"{into}VALUES ({', '.join('?' * (len(columns) + 1))})"
-                # a text value that is not UTF-8 goes back as text, byte for byte (CAST of its bytes)
-                raw = f"{into}VALUES (?, {', '.join('CASE WHEN ? THEN CAST(? AS TEXT) ELSE ? END' for _ in columns)})"
-                kept = 0
-                batch: list[tuple[Any, ...]] = []
-                for row in _readable_rows(con, name, ", ".join(_q(c) for c in columns), report):
-                    if any(type(v) is _Raw for v in row):
-                        kept += _insert(out, plain, batch, name, report)
-                        batch = []
-                        kept += _insert(out, raw, [(row[0], *(x for v in row[1:] for x in
-                                                             (type(v) is _Raw, v, v)))], name, report)
-                        continue
-                    batch.append(row)
-                    if len(batch) >= _BATCH:
-                        kept += _insert(out, plain, batch, name, report)
-                        batch = []
-                kept += _insert(out, plain, batch, name, report)
+            kept = _copied_whole(out, into, columns, name) if copy is not None else None
+            if kept is None:  # a damaged page, a row the schema does not allow, or no copy by sqlite: row by row
+                kept = _copied_by_rows(con, out, into, columns, name, report)
             out.execute("COMMIT")
             report.kept[name] = kept
             if progress is not None:
@@ -252,6 +235,40 @@ def _text_value(data: bytes) -> str | _Raw:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return _Raw(data)
+
+
+def _copied_whole(out: sqlite3.Connection, into: str, columns: list[str], table: str) -> int | None:
+    """The rows of ``table`` copied by sqlite itself, in one statement, from the attached damaged store (how many);
+    None when that fails (a damaged page: after one, only a whole rollback lets the connection write again)."""
+    try:
+        return out.execute(f"{into}SELECT rowid, {', '.join(_q(c) for c in columns)} FROM damaged.{_q(table)} "
+                           "ORDER BY rowid").rowcount
+    except _FAILED:
+        out.execute("ROLLBACK")
+        out.execute("BEGIN")
+        return None
+
+
+def _copied_by_rows(con: sqlite3.Connection, out: sqlite3.Connection, into: str, columns: list[str], table: str,
+                    report: RepairReport) -> int:
+    """The rows of ``table`` sqlite still reads (:func:`_readable_rows`), inserted a batch at a time (how many)."""
+    plain = f"{into}VALUES ({', '.join('?' * (len(columns) + 1))})"
+    # a text value that is not UTF-8 goes back as text, byte for byte (CAST of its bytes)
+    raw = f"{into}VALUES (?, {', '.join('CASE WHEN ? THEN CAST(? AS TEXT) ELSE ? END' for _ in columns)})"
+    kept = 0
+    batch: list[tuple[Any, ...]] = []
+    for row in _readable_rows(con, table, ", ".join(_q(c) for c in columns), report):
+        if any(type(v) is _Raw for v in row):
+            kept += _insert(out, plain, batch, table, report)
+            batch = []
+            kept += _insert(out, raw, [(row[0], *(x for v in row[1:] for x in (type(v) is _Raw, v, v)))], table,
+                            report)
+        else:
+            batch.append(row)
+            if len(batch) >= _BATCH:
+                kept += _insert(out, plain, batch, table, report)
+                batch = []
+    return kept + _insert(out, plain, batch, table, report)
 
 
 def _insert(out: sqlite3.Connection, insert: str, rows: list[tuple[Any, ...]], table: str,
