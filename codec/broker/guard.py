@@ -53,6 +53,7 @@ from codec.broker.storemodel import predict_any
 from codec.broker.trial import Binary, Trial, trial_load
 from codec.broker.versions import Version, line_of
 from codec.errors import CodecError, WriteError
+from codec.store.connect import put_store
 
 HEADER = 23  # the file header: a refusal there is the file's, not a chunk's
 MAX_DROPS = 32  # chunks dropped one by one from a salvage the release still refuses, before giving up on it
@@ -370,19 +371,15 @@ def _set_store_aside(rep: GuardReport, path: str, now: float | None, line: Calla
             kept = keep_aside(n, tag)
             rep.aside.append(kept)
             line(f"kept {n} as {kept} ({os.path.getsize(kept):,} bytes)")
-        for n in (path, f"{path}-wal", f"{path}-shm"):
-            if os.path.lexists(n):
-                safefile.remove(n)
         if salvaged is None:
+            for n in (path, f"{path}-wal", f"{path}-shm"):
+                if os.path.lexists(n):
+                    safefile.remove(n)
             rep.action = "emptied"
             line(f"removed {path} (its bytes are kept aside): Mosquitto {rep.broker} starts empty")
             return
-        with safefile.atomic_replace(path, like=like, replaces=path) as out:
-            src = os.open(salvaged, os.O_RDONLY)
-            try:
-                safefile.copy_fd(src, out.fd)
-            finally:
-                os.close(src)
+        # renamed over the store (owner and mode kept), its -wal and -shm removed just before: never no store at all
+        put_store(salvaged, path, like=like, replaces=path)
         rep.action = "salvaged"
         rep.after, _ = model(path, version, at=at, conf=conf, topics=True)
         said = f" ({summary(rep.after)})" if rep.after is not None and rep.after.verdict == "loads" else ""
