@@ -269,14 +269,14 @@ def _will_topic_ok(topic: str | None) -> bool:
 
 def _mqtt_utf8(raw: bytes) -> bool:
     """``mosquitto_validate_utf8``: valid UTF-8 without U+0000, U+D800-U+DFFF, U+0001-U+001F, U+007F-U+009F or
-    non-characters (U+FFFE, U+FFFF)."""
+    non-characters (U+FDD0-U+FDEF, and U+xFFFE, U+xFFFF in every plane)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return False
     for ch in text:
         o = ord(ch)
-        if o < 0x20 or 0x7F <= o <= 0x9F or (o & 0xFFFF) >= 0xFFFE:
+        if o < 0x20 or 0x7F <= o <= 0x9F or 0xFDD0 <= o <= 0xFDEF or (o & 0xFFFF) >= 0xFFFE:
             return False
     return True
 

@@ -226,3 +226,20 @@ def test_a_session_expiring_at_start_sends_its_will(tmp_path: Path) -> None:
         log = b.log()
     assert "Expiring client a-sub-q2 due to timeout." in log
     assert served == set(pred.retained)
+
+
+@pytest.mark.broker
+@pytest.mark.xdist_group("sqlite-broker")
+def test_a_will_topic_with_a_noncharacter_is_refused(tmp_path: Path) -> None:
+    """``mosquitto_validate_utf8`` refuses the non-characters U+FDD0-U+FDEF as it does U+FFFE: ``will__set`` fails,
+    and the will counts as failed (a will with a plain topic beside it is restored)."""
+    if sqlite_plugin() is None:
+        pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
+    store = _renewed(tmp_path,
+                     "UPDATE clients SET will_delay_interval = 60 WHERE client_id IN ('a-idle', 'a-sub-v5')",
+                     "INSERT INTO wills VALUES ('a-idle', NULL, 'will/\ufdd0', 0, 0, 0, NULL)",
+                     "INSERT INTO wills VALUES ('a-sub-v5', NULL, 'will/plain', 0, 0, 0, NULL)")
+    pred = predict_store(str(store), V212, at=time.time(), conf=BrokerConf(path="test", queue_qos0_messages=True))
+    assert "sqlite: Restored 1 will messages (1 failed)" in pred.log
+    _served, _got, restored = restored_by(store, {})
+    assert restored == [line for line in pred.log if line.startswith("sqlite: Restored")]
