@@ -494,6 +494,13 @@ def collect_many(port: int, expected: dict[str, int | None], **kw: object) -> di
         return {cid: f.result() for cid, f in futures.items()}
 
 
+def broker_now() -> float:
+    """The moment a live broker judges expiry at: its own clock's now. A test comparing the model with a broker it
+    starts asks the model at this moment (the stores those tests start it on are renewed or carry fixed past times,
+    so what they expect does not change as the fixtures age)."""
+    return time.time()
+
+
 def restored_by(store: str | os.PathLike[str], clients: dict[str, int | None], *, extra: tuple[str, ...] = ()
                 ) -> tuple[set[str], dict[str, Session], list[str]]:
     """Mosquitto 2.1.2 with persist-sqlite started on ``store`` (QoS 0 queued): the retained topics it serves, what

@@ -10,7 +10,6 @@ session then made to have expired.
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from codec.broker.conf import BrokerConf
 from codec.broker.storemodel import predict_store
 
-from support.brokers import SqliteBroker, collect_retained, restored_by, sqlite_plugin
+from support.brokers import SqliteBroker, broker_now, collect_retained, restored_by, sqlite_plugin
 from support.cli import run
 from support.paths import INCOMING
 from support.stores import run_sql
@@ -97,7 +96,7 @@ def test_the_broker_does_what_the_model_says(tmp_path: Path, name: str) -> None:
     store = _renewed(tmp_path, *sql)
     conf = BrokerConf(path="test", **{"queue_qos0_messages": True, **settings})
     # the live broker judges expiry by its clock: "now" here too (renewed, only the planted 2023 times have passed)
-    pred = predict_store(str(store), V212, at=time.time(), conf=conf)
+    pred = predict_store(str(store), V212, at=broker_now(), conf=conf)
     assert pred.verdict == "loads"
     extra = tuple(f"{k} {str(v).lower()}" for k, v in settings.items())
     clients = {c: pred.queued.get(c, 0) for c in pred.kept} | {d.client_id: 0 for d in pred.dropped}
@@ -165,7 +164,7 @@ def test_wills_as_the_broker_restores_and_publishes_them(tmp_path: Path) -> None
         pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
     store = _renewed(tmp_path, *WILLS)
     conf = BrokerConf(path="test", queue_qos0_messages=True)
-    pred = predict_store(str(store), V212, at=time.time(), conf=conf)
+    pred = predict_store(str(store), V212, at=broker_now(), conf=conf)
     assert pred.verdict == "loads"
     assert "sqlite: Restored 4 will messages (3 failed)" in pred.log
     assert [w.split(" (")[0] for w in pred.at_start] == [
@@ -192,7 +191,7 @@ def test_a_will_with_a_length_and_no_payload_crashes_the_broker(tmp_path: Path) 
     if sqlite_plugin() is None:
         pytest.skip("the Mosquitto 2.1.2 oracle with persist-sqlite cannot be built here")
     store = _renewed(tmp_path, "INSERT INTO wills VALUES ('gone-4', NULL, 'will/gone-4', 5, 0, 0, NULL)")
-    pred = predict_store(str(store), V212, at=time.time(), conf=BrokerConf(path="test", queue_qos0_messages=True))
+    pred = predict_store(str(store), V212, at=broker_now(), conf=BrokerConf(path="test", queue_qos0_messages=True))
     assert pred.verdict == "crashes" and pred.stop is not None and "'gone-4'" in pred.stop.note
     assert pred.starts is False and pred.log[-1].endswith("failed)") and "client messages" in pred.log[-1]
     b = SqliteBroker(store, queue_qos0=True)
@@ -216,7 +215,7 @@ def test_a_session_expiring_at_start_sends_its_will(tmp_path: Path) -> None:
                      "will_delay_interval = 30 WHERE client_id = 'a-sub-q2'",
                      "INSERT INTO wills VALUES ('a-sub-q2', CAST('gone' AS BLOB), 'will/q2', 4, 0, 1, NULL)")
     conf = BrokerConf(path="test", queue_qos0_messages=True)
-    pred = predict_store(str(store), V212, at=time.time(), conf=conf)
+    pred = predict_store(str(store), V212, at=broker_now(), conf=conf)
     assert "sqlite: Restored 1 will messages (0 failed)" in pred.log
     assert pred.at_start == ["publishes the will of 'a-sub-q2' on 'will/q2' (QoS 0, retained): its session expires "
                              "at start"]
@@ -239,7 +238,7 @@ def test_a_will_topic_with_a_noncharacter_is_refused(tmp_path: Path) -> None:
                      "UPDATE clients SET will_delay_interval = 60 WHERE client_id IN ('a-idle', 'a-sub-v5')",
                      "INSERT INTO wills VALUES ('a-idle', NULL, 'will/\ufdd0', 0, 0, 0, NULL)",
                      "INSERT INTO wills VALUES ('a-sub-v5', NULL, 'will/plain', 0, 0, 0, NULL)")
-    pred = predict_store(str(store), V212, at=time.time(), conf=BrokerConf(path="test", queue_qos0_messages=True))
+    pred = predict_store(str(store), V212, at=broker_now(), conf=BrokerConf(path="test", queue_qos0_messages=True))
     assert "sqlite: Restored 1 will messages (1 failed)" in pred.log
     _served, _got, restored = restored_by(store, {})
     assert restored == [line for line in pred.log if line.startswith("sqlite: Restored")]

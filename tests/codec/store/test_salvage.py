@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import time
 from contextlib import closing
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import pytest
 from codec.broker.conf import BrokerConf
 from codec.broker.storemodel import predict_store
 
-from support.brokers import restored_by, sqlite_plugin
+from support.brokers import broker_now, restored_by, sqlite_plugin
 from support.cli import run, run_in_process
 from support.paths import INCOMING
 from support.stores import connect, run_sql
@@ -166,7 +165,7 @@ def test_mosquitto_restores_the_salvage_of_a_cut_store_as_predicted(tmp_path: Pa
     out = tmp_path / "out.sqlite3"
     r = run("repair", cut, "-o", out)
     assert r.returncode == 0, r.stderr
-    pred = predict_store(str(out), (2, 1, 2), at=time.time(), conf=BrokerConf(path="test", queue_qos0_messages=True))
+    pred = predict_store(str(out), (2, 1, 2), at=broker_now(), conf=BrokerConf(path="test", queue_qos0_messages=True))
     assert pred.verdict == "loads"
     clients = {c: pred.queued.get(c, 0) for c in pred.kept}
     served, got, restored = restored_by(out, clients)

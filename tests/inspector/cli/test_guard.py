@@ -16,6 +16,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ from support.variants import make
 
 V2022 = INCOMING / "2.0.22-a.db"
 AT = "2026-11-23T04:41:49Z"  # four hours after 2.0.22-a.db was written: what expires there is fixed
+AT_EPOCH = datetime.fromisoformat(AT.replace("Z", "+00:00")).timestamp()  # the "now" the variants here are made at
 REQUIRED = {"broker", "verdict", "log", "sessions", "queued", "retained", "findings"}
 
 
@@ -42,7 +44,7 @@ def sha(p: Path) -> str:
 def bad_file(tmp_path: Path, variant: str = "sub-without-client-id", src: Path = V2022) -> Path:
     d = tmp_path / "lib"
     d.mkdir(exist_ok=True)
-    return make(variant, src, d / "mosquitto.db", time.time())
+    return make(variant, src, d / "mosquitto.db", AT_EPOCH)
 
 
 # ---------------------------------------------------------------- check --broker

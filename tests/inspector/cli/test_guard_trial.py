@@ -23,7 +23,7 @@ import pytest
 from codec.broker.conf import read_conf
 from codec.broker.trial import trial_conf
 
-from support.brokers import Broker, collect_retained, have_mosquitto, oracle_binary
+from support.brokers import Broker, broker_now, collect_retained, have_mosquitto, oracle_binary
 from support.cli import run_in_process
 from support.crafted import shorten_first_store
 from support.paths import INCOMING
@@ -295,7 +295,7 @@ def test_a_cut_store_is_salvaged_in_place_and_the_broker_serves_what_is_left(tmp
     assert len(kept) == 9  # one of the ten retained messages had its payload on the pages cut off
     from codec.broker.storemodel import predict_store
 
-    served = set(predict_store(str(store), (2, 1, 2), at=time.time()).retained)  # an expired one is not
+    served = set(predict_store(str(store), (2, 1, 2), at=broker_now()).retained)  # an expired one is not
     assert served and served <= kept
     with SqliteBroker(None, workdir=d, queue_qos0=True) as b:
         assert b.running and set(collect_retained(b.port)) == served
